@@ -1,0 +1,36 @@
+use std::path::PathBuf;
+
+/// Every way the cache can fail. A corrupt entry is not an error while a
+/// pipeline runs (it is a miss); it surfaces here only where the caller
+/// asked for that exact entry (restore, verify).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("I/O error on `{path}`: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cache object `{digest}` is missing or corrupt ({reason})")]
+    Corrupt { digest: String, reason: String },
+    #[error("`{path}` is neither a regular file nor a directory")]
+    Unsupported { path: PathBuf },
+    #[error("stat cache database `{path}`: {source}")]
+    StatDb {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cache at `{path}` has layout `{found}`, this pipe expects `{expected}`")]
+    Layout {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+}
+
+impl CacheError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        CacheError::Io { path: path.into(), source }
+    }
+}

@@ -1,0 +1,21 @@
+//! Content-addressed storage for pipe: blake3 objects and Merkle trees,
+//! an action cache (stage key -> result), a stat cache that avoids
+//! rehashing unchanged files, link strategies for restoring outputs,
+//! verification and garbage collection.
+//!
+//! The on-disk layout (see docs/cache-format.md) is the same in a project's
+//! `.pipe/cache`, a shared `PIPE_CACHE_DIR`, or a remote.
+
+mod digest;
+mod error;
+mod store;
+mod stat;
+
+pub use digest::{ActionKey, Digest, ObjectDigest};
+pub use error::CacheError;
+pub use stat::StatCache;
+pub use store::{
+    ActionResult, Artifact, ArtifactKind, Cache, GcReport, LinkMode, VerifyReport,
+};
+
+pub type Result<T, E = CacheError> = std::result::Result<T, E>;

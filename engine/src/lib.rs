@@ -1,0 +1,13 @@
+//! The pipe engine: pipeline spec -> validated, matrix-expanded pipeline ->
+//! DAG -> stage keys -> scheduled execution with the content-addressed
+//! cache -> run records that can be listed, shown and diffed.
+
+pub mod dag;
+pub mod diagnostic;
+mod error;
+pub mod spec;
+
+pub use diagnostic::{Diagnostic, Location};
+pub use error::{EngineError, ExitCode};
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
