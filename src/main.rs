@@ -1,1 +1,79 @@
-fn main() {}
+//! `pipe`: the command-line front end. Parses arguments, sets up logging,
+//! runs one command and maps its outcome to a documented exit code
+//! (docs/cli.md). Everything else lives in the `pipe-engine` and
+//! `pipe-cache` crates.
+
+mod cli;
+mod commands;
+mod progress;
+mod render;
+mod style;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use pipe_engine::EngineError;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    pipe_engine::interrupt::install_handlers();
+    if let Some(directory) = &cli.directory {
+        if let Err(error) = std::env::set_current_dir(directory) {
+            eprintln!(
+                "error: cannot change to directory `{}`: {error}",
+                directory.display()
+            );
+            return ExitCode::from(pipe_engine::ExitCode::InvalidInput as u8);
+        }
+    }
+    match commands::dispatch(cli) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(error) => {
+            report_error(&error);
+            ExitCode::from(error.exit_code() as u8)
+        }
+    }
+}
+
+fn report_error(error: &EngineError) {
+    let style = style::Style::for_stderr();
+    match error {
+        // Diagnostics carry their own `error[code]:` headers.
+        EngineError::Spec(_) => eprintln!("{error}"),
+        _ => {
+            let text = error.to_string();
+            let mut lines = text.lines();
+            if let Some(first) = lines.next() {
+                eprintln!("{} {first}", style.red("error:"));
+            }
+            for line in lines {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let default = if quiet {
+        "error"
+    } else {
+        match verbose {
+            0 => "warn",
+            1 => "info",
+            _ => "debug",
+        }
+    };
+    let filter = std::env::var("PIPE_LOG").unwrap_or_else(|_| default.to_string());
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let color = std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(color)
+        .with_target(false)
+        .without_time()
+        .init();
+}

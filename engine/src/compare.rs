@@ -1,0 +1,120 @@
+//! `pipe diff`: what changed between two recorded runs.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::key::{self, FieldChange};
+use crate::runs::{RunDb, RunRecord, StageStatus};
+use crate::Result;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDiff {
+    pub a: i64,
+    pub b: i64,
+    pub params: Vec<FieldChange>,
+    pub metrics: Vec<MetricChange>,
+    pub stages: Vec<StageChange>,
+    pub outputs: Vec<OutputChange>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MetricChange {
+    pub stage: String,
+    pub metric: String,
+    pub a: Option<Value>,
+    pub b: Option<Value>,
+    /// b - a, when both are numbers.
+    pub delta: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageChange {
+    pub stage: String,
+    pub status_a: Option<StageStatus>,
+    pub status_b: Option<StageStatus>,
+    /// Key fields that differ (empty when the key is the same).
+    pub key_changes: Vec<FieldChange>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputChange {
+    pub stage: String,
+    pub path: String,
+    pub a: Option<String>,
+    pub b: Option<String>,
+}
+
+pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
+    let params = key::diff_manifests(&a.params, &b.params);
+    let stages_a: BTreeMap<&str, _> = a.stages.iter().map(|stage| (stage.stage.as_str(), stage)).collect();
+    let stages_b: BTreeMap<&str, _> = b.stages.iter().map(|stage| (stage.stage.as_str(), stage)).collect();
+    let mut names: Vec<&str> = stages_a.keys().chain(stages_b.keys()).copied().collect();
+    names.sort_unstable();
+    names.dedup();
+
+    let mut metrics = Vec::new();
+    let mut stages = Vec::new();
+    let mut outputs = Vec::new();
+    for name in names {
+        let (before, after) = (stages_a.get(name), stages_b.get(name));
+        let empty = BTreeMap::new();
+        let metrics_a = before.map(|stage| &stage.metrics).unwrap_or(&empty);
+        let metrics_b = after.map(|stage| &stage.metrics).unwrap_or(&empty);
+        let mut metric_names: Vec<&String> = metrics_a.keys().chain(metrics_b.keys()).collect();
+        metric_names.sort_unstable();
+        metric_names.dedup();
+        for metric in metric_names {
+            let (value_a, value_b) = (metrics_a.get(metric), metrics_b.get(metric));
+            if value_a == value_b {
+                continue;
+            }
+            let delta = match (value_a.and_then(Value::as_f64), value_b.and_then(Value::as_f64)) {
+                (Some(x), Some(y)) => Some(y - x),
+                _ => None,
+            };
+            metrics.push(MetricChange {
+                stage: name.to_string(),
+                metric: metric.clone(),
+                a: value_a.cloned(),
+                b: value_b.cloned(),
+                delta,
+            });
+        }
+
+        let key_a = before.and_then(|stage| stage.key.clone());
+        let key_b = after.and_then(|stage| stage.key.clone());
+        let ran_in_b = after.map(|stage| stage.status == StageStatus::Ran).unwrap_or(false);
+        if key_a != key_b || ran_in_b {
+            let key_changes = match (&key_a, &key_b) {
+                (Some(x), Some(y)) if x != y => match (db.manifest(x)?, db.manifest(y)?) {
+                    (Some(mx), Some(my)) => key::diff_manifests(&mx, &my),
+                    _ => Vec::new(),
+                },
+                _ => Vec::new(),
+            };
+            stages.push(StageChange {
+                stage: name.to_string(),
+                status_a: before.map(|stage| stage.status),
+                status_b: after.map(|stage| stage.status),
+                key_changes,
+            });
+        }
+
+        let empty_outputs = BTreeMap::new();
+        let outs_a = before.map(|stage| &stage.outputs).unwrap_or(&empty_outputs);
+        let outs_b = after.map(|stage| &stage.outputs).unwrap_or(&empty_outputs);
+        let mut paths: Vec<&String> = outs_a.keys().chain(outs_b.keys()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        for path in paths {
+            let digest_a = outs_a.get(path).map(|artifact| artifact.digest.to_hex());
+            let digest_b = outs_b.get(path).map(|artifact| artifact.digest.to_hex());
+            if digest_a != digest_b {
+                outputs.push(OutputChange { stage: name.to_string(), path: path.clone(), a: digest_a, b: digest_b });
+            }
+        }
+    }
+    Ok(RunDiff { a: a.id, b: b.id, params, metrics, stages, outputs })
+}

@@ -1,0 +1,606 @@
+//! The scheduler: runs the selected stages in dependency order, in
+//! parallel within `-j` and each stage's resources, reusing cached
+//! results, and records the run.
+
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::cmp::Reverse;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pipe_cache::{ActionKey, ActionResult, Artifact, Cache, CacheError, LinkMode, StatCache};
+use serde_json::Value;
+
+use crate::dag::Dag;
+use crate::key;
+use crate::project::{Project, RunLock};
+use crate::runs::{self, RunDb, RunStart, StageRecord, StageStatus};
+use crate::spec::{Pipeline, Stage, StageKind};
+use crate::workspace::{declared_outputs, hash_deps, outputs_differing, remove_path};
+use crate::{interrupt, EngineError, Result};
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Stage names to bring up to date (with what they depend on); a base
+    /// name selects all its matrix expansions. Empty: every stage.
+    pub targets: Vec<String>,
+    /// Stages to run even on a cache hit.
+    pub force: Vec<String>,
+    pub force_all: bool,
+    /// Parallel CPU slots.
+    pub jobs: usize,
+    pub link: Vec<LinkMode>,
+    /// The command line, for the run record.
+    pub argv: Vec<String>,
+}
+
+/// Progress, as it happens, for the CLI to render.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Another `pipe run` holds this project; waiting for it.
+    WaitingForLock { holder: Option<u32> },
+    RunStarted { run_id: i64, stages: usize },
+    /// A stage's command started (cache misses only).
+    StageRunning { stage: &'a str, log: &'a Path },
+    StageFinished {
+        stage: &'a str,
+        status: StageStatus,
+        duration: Duration,
+        detail: Option<&'a str>,
+        log_tail: Option<&'a str>,
+    },
+    RunFinished { run_id: i64, status: &'a str },
+}
+
+pub type Observer<'a> = &'a (dyn Fn(Event<'_>) + Sync);
+
+#[derive(Debug)]
+pub struct RunSummary {
+    pub run_id: i64,
+    /// `succeeded`, `failed` or `interrupted`.
+    pub status: String,
+    pub stages: Vec<StageRecord>,
+}
+
+/// Resolves stage names given on the command line to indices.
+pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>> {
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (index, stage) in pipeline.stages.iter().enumerate() {
+        by_name.entry(stage.name.as_str()).or_default().push(index);
+        if stage.base_name != stage.name {
+            by_name.entry(stage.base_name.as_str()).or_default().push(index);
+        }
+    }
+    let mut selected = Vec::new();
+    for name in names {
+        match by_name.get(name.as_str()) {
+            Some(indices) => selected.extend(indices),
+            None => {
+                let mut known: Vec<&str> = pipeline.stages.iter().map(|s| s.base_name.as_str()).collect();
+                known.dedup();
+                return Err(EngineError::usage(
+                    format!("no stage named `{name}` in `{}`", pipeline.file.display()),
+                    format!("stages: {}", known.join(", ")),
+                ));
+            }
+        }
+    }
+    selected.sort_unstable();
+    selected.dedup();
+    Ok(selected)
+}
+
+struct Context<'a> {
+    pipeline: &'a Pipeline,
+    cache: Cache,
+    stat: StatCache,
+    link: &'a [LinkMode],
+    run_id: i64,
+    log_dir: PathBuf,
+    observer: Observer<'a>,
+    /// Process groups of running commands, by stage index, for Ctrl-C.
+    running: Mutex<HashMap<usize, u32>>,
+}
+
+struct StageOutcome {
+    index: usize,
+    record: StageRecord,
+    manifest: Option<Value>,
+}
+
+pub fn run(pipeline: &Pipeline, dag: &Dag, options: &RunOptions, observer: Observer<'_>) -> Result<RunSummary> {
+    let project = Project::open(&pipeline.root)?;
+    let targets = select_stages(pipeline, &options.targets)?;
+    let forced: Vec<usize> = select_stages(pipeline, &options.force)?;
+    let _lock = RunLock::acquire(&project, |holder| observer(Event::WaitingForLock { holder }))?;
+
+    let root = pipeline.root.clone();
+    let git = std::thread::spawn(move || runs::git_state(&root));
+    let cache = Cache::open(&project.cache_dir)?;
+    let stat = StatCache::open(&project.stat_db())?;
+    let mut db = RunDb::open(&project.runs_db())?;
+    let git = git.join().ok().flatten();
+    let run_id = db.start_run(&RunStart {
+        pipeline: &pipeline.name,
+        argv: &options.argv,
+        params: &pipeline.params,
+        git,
+    })?;
+
+    let selected = if targets.is_empty() { dag.order.clone() } else { dag.closure(&targets) };
+    observer(Event::RunStarted { run_id, stages: selected.len() });
+    let mut is_forced = vec![options.force_all; pipeline.stages.len()];
+    for index in forced {
+        is_forced[index] = true;
+    }
+    let context = Context {
+        pipeline,
+        cache,
+        stat,
+        link: &options.link,
+        run_id,
+        log_dir: project.log_dir(run_id),
+        observer,
+        running: Mutex::new(HashMap::new()),
+    };
+    let outcome = schedule(&context, dag, &selected, &is_forced, options.jobs.max(1), &mut db);
+    // The stat cache only speeds things up: failing to save it loses nothing.
+    if let Err(error) = context.stat.flush() {
+        tracing::warn!("could not save the stat cache: {error}");
+    }
+    let (records, status) = outcome?;
+    db.finish_run(run_id, status)?;
+    observer(Event::RunFinished { run_id, status });
+    Ok(RunSummary { run_id, status: status.to_string(), stages: records })
+}
+
+fn schedule(
+    context: &Context<'_>,
+    dag: &Dag,
+    selected: &[usize],
+    is_forced: &[bool],
+    jobs: usize,
+    db: &mut RunDb,
+) -> Result<(Vec<StageRecord>, &'static str)> {
+    let stages = &context.pipeline.stages;
+    let mut in_selection = vec![false; stages.len()];
+    for &index in selected {
+        in_selection[index] = true;
+    }
+    let mut waiting_on: Vec<usize> = (0..stages.len())
+        .map(|index| dag.upstream[index].iter().filter(|&&up| in_selection[up]).count())
+        .collect();
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        selected.iter().copied().filter(|&index| waiting_on[index] == 0).map(Reverse).collect();
+    let gpu_pool = if selected.iter().any(|&index| stages[index].resources.gpus > 0) {
+        available_gpus()
+    } else {
+        Vec::new()
+    };
+    let mut free_gpus: Vec<String> = gpu_pool.clone();
+    let mut free_slots = jobs;
+    let mut held: HashMap<usize, (usize, Vec<String>)> = HashMap::new();
+    let mut settled = vec![false; stages.len()];
+    let mut records: Vec<StageRecord> = Vec::with_capacity(selected.len());
+    let mut unsaved: Vec<(StageRecord, Option<Value>)> = Vec::new();
+    let mut failed = false;
+    let mut interrupted = false;
+    let mut killed_at: Option<Instant> = None;
+
+    std::thread::scope(|scope| -> Result<()> {
+        let (sender, receiver) = mpsc::channel::<StageOutcome>();
+        let mut remaining = selected.len();
+        while remaining > 0 {
+            if interrupt::requested() && !interrupted {
+                interrupted = true;
+                ready.clear();
+                terminate_running(context, libc::SIGTERM);
+                killed_at = Some(Instant::now());
+            }
+            if interrupted && held.is_empty() {
+                break;
+            }
+            if let Some(at) = killed_at {
+                if at.elapsed() > Duration::from_secs(5) {
+                    terminate_running(context, libc::SIGKILL);
+                    killed_at = None;
+                }
+            }
+            // Launch every ready stage that fits, in declaration order.
+            let mut deferred = Vec::new();
+            while let Some(Reverse(index)) = ready.pop() {
+                let stage = &stages[index];
+                let gpus = stage.resources.gpus as usize;
+                if gpus > gpu_pool.len() {
+                    let detail = format!(
+                        "stage needs {gpus} GPU(s) but {} are available; set PIPE_GPUS or lower `resources.gpus`",
+                        gpu_pool.len()
+                    );
+                    sender
+                        .send(StageOutcome {
+                            index,
+                            record: failed_record(stage, None, detail, 0),
+                            manifest: None,
+                        })
+                        .ok();
+                    continue;
+                }
+                // A stage wider than -j still runs, alone.
+                let slots = (stage.resources.cpus as usize).clamp(1, jobs);
+                if slots > free_slots || gpus > free_gpus.len() {
+                    deferred.push(Reverse(index));
+                    continue;
+                }
+                free_slots -= slots;
+                let assigned: Vec<String> = free_gpus.drain(..gpus).collect();
+                held.insert(index, (slots, assigned.clone()));
+                let sender = sender.clone();
+                let forced = is_forced[index];
+                scope.spawn(move || {
+                    let outcome = execute_stage(context, index, forced, &assigned);
+                    let _ = sender.send(outcome);
+                });
+            }
+            ready.extend(deferred);
+
+            let outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
+                Ok(outcome) => outcome,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(EngineError::Internal("stage threads vanished".into()))
+                }
+            };
+            if let Some((slots, gpus)) = held.remove(&outcome.index) {
+                free_slots += slots;
+                free_gpus.extend(gpus);
+            }
+            remaining -= 1;
+            settled[outcome.index] = true;
+            let status = outcome.record.status;
+            report_finished(context, &outcome.record);
+            if status.succeeded() {
+                for &down in &dag.downstream[outcome.index] {
+                    if in_selection[down] {
+                        waiting_on[down] -= 1;
+                        if waiting_on[down] == 0 && !interrupted {
+                            ready.push(Reverse(down));
+                        }
+                    }
+                }
+            } else {
+                failed = true;
+                // Everything downstream is skipped; independent branches go on.
+                let mut stack = vec![outcome.index];
+                while let Some(index) = stack.pop() {
+                    for &down in &dag.downstream[index] {
+                        if in_selection[down] && !settled[down] {
+                            settled[down] = true;
+                            remaining -= 1;
+                            let upstream = &stages[index].name;
+                            let record = StageRecord {
+                                stage: stages[down].name.clone(),
+                                key: None,
+                                status: StageStatus::Skipped,
+                                duration_ms: 0,
+                                outputs: BTreeMap::new(),
+                                metrics: BTreeMap::new(),
+                                detail: Some(format!("upstream stage `{upstream}` did not succeed")),
+                            };
+                            report_finished(context, &record);
+                            records.push(record.clone());
+                            unsaved.push((record, None));
+                            stack.push(down);
+                        }
+                    }
+                }
+            }
+            let ran = status == StageStatus::Ran;
+            records.push(outcome.record.clone());
+            unsaved.push((outcome.record, outcome.manifest));
+            // Persist after real work so a killed pipe keeps its history;
+            // cheap cache checks are batched to keep no-op runs fast.
+            if ran {
+                save(db, context.run_id, &mut unsaved)?;
+            }
+        }
+        Ok(())
+    })?;
+    save(db, context.run_id, &mut unsaved)?;
+    let status = if interrupted {
+        "interrupted"
+    } else if failed {
+        "failed"
+    } else {
+        "succeeded"
+    };
+    Ok((records, status))
+}
+
+fn save(db: &mut RunDb, run_id: i64, unsaved: &mut Vec<(StageRecord, Option<Value>)>) -> Result<()> {
+    if unsaved.is_empty() {
+        return Ok(());
+    }
+    let batch: Vec<(StageRecord, Option<&Value>)> =
+        unsaved.iter().map(|(record, manifest)| (record.clone(), manifest.as_ref())).collect();
+    db.record_stages(run_id, &batch)?;
+    unsaved.clear();
+    Ok(())
+}
+
+fn report_finished(context: &Context<'_>, record: &StageRecord) {
+    let log_tail = (record.status == StageStatus::Failed)
+        .then(|| read_tail(&context.log_dir.join(log_name(&record.stage)), 20))
+        .flatten();
+    (context.observer)(Event::StageFinished {
+        stage: &record.stage,
+        status: record.status,
+        duration: Duration::from_millis(record.duration_ms),
+        detail: record.detail.as_deref(),
+        log_tail: log_tail.as_deref(),
+    });
+}
+
+fn terminate_running(context: &Context<'_>, signal: libc::c_int) {
+    let running = context.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for &group in running.values() {
+        // SAFETY: signals the process group we created for the stage.
+        unsafe {
+            libc::kill(-(group as libc::pid_t), signal);
+        }
+    }
+}
+
+fn failed_record(stage: &Stage, key: Option<&ActionKey>, detail: String, duration_ms: u64) -> StageRecord {
+    StageRecord {
+        stage: stage.name.clone(),
+        key: key.map(|key| key.to_hex()),
+        status: StageStatus::Failed,
+        duration_ms,
+        outputs: BTreeMap::new(),
+        metrics: BTreeMap::new(),
+        detail: Some(detail),
+    }
+}
+
+fn execute_stage(context: &Context<'_>, index: usize, forced: bool, gpus: &[String]) -> StageOutcome {
+    let started = Instant::now();
+    let stage = &context.pipeline.stages[index];
+    let root = &context.pipeline.root;
+    let elapsed_ms = || started.elapsed().as_millis() as u64;
+    let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
+        Ok(digests) => digests,
+        Err(problem) => {
+            let detail = match (&problem.missing, stage.deps.iter().find(|d| d.name == problem.dep)) {
+                (true, Some(dep)) if dep.producer.is_none() => {
+                    format!("{}; create it, or declare the stage that writes it", problem.message)
+                }
+                _ => problem.message,
+            };
+            return StageOutcome { index, record: failed_record(stage, None, detail, elapsed_ms()), manifest: None };
+        }
+    };
+    let nonce = stage.always_run.then(|| format!("run {} {}", context.run_id, runs::now_ms()));
+    let manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
+    let key = key::key_of(&manifest);
+
+    if !forced {
+        if let Some(result) = context.cache.get_action(&key) {
+            match reuse_cached(context, &result) {
+                Ok(status) => {
+                    let record = StageRecord {
+                        stage: stage.name.clone(),
+                        key: Some(key.to_hex()),
+                        status,
+                        duration_ms: elapsed_ms(),
+                        outputs: result.outputs.clone(),
+                        metrics: result.metrics.clone(),
+                        detail: None,
+                    };
+                    return StageOutcome { index, record, manifest: Some(manifest) };
+                }
+                Err(error) => {
+                    tracing::warn!("stage `{}`: cached result unusable ({error}); running it again", stage.name);
+                }
+            }
+        }
+    }
+
+    match run_command(context, index, stage, gpus) {
+        Ok(()) => {}
+        Err(detail) => {
+            return StageOutcome {
+                index,
+                record: failed_record(stage, Some(&key), detail, elapsed_ms()),
+                manifest: Some(manifest),
+            }
+        }
+    }
+    match store_outputs(context, stage, key, &manifest, elapsed_ms()) {
+        Ok(result) => {
+            let record = StageRecord {
+                stage: stage.name.clone(),
+                key: Some(key.to_hex()),
+                status: StageStatus::Ran,
+                duration_ms: elapsed_ms(),
+                outputs: result.outputs,
+                metrics: result.metrics,
+                detail: None,
+            };
+            StageOutcome { index, record, manifest: Some(manifest) }
+        }
+        Err(detail) => StageOutcome {
+            index,
+            record: failed_record(stage, Some(&key), detail, elapsed_ms()),
+            manifest: Some(manifest),
+        },
+    }
+}
+
+/// Fresh when the workspace already holds the outputs, else restores them.
+fn reuse_cached(context: &Context<'_>, result: &ActionResult) -> std::result::Result<StageStatus, CacheError> {
+    let root = &context.pipeline.root;
+    let differing = outputs_differing(root, result, &context.cache, &context.stat);
+    if differing.is_empty() {
+        return Ok(StageStatus::Fresh);
+    }
+    for path in differing {
+        let artifact = &result.outputs[path];
+        let destination = root.join(path);
+        if let Some(parent) = destination.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| CacheError::io(parent, e))?;
+        }
+        context.cache.restore(artifact, &destination, context.link, &context.stat)?;
+    }
+    Ok(StageStatus::Restored)
+}
+
+fn log_name(stage: &str) -> String {
+    // Matrix names carry `@`, `=` and `,`, which are fine in file names; `/` is not.
+    format!("{}.log", stage.replace('/', "_"))
+}
+
+fn run_command(context: &Context<'_>, index: usize, stage: &Stage, gpus: &[String]) -> std::result::Result<(), String> {
+    let root = &context.pipeline.root;
+    let command_text = match &stage.kind {
+        StageKind::Command { command } => command,
+        StageKind::Builtin { uses, version, .. } => {
+            return Err(format!(
+                "`uses: {uses}@{version}`: no built-in stages are installed in this build of pipe; use `run:` with a shell command"
+            ))
+        }
+    };
+    // Stale outputs must not survive into a new result, and restored ones
+    // may be read-only links into the cache that a command must not write through.
+    for out in declared_outputs(stage) {
+        let path = root.join(&out.path);
+        remove_path(&path).map_err(|e| format!("cannot remove old output `{}`: {e}", out.path))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+        }
+    }
+    std::fs::create_dir_all(&context.log_dir)
+        .map_err(|e| format!("cannot create log directory `{}`: {e}", context.log_dir.display()))?;
+    let log_path = context.log_dir.join(log_name(&stage.name));
+    let log = File::create(&log_path).map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
+    let log_for_stderr = log.try_clone().map_err(|e| format!("cannot open log: {e}"))?;
+    let mut command = Command::new("bash");
+    command
+        .args(["-e", "-o", "pipefail", "-c", command_text])
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_for_stderr)
+        .env("PIPE_STAGE", &stage.name)
+        .env("PIPE_RUN_ID", context.run_id.to_string())
+        .process_group(0);
+    for (name, value) in &stage.env {
+        command.env(name, value);
+    }
+    if !gpus.is_empty() {
+        command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
+    }
+    (context.observer)(Event::StageRunning { stage: &stage.name, log: &log_path });
+    let mut child = command.spawn().map_err(|e| format!("cannot start `bash`: {e}"))?;
+    {
+        let mut running = context.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        running.insert(index, child.id());
+    }
+    if interrupt::requested() {
+        // SAFETY: the group was just created by this spawn.
+        unsafe {
+            libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM);
+        }
+    }
+    let status = child.wait();
+    context.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&index);
+    let status = status.map_err(|e| format!("waiting for the command failed: {e}"))?;
+    if interrupt::requested() {
+        return Err("interrupted".to_string());
+    }
+    if let Some(code) = status.code() {
+        if code != 0 {
+            return Err(format!("command exited with code {code}"));
+        }
+    } else if let Some(signal) = status.signal() {
+        return Err(format!("command was killed by signal {signal}"));
+    }
+    Ok(())
+}
+
+fn store_outputs(
+    context: &Context<'_>,
+    stage: &Stage,
+    key: ActionKey,
+    manifest: &Value,
+    duration_ms: u64,
+) -> std::result::Result<ActionResult, String> {
+    let root = &context.pipeline.root;
+    let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
+    for out in declared_outputs(stage) {
+        let path = root.join(&out.path);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(format!(
+                "the command succeeded but did not write its declared output `{}`; nothing was cached",
+                out.path
+            ));
+        }
+        let artifact = context
+            .cache
+            .store(&path, &context.stat)
+            .map_err(|e| format!("cannot store output `{}` in the cache: {e}", out.path))?;
+        outputs.insert(out.path.clone(), artifact);
+    }
+    let mut metrics = BTreeMap::new();
+    for metric in &stage.metrics {
+        let path = root.join(&metric.path);
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read metrics `{}`: {e}", metric.path))?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("metrics file `{}` is not valid JSON ({e}); nothing was cached", metric.path))?;
+        metrics.extend(key::flatten(&value));
+    }
+    let result = ActionResult {
+        key,
+        outputs,
+        metrics,
+        manifest: manifest.clone(),
+        created_unix_ms: runs::now_ms(),
+        duration_ms,
+    };
+    context.cache.put_action(&result).map_err(|e| format!("cannot record the result in the cache: {e}"))?;
+    Ok(result)
+}
+
+/// GPU indices: `PIPE_GPUS` (comma-separated, may be empty), else one per
+/// line of `nvidia-smi -L`, else none.
+pub fn available_gpus() -> Vec<String> {
+    if let Ok(list) = std::env::var("PIPE_GPUS") {
+        return list.split(',').map(str::trim).filter(|gpu| !gpu.is_empty()).map(String::from).collect();
+    }
+    let Ok(output) = Command::new("nvidia-smi").arg("-L").stderr(Stdio::null()).output() else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter(|line| line.starts_with("GPU "))
+        .enumerate()
+        .map(|(index, _)| index.to_string())
+        .collect()
+}
+
+fn read_tail(path: &Path, lines: usize) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let length = file.metadata().ok()?.len();
+    let start = length.saturating_sub(16 * 1024);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    let tail = all[all.len().saturating_sub(lines)..].join("\n");
+    (!tail.is_empty()).then_some(tail)
+}

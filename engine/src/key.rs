@@ -1,0 +1,166 @@
+//! Stage keys: the blake3 digest of a canonical key manifest that names
+//! everything a stage's result depends on.
+
+use std::collections::BTreeMap;
+
+use pipe_cache::{ActionKey, Artifact};
+use serde_json::{json, Map, Value};
+
+use crate::spec::{Stage, StageKind};
+
+/// Bumped when the manifest's shape changes, so old keys stop matching.
+const MANIFEST_VERSION: u64 = 1;
+
+/// The content digest of each dependency, by dep name.
+pub type DepDigests = BTreeMap<String, Artifact>;
+
+/// Builds the manifest. `nonce` is set only for `always_run` stages, whose
+/// results must never be reused.
+pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value {
+    let mut manifest = Map::new();
+    manifest.insert("manifest_version".into(), json!(MANIFEST_VERSION));
+    match &stage.kind {
+        StageKind::Command { command } => {
+            manifest.insert("command".into(), json!(command));
+        }
+        StageKind::Builtin { uses, version, with } => {
+            manifest.insert("uses".into(), json!(format!("{uses}@{version}")));
+            manifest.insert("with".into(), with.clone());
+        }
+    }
+    let params: Map<String, Value> =
+        stage.params_used.iter().map(|(path, value)| (path.clone(), value.clone())).collect();
+    manifest.insert("params".into(), Value::Object(params));
+    let mut dep_entries = Map::new();
+    for dep in &stage.deps {
+        let mut entry = Map::new();
+        entry.insert("path".into(), json!(dep.path));
+        if let Some(artifact) = deps.get(&dep.name) {
+            entry.insert("digest".into(), json!(artifact.digest.to_hex()));
+            entry.insert("kind".into(), json!(artifact.kind));
+        }
+        dep_entries.insert(dep.name.clone(), Value::Object(entry));
+    }
+    manifest.insert("deps".into(), Value::Object(dep_entries));
+    let outs: Map<String, Value> =
+        stage.outs.iter().map(|out| (out.name.clone(), json!(out.path))).collect();
+    manifest.insert("outs".into(), Value::Object(outs));
+    let metrics: Vec<&str> = stage.metrics.iter().map(|metric| metric.path.as_str()).collect();
+    manifest.insert("metrics".into(), json!(metrics));
+    let env: Map<String, Value> =
+        stage.env.iter().map(|(name, value)| (name.clone(), json!(value))).collect();
+    manifest.insert("env".into(), Value::Object(env));
+    if let Some(nonce) = nonce {
+        manifest.insert("always_run".into(), json!(nonce));
+    }
+    Value::Object(manifest)
+}
+
+/// The key of a manifest: blake3 over its canonical JSON.
+pub fn key_of(manifest: &Value) -> ActionKey {
+    let mut bytes = Vec::with_capacity(512);
+    write_canonical(manifest, &mut bytes);
+    ActionKey::of(&bytes)
+}
+
+/// JSON with object keys sorted at every level and no whitespace, so the
+/// bytes depend only on content, never on insertion order.
+pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (index, (name, item)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(Value::String(name.clone()).to_string().as_bytes());
+                out.push(b':');
+                write_canonical(item, out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+    }
+}
+
+/// One field that differs between two manifests, as a dotted path.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FieldChange {
+    pub field: String,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+/// Field-by-field differences, flattened to dotted paths in sorted order.
+pub fn diff_manifests(before: &Value, after: &Value) -> Vec<FieldChange> {
+    let before = flatten(before);
+    let after = flatten(after);
+    let mut fields: Vec<&String> = before.keys().chain(after.keys()).collect();
+    fields.sort();
+    fields.dedup();
+    fields
+        .into_iter()
+        .filter(|field| before.get(*field) != after.get(*field))
+        .map(|field| FieldChange {
+            field: field.clone(),
+            before: before.get(field).cloned(),
+            after: after.get(field).cloned(),
+        })
+        .collect()
+}
+
+/// Flattens nested objects to `a.b.c` -> scalar or array.
+pub fn flatten(value: &Value) -> BTreeMap<String, Value> {
+    fn walk(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                for (name, item) in map {
+                    let path =
+                        if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+                    walk(&path, item, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", value, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_bytes_ignore_insertion_order() {
+        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a":{"x":"s","y":[1,2]},"b":1}"#).unwrap();
+        assert_eq!(key_of(&a), key_of(&b));
+        let c: Value = serde_json::from_str(r#"{"a":{"x":"s","y":[2,1]},"b":1}"#).unwrap();
+        assert_ne!(key_of(&a), key_of(&c));
+    }
+
+    #[test]
+    fn diff_names_changed_fields() {
+        let a = json!({"command": "x", "params": {"lr": 0.1, "seed": 1}});
+        let b = json!({"command": "x", "params": {"lr": 0.2, "seed": 1}, "env": {"A": "1"}});
+        let changes = diff_manifests(&a, &b);
+        let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["env.A", "params.lr"]);
+    }
+}

@@ -1,0 +1,174 @@
+//! Staleness without running anything: for `pipe status`, `pipe why`,
+//! `pipe run --dry-run` and gc. Keys are computed from what the workspace
+//! holds now, as DVC does.
+
+use pipe_cache::{ActionKey, Cache, StatCache};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::dag::Dag;
+use crate::key::{self, FieldChange};
+use crate::project::Project;
+use crate::runs::RunDb;
+use crate::spec::Pipeline;
+use crate::workspace::{hash_deps, outputs_differing};
+use crate::Result;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Freshness {
+    /// Up to date: `pipe run` does nothing for it.
+    Fresh,
+    /// Its result is cached but the workspace differs: `pipe run` restores it.
+    Restorable,
+    /// `pipe run` executes it.
+    Stale,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageState {
+    pub stage: String,
+    pub freshness: Freshness,
+    /// Human-readable reasons, most important first.
+    pub reasons: Vec<String>,
+    #[serde(skip)]
+    pub key: Option<ActionKey>,
+    #[serde(skip)]
+    pub manifest: Option<Value>,
+}
+
+pub struct Planner<'a> {
+    pipeline: &'a Pipeline,
+    cache: Cache,
+    stat: StatCache,
+    db: Option<RunDb>,
+}
+
+impl<'a> Planner<'a> {
+    pub fn new(pipeline: &'a Pipeline) -> Result<Planner<'a>> {
+        let project = Project::open(&pipeline.root)?;
+        let cache = Cache::open(&project.cache_dir)?;
+        let stat = StatCache::open(&project.stat_db())?;
+        let db = RunDb::open_existing(&project.runs_db())?;
+        Ok(Planner { pipeline, cache, stat, db })
+    }
+
+    /// States of the given stages (indices in topological order).
+    pub fn states(&self, dag: &Dag, order: &[usize]) -> Result<Vec<StageState>> {
+        let stages = &self.pipeline.stages;
+        let mut freshness: Vec<Option<Freshness>> = vec![None; stages.len()];
+        let mut states = Vec::with_capacity(order.len());
+        for &index in order {
+            let stage = &stages[index];
+            let mut reasons = Vec::new();
+            for &up in &dag.upstream[index] {
+                if freshness[up] == Some(Freshness::Stale) {
+                    reasons.push(format!("upstream stage `{}` is stale", stages[up].name));
+                }
+            }
+            let state = match hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat) {
+                Err(problem) => {
+                    reasons.push(problem.message);
+                    StageState { stage: stage.name.clone(), freshness: Freshness::Stale, reasons, key: None, manifest: None }
+                }
+                Ok(digests) => {
+                    let manifest = key::manifest(stage, &digests, None);
+                    let key = key::key_of(&manifest);
+                    let mut freshness = Freshness::Stale;
+                    if stage.always_run {
+                        reasons.push("`always_run` is set".to_string());
+                    } else if let Some(result) = self.cache.get_action(&key) {
+                        let differing = outputs_differing(&self.pipeline.root, &result, &self.cache, &self.stat);
+                        if differing.is_empty() {
+                            freshness = if reasons.is_empty() { Freshness::Fresh } else { Freshness::Stale };
+                        } else {
+                            if reasons.is_empty() {
+                                freshness = Freshness::Restorable;
+                            }
+                            for path in differing {
+                                reasons.push(format!("output `{path}` is missing or modified; the cache has it"));
+                            }
+                        }
+                    } else {
+                        reasons.extend(self.changes_since_last_run(&stage.name, &manifest)?);
+                    }
+                    StageState { stage: stage.name.clone(), freshness, reasons, key: Some(key), manifest: Some(manifest) }
+                }
+            };
+            freshness[index] = Some(state.freshness);
+            states.push(state);
+        }
+        if let Err(error) = self.stat.flush() {
+            tracing::warn!("could not save the stat cache: {error}");
+        }
+        Ok(states)
+    }
+
+    /// One line per changed field group, or "never run".
+    fn changes_since_last_run(&self, stage: &str, manifest: &Value) -> Result<Vec<String>> {
+        let Some((_, _, last)) = self.last_manifest(stage)? else {
+            return Ok(vec!["never run with this key; no earlier run recorded".to_string()]);
+        };
+        let changes = key::diff_manifests(&last, manifest);
+        if changes.is_empty() {
+            return Ok(vec!["its last result is no longer in the cache".to_string()]);
+        }
+        let mut groups: Vec<String> = Vec::new();
+        for change in &changes {
+            let group = describe_group(&change.field);
+            if !groups.contains(&group) {
+                groups.push(group);
+            }
+        }
+        Ok(groups)
+    }
+
+    pub fn last_manifest(&self, stage: &str) -> Result<Option<(i64, String, Value)>> {
+        match &self.db {
+            Some(db) => db.last_manifest(stage),
+            None => Ok(None),
+        }
+    }
+}
+
+/// `deps.data.digest` -> "dependency `data` changed", etc.
+fn describe_group(field: &str) -> String {
+    let mut parts = field.splitn(3, '.');
+    let head = parts.next().unwrap_or_default();
+    let name = parts.next().unwrap_or_default();
+    match head {
+        "command" => "command changed".to_string(),
+        "uses" | "with" => "stage definition changed".to_string(),
+        "params" => format!("param `{}` changed", field.trim_start_matches("params.")),
+        "deps" => format!("dependency `{name}` changed"),
+        "outs" | "metrics" => "declared outputs changed".to_string(),
+        "env" => format!("env `{name}` changed"),
+        _ => format!("`{field}` changed"),
+    }
+}
+
+/// What `pipe why` prints: the current state plus every changed field.
+#[derive(Debug, Clone, Serialize)]
+pub struct Why {
+    pub state: StageState,
+    pub key: Option<String>,
+    pub previous_run: Option<i64>,
+    pub previous_key: Option<String>,
+    pub changes: Vec<FieldChange>,
+}
+
+pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> {
+    let order = dag.closure(&[stage_index]);
+    let states = planner.states(dag, &order)?;
+    let state = states.into_iter().last().ok_or_else(|| crate::EngineError::Internal("empty closure".into()))?;
+    let stage_name = &planner.pipeline.stages[stage_index].name;
+    let previous = planner.last_manifest(stage_name)?;
+    let (previous_run, previous_key, changes) = match (&previous, &state.manifest) {
+        (Some((run, key, last)), Some(current)) => {
+            (Some(*run), Some(key.clone()), key::diff_manifests(last, current))
+        }
+        (Some((run, key, _)), None) => (Some(*run), Some(key.clone()), Vec::new()),
+        _ => (None, None, Vec::new()),
+    };
+    Ok(Why { key: state.key.map(|key| key.to_hex()), state, previous_run, previous_key, changes })
+}

@@ -1,0 +1,104 @@
+//! Where a project keeps its state: `.pipe/` under the project root, the
+//! cache directory (shareable through `PIPE_CACHE_DIR`), and the run lock.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::{EngineError, Result};
+
+/// The directories and databases of one project.
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+    pub state_dir: PathBuf,
+    pub cache_dir: PathBuf,
+}
+
+impl Project {
+    /// `root` must be absolute. Creates `.pipe/` on first use.
+    pub fn open(root: &Path) -> Result<Project> {
+        let state_dir = root.join(".pipe");
+        std::fs::create_dir_all(&state_dir).map_err(|e| EngineError::io(&state_dir, e))?;
+        let cache_dir = match std::env::var_os("PIPE_CACHE_DIR") {
+            Some(dir) if !dir.is_empty() => {
+                let dir = PathBuf::from(dir);
+                if dir.is_absolute() {
+                    dir
+                } else {
+                    root.join(dir)
+                }
+            }
+            _ => state_dir.join("cache"),
+        };
+        Ok(Project { root: root.to_path_buf(), state_dir, cache_dir })
+    }
+
+    pub fn runs_db(&self) -> PathBuf {
+        self.state_dir.join("runs.db")
+    }
+
+    pub fn stat_db(&self) -> PathBuf {
+        self.state_dir.join("stat.db")
+    }
+
+    pub fn log_dir(&self, run_id: i64) -> PathBuf {
+        self.state_dir.join("logs").join(run_id.to_string())
+    }
+
+    /// Finds the project that holds `start` (a directory): the nearest
+    /// ancestor with a `.pipe/` or `.git/`, else `start` itself.
+    pub fn find_root(start: &Path) -> PathBuf {
+        start
+            .ancestors()
+            .find(|dir| dir.join(".pipe").is_dir() || dir.join(".git").exists())
+            .unwrap_or(start)
+            .to_path_buf()
+    }
+}
+
+/// Held while `pipe run` executes: runs in one project take turns, so two
+/// of them never race on the same output paths. Released on drop, and by
+/// the kernel if the process dies.
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    /// Waits for the lock, calling `on_wait` once with the holder's pid if
+    /// another process has it.
+    pub fn acquire(project: &Project, on_wait: impl FnOnce(Option<u32>)) -> Result<RunLock> {
+        let path = project.state_dir.join("run.lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| EngineError::io(&path, e))?;
+        // SAFETY: flock on a file descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            on_wait(holder.trim().parse().ok());
+            loop {
+                // SAFETY: as above; blocks until the holder releases it.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                    break;
+                }
+                let error = std::io::Error::last_os_error();
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(EngineError::io(&path, error));
+                }
+                if crate::interrupt::requested() {
+                    return Err(EngineError::Interrupted);
+                }
+            }
+        }
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = write!(file, "{}", std::process::id());
+        Ok(RunLock { _file: file })
+    }
+}

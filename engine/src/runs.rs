@@ -1,0 +1,449 @@
+//! Run history in SQLite (`.pipe/runs.db`, WAL): one row per `pipe run`,
+//! one per stage in it, and the key manifests those stages had.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pipe_cache::Artifact;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::{EngineError, Result};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    pipeline TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    ended_ms INTEGER,
+    status TEXT NOT NULL,
+    git_commit TEXT,
+    git_dirty INTEGER,
+    argv TEXT NOT NULL,
+    params TEXT NOT NULL,
+    pid INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS stage_runs (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    stage TEXT NOT NULL,
+    key TEXT,
+    status TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    outputs TEXT NOT NULL,
+    metrics TEXT NOT NULL,
+    detail TEXT,
+    PRIMARY KEY (run_id, stage)
+);
+CREATE INDEX IF NOT EXISTS stage_runs_by_stage ON stage_runs(stage, run_id);
+CREATE TABLE IF NOT EXISTS manifests (
+    key TEXT PRIMARY KEY,
+    manifest TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
+";
+
+/// How a stage ended in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageStatus {
+    /// Its outputs were already in the workspace.
+    Fresh,
+    /// Restored from the cache (run-cache hit).
+    Restored,
+    /// Executed.
+    Ran,
+    Failed,
+    /// Not run because a stage it depends on failed.
+    Skipped,
+}
+
+impl StageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageStatus::Fresh => "fresh",
+            StageStatus::Restored => "restored",
+            StageStatus::Ran => "ran",
+            StageStatus::Failed => "failed",
+            StageStatus::Skipped => "skipped",
+        }
+    }
+
+    fn parse(text: &str) -> StageStatus {
+        match text {
+            "fresh" => StageStatus::Fresh,
+            "restored" => StageStatus::Restored,
+            "ran" => StageStatus::Ran,
+            "failed" => StageStatus::Failed,
+            _ => StageStatus::Skipped,
+        }
+    }
+
+    /// Whether the stage has valid outputs after the run.
+    pub fn succeeded(self) -> bool {
+        matches!(self, StageStatus::Fresh | StageStatus::Restored | StageStatus::Ran)
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageRecord {
+    pub stage: String,
+    pub key: Option<String>,
+    pub status: StageStatus,
+    pub duration_ms: u64,
+    pub outputs: BTreeMap<String, Artifact>,
+    pub metrics: BTreeMap<String, Value>,
+    /// Failure message, or why it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub id: i64,
+    pub pipeline: String,
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
+    /// `running`, `succeeded`, `failed`, `interrupted`.
+    pub status: String,
+    pub git_commit: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub argv: Vec<String>,
+    pub params: Value,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageRecord>,
+}
+
+pub struct RunStart<'a> {
+    pub pipeline: &'a str,
+    pub argv: &'a [String],
+    pub params: &'a Value,
+    pub git: Option<GitState>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GitState {
+    pub commit: String,
+    pub dirty: bool,
+}
+
+pub struct RunDb {
+    connection: Connection,
+    path: PathBuf,
+}
+
+impl RunDb {
+    pub fn open(path: &Path) -> Result<RunDb> {
+        let connection = Connection::open(path).map_err(|e| db_error(path, e))?;
+        let path = path.to_path_buf();
+        let db = RunDb { connection, path };
+        db.connection.busy_timeout(Duration::from_secs(30)).map_err(|e| db.error(e))?;
+        db.connection
+            .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+            .map_err(|e| db.error(e))?;
+        db.connection.execute_batch(SCHEMA).map_err(|e| db.error(e))?;
+        Ok(db)
+    }
+
+    /// Opens the database only if it exists (read-only commands on a
+    /// project that never ran).
+    pub fn open_existing(path: &Path) -> Result<Option<RunDb>> {
+        if path.exists() {
+            RunDb::open(path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn error(&self, source: rusqlite::Error) -> EngineError {
+        db_error(&self.path, source)
+    }
+
+    pub fn start_run(&self, start: &RunStart<'_>) -> Result<i64> {
+        self.connection
+            .execute(
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid)
+                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    start.pipeline,
+                    now_ms() as i64,
+                    start.git.as_ref().map(|git| git.commit.clone()),
+                    start.git.as_ref().map(|git| git.dirty),
+                    serde_json::to_string(start.argv).unwrap_or_default(),
+                    start.params.to_string(),
+                    std::process::id(),
+                ],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(self.connection.last_insert_rowid())
+    }
+
+    /// Records finished stages and the manifests of their keys, in one
+    /// transaction.
+    pub fn record_stages(&mut self, run_id: i64, stages: &[(StageRecord, Option<&Value>)]) -> Result<()> {
+        let path = self.path.clone();
+        let transaction = self.connection.transaction().map_err(|e| db_error(&path, e))?;
+        {
+            let mut insert_stage = transaction
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO stage_runs
+                     (run_id, stage, key, status, duration_ms, outputs, metrics, detail)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .map_err(|e| db_error(&path, e))?;
+            let mut insert_manifest = transaction
+                .prepare_cached("INSERT OR IGNORE INTO manifests (key, manifest) VALUES (?1, ?2)")
+                .map_err(|e| db_error(&path, e))?;
+            for (record, manifest) in stages {
+                insert_stage
+                    .execute(params![
+                        run_id,
+                        record.stage,
+                        record.key,
+                        record.status.as_str(),
+                        record.duration_ms as i64,
+                        serde_json::to_string(&record.outputs).unwrap_or_default(),
+                        serde_json::to_string(&record.metrics).unwrap_or_default(),
+                        record.detail,
+                    ])
+                    .map_err(|e| db_error(&path, e))?;
+                if let (Some(key), Some(manifest)) = (&record.key, manifest) {
+                    insert_manifest
+                        .execute(params![key, manifest.to_string()])
+                        .map_err(|e| db_error(&path, e))?;
+                }
+            }
+        }
+        transaction.commit().map_err(|e| db_error(&path, e))
+    }
+
+    pub fn finish_run(&self, run_id: i64, status: &str) -> Result<()> {
+        self.connection
+            .execute(
+                "UPDATE runs SET ended_ms = ?1, status = ?2 WHERE id = ?3",
+                params![now_ms() as i64, status, run_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The most recent runs first.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid
+                 FROM runs ORDER BY id DESC LIMIT ?1",
+            )
+            .map_err(|e| self.error(e))?;
+        let rows = statement
+            .query_map(params![limit as i64], run_from_row)
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(rows)
+    }
+
+    pub fn run(&self, run_id: i64) -> Result<Option<RunRecord>> {
+        let run = self
+            .connection
+            .query_row(
+                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid
+                 FROM runs WHERE id = ?1",
+                params![run_id],
+                run_from_row,
+            )
+            .optional()
+            .map_err(|e| self.error(e))?;
+        let Some(mut run) = run else { return Ok(None) };
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT stage, key, status, duration_ms, outputs, metrics, detail
+                 FROM stage_runs WHERE run_id = ?1 ORDER BY rowid",
+            )
+            .map_err(|e| self.error(e))?;
+        run.stages = statement
+            .query_map(params![run_id], stage_from_row)
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(Some(run))
+    }
+
+    /// Resolves `12`, `last`, `last~2`, or a git ref (the latest run
+    /// recorded at that commit; the caller resolves the ref to a commit).
+    pub fn resolve(&self, query: &str, git_commit_of: impl Fn(&str) -> Option<String>) -> Result<i64> {
+        let unknown = |hint: &str| EngineError::usage(format!("no run matches `{query}`"), hint.to_string());
+        if let Ok(id) = query.trim_start_matches('#').parse::<i64>() {
+            return match self.run_exists(id)? {
+                true => Ok(id),
+                false => Err(unknown("`pipe runs` lists the recorded runs")),
+            };
+        }
+        let back = if query == "last" {
+            Some(0)
+        } else {
+            query.strip_prefix("last~").and_then(|n| n.parse::<i64>().ok())
+        };
+        if let Some(back) = back {
+            return self
+                .connection
+                .query_row(
+                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                    params![back],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|e| self.error(e))?
+                .ok_or_else(|| unknown("there are fewer runs than that; `pipe runs` lists them"));
+        }
+        let Some(commit) = git_commit_of(query) else {
+            return Err(unknown("use a run id, `last`, `last~N`, or a git ref (branch, tag, commit)"));
+        };
+        self.connection
+            .query_row(
+                "SELECT id FROM runs WHERE git_commit = ?1 ORDER BY id DESC LIMIT 1",
+                params![commit],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.error(e))?
+            .ok_or_else(|| unknown(&format!("no run was recorded at commit {}", &commit[..commit.len().min(12)])))
+    }
+
+    fn run_exists(&self, id: i64) -> Result<bool> {
+        self.connection
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", params![id], |_| Ok(()))
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(|e| self.error(e))
+    }
+
+    /// The last recorded key and manifest of `stage` (any run, newest first),
+    /// skipping runs where it did not get a key.
+    pub fn last_manifest(&self, stage: &str) -> Result<Option<(i64, String, Value)>> {
+        self.connection
+            .query_row(
+                "SELECT s.run_id, s.key, m.manifest FROM stage_runs s JOIN manifests m ON m.key = s.key
+                 WHERE s.stage = ?1 ORDER BY s.run_id DESC LIMIT 1",
+                params![stage],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.error(e))
+            .map(|found| {
+                found.map(|(run, key, text)| (run, key, serde_json::from_str(&text).unwrap_or(Value::Null)))
+            })
+    }
+
+    pub fn manifest(&self, key: &str) -> Result<Option<Value>> {
+        self.connection
+            .query_row("SELECT manifest FROM manifests WHERE key = ?1", params![key], |row| {
+                row.get::<_, String>(0)
+            })
+            .optional()
+            .map_err(|e| self.error(e))
+            .map(|found| found.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    /// Keys recorded by the newest `runs` runs (for gc).
+    pub fn keys_of_recent_runs(&self, runs: usize) -> Result<Vec<String>> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT DISTINCT key FROM stage_runs WHERE key IS NOT NULL AND run_id IN
+                 (SELECT id FROM runs ORDER BY id DESC LIMIT ?1)",
+            )
+            .map_err(|e| self.error(e))?;
+        let keys = statement
+            .query_map(params![runs as i64], |row| row.get(0))
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<String>, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(keys)
+    }
+}
+
+fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    let ended_ms: Option<i64> = row.get(3)?;
+    let mut status: String = row.get(4)?;
+    let pid: i64 = row.get(9)?;
+    if status == "running" && !process_alive(pid) {
+        status = "interrupted".to_string();
+    }
+    Ok(RunRecord {
+        id: row.get(0)?,
+        pipeline: row.get(1)?,
+        started_ms: row.get::<_, i64>(2)? as u64,
+        ended_ms: ended_ms.map(|ms| ms as u64),
+        status,
+        git_commit: row.get(5)?,
+        git_dirty: row.get(6)?,
+        argv: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
+        params: serde_json::from_str(&row.get::<_, String>(8)?).unwrap_or(Value::Null),
+        stages: Vec::new(),
+    })
+}
+
+fn stage_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StageRecord> {
+    Ok(StageRecord {
+        stage: row.get(0)?,
+        key: row.get(1)?,
+        status: StageStatus::parse(&row.get::<_, String>(2)?),
+        duration_ms: row.get::<_, i64>(3)? as u64,
+        outputs: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or_default(),
+        metrics: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
+        detail: row.get(6)?,
+    })
+}
+
+fn process_alive(pid: i64) -> bool {
+    if pid <= 0 || pid > i32::MAX as i64 {
+        return false;
+    }
+    if pid as u32 == std::process::id() {
+        return true;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+fn db_error(path: &Path, source: rusqlite::Error) -> EngineError {
+    EngineError::Database { path: path.to_path_buf(), source }
+}
+
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The commit and dirty flag of the git work tree at `root`, if any.
+pub fn git_state(root: &Path) -> Option<GitState> {
+    let commit = git(root, &["rev-parse", "--verify", "-q", "HEAD"])?;
+    let status = git(root, &["status", "--porcelain", "--untracked-files=no"]).unwrap_or_default();
+    Some(GitState { commit, dirty: !status.is_empty() })
+}
+
+/// Resolves a git ref to a commit id in the repository at `root`.
+pub fn git_commit_of(root: &Path, reference: &str) -> Option<String> {
+    if reference.starts_with('-') {
+        return None;
+    }
+    git(root, &["rev-parse", "--verify", "-q", &format!("{reference}^{{commit}}")])
+}
+
+fn git(root: &Path, args: &[&str]) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+}

@@ -1,0 +1,173 @@
+//! Command-line definitions (clap derive); `main.rs` runs them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "pipe", version, about = "Declarative ML pipelines with a content-addressed cache", long_about = None)]
+pub struct Cli {
+    /// Run as if started in DIR.
+    #[arg(short = 'C', long = "directory", global = true, value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+    /// More log output (-v info, -vv debug); `PIPE_LOG` takes a full filter.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct PipelineArg {
+    /// The pipeline file (default: `pipe.yaml`).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Override a param: `-S train.lr=0.001` (repeatable).
+    #[arg(short = 'S', long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the pipeline (or the given stages and what they need), reusing cached results.
+    Run(RunArgs),
+    /// Show each stage as fresh, restorable or stale, and why.
+    Status {
+        /// Pipeline file (or use -f).
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        pipeline: PipelineArg,
+        /// Machine-readable output on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain, field by field, why a stage would rerun.
+    Why {
+        stage: String,
+        #[command(flatten)]
+        pipeline: PipelineArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the stage graph.
+    Dag {
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        pipeline: PipelineArg,
+        #[arg(long, value_enum, default_value_t = DagFormatArg::Ascii)]
+        format: DagFormatArg,
+    },
+    /// Check a pipeline file without running anything.
+    Validate {
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        pipeline: PipelineArg,
+    },
+    /// List recorded runs, newest first.
+    Runs {
+        /// How many runs to list.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one run: params, stages, metrics.
+    Show {
+        /// A run id, `last`, `last~N`, or a git ref.
+        #[arg(default_value = "last")]
+        run: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two runs: params, metrics with deltas, stages that reran and why, changed outputs.
+    Diff {
+        /// Default: the run before B.
+        a: Option<String>,
+        /// Default: the last run.
+        b: Option<String>,
+        #[arg(long, conflicts_with = "md")]
+        json: bool,
+        /// Markdown, for pull requests and CI summaries.
+        #[arg(long)]
+        md: bool,
+    },
+    /// Restore a run's outputs into the workspace from the cache.
+    Checkout {
+        run: String,
+        /// Link modes to try, in order (default: reflink,hardlink,copy).
+        #[arg(long, value_delimiter = ',')]
+        link: Vec<String>,
+    },
+    /// Inspect and maintain the cache.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+    /// Print shell completions.
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// An optional pipeline file (ending in .yaml/.yml), then stage names.
+    #[arg(value_name = "FILE_OR_STAGE")]
+    pub targets: Vec<String>,
+    #[command(flatten)]
+    pub pipeline: PipelineArg,
+    /// Run this stage even if its result is cached (repeatable).
+    #[arg(long, value_name = "STAGE")]
+    pub force: Vec<String>,
+    /// Run every selected stage even if cached.
+    #[arg(long)]
+    pub force_all: bool,
+    /// Show what would run, and why, without running it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Parallel CPU slots (default: the number of cores).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Link modes to restore outputs with, in order (reflink,hardlink,copy).
+    #[arg(long, value_delimiter = ',', value_name = "MODES")]
+    pub link: Vec<String>,
+    /// Where stages run.
+    #[arg(long, value_enum, default_value_t = ExecutorArg::Local)]
+    pub executor: ExecutorArg,
+    /// Print machine-readable events on stdout (JSON lines).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExecutorArg {
+    Local,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DagFormatArg {
+    Ascii,
+    Dot,
+    Mermaid,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Rehash every object and check every action; exit 4 if any is corrupt.
+    Verify {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete what neither the current pipeline nor the last N runs reference.
+    Gc {
+        #[command(flatten)]
+        pipeline: PipelineArg,
+        /// Keep what the newest N runs reference.
+        #[arg(long, default_value_t = 10)]
+        keep_runs: usize,
+        /// Keep entries younger than this many seconds (protects concurrent runs).
+        #[arg(long, default_value_t = 3600)]
+        grace_secs: u64,
+    },
+}

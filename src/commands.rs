@@ -1,0 +1,435 @@
+//! One function per subcommand.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
+use pipe_engine::dag::{Dag, DagFormat};
+use pipe_engine::exec::{self, RunOptions};
+use pipe_engine::plan::{self, Freshness, Planner};
+use pipe_engine::project::Project;
+use pipe_engine::runs::{self, RunDb};
+use pipe_engine::spec::{self, Pipeline};
+use pipe_engine::{compare, EngineError, ExitCode, Result};
+
+use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
+use crate::progress::Progress;
+use crate::render;
+
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let quiet = cli.quiet;
+    match cli.command {
+        Command::Run(args) => run(args, quiet),
+        Command::Status {
+            file,
+            pipeline,
+            json,
+        } => status(file, pipeline, json),
+        Command::Why {
+            stage,
+            pipeline,
+            json,
+        } => why(&stage, pipeline, json),
+        Command::Dag {
+            file,
+            pipeline,
+            format,
+        } => {
+            let (pipeline, dag) = load(file.as_deref(), &pipeline)?;
+            let format = match format {
+                DagFormatArg::Ascii => DagFormat::Ascii,
+                DagFormatArg::Dot => DagFormat::Dot,
+                DagFormatArg::Mermaid => DagFormat::Mermaid,
+            };
+            print!("{}", ensure_newline(dag.render(&pipeline, format)));
+            Ok(ExitCode::Ok)
+        }
+        Command::Validate { file, pipeline } => {
+            let (pipeline, _) = load(file.as_deref(), &pipeline)?;
+            eprintln!(
+                "`{}` is valid: {} stages",
+                pipeline.file.display(),
+                pipeline.stages.len()
+            );
+            Ok(ExitCode::Ok)
+        }
+        Command::Runs { limit, json } => {
+            let Some(db) = open_db()? else {
+                return no_runs(json);
+            };
+            let runs = db.list_runs(limit)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&runs).unwrap_or_default()
+                );
+            } else {
+                print!("{}", render::runs_table(&runs));
+            }
+            Ok(ExitCode::Ok)
+        }
+        Command::Show { run, json } => {
+            let db = require_db()?;
+            let id = resolve_run(&db, &run)?;
+            let record = db
+                .run(id)?
+                .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&record).unwrap_or_default()
+                );
+            } else {
+                print!("{}", render::show_run(&record));
+            }
+            Ok(ExitCode::Ok)
+        }
+        Command::Diff { a, b, json, md } => {
+            let db = require_db()?;
+            let b_id = resolve_run(&db, b.as_deref().unwrap_or("last"))?;
+            let a_id = match a {
+                Some(query) => resolve_run(&db, &query)?,
+                None => db
+                    .list_runs(usize::MAX)?
+                    .into_iter()
+                    .map(|run| run.id)
+                    .find(|&id| id < b_id)
+                    .ok_or_else(|| {
+                        EngineError::usage(
+                            "there is only one run to compare",
+                            "run the pipeline again, or name two runs",
+                        )
+                    })?,
+            };
+            let record_a = db
+                .run(a_id)?
+                .ok_or_else(|| EngineError::Internal(format!("run {a_id} vanished")))?;
+            let record_b = db
+                .run(b_id)?
+                .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
+            let diff = compare::diff_runs(&db, &record_a, &record_b)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&diff).unwrap_or_default()
+                );
+            } else if md {
+                print!("{}", render::diff_markdown(&diff));
+            } else {
+                print!("{}", render::diff_text(&diff));
+            }
+            Ok(ExitCode::Ok)
+        }
+        Command::Checkout { run, link } => checkout(&run, &link),
+        Command::Cache { command } => match command {
+            CacheCommand::Verify { json } => verify(json),
+            CacheCommand::Gc {
+                pipeline,
+                keep_runs,
+                grace_secs,
+            } => gc(&pipeline, keep_runs, grace_secs),
+        },
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "pipe", &mut std::io::stdout());
+            Ok(ExitCode::Ok)
+        }
+    }
+}
+
+fn ensure_newline(mut text: String) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+fn default_pipeline_file() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+    for name in ["pipe.yaml", "pipe.yml"] {
+        if cwd.join(name).is_file() {
+            return Ok(PathBuf::from(name));
+        }
+    }
+    Err(EngineError::usage(
+        "no pipeline file: there is no `pipe.yaml` in this directory",
+        "pass one, e.g. `pipe run pipelines/quickstart.yaml`, or use -f FILE",
+    ))
+}
+
+/// Loads and validates the pipeline named by a positional file or `-f`.
+pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
+    let file = match (file, arg.file.as_deref()) {
+        (Some(positional), Some(flag)) if positional != flag => {
+            return Err(EngineError::usage(
+                format!(
+                    "two pipeline files given: `{}` and `{}`",
+                    positional.display(),
+                    flag.display()
+                ),
+                "give the file once, positionally or with -f",
+            ))
+        }
+        (Some(file), _) | (None, Some(file)) => file.to_path_buf(),
+        (None, None) => default_pipeline_file()?,
+    };
+    if !file.is_file() {
+        return Err(EngineError::usage(
+            format!("pipeline file `{}` does not exist", file.display()),
+            "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
+        ));
+    }
+    let pipeline = spec::load(&file, &arg.set)?;
+    let dag = Dag::build(&pipeline)?;
+    Ok((pipeline, dag))
+}
+
+fn parse_link_modes(names: &[String]) -> Result<Option<Vec<LinkMode>>> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    names
+        .iter()
+        .map(|name| {
+            LinkMode::parse(name.trim()).ok_or_else(|| {
+                EngineError::usage(
+                    format!("unknown link mode `{name}`"),
+                    "use reflink, hardlink or copy, comma-separated",
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMode>> {
+    if let Some(modes) = parse_link_modes(cli)? {
+        return Ok(modes);
+    }
+    if let Ok(env) = std::env::var("PIPE_LINK") {
+        let names: Vec<String> = env.split(',').map(String::from).collect();
+        if let Some(modes) = parse_link_modes(&names)? {
+            return Ok(modes);
+        }
+    }
+    Ok(pipeline
+        .and_then(|p| p.link.clone())
+        .unwrap_or_else(|| LinkMode::DEFAULT_ORDER.to_vec()))
+}
+
+fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
+    let mut targets = args.targets.clone();
+    let positional_file = match targets.first() {
+        Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
+        _ => None,
+    };
+    let (pipeline, dag) = load(positional_file.as_deref(), &args.pipeline)?;
+    if args.dry_run {
+        return dry_run(&pipeline, &dag, &targets);
+    }
+    let options = RunOptions {
+        targets,
+        force: args.force.clone(),
+        force_all: args.force_all,
+        jobs: args.jobs.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }),
+        link: link_modes(&args.link, Some(&pipeline))?,
+        argv: std::env::args().collect(),
+    };
+    let progress = Progress::new(args.json, quiet);
+    let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
+    Ok(match summary.status.as_str() {
+        "succeeded" => ExitCode::Ok,
+        "interrupted" => ExitCode::Interrupted,
+        _ => ExitCode::StageFailed,
+    })
+}
+
+fn looks_like_pipeline_file(argument: &str) -> bool {
+    argument.ends_with(".yaml") || argument.ends_with(".yml") || Path::new(argument).is_file()
+}
+
+fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCode> {
+    let selected = exec::select_stages(pipeline, targets)?;
+    let order = if selected.is_empty() {
+        dag.order.clone()
+    } else {
+        dag.closure(&selected)
+    };
+    let planner = Planner::new(pipeline)?;
+    let states = planner.states(dag, &order)?;
+    print!("{}", render::status_text(&states, true));
+    Ok(ExitCode::Ok)
+}
+
+fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool) -> Result<ExitCode> {
+    let (pipeline, dag) = load(file.as_deref(), &arg)?;
+    let planner = Planner::new(&pipeline)?;
+    let states = planner.states(&dag, &dag.order)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&states).unwrap_or_default()
+        );
+    } else {
+        print!("{}", render::status_text(&states, false));
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
+    let (pipeline, dag) = load(None, &arg)?;
+    let indices = exec::select_stages(&pipeline, &[stage.to_string()])?;
+    let planner = Planner::new(&pipeline)?;
+    for index in indices {
+        let why = plan::why(&planner, &dag, index)?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&why).unwrap_or_default());
+        } else {
+            print!("{}", render::why_text(&why));
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn project_here() -> Result<Project> {
+    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+    Project::open(&Project::find_root(&cwd))
+}
+
+fn open_db() -> Result<Option<RunDb>> {
+    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+    let root = Project::find_root(&cwd);
+    RunDb::open_existing(&root.join(".pipe").join("runs.db"))
+}
+
+fn require_db() -> Result<RunDb> {
+    open_db()?.ok_or_else(|| {
+        EngineError::usage(
+            "no runs recorded in this project yet",
+            "run a pipeline first: `pipe run`",
+        )
+    })
+}
+
+fn no_runs(json: bool) -> Result<ExitCode> {
+    if json {
+        println!("[]");
+    } else {
+        eprintln!("no runs recorded yet; `pipe run` records one");
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
+    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+    let root = Project::find_root(&cwd);
+    db.resolve(query, |reference| runs::git_commit_of(&root, reference))
+}
+
+fn checkout(run: &str, link: &[String]) -> Result<ExitCode> {
+    let project = project_here()?;
+    let db = require_db()?;
+    let id = resolve_run(&db, run)?;
+    let record = db
+        .run(id)?
+        .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
+    let cache = Cache::open(&project.cache_dir)?;
+    let stat = StatCache::open(&project.stat_db())?;
+    let modes = link_modes(link, None)?;
+    let mut restored = 0usize;
+    let mut problems = Vec::new();
+    for stage in &record.stages {
+        for (path, artifact) in &stage.outputs {
+            let destination = project.root.join(path);
+            if let Some(parent) = destination.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| EngineError::io(parent, e))?;
+            }
+            match cache.restore(artifact, &destination, &modes, &stat) {
+                Ok(()) => restored += 1,
+                Err(error) => problems.push(format!("{path} (stage `{}`): {error}", stage.stage)),
+            }
+        }
+    }
+    let _ = stat.flush();
+    eprintln!("restored {restored} outputs of run #{id}");
+    if problems.is_empty() {
+        Ok(ExitCode::Ok)
+    } else {
+        for problem in &problems {
+            eprintln!("error: cannot restore {problem}");
+        }
+        eprintln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
+        Ok(ExitCode::Environment)
+    }
+}
+
+fn verify(json: bool) -> Result<ExitCode> {
+    let project = project_here()?;
+    let cache = Cache::open(&project.cache_dir)?;
+    let report = cache.verify()?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        println!(
+            "checked {} objects ({}) and {} actions",
+            report.objects_checked,
+            render::bytes(report.bytes_checked),
+            report.actions_checked
+        );
+        for digest in &report.corrupt {
+            println!("corrupt object {digest}");
+        }
+        for action in &report.corrupt_actions {
+            println!("corrupt action {action}");
+        }
+    }
+    if report.corrupt.is_empty() && report.corrupt_actions.is_empty() {
+        Ok(ExitCode::Ok)
+    } else {
+        eprintln!("hint: corrupt entries are ignored by `pipe run` (it reruns the stage); `pipe cache gc` removes them");
+        Ok(ExitCode::CorruptCache)
+    }
+}
+
+fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> {
+    let project = project_here()?;
+    let mut keep: HashSet<ActionKey> = HashSet::new();
+    let pipeline_file = match &arg.file {
+        Some(file) => Some(file.clone()),
+        None => default_pipeline_file().ok(),
+    };
+    if let Some(file) = pipeline_file {
+        let (pipeline, dag) = load(Some(&file), arg)?;
+        let planner = Planner::new(&pipeline)?;
+        for state in planner.states(&dag, &dag.order)? {
+            if state.freshness != Freshness::Stale {
+                keep.extend(state.key);
+            }
+        }
+    }
+    if let Some(db) = RunDb::open_existing(&project.runs_db())? {
+        for key in db.keys_of_recent_runs(keep_runs)? {
+            if let Ok(key) = key.parse() {
+                keep.insert(key);
+            }
+        }
+    }
+    let cache = Cache::open(&project.cache_dir)?;
+    let report = cache.gc(&keep, std::time::Duration::from_secs(grace_secs))?;
+    println!(
+        "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
+        report.objects_removed,
+        render::bytes(report.bytes_removed),
+        report.actions_removed,
+        report.objects_kept,
+        report.actions_kept
+    );
+    Ok(ExitCode::Ok)
+}

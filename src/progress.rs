@@ -1,0 +1,191 @@
+//! Renders run events: a live line per running stage on a terminal
+//! (indicatif), plain lines otherwise, and JSON lines on stdout with `--json`.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pipe_engine::exec::Event;
+use pipe_engine::runs::StageStatus;
+use serde_json::json;
+
+use crate::style::Style;
+
+pub struct Progress {
+    json: bool,
+    quiet: bool,
+    style: Style,
+    bars: Option<MultiProgress>,
+    running: Mutex<HashMap<String, ProgressBar>>,
+    counts: Mutex<HashMap<&'static str, usize>>,
+    started: Instant,
+}
+
+impl Progress {
+    pub fn new(json: bool, quiet: bool) -> Progress {
+        let live = !quiet && std::io::stderr().is_terminal();
+        Progress {
+            json,
+            quiet,
+            style: Style::for_stderr(),
+            bars: live.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
+            running: Mutex::new(HashMap::new()),
+            counts: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+        }
+    }
+
+    fn line(&self, text: String) {
+        if self.quiet {
+            return;
+        }
+        match &self.bars {
+            Some(bars) => {
+                let _ = bars.println(text);
+            }
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn emit_json(&self, value: serde_json::Value) {
+        if self.json {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{value}");
+            let _ = stdout.flush();
+        }
+    }
+
+    pub fn on_event(&self, event: Event<'_>) {
+        match event {
+            Event::WaitingForLock { holder } => {
+                let who = holder
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default();
+                self.line(format!(
+                    "waiting for another `pipe run` in this project{who} to finish"
+                ));
+                self.emit_json(json!({"event": "waiting_for_lock", "holder": holder}));
+            }
+            Event::RunStarted { run_id, stages } => {
+                self.emit_json(json!({"event": "run_started", "run": run_id, "stages": stages}));
+            }
+            Event::StageRunning { stage, log } => {
+                self.emit_json(json!({"event": "stage_running", "stage": stage, "log": log}));
+                if let Some(bars) = &self.bars {
+                    let bar = bars.add(ProgressBar::new_spinner());
+                    bar.set_style(
+                        ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    bar.set_message(format!("{stage}  running"));
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                    self.running
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(stage.to_string(), bar);
+                } else {
+                    self.line(format!("{} {stage}", self.style.dim("  running")));
+                }
+            }
+            Event::StageFinished {
+                stage,
+                status,
+                duration,
+                detail,
+                log_tail,
+            } => {
+                if let Some(bar) = self
+                    .running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(stage)
+                {
+                    bar.finish_and_clear();
+                }
+                *self
+                    .counts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(status.as_str())
+                    .or_default() += 1;
+                self.emit_json(json!({
+                    "event": "stage_finished", "stage": stage, "status": status,
+                    "duration_ms": duration.as_millis() as u64, "detail": detail,
+                }));
+                let seconds = format_duration(duration);
+                let text = match status {
+                    StageStatus::Ran => format!(
+                        "{} {stage}  {}",
+                        self.style.green("✓ ran     "),
+                        self.style.dim(&seconds)
+                    ),
+                    StageStatus::Fresh => format!("{} {stage}", self.style.dim("· fresh   ")),
+                    StageStatus::Restored => format!(
+                        "{} {stage}  {}",
+                        self.style.cyan("↺ restored"),
+                        self.style.dim("from cache")
+                    ),
+                    StageStatus::Skipped => {
+                        format!(
+                            "{} {stage}  {}",
+                            self.style.yellow("- skipped "),
+                            detail.unwrap_or_default()
+                        )
+                    }
+                    StageStatus::Failed => {
+                        let mut text = format!(
+                            "{} {stage}  after {seconds}: {}",
+                            self.style.red("✗ failed  "),
+                            detail.unwrap_or("failed")
+                        );
+                        if let Some(tail) = log_tail {
+                            for line in tail.lines() {
+                                text.push_str(&format!("\n    {} {line}", self.style.dim("│")));
+                            }
+                        }
+                        text
+                    }
+                };
+                self.line(text);
+            }
+            Event::RunFinished { run_id, status } => {
+                self.emit_json(json!({"event": "run_finished", "run": run_id, "status": status}));
+                let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+                let parts: Vec<String> = ["ran", "restored", "fresh", "failed", "skipped"]
+                    .iter()
+                    .filter_map(|name| counts.get(name).map(|count| format!("{count} {name}")))
+                    .collect();
+                let verdict = match status {
+                    "succeeded" => self.style.green("succeeded"),
+                    other => self.style.red(other),
+                };
+                self.line(format!(
+                    "run #{run_id} {verdict}: {} in {}",
+                    if parts.is_empty() {
+                        "nothing to do".to_string()
+                    } else {
+                        parts.join(", ")
+                    },
+                    format_duration(self.started.elapsed())
+                ));
+            }
+        }
+    }
+}
+
+pub fn format_duration(duration: Duration) -> String {
+    let seconds = duration.as_secs_f64();
+    if seconds < 1.0 {
+        format!("{}ms", duration.as_millis())
+    } else if seconds < 60.0 {
+        format!("{seconds:.1}s")
+    } else {
+        format!(
+            "{}m{:02}s",
+            duration.as_secs() / 60,
+            duration.as_secs() % 60
+        )
+    }
+}

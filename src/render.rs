@@ -1,0 +1,433 @@
+//! Text and Markdown for the data commands (stdout). Deterministic, so
+//! it can be snapshot-tested and piped.
+
+use std::fmt::Write;
+
+use pipe_engine::compare::RunDiff;
+use pipe_engine::key::FieldChange;
+use pipe_engine::plan::{Freshness, StageState, Why};
+use pipe_engine::runs::RunRecord;
+use serde_json::Value;
+
+use crate::progress::format_duration;
+
+pub fn bytes(count: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = count as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{count} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(|name| name.chars().count()).max().unwrap_or(0)
+}
+
+pub fn status_text(states: &[StageState], dry_run: bool) -> String {
+    let mut out = String::new();
+    let name_width = width(states.iter().map(|state| state.stage.as_str()));
+    for state in states {
+        let label = match (state.freshness, dry_run) {
+            (Freshness::Fresh, _) => "fresh",
+            (Freshness::Restorable, false) => "restorable",
+            (Freshness::Restorable, true) => "would restore",
+            (Freshness::Stale, false) => "stale",
+            (Freshness::Stale, true) => "would run",
+        };
+        let reasons = if state.reasons.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", state.reasons.join("; "))
+        };
+        let _ = writeln!(out, "{:<name_width$}  {label}{reasons}", state.stage);
+    }
+    let stale = states
+        .iter()
+        .filter(|state| state.freshness == Freshness::Stale)
+        .count();
+    let restorable = states
+        .iter()
+        .filter(|state| state.freshness == Freshness::Restorable)
+        .count();
+    let _ = writeln!(
+        out,
+        "{} stages: {} fresh, {restorable} restorable, {stale} stale",
+        states.len(),
+        states.len() - stale - restorable
+    );
+    out
+}
+
+fn show_value(value: &Option<Value>) -> String {
+    match value {
+        None => "(absent)".to_string(),
+        Some(Value::String(text))
+            if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            format!("{}…", &text[..12])
+        }
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn field_lines(out: &mut String, changes: &[FieldChange], indent: &str) {
+    let field_width = width(changes.iter().map(|change| change.field.as_str()));
+    for change in changes {
+        let _ = writeln!(
+            out,
+            "{indent}{:<field_width$}  {} -> {}",
+            change.field,
+            show_value(&change.before),
+            show_value(&change.after)
+        );
+    }
+}
+
+pub fn why_text(why: &Why) -> String {
+    let mut out = String::new();
+    let state = &why.state;
+    let verdict = match state.freshness {
+        Freshness::Fresh => "is fresh",
+        Freshness::Restorable => "is restorable from the cache",
+        Freshness::Stale => "is stale",
+    };
+    let _ = writeln!(out, "stage `{}` {verdict}", state.stage);
+    for reason in &state.reasons {
+        let _ = writeln!(out, "  - {reason}");
+    }
+    match (&why.previous_run, &why.previous_key) {
+        (Some(run), Some(previous)) => {
+            let current = why
+                .key
+                .as_deref()
+                .map(|key| &key[..12])
+                .unwrap_or("unknown");
+            if why.changes.is_empty() {
+                let _ = writeln!(out, "key {current}… is the one it had in run #{run}");
+            } else {
+                let _ = writeln!(
+                    out,
+                    "key {current}… differs from run #{run} (key {}…) in:",
+                    &previous[..12.min(previous.len())]
+                );
+                field_lines(&mut out, &why.changes, "  ");
+            }
+        }
+        _ => {
+            let _ = writeln!(out, "no earlier run of this stage is recorded");
+        }
+    }
+    out
+}
+
+fn date(ms: u64) -> String {
+    // UTC, without a date crate: civil-from-days (Howard Hinnant's algorithm).
+    let seconds = ms / 1000;
+    let days = (seconds / 86_400) as i64;
+    let time = seconds % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        time / 3600,
+        time % 3600 / 60,
+        time % 60
+    )
+}
+
+fn git_label(run: &RunRecord) -> String {
+    match (&run.git_commit, run.git_dirty) {
+        (Some(commit), dirty) => format!(
+            "{}{}",
+            &commit[..commit.len().min(8)],
+            if dirty == Some(true) { "+" } else { "" }
+        ),
+        _ => "-".to_string(),
+    }
+}
+
+pub fn runs_table(runs: &[RunRecord]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>5}  {:<19}  {:<11}  {:>8}  {:<9}  pipeline",
+        "run", "started (UTC)", "status", "duration", "commit"
+    );
+    for run in runs {
+        let duration = run
+            .ended_ms
+            .map(|end| {
+                format_duration(std::time::Duration::from_millis(
+                    end.saturating_sub(run.started_ms),
+                ))
+            })
+            .unwrap_or_else(|| "-".to_string());
+        let _ = writeln!(
+            out,
+            "{:>5}  {}  {:<11}  {:>8}  {:<9}  {}",
+            format!("#{}", run.id),
+            date(run.started_ms),
+            run.status,
+            duration,
+            git_label(run),
+            run.pipeline
+        );
+    }
+    out
+}
+
+pub fn show_run(run: &RunRecord) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "run #{}  {}  {}", run.id, run.pipeline, run.status);
+    let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
+    if let Some(end) = run.ended_ms {
+        let _ = writeln!(
+            out,
+            "duration {}",
+            format_duration(std::time::Duration::from_millis(
+                end.saturating_sub(run.started_ms)
+            ))
+        );
+    }
+    let _ = writeln!(out, "commit   {}", git_label(run));
+    let _ = writeln!(out, "command  {}", run.argv.join(" "));
+    let params = pipe_engine::key::flatten(&run.params);
+    if !params.is_empty() && run.params != Value::Null {
+        let _ = writeln!(out, "params");
+        let param_width = width(params.keys().map(String::as_str));
+        for (name, value) in &params {
+            let _ = writeln!(
+                out,
+                "  {name:<param_width$}  {}",
+                show_value(&Some(value.clone()))
+            );
+        }
+    }
+    let _ = writeln!(out, "stages");
+    let stage_width = width(run.stages.iter().map(|stage| stage.stage.as_str()));
+    for stage in &run.stages {
+        let detail = stage
+            .detail
+            .as_deref()
+            .map(|detail| format!("  {detail}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {:<stage_width$}  {:<8}  {:>7}{detail}",
+            stage.stage,
+            stage.status.as_str(),
+            format_duration(std::time::Duration::from_millis(stage.duration_ms))
+        );
+    }
+    let metrics: Vec<(&str, &String, &Value)> = run
+        .stages
+        .iter()
+        .flat_map(|stage| {
+            stage
+                .metrics
+                .iter()
+                .map(move |(name, value)| (stage.stage.as_str(), name, value))
+        })
+        .collect();
+    if !metrics.is_empty() {
+        let _ = writeln!(out, "metrics");
+        for (stage, name, value) in metrics {
+            let _ = writeln!(out, "  {stage}: {name} = {value}");
+        }
+    }
+    out
+}
+
+fn format_delta(delta: Option<f64>) -> String {
+    match delta {
+        Some(delta) if delta > 0.0 => format!("+{}", trim_float(delta)),
+        Some(delta) => trim_float(delta),
+        None => String::new(),
+    }
+}
+
+fn trim_float(value: f64) -> String {
+    let text = format!("{value:.6}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "-0" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
+    let name = |status: Option<pipe_engine::runs::StageStatus>| {
+        status.map(|s| s.as_str()).unwrap_or("absent")
+    };
+    format!("{} -> {}", name(change.status_a), name(change.status_b))
+}
+
+pub fn diff_text(diff: &RunDiff) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "run #{} -> run #{}", diff.a, diff.b);
+    let _ = writeln!(out, "\nparams");
+    if diff.params.is_empty() {
+        let _ = writeln!(out, "  (unchanged)");
+    }
+    field_lines(&mut out, &diff.params, "  ");
+    let _ = writeln!(out, "\nmetrics");
+    if diff.metrics.is_empty() {
+        let _ = writeln!(out, "  (unchanged)");
+    }
+    let metric_width = width(diff.metrics.iter().map(|m| m.metric.as_str()));
+    for metric in &diff.metrics {
+        let _ = writeln!(
+            out,
+            "  {}: {:<metric_width$}  {} -> {}  {}",
+            metric.stage,
+            metric.metric,
+            show_value(&metric.a),
+            show_value(&metric.b),
+            format_delta(metric.delta)
+        );
+    }
+    let _ = writeln!(out, "\nstages");
+    if diff.stages.is_empty() {
+        let _ = writeln!(out, "  (same keys, nothing reran)");
+    }
+    for change in &diff.stages {
+        let _ = writeln!(out, "  {}  {}", change.stage, status_pair(change));
+        field_lines(&mut out, &change.key_changes, "      ");
+    }
+    let _ = writeln!(out, "\noutputs");
+    if diff.outputs.is_empty() {
+        let _ = writeln!(out, "  (unchanged)");
+    }
+    for output in &diff.outputs {
+        let short = |digest: &Option<String>| {
+            digest
+                .as_deref()
+                .map(|d| format!("{}…", &d[..12]))
+                .unwrap_or("(absent)".into())
+        };
+        let _ = writeln!(
+            out,
+            "  {}  {} -> {}  ({})",
+            output.path,
+            short(&output.a),
+            short(&output.b),
+            output.stage
+        );
+    }
+    out
+}
+
+pub fn diff_markdown(diff: &RunDiff) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## pipe diff: run #{} → run #{}\n", diff.a, diff.b);
+    let cell = |value: &Option<Value>| show_value(value).replace('|', "\\|");
+    let _ = writeln!(out, "### Params\n");
+    if diff.params.is_empty() {
+        let _ = writeln!(out, "No changes.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "| param | run #{} | run #{} |\n|---|---|---|",
+            diff.a, diff.b
+        );
+        for change in &diff.params {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} |",
+                change.field,
+                cell(&change.before),
+                cell(&change.after)
+            );
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "### Metrics\n");
+    if diff.metrics.is_empty() {
+        let _ = writeln!(out, "No changes.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "| stage | metric | run #{} | run #{} | Δ |\n|---|---|---|---|---|",
+            diff.a, diff.b
+        );
+        for metric in &diff.metrics {
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} | {} |",
+                metric.stage,
+                metric.metric,
+                cell(&metric.a),
+                cell(&metric.b),
+                format_delta(metric.delta)
+            );
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "### Stages\n");
+    if diff.stages.is_empty() {
+        let _ = writeln!(out, "Same keys; nothing reran.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "| stage | status | changed key fields |\n|---|---|---|"
+        );
+        for change in &diff.stages {
+            let fields: Vec<String> = change
+                .key_changes
+                .iter()
+                .map(|c| format!("`{}`", c.field))
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                change.stage,
+                status_pair(change),
+                fields.join(", ")
+            );
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "### Outputs\n");
+    if diff.outputs.is_empty() {
+        let _ = writeln!(out, "No changes.");
+    } else {
+        let _ = writeln!(
+            out,
+            "| output | stage | run #{} | run #{} |\n|---|---|---|---|",
+            diff.a, diff.b
+        );
+        for output in &diff.outputs {
+            let short = |digest: &Option<String>| {
+                digest
+                    .as_deref()
+                    .map(|d| format!("`{}`", &d[..12]))
+                    .unwrap_or("—".into())
+            };
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} |",
+                output.path,
+                output.stage,
+                short(&output.a),
+                short(&output.b)
+            );
+        }
+    }
+    out
+}
