@@ -19,7 +19,10 @@ pub type ActionKey = Digest<Action>;
 
 impl<K> Digest<K> {
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
-        Digest { bytes, kind: PhantomData }
+        Digest {
+            bytes,
+            kind: PhantomData,
+        }
     }
 
     pub fn of(data: &[u8]) -> Self {

@@ -31,6 +31,9 @@ pub enum CacheError {
 
 impl CacheError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        CacheError::Io { path: path.into(), source }
+        CacheError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

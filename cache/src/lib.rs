@@ -8,14 +8,17 @@
 
 mod digest;
 mod error;
-mod store;
+mod fsutil;
+mod hash;
 mod stat;
+mod store;
+mod tree;
 
 pub use digest::{ActionKey, Digest, ObjectDigest};
 pub use error::CacheError;
 pub use stat::StatCache;
 pub use store::{
-    ActionResult, Artifact, ArtifactKind, Cache, GcReport, LinkMode, VerifyReport,
+    ActionResult, Artifact, ArtifactKind, Cache, GcReport, LinkMode, VerifyReport, LAYOUT_VERSION,
 };
 
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;
