@@ -1,7 +1,11 @@
 //! The stage graph: edges come from dependencies on other stages' outputs.
 
-use crate::spec::Pipeline;
-use crate::Result;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt::Write as _;
+
+use crate::spec::{Dep, Pipeline};
+use crate::{Diagnostic, EngineError, Result};
 
 /// Stages are indexed as in `Pipeline::stages`.
 #[derive(Debug, Clone)]
@@ -21,21 +25,283 @@ pub enum DagFormat {
     Mermaid,
 }
 
+/// Longer names do not widen the ascii name column further, so that one
+/// long matrix name does not push every arrow off the screen.
+const MAX_NAME_COLUMN: usize = 40;
+
 impl Dag {
     /// Fails with a located `cycle` diagnostic naming the stages on a cycle.
     pub fn build(pipeline: &Pipeline) -> Result<Dag> {
-        let _ = pipeline;
-        todo!()
+        let stages = &pipeline.stages;
+        let index_by_name: HashMap<&str, usize> = stages
+            .iter()
+            .enumerate()
+            .map(|(index, stage)| (stage.name.as_str(), index))
+            .collect();
+
+        let mut upstream: Vec<Vec<usize>> = Vec::with_capacity(stages.len());
+        for (index, stage) in stages.iter().enumerate() {
+            let mut producers = Vec::new();
+            for dep in &stage.deps {
+                let Some(producer) = &dep.producer else {
+                    continue;
+                };
+                let Some(&producer_index) = index_by_name.get(producer.stage.as_str()) else {
+                    return Err(EngineError::Spec(vec![Diagnostic::new(
+                        "unknown-stage",
+                        format!(
+                            "stage `{}` depends on unknown stage `{}`",
+                            stage.name, producer.stage
+                        ),
+                    )
+                    .at(dep.location.clone())
+                    .with_hint("refer to a stage declared under `stages:`")]));
+                };
+                if producer_index == index {
+                    return Err(EngineError::Spec(vec![self_cycle(pipeline, index, dep)]));
+                }
+                producers.push(producer_index);
+            }
+            producers.sort_unstable();
+            producers.dedup();
+            upstream.push(producers);
+        }
+
+        let mut downstream: Vec<Vec<usize>> = vec![Vec::new(); stages.len()];
+        for (index, producers) in upstream.iter().enumerate() {
+            for &producer in producers {
+                downstream[producer].push(index);
+            }
+        }
+
+        // Kahn's algorithm; the min-heap keeps ties in declaration order.
+        let mut waiting_on: Vec<usize> = upstream.iter().map(Vec::len).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..stages.len())
+            .filter(|&index| waiting_on[index] == 0)
+            .map(Reverse)
+            .collect();
+        let mut order = Vec::with_capacity(stages.len());
+        while let Some(Reverse(index)) = ready.pop() {
+            order.push(index);
+            for &consumer in &downstream[index] {
+                waiting_on[consumer] -= 1;
+                if waiting_on[consumer] == 0 {
+                    ready.push(Reverse(consumer));
+                }
+            }
+        }
+        if order.len() < stages.len() {
+            return Err(EngineError::Spec(vec![cycle(
+                pipeline,
+                &upstream,
+                &waiting_on,
+            )]));
+        }
+        Ok(Dag {
+            upstream,
+            downstream,
+            order,
+        })
     }
 
     /// Indices of `targets` and everything they depend on, in topological order.
     pub fn closure(&self, targets: &[usize]) -> Vec<usize> {
-        let _ = targets;
-        todo!()
+        let mut wanted = vec![false; self.upstream.len()];
+        let mut stack: Vec<usize> = targets
+            .iter()
+            .copied()
+            .filter(|&target| target < wanted.len())
+            .collect();
+        while let Some(index) = stack.pop() {
+            if std::mem::replace(&mut wanted[index], true) {
+                continue;
+            }
+            stack.extend(
+                self.upstream[index]
+                    .iter()
+                    .copied()
+                    .filter(|&producer| !wanted[producer]),
+            );
+        }
+        self.order
+            .iter()
+            .copied()
+            .filter(|&index| wanted[index])
+            .collect()
     }
 
     pub fn render(&self, pipeline: &Pipeline, format: DagFormat) -> String {
-        let _ = (pipeline, format);
-        todo!()
+        let name = |index: usize| {
+            pipeline
+                .stages
+                .get(index)
+                .map_or("?", |stage| stage.name.as_str())
+        };
+        let mut text = String::new();
+        match format {
+            DagFormat::Ascii => {
+                let width = self
+                    .order
+                    .iter()
+                    .map(|&index| name(index).chars().count())
+                    .max()
+                    .unwrap_or(0)
+                    .min(MAX_NAME_COLUMN);
+                let _ = writeln!(
+                    text,
+                    "pipeline `{}`: {} stages, dependencies first",
+                    pipeline.name,
+                    self.order.len()
+                );
+                for &index in &self.order {
+                    let inputs: Vec<&str> = self.upstream[index]
+                        .iter()
+                        .map(|&producer| name(producer))
+                        .collect();
+                    if inputs.is_empty() {
+                        let _ = writeln!(text, "  {}", name(index));
+                    } else {
+                        let _ =
+                            writeln!(text, "  {:<width$}  <- {}", name(index), inputs.join(", "));
+                    }
+                }
+            }
+            DagFormat::Dot => {
+                let _ = writeln!(text, "digraph \"{}\" {{", dot_escape(&pipeline.name));
+                let _ = writeln!(text, "  rankdir=LR;");
+                let _ = writeln!(text, "  node [shape=box];");
+                for &index in &self.order {
+                    let _ = writeln!(text, "  \"{}\";", dot_escape(name(index)));
+                }
+                for &index in &self.order {
+                    for &consumer in &self.downstream[index] {
+                        let _ = writeln!(
+                            text,
+                            "  \"{}\" -> \"{}\";",
+                            dot_escape(name(index)),
+                            dot_escape(name(consumer))
+                        );
+                    }
+                }
+                text.push_str("}\n");
+            }
+            DagFormat::Mermaid => {
+                // Stage names contain `@`, `=` and `,`, which Mermaid ids
+                // cannot: nodes get positional ids and quoted labels.
+                text.push_str("flowchart TD\n");
+                for &index in &self.order {
+                    let _ = writeln!(
+                        text,
+                        "  s{index}[\"{}\"]",
+                        name(index).replace('"', "#quot;")
+                    );
+                }
+                for &index in &self.order {
+                    for &consumer in &self.downstream[index] {
+                        let _ = writeln!(text, "  s{index} --> s{consumer}");
+                    }
+                }
+            }
+        }
+        text
     }
+}
+
+fn dot_escape(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn self_cycle(pipeline: &Pipeline, index: usize, dep: &Dep) -> Diagnostic {
+    let stage = &pipeline.stages[index];
+    let out = dep
+        .producer
+        .as_ref()
+        .map_or("", |producer| producer.out.as_str());
+    Diagnostic::new("cycle", format!("stage `{}` depends on its own output `{out}` (`{}`)", stage.name, dep.path))
+        .at(dep.location.clone().or_else(|| stage.location.clone()))
+        .with_hint(format!(
+            "a stage cannot read what it writes; in its own command write `${{outs.{out}}}`, and if the file is also an input, give the output another path"
+        ))
+}
+
+/// Names one cycle among the stages Kahn's algorithm could not order
+/// (`waiting_on` > 0), starting at the first declared.
+fn cycle(pipeline: &Pipeline, upstream: &[Vec<usize>], waiting_on: &[usize]) -> Diagnostic {
+    let stuck = |index: usize| waiting_on[index] > 0;
+    let Some(start) = (0..waiting_on.len()).find(|&index| stuck(index)) else {
+        return Diagnostic::new("cycle", "the stages depend on each other in a cycle");
+    };
+    // Every stuck stage waits on a stuck producer, so walking producers
+    // from any stuck stage must come back to a stage already seen.
+    let mut position_in_walk: HashMap<usize, usize> = HashMap::new();
+    let mut walk = Vec::new();
+    let mut current = start;
+    while !position_in_walk.contains_key(&current) {
+        position_in_walk.insert(current, walk.len());
+        walk.push(current);
+        match upstream[current]
+            .iter()
+            .copied()
+            .find(|&producer| stuck(producer))
+        {
+            Some(producer) => current = producer,
+            None => break,
+        }
+    }
+    let loop_start = position_in_walk.get(&current).copied().unwrap_or(0);
+    // The walk goes consumer -> producer; show data flow, producer first.
+    let mut members: Vec<usize> = walk[loop_start..].iter().rev().copied().collect();
+    if let Some(first) = members
+        .iter()
+        .enumerate()
+        .min_by_key(|(_, &index)| index)
+        .map(|(position, _)| position)
+    {
+        members.rotate_left(first);
+    }
+
+    let stages = &pipeline.stages;
+    let mut names: Vec<String> = members
+        .iter()
+        .map(|&index| format!("`{}`", stages[index].name))
+        .collect();
+    if let Some(first) = names.first().cloned() {
+        names.push(first);
+    }
+    let mut diagnostic = Diagnostic::new(
+        "cycle",
+        format!(
+            "the stages depend on each other in a cycle: {}",
+            names.join(" -> ")
+        ),
+    )
+    .at(members
+        .first()
+        .and_then(|&index| stages[index].location.clone()))
+    .with_hint(
+        "`a -> b` means `b` reads an output of `a`; remove or redirect one of these dependencies",
+    );
+    for (position, &producer) in members.iter().enumerate() {
+        let consumer = members[(position + 1) % members.len()];
+        let producer_name = &stages[producer].name;
+        if let Some(dep) = stages[consumer].deps.iter().find(|dep| {
+            dep.producer
+                .as_ref()
+                .is_some_and(|reference| &reference.stage == producer_name)
+        }) {
+            let at = dep.location.as_ref().map_or_else(String::new, |location| {
+                format!(
+                    " ({}:{}:{})",
+                    location.file.display(),
+                    location.line,
+                    location.col
+                )
+            });
+            diagnostic = diagnostic.with_note(format!(
+                "`{}` reads `{}`, written by `{producer_name}`{at}",
+                stages[consumer].name, dep.path
+            ));
+        }
+    }
+    diagnostic
 }

@@ -9,6 +9,16 @@ use pipe_cache::LinkMode;
 
 use crate::{Location, Result};
 
+mod collect;
+mod interp;
+mod load;
+mod params;
+mod paths;
+mod source;
+mod stages;
+mod suggest;
+mod yaml;
+
 /// A validated pipeline: every stage expanded, every `${...}` resolved,
 /// every path project-relative and inside the project.
 #[derive(Debug, Clone)]
@@ -62,7 +72,11 @@ pub enum StageKind {
     /// A shell command, after interpolation; runs in the project root.
     Command { command: String },
     /// A built-in or registered stage `uses: name@version` run by a worker.
-    Builtin { uses: String, version: u32, with: serde_json::Value },
+    Builtin {
+        uses: String,
+        version: u32,
+        with: serde_json::Value,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,8 +120,7 @@ impl Default for Resources {
 /// `-S key.path=value` arguments, in order. Every problem found is
 /// reported at once as `EngineError::Spec`.
 pub fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
-    let _ = (file, overrides);
-    todo!()
+    load::load(file, overrides)
 }
 
 impl Pipeline {

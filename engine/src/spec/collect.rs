@@ -1,0 +1,61 @@
+//! Gathers diagnostics so that one run reports every problem, without
+//! repeating one (a matrix stage repeats its mistakes per expansion) and
+//! without flooding the terminal.
+
+use std::collections::HashSet;
+
+use crate::Diagnostic;
+
+pub(crate) const MAX_DIAGNOSTICS: usize = 20;
+
+#[derive(Default)]
+pub(crate) struct Diagnostics {
+    list: Vec<Diagnostic>,
+    seen: HashSet<(
+        &'static str,
+        String,
+        Option<(std::path::PathBuf, usize, usize)>,
+    )>,
+    dropped: usize,
+}
+
+impl Diagnostics {
+    pub fn push(&mut self, diagnostic: Diagnostic) {
+        if self.list.len() >= MAX_DIAGNOSTICS {
+            self.dropped += 1;
+            return;
+        }
+        let place = diagnostic
+            .location
+            .as_ref()
+            .map(|location| (location.file.clone(), location.line, location.col));
+        if self
+            .seen
+            .insert((diagnostic.code, diagnostic.message.clone(), place))
+        {
+            self.list.push(diagnostic);
+        }
+    }
+
+    pub fn extend(&mut self, diagnostics: impl IntoIterator<Item = Diagnostic>) {
+        for diagnostic in diagnostics {
+            self.push(diagnostic);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn into_vec(mut self) -> Vec<Diagnostic> {
+        if self.dropped > 0 {
+            if let Some(last) = self.list.last_mut() {
+                last.notes.push(format!(
+                    "stopped after {MAX_DIAGNOSTICS} errors ({} more not shown); fix these and run again",
+                    self.dropped
+                ));
+            }
+        }
+        self.list
+    }
+}

@@ -1,0 +1,110 @@
+//! `${namespace.path}` templates: parsing only. What a reference means is
+//! decided by the stage resolver, which knows the params, matrix and stages.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Piece {
+    Text(String),
+    Ref(Reference),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reference {
+    /// The text between `${` and `}`, trimmed: `params.train.lr`.
+    pub expr: String,
+    /// Characters from the start of the string to the `$`.
+    pub offset: usize,
+    /// Characters from `$` to `}` inclusive.
+    pub len: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TemplateError {
+    pub offset: usize,
+    pub len: usize,
+    pub message: String,
+    pub hint: String,
+}
+
+/// Splits `text` into literal text and references. `$${` is a literal
+/// `${` for the shell; a `$` not followed by `{` is left alone.
+pub(crate) fn parse(text: &str) -> Result<Vec<Piece>, TemplateError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut pieces = Vec::new();
+    let mut literal = String::new();
+    let mut index = 0;
+    while index < chars.len() {
+        let ch = chars[index];
+        if ch == '$' && chars.get(index + 1) == Some(&'$') && chars.get(index + 2) == Some(&'{') {
+            literal.push_str("${");
+            index += 3;
+            continue;
+        }
+        if ch == '$' && chars.get(index + 1) == Some(&'{') {
+            let Some(close) = chars[index + 2..]
+                .iter()
+                .position(|c| *c == '}')
+                .map(|p| p + index + 2)
+            else {
+                return Err(TemplateError {
+                    offset: index,
+                    len: chars.len() - index,
+                    message: "unterminated `${`: no closing `}`".to_string(),
+                    hint: "close the reference with `}`; to pass a literal `${` to the shell write `$${`".to_string(),
+                });
+            };
+            let expr: String = chars[index + 2..close]
+                .iter()
+                .collect::<String>()
+                .trim()
+                .to_string();
+            if expr.is_empty() || expr.contains("${") {
+                return Err(TemplateError {
+                    offset: index,
+                    len: close + 1 - index,
+                    message: "empty or nested reference".to_string(),
+                    hint: "write a reference such as `${params.seed}`; to pass a literal `${` to the shell write `$${`".to_string(),
+                });
+            }
+            if !literal.is_empty() {
+                pieces.push(Piece::Text(std::mem::take(&mut literal)));
+            }
+            pieces.push(Piece::Ref(Reference {
+                expr,
+                offset: index,
+                len: close + 1 - index,
+            }));
+            index = close + 1;
+            continue;
+        }
+        literal.push(ch);
+        index += 1;
+    }
+    if !literal.is_empty() {
+        pieces.push(Piece::Text(literal));
+    }
+    Ok(pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_references_and_escapes() {
+        let pieces = parse("echo $${HOME} $USER ${ params.seed }!").unwrap();
+        assert_eq!(
+            pieces,
+            vec![
+                Piece::Text("echo ${HOME} $USER ".to_string()),
+                Piece::Ref(Reference {
+                    expr: "params.seed".to_string(),
+                    offset: 20,
+                    len: 16
+                }),
+                Piece::Text("!".to_string()),
+            ]
+        );
+        assert_eq!(parse("a ${params.x").unwrap_err().offset, 2);
+        assert_eq!(parse("ü ${}").unwrap_err().offset, 2);
+    }
+}

@@ -1,0 +1,388 @@
+//! The pipeline file as a whole: reading it safely, top-level keys,
+//! params, then the stages.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use pipe_cache::LinkMode;
+
+use super::collect::Diagnostics;
+use super::source::{FileId, Sources, Span};
+use super::suggest::{did_you_mean, hint_with_suggestion};
+use super::yaml::{self, Node, NodeValue, Scalar, MAX_FILE_BYTES};
+use super::{params, stages, Pipeline};
+use crate::dag::Dag;
+use crate::{Diagnostic, EngineError, Result};
+
+const TOP_LEVEL_KEYS: [&str; 4] = ["name", "params", "stages", "cache"];
+
+const MINIMAL_PIPELINE: &str = "stages:\n    train:\n      run: python train.py\n      deps: [train.py]\n      outs: [model.pt]";
+
+pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
+    let mut sources = Sources::default();
+    let mut diagnostics = Diagnostics::default();
+
+    let text = read_source(file)?;
+    let file_id = sources.add(Some(file.to_path_buf()), text);
+    let start = Span {
+        file: file_id,
+        line: 1,
+        col: 1,
+        len: 1,
+    };
+    let root = yaml::parse(&sources, file_id).map_err(EngineError::Spec)?;
+    let root = match root {
+        Some(root) if !root.is_null() => root,
+        _ => {
+            return Err(spec_error(
+                Diagnostic::new("empty-file", "the pipeline file is empty")
+                    .at(sources.location(start))
+                    .with_hint(format!(
+                        "a pipeline needs at least one stage, e.g.\n  {MINIMAL_PIPELINE}"
+                    )),
+            ))
+        }
+    };
+    let Some(entries) = root.as_map() else {
+        return Err(spec_error(
+            Diagnostic::new(
+                "bad-type",
+                format!(
+                    "the pipeline file must be a mapping with `stages:`, found {}",
+                    root.describe()
+                ),
+            )
+            .at(sources.location(root.span))
+            .with_hint(format!("write e.g.\n  {MINIMAL_PIPELINE}")),
+        ));
+    };
+
+    for entry in entries
+        .iter()
+        .filter(|entry| !TOP_LEVEL_KEYS.contains(&entry.key.as_str()))
+    {
+        let known = format!("top-level keys: {}", TOP_LEVEL_KEYS.join(", "));
+        let hint = match entry.key.as_str() {
+            "vars" => format!("DVC's `vars` are `params` in pipe; {known}"),
+            key if stages::STAGE_KEYS.contains(&key) => {
+                format!("`{key}` belongs inside a stage, under `stages: NAME:`; {known}")
+            }
+            key => hint_with_suggestion(did_you_mean(key, TOP_LEVEL_KEYS), known),
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                "unknown-key",
+                format!("unknown top-level key `{}`", entry.key),
+            )
+            .at(sources.location(entry.key_span))
+            .with_hint(hint),
+        );
+    }
+
+    let name = match root.get("name") {
+        None => file.file_stem().map_or_else(
+            || "pipeline".to_string(),
+            |stem| stem.to_string_lossy().into_owned(),
+        ),
+        Some(node) => match node
+            .as_scalar()
+            .filter(|scalar| !scalar.text.is_empty() && !node.is_null())
+        {
+            Some(scalar) => scalar.text.clone(),
+            None => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "bad-type",
+                        format!("`name` must be text, found {}", node.describe()),
+                    )
+                    .at(sources.location(node.span))
+                    .with_hint("write e.g. `name: imdb`, or remove `name` to use the file name"),
+                );
+                String::new()
+            }
+        },
+    };
+
+    let Some(merged_params) = load_params(file, &root, overrides, &mut sources, &mut diagnostics)
+    else {
+        return Err(EngineError::Spec(diagnostics.into_vec()));
+    };
+    let link = root
+        .get("cache")
+        .and_then(|node| cache_link(node, &sources, &mut diagnostics));
+
+    let stages = match root.get("stages") {
+        Some(node) => stages::build(node, &sources, &merged_params, &mut diagnostics),
+        None => {
+            diagnostics.push(
+                Diagnostic::new("missing-stages", "the pipeline file has no `stages`")
+                    .at(sources.location(entries.first().map_or(start, |entry| entry.key_span)))
+                    .with_hint(format!("add the stages to run, e.g.\n  {MINIMAL_PIPELINE}")),
+            );
+            Vec::new()
+        }
+    };
+    if !diagnostics.is_empty() {
+        return Err(EngineError::Spec(diagnostics.into_vec()));
+    }
+
+    let pipeline = Pipeline {
+        name,
+        file: file.to_path_buf(),
+        root: project_root(file),
+        params: params::to_json(&merged_params),
+        stages,
+        link,
+    };
+    // A cycle is a mistake in the file, so it is reported by `load` too.
+    Dag::build(&pipeline)?;
+    Ok(pipeline)
+}
+
+fn spec_error(diagnostic: Diagnostic) -> EngineError {
+    EngineError::Spec(vec![diagnostic])
+}
+
+fn project_root(file: &Path) -> PathBuf {
+    let parent = file
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    parent
+        .canonicalize()
+        .or_else(|_| std::path::absolute(parent))
+        .unwrap_or_else(|_| parent.to_path_buf())
+}
+
+/// The file's text, refusing what is too big to be a pipeline or is not
+/// UTF-8 before the YAML parser sees it.
+fn read_source(file: &Path) -> Result<String> {
+    let open = std::fs::File::open(file);
+    let mut handle = match open {
+        Ok(handle) => handle,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(spec_error(
+                Diagnostic::new("file-not-found", format!("pipeline file `{}` does not exist", file.display()))
+                    .with_hint("run pipe in the project directory, or pass the pipeline file, e.g. `pipe run pipelines/train.yaml`"),
+            ))
+        }
+        Err(error) => return Err(EngineError::io(file, error)),
+    };
+    let mut bytes = Vec::new();
+    (&mut handle)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| EngineError::io(file, error))?;
+    let located = |line: usize, col: usize, source_line: String| {
+        Some(crate::Location {
+            file: file.to_path_buf(),
+            line,
+            col,
+            len: 1,
+            source_line,
+        })
+    };
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        let first_line: String = String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        return Err(spec_error(
+            Diagnostic::new("file-too-large", format!("`{}` is larger than {} MiB", file.display(), MAX_FILE_BYTES / (1024 * 1024)))
+                .at(located(1, 1, first_line))
+                .with_hint("a pipeline file describes stages; keep data in files that stages read (`deps:`), and generate sweeps with `matrix:`"),
+        ));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text
+            .strip_prefix('\u{feff}')
+            .map(str::to_string)
+            .unwrap_or(text)),
+        Err(error) => {
+            let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+            let valid = String::from_utf8_lossy(valid);
+            let line = valid.matches('\n').count() + 1;
+            let line_start = valid.rfind('\n').map_or(0, |index| index + 1);
+            let col = valid[line_start..].chars().count() + 1;
+            Err(spec_error(
+                Diagnostic::new(
+                    "not-utf8",
+                    format!("`{}` is not valid UTF-8", file.display()),
+                )
+                .at(located(line, col, valid[line_start..].to_string()))
+                .with_hint("save the file as UTF-8"),
+            ))
+        }
+    }
+}
+
+/// Inline params, then `params.yaml` beside the file, then `-S`. `None`
+/// when `params.yaml` cannot be read: every param reference would then be
+/// reported as unknown, which helps nobody.
+fn load_params(
+    file: &Path,
+    root: &Node,
+    overrides: &[String],
+    sources: &mut Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<Node> {
+    let empty = |span: Span| Node {
+        value: NodeValue::Map(Vec::new()),
+        span,
+    };
+    let mut merged = match root.get("params") {
+        None => empty(root.span),
+        Some(node) if node.is_null() => empty(node.span),
+        Some(node) if node.as_map().is_some() => node.clone(),
+        Some(node) => {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-type",
+                    format!("`params` must be a mapping, found {}", node.describe()),
+                )
+                .at(sources.location(node.span))
+                .with_hint("write e.g.\n  params:\n    seed: 123\n    train: { lr: 5.0e-5 }"),
+            );
+            empty(node.span)
+        }
+    };
+
+    let params_file = file.with_file_name("params.yaml");
+    if params_file.is_file() && params_file.file_name() != file.file_name() {
+        match read_source(&params_file) {
+            Err(EngineError::Spec(found)) => {
+                diagnostics.extend(found);
+                return None;
+            }
+            Err(other) => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "params-unreadable",
+                        format!("cannot read `{}`: {other}", params_file.display()),
+                    )
+                    .with_hint("check the file's permissions"),
+                );
+                return None;
+            }
+            Ok(text) => {
+                let id: FileId = sources.add(Some(params_file.clone()), text);
+                match yaml::parse(sources, id) {
+                    Err(found) => {
+                        diagnostics.extend(found);
+                        return None;
+                    }
+                    Ok(None) => {}
+                    Ok(Some(node)) if node.is_null() => {}
+                    Ok(Some(node)) if node.as_map().is_some() => params::merge(&mut merged, node),
+                    Ok(Some(node)) => {
+                        diagnostics.push(
+                            Diagnostic::new(
+                                "bad-type",
+                                format!(
+                                    "`{}` must be a mapping of params, found {}",
+                                    params_file.display(),
+                                    node.describe()
+                                ),
+                            )
+                            .at(sources.location(node.span))
+                            .with_hint("write e.g.\n  seed: 123\n  train:\n    lr: 5.0e-5"),
+                        );
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    for argument in overrides {
+        if let Err(diagnostic) = params::apply_override(&mut merged, argument, sources) {
+            diagnostics.push(diagnostic);
+        }
+    }
+    Some(merged)
+}
+
+fn cache_link(
+    node: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<Vec<LinkMode>> {
+    let modes_hint =
+        "write e.g. `cache: { link: [reflink, hardlink, copy] }`; modes are tried in order";
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(
+            Diagnostic::new(
+                "bad-type",
+                format!("`cache` must be a mapping, found {}", node.describe()),
+            )
+            .at(sources.location(node.span))
+            .with_hint(modes_hint),
+        );
+        return None;
+    };
+    let mut link = None;
+    for entry in entries {
+        if entry.key != "link" {
+            diagnostics.push(
+                Diagnostic::new(
+                    "unknown-key",
+                    format!("unknown key `{}` in `cache`", entry.key),
+                )
+                .at(sources.location(entry.key_span))
+                .with_hint(hint_with_suggestion(
+                    did_you_mean(&entry.key, ["link"]),
+                    "known keys: link".to_string(),
+                )),
+            );
+            continue;
+        }
+        let items: Vec<&Node> = match &entry.value.value {
+            NodeValue::Seq(items) => items.iter().collect(),
+            NodeValue::Scalar(Scalar { .. }) if entry.value.as_str().is_some() => {
+                vec![&entry.value]
+            }
+            _ => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "bad-type",
+                        format!(
+                            "`cache.link` must be a list of link modes, found {}",
+                            entry.value.describe()
+                        ),
+                    )
+                    .at(sources.location(entry.value.span))
+                    .with_hint(modes_hint),
+                );
+                continue;
+            }
+        };
+        let mut modes = Vec::new();
+        for item in items {
+            match item.as_str().and_then(LinkMode::parse) {
+                Some(mode) => modes.push(mode),
+                None => {
+                    let text = item.as_scalar().map_or("", |scalar| scalar.text.as_str());
+                    let suggestion = did_you_mean(text, ["reflink", "hardlink", "copy"]);
+                    diagnostics.push(
+                        Diagnostic::new("bad-link-mode", format!("unknown link mode `{text}`"))
+                            .at(sources.location(item.span))
+                            .with_hint(hint_with_suggestion(
+                                suggestion,
+                                "link modes: reflink, hardlink, copy".to_string(),
+                            )),
+                    );
+                }
+            }
+        }
+        if modes.is_empty() {
+            diagnostics.push(
+                Diagnostic::new("bad-type", "`cache.link` names no link mode")
+                    .at(sources.location(entry.value.span))
+                    .with_hint(modes_hint),
+            );
+        }
+        link = Some(modes);
+    }
+    link
+}

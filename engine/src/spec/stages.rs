@@ -1,0 +1,1704 @@
+//! Stages: declarations -> matrix expansions -> resolved paths and
+//! references -> output ownership and implicit edges.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::collect::Diagnostics;
+use super::interp::{self, Piece, Reference};
+use super::params;
+use super::paths::{self, PathProblem};
+use super::source::{Sources, Span};
+use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
+use super::yaml::{Entry, Node, NodeValue, Resolved};
+use super::{Dep, Out, Resources, Stage, StageKind, StageOutRef};
+use crate::Diagnostic;
+
+pub(crate) const STAGE_KEYS: [&str; 12] = [
+    "run",
+    "uses",
+    "with",
+    "deps",
+    "outs",
+    "metrics",
+    "params",
+    "env",
+    "resources",
+    "matrix",
+    "desc",
+    "always_run",
+];
+
+/// Keys other tools use, and what they are called here.
+const FOREIGN_KEYS: [(&str, &str); 11] = [
+    ("cmd", "run"),
+    ("shell", "run"),
+    ("command", "run"),
+    ("always_changed", "always_run"),
+    ("foreach", "matrix"),
+    ("input", "deps"),
+    ("inputs", "deps"),
+    ("output", "outs"),
+    ("outputs", "outs"),
+    ("threads", "resources"),
+    ("description", "desc"),
+];
+
+/// A matrix can multiply a small file into any number of stages; this
+/// bounds the work and memory one pipeline file can ask for.
+pub(crate) const MAX_STAGES: usize = 1_000_000;
+
+/// Where a built-in stage writes an output nobody declared a path for.
+pub(crate) const BUILTIN_OUT_DIR: &str = ".pipe/out";
+
+#[derive(Clone)]
+struct MatrixValue {
+    json: Value,
+    text: String,
+}
+
+struct MatrixAxis {
+    key: String,
+    values: Vec<MatrixValue>,
+}
+
+struct Decl<'a> {
+    name: &'a str,
+    name_span: Span,
+    node: &'a Node,
+    kind: DeclKind<'a>,
+    has_matrix: bool,
+}
+
+enum DeclKind<'a> {
+    Command(&'a Node),
+    Builtin { uses: String, version: u32 },
+}
+
+struct Expansion {
+    decl: usize,
+    name: String,
+    combo: Vec<(String, MatrixValue)>,
+}
+
+struct Scope<'s> {
+    stage: &'s str,
+    field: &'static str,
+    combo: &'s [(String, MatrixValue)],
+    has_matrix: bool,
+    deps: Option<&'s [Dep]>,
+    outs: Option<&'s [Out]>,
+    allow_stage_refs: bool,
+}
+
+#[derive(Default)]
+struct Effects {
+    params_used: BTreeMap<String, Value>,
+    stage_refs: Vec<(StageOutRef, String, Span)>,
+}
+
+enum Evaluated<'n> {
+    Param(&'n Node),
+    Matrix(MatrixValue),
+    Path(String),
+}
+
+struct Failure {
+    message: String,
+    hint: String,
+}
+
+fn failure(message: impl Into<String>, hint: impl Into<String>) -> Failure {
+    Failure {
+        message: message.into(),
+        hint: hint.into(),
+    }
+}
+
+pub(crate) fn build(
+    stages_node: &Node,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Vec<Stage> {
+    let Some(entries) = stages_node.as_map() else {
+        diagnostics.push(
+            Diagnostic::new("bad-type", format!("`stages` must be a mapping of stage names, found {}", stages_node.describe()))
+                .at(sources.location(stages_node.span))
+                .with_hint("write `stages:` followed by indented stage names, e.g.\n  stages:\n    train:\n      run: python train.py"),
+        );
+        return Vec::new();
+    };
+    if entries.is_empty() {
+        diagnostics.push(
+            Diagnostic::new("no-stages", "`stages` is empty")
+                .at(sources.location(stages_node.span))
+                .with_hint("add at least one stage, e.g.\n  stages:\n    train:\n      run: python train.py"),
+        );
+        return Vec::new();
+    }
+
+    let mut decls = Vec::new();
+    let mut axes_per_decl = Vec::new();
+    for entry in entries {
+        if let Some((decl, axes)) = declare(entry, sources, params, diagnostics) {
+            decls.push(decl);
+            axes_per_decl.push(axes);
+        }
+    }
+
+    let expansions = expand(&decls, &axes_per_decl, sources, diagnostics);
+    if expansions.is_empty() {
+        return Vec::new();
+    }
+    let mut resolver = Resolver::new(sources, params, &decls, &expansions);
+
+    // Outputs first: references between stages need every stage's outputs.
+    let mut outs_per_stage = Vec::with_capacity(expansions.len());
+    let mut metrics_per_stage = Vec::with_capacity(expansions.len());
+    let mut effects_per_stage = Vec::with_capacity(expansions.len());
+    for expansion in &expansions {
+        let decl = &decls[expansion.decl];
+        let mut effects = Effects::default();
+        let outs = resolver.outputs(decl, expansion, "outs", &mut effects, diagnostics);
+        let metrics = resolver.outputs(decl, expansion, "metrics", &mut effects, diagnostics);
+        outs_per_stage.push(outs);
+        metrics_per_stage.push(metrics);
+        effects_per_stage.push(effects);
+    }
+    resolver.outputs_by_stage = outs_per_stage.clone();
+
+    let mut stages = Vec::with_capacity(expansions.len());
+    for (index, expansion) in expansions.iter().enumerate() {
+        let outs = std::mem::take(&mut outs_per_stage[index]);
+        let metrics = std::mem::take(&mut metrics_per_stage[index]);
+        let effects = std::mem::take(&mut effects_per_stage[index]);
+        stages.push(resolver.stage(
+            &decls[expansion.decl],
+            expansion,
+            outs,
+            metrics,
+            effects,
+            diagnostics,
+        ));
+    }
+
+    for (index, names) in std::mem::take(&mut resolver.implicit_builtin_outs) {
+        let stage = &mut stages[index];
+        for name in names {
+            let path = builtin_out_path(&stage.name, &name);
+            stage.outs.push(Out {
+                name,
+                path,
+                location: stage.location.clone(),
+            });
+        }
+    }
+
+    check_output_ownership(&mut stages, diagnostics);
+    stages
+}
+
+fn builtin_out_path(stage: &str, out: &str) -> String {
+    format!("{BUILTIN_OUT_DIR}/{stage}/{out}")
+}
+
+fn is_valid_stage_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphanumeric() || first == '_')
+        && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
+}
+
+fn is_valid_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+fn type_error(sources: &Sources, node: &Node, what: String, hint: impl Into<String>) -> Diagnostic {
+    Diagnostic::new("bad-type", format!("{what}, found {}", node.describe()))
+        .at(sources.location(node.span))
+        .with_hint(hint)
+}
+
+fn declare<'a>(
+    entry: &'a Entry,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<(Decl<'a>, Vec<MatrixAxis>)> {
+    let name = entry.key.as_str();
+    let node = &entry.value;
+    if !is_valid_stage_name(name) {
+        let mut hint = "stage names use letters, digits, `_`, `.` and `-`, and start with a letter, digit or `_`".to_string();
+        if name.contains('@') {
+            hint.push_str("; `@` is reserved for the names of matrix expansions");
+        }
+        diagnostics.push(
+            Diagnostic::new("bad-stage-name", format!("invalid stage name `{name}`"))
+                .at(sources.location(entry.key_span))
+                .with_hint(hint),
+        );
+        return None;
+    }
+    let Some(fields) = node.as_map() else {
+        let hint = if node.as_scalar().is_some() && !node.is_null() {
+            format!(
+                "put the command under `run:`:\n  {name}:\n    run: {}",
+                node.as_scalar().map_or("", |s| s.text.as_str())
+            )
+        } else {
+            format!("give the stage a command:\n  {name}:\n    run: python train.py")
+        };
+        diagnostics.push(type_error(
+            sources,
+            node,
+            format!("stage `{name}` must be a mapping of keys such as `run` and `deps`"),
+            hint,
+        ));
+        return None;
+    };
+
+    for field in fields {
+        if STAGE_KEYS.contains(&field.key.as_str()) {
+            continue;
+        }
+        let known = format!("known keys: {}", STAGE_KEYS.join(", "));
+        let hint = match FOREIGN_KEYS
+            .iter()
+            .find(|(foreign, _)| *foreign == field.key)
+        {
+            Some((foreign, ours)) => format!("`{foreign}` is called `{ours}` in pipe; {known}"),
+            None => hint_with_suggestion(did_you_mean(&field.key, STAGE_KEYS), known),
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                "unknown-key",
+                format!("unknown key `{}` in stage `{name}`", field.key),
+            )
+            .at(sources.location(field.key_span))
+            .with_hint(hint),
+        );
+    }
+
+    let field_entry = |key: &str| fields.iter().find(|field| field.key == key);
+    let kind = match (field_entry("run"), field_entry("uses")) {
+        (Some(_), Some(uses)) => {
+            diagnostics.push(
+                Diagnostic::new("run-and-uses", format!("stage `{name}` has both `run` and `uses`"))
+                    .at(sources.location(uses.key_span))
+                    .with_hint("a stage is either a shell command (`run:`) or a built-in stage (`uses:`); keep one"),
+            );
+            return None;
+        }
+        (None, None) => {
+            diagnostics.push(
+                Diagnostic::new("missing-run", format!("stage `{name}` has neither `run` nor `uses`"))
+                    .at(sources.location(entry.key_span))
+                    .with_hint("add `run: <shell command>`, or `uses: <stage>@<version>` for a built-in stage such as `uses: data/download@1`"),
+            );
+            return None;
+        }
+        (Some(run), None) => {
+            if run.value.as_str().is_none() {
+                diagnostics.push(type_error(
+                    sources,
+                    &run.value,
+                    format!("`run` of stage `{name}` must be a shell command (a string)"),
+                    "write the command as text, e.g. `run: python train.py`; quote it if it looks like a number or boolean",
+                ));
+                return None;
+            }
+            DeclKind::Command(&run.value)
+        }
+        (None, Some(uses)) => {
+            match parse_uses(&uses.value) {
+                Some((uses, version)) => DeclKind::Builtin { uses, version },
+                None => {
+                    diagnostics.push(
+                    Diagnostic::new("bad-uses", format!("`uses` of stage `{name}` must be `name@version`"))
+                        .at(sources.location(uses.value.span))
+                        .with_hint("name a built-in stage and its major version, e.g. `uses: data/download@1`"),
+                );
+                    return None;
+                }
+            }
+        }
+    };
+    if let (DeclKind::Command(_), Some(with)) = (&kind, field_entry("with")) {
+        diagnostics.push(
+            Diagnostic::new("misplaced-key", format!("`with` in stage `{name}`, which has no `uses`"))
+                .at(sources.location(with.key_span))
+                .with_hint("`with` passes params to a built-in stage (`uses:`); a `run` stage takes them in its command: `${params.NAME}`"),
+        );
+    }
+
+    let axes = match field_entry("matrix") {
+        Some(matrix) => matrix_axes(name, &matrix.value, sources, params, diagnostics)?,
+        None => Vec::new(),
+    };
+    let decl = Decl {
+        name,
+        name_span: entry.key_span,
+        node,
+        kind,
+        has_matrix: !axes.is_empty(),
+    };
+    Some((decl, axes))
+}
+
+/// `data/download@1` -> (`data/download`, 1).
+fn parse_uses(node: &Node) -> Option<(String, u32)> {
+    let text = node.as_str()?;
+    let (name, version) = text.rsplit_once('@')?;
+    let segment_ok = |segment: &str| {
+        let mut chars = segment.chars();
+        chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphanumeric())
+            && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.'))
+    };
+    if !name.split('/').all(segment_ok) || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let version: u32 = version.parse().ok()?;
+    (version > 0).then(|| (name.to_string(), version))
+}
+
+fn matrix_axes(
+    stage: &str,
+    node: &Node,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<Vec<MatrixAxis>> {
+    let example =
+        "e.g.\n  matrix:\n    precision: [32-true, bf16-mixed]\n    seed: ${params.seeds}";
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(type_error(
+            sources,
+            node,
+            format!("`matrix` of stage `{stage}` must be a mapping of keys to lists of values"),
+            example,
+        ));
+        return None;
+    };
+    if entries.is_empty() {
+        diagnostics.push(
+            Diagnostic::new(
+                "empty-matrix",
+                format!("`matrix` of stage `{stage}` has no keys"),
+            )
+            .at(sources.location(node.span))
+            .with_hint(format!(
+                "add a key with its values, {example}; or remove `matrix`"
+            )),
+        );
+        return None;
+    }
+    let mut axes = Vec::new();
+    let mut ok = true;
+    for entry in entries {
+        if !is_valid_identifier(&entry.key) {
+            diagnostics.push(
+                Diagnostic::new("bad-matrix-key", format!("invalid matrix key `{}` in stage `{stage}`", entry.key))
+                    .at(sources.location(entry.key_span))
+                    .with_hint("matrix keys use letters, digits and `_`, and start with a letter or `_`, so `${matrix.KEY}` can name them"),
+            );
+            ok = false;
+            continue;
+        }
+        match matrix_values(
+            stage,
+            &entry.key,
+            &entry.value,
+            sources,
+            params,
+            diagnostics,
+        ) {
+            Some(values) => axes.push(MatrixAxis {
+                key: entry.key.clone(),
+                values,
+            }),
+            None => ok = false,
+        }
+    }
+    ok.then_some(axes)
+}
+
+fn matrix_values(
+    stage: &str,
+    key: &str,
+    node: &Node,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<Vec<MatrixValue>> {
+    // `${params.x}` supplies the whole list.
+    let list_node: &Node = if let Some(text) = node.as_str() {
+        match interp::parse(text).ok().as_deref() {
+            Some([Piece::Ref(reference)]) if reference.expr.starts_with("params.") => {
+                let path = &reference.expr["params.".len()..];
+                match params::lookup(params, path) {
+                    Some(found) => found,
+                    None => {
+                        diagnostics.push(
+                            Diagnostic::new(
+                                "unknown-param",
+                                format!(
+                                    "unknown param `{path}` in `matrix.{key}` of stage `{stage}`"
+                                ),
+                            )
+                            .at(sources.location(ref_span(node, reference)))
+                            .with_hint(params::unknown_param_hint(params, path)),
+                        );
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                diagnostics.push(type_error(
+                    sources,
+                    node,
+                    format!("`matrix.{key}` of stage `{stage}` must be a list of values or `${{params.NAME}}` naming one"),
+                    format!("write e.g. `{key}: [1, 2, 3]`"),
+                ));
+                return None;
+            }
+        }
+    } else {
+        node
+    };
+    let NodeValue::Seq(items) = &list_node.value else {
+        diagnostics.push(type_error(
+            sources,
+            list_node,
+            format!("`matrix.{key}` of stage `{stage}` must be a list"),
+            format!("write e.g. `{key}: [1, 2, 3]`"),
+        ));
+        return None;
+    };
+    if items.is_empty() {
+        diagnostics.push(
+            Diagnostic::new(
+                "empty-matrix",
+                format!("`matrix.{key}` of stage `{stage}` is an empty list"),
+            )
+            .at(sources.location(list_node.span))
+            .with_hint(format!(
+                "give `{key}` at least one value, or remove it from the matrix"
+            )),
+        );
+        return None;
+    }
+    let mut values: Vec<MatrixValue> = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for item in items {
+        let Some(scalar) = item.as_scalar().filter(|_| !item.is_null()) else {
+            diagnostics.push(type_error(
+                sources,
+                item,
+                format!("values of `matrix.{key}` in stage `{stage}` must be strings, numbers or booleans"),
+                "each value becomes part of a stage name, like `train@seed=1`; use scalars",
+            ));
+            ok = false;
+            continue;
+        };
+        let text = scalar.text.clone();
+        let bad_char = text
+            .chars()
+            .find(|ch| ch.is_whitespace() || ch.is_control() || ",=@${}/\\\"'`".contains(*ch));
+        if text.is_empty() || bad_char.is_some() {
+            let what = bad_char.map_or("is empty".to_string(), |ch| {
+                format!("contains `{}`", ch.escape_default())
+            });
+            diagnostics.push(
+                Diagnostic::new("bad-matrix-value", format!("matrix value `{text}` of `{key}` in stage `{stage}` {what}"))
+                    .at(sources.location(item.span))
+                    .with_hint("matrix values name the expanded stages (`train@seed=1`): use letters, digits and `_ . - + :`"),
+            );
+            ok = false;
+            continue;
+        }
+        if values.iter().any(|existing| existing.text == text) {
+            diagnostics.push(
+                Diagnostic::new(
+                    "duplicate-matrix-value",
+                    format!("`{text}` appears twice in `matrix.{key}` of stage `{stage}`"),
+                )
+                .at(sources.location(item.span))
+                .with_hint(
+                    "remove the repeated value; each combination must name a different stage",
+                ),
+            );
+            ok = false;
+            continue;
+        }
+        values.push(MatrixValue {
+            json: params::scalar_to_json(scalar),
+            text,
+        });
+    }
+    ok.then_some(values)
+}
+
+fn expand(
+    decls: &[Decl],
+    axes_per_decl: &[Vec<MatrixAxis>],
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Vec<Expansion> {
+    let mut total: usize = 0;
+    for (decl, axes) in decls.iter().zip(axes_per_decl) {
+        let count = axes
+            .iter()
+            .try_fold(1usize, |count, axis| count.checked_mul(axis.values.len()));
+        match count
+            .and_then(|count| total.checked_add(count))
+            .filter(|total| *total <= MAX_STAGES)
+        {
+            Some(new_total) => total = new_total,
+            None => {
+                let matrix_span = decl
+                    .node
+                    .as_map()
+                    .and_then(|fields| fields.iter().find(|f| f.key == "matrix"))
+                    .map(|f| f.key_span);
+                diagnostics.push(
+                    Diagnostic::new(
+                        "matrix-too-large",
+                        format!(
+                            "the matrix of stage `{}` takes the pipeline past {MAX_STAGES} stages",
+                            decl.name
+                        ),
+                    )
+                    .at(sources.location(matrix_span.unwrap_or(decl.name_span)))
+                    .with_hint(
+                        "split the sweep into several runs with `-S`, or sample fewer combinations",
+                    ),
+                );
+                return Vec::new();
+            }
+        }
+    }
+
+    let mut expansions = Vec::with_capacity(total);
+    for (decl_index, (decl, axes)) in decls.iter().zip(axes_per_decl).enumerate() {
+        if axes.is_empty() {
+            expansions.push(Expansion {
+                decl: decl_index,
+                name: decl.name.to_string(),
+                combo: Vec::new(),
+            });
+            continue;
+        }
+        // Odometer over the axes, last key fastest, so names come out in
+        // the order the values are written.
+        let mut positions = vec![0usize; axes.len()];
+        loop {
+            let combo: Vec<(String, MatrixValue)> = axes
+                .iter()
+                .zip(&positions)
+                .map(|(axis, &position)| (axis.key.clone(), axis.values[position].clone()))
+                .collect();
+            let suffix: Vec<String> = combo
+                .iter()
+                .map(|(key, value)| format!("{key}={}", value.text))
+                .collect();
+            expansions.push(Expansion {
+                decl: decl_index,
+                name: format!("{}@{}", decl.name, suffix.join(",")),
+                combo,
+            });
+            let mut axis = axes.len();
+            loop {
+                if axis == 0 {
+                    break;
+                }
+                axis -= 1;
+                positions[axis] += 1;
+                if positions[axis] < axes[axis].values.len() {
+                    break;
+                }
+                positions[axis] = 0;
+                if axis == 0 {
+                    axis = usize::MAX;
+                    break;
+                }
+            }
+            if axis == usize::MAX {
+                break;
+            }
+        }
+    }
+    expansions
+}
+
+/// The span of `reference` inside the scalar `node`, when the scalar's
+/// text can be found character for character in the source.
+fn ref_span(node: &Node, reference: &Reference) -> Span {
+    match node.as_scalar().and_then(|scalar| scalar.verbatim_col) {
+        Some(col) => Span {
+            col: col + reference.offset,
+            len: reference.len,
+            ..node.span
+        },
+        None => node.span,
+    }
+}
+
+struct Resolver<'a> {
+    sources: &'a Sources,
+    params: &'a Node,
+    decls: &'a [Decl<'a>],
+    expansions: &'a [Expansion],
+    index_by_name: HashMap<&'a str, usize>,
+    /// Expanded names of each matrix stage, for "refer to one expansion".
+    expansions_by_base: HashMap<&'a str, Vec<usize>>,
+    outputs_by_stage: Vec<Vec<Out>>,
+    /// Outputs of built-in stages that declare none, named by the
+    /// references other stages make to them.
+    implicit_builtin_outs: BTreeMap<usize, Vec<String>>,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(
+        sources: &'a Sources,
+        params: &'a Node,
+        decls: &'a [Decl<'a>],
+        expansions: &'a [Expansion],
+    ) -> Self {
+        let mut index_by_name = HashMap::with_capacity(expansions.len());
+        let mut expansions_by_base: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (index, expansion) in expansions.iter().enumerate() {
+            index_by_name.insert(expansion.name.as_str(), index);
+            let decl = &decls[expansion.decl];
+            if decl.has_matrix {
+                expansions_by_base.entry(decl.name).or_default().push(index);
+            }
+        }
+        Resolver {
+            sources,
+            params,
+            decls,
+            expansions,
+            index_by_name,
+            expansions_by_base,
+            outputs_by_stage: Vec::new(),
+            implicit_builtin_outs: BTreeMap::new(),
+        }
+    }
+
+    fn location(&self, span: Span) -> Option<crate::Location> {
+        self.sources.location(span)
+    }
+
+    /// `outs` (mapping name -> path, list of paths, or one path) or
+    /// `metrics` (list of paths or one path).
+    fn outputs(
+        &mut self,
+        decl: &Decl,
+        expansion: &Expansion,
+        field: &'static str,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Vec<Out> {
+        let Some(node) = decl.node.get(field) else {
+            return Vec::new();
+        };
+        let scope = Scope {
+            stage: decl.name,
+            field,
+            combo: &expansion.combo,
+            has_matrix: decl.has_matrix,
+            deps: None,
+            outs: None,
+            allow_stage_refs: false,
+        };
+        let mut outs: Vec<Out> = Vec::new();
+        for (name, path_node) in
+            self.path_entries(decl.name, field, node, field == "outs", diagnostics)
+        {
+            let Some(text) = self.resolve_string(&scope, path_node, effects, diagnostics) else {
+                continue;
+            };
+            let Some(path) = self.output_path(decl.name, field, &text, path_node, diagnostics)
+            else {
+                continue;
+            };
+            let name = name.map_or_else(|| path.clone(), str::to_string);
+            outs.push(Out {
+                name,
+                path,
+                location: self.location(path_node.span),
+            });
+        }
+        outs
+    }
+
+    /// The (name, path node) pairs of a `deps`/`outs`/`metrics` value.
+    fn path_entries<'n>(
+        &self,
+        stage: &str,
+        field: &str,
+        node: &'n Node,
+        named: bool,
+        diagnostics: &mut Diagnostics,
+    ) -> Vec<(Option<&'n str>, &'n Node)> {
+        let shape = if named {
+            "a mapping of name: path, or a list of paths"
+        } else {
+            "a path or a list of paths"
+        };
+        let example = match field {
+            "deps" => "deps:\n    data: data/train.csv\n    code: train.py",
+            "outs" => "outs:\n    model: models/model.pt",
+            _ => "metrics: metrics/eval.json",
+        };
+        let mut pairs = Vec::new();
+        let mut push_path =
+            |name: Option<&'n str>, item: &'n Node, diagnostics: &mut Diagnostics| {
+                let scalar_ok = item.as_scalar().is_some_and(|scalar| {
+                    matches!(
+                        scalar.resolve(),
+                        Resolved::Str | Resolved::Int(_) | Resolved::Float(_)
+                    )
+                });
+                if scalar_ok {
+                    pairs.push((name, item));
+                } else {
+                    diagnostics.push(type_error(
+                        self.sources,
+                        item,
+                        format!("each path in `{field}` of stage `{stage}` must be a string"),
+                        format!("write a project-relative path, e.g.\n  {example}"),
+                    ));
+                }
+            };
+        match &node.value {
+            NodeValue::Map(entries) if named => {
+                for entry in entries {
+                    push_path(Some(entry.key.as_str()), &entry.value, diagnostics);
+                }
+            }
+            NodeValue::Seq(items) => {
+                for item in items {
+                    push_path(None, item, diagnostics);
+                }
+            }
+            NodeValue::Scalar(scalar) if scalar.resolve() == Resolved::Str => {
+                push_path(None, node, diagnostics)
+            }
+            _ => diagnostics.push(type_error(
+                self.sources,
+                node,
+                format!("`{field}` of stage `{stage}` must be {shape}"),
+                format!("write e.g.\n  {example}"),
+            )),
+        }
+        pairs
+    }
+
+    fn output_path(
+        &self,
+        stage: &str,
+        field: &str,
+        text: &str,
+        node: &Node,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<String> {
+        let located = |code: &'static str, message: String, hint: &str| {
+            Diagnostic::new(code, message)
+                .at(self.location(node.span))
+                .with_hint(hint.to_string())
+        };
+        match paths::normalize(text) {
+            Ok(path) if path == ".pipe" || path.starts_with(".pipe/") => {
+                diagnostics.push(located(
+                    "output-in-pipe-dir",
+                    format!("`{field}` path `{text}` of stage `{stage}` is inside `.pipe/`"),
+                    "`.pipe/` belongs to pipe (cache and run records); write outputs elsewhere in the project, e.g. `models/`",
+                ));
+                None
+            }
+            Ok(path) => Some(path),
+            Err(PathProblem::Absolute | PathProblem::EscapesRoot) => {
+                diagnostics.push(located(
+                    "output-outside-project",
+                    format!("`{field}` path `{text}` of stage `{stage}` is outside the project"),
+                    "outputs are cached and restored inside the project (the directory of the pipeline file); use a relative path such as `models/model.pt`",
+                ));
+                None
+            }
+            Err(PathProblem::IsRoot) => {
+                diagnostics.push(located(
+                    "bad-path",
+                    format!("`{field}` path `{text}` of stage `{stage}` is the project root"),
+                    "name a file or directory inside the project, e.g. `models/`",
+                ));
+                None
+            }
+            Err(PathProblem::Empty) => {
+                diagnostics.push(located(
+                    "bad-path",
+                    format!("empty path in `{field}` of stage `{stage}`"),
+                    "write a project-relative path such as `data/train.csv`",
+                ));
+                None
+            }
+        }
+    }
+
+    fn stage(
+        &mut self,
+        decl: &Decl,
+        expansion: &Expansion,
+        outs: Vec<Out>,
+        metrics: Vec<Out>,
+        mut effects: Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Stage {
+        let mut scope = Scope {
+            stage: decl.name,
+            field: "deps",
+            combo: &expansion.combo,
+            has_matrix: decl.has_matrix,
+            deps: None,
+            outs: None,
+            allow_stage_refs: true,
+        };
+
+        let mut deps: Vec<Dep> = Vec::new();
+        if let Some(node) = decl.node.get("deps") {
+            for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
+                let mut dep_effects = Effects::default();
+                let Some(text) =
+                    self.resolve_string(&scope, path_node, &mut dep_effects, diagnostics)
+                else {
+                    continue;
+                };
+                effects.params_used.append(&mut dep_effects.params_used);
+                let path = match paths::normalize(&text) {
+                    Ok(path) => path,
+                    Err(problem) => {
+                        let (message, hint) = match problem {
+                            PathProblem::Absolute | PathProblem::EscapesRoot => (
+                                format!("dependency `{text}` of stage `{}` is outside the project", decl.name),
+                                "pipe hashes dependencies inside the project (the directory of the pipeline file); copy or link the file into the project, or add a stage that downloads it",
+                            ),
+                            PathProblem::IsRoot => (
+                                format!("stage `{}` depends on the whole project (`{text}`)", decl.name),
+                                "name the files or directories the stage reads",
+                            ),
+                            PathProblem::Empty => (
+                                format!("empty path in `deps` of stage `{}`", decl.name),
+                                "write a project-relative path such as `data/train.csv`",
+                            ),
+                        };
+                        diagnostics.push(
+                            Diagnostic::new("bad-path", message)
+                                .at(self.location(path_node.span))
+                                .with_hint(hint),
+                        );
+                        continue;
+                    }
+                };
+                let producer = match dep_effects.stage_refs.as_slice() {
+                    [(reference, out_path, _)] if *out_path == path => Some(reference.clone()),
+                    _ => None,
+                };
+                let name = name.map_or_else(|| path.clone(), str::to_string);
+                deps.push(Dep {
+                    name,
+                    path,
+                    producer,
+                    location: self.location(path_node.span),
+                });
+            }
+        }
+
+        let all_outs: Vec<Out> = outs.iter().chain(&metrics).cloned().collect();
+        scope.deps = Some(&deps);
+        scope.outs = Some(&all_outs);
+
+        let kind = match &decl.kind {
+            DeclKind::Command(node) => {
+                scope.field = "run";
+                let command = self
+                    .resolve_string(&scope, node, &mut effects, diagnostics)
+                    .unwrap_or_default();
+                StageKind::Command { command }
+            }
+            DeclKind::Builtin { uses, version } => {
+                scope.field = "with";
+                let with = match decl.node.get("with") {
+                    None => Value::Object(serde_json::Map::new()),
+                    Some(node) if node.is_null() => Value::Object(serde_json::Map::new()),
+                    Some(node) if node.as_map().is_some() => {
+                        self.resolve_json(&scope, node, &mut effects, diagnostics)
+                    }
+                    Some(node) => {
+                        diagnostics.push(type_error(
+                            self.sources,
+                            node,
+                            format!("`with` of stage `{}` must be a mapping of the built-in stage's params", decl.name),
+                            "write e.g.\n  with:\n    url: https://example.org/data.tar.gz",
+                        ));
+                        Value::Null
+                    }
+                };
+                StageKind::Builtin {
+                    uses: uses.clone(),
+                    version: *version,
+                    with,
+                }
+            }
+        };
+
+        scope.field = "env";
+        let env = self.env(decl, &scope, &mut effects, diagnostics);
+        scope.field = "resources";
+        let resources = self.resources(decl, &scope, &mut effects, diagnostics);
+        self.params_list(decl, &mut effects, diagnostics);
+
+        let desc = decl
+            .node
+            .get("desc")
+            .and_then(|node| match node.as_scalar() {
+                Some(scalar) if !node.is_null() => Some(scalar.text.clone()),
+                _ => {
+                    if !node.is_null() {
+                        diagnostics.push(type_error(
+                            self.sources,
+                            node,
+                            format!("`desc` of stage `{}` must be text", decl.name),
+                            "write a one-line description, e.g. `desc: Train the classifier`",
+                        ));
+                    }
+                    None
+                }
+            });
+        let always_run = match decl.node.get("always_run") {
+            None => false,
+            Some(node) => match node.as_scalar().map(|scalar| scalar.resolve()) {
+                Some(Resolved::Bool(value)) => value,
+                _ => {
+                    diagnostics.push(type_error(
+                        self.sources,
+                        node,
+                        format!("`always_run` of stage `{}` must be `true` or `false`", decl.name),
+                        "write `always_run: true` (without quotes; `yes` and `on` are strings in YAML 1.2)",
+                    ));
+                    false
+                }
+            },
+        };
+
+        // References to other stages' outputs outside `deps:` are
+        // dependencies too, named by the reference text.
+        for (reference, path, span) in std::mem::take(&mut effects.stage_refs) {
+            if deps.iter().any(|dep| dep.path == path) {
+                continue;
+            }
+            let name = format!("stages.{}.outs.{}", reference.stage, reference.out);
+            deps.push(Dep {
+                name,
+                path,
+                producer: Some(reference),
+                location: self.location(span),
+            });
+        }
+
+        Stage {
+            name: expansion.name.clone(),
+            base_name: decl.name.to_string(),
+            matrix: expansion
+                .combo
+                .iter()
+                .map(|(key, value)| (key.clone(), value.json.clone()))
+                .collect(),
+            kind,
+            desc,
+            deps,
+            outs,
+            metrics,
+            env,
+            params_used: effects.params_used,
+            resources,
+            always_run,
+            location: self.location(decl.name_span),
+        }
+    }
+
+    fn env(
+        &mut self,
+        decl: &Decl,
+        scope: &Scope,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        let Some(node) = decl.node.get("env") else {
+            return env;
+        };
+        let Some(entries) = node.as_map() else {
+            diagnostics.push(type_error(
+                self.sources,
+                node,
+                format!(
+                    "`env` of stage `{}` must be a mapping of NAME: value",
+                    decl.name
+                ),
+                "write e.g.\n  env:\n    OMP_NUM_THREADS: 4",
+            ));
+            return env;
+        };
+        for entry in entries {
+            if !is_valid_identifier(&entry.key) {
+                diagnostics.push(
+                    Diagnostic::new("bad-env-name", format!("`{}` is not a valid environment variable name (stage `{}`)", entry.key, decl.name))
+                        .at(self.location(entry.key_span))
+                        .with_hint("use letters, digits and `_`, starting with a letter or `_`, e.g. `CUDA_VISIBLE_DEVICES`"),
+                );
+                continue;
+            }
+            let value = &entry.value;
+            if value.as_scalar().is_none() || value.is_null() {
+                diagnostics.push(type_error(
+                    self.sources,
+                    value,
+                    format!(
+                        "env `{}` of stage `{}` must be a string, number or boolean",
+                        entry.key, decl.name
+                    ),
+                    format!(
+                        "write e.g. `{}: \"value\"`; for an empty value write `\"\"`",
+                        entry.key
+                    ),
+                ));
+                continue;
+            }
+            if let Some(text) = self.resolve_string(scope, value, effects, diagnostics) {
+                env.insert(entry.key.clone(), text);
+            }
+        }
+        env
+    }
+
+    fn resources(
+        &mut self,
+        decl: &Decl,
+        scope: &Scope,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Resources {
+        let mut resources = Resources::default();
+        let Some(node) = decl.node.get("resources") else {
+            return resources;
+        };
+        let Some(entries) = node.as_map() else {
+            diagnostics.push(type_error(
+                self.sources,
+                node,
+                format!("`resources` of stage `{}` must be a mapping", decl.name),
+                "write e.g. `resources: { cpus: 4, gpus: 1 }`",
+            ));
+            return resources;
+        };
+        for entry in entries {
+            let slot = match entry.key.as_str() {
+                "cpus" => &mut resources.cpus,
+                "gpus" => &mut resources.gpus,
+                other => {
+                    let suggestion = did_you_mean(other, ["cpus", "gpus"]);
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "unknown-key",
+                            format!("unknown resource `{other}` in stage `{}`", decl.name),
+                        )
+                        .at(self.location(entry.key_span))
+                        .with_hint(hint_with_suggestion(
+                            suggestion,
+                            "known resources: cpus, gpus".to_string(),
+                        )),
+                    );
+                    continue;
+                }
+            };
+            let value = if entry.value.as_str().is_some() {
+                self.resolve_json(scope, &entry.value, effects, diagnostics)
+            } else {
+                params::to_json(&entry.value)
+            };
+            let count = match &value {
+                Value::Number(number) => number.as_u64(),
+                Value::String(text) => text.trim().parse::<u64>().ok(),
+                _ => None,
+            };
+            match count.and_then(|count| u32::try_from(count).ok()) {
+                Some(count) => *slot = count,
+                None if value.is_null() && entry.value.as_str().is_some() => {} // reported while resolving
+                None => diagnostics.push(
+                    Diagnostic::new(
+                        "bad-type",
+                        format!("`resources.{}` of stage `{}` must be a whole number of 0 or more, found `{}`", entry.key, decl.name, json_text(&value)),
+                    )
+                    .at(self.location(entry.value.span))
+                    .with_hint(format!("write e.g. `{}: 1`, or `{}: ${{params.NAME}}` naming such a param", entry.key, entry.key)),
+                ),
+            }
+        }
+        resources
+    }
+
+    fn params_list(&mut self, decl: &Decl, effects: &mut Effects, diagnostics: &mut Diagnostics) {
+        let Some(node) = decl.node.get("params") else {
+            return;
+        };
+        let items: Vec<&Node> = match &node.value {
+            NodeValue::Seq(items) => items.iter().collect(),
+            NodeValue::Scalar(_) if node.as_str().is_some() => vec![node],
+            _ => {
+                diagnostics.push(type_error(
+                    self.sources,
+                    node,
+                    format!(
+                        "`params` of stage `{}` must be a list of param paths",
+                        decl.name
+                    ),
+                    "write e.g. `params: [seed, train.lr]`",
+                ));
+                return;
+            }
+        };
+        for item in items {
+            let Some(path) = item.as_str() else {
+                diagnostics.push(type_error(
+                    self.sources,
+                    item,
+                    format!(
+                        "each entry of `params` in stage `{}` must be a dotted param path",
+                        decl.name
+                    ),
+                    "write e.g. `params: [seed, train.lr]`",
+                ));
+                continue;
+            };
+            let path = path.strip_prefix("params.").unwrap_or(path);
+            match params::lookup(self.params, path) {
+                Some(value) => {
+                    effects
+                        .params_used
+                        .insert(path.to_string(), params::to_json(value));
+                }
+                None => diagnostics.push(
+                    Diagnostic::new(
+                        "unknown-param",
+                        format!(
+                            "unknown param `{path}` in `params` of stage `{}`",
+                            decl.name
+                        ),
+                    )
+                    .at(self.location(item.span))
+                    .with_hint(params::unknown_param_hint(self.params, path)),
+                ),
+            }
+        }
+    }
+
+    /// `with:` values: strings are interpolated; a string that is exactly
+    /// one reference keeps the referenced value's type.
+    fn resolve_json(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Value {
+        match &node.value {
+            NodeValue::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|entry| {
+                        (
+                            entry.key.clone(),
+                            self.resolve_json(scope, &entry.value, effects, diagnostics),
+                        )
+                    })
+                    .collect(),
+            ),
+            NodeValue::Seq(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|item| self.resolve_json(scope, item, effects, diagnostics))
+                    .collect(),
+            ),
+            NodeValue::Scalar(scalar) if scalar.resolve() != Resolved::Str => {
+                params::scalar_to_json(scalar)
+            }
+            NodeValue::Scalar(scalar) => {
+                if let Ok([Piece::Ref(reference)]) = interp::parse(&scalar.text).as_deref() {
+                    return match self.evaluate(scope, reference, ref_span(node, reference), effects)
+                    {
+                        Ok(Evaluated::Param(found)) => params::to_json(found),
+                        Ok(Evaluated::Matrix(value)) => value.json,
+                        Ok(Evaluated::Path(path)) => Value::String(path),
+                        Err(failure) => {
+                            self.report(node, reference, failure, diagnostics);
+                            Value::Null
+                        }
+                    };
+                }
+                self.resolve_string(scope, node, effects, diagnostics)
+                    .map_or(Value::Null, Value::String)
+            }
+        }
+    }
+
+    /// Interpolates the scalar `node`; every bad reference is reported.
+    fn resolve_string(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<String> {
+        let scalar = node.as_scalar()?;
+        let pieces = match interp::parse(&scalar.text) {
+            Ok(pieces) => pieces,
+            Err(error) => {
+                let span = match scalar.verbatim_col {
+                    Some(col) => Span {
+                        col: col + error.offset,
+                        len: error.len,
+                        ..node.span
+                    },
+                    None => node.span,
+                };
+                diagnostics.push(
+                    Diagnostic::new(
+                        "bad-reference",
+                        format!(
+                            "{} in `{}` of stage `{}`",
+                            error.message, scope.field, scope.stage
+                        ),
+                    )
+                    .at(self.location(span))
+                    .with_hint(error.hint),
+                );
+                return None;
+            }
+        };
+        let mut text = String::with_capacity(scalar.text.len());
+        let mut ok = true;
+        for piece in &pieces {
+            match piece {
+                Piece::Text(literal) => text.push_str(literal),
+                Piece::Ref(reference) => {
+                    let span = ref_span(node, reference);
+                    let value =
+                        self.evaluate(scope, reference, span, effects)
+                            .and_then(|evaluated| match evaluated {
+                                Evaluated::Param(found) => param_text(found, &reference.expr),
+                                Evaluated::Matrix(value) => Ok(value.text),
+                                Evaluated::Path(path) => Ok(path),
+                            });
+                    match value {
+                        Ok(value) => text.push_str(&value),
+                        Err(failure) => {
+                            self.report(node, reference, failure, diagnostics);
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        ok.then_some(text)
+    }
+
+    fn report(
+        &self,
+        node: &Node,
+        reference: &Reference,
+        failure: Failure,
+        diagnostics: &mut Diagnostics,
+    ) {
+        diagnostics.push(
+            Diagnostic::new("bad-reference", failure.message)
+                .at(self.location(ref_span(node, reference)))
+                .with_hint(failure.hint),
+        );
+    }
+
+    fn evaluate(
+        &mut self,
+        scope: &Scope,
+        reference: &Reference,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<Evaluated<'a>, Failure> {
+        let expr = reference.expr.as_str();
+        let place = format!("`{}` of stage `{}`", scope.field, scope.stage);
+        let Some((namespace, rest)) = expr.split_once('.') else {
+            let hint = if params::lookup(self.params, expr).is_some() {
+                format!("params are referenced with their namespace: write `${{params.{expr}}}`")
+            } else {
+                format!("references look like `${{params.NAME}}`, `${{deps.NAME}}`, `${{outs.NAME}}`, `${{matrix.KEY}}` or `${{stages.STAGE.outs.NAME}}`; for a shell variable write `$${{{expr}}}`")
+            };
+            return Err(failure(
+                format!("unknown reference `${{{expr}}}` in {place}"),
+                hint,
+            ));
+        };
+        match namespace {
+            "params" => match params::lookup(self.params, rest) {
+                Some(found) => {
+                    effects
+                        .params_used
+                        .insert(rest.to_string(), params::to_json(found));
+                    Ok(Evaluated::Param(found))
+                }
+                None => Err(failure(
+                    format!("unknown param `{rest}` in {place}"),
+                    params::unknown_param_hint(self.params, rest),
+                )),
+            },
+            "matrix" => {
+                if !scope.has_matrix {
+                    return Err(failure(
+                        format!("`${{matrix.{rest}}}` in {place}, which has no `matrix`"),
+                        format!("add `matrix: {{ {rest}: [...] }}` to the stage, or use a param: `${{params.{rest}}}`"),
+                    ));
+                }
+                match scope.combo.iter().find(|(key, _)| key == rest) {
+                    Some((_, value)) => Ok(Evaluated::Matrix(value.clone())),
+                    None => {
+                        let keys: Vec<&str> =
+                            scope.combo.iter().map(|(key, _)| key.as_str()).collect();
+                        Err(failure(
+                            format!("unknown matrix key `{rest}` in {place}"),
+                            hint_with_suggestion(
+                                did_you_mean(rest, keys.iter().copied()),
+                                format!("matrix keys: {}", name_list(&keys, 10)),
+                            ),
+                        ))
+                    }
+                }
+            }
+            "deps" | "outs" => {
+                let (entries, names): (Option<Vec<(&str, &str)>>, &str) = if namespace == "deps" {
+                    (
+                        scope.deps.map(|deps| {
+                            deps.iter()
+                                .map(|dep| (dep.name.as_str(), dep.path.as_str()))
+                                .collect()
+                        }),
+                        "dependency",
+                    )
+                } else {
+                    (
+                        scope.outs.map(|outs| {
+                            outs.iter()
+                                .map(|out| (out.name.as_str(), out.path.as_str()))
+                                .collect()
+                        }),
+                        "output",
+                    )
+                };
+                let Some(entries) = entries else {
+                    return Err(failure(
+                        format!("`${{{namespace}.{rest}}}` cannot be used in `{}` (stage `{}`)", scope.field, scope.stage),
+                        format!("`${{deps.NAME}}` and `${{outs.NAME}}` are for `run`, `with` and `env`; write the path here, or use `${{params.NAME}}`"),
+                    ));
+                };
+                match entries.iter().find(|(name, _)| *name == rest) {
+                    Some((_, path)) => Ok(Evaluated::Path(path.to_string())),
+                    None => {
+                        let known: Vec<&str> = entries.iter().map(|(name, _)| *name).collect();
+                        let hint = if known.is_empty() {
+                            format!("stage `{}` declares no {namespace}; add `{namespace}: {{ {rest}: PATH }}`", scope.stage)
+                        } else {
+                            hint_with_suggestion(
+                                did_you_mean(rest, known.iter().copied()),
+                                format!("declared {namespace}: {}", name_list(&known, 10)),
+                            )
+                        };
+                        Err(failure(
+                            format!("unknown {names} `{rest}` in {place}"),
+                            hint,
+                        ))
+                    }
+                }
+            }
+            "stages" => {
+                if !scope.allow_stage_refs {
+                    return Err(failure(
+                        format!("`${{{expr}}}` in {place}: an output path cannot refer to another stage"),
+                        "write this stage's own output path; other stages refer to it with `${stages.STAGE.outs.NAME}`",
+                    ));
+                }
+                let shape_hint =
+                    "write `${stages.STAGE.outs.NAME}`, e.g. `${stages.prepare.outs.data}`";
+                let Some((stage_name, out_name)) = rest.rsplit_once(".outs.") else {
+                    return Err(failure(
+                        format!("malformed stage reference `${{{expr}}}` in {place}"),
+                        shape_hint,
+                    ));
+                };
+                let Some(&target) = self.index_by_name.get(stage_name) else {
+                    return Err(self.unknown_stage(stage_name, &place));
+                };
+                let out_names: Vec<&str> = self
+                    .outputs_by_stage
+                    .get(target)
+                    .map(|outs| outs.iter().map(|out| out.name.as_str()).collect())
+                    .unwrap_or_default();
+                let target_expansion = &self.expansions[target];
+                let target_decl = &self.decls[target_expansion.decl];
+                let path = match self
+                    .outputs_by_stage
+                    .get(target)
+                    .and_then(|outs| outs.iter().find(|out| out.name == out_name))
+                {
+                    Some(out) => out.path.clone(),
+                    None if out_names.is_empty()
+                        && matches!(target_decl.kind, DeclKind::Builtin { .. })
+                        && is_valid_stage_name(out_name) =>
+                    {
+                        let names = self.implicit_builtin_outs.entry(target).or_default();
+                        if !names.iter().any(|name| name == out_name) {
+                            names.push(out_name.to_string());
+                        }
+                        builtin_out_path(&target_expansion.name, out_name)
+                    }
+                    None => {
+                        let hint = if out_names.is_empty() {
+                            format!("stage `{stage_name}` declares no outputs; add `outs: {{ {out_name}: PATH }}` to it")
+                        } else {
+                            hint_with_suggestion(
+                                did_you_mean(out_name, out_names.iter().copied()),
+                                format!("outputs of `{stage_name}`: {}", name_list(&out_names, 10)),
+                            )
+                        };
+                        return Err(failure(
+                            format!("stage `{stage_name}` has no output `{out_name}` ({place})"),
+                            hint,
+                        ));
+                    }
+                };
+                let reference = StageOutRef {
+                    stage: target_expansion.name.clone(),
+                    out: out_name.to_string(),
+                };
+                effects.stage_refs.push((reference, path.clone(), span));
+                Ok(Evaluated::Path(path))
+            }
+            other => {
+                let namespaces = ["params", "deps", "outs", "matrix", "stages"];
+                Err(failure(
+                    format!("unknown namespace `{other}` in `${{{expr}}}` ({place})"),
+                    hint_with_suggestion(did_you_mean(other, namespaces), "namespaces: params, deps, outs, matrix, stages; for a literal `${` write `$${`".to_string()),
+                ))
+            }
+        }
+    }
+
+    fn unknown_stage(&self, name: &str, place: &str) -> Failure {
+        if let Some(expanded) = self.expansions_by_base.get(name) {
+            let names: Vec<&str> = expanded
+                .iter()
+                .map(|&index| self.expansions[index].name.as_str())
+                .collect();
+            return failure(
+                format!("stage `{name}` has a matrix, so `{name}` alone does not name one stage ({place})"),
+                format!("refer to one expansion: {}", name_list(&names, 6)),
+            );
+        }
+        let base = name.split_once('@').map_or(name, |(base, _)| base);
+        let mut candidates: Vec<&str> = self.decls.iter().map(|decl| decl.name).collect();
+        if let Some(expanded) = self.expansions_by_base.get(base) {
+            candidates.extend(
+                expanded
+                    .iter()
+                    .map(|&index| self.expansions[index].name.as_str()),
+            );
+        }
+        let known: Vec<&str> = self.decls.iter().map(|decl| decl.name).collect();
+        failure(
+            format!("unknown stage `{name}` ({place})"),
+            hint_with_suggestion(
+                did_you_mean(name, candidates.iter().copied()),
+                format!("stages: {}", name_list(&known, 10)),
+            ),
+        )
+    }
+}
+
+/// A param as it appears in a command: scalars as written, lists joined
+/// with spaces.
+fn param_text(node: &Node, expr: &str) -> Result<String, Failure> {
+    match &node.value {
+        NodeValue::Scalar(scalar) => Ok(scalar.text.clone()),
+        NodeValue::Seq(items) => {
+            let mut parts = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_scalar() {
+                    Some(scalar) => parts.push(scalar.text.clone()),
+                    None => {
+                        return Err(failure(
+                            format!(
+                            "`${{{expr}}}` is a list of lists or mappings, which has no text form"
+                        ),
+                            "refer to a list of plain values, or to one item's key",
+                        ))
+                    }
+                }
+            }
+            Ok(parts.join(" "))
+        }
+        NodeValue::Map(entries) => {
+            let keys: Vec<String> = entries
+                .iter()
+                .map(|entry| format!("{expr}.{}", entry.key))
+                .collect();
+            Err(failure(
+                format!("`${{{expr}}}` is a mapping, which cannot be put into text"),
+                format!(
+                    "refer to one of its keys: {}",
+                    name_list(
+                        &keys
+                            .iter()
+                            .map(|key| format!("${{{key}}}"))
+                            .collect::<Vec<_>>(),
+                        6
+                    )
+                ),
+            ))
+        }
+    }
+}
+
+fn json_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Two stages writing one path, or one writing inside another's output
+/// directory, is refused; a dependency on a produced path (or a path
+/// inside one) gets that producer, as in DVC.
+fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
+    let mut owners: HashMap<String, (usize, String)> = HashMap::new();
+    for (stage_index, stage) in stages.iter().enumerate() {
+        for out in stage.outs.iter().chain(&stage.metrics) {
+            match owners.get(&out.path) {
+                Some((owner_index, owner_out)) => {
+                    let owner = &stages[*owner_index];
+                    let hint = if owner.base_name == stage.base_name && !stage.matrix.is_empty() {
+                        let key = stage.matrix.keys().next().map_or("KEY", String::as_str);
+                        format!("every expansion of matrix stage `{}` writes `{}`; put the matrix value in the path, e.g. `${{matrix.{key}}}/{}`", stage.base_name, out.path, out.path)
+                    } else {
+                        "give one of the two outputs another path".to_string()
+                    };
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "duplicate-output",
+                            format!(
+                                "stages `{}` and `{}` both write `{}`",
+                                owner.name, stage.name, out.path
+                            ),
+                        )
+                        .at(out.location.clone())
+                        .with_hint(hint)
+                        .with_note(format!(
+                            "`{}` declares it as output `{owner_out}`{}",
+                            owner.name,
+                            located_suffix(owner_location(owner, owner_out))
+                        )),
+                    );
+                }
+                None => {
+                    owners.insert(out.path.clone(), (stage_index, out.name.clone()));
+                }
+            }
+        }
+    }
+    for stage in stages.iter() {
+        for out in stage.outs.iter().chain(&stage.metrics) {
+            if let Some((owner_index, owner_out)) =
+                paths::ancestors(&out.path).find_map(|ancestor| owners.get(ancestor))
+            {
+                let owner = &stages[*owner_index];
+                let owner_path = owner
+                    .outs
+                    .iter()
+                    .chain(&owner.metrics)
+                    .find(|o| &o.name == owner_out)
+                    .map_or("", |o| o.path.as_str());
+                let who = if owner.name == stage.name {
+                    "its own output".to_string()
+                } else {
+                    format!("output `{owner_out}` of stage `{}`", owner.name)
+                };
+                diagnostics.push(
+                    Diagnostic::new(
+                        "duplicate-output",
+                        format!("output `{}` of stage `{}` is inside {who} (`{owner_path}`)", out.path, stage.name),
+                    )
+                    .at(out.location.clone())
+                    .with_hint(format!("`{owner_path}` is cached and restored as a whole; write this output outside it, or depend on `{owner_path}` instead"))
+                    .with_note(format!("`{}` declares `{owner_path}`{}", owner.name, located_suffix(owner_location(owner, owner_out)))),
+                );
+            }
+        }
+    }
+    let mut producers = Vec::new();
+    for (stage_index, stage) in stages.iter().enumerate() {
+        for (dep_index, dep) in stage
+            .deps
+            .iter()
+            .enumerate()
+            .filter(|(_, dep)| dep.producer.is_none())
+        {
+            let owner = owners
+                .get(&dep.path)
+                .or_else(|| paths::ancestors(&dep.path).find_map(|ancestor| owners.get(ancestor)));
+            if let Some((owner_index, owner_out)) = owner {
+                let producer = StageOutRef {
+                    stage: stages[*owner_index].name.clone(),
+                    out: owner_out.clone(),
+                };
+                producers.push((stage_index, dep_index, producer));
+            }
+        }
+    }
+    for (stage_index, dep_index, producer) in producers {
+        stages[stage_index].deps[dep_index].producer = Some(producer);
+    }
+}
+
+fn owner_location<'s>(owner: &'s Stage, out_name: &str) -> Option<&'s crate::Location> {
+    owner
+        .outs
+        .iter()
+        .chain(&owner.metrics)
+        .find(|out| out.name == out_name)
+        .and_then(|out| out.location.as_ref())
+}
+
+fn located_suffix(location: Option<&crate::Location>) -> String {
+    location.map_or_else(String::new, |location| {
+        format!(
+            " at {}:{}:{}",
+            location.file.display(),
+            location.line,
+            location.col
+        )
+    })
+}

@@ -1,0 +1,568 @@
+//! A YAML tree that remembers where every node came from, built from
+//! yaml-rust2's event stream so that diagnostics can point at the exact
+//! text. Also where the hostile-input limits live: size, depth, node count
+//! after alias expansion, duplicate keys, multiple documents.
+
+use std::collections::HashMap;
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+use super::source::{FileId, Sources, Span};
+use crate::Diagnostic;
+
+pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+pub(crate) const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_NODES: usize = 100_000;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Node {
+    pub value: NodeValue,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum NodeValue {
+    Scalar(Scalar),
+    Seq(Vec<Node>),
+    Map(Vec<Entry>),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Scalar {
+    pub text: String,
+    /// Quoted and block scalars are always strings; plain ones resolve
+    /// like YAML 1.2's core schema.
+    pub plain: bool,
+    /// The column where `text` starts on `span.line` when it appears there
+    /// character for character (a one-line scalar without escapes), so
+    /// that a diagnostic can point inside it.
+    pub verbatim_col: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub key: String,
+    pub key_span: Span,
+    pub value: Node,
+}
+
+/// What a scalar means under the YAML 1.2 core schema.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Resolved {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str,
+}
+
+impl Scalar {
+    pub fn resolve(&self) -> Resolved {
+        if self.plain {
+            resolve_plain(&self.text)
+        } else {
+            Resolved::Str
+        }
+    }
+}
+
+pub(crate) fn resolve_plain(text: &str) -> Resolved {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Resolved::Null,
+        "true" | "True" | "TRUE" => return Resolved::Bool(true),
+        "false" | "False" | "FALSE" => return Resolved::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => {
+            return Resolved::Float(f64::INFINITY)
+        }
+        "-.inf" | "-.Inf" | "-.INF" => return Resolved::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Resolved::Float(f64::NAN),
+        _ => {}
+    }
+    if let Some(octal) = text.strip_prefix("0o") {
+        if !octal.is_empty() && octal.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+            return i64::from_str_radix(octal, 8).map_or(Resolved::Str, Resolved::Int);
+        }
+    }
+    if let Some(hex) = text.strip_prefix("0x") {
+        if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return i64::from_str_radix(hex, 16).map_or(Resolved::Str, Resolved::Int);
+        }
+    }
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return match text.parse::<i64>() {
+            Ok(int) => Resolved::Int(int),
+            Err(_) => text.parse::<f64>().map_or(Resolved::Str, Resolved::Float),
+        };
+    }
+    if is_core_float(unsigned) {
+        return text.parse::<f64>().map_or(Resolved::Str, Resolved::Float);
+    }
+    Resolved::Str
+}
+
+/// `(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?`, the core schema's
+/// float without its sign.
+fn is_core_float(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut index = 0;
+    let digits = |index: &mut usize| {
+        let start = *index;
+        while bytes.get(*index).is_some_and(u8::is_ascii_digit) {
+            *index += 1;
+        }
+        *index - start
+    };
+    let integer_digits = digits(&mut index);
+    let mut fraction_digits = 0;
+    if bytes.get(index) == Some(&b'.') {
+        index += 1;
+        fraction_digits = digits(&mut index);
+    } else if integer_digits == 0 {
+        return false;
+    }
+    if integer_digits == 0 && fraction_digits == 0 {
+        return false;
+    }
+    if matches!(bytes.get(index), Some(b'e' | b'E')) {
+        index += 1;
+        if matches!(bytes.get(index), Some(b'-' | b'+')) {
+            index += 1;
+        }
+        if digits(&mut index) == 0 {
+            return false;
+        }
+    }
+    index == bytes.len()
+}
+
+impl Node {
+    pub fn describe(&self) -> &'static str {
+        match &self.value {
+            NodeValue::Seq(_) => "a list",
+            NodeValue::Map(_) => "a mapping",
+            NodeValue::Scalar(scalar) => match scalar.resolve() {
+                Resolved::Null => "nothing (null)",
+                Resolved::Bool(_) => "a boolean",
+                Resolved::Int(_) => "an integer",
+                Resolved::Float(_) => "a number",
+                Resolved::Str => "a string",
+            },
+        }
+    }
+
+    pub fn as_map(&self) -> Option<&[Entry]> {
+        match &self.value {
+            NodeValue::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    pub fn as_scalar(&self) -> Option<&Scalar> {
+        match &self.value {
+            NodeValue::Scalar(scalar) => Some(scalar),
+            _ => None,
+        }
+    }
+
+    /// The text of a scalar that resolves to a string.
+    pub fn as_str(&self) -> Option<&str> {
+        self.as_scalar()
+            .filter(|scalar| scalar.resolve() == Resolved::Str)
+            .map(|scalar| scalar.text.as_str())
+    }
+
+    pub fn is_null(&self) -> bool {
+        self.as_scalar()
+            .is_some_and(|scalar| scalar.resolve() == Resolved::Null)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.as_map()?
+            .iter()
+            .find(|entry| entry.key == key)
+            .map(|entry| &entry.value)
+    }
+
+    fn count_and_depth(&self) -> (usize, usize) {
+        match &self.value {
+            NodeValue::Scalar(_) => (1, 0),
+            NodeValue::Seq(items) => items.iter().fold((1, 1), |(count, depth), item| {
+                let (item_count, item_depth) = item.count_and_depth();
+                (count + item_count, depth.max(item_depth + 1))
+            }),
+            NodeValue::Map(entries) => entries.iter().fold((1, 1), |(count, depth), entry| {
+                let (item_count, item_depth) = entry.value.count_and_depth();
+                (count + item_count + 1, depth.max(item_depth + 1))
+            }),
+        }
+    }
+}
+
+/// The document of `file`, or everything wrong with it. An empty stream
+/// gives `Ok(None)`.
+pub(crate) fn parse(sources: &Sources, file: FileId) -> Result<Option<Node>, Vec<Diagnostic>> {
+    let text = &sources.file(file).text;
+    let mut builder = TreeBuilder {
+        sources,
+        file,
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        documents: 0,
+        node_count: 0,
+        diagnostics: Vec::new(),
+        aborted: false,
+    };
+    let mut parser = Parser::new_from_str(text);
+    if let Err(error) = parser.load(&mut builder, true) {
+        builder
+            .diagnostics
+            .push(scan_error(sources, file, error.marker(), error.info()));
+    }
+    if builder.diagnostics.is_empty() {
+        Ok(builder.root)
+    } else {
+        Err(builder.diagnostics)
+    }
+}
+
+fn scan_error(sources: &Sources, file: FileId, marker: &Marker, info: &str) -> Diagnostic {
+    let span = Span {
+        file,
+        line: marker.line().max(1),
+        col: marker.col() + 1,
+        len: 1,
+    };
+    let line_text = sources.file(file).line_text(span.line);
+    let leading = &line_text[..line_text.len() - line_text.trim_start().len()];
+    let hint = if leading.contains('\t') || info.contains("tab") {
+        "indent with spaces: YAML does not allow tabs in indentation".to_string()
+    } else if info.contains("mapping values are not allowed") {
+        "a value that contains `: ` must be quoted, e.g. `run: \"echo a: b\"`; otherwise check the indentation of this line".to_string()
+    } else {
+        "check the indentation and quoting here; quote values that start with `{`, `[`, `*`, `&`, `!`, `%`, `@` or contain `: ` or ` #`".to_string()
+    };
+    Diagnostic::new("yaml-syntax", format!("invalid YAML: {info}"))
+        .at(sources.location(span))
+        .with_hint(hint)
+}
+
+enum Frame {
+    Seq {
+        span: Span,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Map {
+        span: Span,
+        anchor: usize,
+        entries: Vec<Entry>,
+        key: PendingKey,
+        seen: HashMap<String, Span>,
+    },
+}
+
+enum PendingKey {
+    None,
+    Key(String, Span),
+    /// The key was refused; its value is dropped.
+    Invalid,
+}
+
+struct TreeBuilder<'a> {
+    sources: &'a Sources,
+    file: FileId,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, (Node, usize, usize)>,
+    root: Option<Node>,
+    documents: usize,
+    node_count: usize,
+    diagnostics: Vec<Diagnostic>,
+    /// Set after an error that makes the rest of the tree meaningless or
+    /// dangerous to build (too deep, too big, a second document).
+    aborted: bool,
+}
+
+impl TreeBuilder<'_> {
+    fn span(&self, marker: &Marker) -> Span {
+        Span {
+            file: self.file,
+            line: marker.line().max(1),
+            col: marker.col() + 1,
+            len: 1,
+        }
+    }
+
+    fn fail(&mut self, diagnostic: Diagnostic) {
+        self.diagnostics.push(diagnostic);
+        self.aborted = true;
+    }
+
+    fn count_nodes(&mut self, count: usize, span: Span) -> bool {
+        self.node_count += count;
+        if self.node_count > MAX_NODES {
+            self.fail(
+                Diagnostic::new(
+                    "too-many-nodes",
+                    format!("the file expands to more than {MAX_NODES} YAML nodes"),
+                )
+                .at(self.sources.location(span))
+                .with_hint("this usually means aliases (`*name`) that refer to each other many times over; write the values out or use a matrix"),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn check_depth(&mut self, extra: usize, span: Span) -> bool {
+        if self.stack.len() + extra > MAX_DEPTH {
+            self.fail(
+                Diagnostic::new(
+                    "too-deep",
+                    format!("the YAML nests more than {MAX_DEPTH} levels deep"),
+                )
+                .at(self.sources.location(span))
+                .with_hint("flatten the structure; a pipeline needs a handful of levels"),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn scalar(&self, text: String, style: TScalarStyle, marker: &Marker) -> Node {
+        let span = self.span(marker);
+        let line: Vec<char> = self
+            .sources
+            .file(self.file)
+            .line_text(span.line)
+            .chars()
+            .collect();
+        let start = span.col - 1;
+        let value: Vec<char> = text.chars().collect();
+        let appears_at = |offset: usize| {
+            !value.contains(&'\n')
+                && line.get(start + offset..start + offset + value.len()) == Some(&value[..])
+        };
+        let (plain, len, verbatim_col) = match style {
+            TScalarStyle::Plain if appears_at(0) => (true, value.len(), Some(span.col)),
+            TScalarStyle::Plain => (true, line.len().saturating_sub(start), None),
+            TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted => {
+                let quote = if style == TScalarStyle::SingleQuoted {
+                    '\''
+                } else {
+                    '"'
+                };
+                if appears_at(1) && line.get(start + 1 + value.len()) == Some(&quote) {
+                    (false, value.len() + 2, Some(span.col + 1))
+                } else {
+                    (false, quoted_len(&line, start, quote), None)
+                }
+            }
+            _ => (false, 1, None),
+        };
+        Node {
+            value: NodeValue::Scalar(Scalar {
+                text,
+                plain,
+                verbatim_col,
+            }),
+            span: span.with_len(len),
+        }
+    }
+
+    fn finish(&mut self, node: Node, anchor: usize) {
+        if anchor != 0 {
+            let (count, depth) = node.count_and_depth();
+            self.anchors.insert(anchor, (node.clone(), count, depth));
+        }
+        let Some(frame) = self.stack.last_mut() else {
+            if self.root.is_none() {
+                self.root = Some(node);
+            }
+            return;
+        };
+        match frame {
+            Frame::Seq { items, .. } => items.push(node),
+            Frame::Map {
+                entries, key, seen, ..
+            } => match std::mem::replace(key, PendingKey::None) {
+                PendingKey::None => {
+                    let refused = match &node.value {
+                        NodeValue::Scalar(scalar) if scalar.resolve() != Resolved::Null => None,
+                        NodeValue::Scalar(_) => Some("an empty (null) key"),
+                        NodeValue::Seq(_) => Some("a list used as a key"),
+                        NodeValue::Map(_) => Some("a mapping used as a key"),
+                    };
+                    match (refused, node.value) {
+                        (None, NodeValue::Scalar(scalar)) => {
+                            if let Some(first) = seen.get(&scalar.text).copied() {
+                                let first_line = first.line;
+                                let message = format!("duplicate key `{}`", scalar.text);
+                                *key = PendingKey::Invalid;
+                                self.diagnostics.push(
+                                    Diagnostic::new("duplicate-key", message)
+                                        .at(self.sources.location(node.span))
+                                        .with_hint(format!(
+                                            "`{}` is already set on line {first_line}; remove one of the two",
+                                            scalar.text
+                                        )),
+                                );
+                            } else {
+                                seen.insert(scalar.text.clone(), node.span);
+                                *key = PendingKey::Key(scalar.text, node.span);
+                            }
+                        }
+                        (what, _) => {
+                            *key = PendingKey::Invalid;
+                            let what = what.unwrap_or("a non-string key");
+                            self.diagnostics.push(
+                                Diagnostic::new("non-string-key", format!("mapping keys must be strings, found {what}"))
+                                    .at(self.sources.location(node.span))
+                                    .with_hint("write a plain name such as `deps:`; quote it if it looks like something else"),
+                            );
+                        }
+                    }
+                }
+                PendingKey::Key(key_text, key_span) => {
+                    let mut value = node;
+                    // An empty value has no text of its own; its key is the
+                    // best place to point at.
+                    if value.is_null()
+                        && value
+                            .as_scalar()
+                            .is_some_and(|scalar| scalar.text.is_empty())
+                    {
+                        value.span = key_span;
+                    }
+                    entries.push(Entry {
+                        key: key_text,
+                        key_span,
+                        value,
+                    });
+                }
+                PendingKey::Invalid => {}
+            },
+        }
+    }
+}
+
+/// Width of a quoted scalar that starts at `start` on `line`, up to its
+/// closing quote, or to the end of the line when it continues further.
+fn quoted_len(line: &[char], start: usize, quote: char) -> usize {
+    let mut index = start + 1;
+    while let Some(&ch) = line.get(index) {
+        if quote == '"' && ch == '\\' {
+            index += 2;
+            continue;
+        }
+        if ch == quote {
+            if quote == '\'' && line.get(index + 1) == Some(&'\'') {
+                index += 2;
+                continue;
+            }
+            return index + 1 - start;
+        }
+        index += 1;
+    }
+    line.len().saturating_sub(start)
+}
+
+impl MarkedEventReceiver for TreeBuilder<'_> {
+    fn on_event(&mut self, event: Event, marker: Marker) {
+        if self.aborted {
+            return;
+        }
+        match event {
+            Event::DocumentStart => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    let span = self.span(&marker);
+                    self.fail(
+                        Diagnostic::new("multiple-documents", "the file holds more than one YAML document")
+                            .at(self.sources.location(span))
+                            .with_hint("a pipeline file is one document: remove this `---` and merge what follows into the first document"),
+                    );
+                }
+            }
+            Event::Scalar(text, style, anchor, _tag) => {
+                let span = self.span(&marker);
+                if self.count_nodes(1, span) {
+                    let node = self.scalar(text, style, &marker);
+                    self.finish(node, anchor);
+                }
+            }
+            Event::SequenceStart(anchor, _tag) => {
+                let span = self.span(&marker);
+                if self.check_depth(1, span) && self.count_nodes(1, span) {
+                    self.stack.push(Frame::Seq {
+                        span,
+                        anchor,
+                        items: Vec::new(),
+                    });
+                }
+            }
+            Event::MappingStart(anchor, _tag) => {
+                let span = self.span(&marker);
+                if self.check_depth(1, span) && self.count_nodes(1, span) {
+                    self.stack.push(Frame::Map {
+                        span,
+                        anchor,
+                        entries: Vec::new(),
+                        key: PendingKey::None,
+                        seen: HashMap::new(),
+                    });
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
+                Some(Frame::Seq {
+                    span,
+                    anchor,
+                    items,
+                }) => self.finish(
+                    Node {
+                        value: NodeValue::Seq(items),
+                        span,
+                    },
+                    anchor,
+                ),
+                Some(Frame::Map {
+                    span,
+                    anchor,
+                    entries,
+                    ..
+                }) => self.finish(
+                    Node {
+                        value: NodeValue::Map(entries),
+                        span,
+                    },
+                    anchor,
+                ),
+                None => {}
+            },
+            Event::Alias(anchor) => {
+                let span = self.span(&marker);
+                let Some((count, depth)) = self
+                    .anchors
+                    .get(&anchor)
+                    .map(|(_, count, depth)| (*count, *depth))
+                else {
+                    self.fail(
+                        Diagnostic::new("yaml-syntax", "alias to an unknown anchor")
+                            .at(self.sources.location(span))
+                            .with_hint("define the anchor with `&name` before using `*name`"),
+                    );
+                    return;
+                };
+                if self.check_depth(depth, span) && self.count_nodes(count, span) {
+                    if let Some((node, _, _)) = self.anchors.get(&anchor) {
+                        let node = node.clone();
+                        self.finish(node, 0);
+                    }
+                }
+            }
+            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
+        }
+    }
+}
