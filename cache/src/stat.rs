@@ -219,8 +219,8 @@ impl StatCache {
         let mut entries = lock(&db.entries);
         if stamp.mtime_ns.saturating_add(racy_ns) > read_at_ns {
             tracing::trace!(path = %path.display(), "not recording racily clean file");
-            // An older entry for this path cannot match the new stamp, but
-            // dropping it keeps the database from holding stale rows.
+            // An older entry cannot match the new stamp; dropping it keeps
+            // the map from growing with entries that can never answer.
             entries.remove(path);
             return;
         }

@@ -458,6 +458,31 @@ fn stat_cache_skips_unchanged_files() {
 }
 
 #[test]
+fn concurrent_stat_caches_merge_on_flush() {
+    let fixture = fixture();
+    let db = fixture.root.join("stat.db");
+    let first_path = fixture.root.join("one");
+    let second_path = fixture.root.join("two");
+    write(&first_path, b"1");
+    write(&second_path, b"2");
+    age(&first_path);
+    age(&second_path);
+    let first = StatCache::open(&db).expect("open");
+    let second = StatCache::open(&db).expect("open");
+    fixture.cache.hash_path(&first_path, &first).expect("hash");
+    fixture
+        .cache
+        .hash_path(&second_path, &second)
+        .expect("hash");
+    first.flush().expect("flush");
+    second.flush().expect("flush");
+    let third = StatCache::open(&db).expect("open");
+    fixture.cache.hash_path(&first_path, &third).expect("hash");
+    fixture.cache.hash_path(&second_path, &third).expect("hash");
+    assert_eq!(third.files_hashed(), 0);
+}
+
+#[test]
 fn racily_clean_files_are_not_trusted() {
     let fixture = fixture();
     let path = fixture.root.join("fresh.txt");
@@ -579,7 +604,8 @@ mod properties {
         )
             .prop_map(|(content, executable)| Spec::File(content, executable));
         leaf.prop_recursive(3, 24, 5, |inner| {
-            proptest::collection::btree_map("[a-zA-Z0-9_ -][a-zA-Z0-9._ -]{0,7}", inner, 0..5).prop_map(Spec::Dir)
+            proptest::collection::btree_map("[a-zA-Z0-9_ -][a-zA-Z0-9._ -]{0,7}", inner, 0..5)
+                .prop_map(Spec::Dir)
         })
         .prop_map(|spec| match spec {
             dir @ Spec::Dir(_) => dir,
