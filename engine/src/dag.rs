@@ -217,7 +217,12 @@ fn self_cycle(pipeline: &Pipeline, index: usize, dep: &Dep) -> Diagnostic {
         .producer
         .as_ref()
         .map_or("", |producer| producer.out.as_str());
-    Diagnostic::new("cycle", format!("stage `{}` depends on its own output `{out}` (`{}`)", stage.name, dep.path))
+    let shown_path = if dep.path == out {
+        String::new()
+    } else {
+        format!(" (`{}`)", dep.path)
+    };
+    Diagnostic::new("cycle", format!("stage `{}` depends on its own output `{out}`{shown_path}", stage.name))
         .at(dep.location.clone().or_else(|| stage.location.clone()))
         .with_hint(format!(
             "a stage cannot read what it writes; in its own command write `${{outs.{out}}}`, and if the file is also an input, give the output another path"

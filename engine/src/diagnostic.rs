@@ -95,11 +95,13 @@ impl fmt::Display for Diagnostic {
                 "^".repeat(caret_width)
             )?;
         }
+        // Continuation lines (examples in hints) line up under the text.
+        let continuation = format!("\n{pad}          ");
         if let Some(hint) = &self.hint {
-            write!(f, "\n{pad}  = hint: {hint}")?;
+            write!(f, "\n{pad}  = hint: {}", hint.replace('\n', &continuation))?;
         }
         for note in &self.notes {
-            write!(f, "\n{pad}  = note: {note}")?;
+            write!(f, "\n{pad}  = note: {}", note.replace('\n', &continuation))?;
         }
         Ok(())
     }

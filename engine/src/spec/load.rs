@@ -16,7 +16,8 @@ use crate::{Diagnostic, EngineError, Result};
 
 const TOP_LEVEL_KEYS: [&str; 4] = ["name", "params", "stages", "cache"];
 
-const MINIMAL_PIPELINE: &str = "stages:\n    train:\n      run: python train.py\n      deps: [train.py]\n      outs: [model.pt]";
+const MINIMAL_PIPELINE: &str =
+    "stages:\n  train:\n    run: python train.py\n    deps: [train.py]\n    outs: [model.pt]";
 
 pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
     let mut sources = Sources::default();
@@ -38,7 +39,7 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
                 Diagnostic::new("empty-file", "the pipeline file is empty")
                     .at(sources.location(start))
                     .with_hint(format!(
-                        "a pipeline needs at least one stage, e.g.\n  {MINIMAL_PIPELINE}"
+                        "a pipeline needs at least one stage, e.g.\n{MINIMAL_PIPELINE}"
                     )),
             ))
         }
@@ -53,7 +54,7 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
                 ),
             )
             .at(sources.location(root.span))
-            .with_hint(format!("write e.g.\n  {MINIMAL_PIPELINE}")),
+            .with_hint(format!("write e.g.\n{MINIMAL_PIPELINE}")),
         ));
     };
 
@@ -117,7 +118,7 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
             diagnostics.push(
                 Diagnostic::new("missing-stages", "the pipeline file has no `stages`")
                     .at(sources.location(entries.first().map_or(start, |entry| entry.key_span)))
-                    .with_hint(format!("add the stages to run, e.g.\n  {MINIMAL_PIPELINE}")),
+                    .with_hint(format!("add the stages to run, e.g.\n{MINIMAL_PIPELINE}")),
             );
             Vec::new()
         }
@@ -148,10 +149,13 @@ fn project_root(file: &Path) -> PathBuf {
         .parent()
         .filter(|parent| !parent.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    parent
+    let directory = parent
         .canonicalize()
         .or_else(|_| std::path::absolute(parent))
-        .unwrap_or_else(|_| parent.to_path_buf())
+        .unwrap_or_else(|_| parent.to_path_buf());
+    // `pipelines/imdb.yaml` in a repository runs from the repository root,
+    // as `dvc.yaml` does: paths in the file are relative to the project.
+    crate::project::Project::find_root(&directory)
 }
 
 /// The file's text, refusing what is too big to be a pipeline or is not
@@ -242,7 +246,7 @@ fn load_params(
                     format!("`params` must be a mapping, found {}", node.describe()),
                 )
                 .at(sources.location(node.span))
-                .with_hint("write e.g.\n  params:\n    seed: 123\n    train: { lr: 5.0e-5 }"),
+                .with_hint("write e.g.\nparams:\n  seed: 123\n  train: { lr: 5.0e-5 }"),
             );
             empty(node.span)
         }
@@ -286,7 +290,7 @@ fn load_params(
                                 ),
                             )
                             .at(sources.location(node.span))
-                            .with_hint("write e.g.\n  seed: 123\n  train:\n    lr: 5.0e-5"),
+                            .with_hint("write e.g.\nseed: 123\ntrain:\n  lr: 5.0e-5"),
                         );
                         return None;
                     }

@@ -126,7 +126,7 @@ pub(crate) fn build(
         diagnostics.push(
             Diagnostic::new("bad-type", format!("`stages` must be a mapping of stage names, found {}", stages_node.describe()))
                 .at(sources.location(stages_node.span))
-                .with_hint("write `stages:` followed by indented stage names, e.g.\n  stages:\n    train:\n      run: python train.py"),
+                .with_hint("write `stages:` followed by indented stage names, e.g.\nstages:\n  train:\n    run: python train.py"),
         );
         return Vec::new();
     };
@@ -134,7 +134,9 @@ pub(crate) fn build(
         diagnostics.push(
             Diagnostic::new("no-stages", "`stages` is empty")
                 .at(sources.location(stages_node.span))
-                .with_hint("add at least one stage, e.g.\n  stages:\n    train:\n      run: python train.py"),
+                .with_hint(
+                    "add at least one stage, e.g.\nstages:\n  train:\n    run: python train.py",
+                ),
         );
         return Vec::new();
     }
@@ -249,11 +251,11 @@ fn declare<'a>(
     let Some(fields) = node.as_map() else {
         let hint = if node.as_scalar().is_some() && !node.is_null() {
             format!(
-                "put the command under `run:`:\n  {name}:\n    run: {}",
+                "put the command under `run:`:\n{name}:\n  run: {}",
                 node.as_scalar().map_or("", |s| s.text.as_str())
             )
         } else {
-            format!("give the stage a command:\n  {name}:\n    run: python train.py")
+            format!("give the stage a command:\n{name}:\n  run: python train.py")
         };
         diagnostics.push(type_error(
             sources,
@@ -297,6 +299,15 @@ fn declare<'a>(
             return None;
         }
         (None, None) => {
+            // `cmd:` and friends were already reported as "called `run` in pipe".
+            let has_foreign_run = fields.iter().any(|field| {
+                FOREIGN_KEYS
+                    .iter()
+                    .any(|(foreign, ours)| *ours == "run" && *foreign == field.key)
+            });
+            if has_foreign_run {
+                return None;
+            }
             diagnostics.push(
                 Diagnostic::new("missing-run", format!("stage `{name}` has neither `run` nor `uses`"))
                     .at(sources.location(entry.key_span))
@@ -377,8 +388,7 @@ fn matrix_axes(
     params: &Node,
     diagnostics: &mut Diagnostics,
 ) -> Option<Vec<MatrixAxis>> {
-    let example =
-        "e.g.\n  matrix:\n    precision: [32-true, bf16-mixed]\n    seed: ${params.seeds}";
+    let example = "e.g.\nmatrix:\n  precision: [32-true, bf16-mixed]\n  seed: ${params.seeds}";
     let Some(entries) = node.as_map() else {
         diagnostics.push(type_error(
             sources,
@@ -756,8 +766,8 @@ impl<'a> Resolver<'a> {
             "a path or a list of paths"
         };
         let example = match field {
-            "deps" => "deps:\n    data: data/train.csv\n    code: train.py",
-            "outs" => "outs:\n    model: models/model.pt",
+            "deps" => "deps:\n  data: data/train.csv\n  code: train.py",
+            "outs" => "outs:\n  model: models/model.pt",
             _ => "metrics: metrics/eval.json",
         };
         let mut pairs = Vec::new();
@@ -776,7 +786,7 @@ impl<'a> Resolver<'a> {
                         self.sources,
                         item,
                         format!("each path in `{field}` of stage `{stage}` must be a string"),
-                        format!("write a project-relative path, e.g.\n  {example}"),
+                        format!("write a project-relative path, e.g.\n{example}"),
                     ));
                 }
             };
@@ -798,7 +808,7 @@ impl<'a> Resolver<'a> {
                 self.sources,
                 node,
                 format!("`{field}` of stage `{stage}` must be {shape}"),
-                format!("write e.g.\n  {example}"),
+                format!("write e.g.\n{example}"),
             )),
         }
         pairs
@@ -947,7 +957,7 @@ impl<'a> Resolver<'a> {
                             self.sources,
                             node,
                             format!("`with` of stage `{}` must be a mapping of the built-in stage's params", decl.name),
-                            "write e.g.\n  with:\n    url: https://example.org/data.tar.gz",
+                            "write e.g.\nwith:\n  url: https://example.org/data.tar.gz",
                         ));
                         Value::Null
                     }
@@ -1054,7 +1064,7 @@ impl<'a> Resolver<'a> {
                     "`env` of stage `{}` must be a mapping of NAME: value",
                     decl.name
                 ),
-                "write e.g.\n  env:\n    OMP_NUM_THREADS: 4",
+                "write e.g.\nenv:\n  OMP_NUM_THREADS: 4",
             ));
             return env;
         };
@@ -1601,8 +1611,19 @@ fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
                 Some((owner_index, owner_out)) => {
                     let owner = &stages[*owner_index];
                     let hint = if owner.base_name == stage.base_name && !stage.matrix.is_empty() {
-                        let key = stage.matrix.keys().next().map_or("KEY", String::as_str);
-                        format!("every expansion of matrix stage `{}` writes `{}`; put the matrix value in the path, e.g. `${{matrix.{key}}}/{}`", stage.base_name, out.path, out.path)
+                        let keys: Vec<String> = stage
+                            .matrix
+                            .keys()
+                            .map(|key| format!("${{matrix.{key}}}"))
+                            .collect();
+                        let example = match out.path.rsplit_once('/') {
+                            Some((dir, file)) => format!("{dir}/{}/{file}", keys.join("-")),
+                            None => format!("{}/{}", keys.join("-"), out.path),
+                        };
+                        format!(
+                            "every expansion of matrix stage `{}` writes `{}`; put the matrix values in the path, e.g. `{example}`",
+                            stage.base_name, out.path
+                        )
                     } else {
                         "give one of the two outputs another path".to_string()
                     };
@@ -1641,15 +1662,20 @@ fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
                     .chain(&owner.metrics)
                     .find(|o| &o.name == owner_out)
                     .map_or("", |o| o.path.as_str());
-                let who = if owner.name == stage.name {
-                    "its own output".to_string()
+                let shown_path = if owner_path == owner_out.as_str() {
+                    String::new()
                 } else {
-                    format!("output `{owner_out}` of stage `{}`", owner.name)
+                    format!(" (`{owner_path}`)")
+                };
+                let who = if owner.name == stage.name {
+                    format!("its own output `{owner_out}`{shown_path}")
+                } else {
+                    format!("output `{owner_out}`{shown_path} of stage `{}`", owner.name)
                 };
                 diagnostics.push(
                     Diagnostic::new(
                         "duplicate-output",
-                        format!("output `{}` of stage `{}` is inside {who} (`{owner_path}`)", out.path, stage.name),
+                        format!("output `{}` of stage `{}` is inside {who}", out.path, stage.name),
                     )
                     .at(out.location.clone())
                     .with_hint(format!("`{owner_path}` is cached and restored as a whole; write this output outside it, or depend on `{owner_path}` instead"))

@@ -31,20 +31,33 @@ pub(crate) fn did_you_mean<'a>(
     best.map(|(_, candidate)| candidate)
 }
 
-/// Levenshtein distance over characters.
+/// Edit distance over characters where swapping two neighbours counts as
+/// one edit (optimal string alignment), since `trian` for `train` is the
+/// commonest typo.
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, a_char) in a.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, b_char) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(a_char != *b_char);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
+    let width = b.len() + 1;
+    let mut table = vec![0usize; (a.len() + 1) * width];
+    for (i, cell) in table.iter_mut().step_by(width).enumerate() {
+        *cell = i;
     }
-    previous[b.len()]
+    for (j, cell) in table.iter_mut().take(width).enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (table[(i - 1) * width + j] + 1)
+                .min(table[i * width + j - 1] + 1)
+                .min(table[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(table[(i - 2) * width + j - 2] + 1);
+            }
+            table[i * width + j] = best;
+        }
+    }
+    table[a.len() * width + b.len()]
 }
 
 /// `a, b, c` or `a, b, c and 7 more`, each name in backticks.
@@ -79,6 +92,8 @@ mod tests {
         assert_eq!(did_you_mean("Deps", ["deps"]), Some("deps"));
         assert_eq!(did_you_mean("zzzzzz", ["deps", "outs"]), None);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("trian", "train"), 1);
+        assert_eq!(did_you_mean("trian", ["test", "train"]), Some("train"));
         assert_eq!(name_list(&["a", "b", "c"], 2), "`a`, `b` and 1 more");
     }
 }

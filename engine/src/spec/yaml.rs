@@ -237,7 +237,12 @@ fn scan_error(sources: &Sources, file: FileId, marker: &Marker, info: &str) -> D
     };
     let line_text = sources.file(file).line_text(span.line);
     let leading = &line_text[..line_text.len() - line_text.trim_start().len()];
-    let hint = if leading.contains('\t') || info.contains("tab") {
+    let hint = if let Some((open_line, bracket)) =
+        unclosed_flow_bracket(&sources.file(file).text, span.line)
+    {
+        let close = if bracket == '[' { ']' } else { '}' };
+        format!("line {open_line} opens a `{bracket}` that is not closed before this point; close it with `{close}`")
+    } else if leading.contains('\t') || info.contains("tab") {
         "indent with spaces: YAML does not allow tabs in indentation".to_string()
     } else if info.contains("mapping values are not allowed") {
         "a value that contains `: ` must be quoted, e.g. `run: \"echo a: b\"`; otherwise check the indentation of this line".to_string()
@@ -247,6 +252,35 @@ fn scan_error(sources: &Sources, file: FileId, marker: &Marker, info: &str) -> D
     Diagnostic::new("yaml-syntax", format!("invalid YAML: {info}"))
         .at(sources.location(span))
         .with_hint(hint)
+}
+
+/// The line and bracket of the innermost `[` or `{` still open when line
+/// `error_line` starts: the usual cause of a confusing error further down.
+fn unclosed_flow_bracket(text: &str, error_line: usize) -> Option<(usize, char)> {
+    let mut open: Vec<(usize, char)> = Vec::new();
+    for (index, line) in text.lines().enumerate().take(error_line.saturating_sub(1)) {
+        let mut quote: Option<char> = None;
+        let mut previous = ' ';
+        for ch in line.chars() {
+            match quote {
+                Some(q) if ch == q => quote = None,
+                Some(_) => {}
+                None => match ch {
+                    '#' if previous.is_whitespace() => break,
+                    '"' | '\'' if previous.is_whitespace() || "[{,:".contains(previous) => {
+                        quote = Some(ch)
+                    }
+                    '[' | '{' => open.push((index + 1, ch)),
+                    ']' | '}' => {
+                        open.pop();
+                    }
+                    _ => {}
+                },
+            }
+            previous = ch;
+        }
+    }
+    open.pop()
 }
 
 enum Frame {
