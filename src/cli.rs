@@ -37,7 +37,8 @@ pub enum Command {
     /// Show each stage as fresh, restorable or stale, and why.
     Status {
         /// Pipeline file (or use -f).
-        file: Option<PathBuf>,
+        #[arg(value_name = "FILE")]
+        path: Option<PathBuf>,
         #[command(flatten)]
         pipeline: PipelineArg,
         /// Machine-readable output on stdout.
@@ -54,7 +55,8 @@ pub enum Command {
     },
     /// Print the stage graph.
     Dag {
-        file: Option<PathBuf>,
+        #[arg(value_name = "FILE")]
+        path: Option<PathBuf>,
         #[command(flatten)]
         pipeline: PipelineArg,
         #[arg(long, value_enum, default_value_t = DagFormatArg::Ascii)]
@@ -62,7 +64,8 @@ pub enum Command {
     },
     /// Check a pipeline file without running anything.
     Validate {
-        file: Option<PathBuf>,
+        #[arg(value_name = "FILE")]
+        path: Option<PathBuf>,
         #[command(flatten)]
         pipeline: PipelineArg,
     },
@@ -170,4 +173,12 @@ pub enum CacheCommand {
         #[arg(long, default_value_t = 3600)]
         grace_secs: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
 }

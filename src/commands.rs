@@ -21,21 +21,21 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => run(args, quiet),
         Command::Status {
-            file,
+            path,
             pipeline,
             json,
-        } => status(file, pipeline, json),
+        } => status(path, pipeline, json),
         Command::Why {
             stage,
             pipeline,
             json,
         } => why(&stage, pipeline, json),
         Command::Dag {
-            file,
+            path,
             pipeline,
             format,
         } => {
-            let (pipeline, dag) = load(file.as_deref(), &pipeline)?;
+            let (pipeline, dag) = load(path.as_deref(), &pipeline)?;
             let format = match format {
                 DagFormatArg::Ascii => DagFormat::Ascii,
                 DagFormatArg::Dot => DagFormat::Dot,
@@ -44,8 +44,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             print!("{}", ensure_newline(dag.render(&pipeline, format)));
             Ok(ExitCode::Ok)
         }
-        Command::Validate { file, pipeline } => {
-            let (pipeline, _) = load(file.as_deref(), &pipeline)?;
+        Command::Validate { path, pipeline } => {
+            let (pipeline, _) = load(path.as_deref(), &pipeline)?;
             eprintln!(
                 "`{}` is valid: {} stages",
                 pipeline.file.display(),

@@ -39,7 +39,11 @@ fn calls(project: &TestProject) -> Vec<String> {
     if !project.exists("calls.log") {
         return Vec::new();
     }
-    project.read("calls.log").lines().map(String::from).collect()
+    project
+        .read("calls.log")
+        .lines()
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -61,9 +65,16 @@ fn a_changed_dependency_reruns_the_stage_and_its_dependents_only() {
     project.write("input.txt", "changed\n");
     let rerun = project.run_ok(&[]);
     assert_eq!(rerun.ran(), ["lint", "prepare", "train"]);
-    project.write("pipe.yaml", &TWO_BRANCHES.replace("> model.txt", "> model.txt; true"));
+    project.write(
+        "pipe.yaml",
+        &TWO_BRANCHES.replace("> model.txt", "> model.txt; true"),
+    );
     let downstream_only = project.run_ok(&[]);
-    assert_eq!(downstream_only.ran(), ["train"], "changing a dependent must not rerun upstream");
+    assert_eq!(
+        downstream_only.ran(),
+        ["train"],
+        "changing a dependent must not rerun upstream"
+    );
 }
 
 #[test]
@@ -71,7 +82,11 @@ fn params_are_in_the_key_but_only_those_a_stage_uses() {
     let project = two_branches();
     project.run_ok(&[]);
     let unrelated = project.run_ok(&["-S", "unused=5"]);
-    assert!(unrelated.ran().is_empty(), "an unused param must not rerun anything: {:?}", unrelated.stages);
+    assert!(
+        unrelated.ran().is_empty(),
+        "an unused param must not rerun anything: {:?}",
+        unrelated.stages
+    );
     let used = project.run_ok(&["-S", "scale=3"]);
     assert_eq!(used.ran(), ["train"]);
     assert_eq!(project.read("model.txt"), "hello\nhello\nscale=3\n");
@@ -101,7 +116,13 @@ fn an_older_key_is_restored_from_the_run_cache() {
     let back = project.run_ok(&["-S", "scale=1"]);
     assert_eq!(back.status("train"), "restored");
     assert_eq!(project.read("model.txt"), "hello\nhello\nscale=1\n");
-    assert_eq!(calls(&project).iter().filter(|call| *call == "train").count(), 2);
+    assert_eq!(
+        calls(&project)
+            .iter()
+            .filter(|call| *call == "train")
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -109,10 +130,20 @@ fn early_cutoff_when_a_changed_stage_reproduces_the_same_bytes() {
     let project = two_branches();
     project.run_ok(&[]);
     // A different command with identical output.
-    project.write("pipe.yaml", &TWO_BRANCHES.replace("cat input.txt input.txt >", "cat input.txt input.txt | cat >"));
+    project.write(
+        "pipe.yaml",
+        &TWO_BRANCHES.replace(
+            "cat input.txt input.txt >",
+            "cat input.txt input.txt | cat >",
+        ),
+    );
     let rerun = project.run_ok(&[]);
     assert_eq!(rerun.status("prepare"), "ran");
-    assert_eq!(rerun.status("train"), "fresh", "same bytes upstream: the dependent must not rerun");
+    assert_eq!(
+        rerun.status("train"),
+        "fresh",
+        "same bytes upstream: the dependent must not rerun"
+    );
 }
 
 #[test]
@@ -139,8 +170,16 @@ stages:
     assert_eq!(result.status("broken"), "failed");
     assert_eq!(result.status("after"), "skipped");
     assert_eq!(result.status("independent"), "ran");
-    assert!(result.stderr.contains("something went wrong"), "the log tail is shown:\n{}", result.stderr);
-    assert!(result.stderr.contains("exited with code 3"), "{}", result.stderr);
+    assert!(
+        result.stderr.contains("something went wrong"),
+        "the log tail is shown:\n{}",
+        result.stderr
+    );
+    assert!(
+        result.stderr.contains("exited with code 3"),
+        "{}",
+        result.stderr
+    );
     // Nothing of the failed stage may be reused: it runs again.
     let again = project.run(&[]);
     assert_eq!(again.status("broken"), "failed");
@@ -150,10 +189,19 @@ stages:
 #[test]
 fn a_missing_declared_output_fails_the_stage() {
     let project = TestProject::new();
-    project.write("pipe.yaml", "stages:\n  lazy:\n    run: echo nothing\n    outs: [promised.txt]\n");
+    project.write(
+        "pipe.yaml",
+        "stages:\n  lazy:\n    run: echo nothing\n    outs: [promised.txt]\n",
+    );
     let result = project.run(&[]);
     assert_eq!(result.code, 1);
-    assert!(result.stderr.contains("did not write its declared output `promised.txt`"), "{}", result.stderr);
+    assert!(
+        result
+            .stderr
+            .contains("did not write its declared output `promised.txt`"),
+        "{}",
+        result.stderr
+    );
     assert_eq!(project.run(&[]).status("lazy"), "failed");
 }
 
@@ -162,13 +210,24 @@ fn a_flipped_byte_in_an_object_is_caught_and_treated_as_a_miss() {
     let project = two_branches();
     project.run_ok(&[]);
     let verify = project.pipe(&["cache", "verify"]);
-    assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stderr));
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
 
-    let model_digest = blake3::hash(project.read("model.txt").as_bytes()).to_hex().to_string();
+    let model_digest = blake3::hash(project.read("model.txt").as_bytes())
+        .to_hex()
+        .to_string();
     let object = project
         .object_files()
         .into_iter()
-        .find(|path| path.to_string_lossy().replace('/', "").ends_with(&model_digest))
+        .find(|path| {
+            path.to_string_lossy()
+                .replace('/', "")
+                .ends_with(&model_digest)
+        })
         .expect("the model's object");
     let mut bytes = std::fs::read(&object).unwrap();
     bytes[0] ^= 0x20;
@@ -185,7 +244,11 @@ fn a_flipped_byte_in_an_object_is_caught_and_treated_as_a_miss() {
     assert!(String::from_utf8_lossy(&verify.stdout).contains(&model_digest));
 
     let rerun = project.run_ok(&[]);
-    assert_eq!(rerun.status("train"), "ran", "a corrupt entry must not be restored");
+    assert_eq!(
+        rerun.status("train"),
+        "ran",
+        "a corrupt entry must not be restored"
+    );
     assert_eq!(project.read("model.txt"), "hello\nhello\nscale=2\n");
 }
 
@@ -199,7 +262,10 @@ fn restored_outputs_use_the_requested_link_mode() {
     assert_eq!(restored.status("train"), "restored");
     let metadata = std::fs::metadata(project.path("model.txt")).unwrap();
     assert!(metadata.nlink() >= 2, "a hard link into the cache");
-    assert!(metadata.permissions().readonly(), "hard-linked outputs are read-only");
+    assert!(
+        metadata.permissions().readonly(),
+        "hard-linked outputs are read-only"
+    );
 
     std::fs::remove_file(project.path("model.txt")).unwrap();
     project.run_ok(&["--link", "copy"]);
@@ -218,7 +284,11 @@ fn a_rerun_may_overwrite_a_read_only_restored_output() {
     let forced = project.run_ok(&["--force", "train"]);
     assert_eq!(forced.status("train"), "ran");
     assert_eq!(project.read("model.txt"), "hello\nhello\nscale=2\n");
-    assert_eq!(project.pipe(&["cache", "verify"]).status.code(), Some(0), "the cache object was not written through");
+    assert_eq!(
+        project.pipe(&["cache", "verify"]).status.code(),
+        Some(0),
+        "the cache object was not written through"
+    );
 }
 
 #[test]
@@ -242,7 +312,12 @@ fn checkout_restores_an_earlier_runs_outputs() {
     project.run_ok(&["-S", "scale=9"]);
     assert_eq!(project.read("model.txt"), "hello\nhello\nscale=9\n");
     let checkout = project.pipe(&["checkout", &first.run_id().to_string()]);
-    assert_eq!(checkout.status.code(), Some(0), "{}", String::from_utf8_lossy(&checkout.stderr));
+    assert_eq!(
+        checkout.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&checkout.stderr)
+    );
     assert_eq!(project.read("model.txt"), "hello\nhello\nscale=1\n");
 }
 
@@ -252,11 +327,26 @@ fn gc_keeps_what_the_pipeline_and_recent_runs_need() {
     project.run_ok(&["-S", "scale=1"]);
     project.run_ok(&["-S", "scale=2"]);
     let gc = project.pipe(&["cache", "gc", "--keep-runs", "1", "--grace-secs", "0"]);
-    assert_eq!(gc.status.code(), Some(0), "{}", String::from_utf8_lossy(&gc.stderr));
+    assert_eq!(
+        gc.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
     let text = String::from_utf8_lossy(&gc.stdout);
-    assert!(!text.contains("removed 0 objects"), "the scale=1 model is unreferenced: {text}");
-    assert!(project.run_ok(&[]).ran().is_empty(), "the current pipeline's results survive gc");
-    assert_eq!(project.run_ok(&["-S", "scale=1"]).status("train"), "ran", "the collected result is gone");
+    assert!(
+        !text.contains("removed 0 objects"),
+        "the scale=1 model is unreferenced: {text}"
+    );
+    assert!(
+        project.run_ok(&[]).ran().is_empty(),
+        "the current pipeline's results survive gc"
+    );
+    assert_eq!(
+        project.run_ok(&["-S", "scale=1"]).status("train"),
+        "ran",
+        "the collected result is gone"
+    );
 }
 
 #[test]
@@ -291,7 +381,11 @@ stages:
         ]
     );
     assert_eq!(project.read("report.txt"), "bf16-mixed 1\n32-true 2\n");
-    let only = project.run_ok(&["--force", "train@precision=32-true,seed=1", "train@precision=32-true,seed=1"]);
+    let only = project.run_ok(&[
+        "--force",
+        "train@precision=32-true,seed=1",
+        "train@precision=32-true,seed=1",
+    ]);
     assert_eq!(only.ran(), ["train@precision=32-true,seed=1"]);
 }
 
@@ -311,7 +405,10 @@ stages:
     );
     project.write("input.txt", "x");
     project.run_ok(&[]);
-    assert_eq!(project.read("shown.txt"), "tiny 2 a b show show input.txt\n");
+    assert_eq!(
+        project.read("shown.txt"),
+        "tiny 2 a b show show input.txt\n"
+    );
 }
 
 #[test]

@@ -40,7 +40,16 @@ fn pipeline(stages: &[Stage], params: &[u8]) -> String {
         for &input in &stage.inputs {
             deps.push(format!("in{input}.txt"));
         }
-        let sources = deps.iter().map(|d| if d.starts_with('$') { d.clone() } else { d.clone() }).collect::<Vec<_>>();
+        let sources = deps
+            .iter()
+            .map(|d| {
+                if d.starts_with('$') {
+                    d.clone()
+                } else {
+                    d.clone()
+                }
+            })
+            .collect::<Vec<_>>();
         // Output depends on every input's content, the param and the salt,
         // but only on the salt modulo 2: salt changes that keep the parity
         // reproduce the same bytes and exercise early cutoff.
@@ -70,7 +79,11 @@ fn stages_strategy() -> impl Strategy<Value = Vec<Stage>> {
                     proptest::sample::subsequence((0..INPUTS).collect::<Vec<_>>(), 0..=2),
                     any::<u8>(),
                 )
-                    .prop_map(|(upstream, inputs, salt)| Stage { upstream, inputs, salt })
+                    .prop_map(|(upstream, inputs, salt)| Stage {
+                        upstream,
+                        inputs,
+                        salt,
+                    })
             })
             .collect::<Vec<_>>()
     })
@@ -86,7 +99,14 @@ fn edit_strategy() -> impl Strategy<Value = Edit> {
 }
 
 fn outputs(project: &TestProject, count: usize) -> BTreeMap<String, String> {
-    (0..count).map(|index| (format!("s{index}"), project.read(&format!("out/s{index}.txt")))).collect()
+    (0..count)
+        .map(|index| {
+            (
+                format!("s{index}"),
+                project.read(&format!("out/s{index}.txt")),
+            )
+        })
+        .collect()
 }
 
 fn write_state(project: &TestProject, stages: &[Stage], params: &[u8], inputs: &[String]) {

@@ -7,7 +7,8 @@ use common::TestProject;
 
 #[test]
 fn each_malformed_file_gets_a_located_error_and_exit_code_2() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/malformed");
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/malformed");
     let mut files: Vec<_> = std::fs::read_dir(&fixtures)
         .expect("fixtures")
         .flatten()
@@ -22,9 +23,17 @@ fn each_malformed_file_gets_a_located_error_and_exit_code_2() {
         std::fs::copy(&file, project.path(&name)).unwrap();
         let output = project.pipe(&["validate", &name]);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{name}: expected exit 2, got {:?}\n{stderr}", output.status.code());
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{name}: expected exit 2, got {:?}\n{stderr}",
+            output.status.code()
+        );
         assert!(!stderr.contains("panicked"), "{name} panicked:\n{stderr}");
-        assert!(stderr.contains(&format!("{name}:")), "{name}: the error does not name the file:line:col\n{stderr}");
+        assert!(
+            stderr.contains(&format!("{name}:")),
+            "{name}: the error does not name the file:line:col\n{stderr}"
+        );
         assert!(stderr.contains("error"), "{name}: {stderr}");
     }
 }
@@ -47,7 +56,12 @@ fn bad_overrides_and_missing_files_are_usage_errors() {
     let project = TestProject::new();
     project.write("pipe.yaml", "params: { epochs: 3 }\nstages:\n  a:\n    run: echo ${params.epochs} > a.txt\n    outs: [a.txt]\n");
     let wrong_type = project.pipe(&["run", "-S", "epochs=many"]);
-    assert_eq!(wrong_type.status.code(), Some(2), "{}", String::from_utf8_lossy(&wrong_type.stderr));
+    assert_eq!(
+        wrong_type.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&wrong_type.stderr)
+    );
     assert!(String::from_utf8_lossy(&wrong_type.stderr).contains("hint"));
     let no_equals = project.pipe(&["run", "-S", "epochs"]);
     assert_eq!(no_equals.status.code(), Some(2));

@@ -44,7 +44,8 @@ fn settings() -> insta::Settings {
     settings.add_filter(r"\b[0-9a-f]{64}\b", "[digest]");
     settings.add_filter(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "[date]");
     settings.add_filter(r"\b\d+(\.\d+)?(ms|s)\b", "[time]");
-    settings.add_filter(r"command  .*", "command  [argv]");
+    settings.add_filter(r"`[0-9a-f]{12}`", "`[digest]`");
+    settings.add_filter(r"(?m)^command  .*", "command  [argv]");
     settings
 }
 
@@ -86,18 +87,37 @@ fn why_lists_the_changed_key_fields() {
 fn diff_of_two_runs_in_text_markdown_and_json() {
     let project = project();
     project.run_ok(&[]);
-    project.write("pipe.yaml", &PIPELINE.replace("lr: 0.1", "lr: 0.01").replace("\"accuracy\": 0.5", "\"accuracy\": 0.75"));
+    project.write(
+        "pipe.yaml",
+        &PIPELINE
+            .replace("lr: 0.1", "lr: 0.01")
+            .replace("\"accuracy\": 0.5", "\"accuracy\": 0.75"),
+    );
     project.run_ok(&[]);
     let settings = settings();
     settings.bind(|| {
         insta::assert_snapshot!("diff_text", text(&project.pipe(&["diff"])));
-        insta::assert_snapshot!("diff_markdown", text(&project.pipe(&["diff", "last~1", "last", "--md"])));
+        insta::assert_snapshot!(
+            "diff_markdown",
+            text(&project.pipe(&["diff", "last~1", "last", "--md"]))
+        );
     });
-    let json: serde_json::Value = serde_json::from_str(&text(&project.pipe(&["diff", "1", "2", "--json"]))).unwrap();
-    let delta = json["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == "val.accuracy").unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&text(&project.pipe(&["diff", "1", "2", "--json"]))).unwrap();
+    let delta = json["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "val.accuracy")
+        .unwrap();
     assert_eq!(delta["delta"], 0.25);
     assert_eq!(json["params"][0]["field"], "lr");
-    let stages: Vec<&str> = json["stages"].as_array().unwrap().iter().map(|s| s["stage"].as_str().unwrap()).collect();
+    let stages: Vec<&str> = json["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
     assert_eq!(stages, ["evaluate", "train"]);
 }
 
@@ -108,7 +128,10 @@ fn dag_in_three_formats() {
     settings.bind(|| {
         insta::assert_snapshot!("dag_ascii", text(&project.pipe(&["dag"])));
         insta::assert_snapshot!("dag_dot", text(&project.pipe(&["dag", "--format", "dot"])));
-        insta::assert_snapshot!("dag_mermaid", text(&project.pipe(&["dag", "--format", "mermaid"])));
+        insta::assert_snapshot!(
+            "dag_mermaid",
+            text(&project.pipe(&["dag", "--format", "mermaid"]))
+        );
     });
 }
 
@@ -122,7 +145,8 @@ fn runs_and_show() {
         insta::assert_snapshot!("runs_table", text(&project.pipe(&["runs"])));
         insta::assert_snapshot!("show_last", text(&project.pipe(&["show", "last"])));
     });
-    let runs: serde_json::Value = serde_json::from_str(&text(&project.pipe(&["runs", "--json"]))).unwrap();
+    let runs: serde_json::Value =
+        serde_json::from_str(&text(&project.pipe(&["runs", "--json"]))).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 2);
 }
 
@@ -139,7 +163,11 @@ fn runs_are_found_by_git_ref() {
             .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
             .output()
             .unwrap();
-        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
     };
     git(&["init", "-q"]);
     git(&["add", "pipe.yaml", "input.txt"]);
@@ -149,7 +177,8 @@ fn runs_are_found_by_git_ref() {
     project.write("pipe.yaml", &PIPELINE.replace("lr: 0.1", "lr: 0.2"));
     git(&["commit", "-qam", "two"]);
     project.run_ok(&[]);
-    let show: serde_json::Value = serde_json::from_str(&text(&project.pipe(&["show", "baseline", "--json"]))).unwrap();
+    let show: serde_json::Value =
+        serde_json::from_str(&text(&project.pipe(&["show", "baseline", "--json"]))).unwrap();
     assert_eq!(show["id"], 1);
     assert_eq!(show["git_dirty"], false);
     let diff = text(&project.pipe(&["diff", "baseline", "HEAD"]));

@@ -48,8 +48,16 @@ pub struct OutputChange {
 
 pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
     let params = key::diff_manifests(&a.params, &b.params);
-    let stages_a: BTreeMap<&str, _> = a.stages.iter().map(|stage| (stage.stage.as_str(), stage)).collect();
-    let stages_b: BTreeMap<&str, _> = b.stages.iter().map(|stage| (stage.stage.as_str(), stage)).collect();
+    let stages_a: BTreeMap<&str, _> = a
+        .stages
+        .iter()
+        .map(|stage| (stage.stage.as_str(), stage))
+        .collect();
+    let stages_b: BTreeMap<&str, _> = b
+        .stages
+        .iter()
+        .map(|stage| (stage.stage.as_str(), stage))
+        .collect();
     let mut names: Vec<&str> = stages_a.keys().chain(stages_b.keys()).copied().collect();
     names.sort_unstable();
     names.dedup();
@@ -70,7 +78,10 @@ pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
             if value_a == value_b {
                 continue;
             }
-            let delta = match (value_a.and_then(Value::as_f64), value_b.and_then(Value::as_f64)) {
+            let delta = match (
+                value_a.and_then(Value::as_f64),
+                value_b.and_then(Value::as_f64),
+            ) {
                 (Some(x), Some(y)) => Some(y - x),
                 _ => None,
             };
@@ -85,7 +96,9 @@ pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
 
         let key_a = before.and_then(|stage| stage.key.clone());
         let key_b = after.and_then(|stage| stage.key.clone());
-        let ran_in_b = after.map(|stage| stage.status == StageStatus::Ran).unwrap_or(false);
+        let ran_in_b = after
+            .map(|stage| stage.status == StageStatus::Ran)
+            .unwrap_or(false);
         if key_a != key_b || ran_in_b {
             let key_changes = match (&key_a, &key_b) {
                 (Some(x), Some(y)) if x != y => match (db.manifest(x)?, db.manifest(y)?) {
@@ -112,9 +125,21 @@ pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
             let digest_a = outs_a.get(path).map(|artifact| artifact.digest.to_hex());
             let digest_b = outs_b.get(path).map(|artifact| artifact.digest.to_hex());
             if digest_a != digest_b {
-                outputs.push(OutputChange { stage: name.to_string(), path: path.clone(), a: digest_a, b: digest_b });
+                outputs.push(OutputChange {
+                    stage: name.to_string(),
+                    path: path.clone(),
+                    a: digest_a,
+                    b: digest_b,
+                });
             }
         }
     }
-    Ok(RunDiff { a: a.id, b: b.id, params, metrics, stages, outputs })
+    Ok(RunDiff {
+        a: a.id,
+        b: b.id,
+        params,
+        metrics,
+        stages,
+        outputs,
+    })
 }

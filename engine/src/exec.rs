@@ -2,8 +2,8 @@
 //! parallel within `-j` and each stage's resources, reusing cached
 //! results, and records the run.
 
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -43,10 +43,18 @@ pub struct RunOptions {
 #[derive(Debug)]
 pub enum Event<'a> {
     /// Another `pipe run` holds this project; waiting for it.
-    WaitingForLock { holder: Option<u32> },
-    RunStarted { run_id: i64, stages: usize },
+    WaitingForLock {
+        holder: Option<u32>,
+    },
+    RunStarted {
+        run_id: i64,
+        stages: usize,
+    },
     /// A stage's command started (cache misses only).
-    StageRunning { stage: &'a str, log: &'a Path },
+    StageRunning {
+        stage: &'a str,
+        log: &'a Path,
+    },
     StageFinished {
         stage: &'a str,
         status: StageStatus,
@@ -54,7 +62,10 @@ pub enum Event<'a> {
         detail: Option<&'a str>,
         log_tail: Option<&'a str>,
     },
-    RunFinished { run_id: i64, status: &'a str },
+    RunFinished {
+        run_id: i64,
+        status: &'a str,
+    },
 }
 
 pub type Observer<'a> = &'a (dyn Fn(Event<'_>) + Sync);
@@ -73,7 +84,10 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
     for (index, stage) in pipeline.stages.iter().enumerate() {
         by_name.entry(stage.name.as_str()).or_default().push(index);
         if stage.base_name != stage.name {
-            by_name.entry(stage.base_name.as_str()).or_default().push(index);
+            by_name
+                .entry(stage.base_name.as_str())
+                .or_default()
+                .push(index);
         }
     }
     let mut selected = Vec::new();
@@ -81,7 +95,11 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
         match by_name.get(name.as_str()) {
             Some(indices) => selected.extend(indices),
             None => {
-                let mut known: Vec<&str> = pipeline.stages.iter().map(|s| s.base_name.as_str()).collect();
+                let mut known: Vec<&str> = pipeline
+                    .stages
+                    .iter()
+                    .map(|s| s.base_name.as_str())
+                    .collect();
                 known.dedup();
                 return Err(EngineError::usage(
                     format!("no stage named `{name}` in `{}`", pipeline.file.display()),
@@ -113,11 +131,18 @@ struct StageOutcome {
     manifest: Option<Value>,
 }
 
-pub fn run(pipeline: &Pipeline, dag: &Dag, options: &RunOptions, observer: Observer<'_>) -> Result<RunSummary> {
+pub fn run(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    options: &RunOptions,
+    observer: Observer<'_>,
+) -> Result<RunSummary> {
     let project = Project::open(&pipeline.root)?;
     let targets = select_stages(pipeline, &options.targets)?;
     let forced: Vec<usize> = select_stages(pipeline, &options.force)?;
-    let _lock = RunLock::acquire(&project, |holder| observer(Event::WaitingForLock { holder }))?;
+    let _lock = RunLock::acquire(&project, |holder| {
+        observer(Event::WaitingForLock { holder })
+    })?;
 
     let root = pipeline.root.clone();
     let git = std::thread::spawn(move || runs::git_state(&root));
@@ -132,8 +157,15 @@ pub fn run(pipeline: &Pipeline, dag: &Dag, options: &RunOptions, observer: Obser
         git,
     })?;
 
-    let selected = if targets.is_empty() { dag.order.clone() } else { dag.closure(&targets) };
-    observer(Event::RunStarted { run_id, stages: selected.len() });
+    let selected = if targets.is_empty() {
+        dag.order.clone()
+    } else {
+        dag.closure(&targets)
+    };
+    observer(Event::RunStarted {
+        run_id,
+        stages: selected.len(),
+    });
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {
         is_forced[index] = true;
@@ -148,7 +180,14 @@ pub fn run(pipeline: &Pipeline, dag: &Dag, options: &RunOptions, observer: Obser
         observer,
         running: Mutex::new(HashMap::new()),
     };
-    let outcome = schedule(&context, dag, &selected, &is_forced, options.jobs.max(1), &mut db);
+    let outcome = schedule(
+        &context,
+        dag,
+        &selected,
+        &is_forced,
+        options.jobs.max(1),
+        &mut db,
+    );
     // The stat cache only speeds things up: failing to save it loses nothing.
     if let Err(error) = context.stat.flush() {
         tracing::warn!("could not save the stat cache: {error}");
@@ -156,7 +195,11 @@ pub fn run(pipeline: &Pipeline, dag: &Dag, options: &RunOptions, observer: Obser
     let (records, status) = outcome?;
     db.finish_run(run_id, status)?;
     observer(Event::RunFinished { run_id, status });
-    Ok(RunSummary { run_id, status: status.to_string(), stages: records })
+    Ok(RunSummary {
+        run_id,
+        status: status.to_string(),
+        stages: records,
+    })
 }
 
 fn schedule(
@@ -173,11 +216,23 @@ fn schedule(
         in_selection[index] = true;
     }
     let mut waiting_on: Vec<usize> = (0..stages.len())
-        .map(|index| dag.upstream[index].iter().filter(|&&up| in_selection[up]).count())
+        .map(|index| {
+            dag.upstream[index]
+                .iter()
+                .filter(|&&up| in_selection[up])
+                .count()
+        })
         .collect();
-    let mut ready: BinaryHeap<Reverse<usize>> =
-        selected.iter().copied().filter(|&index| waiting_on[index] == 0).map(Reverse).collect();
-    let gpu_pool = if selected.iter().any(|&index| stages[index].resources.gpus > 0) {
+    let mut ready: BinaryHeap<Reverse<usize>> = selected
+        .iter()
+        .copied()
+        .filter(|&index| waiting_on[index] == 0)
+        .map(Reverse)
+        .collect();
+    let gpu_pool = if selected
+        .iter()
+        .any(|&index| stages[index].resources.gpus > 0)
+    {
         available_gpus()
     } else {
         Vec::new()
@@ -289,7 +344,9 @@ fn schedule(
                                 duration_ms: 0,
                                 outputs: BTreeMap::new(),
                                 metrics: BTreeMap::new(),
-                                detail: Some(format!("upstream stage `{upstream}` did not succeed")),
+                                detail: Some(format!(
+                                    "upstream stage `{upstream}` did not succeed"
+                                )),
                             };
                             report_finished(context, &record);
                             records.push(record.clone());
@@ -321,12 +378,18 @@ fn schedule(
     Ok((records, status))
 }
 
-fn save(db: &mut RunDb, run_id: i64, unsaved: &mut Vec<(StageRecord, Option<Value>)>) -> Result<()> {
+fn save(
+    db: &mut RunDb,
+    run_id: i64,
+    unsaved: &mut Vec<(StageRecord, Option<Value>)>,
+) -> Result<()> {
     if unsaved.is_empty() {
         return Ok(());
     }
-    let batch: Vec<(StageRecord, Option<&Value>)> =
-        unsaved.iter().map(|(record, manifest)| (record.clone(), manifest.as_ref())).collect();
+    let batch: Vec<(StageRecord, Option<&Value>)> = unsaved
+        .iter()
+        .map(|(record, manifest)| (record.clone(), manifest.as_ref()))
+        .collect();
     db.record_stages(run_id, &batch)?;
     unsaved.clear();
     Ok(())
@@ -346,7 +409,10 @@ fn report_finished(context: &Context<'_>, record: &StageRecord) {
 }
 
 fn terminate_running(context: &Context<'_>, signal: libc::c_int) {
-    let running = context.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let running = context
+        .running
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     for &group in running.values() {
         // SAFETY: signals the process group we created for the stage.
         unsafe {
@@ -355,7 +421,12 @@ fn terminate_running(context: &Context<'_>, signal: libc::c_int) {
     }
 }
 
-fn failed_record(stage: &Stage, key: Option<&ActionKey>, detail: String, duration_ms: u64) -> StageRecord {
+fn failed_record(
+    stage: &Stage,
+    key: Option<&ActionKey>,
+    detail: String,
+    duration_ms: u64,
+) -> StageRecord {
     StageRecord {
         stage: stage.name.clone(),
         key: key.map(|key| key.to_hex()),
@@ -367,7 +438,12 @@ fn failed_record(stage: &Stage, key: Option<&ActionKey>, detail: String, duratio
     }
 }
 
-fn execute_stage(context: &Context<'_>, index: usize, forced: bool, gpus: &[String]) -> StageOutcome {
+fn execute_stage(
+    context: &Context<'_>,
+    index: usize,
+    forced: bool,
+    gpus: &[String],
+) -> StageOutcome {
     let started = Instant::now();
     let stage = &context.pipeline.stages[index];
     let root = &context.pipeline.root;
@@ -375,16 +451,28 @@ fn execute_stage(context: &Context<'_>, index: usize, forced: bool, gpus: &[Stri
     let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
         Ok(digests) => digests,
         Err(problem) => {
-            let detail = match (&problem.missing, stage.deps.iter().find(|d| d.name == problem.dep)) {
+            let detail = match (
+                &problem.missing,
+                stage.deps.iter().find(|d| d.name == problem.dep),
+            ) {
                 (true, Some(dep)) if dep.producer.is_none() => {
-                    format!("{}; create it, or declare the stage that writes it", problem.message)
+                    format!(
+                        "{}; create it, or declare the stage that writes it",
+                        problem.message
+                    )
                 }
                 _ => problem.message,
             };
-            return StageOutcome { index, record: failed_record(stage, None, detail, elapsed_ms()), manifest: None };
+            return StageOutcome {
+                index,
+                record: failed_record(stage, None, detail, elapsed_ms()),
+                manifest: None,
+            };
         }
     };
-    let nonce = stage.always_run.then(|| format!("run {} {}", context.run_id, runs::now_ms()));
+    let nonce = stage
+        .always_run
+        .then(|| format!("run {} {}", context.run_id, runs::now_ms()));
     let manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
     let key = key::key_of(&manifest);
 
@@ -401,10 +489,17 @@ fn execute_stage(context: &Context<'_>, index: usize, forced: bool, gpus: &[Stri
                         metrics: result.metrics.clone(),
                         detail: None,
                     };
-                    return StageOutcome { index, record, manifest: Some(manifest) };
+                    return StageOutcome {
+                        index,
+                        record,
+                        manifest: Some(manifest),
+                    };
                 }
                 Err(error) => {
-                    tracing::warn!("stage `{}`: cached result unusable ({error}); running it again", stage.name);
+                    tracing::warn!(
+                        "stage `{}`: cached result unusable ({error}); running it again",
+                        stage.name
+                    );
                 }
             }
         }
@@ -431,7 +526,11 @@ fn execute_stage(context: &Context<'_>, index: usize, forced: bool, gpus: &[Stri
                 metrics: result.metrics,
                 detail: None,
             };
-            StageOutcome { index, record, manifest: Some(manifest) }
+            StageOutcome {
+                index,
+                record,
+                manifest: Some(manifest),
+            }
         }
         Err(detail) => StageOutcome {
             index,
@@ -442,7 +541,10 @@ fn execute_stage(context: &Context<'_>, index: usize, forced: bool, gpus: &[Stri
 }
 
 /// Fresh when the workspace already holds the outputs, else restores them.
-fn reuse_cached(context: &Context<'_>, result: &ActionResult) -> std::result::Result<StageStatus, CacheError> {
+fn reuse_cached(
+    context: &Context<'_>,
+    result: &ActionResult,
+) -> std::result::Result<StageStatus, CacheError> {
     let root = &context.pipeline.root;
     let differing = outputs_differing(root, result, &context.cache, &context.stat);
     if differing.is_empty() {
@@ -454,7 +556,9 @@ fn reuse_cached(context: &Context<'_>, result: &ActionResult) -> std::result::Re
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent).map_err(|e| CacheError::io(parent, e))?;
         }
-        context.cache.restore(artifact, &destination, context.link, &context.stat)?;
+        context
+            .cache
+            .restore(artifact, &destination, context.link, &context.stat)?;
     }
     Ok(StageStatus::Restored)
 }
@@ -464,7 +568,12 @@ fn log_name(stage: &str) -> String {
     format!("{}.log", stage.replace('/', "_"))
 }
 
-fn run_command(context: &Context<'_>, index: usize, stage: &Stage, gpus: &[String]) -> std::result::Result<(), String> {
+fn run_command(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+) -> std::result::Result<(), String> {
     let root = &context.pipeline.root;
     let command_text = match &stage.kind {
         StageKind::Command { command } => command,
@@ -480,14 +589,22 @@ fn run_command(context: &Context<'_>, index: usize, stage: &Stage, gpus: &[Strin
         let path = root.join(&out.path);
         remove_path(&path).map_err(|e| format!("cannot remove old output `{}`: {e}", out.path))?;
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
         }
     }
-    std::fs::create_dir_all(&context.log_dir)
-        .map_err(|e| format!("cannot create log directory `{}`: {e}", context.log_dir.display()))?;
+    std::fs::create_dir_all(&context.log_dir).map_err(|e| {
+        format!(
+            "cannot create log directory `{}`: {e}",
+            context.log_dir.display()
+        )
+    })?;
     let log_path = context.log_dir.join(log_name(&stage.name));
-    let log = File::create(&log_path).map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
-    let log_for_stderr = log.try_clone().map_err(|e| format!("cannot open log: {e}"))?;
+    let log = File::create(&log_path)
+        .map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
+    let log_for_stderr = log
+        .try_clone()
+        .map_err(|e| format!("cannot open log: {e}"))?;
     let mut command = Command::new("bash");
     command
         .args(["-e", "-o", "pipefail", "-c", command_text])
@@ -504,10 +621,18 @@ fn run_command(context: &Context<'_>, index: usize, stage: &Stage, gpus: &[Strin
     if !gpus.is_empty() {
         command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
     }
-    (context.observer)(Event::StageRunning { stage: &stage.name, log: &log_path });
-    let mut child = command.spawn().map_err(|e| format!("cannot start `bash`: {e}"))?;
+    (context.observer)(Event::StageRunning {
+        stage: &stage.name,
+        log: &log_path,
+    });
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start `bash`: {e}"))?;
     {
-        let mut running = context.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut running = context
+            .running
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         running.insert(index, child.id());
     }
     if interrupt::requested() {
@@ -517,7 +642,11 @@ fn run_command(context: &Context<'_>, index: usize, stage: &Stage, gpus: &[Strin
         }
     }
     let status = child.wait();
-    context.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&index);
+    context
+        .running
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .remove(&index);
     let status = status.map_err(|e| format!("waiting for the command failed: {e}"))?;
     if interrupt::requested() {
         return Err("interrupted".to_string());
@@ -558,9 +687,14 @@ fn store_outputs(
     let mut metrics = BTreeMap::new();
     for metric in &stage.metrics {
         let path = root.join(&metric.path);
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read metrics `{}`: {e}", metric.path))?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("metrics file `{}` is not valid JSON ({e}); nothing was cached", metric.path))?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read metrics `{}`: {e}", metric.path))?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "metrics file `{}` is not valid JSON ({e}); nothing was cached",
+                metric.path
+            )
+        })?;
         metrics.extend(key::flatten(&value));
     }
     let result = ActionResult {
@@ -571,7 +705,10 @@ fn store_outputs(
         created_unix_ms: runs::now_ms(),
         duration_ms,
     };
-    context.cache.put_action(&result).map_err(|e| format!("cannot record the result in the cache: {e}"))?;
+    context
+        .cache
+        .put_action(&result)
+        .map_err(|e| format!("cannot record the result in the cache: {e}"))?;
     Ok(result)
 }
 
@@ -579,9 +716,18 @@ fn store_outputs(
 /// line of `nvidia-smi -L`, else none.
 pub fn available_gpus() -> Vec<String> {
     if let Ok(list) = std::env::var("PIPE_GPUS") {
-        return list.split(',').map(str::trim).filter(|gpu| !gpu.is_empty()).map(String::from).collect();
+        return list
+            .split(',')
+            .map(str::trim)
+            .filter(|gpu| !gpu.is_empty())
+            .map(String::from)
+            .collect();
     }
-    let Ok(output) = Command::new("nvidia-smi").arg("-L").stderr(Stdio::null()).output() else {
+    let Ok(output) = Command::new("nvidia-smi")
+        .arg("-L")
+        .stderr(Stdio::null())
+        .output()
+    else {
         return Vec::new();
     };
     String::from_utf8_lossy(&output.stdout)

@@ -23,13 +23,20 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
         StageKind::Command { command } => {
             manifest.insert("command".into(), json!(command));
         }
-        StageKind::Builtin { uses, version, with } => {
+        StageKind::Builtin {
+            uses,
+            version,
+            with,
+        } => {
             manifest.insert("uses".into(), json!(format!("{uses}@{version}")));
             manifest.insert("with".into(), with.clone());
         }
     }
-    let params: Map<String, Value> =
-        stage.params_used.iter().map(|(path, value)| (path.clone(), value.clone())).collect();
+    let params: Map<String, Value> = stage
+        .params_used
+        .iter()
+        .map(|(path, value)| (path.clone(), value.clone()))
+        .collect();
     manifest.insert("params".into(), Value::Object(params));
     let mut dep_entries = Map::new();
     for dep in &stage.deps {
@@ -42,13 +49,23 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
         dep_entries.insert(dep.name.clone(), Value::Object(entry));
     }
     manifest.insert("deps".into(), Value::Object(dep_entries));
-    let outs: Map<String, Value> =
-        stage.outs.iter().map(|out| (out.name.clone(), json!(out.path))).collect();
+    let outs: Map<String, Value> = stage
+        .outs
+        .iter()
+        .map(|out| (out.name.clone(), json!(out.path)))
+        .collect();
     manifest.insert("outs".into(), Value::Object(outs));
-    let metrics: Vec<&str> = stage.metrics.iter().map(|metric| metric.path.as_str()).collect();
+    let metrics: Vec<&str> = stage
+        .metrics
+        .iter()
+        .map(|metric| metric.path.as_str())
+        .collect();
     manifest.insert("metrics".into(), json!(metrics));
-    let env: Map<String, Value> =
-        stage.env.iter().map(|(name, value)| (name.clone(), json!(value))).collect();
+    let env: Map<String, Value> = stage
+        .env
+        .iter()
+        .map(|(name, value)| (name.clone(), json!(value)))
+        .collect();
     manifest.insert("env".into(), Value::Object(env));
     if let Some(nonce) = nonce {
         manifest.insert("always_run".into(), json!(nonce));
@@ -127,8 +144,11 @@ pub fn flatten(value: &Value) -> BTreeMap<String, Value> {
         match value {
             Value::Object(map) if !map.is_empty() => {
                 for (name, item) in map {
-                    let path =
-                        if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
+                    let path = if prefix.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{prefix}.{name}")
+                    };
                     walk(&path, item, out);
                 }
             }

@@ -50,7 +50,12 @@ impl<'a> Planner<'a> {
         let cache = Cache::open(&project.cache_dir)?;
         let stat = StatCache::open(&project.stat_db())?;
         let db = RunDb::open_existing(&project.runs_db())?;
-        Ok(Planner { pipeline, cache, stat, db })
+        Ok(Planner {
+            pipeline,
+            cache,
+            stat,
+            db,
+        })
     }
 
     /// States of the given stages (indices in topological order).
@@ -68,8 +73,26 @@ impl<'a> Planner<'a> {
             }
             let state = match hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat) {
                 Err(problem) => {
-                    reasons.push(problem.message);
-                    StageState { stage: stage.name.clone(), freshness: Freshness::Stale, reasons, key: None, manifest: None }
+                    let produced_by_stale_stage = stage
+                        .deps
+                        .iter()
+                        .find(|dep| dep.name == problem.dep)
+                        .and_then(|dep| dep.producer.as_ref())
+                        .is_some_and(|producer| {
+                            self.pipeline.stage(&producer.stage).is_some() && !reasons.is_empty()
+                        });
+                    // A missing output of a stale upstream stage is expected:
+                    // the upstream reason already says it.
+                    if !(problem.missing && produced_by_stale_stage) {
+                        reasons.push(problem.message);
+                    }
+                    StageState {
+                        stage: stage.name.clone(),
+                        freshness: Freshness::Stale,
+                        reasons,
+                        key: None,
+                        manifest: None,
+                    }
                 }
                 Ok(digests) => {
                     let manifest = key::manifest(stage, &digests, None);
@@ -78,21 +101,38 @@ impl<'a> Planner<'a> {
                     if stage.always_run {
                         reasons.push("`always_run` is set".to_string());
                     } else if let Some(result) = self.cache.get_action(&key) {
-                        let differing = outputs_differing(&self.pipeline.root, &result, &self.cache, &self.stat);
+                        let differing = outputs_differing(
+                            &self.pipeline.root,
+                            &result,
+                            &self.cache,
+                            &self.stat,
+                        );
                         if differing.is_empty() {
-                            freshness = if reasons.is_empty() { Freshness::Fresh } else { Freshness::Stale };
+                            freshness = if reasons.is_empty() {
+                                Freshness::Fresh
+                            } else {
+                                Freshness::Stale
+                            };
                         } else {
                             if reasons.is_empty() {
                                 freshness = Freshness::Restorable;
                             }
                             for path in differing {
-                                reasons.push(format!("output `{path}` is missing or modified; the cache has it"));
+                                reasons.push(format!(
+                                    "output `{path}` is missing or modified; the cache has it"
+                                ));
                             }
                         }
                     } else {
                         reasons.extend(self.changes_since_last_run(&stage.name, &manifest)?);
                     }
-                    StageState { stage: stage.name.clone(), freshness, reasons, key: Some(key), manifest: Some(manifest) }
+                    StageState {
+                        stage: stage.name.clone(),
+                        freshness,
+                        reasons,
+                        key: Some(key),
+                        manifest: Some(manifest),
+                    }
                 }
             };
             freshness[index] = Some(state.freshness);
@@ -107,7 +147,9 @@ impl<'a> Planner<'a> {
     /// One line per changed field group, or "never run".
     fn changes_since_last_run(&self, stage: &str, manifest: &Value) -> Result<Vec<String>> {
         let Some((_, _, last)) = self.last_manifest(stage)? else {
-            return Ok(vec!["never run with this key; no earlier run recorded".to_string()]);
+            return Ok(vec![
+                "never run with this key; no earlier run recorded".to_string()
+            ]);
         };
         let changes = key::diff_manifests(&last, manifest);
         if changes.is_empty() {
@@ -160,15 +202,26 @@ pub struct Why {
 pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> {
     let order = dag.closure(&[stage_index]);
     let states = planner.states(dag, &order)?;
-    let state = states.into_iter().last().ok_or_else(|| crate::EngineError::Internal("empty closure".into()))?;
+    let state = states
+        .into_iter()
+        .last()
+        .ok_or_else(|| crate::EngineError::Internal("empty closure".into()))?;
     let stage_name = &planner.pipeline.stages[stage_index].name;
     let previous = planner.last_manifest(stage_name)?;
     let (previous_run, previous_key, changes) = match (&previous, &state.manifest) {
-        (Some((run, key, last)), Some(current)) => {
-            (Some(*run), Some(key.clone()), key::diff_manifests(last, current))
-        }
+        (Some((run, key, last)), Some(current)) => (
+            Some(*run),
+            Some(key.clone()),
+            key::diff_manifests(last, current),
+        ),
         (Some((run, key, _)), None) => (Some(*run), Some(key.clone()), Vec::new()),
         _ => (None, None, Vec::new()),
     };
-    Ok(Why { key: state.key.map(|key| key.to_hex()), state, previous_run, previous_key, changes })
+    Ok(Why {
+        key: state.key.map(|key| key.to_hex()),
+        state,
+        previous_run,
+        previous_key,
+        changes,
+    })
 }

@@ -32,7 +32,11 @@ impl Project {
             }
             _ => state_dir.join("cache"),
         };
-        Ok(Project { root: root.to_path_buf(), state_dir, cache_dir })
+        Ok(Project {
+            root: root.to_path_buf(),
+            state_dir,
+            cache_dir,
+        })
     }
 
     pub fn runs_db(&self) -> PathBuf {

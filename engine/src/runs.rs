@@ -82,7 +82,10 @@ impl StageStatus {
 
     /// Whether the stage has valid outputs after the run.
     pub fn succeeded(self) -> bool {
-        matches!(self, StageStatus::Fresh | StageStatus::Restored | StageStatus::Ran)
+        matches!(
+            self,
+            StageStatus::Fresh | StageStatus::Restored | StageStatus::Ran
+        )
     }
 }
 
@@ -138,11 +141,15 @@ impl RunDb {
         let connection = Connection::open(path).map_err(|e| db_error(path, e))?;
         let path = path.to_path_buf();
         let db = RunDb { connection, path };
-        db.connection.busy_timeout(Duration::from_secs(30)).map_err(|e| db.error(e))?;
+        db.connection
+            .busy_timeout(Duration::from_secs(30))
+            .map_err(|e| db.error(e))?;
         db.connection
             .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
             .map_err(|e| db.error(e))?;
-        db.connection.execute_batch(SCHEMA).map_err(|e| db.error(e))?;
+        db.connection
+            .execute_batch(SCHEMA)
+            .map_err(|e| db.error(e))?;
         Ok(db)
     }
 
@@ -181,9 +188,16 @@ impl RunDb {
 
     /// Records finished stages and the manifests of their keys, in one
     /// transaction.
-    pub fn record_stages(&mut self, run_id: i64, stages: &[(StageRecord, Option<&Value>)]) -> Result<()> {
+    pub fn record_stages(
+        &mut self,
+        run_id: i64,
+        stages: &[(StageRecord, Option<&Value>)],
+    ) -> Result<()> {
         let path = self.path.clone();
-        let transaction = self.connection.transaction().map_err(|e| db_error(&path, e))?;
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&path, e))?;
         {
             let mut insert_stage = transaction
                 .prepare_cached(
@@ -274,8 +288,13 @@ impl RunDb {
 
     /// Resolves `12`, `last`, `last~2`, or a git ref (the latest run
     /// recorded at that commit; the caller resolves the ref to a commit).
-    pub fn resolve(&self, query: &str, git_commit_of: impl Fn(&str) -> Option<String>) -> Result<i64> {
-        let unknown = |hint: &str| EngineError::usage(format!("no run matches `{query}`"), hint.to_string());
+    pub fn resolve(
+        &self,
+        query: &str,
+        git_commit_of: impl Fn(&str) -> Option<String>,
+    ) -> Result<i64> {
+        let unknown =
+            |hint: &str| EngineError::usage(format!("no run matches `{query}`"), hint.to_string());
         if let Ok(id) = query.trim_start_matches('#').parse::<i64>() {
             return match self.run_exists(id)? {
                 true => Ok(id),
@@ -285,7 +304,9 @@ impl RunDb {
         let back = if query == "last" {
             Some(0)
         } else {
-            query.strip_prefix("last~").and_then(|n| n.parse::<i64>().ok())
+            query
+                .strip_prefix("last~")
+                .and_then(|n| n.parse::<i64>().ok())
         };
         if let Some(back) = back {
             return self
@@ -300,7 +321,9 @@ impl RunDb {
                 .ok_or_else(|| unknown("there are fewer runs than that; `pipe runs` lists them"));
         }
         let Some(commit) = git_commit_of(query) else {
-            return Err(unknown("use a run id, `last`, `last~N`, or a git ref (branch, tag, commit)"));
+            return Err(unknown(
+                "use a run id, `last`, `last~N`, or a git ref (branch, tag, commit)",
+            ));
         };
         self.connection
             .query_row(
@@ -310,7 +333,12 @@ impl RunDb {
             )
             .optional()
             .map_err(|e| self.error(e))?
-            .ok_or_else(|| unknown(&format!("no run was recorded at commit {}", &commit[..commit.len().min(12)])))
+            .ok_or_else(|| {
+                unknown(&format!(
+                    "no run was recorded at commit {}",
+                    &commit[..commit.len().min(12)]
+                ))
+            })
     }
 
     fn run_exists(&self, id: i64) -> Result<bool> {
@@ -340,9 +368,11 @@ impl RunDb {
 
     pub fn manifest(&self, key: &str) -> Result<Option<Value>> {
         self.connection
-            .query_row("SELECT manifest FROM manifests WHERE key = ?1", params![key], |row| {
-                row.get::<_, String>(0)
-            })
+            .query_row(
+                "SELECT manifest FROM manifests WHERE key = ?1",
+                params![key],
+                |row| row.get::<_, String>(0),
+            )
             .optional()
             .map_err(|e| self.error(e))
             .map(|found| found.and_then(|text| serde_json::from_str(&text).ok()))
@@ -411,7 +441,10 @@ fn process_alive(pid: i64) -> bool {
 }
 
 fn db_error(path: &Path, source: rusqlite::Error) -> EngineError {
-    EngineError::Database { path: path.to_path_buf(), source }
+    EngineError::Database {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 pub fn now_ms() -> u64 {
@@ -425,7 +458,10 @@ pub fn now_ms() -> u64 {
 pub fn git_state(root: &Path) -> Option<GitState> {
     let commit = git(root, &["rev-parse", "--verify", "-q", "HEAD"])?;
     let status = git(root, &["status", "--porcelain", "--untracked-files=no"]).unwrap_or_default();
-    Some(GitState { commit, dirty: !status.is_empty() })
+    Some(GitState {
+        commit,
+        dirty: !status.is_empty(),
+    })
 }
 
 /// Resolves a git ref to a commit id in the repository at `root`.
@@ -433,7 +469,15 @@ pub fn git_commit_of(root: &Path, reference: &str) -> Option<String> {
     if reference.starts_with('-') {
         return None;
     }
-    git(root, &["rev-parse", "--verify", "-q", &format!("{reference}^{{commit}}")])
+    git(
+        root,
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("{reference}^{{commit}}"),
+        ],
+    )
 }
 
 fn git(root: &Path, args: &[&str]) -> Option<String> {
@@ -445,5 +489,8 @@ fn git(root: &Path, args: &[&str]) -> Option<String> {
         .stderr(std::process::Stdio::null())
         .output()
         .ok()?;
-    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }

@@ -17,7 +17,12 @@ pub struct DepProblem {
     pub message: String,
 }
 
-pub fn hash_deps(root: &Path, stage: &Stage, cache: &Cache, stat: &StatCache) -> Result<DepDigests, DepProblem> {
+pub fn hash_deps(
+    root: &Path,
+    stage: &Stage,
+    cache: &Cache,
+    stat: &StatCache,
+) -> Result<DepDigests, DepProblem> {
     let mut digests = DepDigests::new();
     for dep in &stage.deps {
         let path = root.join(&dep.path);
@@ -58,10 +63,12 @@ pub fn outputs_differing<'a>(
     result
         .outputs
         .iter()
-        .filter(|(path, artifact)| match cache.hash_path(&root.join(path), stat) {
-            Ok(current) => current.digest != artifact.digest || current.kind != artifact.kind,
-            Err(_) => true,
-        })
+        .filter(
+            |(path, artifact)| match cache.hash_path(&root.join(path), stat) {
+                Ok(current) => current.digest != artifact.digest || current.kind != artifact.kind,
+                Err(_) => true,
+            },
+        )
         .map(|(path, _)| path.as_str())
         .collect()
 }
