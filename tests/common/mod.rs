@@ -16,7 +16,9 @@ pub struct TestProject {
 
 impl TestProject {
     pub fn new() -> TestProject {
-        TestProject { dir: tempfile::tempdir().expect("temp dir") }
+        TestProject {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -40,7 +42,8 @@ impl TestProject {
     }
 
     pub fn read(&self, relative: &str) -> String {
-        std::fs::read_to_string(self.path(relative)).unwrap_or_else(|e| panic!("read {relative}: {e}"))
+        std::fs::read_to_string(self.path(relative))
+            .unwrap_or_else(|e| panic!("read {relative}: {e}"))
     }
 
     pub fn exists(&self, relative: &str) -> bool {
@@ -117,13 +120,18 @@ impl RunResult {
         let stdout = String::from_utf8_lossy(&output.stdout).to_string();
         let events: Vec<Value> = stdout
             .lines()
-            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("bad event {line:?}: {e}")))
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("bad event {line:?}: {e}"))
+            })
             .collect();
         let stages = events
             .iter()
             .filter(|event| event["event"] == "stage_finished")
             .map(|event| {
-                (event["stage"].as_str().unwrap_or_default().to_string(), event["status"].as_str().unwrap_or_default().to_string())
+                (
+                    event["stage"].as_str().unwrap_or_default().to_string(),
+                    event["status"].as_str().unwrap_or_default().to_string(),
+                )
             })
             .collect();
         RunResult {
@@ -135,12 +143,19 @@ impl RunResult {
     }
 
     pub fn status(&self, stage: &str) -> &str {
-        self.stages.get(stage).map(String::as_str).unwrap_or("(not reported)")
+        self.stages
+            .get(stage)
+            .map(String::as_str)
+            .unwrap_or("(not reported)")
     }
 
     /// Stages that executed their command.
     pub fn ran(&self) -> Vec<&str> {
-        self.stages.iter().filter(|(_, status)| *status == "ran").map(|(stage, _)| stage.as_str()).collect()
+        self.stages
+            .iter()
+            .filter(|(_, status)| *status == "ran")
+            .map(|(stage, _)| stage.as_str())
+            .collect()
     }
 
     pub fn run_id(&self) -> i64 {
