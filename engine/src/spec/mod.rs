@@ -26,7 +26,9 @@ pub struct Pipeline {
     pub name: String,
     /// The pipeline file as given (for messages).
     pub file: PathBuf,
-    /// The project root: the directory holding the pipeline file, absolute.
+    /// The project root, absolute: the nearest directory at or above the
+    /// pipeline file's that holds `.pipe/` or `.git`, else the file's own
+    /// directory. Paths in the file are relative to it.
     pub root: PathBuf,
     /// Fully merged params: inline, then `params.yaml` beside the file,
     /// then `-S` overrides.
