@@ -426,3 +426,28 @@ fn a_stage_selection_runs_only_what_it_needs() {
     assert_eq!(result.ran(), ["prepare", "train"]);
     assert!(!project.exists("lint.txt"));
 }
+
+#[test]
+fn projects_sharing_a_cache_directory_reuse_each_others_results() {
+    let shared = tempfile::tempdir().unwrap();
+    let first = two_branches();
+    let second = two_branches();
+    let run = |project: &TestProject| {
+        let output = project.command().args(["run", "--json"]).env("PIPE_CACHE_DIR", shared.path()).output().unwrap();
+        common::RunResult::from_output(output)
+    };
+    assert_eq!(run(&first).ran().len(), 3);
+    let reused = run(&second);
+    assert_eq!(reused.code, 0, "{}", reused.stderr);
+    assert!(reused.ran().is_empty(), "the second project restores everything: {:?}", reused.stages);
+    assert_eq!(second.read("model.txt"), "hello\nhello\nscale=2\n");
+    assert!(!second.exists(".pipe/cache/objects"), "the project's own cache directory is not used");
+}
+
+#[test]
+fn shell_completions_are_generated() {
+    let project = TestProject::new();
+    let output = project.pipe(&["completions", "bash"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("checkout"));
+}
