@@ -14,14 +14,20 @@ fn diagnostics_for(file: &Path, overrides: &[&str]) -> Vec<Diagnostic> {
     match spec::load(file, &overrides) {
         Err(EngineError::Spec(diagnostics)) => diagnostics,
         Err(other) => panic!("{}: expected a spec error, got {other:?}", file.display()),
-        Ok(pipeline) => panic!("{}: expected a spec error, but it loaded {} stages", file.display(), pipeline.stages.len()),
+        Ok(pipeline) => panic!(
+            "{}: expected a spec error, but it loaded {} stages",
+            file.display(),
+            pipeline.stages.len()
+        ),
     }
 }
 
 /// The rendered text of all diagnostics, with `file`'s path shortened to
 /// `shown_as` so that snapshots do not depend on the checkout's location.
 fn rendered(diagnostics: Vec<Diagnostic>, file: &Path, shown_as: &str) -> String {
-    EngineError::Spec(diagnostics).to_string().replace(&file.display().to_string(), shown_as)
+    EngineError::Spec(diagnostics)
+        .to_string()
+        .replace(&file.display().to_string(), shown_as)
 }
 
 #[test]
@@ -32,20 +38,37 @@ fn every_malformed_fixture_is_refused_with_located_hinted_errors() {
         .filter(|path| path.extension().is_some_and(|ext| ext == "yaml"))
         .collect();
     fixtures.sort();
-    assert!(fixtures.len() >= 35, "only {} malformed fixtures", fixtures.len());
+    assert!(
+        fixtures.len() >= 35,
+        "only {} malformed fixtures",
+        fixtures.len()
+    );
 
     for fixture in &fixtures {
         let name = fixture.file_name().unwrap().to_string_lossy().into_owned();
         let diagnostics = diagnostics_for(fixture, &[]);
         assert!(!diagnostics.is_empty(), "{name}: no diagnostics");
         for diagnostic in &diagnostics {
-            let location = diagnostic.location.as_ref().unwrap_or_else(|| panic!("{name}: `{}` has no location", diagnostic.message));
+            let location = diagnostic
+                .location
+                .as_ref()
+                .unwrap_or_else(|| panic!("{name}: `{}` has no location", diagnostic.message));
             assert_eq!(location.file, *fixture, "{name}: located in another file");
-            assert!(location.line >= 1 && location.col >= 1, "{name}: location {location:?}");
-            assert!(diagnostic.hint.is_some(), "{name}: `{}` has no hint", diagnostic.message);
+            assert!(
+                location.line >= 1 && location.col >= 1,
+                "{name}: location {location:?}"
+            );
+            assert!(
+                diagnostic.hint.is_some(),
+                "{name}: `{}` has no hint",
+                diagnostic.message
+            );
         }
         let text = rendered(diagnostics, fixture, &name);
-        assert!(text.contains(&format!("--> {name}:")), "{name}: no `-->` line in\n{text}");
+        assert!(
+            text.contains(&format!("--> {name}:")),
+            "{name}: no `-->` line in\n{text}"
+        );
         assert!(text.contains("= hint: "), "{name}: no hint in\n{text}");
         insta::assert_snapshot!(name.trim_end_matches(".yaml").to_string(), text);
     }
@@ -114,8 +137,15 @@ fn each_fixture_reports_its_own_mistake() {
 #[test]
 fn several_mistakes_are_reported_in_one_pass() {
     let diagnostics = diagnostics_for(&malformed_dir().join("44-several-errors.yaml"), &[]);
-    let codes: Vec<&str> = diagnostics.iter().map(|diagnostic| diagnostic.code).collect();
-    assert_eq!(codes, ["unknown-key", "bad-reference", "bad-reference", "bad-type"], "{diagnostics:#?}");
+    let codes: Vec<&str> = diagnostics
+        .iter()
+        .map(|diagnostic| diagnostic.code)
+        .collect();
+    assert_eq!(
+        codes,
+        ["unknown-key", "bad-reference", "bad-reference", "bad-type"],
+        "{diagnostics:#?}"
+    );
 }
 
 #[test]
@@ -123,11 +153,23 @@ fn a_reference_is_pointed_at_inside_its_string() {
     let diagnostics = diagnostics_for(&malformed_dir().join("10-unknown-param-ref.yaml"), &[]);
     let location = diagnostics[0].location.as_ref().unwrap();
     // `    run: python train.py --lr ${params.train.lrr} ...`
-    assert_eq!((location.line, location.col, location.len), (5, 31, "${params.train.lrr}".len()));
-    assert_eq!(diagnostics[0].hint.as_deref().map(|hint| hint.starts_with("did you mean `train.lr`?")), Some(true));
+    assert_eq!(
+        (location.line, location.col, location.len),
+        (5, 31, "${params.train.lrr}".len())
+    );
+    assert_eq!(
+        diagnostics[0]
+            .hint
+            .as_deref()
+            .map(|hint| hint.starts_with("did you mean `train.lr`?")),
+        Some(true)
+    );
 
     // Columns count characters, not bytes.
-    let diagnostics = diagnostics_for(&malformed_dir().join("49-multibyte-unknown-param.yaml"), &[]);
+    let diagnostics = diagnostics_for(
+        &malformed_dir().join("49-multibyte-unknown-param.yaml"),
+        &[],
+    );
     let location = diagnostics[0].location.as_ref().unwrap();
     let line = &location.source_line;
     let expected_col = line[..line.find("${").unwrap()].chars().count() + 1;
@@ -138,11 +180,20 @@ fn a_reference_is_pointed_at_inside_its_string() {
 fn too_many_errors_are_capped_with_a_note() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("pipe.yaml");
-    let stages: String = (0..30).map(|index| format!("  s{index}:\n    run: echo ${{params.missing{index}}}\n")).collect();
+    let stages: String = (0..30)
+        .map(|index| format!("  s{index}:\n    run: echo ${{params.missing{index}}}\n"))
+        .collect();
     std::fs::write(&file, format!("stages:\n{stages}")).unwrap();
     let diagnostics = diagnostics_for(&file, &[]);
     assert_eq!(diagnostics.len(), 20);
-    assert!(diagnostics[19].notes.iter().any(|note| note.contains("10 more not shown")), "{:?}", diagnostics[19].notes);
+    assert!(
+        diagnostics[19]
+            .notes
+            .iter()
+            .any(|note| note.contains("10 more not shown")),
+        "{:?}",
+        diagnostics[19].notes
+    );
 }
 
 #[test]
@@ -206,11 +257,22 @@ fn bad_overrides_name_the_argument() {
     ];
     for (snapshot, overrides) in cases {
         let diagnostics = diagnostics_for(&file, overrides);
-        assert!(diagnostics.iter().all(|diagnostic| diagnostic.location.is_none() && diagnostic.hint.is_some()));
-        assert!(diagnostics[0].message.contains(&format!("-S {}", overrides[0])), "{}", diagnostics[0].message);
+        assert!(diagnostics
+            .iter()
+            .all(|diagnostic| diagnostic.location.is_none() && diagnostic.hint.is_some()));
+        assert!(
+            diagnostics[0]
+                .message
+                .contains(&format!("-S {}", overrides[0])),
+            "{}",
+            diagnostics[0].message
+        );
         insta::assert_snapshot!(snapshot, rendered(diagnostics, &file, "pipe.yaml"));
     }
-    let codes: Vec<&str> = diagnostics_for(&file, &["seed=abc", "trian.lr=1", "oops"]).iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = diagnostics_for(&file, &["seed=abc", "trian.lr=1", "oops"])
+        .iter()
+        .map(|d| d.code)
+        .collect();
     assert_eq!(codes, ["param-type", "unknown-param", "bad-override"]);
 }
 
@@ -226,5 +288,8 @@ fn errors_in_params_yaml_point_into_params_yaml() {
     let (dir, file) = params_project(Some("- seed\n- 2\n"));
     let diagnostics = diagnostics_for(&file, &[]);
     assert_eq!(diagnostics[0].code, "bad-type");
-    assert_eq!(diagnostics[0].location.as_ref().unwrap().file, dir.path().join("params.yaml"));
+    assert_eq!(
+        diagnostics[0].location.as_ref().unwrap().file,
+        dir.path().join("params.yaml")
+    );
 }

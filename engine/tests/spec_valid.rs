@@ -8,16 +8,21 @@ use pipe_engine::spec::{self, Pipeline, Stage, StageKind, StageOutRef};
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pipelines").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/pipelines")
+        .join(name)
 }
 
 fn load(file: &Path, overrides: &[&str]) -> Pipeline {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    spec::load(file, &overrides).unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
+    spec::load(file, &overrides)
+        .unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
 }
 
 fn stage<'p>(pipeline: &'p Pipeline, name: &str) -> &'p Stage {
-    pipeline.stage(name).unwrap_or_else(|| panic!("no stage `{name}`"))
+    pipeline
+        .stage(name)
+        .unwrap_or_else(|| panic!("no stage `{name}`"))
 }
 
 fn command(stage: &Stage) -> &str {
@@ -28,7 +33,10 @@ fn command(stage: &Stage) -> &str {
 }
 
 fn producer(stage: &str, out: &str) -> Option<StageOutRef> {
-    Some(StageOutRef { stage: stage.to_string(), out: out.to_string() })
+    Some(StageOutRef {
+        stage: stage.to_string(),
+        out: out.to_string(),
+    })
 }
 
 /// A project in a temporary directory holding `pipe.yaml` and, optionally,
@@ -46,7 +54,11 @@ fn project(pipeline: &str, params_yaml: Option<&str>) -> (tempfile::TempDir, Pat
 #[test]
 fn matrix_stages_expand_in_place_in_declared_key_order() {
     let pipeline = load(&fixture("sweep.yaml"), &[]);
-    let names: Vec<&str> = pipeline.stages.iter().map(|stage| stage.name.as_str()).collect();
+    let names: Vec<&str> = pipeline
+        .stages
+        .iter()
+        .map(|stage| stage.name.as_str())
+        .collect();
     assert_eq!(
         names,
         [
@@ -63,11 +75,17 @@ fn matrix_stages_expand_in_place_in_declared_key_order() {
     assert_eq!(fit.base_name, "fit");
     assert_eq!(fit.matrix.get("model"), Some(&json!("mlp")));
     assert_eq!(fit.matrix.get("seed"), Some(&json!(2)));
-    assert_eq!(command(fit), "python fit.py --model mlp --seed 2 --layers 64 32 --data data/prepared");
+    assert_eq!(
+        command(fit),
+        "python fit.py --model mlp --seed 2 --layers 64 32 --data data/prepared"
+    );
     assert_eq!(fit.outs[0].path, "runs/mlp-2/weights.bin");
     assert_eq!(fit.metrics[0].path, "runs/mlp-2/metrics.json");
     assert_eq!(fit.env.get("RUN_NAME").map(String::as_str), Some("mlp-2"));
-    assert_eq!(fit.env.get("OMP_NUM_THREADS").map(String::as_str), Some("2"));
+    assert_eq!(
+        fit.env.get("OMP_NUM_THREADS").map(String::as_str),
+        Some("2")
+    );
     assert_eq!(fit.resources.cpus, 2);
     assert!(stage(&pipeline, "prepare").matrix.is_empty());
     assert_eq!(pipeline.name, "sweep", "the name defaults to the file stem");
@@ -83,11 +101,21 @@ fn every_namespace_interpolates() {
         "python scripts/featurize.py .pipe/out/extract/dataset data/features.npy --n 512"
     );
     assert_eq!(featurize.deps[0].producer, producer("extract", "dataset"));
-    assert_eq!(featurize.desc.as_deref(), Some("Turn reviews into feature vectors"));
+    assert_eq!(
+        featurize.desc.as_deref(),
+        Some("Turn reviews into feature vectors")
+    );
     assert_eq!(featurize.metrics[0].name, "metrics/featurize.json");
 
     let train = stage(&pipeline, "train@precision=bf16-mixed");
-    let StageKind::Builtin { uses, version, with } = &train.kind else { panic!("{:?}", train.kind) };
+    let StageKind::Builtin {
+        uses,
+        version,
+        with,
+    } = &train.kind
+    else {
+        panic!("{:?}", train.kind)
+    };
     assert_eq!((uses.as_str(), *version), ("train/classifier", 1));
     // A value that is exactly one reference keeps the referenced type.
     assert_eq!(
@@ -113,20 +141,38 @@ fn every_namespace_interpolates() {
         "python scripts/report.py models/32-true models/bf16-mixed > ${OUT:-report.html}"
     );
     assert_eq!(report.deps.len(), 2);
-    assert_eq!(report.deps[1].name, "stages.train@precision=bf16-mixed.outs.model");
-    assert_eq!(report.deps[1].producer, producer("train@precision=bf16-mixed", "model"));
+    assert_eq!(
+        report.deps[1].name,
+        "stages.train@precision=bf16-mixed.outs.model"
+    );
+    assert_eq!(
+        report.deps[1].producer,
+        producer("train@precision=bf16-mixed", "model")
+    );
     assert!(report.always_run);
-    assert_eq!(pipeline.link, Some(vec![pipe_cache::LinkMode::Reflink, pipe_cache::LinkMode::Copy]));
+    assert_eq!(
+        pipeline.link,
+        Some(vec![
+            pipe_cache::LinkMode::Reflink,
+            pipe_cache::LinkMode::Copy
+        ])
+    );
 }
 
 #[test]
 fn builtin_outputs_without_declared_paths_live_under_pipe_out() {
     let pipeline = load(&fixture("imdb.yaml"), &[]);
     let download = stage(&pipeline, "download");
-    let outs: Vec<(&str, &str)> = download.outs.iter().map(|out| (out.name.as_str(), out.path.as_str())).collect();
+    let outs: Vec<(&str, &str)> = download
+        .outs
+        .iter()
+        .map(|out| (out.name.as_str(), out.path.as_str()))
+        .collect();
     assert_eq!(outs, [("file", ".pipe/out/download/file")]);
     let extract = stage(&pipeline, "extract");
-    let StageKind::Builtin { with, .. } = &extract.kind else { panic!() };
+    let StageKind::Builtin { with, .. } = &extract.kind else {
+        panic!()
+    };
     assert_eq!(with, &json!({ "archive": ".pipe/out/download/file" }));
     assert_eq!(extract.deps[0].producer, producer("download", "file"));
 }
@@ -135,7 +181,11 @@ fn builtin_outputs_without_declared_paths_live_under_pipe_out() {
 fn params_used_records_interpolated_and_listed_params() {
     let pipeline = load(&fixture("sweep.yaml"), &[]);
     let fit = stage(&pipeline, "fit@model=linear,seed=1");
-    let used: Vec<(&str, &serde_json::Value)> = fit.params_used.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let used: Vec<(&str, &serde_json::Value)> = fit
+        .params_used
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
     // `seeds` feeds the matrix, not the command, so it is not listed: the
     // matrix value is part of the stage's name and key already.
     assert_eq!(used, [("layers", &json!([64, 32])), ("lr", &json!(0.01))]);
@@ -149,7 +199,10 @@ fn dollar_dollar_brace_is_a_literal_and_plain_dollars_pass_through() {
         None,
     );
     let pipeline = load(&file, &[]);
-    assert_eq!(command(&pipeline.stages[0]), "echo ${HOME} $HOME $$ 2 '${params.n}'");
+    assert_eq!(
+        command(&pipeline.stages[0]),
+        "echo ${HOME} $HOME $$ 2 '${params.n}'"
+    );
     assert_eq!(pipeline.stages[0].params_used.len(), 1);
 }
 
@@ -161,7 +214,10 @@ fn numbers_print_as_written_and_lists_join_with_spaces() {
     );
     let pipeline = load(&file, &[]);
     assert_eq!(command(&pipeline.stages[0]), "t 5.0e-5 0x1F --a --b");
-    assert_eq!(pipeline.params, json!({ "lr": 5.0e-5, "hex": 31, "flags": ["--a", "--b"], "empty": null }));
+    assert_eq!(
+        pipeline.params,
+        json!({ "lr": 5.0e-5, "hex": 31, "flags": ["--a", "--b"], "empty": null })
+    );
 }
 
 const PARAMS_PIPELINE: &str = "\
@@ -180,7 +236,10 @@ stages:
 
 #[test]
 fn params_yaml_wins_over_inline_params_and_merges_deeply() {
-    let (_dir, file) = project(PARAMS_PIPELINE, Some("seed: 7\ntrain:\n  lr: 0.5\n  optimizer: { beta: 0.95 }\n"));
+    let (_dir, file) = project(
+        PARAMS_PIPELINE,
+        Some("seed: 7\ntrain:\n  lr: 0.5\n  optimizer: { beta: 0.95 }\n"),
+    );
     let pipeline = load(&file, &[]);
     assert_eq!(
         pipeline.params,
@@ -194,7 +253,10 @@ fn params_yaml_wins_over_inline_params_and_merges_deeply() {
     let fit = stage(&pipeline, "fit@seed=2");
     assert_eq!(command(fit), "python fit.py --seed 2 --lr 0.5 --opt adam");
     let used: Vec<&str> = fit.params_used.keys().map(String::as_str).collect();
-    assert_eq!(used, ["seed", "train.epochs", "train.lr", "train.optimizer.name"]);
+    assert_eq!(
+        used,
+        ["seed", "train.epochs", "train.lr", "train.optimizer.name"]
+    );
     assert_eq!(fit.params_used["seed"], json!(7));
 }
 
@@ -214,9 +276,16 @@ fn overrides_apply_in_order_after_params_yaml() {
     assert_eq!(pipeline.params["train"]["lr"], json!(1));
     assert_eq!(pipeline.params["train"]["warmup"], json!(100));
     assert_eq!(pipeline.params["keep"], json!("quoted 42"));
-    let names: Vec<&str> = pipeline.stages.iter().map(|stage| stage.name.as_str()).collect();
+    let names: Vec<&str> = pipeline
+        .stages
+        .iter()
+        .map(|stage| stage.name.as_str())
+        .collect();
     assert_eq!(names, ["fit@seed=3", "fit@seed=4", "fit@seed=5"]);
-    assert_eq!(command(&pipeline.stages[0]), "python fit.py --seed 3 --lr 1 --opt adam");
+    assert_eq!(
+        command(&pipeline.stages[0]),
+        "python fit.py --seed 3 --lr 1 --opt adam"
+    );
 }
 
 #[test]
@@ -228,7 +297,10 @@ fn dvc_style_path_dependencies_become_edges() {
     assert_eq!(train.deps[1].producer, producer("split", "data/split"));
     let evaluate = stage(&pipeline, "evaluate");
     assert_eq!(evaluate.deps[1].producer, producer("train", "model.pkl"));
-    assert_eq!(command(stage(&pipeline, "split")), "python split.py --seed 7 data/raw.csv data/split");
+    assert_eq!(
+        command(stage(&pipeline, "split")),
+        "python split.py --seed 7 data/raw.csv data/split"
+    );
     assert_eq!(train.params_used["train.lr"], json!(0.001));
 }
 
@@ -241,7 +313,10 @@ fn paths_are_normalised_before_they_are_compared() {
     let pipeline = load(&file, &[]);
     assert_eq!(pipeline.stages[0].outs[0].path, "data/raw");
     assert_eq!(pipeline.stages[1].deps[0].path, "data/raw/file.csv");
-    assert_eq!(pipeline.stages[1].deps[0].producer, producer("a", "data/raw"));
+    assert_eq!(
+        pipeline.stages[1].deps[0].producer,
+        producer("a", "data/raw")
+    );
 }
 
 #[test]
@@ -253,7 +328,10 @@ fn locations_point_at_the_stage_name_and_path_scalars() {
     assert_eq!(location.file, fixture("dvc-style/pipe.yaml"));
     let dep = train.deps[1].location.as_ref().unwrap();
     assert_eq!((dep.line, dep.col), (10, 22));
-    assert_eq!(dep.source_line, "    deps: [train.py, data/split/train.csv]");
+    assert_eq!(
+        dep.source_line,
+        "    deps: [train.py, data/split/train.csv]"
+    );
 }
 
 #[test]
@@ -297,14 +375,26 @@ fn topological_order_puts_producers_first_and_keeps_declaration_order_otherwise(
     );
     let pipeline = load(&file, &[]);
     let dag = Dag::build(&pipeline).unwrap();
-    let order: Vec<&str> = dag.order.iter().map(|&index| pipeline.stages[index].name.as_str()).collect();
+    let order: Vec<&str> = dag
+        .order
+        .iter()
+        .map(|&index| pipeline.stages[index].name.as_str())
+        .collect();
     // Whenever several stages are ready, the first declared goes first.
     assert_eq!(order, ["stats", "data", "train", "report", "lint"]);
     assert_eq!(dag.upstream[0], [1, 2]);
     assert_eq!(dag.downstream[3], [2]);
-    let closure: Vec<&str> = dag.closure(&[2]).iter().map(|&index| pipeline.stages[index].name.as_str()).collect();
+    let closure: Vec<&str> = dag
+        .closure(&[2])
+        .iter()
+        .map(|&index| pipeline.stages[index].name.as_str())
+        .collect();
     assert_eq!(closure, ["data", "train"]);
-    assert_eq!(dag.closure(&[4, 99]), [4], "out-of-range targets are ignored");
+    assert_eq!(
+        dag.closure(&[4, 99]),
+        [4],
+        "out-of-range targets are ignored"
+    );
 }
 
 #[test]
@@ -318,7 +408,10 @@ fn dag_renders_as_ascii_dot_and_mermaid() {
 
 #[test]
 fn a_cycle_in_a_hand_built_pipeline_is_refused_by_the_dag() {
-    let (_dir, file) = project("stages:\n  a:\n    run: a\n    outs: [a.txt]\n  b:\n    run: b\n    outs: [b.txt]\n", None);
+    let (_dir, file) = project(
+        "stages:\n  a:\n    run: a\n    outs: [a.txt]\n  b:\n    run: b\n    outs: [b.txt]\n",
+        None,
+    );
     let mut pipeline = load(&file, &[]);
     pipeline.stages[0].deps.push(spec::Dep {
         name: "b".into(),
@@ -332,7 +425,13 @@ fn a_cycle_in_a_hand_built_pipeline_is_refused_by_the_dag() {
         producer: producer("a", "a.txt"),
         location: None,
     });
-    let Err(pipe_engine::EngineError::Spec(diagnostics)) = Dag::build(&pipeline) else { panic!("no cycle found") };
+    let Err(pipe_engine::EngineError::Spec(diagnostics)) = Dag::build(&pipeline) else {
+        panic!("no cycle found")
+    };
     assert_eq!(diagnostics[0].code, "cycle");
-    assert!(diagnostics[0].message.ends_with("`a` -> `b` -> `a`"), "{}", diagnostics[0].message);
+    assert!(
+        diagnostics[0].message.ends_with("`a` -> `b` -> `a`"),
+        "{}",
+        diagnostics[0].message
+    );
 }

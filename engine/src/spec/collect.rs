@@ -8,14 +8,17 @@ use crate::Diagnostic;
 
 pub(crate) const MAX_DIAGNOSTICS: usize = 20;
 
+/// Code, message and place: what makes two diagnostics the same.
+type SeenKey = (
+    &'static str,
+    String,
+    Option<(std::path::PathBuf, usize, usize)>,
+);
+
 #[derive(Default)]
 pub(crate) struct Diagnostics {
     list: Vec<Diagnostic>,
-    seen: HashSet<(
-        &'static str,
-        String,
-        Option<(std::path::PathBuf, usize, usize)>,
-    )>,
+    seen: HashSet<SeenKey>,
     dropped: usize,
 }
 

@@ -1,6 +1,8 @@
 //! Params: inline `params:`, then `params.yaml` beside the pipeline file,
 //! then `-S key.path=value` overrides, merged mapping by mapping.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::source::{Sources, Span};
@@ -13,13 +15,18 @@ use crate::Diagnostic;
 pub(crate) fn merge(base: &mut Node, overlay: Node) {
     match (&mut base.value, overlay.value) {
         (NodeValue::Map(base_entries), NodeValue::Map(overlay_entries)) => {
+            let mut position: HashMap<String, usize> = base_entries
+                .iter()
+                .enumerate()
+                .map(|(index, entry)| (entry.key.clone(), index))
+                .collect();
             for overlay_entry in overlay_entries {
-                match base_entries
-                    .iter_mut()
-                    .find(|entry| entry.key == overlay_entry.key)
-                {
-                    Some(base_entry) => merge(&mut base_entry.value, overlay_entry.value),
-                    None => base_entries.push(overlay_entry),
+                match position.get(&overlay_entry.key) {
+                    Some(&index) => merge(&mut base_entries[index].value, overlay_entry.value),
+                    None => {
+                        position.insert(overlay_entry.key.clone(), base_entries.len());
+                        base_entries.push(overlay_entry);
+                    }
                 }
             }
         }
@@ -119,6 +126,9 @@ fn kind(node: &Node) -> Kind {
 }
 
 /// Applies one `-S key.path=value` argument to the merged params.
+// The error goes straight into the list of diagnostics; boxing it would
+// only move the allocation.
+#[allow(clippy::result_large_err)]
 pub(crate) fn apply_override(
     root: &mut Node,
     argument: &str,

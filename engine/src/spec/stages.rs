@@ -1,7 +1,7 @@
 //! Stages: declarations -> matrix expansions -> resolved paths and
 //! references -> output ownership and implicit edges.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -506,6 +506,7 @@ fn matrix_values(
         );
         return None;
     }
+    let mut seen_texts: HashSet<String> = HashSet::with_capacity(items.len());
     let mut values: Vec<MatrixValue> = Vec::with_capacity(items.len());
     let mut ok = true;
     for item in items {
@@ -535,7 +536,7 @@ fn matrix_values(
             ok = false;
             continue;
         }
-        if values.iter().any(|existing| existing.text == text) {
+        if !seen_texts.insert(text.clone()) {
             diagnostics.push(
                 Diagnostic::new(
                     "duplicate-matrix-value",
@@ -674,6 +675,9 @@ struct Resolver<'a> {
     /// Outputs of built-in stages that declare none, named by the
     /// references other stages make to them.
     implicit_builtin_outs: BTreeMap<usize, Vec<String>>,
+    /// Every expansion looks up the same few params; mappings are
+    /// searched linearly, so each path is looked up once.
+    param_cache: HashMap<String, Option<&'a Node>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -701,7 +705,17 @@ impl<'a> Resolver<'a> {
             expansions_by_base,
             outputs_by_stage: Vec::new(),
             implicit_builtin_outs: BTreeMap::new(),
+            param_cache: HashMap::new(),
         }
+    }
+
+    fn lookup_param(&mut self, path: &str) -> Option<&'a Node> {
+        if let Some(found) = self.param_cache.get(path) {
+            return *found;
+        }
+        let found = params::lookup(self.params, path);
+        self.param_cache.insert(path.to_string(), found);
+        found
     }
 
     fn location(&self, span: Span) -> Option<crate::Location> {
@@ -1200,7 +1214,7 @@ impl<'a> Resolver<'a> {
                 continue;
             };
             let path = path.strip_prefix("params.").unwrap_or(path);
-            match params::lookup(self.params, path) {
+            match self.lookup_param(path) {
                 Some(value) => {
                     effects
                         .params_used
@@ -1366,7 +1380,7 @@ impl<'a> Resolver<'a> {
             ));
         };
         match namespace {
-            "params" => match params::lookup(self.params, rest) {
+            "params" => match self.lookup_param(rest) {
                 Some(found) => {
                     effects
                         .params_used
@@ -1423,7 +1437,7 @@ impl<'a> Resolver<'a> {
                 let Some(entries) = entries else {
                     return Err(failure(
                         format!("`${{{namespace}.{rest}}}` cannot be used in `{}` (stage `{}`)", scope.field, scope.stage),
-                        format!("`${{deps.NAME}}` and `${{outs.NAME}}` are for `run`, `with` and `env`; write the path here, or use `${{params.NAME}}`"),
+                        "`${deps.NAME}` and `${outs.NAME}` are for `run`, `with` and `env`; write the path here, or use `${params.NAME}`",
                     ));
                 };
                 match entries.iter().find(|(name, _)| *name == rest) {
