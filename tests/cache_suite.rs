@@ -433,15 +433,27 @@ fn projects_sharing_a_cache_directory_reuse_each_others_results() {
     let first = two_branches();
     let second = two_branches();
     let run = |project: &TestProject| {
-        let output = project.command().args(["run", "--json"]).env("PIPE_CACHE_DIR", shared.path()).output().unwrap();
+        let output = project
+            .command()
+            .args(["run", "--json"])
+            .env("PIPE_CACHE_DIR", shared.path())
+            .output()
+            .unwrap();
         common::RunResult::from_output(output)
     };
     assert_eq!(run(&first).ran().len(), 3);
     let reused = run(&second);
     assert_eq!(reused.code, 0, "{}", reused.stderr);
-    assert!(reused.ran().is_empty(), "the second project restores everything: {:?}", reused.stages);
+    assert!(
+        reused.ran().is_empty(),
+        "the second project restores everything: {:?}",
+        reused.stages
+    );
     assert_eq!(second.read("model.txt"), "hello\nhello\nscale=2\n");
-    assert!(!second.exists(".pipe/cache/objects"), "the project's own cache directory is not used");
+    assert!(
+        !second.exists(".pipe/cache/objects"),
+        "the project's own cache directory is not used"
+    );
 }
 
 #[test]

@@ -50,11 +50,17 @@ pub enum EngineError {
 
 impl EngineError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        EngineError::Io { path: path.into(), source }
+        EngineError::Io {
+            path: path.into(),
+            source,
+        }
     }
 
     pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> Self {
-        EngineError::Usage { message: message.into(), hint: hint.into() }
+        EngineError::Usage {
+            message: message.into(),
+            hint: hint.into(),
+        }
     }
 
     pub fn exit_code(&self) -> ExitCode {
@@ -70,9 +76,16 @@ impl EngineError {
 }
 
 fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
-    let mut text = diagnostics.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n");
+    let mut text = diagnostics
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
     if diagnostics.len() > 1 {
-        text.push_str(&format!("\n{} errors in the pipeline file", diagnostics.len()));
+        text.push_str(&format!(
+            "\n{} errors in the pipeline file",
+            diagnostics.len()
+        ));
     }
     text
 }

@@ -11,11 +11,11 @@ pub use diagnostic::{Diagnostic, Location};
 pub use error::{EngineError, ExitCode};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+pub mod compare;
 pub mod exec;
 pub mod interrupt;
 pub mod key;
+pub mod plan;
 pub mod project;
 pub mod runs;
 pub mod workspace;
-pub mod plan;
-pub mod compare;

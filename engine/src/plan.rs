@@ -73,14 +73,11 @@ impl<'a> Planner<'a> {
             }
             let state = match hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat) {
                 Err(problem) => {
-                    let produced_by_stale_stage = stage
-                        .deps
-                        .iter()
-                        .find(|dep| dep.name == problem.dep)
-                        .and_then(|dep| dep.producer.as_ref())
-                        .is_some_and(|producer| {
-                            self.pipeline.stage(&producer.stage).is_some() && !reasons.is_empty()
-                        });
+                    let produced_by_stale_stage = !reasons.is_empty()
+                        && stage
+                            .deps
+                            .iter()
+                            .any(|dep| dep.name == problem.dep && dep.producer.is_some());
                     // A missing output of a stale upstream stage is expected:
                     // the upstream reason already says it.
                     if !(problem.missing && produced_by_stale_stage) {
