@@ -188,6 +188,10 @@ pub fn run(
         options.jobs.max(1),
         &mut db,
     );
+    tracing::info!(
+        "{} files hashed; every other file was answered by the stat cache",
+        context.stat.files_hashed()
+    );
     // The stat cache only speeds things up: failing to save it loses nothing.
     if let Err(error) = context.stat.flush() {
         tracing::warn!("could not save the stat cache: {error}");

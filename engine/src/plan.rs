@@ -135,6 +135,10 @@ impl<'a> Planner<'a> {
             freshness[index] = Some(state.freshness);
             states.push(state);
         }
+        tracing::info!(
+            "{} files hashed; every other file was answered by the stat cache",
+            self.stat.files_hashed()
+        );
         if let Err(error) = self.stat.flush() {
             tracing::warn!("could not save the stat cache: {error}");
         }

@@ -14,8 +14,8 @@ trap 'rm -rf "$work"' EXIT
 python3 - "$work/data" <<'PY'
 import os, sys
 root = sys.argv[1]
-# 1 GiB: 2 x 256 MiB, 64 x 4 MiB, 2048 x 64 KiB, 8192 x 4 KiB (+ remainder)
-plan = [(2, 256 << 20), (64, 4 << 20), (2048, 64 << 10), (8192, 4 << 10)]
+# 1 GiB: 2 x 256 MiB, 88 x 4 MiB, 2048 x 64 KiB, 8192 x 4 KiB
+plan = [(2, 256 << 20), (88, 4 << 20), (2048, 64 << 10), (8192, 4 << 10)]
 total = 0
 for count, size in plan:
     d = os.path.join(root, f"size-{size}")
@@ -54,5 +54,5 @@ PY
 "$pipe" -C "$work" status >/dev/null
 sleep 3  # past the racy-timestamp window of the stat cache
 "$pipe" -C "$work" status >/dev/null
-PIPE_LOG=pipe_engine=info "$pipe" -C "$work" status 2>&1 >/dev/null | grep -i "hashed" || true
+PIPE_LOG=pipe_engine=info "$pipe" -C "$work" status 2>&1 >/dev/null | grep -i "files hashed" || true
 hyperfine --warmup 1 --runs "${RUNS:-5}" -n "pipe second status (no rehash)" "$pipe -C $work status"

@@ -855,7 +855,7 @@ impl<'a> Resolver<'a> {
                 diagnostics.push(located(
                     "output-outside-project",
                     format!("`{field}` path `{text}` of stage `{stage}` is outside the project"),
-                    "outputs are cached and restored inside the project (the directory of the pipeline file); use a relative path such as `models/model.pt`",
+                    "outputs are cached and restored inside the project (the nearest directory above the pipeline file with `.git` or `.pipe`); use a relative path such as `models/model.pt`",
                 ));
                 None
             }
@@ -913,7 +913,7 @@ impl<'a> Resolver<'a> {
                         let (message, hint) = match problem {
                             PathProblem::Absolute | PathProblem::EscapesRoot => (
                                 format!("dependency `{text}` of stage `{}` is outside the project", decl.name),
-                                "pipe hashes dependencies inside the project (the directory of the pipeline file); copy or link the file into the project, or add a stage that downloads it",
+                                "pipe hashes dependencies inside the project (the nearest directory above the pipeline file with `.git` or `.pipe`); copy or link the file into the project, or add a stage that downloads it",
                             ),
                             PathProblem::IsRoot => (
                                 format!("stage `{}` depends on the whole project (`{text}`)", decl.name),
