@@ -251,8 +251,33 @@ fn schedule(
     let mut interrupted = false;
     let mut killed_at: Option<Instant> = None;
 
+    let (job_sender, job_receiver) = mpsc::channel::<(usize, bool, Vec<String>)>();
+    let job_receiver = Mutex::new(job_receiver);
     std::thread::scope(|scope| -> Result<()> {
         let (sender, receiver) = mpsc::channel::<StageOutcome>();
+        // A fixed pool of `jobs` workers: slot accounting never lets more
+        // stages run at once, and a no-op rerun of many stages should not
+        // pay for a thread per stage.
+        // Moved in, so it is dropped when this closure returns and the
+        // workers see the channel close before the scope joins them.
+        let job_sender = job_sender;
+        for _ in 0..jobs.min(selected.len()) {
+            let sender = sender.clone();
+            let job_receiver = &job_receiver;
+            scope.spawn(move || loop {
+                let job = job_receiver
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .recv();
+                let Ok((index, forced, assigned)) = job else {
+                    break;
+                };
+                let outcome = execute_stage(context, index, forced, &assigned);
+                if sender.send(outcome).is_err() {
+                    break;
+                }
+            });
+        }
         let mut remaining = selected.len();
         while remaining > 0 {
             if interrupt::requested() && !interrupted {
@@ -298,12 +323,9 @@ fn schedule(
                 free_slots -= slots;
                 let assigned: Vec<String> = free_gpus.drain(..gpus).collect();
                 held.insert(index, (slots, assigned.clone()));
-                let sender = sender.clone();
-                let forced = is_forced[index];
-                scope.spawn(move || {
-                    let outcome = execute_stage(context, index, forced, &assigned);
-                    let _ = sender.send(outcome);
-                });
+                job_sender
+                    .send((index, is_forced[index], assigned))
+                    .map_err(|_| EngineError::Internal("stage workers vanished".into()))?;
             }
             ready.extend(deferred);
 
