@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -95,6 +96,7 @@ impl Progress {
                 duration,
                 detail,
                 log_tail,
+                log,
             } => {
                 if let Some(bar) = self
                     .running
@@ -144,6 +146,13 @@ impl Progress {
                             for line in tail.lines() {
                                 text.push_str(&format!("\n    {} {line}", self.style.dim("│")));
                             }
+                        }
+                        if let Some(log) = log {
+                            let shown = std::env::current_dir()
+                                .ok()
+                                .and_then(|cwd| log.strip_prefix(cwd).ok().map(Path::to_path_buf))
+                                .unwrap_or_else(|| log.to_path_buf());
+                            text.push_str(&format!("\n    full log: {}", shown.display()));
                         }
                         text
                     }

@@ -61,6 +61,8 @@ pub enum Event<'a> {
         duration: Duration,
         detail: Option<&'a str>,
         log_tail: Option<&'a str>,
+        /// The command's full output, when it ran and failed.
+        log: Option<&'a Path>,
     },
     RunFinished {
         run_id: i64,
@@ -422,15 +424,16 @@ fn save(
 }
 
 fn report_finished(context: &Context<'_>, record: &StageRecord) {
-    let log_tail = (record.status == StageStatus::Failed)
-        .then(|| read_tail(&context.log_dir.join(log_name(&record.stage)), 20))
-        .flatten();
+    let log = context.log_dir.join(log_name(&record.stage));
+    let failed_with_log = record.status == StageStatus::Failed && log.is_file();
+    let log_tail = failed_with_log.then(|| read_tail(&log, 20)).flatten();
     (context.observer)(Event::StageFinished {
         stage: &record.stage,
         status: record.status,
         duration: Duration::from_millis(record.duration_ms),
         detail: record.detail.as_deref(),
         log_tail: log_tail.as_deref(),
+        log: failed_with_log.then_some(log.as_path()),
     });
 }
 
