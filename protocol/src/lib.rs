@@ -1,0 +1,217 @@
+//! The stage protocol, shared by the engine (which writes invocations and
+//! reads events) and every worker (which does the opposite). A worker is
+//! any executable with two subcommands:
+//!
+//! - `WORKER describe`: prints a JSON array of [`StageInfo`] on stdout.
+//! - `WORKER run --invocation FILE`: runs the stage described by the
+//!   [`Invocation`] in FILE, prints [`Event`]s as JSON lines on stdout, logs
+//!   on stderr, writes its outputs under `output_dir`, and exits 0 on
+//!   success. On failure it prints an `error` event and exits non-zero.
+//!
+//! The full description, with examples, is docs/stage-protocol.md.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Bumped on incompatible changes; a worker refuses other versions.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What the engine asks a worker to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    pub protocol: u32,
+    /// The stage's name in the pipeline (`train@precision=bf16-mixed`).
+    pub stage: String,
+    /// The built-in stage to run (`text/tokenize`) and its major version.
+    pub uses: String,
+    pub version: u32,
+    /// The stage's `with:` params, with defaults filled in. Params of kind
+    /// `path` hold absolute paths.
+    pub params: serde_json::Map<String, Value>,
+    /// Where the outputs go (one entry per declared output, named as in
+    /// `StageInfo::outputs`, directly under it). Empty and private to this
+    /// invocation: the engine moves it into place only on success.
+    pub output_dir: PathBuf,
+    /// A scratch directory the worker may use; deleted afterwards.
+    pub scratch_dir: PathBuf,
+    /// The project root, for messages.
+    pub project_root: PathBuf,
+    /// The pipeline's `seed` param when it has one.
+    pub seed: Option<u64>,
+    /// GPU indices handed to this stage (also in `CUDA_VISIBLE_DEVICES`).
+    pub devices: Vec<String>,
+    /// CPU threads the stage may use.
+    pub threads: usize,
+}
+
+/// One line of a worker's stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Work done so far in a phase (`download`, `tokenize`, ...). `total` is
+    /// absent when unknown. `unit` is `bytes` or a noun (`rows`, `tokens`).
+    Progress { phase: String, done: u64, total: Option<u64>, unit: String },
+    /// A line for the user (shown under the stage's progress line).
+    Message { text: String },
+    /// The stage finished; its outputs are complete.
+    Done,
+    /// The stage failed; nothing in `output_dir` may be used.
+    Error { message: String, hint: Option<String> },
+}
+
+/// What a worker can run: the catalog entry of one stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageInfo {
+    /// `text/tokenize`.
+    pub name: String,
+    /// The major version users write after `@`.
+    pub version: u32,
+    /// Bumped by the stage whenever its results would change for the same
+    /// inputs; part of the stage key. Rebuilding the worker does not change it.
+    pub implementation: u32,
+    pub summary: String,
+    pub params: Vec<ParamSpec>,
+    pub outputs: Vec<OutputSpec>,
+    /// Written to `metrics.json` in the output directory, flattened into the
+    /// run's metrics.
+    #[serde(default)]
+    pub metrics: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    pub name: String,
+    pub kind: ParamKind,
+    /// `None`: required.
+    pub default: Option<Value>,
+    pub doc: String,
+    /// For `choice`: the allowed values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamKind {
+    String,
+    Integer,
+    Number,
+    Bool,
+    /// One of `choices`.
+    Choice,
+    /// A file or directory the stage reads: hashed into the key like a dep,
+    /// passed as an absolute path.
+    Path,
+    /// A list of strings.
+    StringList,
+    /// Any JSON value (mappings such as label maps).
+    Any,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    pub name: String,
+    pub kind: OutputKind,
+    pub doc: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    File,
+    Dir,
+}
+
+/// Checks `params` against `info`: unknown names, missing required ones,
+/// wrong types. Returns the params with defaults filled in, or one message
+/// per problem as (param name, message, hint).
+pub fn check_params(
+    info: &StageInfo,
+    params: &serde_json::Map<String, Value>,
+) -> Result<serde_json::Map<String, Value>, Vec<ParamProblem>> {
+    let mut problems = Vec::new();
+    let known: Vec<&str> = info.params.iter().map(|spec| spec.name.as_str()).collect();
+    for name in params.keys() {
+        if !known.contains(&name.as_str()) {
+            problems.push(ParamProblem {
+                param: name.clone(),
+                message: format!("`{}@{}` has no param `{name}`", info.name, info.version),
+                hint: format!("its params: {}", known.join(", ")),
+            });
+        }
+    }
+    let mut resolved = serde_json::Map::new();
+    for spec in &info.params {
+        let value = match (params.get(&spec.name), &spec.default) {
+            (Some(value), _) => value.clone(),
+            (None, Some(default)) => default.clone(),
+            (None, None) => {
+                problems.push(ParamProblem {
+                    param: spec.name.clone(),
+                    message: format!("`{}@{}` needs param `{}`", info.name, info.version, spec.name),
+                    hint: format!("add `{}: ...` under `with:` ({})", spec.name, spec.doc),
+                });
+                continue;
+            }
+        };
+        if value.is_null() && spec.default.as_ref().is_some_and(Value::is_null) {
+            resolved.insert(spec.name.clone(), value);
+            continue;
+        }
+        if let Some(expected) = type_problem(spec, &value) {
+            problems.push(ParamProblem {
+                param: spec.name.clone(),
+                message: format!("param `{}` must be {expected}, not `{value}`", spec.name),
+                hint: spec.doc.clone(),
+            });
+            continue;
+        }
+        resolved.insert(spec.name.clone(), value);
+    }
+    if problems.is_empty() {
+        Ok(resolved)
+    } else {
+        Err(problems)
+    }
+}
+
+fn type_problem(spec: &ParamSpec, value: &Value) -> Option<String> {
+    let ok = match spec.kind {
+        ParamKind::String | ParamKind::Path => value.is_string(),
+        ParamKind::Integer => value.is_i64() || value.is_u64(),
+        ParamKind::Number => value.is_number(),
+        ParamKind::Bool => value.is_boolean(),
+        ParamKind::Choice => value.as_str().is_some_and(|text| spec.choices.iter().any(|c| c == text)),
+        ParamKind::StringList => value.as_array().is_some_and(|items| items.iter().all(Value::is_string)),
+        ParamKind::Any => true,
+    };
+    if ok {
+        return None;
+    }
+    Some(match spec.kind {
+        ParamKind::String => "text".to_string(),
+        ParamKind::Path => "a path".to_string(),
+        ParamKind::Integer => "a whole number".to_string(),
+        ParamKind::Number => "a number".to_string(),
+        ParamKind::Bool => "true or false".to_string(),
+        ParamKind::Choice => format!("one of {}", spec.choices.join(", ")),
+        ParamKind::StringList => "a list of text values".to_string(),
+        ParamKind::Any => "a value".to_string(),
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamProblem {
+    pub param: String,
+    pub message: String,
+    pub hint: String,
+}
+
+/// Metric names are flattened JSON paths; this is the file a stage writes.
+pub const METRICS_FILE: &str = "metrics.json";
+
+/// Flattened metrics as the engine stores them.
+pub type Metrics = BTreeMap<String, Value>;

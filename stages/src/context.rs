@@ -1,0 +1,141 @@
+//! What a running stage sees: its params, input paths, output directory,
+//! and a way to report progress.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pipe_protocol::{Event, Invocation};
+use serde_json::Value;
+
+use crate::{Result, StageError};
+
+pub struct StageContext {
+    pub invocation: Invocation,
+    last_progress: Mutex<Option<Instant>>,
+}
+
+/// Progress events are throttled to this interval (the final one of a
+/// phase is always sent by `progress_done`).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(200);
+
+impl StageContext {
+    pub fn new(invocation: Invocation) -> StageContext {
+        StageContext { invocation, last_progress: Mutex::new(None) }
+    }
+
+    fn param(&self, name: &str) -> Result<&Value> {
+        self.invocation
+            .params
+            .get(name)
+            .ok_or_else(|| StageError::Other(format!("internal: param `{name}` missing from the invocation")))
+    }
+
+    /// `None` when the param is null (an optional param left unset).
+    pub fn opt_str(&self, name: &str) -> Result<Option<&str>> {
+        match self.param(name)? {
+            Value::Null => Ok(None),
+            Value::String(text) => Ok(Some(text)),
+            other => Err(StageError::param(name, format!("expected text, got `{other}`"), "")),
+        }
+    }
+
+    pub fn str(&self, name: &str) -> Result<&str> {
+        self.opt_str(name)?
+            .ok_or_else(|| StageError::param(name, "is required", format!("set `{name}` under `with:`")))
+    }
+
+    pub fn u64(&self, name: &str) -> Result<u64> {
+        self.param(name)?
+            .as_u64()
+            .ok_or_else(|| StageError::param(name, "must be a whole number >= 0", ""))
+    }
+
+    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>> {
+        match self.param(name)? {
+            Value::Null => Ok(None),
+            value => value
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| StageError::param(name, "must be a whole number >= 0", "")),
+        }
+    }
+
+    pub fn f64(&self, name: &str) -> Result<f64> {
+        self.param(name)?.as_f64().ok_or_else(|| StageError::param(name, "must be a number", ""))
+    }
+
+    pub fn bool(&self, name: &str) -> Result<bool> {
+        self.param(name)?.as_bool().ok_or_else(|| StageError::param(name, "must be true or false", ""))
+    }
+
+    pub fn value(&self, name: &str) -> Result<&Value> {
+        self.param(name)
+    }
+
+    pub fn strings(&self, name: &str) -> Result<Vec<String>> {
+        match self.param(name)? {
+            Value::Null => Ok(Vec::new()),
+            Value::Array(items) => Ok(items.iter().filter_map(|item| item.as_str().map(String::from)).collect()),
+            _ => Err(StageError::param(name, "must be a list of text values", "")),
+        }
+    }
+
+    /// An input (a `path` param): absolute, as the engine resolved it.
+    pub fn input(&self, name: &str) -> Result<PathBuf> {
+        Ok(PathBuf::from(self.str(name)?))
+    }
+
+    /// Where output `name` goes.
+    pub fn output(&self, name: &str) -> PathBuf {
+        self.invocation.output_dir.join(name)
+    }
+
+    pub fn scratch_dir(&self) -> &Path {
+        &self.invocation.scratch_dir
+    }
+
+    pub fn seed(&self) -> Option<u64> {
+        self.invocation.seed
+    }
+
+    pub fn threads(&self) -> usize {
+        self.invocation.threads.max(1)
+    }
+
+    /// Reports progress, at most every 200 ms.
+    pub fn progress(&self, phase: &str, done: u64, total: Option<u64>, unit: &str) {
+        let mut last = self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|at| at.elapsed() < PROGRESS_INTERVAL) {
+            return;
+        }
+        *last = Some(Instant::now());
+        emit(&Event::Progress { phase: phase.to_string(), done, total, unit: unit.to_string() });
+    }
+
+    /// Reports the final count of a phase, unthrottled.
+    pub fn progress_done(&self, phase: &str, done: u64, unit: &str) {
+        emit(&Event::Progress { phase: phase.to_string(), done, total: Some(done), unit: unit.to_string() });
+    }
+
+    pub fn message(&self, text: impl Into<String>) {
+        emit(&Event::Message { text: text.into() });
+    }
+
+    /// Writes `metrics.json` in the output directory.
+    pub fn write_metrics(&self, metrics: &Value) -> Result<()> {
+        let path = self.invocation.output_dir.join(pipe_protocol::METRICS_FILE);
+        let text = serde_json::to_string_pretty(metrics).map_err(|e| StageError::Other(e.to_string()))?;
+        std::fs::write(&path, text).map_err(|e| StageError::io(&path, e))
+    }
+}
+
+/// Writes one event line to stdout and flushes it, so the engine sees it now.
+pub fn emit(event: &Event) {
+    let mut stdout = std::io::stdout().lock();
+    if let Ok(line) = serde_json::to_string(event) {
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}
