@@ -1,10 +1,24 @@
 //! The registry of built-in stages.
 
+mod csv;
+mod download;
+mod hf;
+mod imdb;
+mod split;
+mod tokenize;
+
 use crate::BuiltinStage;
 
 /// Every built-in stage, in the order `pipe stages` lists them.
 pub fn all() -> Vec<&'static dyn BuiltinStage> {
-    vec![]
+    vec![
+        &download::Download,
+        &hf::HfDownload,
+        &imdb::ImdbExtract,
+        &csv::FromCsv,
+        &split::Split,
+        &tokenize::Tokenize,
+    ]
 }
 
 /// The stage `name@version`, if this worker has it.

@@ -1,0 +1,23 @@
+//! `data/download@1`.
+
+use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+
+pub struct Download;
+
+impl BuiltinStage for Download {
+    fn info(&self) -> StageInfo {
+        StageInfo {
+            name: "data/download".into(),
+            version: 1,
+            implementation: 1,
+            summary: "not implemented yet".into(),
+            params: vec![],
+            outputs: vec![],
+            metrics: vec![],
+        }
+    }
+
+    fn run(&self, _context: &StageContext) -> Result<()> {
+        Err(StageError::Other("`data/download@1` is not implemented yet".into()))
+    }
+}
