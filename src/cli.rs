@@ -109,6 +109,13 @@ pub enum Command {
         #[command(subcommand)]
         command: CacheCommand,
     },
+    /// List the built-in stages, or describe one (`pipe stages text/tokenize`).
+    Stages {
+        /// A stage name, optionally with `@VERSION`.
+        name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
 }

@@ -10,7 +10,7 @@ use pipe_engine::plan::{self, Freshness, Planner};
 use pipe_engine::project::Project;
 use pipe_engine::runs::{self, RunDb};
 use pipe_engine::spec::{self, Pipeline};
-use pipe_engine::{compare, EngineError, ExitCode, Result};
+use pipe_engine::{builtin, compare, worker, EngineError, ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
 use crate::progress::Progress;
@@ -129,6 +129,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 grace_secs,
             } => gc(&pipeline, keep_runs, grace_secs),
         },
+        Command::Stages { name, json } => stages(name.as_deref(), json),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut command, "pipe", &mut std::io::stdout());
@@ -179,7 +180,12 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
             "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
         ));
     }
-    let pipeline = spec::load(&file, &arg.set)?;
+    let mut pipeline = spec::load(&file, &arg.set)?;
+    if builtin::has_builtin_stages(&pipeline) {
+        let project = Project::open(&pipeline.root)?;
+        let catalog = worker::load_catalog(&project)?;
+        builtin::resolve(&mut pipeline, &catalog)?;
+    }
     let dag = Dag::build(&pipeline)?;
     Ok((pipeline, dag))
 }
@@ -431,5 +437,49 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
         report.objects_kept,
         report.actions_kept
     );
+    Ok(ExitCode::Ok)
+}
+
+fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
+    let project = project_here()?;
+    let catalog = worker::load_catalog(&project)?;
+    let entries: Vec<&worker::CatalogEntry> = match name {
+        None => catalog.stages.values().collect(),
+        Some(name) => {
+            let (stage, version) = match name.split_once('@') {
+                Some((stage, version)) => (stage, version.parse::<u32>().ok()),
+                None => (name, None),
+            };
+            let found: Vec<_> = catalog
+                .stages
+                .values()
+                .filter(|entry| {
+                    entry.info.name == stage && version.is_none_or(|v| v == entry.info.version)
+                })
+                .collect();
+            if found.is_empty() {
+                let known: Vec<&str> = catalog.stages.keys().map(String::as_str).collect();
+                return Err(EngineError::usage(
+                    format!("no stage `{name}`"),
+                    format!("stages: {}", known.join(", ")),
+                ));
+            }
+            found
+        }
+    };
+    if json {
+        let infos: Vec<&pipe_protocol::StageInfo> =
+            entries.iter().map(|entry| &entry.info).collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&infos).unwrap_or_default()
+        );
+    } else if name.is_none() {
+        print!("{}", render::stage_list(&entries));
+    } else {
+        for entry in entries {
+            print!("{}", render::stage_detail(entry));
+        }
+    }
     Ok(ExitCode::Ok)
 }

@@ -159,6 +159,29 @@ impl Progress {
                 };
                 self.line(text);
             }
+            Event::StageProgress {
+                stage,
+                phase,
+                done,
+                total,
+                unit,
+            } => {
+                self.emit_json(json!({
+                    "event": "stage_progress", "stage": stage, "phase": phase,
+                    "done": done, "total": total, "unit": unit,
+                }));
+                let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(bar) = running.get(stage) {
+                    bar.set_style(progress_style(unit, total.is_some()));
+                    bar.set_length(total.unwrap_or(0));
+                    bar.set_position(done);
+                    bar.set_message(format!("{stage}  {phase}"));
+                }
+            }
+            Event::StageMessage { stage, text } => {
+                self.emit_json(json!({"event": "stage_message", "stage": stage, "text": text}));
+                self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
+            }
             Event::RunFinished { run_id, status } => {
                 self.emit_json(json!({"event": "run_finished", "run": run_id, "status": status}));
                 let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
@@ -182,6 +205,19 @@ impl Progress {
             }
         }
     }
+}
+
+/// A bar with rate and ETA when the total is known, a counter otherwise.
+fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
+    let template = match (unit == "bytes", known_total) {
+        (true, true) => "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {elapsed:.dim}".to_string(),
+        (true, false) => "{spinner} {msg} {bytes} {bytes_per_sec} {elapsed:.dim}".to_string(),
+        (false, true) => format!("{{spinner}} {{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} {{per_sec}} eta {{eta}} {{elapsed:.dim}}"),
+        (false, false) => format!("{{spinner}} {{msg}} {{human_pos}} {unit} {{per_sec}} {{elapsed:.dim}}"),
+    };
+    ProgressStyle::with_template(&template)
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .progress_chars("=> ")
 }
 
 pub fn format_duration(duration: Duration) -> String {

@@ -64,6 +64,19 @@ pub enum Event<'a> {
         /// The command's full output, when it ran and failed.
         log: Option<&'a Path>,
     },
+    /// A built-in stage's progress in one phase (`download`, `tokenize`).
+    StageProgress {
+        stage: &'a str,
+        phase: &'a str,
+        done: u64,
+        total: Option<u64>,
+        unit: &'a str,
+    },
+    /// A line a built-in stage wants the user to see.
+    StageMessage {
+        stage: &'a str,
+        text: &'a str,
+    },
     RunFinished {
         run_id: i64,
         status: &'a str,
@@ -604,14 +617,6 @@ fn run_command(
     gpus: &[String],
 ) -> std::result::Result<(), String> {
     let root = &context.pipeline.root;
-    let command_text = match &stage.kind {
-        StageKind::Command { command } => command,
-        StageKind::Builtin { uses, version, .. } => {
-            return Err(format!(
-                "`uses: {uses}@{version}`: no built-in stages are installed in this build of pipe; use `run:` with a shell command"
-            ))
-        }
-    };
     // Stale outputs must not survive into a new result, and restored ones
     // may be read-only links into the cache that a command must not write through.
     for out in declared_outputs(stage) {
@@ -631,16 +636,36 @@ fn run_command(
     let log_path = context.log_dir.join(log_name(&stage.name));
     let log = File::create(&log_path)
         .map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
-    let log_for_stderr = log
-        .try_clone()
-        .map_err(|e| format!("cannot open log: {e}"))?;
-    let mut command = Command::new("bash");
+    match &stage.kind {
+        StageKind::Command { command } => {
+            let mut shell = Command::new("bash");
+            shell.args(["-e", "-o", "pipefail", "-c", command]);
+            let log_for_stderr = log
+                .try_clone()
+                .map_err(|e| format!("cannot open log: {e}"))?;
+            shell.stdout(log).stderr(log_for_stderr);
+            let status = spawn_and_wait(context, index, stage, gpus, shell, &log_path, |_| Ok(()))?;
+            check_exit(status, "command")
+        }
+        StageKind::Builtin { .. } => run_worker(context, index, stage, gpus, log, &log_path),
+    }
+}
+
+/// Starts `command` for `stage` in its own process group with the stage's
+/// environment, lets `read_output` consume the child (its stdout, if piped),
+/// and waits for it.
+fn spawn_and_wait(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+    mut command: Command,
+    log_path: &Path,
+    read_output: impl FnOnce(&mut std::process::Child) -> std::result::Result<(), String>,
+) -> std::result::Result<std::process::ExitStatus, String> {
     command
-        .args(["-e", "-o", "pipefail", "-c", command_text])
-        .current_dir(root)
+        .current_dir(&context.pipeline.root)
         .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_for_stderr)
         .env("PIPE_STAGE", &stage.name)
         .env("PIPE_RUN_ID", context.run_id.to_string())
         .process_group(0);
@@ -652,11 +677,12 @@ fn run_command(
     }
     (context.observer)(Event::StageRunning {
         stage: &stage.name,
-        log: &log_path,
+        log: log_path,
     });
+    let program = command.get_program().to_string_lossy().to_string();
     let mut child = command
         .spawn()
-        .map_err(|e| format!("cannot start `bash`: {e}"))?;
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
     {
         let mut running = context
             .running
@@ -670,24 +696,178 @@ fn run_command(
             libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM);
         }
     }
+    let read = read_output(&mut child);
     let status = child.wait();
     context
         .running
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .remove(&index);
-    let status = status.map_err(|e| format!("waiting for the command failed: {e}"))?;
+    let status = status.map_err(|e| format!("waiting for `{program}` failed: {e}"))?;
     if interrupt::requested() {
         return Err("interrupted".to_string());
     }
+    read?;
+    Ok(status)
+}
+
+fn check_exit(status: std::process::ExitStatus, what: &str) -> std::result::Result<(), String> {
     if let Some(code) = status.code() {
         if code != 0 {
-            return Err(format!("command exited with code {code}"));
+            return Err(format!("{what} exited with code {code}"));
         }
     } else if let Some(signal) = status.signal() {
-        return Err(format!("command was killed by signal {signal}"));
+        return Err(format!("{what} was killed by signal {signal}"));
     }
     Ok(())
+}
+
+/// Runs a built-in stage through its worker: writes the invocation, turns
+/// the worker's events into progress, and moves the output directory into
+/// place only when the worker reports success.
+fn run_worker(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+    mut log: File,
+    log_path: &Path,
+) -> std::result::Result<(), String> {
+    let StageKind::Builtin {
+        uses,
+        version,
+        with,
+        worker,
+        ..
+    } = &stage.kind
+    else {
+        return Err("internal error: not a built-in stage; this is a bug".into());
+    };
+    let Some(worker) = worker else {
+        return Err(format!(
+            "internal error: no worker resolved for `{uses}@{version}`; this is a bug"
+        ));
+    };
+    let root = &context.pipeline.root;
+    let final_dir = root.join(crate::builtin::output_dir(&stage.name));
+    let partial_dir = root
+        .join(".pipe/out")
+        .join(format!(".{}.partial", stage.name));
+    let scratch_dir = root
+        .join(".pipe/tmp")
+        .join(format!("{}-{}", context.run_id, stage.name));
+    for directory in [&final_dir, &partial_dir, &scratch_dir] {
+        remove_path(directory)
+            .map_err(|e| format!("cannot clear `{}`: {e}", directory.display()))?;
+    }
+    std::fs::create_dir_all(&scratch_dir)
+        .map_err(|e| format!("cannot create `{}`: {e}", scratch_dir.display()))?;
+
+    // Inputs travel as absolute paths; the key keeps them project-relative.
+    let dep_paths: Vec<&str> = stage.deps.iter().map(|dep| dep.path.as_str()).collect();
+    let params: serde_json::Map<String, Value> = with
+        .as_object()
+        .map(|map| {
+            map.iter()
+                .map(|(name, value)| match value.as_str() {
+                    Some(path) if dep_paths.contains(&path) => (
+                        name.clone(),
+                        Value::String(root.join(path).to_string_lossy().into_owned()),
+                    ),
+                    _ => (name.clone(), value.clone()),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let invocation = pipe_protocol::Invocation {
+        protocol: pipe_protocol::PROTOCOL_VERSION,
+        stage: stage.name.clone(),
+        uses: uses.clone(),
+        version: *version,
+        params,
+        output_dir: partial_dir.clone(),
+        scratch_dir: scratch_dir.clone(),
+        project_root: root.clone(),
+        seed: context.pipeline.params.get("seed").and_then(Value::as_u64),
+        devices: gpus.to_vec(),
+        threads: stage.resources.cpus.max(1) as usize,
+    };
+    let invocation_path = context.log_dir.join(format!(
+        "{}.invocation.json",
+        log_name(&stage.name).trim_end_matches(".log")
+    ));
+    let text = serde_json::to_vec_pretty(&invocation)
+        .map_err(|e| format!("cannot write the invocation: {e}"))?;
+    std::fs::write(&invocation_path, text)
+        .map_err(|e| format!("cannot write `{}`: {e}", invocation_path.display()))?;
+
+    let mut command = Command::new(worker);
+    command.arg("run").arg("--invocation").arg(&invocation_path);
+    let stderr_log = log
+        .try_clone()
+        .map_err(|e| format!("cannot open log: {e}"))?;
+    command.stdout(Stdio::piped()).stderr(stderr_log);
+    let mut outcome: Option<std::result::Result<(), String>> = None;
+    let status = spawn_and_wait(context, index, stage, gpus, command, log_path, |child| {
+        use std::io::{BufRead, Write};
+        let Some(stdout) = child.stdout.take() else {
+            return Ok(());
+        };
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<pipe_protocol::Event>(&line) {
+                Ok(pipe_protocol::Event::Progress {
+                    phase,
+                    done,
+                    total,
+                    unit,
+                }) => {
+                    (context.observer)(Event::StageProgress {
+                        stage: &stage.name,
+                        phase: &phase,
+                        done,
+                        total,
+                        unit: &unit,
+                    });
+                }
+                Ok(pipe_protocol::Event::Message { text }) => {
+                    let _ = writeln!(log, "{text}");
+                    (context.observer)(Event::StageMessage {
+                        stage: &stage.name,
+                        text: &text,
+                    });
+                }
+                Ok(pipe_protocol::Event::Done) => outcome = Some(Ok(())),
+                Ok(pipe_protocol::Event::Error { message, hint }) => {
+                    let _ = writeln!(log, "error: {message}");
+                    outcome = Some(Err(match hint {
+                        Some(hint) if !hint.is_empty() => format!("{message}\nhint: {hint}"),
+                        _ => message,
+                    }));
+                }
+                // Not an event: keep it for the log, as a command's output would be.
+                Err(_) => {
+                    let _ = writeln!(log, "{line}");
+                }
+            }
+        }
+        Ok(())
+    });
+    let result = match (status, outcome) {
+        (Err(detail), _) => Err(detail),
+        (Ok(_), Some(Err(detail))) => Err(detail),
+        (Ok(status), Some(Ok(()))) => check_exit(status, "the stage worker"),
+        (Ok(status), None) => check_exit(status, "the stage worker").and(Err(
+            "the stage worker exited without reporting success; nothing was kept".to_string(),
+        )),
+    };
+    let _ = remove_path(&scratch_dir);
+    if result.is_err() {
+        let _ = remove_path(&partial_dir);
+        return result;
+    }
+    std::fs::rename(&partial_dir, &final_dir)
+        .map_err(|e| format!("cannot move outputs into `{}`: {e}", final_dir.display()))
 }
 
 fn store_outputs(
@@ -714,6 +894,17 @@ fn store_outputs(
         outputs.insert(out.path.clone(), artifact);
     }
     let mut metrics = BTreeMap::new();
+    if matches!(stage.kind, StageKind::Builtin { .. }) {
+        let path = root
+            .join(crate::builtin::output_dir(&stage.name))
+            .join(pipe_protocol::METRICS_FILE);
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let value: Value = serde_json::from_str(&text).map_err(|e| {
+                format!("the stage wrote invalid metrics ({e}); nothing was cached")
+            })?;
+            metrics.extend(key::flatten(&value));
+        }
+    }
     for metric in &stage.metrics {
         let path = root.join(&metric.path);
         let text = std::fs::read_to_string(&path)

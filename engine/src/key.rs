@@ -27,8 +27,11 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
             uses,
             version,
             with,
+            implementation,
+            ..
         } => {
             manifest.insert("uses".into(), json!(format!("{uses}@{version}")));
+            manifest.insert("implementation".into(), json!(implementation));
             manifest.insert("with".into(), with.clone());
         }
     }

@@ -19,3 +19,5 @@ pub mod plan;
 pub mod project;
 pub mod runs;
 pub mod workspace;
+pub mod worker;
+pub mod builtin;

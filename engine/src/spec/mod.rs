@@ -16,7 +16,7 @@ mod params;
 mod paths;
 mod source;
 mod stages;
-mod suggest;
+pub(crate) mod suggest;
 mod yaml;
 
 /// A validated pipeline: every stage expanded, every `${...}` resolved,
@@ -74,10 +74,14 @@ pub enum StageKind {
     /// A shell command, after interpolation; runs in the project root.
     Command { command: String },
     /// A built-in or registered stage `uses: name@version` run by a worker.
+    /// `implementation`, `worker` and the defaults in `with` are filled in
+    /// from the worker's catalog (`builtin::resolve`) before anything runs.
     Builtin {
         uses: String,
         version: u32,
         with: serde_json::Value,
+        implementation: u32,
+        worker: Option<PathBuf>,
     },
 }
 

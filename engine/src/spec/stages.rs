@@ -980,6 +980,8 @@ impl<'a> Resolver<'a> {
                     uses: uses.clone(),
                     version: *version,
                     with,
+                    implementation: 0,
+                    worker: None,
                 }
             }
         };
