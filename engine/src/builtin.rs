@@ -70,7 +70,15 @@ pub fn resolve(pipeline: &mut Pipeline, catalog: &Catalog) -> Result<()> {
         let resolved = match pipe_protocol::check_params(info, &given) {
             Ok(resolved) => resolved,
             Err(problems) => {
-                for problem in problems {
+                let names: Vec<&str> = info.params.iter().map(|spec| spec.name.as_str()).collect();
+                for mut problem in problems {
+                    if !names.contains(&problem.param.as_str()) {
+                        if let Some(suggestion) =
+                            did_you_mean(&problem.param, names.iter().copied())
+                        {
+                            problem.hint = format!("did you mean `{suggestion}`? {}", problem.hint);
+                        }
+                    }
                     let location = locate(&problem.param).or_else(|| locate("with"));
                     diagnostics.push(
                         Diagnostic::new(
