@@ -85,12 +85,19 @@ pub struct StageInfo {
 pub struct ParamSpec {
     pub name: String,
     pub kind: ParamKind,
-    /// `None`: required.
+    /// `None` (no `default` key in JSON): required. `Some(Value::Null)`
+    /// (`"default": null`): optional and unset unless given.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub default: Option<Value>,
     pub doc: String,
     /// For `choice`: the allowed values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<String>,
+}
+
+/// A `default` key that is present is `Some`, even when it is `null`.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,3 +222,23 @@ pub const METRICS_FILE: &str = "metrics.json";
 
 /// Flattened metrics as the engine stores them.
 pub type Metrics = BTreeMap<String, Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_null_default_survives_json_and_a_missing_one_means_required() {
+        let optional: ParamSpec = serde_json::from_str(
+            r#"{"name": "md5", "kind": "string", "default": null, "doc": ""}"#,
+        )
+        .unwrap();
+        assert_eq!(optional.default, Some(Value::Null));
+        let required: ParamSpec =
+            serde_json::from_str(r#"{"name": "url", "kind": "string", "doc": ""}"#).unwrap();
+        assert_eq!(required.default, None);
+        let round_trip: ParamSpec =
+            serde_json::from_str(&serde_json::to_string(&optional).unwrap()).unwrap();
+        assert_eq!(round_trip, optional);
+    }
+}
