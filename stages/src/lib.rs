@@ -7,6 +7,7 @@
 pub mod builtins;
 mod context;
 mod error;
+mod http;
 pub mod rng;
 
 pub use context::{emit, StageContext};
