@@ -1,23 +1,577 @@
-//! `data/from-csv@1`.
+//! `data/from-csv@1`: a CSV or TSV table (optionally gzip or bzip2
+//! compressed) to one JSONL dataset `{text, label, ...}`.
 
-use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use crate::{
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
+    StageInfo,
+};
 
 pub struct FromCsv;
 
 impl BuiltinStage for FromCsv {
     fn info(&self) -> StageInfo {
+        let param = |name: &str, kind: ParamKind, default: Option<Value>, doc: &str| ParamSpec {
+            name: name.into(),
+            kind,
+            default,
+            doc: doc.into(),
+            choices: vec![],
+        };
         StageInfo {
             name: "data/from-csv".into(),
             version: 1,
             implementation: 1,
-            summary: "not implemented yet".into(),
-            params: vec![],
-            outputs: vec![],
-            metrics: vec![],
+            summary: "a CSV/TSV table (plain, .gz or .bz2) to a JSONL dataset {text, label}".into(),
+            params: vec![
+                param(
+                    "file",
+                    ParamKind::Path,
+                    None,
+                    "the table: .csv or .tsv, optionally compressed as .gz or .bz2 (detected from its first bytes)",
+                ),
+                param(
+                    "delimiter",
+                    ParamKind::String,
+                    Some(Value::Null),
+                    "one character (`\\t` or `tab` for a tab); unset: tab for .tsv/.tab files, `,` otherwise",
+                ),
+                param("text_column", ParamKind::String, None, "the column holding the text"),
+                param("label_column", ParamKind::String, None, "the column holding the label"),
+                param(
+                    "labels",
+                    ParamKind::Any,
+                    Some(Value::Null),
+                    "label value -> class id, e.g. {fresh: 1, rotten: 0} (or a list: position = class id); rows \
+                     with another value are dropped; unset: the column holds integers",
+                ),
+                param(
+                    "filter",
+                    ParamKind::Any,
+                    Some(Value::Null),
+                    "column -> allowed values, e.g. {lang: [en]}; other rows are dropped",
+                ),
+                param(
+                    "keep_columns",
+                    ParamKind::StringList,
+                    Some(json!([])),
+                    "more columns copied into each record as text",
+                ),
+                param(
+                    "has_header",
+                    ParamKind::Bool,
+                    Some(json!(true)),
+                    "the first row names the columns; false: columns are named by position, 0, 1, 2, ...",
+                ),
+            ],
+            outputs: vec![OutputSpec {
+                name: "dataset".into(),
+                kind: OutputKind::File,
+                doc: "JSONL, one kept row a line in file order: text, label, then keep_columns".into(),
+            }],
+            metrics: vec![
+                "rows_read".into(),
+                "rows_kept".into(),
+                "dropped.label_not_in_labels".into(),
+                "dropped.filtered".into(),
+                "dropped.empty_text".into(),
+                "invalid_utf8_rows".into(),
+                "labels.<class id>".into(),
+            ],
         }
     }
 
-    fn run(&self, _context: &StageContext) -> Result<()> {
-        Err(StageError::Other("`data/from-csv@1` is not implemented yet".into()))
+    fn run(&self, context: &StageContext) -> Result<()> {
+        let file = context.input("file")?;
+        let options = Options::from_context(context, &file)?;
+        let total = std::fs::metadata(&file).map(|meta| meta.len()).ok();
+        let count = Arc::new(AtomicU64::new(0));
+        let stream = open_decompressed(&file, count.clone())?;
+        let mut reader = csv::ReaderBuilder::new()
+            .delimiter(options.delimiter)
+            .has_headers(false)
+            .flexible(false)
+            .from_reader(stream);
+        let read_error = |error: csv::Error| describe_csv_error(&file, error);
+
+        let mut record = csv::ByteRecord::new();
+        let mut invalid_utf8_rows = 0u64;
+        let columns: Vec<String> = if !reader.read_byte_record(&mut record).map_err(read_error)? {
+            return Err(StageError::input(
+                format!("`{}` is empty", file.display()),
+                "pass a non-empty table",
+            ));
+        } else if options.has_header {
+            record
+                .iter()
+                .enumerate()
+                .map(|(index, name)| {
+                    let name = String::from_utf8_lossy(name);
+                    // Spreadsheet exports often start with a byte order mark.
+                    let name = if index == 0 {
+                        name.trim_start_matches('\u{feff}')
+                    } else {
+                        &name
+                    };
+                    name.trim().to_string()
+                })
+                .collect()
+        } else {
+            (0..record.len()).map(|index| index.to_string()).collect()
+        };
+        let plan = Plan::new(&options, &columns, &file)?;
+
+        let path = context.output("dataset");
+        let mut out = BufWriter::new(File::create(&path).map_err(|e| StageError::io(&path, e))?);
+        let mut stats = Stats::default();
+        let mut first = !options.has_header;
+        loop {
+            if !first && !reader.read_byte_record(&mut record).map_err(read_error)? {
+                break;
+            }
+            first = false;
+            stats.rows_read += 1;
+            let line = record.position().map_or(0, |position| position.line());
+            let mut lossy = false;
+            let mut field = |index: usize| -> String {
+                let bytes = record.get(index).unwrap_or_default();
+                match std::str::from_utf8(bytes) {
+                    Ok(text) => text.to_string(),
+                    Err(_) => {
+                        lossy = true;
+                        String::from_utf8_lossy(bytes).into_owned()
+                    }
+                }
+            };
+            if !plan
+                .filter
+                .iter()
+                .all(|(index, allowed)| allowed.iter().any(|value| value == field(*index).trim()))
+            {
+                stats.filtered += 1;
+                continue;
+            }
+            let label_value = field(plan.label);
+            let label = match &options.labels {
+                Some(mapping) => match mapping.get(label_value.trim()) {
+                    Some(class) => *class,
+                    None => {
+                        *stats.unmapped_values.entry(label_value.trim().to_string()).or_default() += 1;
+                        continue;
+                    }
+                },
+                None => label_value.trim().parse::<i64>().map_err(|_| {
+                    StageError::input(
+                        format!(
+                            "`{}` line {line}: label `{label_value}` in column `{}` is not an integer",
+                            file.display(),
+                            options.label_column
+                        ),
+                        "map the column's values to class ids with `labels:`, e.g. labels: {positive: 1, negative: 0}",
+                    )
+                })?,
+            };
+            let text = field(plan.text);
+            if text.trim().is_empty() {
+                stats.empty_text += 1;
+                continue;
+            }
+            let mut object = Map::new();
+            object.insert("text".into(), Value::String(text));
+            object.insert("label".into(), json!(label));
+            for (name, index) in &plan.keep {
+                object.insert(name.clone(), Value::String(field(*index)));
+            }
+            if lossy {
+                invalid_utf8_rows += 1;
+            }
+            let line_text = serde_json::to_string(&Value::Object(object))
+                .map_err(|e| StageError::Other(e.to_string()))?;
+            out.write_all(line_text.as_bytes())
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(|e| StageError::io(&path, e))?;
+            *stats.per_label.entry(label).or_default() += 1;
+            stats.kept += 1;
+            context.progress("read", count.load(Ordering::Relaxed), total, "bytes");
+        }
+        out.flush().map_err(|e| StageError::io(&path, e))?;
+        context.progress_done("read", count.load(Ordering::Relaxed), "bytes");
+
+        if stats.kept == 0 {
+            return Err(StageError::input(
+                format!(
+                    "no row of `{}` was kept ({} read)",
+                    file.display(),
+                    stats.rows_read
+                ),
+                format!(
+                    "check `labels:` and `filter:` against the values in the file{}",
+                    unmapped_summary(&stats.unmapped_values, &options.label_column)
+                        .map(|text| format!(" ({text})"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
+        if let Some(summary) = unmapped_summary(&stats.unmapped_values, &options.label_column) {
+            context.message(format!("dropped {summary}"));
+        }
+        if invalid_utf8_rows > 0 {
+            context.message(format!(
+                "{invalid_utf8_rows} rows had invalid UTF-8, replaced by U+FFFD"
+            ));
+        }
+        let unmapped: u64 = stats.unmapped_values.values().sum();
+        let per_label: Map<String, Value> = stats
+            .per_label
+            .iter()
+            .map(|(label, rows)| (label.to_string(), json!(rows)))
+            .collect();
+        context.message(format!(
+            "kept {} of {} rows ({})",
+            stats.kept,
+            stats.rows_read,
+            stats
+                .per_label
+                .iter()
+                .map(|(label, rows)| format!("label {label}: {rows}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        context.write_metrics(&json!({
+            "rows_read": stats.rows_read,
+            "rows_kept": stats.kept,
+            "dropped": {
+                "label_not_in_labels": unmapped,
+                "filtered": stats.filtered,
+                "empty_text": stats.empty_text,
+            },
+            "invalid_utf8_rows": invalid_utf8_rows,
+            "labels": per_label,
+        }))
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    rows_read: u64,
+    kept: u64,
+    filtered: u64,
+    empty_text: u64,
+    unmapped_values: BTreeMap<String, u64>,
+    per_label: BTreeMap<i64, u64>,
+}
+
+/// `3 rows whose `category` is not in `labels`: plot (2), ? (1)`.
+fn unmapped_summary(unmapped: &BTreeMap<String, u64>, column: &str) -> Option<String> {
+    let total: u64 = unmapped.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut values: Vec<(&String, &u64)> = unmapped.iter().collect();
+    values.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = values
+        .iter()
+        .take(5)
+        .map(|(value, rows)| format!("`{value}` ({rows})"))
+        .collect();
+    let more = if values.len() > 5 {
+        format!(" and {} more values", values.len() - 5)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{total} rows whose `{column}` is not in `labels`: {}{more}",
+        shown.join(", ")
+    ))
+}
+
+struct Options {
+    delimiter: u8,
+    text_column: String,
+    label_column: String,
+    /// Label value (trimmed) -> class id.
+    labels: Option<BTreeMap<String, i64>>,
+    /// Column -> allowed values (trimmed).
+    filter: Vec<(String, Vec<String>)>,
+    keep_columns: Vec<String>,
+    has_header: bool,
+}
+
+impl Options {
+    fn from_context(context: &StageContext, file: &Path) -> Result<Options> {
+        let delimiter = match context.opt_str("delimiter")? {
+            None => {
+                let name = file
+                    .file_name()
+                    .map(|name| name.to_string_lossy().to_lowercase())
+                    .unwrap_or_default();
+                let name = name.trim_end_matches(".gz").trim_end_matches(".bz2");
+                if name.ends_with(".tsv") || name.ends_with(".tab") {
+                    b'\t'
+                } else {
+                    b','
+                }
+            }
+            Some("\\t" | "\t" | "tab") => b'\t',
+            Some(text) if text.len() == 1 => text.as_bytes()[0],
+            Some(text) => {
+                return Err(StageError::param(
+                    "delimiter",
+                    format!("must be one ASCII character, not `{text}`"),
+                    "write `delimiter: \";\"`, or `delimiter: tab` for tab-separated files",
+                ))
+            }
+        };
+        let text_column = context.str("text_column")?.to_string();
+        let label_column = context.str("label_column")?.to_string();
+        let keep_columns = context.strings("keep_columns")?;
+        for name in &keep_columns {
+            if name == "text" || name == "label" {
+                return Err(StageError::param(
+                    "keep_columns",
+                    format!("`{name}` would overwrite the record's own `{name}` field"),
+                    "text_column and label_column are already written as `text` and `label`",
+                ));
+            }
+        }
+        Ok(Options {
+            delimiter,
+            text_column,
+            label_column,
+            labels: parse_labels(context.value("labels")?)?,
+            filter: parse_filter(context.value("filter")?)?,
+            keep_columns,
+            has_header: context.bool("has_header")?,
+        })
+    }
+}
+
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.trim().to_string()),
+        Value::Number(number) => Some(number.to_string()),
+        Value::Bool(flag) => Some(flag.to_string()),
+        _ => None,
+    }
+}
+
+fn parse_labels(value: &Value) -> Result<Option<BTreeMap<String, i64>>> {
+    let hint = "write `labels: {fresh: 1, rotten: 0}` (value in the file -> integer class id) or `labels: [rotten, fresh]`";
+    match value {
+        Value::Null => Ok(None),
+        Value::Object(mapping) if !mapping.is_empty() => mapping
+            .iter()
+            .map(|(key, class)| match class.as_i64() {
+                Some(class) => Ok((key.trim().to_string(), class)),
+                None => Err(StageError::param(
+                    "labels",
+                    format!("class id of `{key}` must be an integer, not `{class}`"),
+                    hint,
+                )),
+            })
+            .collect::<Result<_>>()
+            .map(Some),
+        Value::Array(values) if !values.is_empty() => {
+            let mut mapping = BTreeMap::new();
+            for (class, value) in values.iter().enumerate() {
+                let key = scalar_text(value).ok_or_else(|| {
+                    StageError::param("labels", format!("`{value}` is not a label value"), hint)
+                })?;
+                if mapping.insert(key.clone(), class as i64).is_some() {
+                    return Err(StageError::param(
+                        "labels",
+                        format!("`{key}` is listed twice"),
+                        hint,
+                    ));
+                }
+            }
+            Ok(Some(mapping))
+        }
+        other => Err(StageError::param(
+            "labels",
+            format!("must be a non-empty mapping or list, not `{other}`"),
+            hint,
+        )),
+    }
+}
+
+fn parse_filter(value: &Value) -> Result<Vec<(String, Vec<String>)>> {
+    let hint = "write `filter: {column: [allowed, values]}`";
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::Object(mapping) => mapping
+            .iter()
+            .map(|(column, allowed)| {
+                let values: Option<Vec<String>> = match allowed {
+                    Value::Array(items) => items.iter().map(scalar_text).collect(),
+                    single => scalar_text(single).map(|text| vec![text]),
+                };
+                values
+                    .map(|values| (column.clone(), values))
+                    .ok_or_else(|| {
+                        StageError::param(
+                            "filter",
+                            format!("allowed values of `{column}` must be text or numbers"),
+                            hint,
+                        )
+                    })
+            })
+            .collect(),
+        other => Err(StageError::param(
+            "filter",
+            format!("must be a mapping, not `{other}`"),
+            hint,
+        )),
+    }
+}
+
+/// Column positions resolved against the header.
+struct Plan {
+    text: usize,
+    label: usize,
+    filter: Vec<(usize, Vec<String>)>,
+    keep: Vec<(String, usize)>,
+}
+
+impl Plan {
+    fn new(options: &Options, columns: &[String], file: &Path) -> Result<Plan> {
+        let find = |param: &str, name: &str| -> Result<usize> {
+            columns.iter().position(|column| column == name).ok_or_else(|| {
+                let suggestion = closest(name, columns).map(|close| format!("did you mean `{close}`? ")).unwrap_or_default();
+                StageError::param(
+                    param,
+                    format!(
+                        "`{}` has no column `{name}`; its columns: {}",
+                        file.display(),
+                        columns.iter().map(|column| format!("`{column}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                    format!(
+                        "{suggestion}{}",
+                        if options.has_header {
+                            "column names are matched exactly, as in the header row"
+                        } else {
+                            "with `has_header: false` columns are named by position: 0, 1, 2, ..."
+                        }
+                    ),
+                )
+            })
+        };
+        Ok(Plan {
+            text: find("text_column", &options.text_column)?,
+            label: find("label_column", &options.label_column)?,
+            filter: options
+                .filter
+                .iter()
+                .map(|(column, allowed)| Ok((find("filter", column)?, allowed.clone())))
+                .collect::<Result<_>>()?,
+            keep: options
+                .keep_columns
+                .iter()
+                .map(|column| Ok((column.clone(), find("keep_columns", column)?)))
+                .collect::<Result<_>>()?,
+        })
+    }
+}
+
+/// The column most like `name` (case or a typo or two apart), if any.
+fn closest<'a>(name: &str, columns: &'a [String]) -> Option<&'a str> {
+    let wanted = name.to_lowercase();
+    columns
+        .iter()
+        .map(|column| (edit_distance(&wanted, &column.to_lowercase()), column))
+        .filter(|(distance, column)| *distance <= 2.max(column.chars().count() / 4))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, column)| column.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// Counts the bytes read from the file itself (compressed), for progress.
+struct CountingReader<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.count.fetch_add(read as u64, Ordering::Relaxed);
+        Ok(read)
+    }
+}
+
+fn open_decompressed(file: &Path, count: Arc<AtomicU64>) -> Result<Box<dyn Read>> {
+    let opened = File::open(file).map_err(|e| StageError::io(file, e))?;
+    let mut buffered = BufReader::new(CountingReader {
+        inner: opened,
+        count,
+    });
+    let head = buffered.fill_buf().map_err(|e| StageError::io(file, e))?;
+    // Magic bytes first: a downloaded file's name does not always tell.
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
+    } else if head.starts_with(b"BZh") {
+        Box::new(bzip2::bufread::MultiBzDecoder::new(buffered))
+    } else {
+        Box::new(buffered)
+    })
+}
+
+fn describe_csv_error(file: &Path, error: csv::Error) -> StageError {
+    let line = error.position().map(|position| position.line());
+    let described = error.to_string();
+    match error.into_kind() {
+        csv::ErrorKind::UnequalLengths {
+            pos,
+            expected_len,
+            len,
+        } => {
+            let line = pos.map(|position| position.line()).or(line).unwrap_or(0);
+            StageError::input(
+                format!(
+                    "`{}` line {line}: the row has {len} fields, the first row has {expected_len}",
+                    file.display()
+                ),
+                "a field that holds the delimiter, a quote or a newline must be quoted (\"a, b\"); check `delimiter:` \
+                 too",
+            )
+        }
+        csv::ErrorKind::Io(source) => StageError::input(
+            format!(
+                "cannot read `{}`{}: {source}",
+                file.display(),
+                line.map(|line| format!(" (near line {line})"))
+                    .unwrap_or_default()
+            ),
+            "the file is truncated or its compression is damaged: download or export it again",
+        ),
+        _ => StageError::input(
+            format!(
+                "`{}`{}: {described}",
+                file.display(),
+                line.map(|line| format!(" line {line}")).unwrap_or_default(),
+            ),
+            "check that the file is a CSV/TSV table and that `delimiter:` matches it",
+        ),
     }
 }
