@@ -356,10 +356,14 @@ fn unavailable(
     failure: &UrlFailure,
     cache_dir: Option<&Path>,
 ) -> StageError {
-    let layout = format!(
-        "models--{}/snapshots/{revision}/{file}",
-        repo.replace('/', "--")
-    );
+    let repo_dir = format!("models--{}", repo.replace('/', "--"));
+    let layout = if http::is_hex(revision, 40) {
+        format!("{repo_dir}/snapshots/{revision}/{file}")
+    } else {
+        format!(
+            "{repo_dir}/snapshots/COMMIT/{file} (and {repo_dir}/refs/{revision} holding COMMIT)"
+        )
+    };
     let cache = match cache_dir {
         Some(dir) => format!("{} has no {layout}", dir.display()),
         None => "no local HF cache (neither HF_HOME nor HOME is set)".to_string(),
