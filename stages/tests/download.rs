@@ -2,7 +2,7 @@
 
 mod download_support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use download_support::{payload, run_stage, sha256_hex, unreachable_url, Reply, Server};
 use serde_json::json;
@@ -98,6 +98,36 @@ fn resumes_with_range_after_a_dropped_connection() {
             .any(|m| m.contains(&format!("resuming at byte {}", SIZE / 2))),
         "{:?}",
         run.messages()
+    );
+}
+
+#[test]
+fn a_stalled_transfer_times_out_and_resumes() {
+    let body = payload(SIZE);
+    let served = body.clone();
+    let server = Server::start(move |request, earlier| match earlier {
+        0 => Reply::ranged(request, &served)
+            .cut_after(SIZE / 4)
+            .stall(Duration::from_secs(20)),
+        _ => Reply::ranged(request, &served),
+    });
+    let started = Instant::now();
+    let run = run_stage(
+        "data/download",
+        json!({ "url": server.url("/data.bin"), "sha256": sha256_hex(&body), "timeout_secs": 1 }),
+        &[],
+    );
+    run.assert_done();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(std::fs::read(run.output_dir.join("file")).unwrap(), body);
+    let requests = server.requests();
+    assert_eq!(
+        requests[1].header("range"),
+        Some(format!("bytes={}-", SIZE / 4).as_str())
     );
 }
 

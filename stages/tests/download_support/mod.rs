@@ -8,6 +8,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pipe_protocol::{Invocation, PROTOCOL_VERSION};
 use serde_json::Value;
@@ -43,6 +44,8 @@ pub struct Reply {
     pub body: Vec<u8>,
     /// Announce the whole body but close the connection after this many bytes.
     pub cut_after: Option<usize>,
+    /// Keep the connection open this long after writing, sending nothing.
+    pub stall: Duration,
 }
 
 impl Reply {
@@ -52,6 +55,7 @@ impl Reply {
             headers: vec![],
             body: format!("status {status}\n").into_bytes(),
             cut_after: None,
+            stall: Duration::ZERO,
         }
     }
 
@@ -62,6 +66,7 @@ impl Reply {
             headers: vec![],
             body: body.to_vec(),
             cut_after: None,
+            stall: Duration::ZERO,
         }
     }
 
@@ -76,6 +81,7 @@ impl Reply {
                 )],
                 body: body[start..].to_vec(),
                 cut_after: None,
+                stall: Duration::ZERO,
             },
             Some(_) => Reply::status(416),
             None => Reply::whole(body),
@@ -89,6 +95,11 @@ impl Reply {
 
     pub fn cut_after(mut self, bytes: usize) -> Reply {
         self.cut_after = Some(bytes);
+        self
+    }
+
+    pub fn stall(mut self, time: Duration) -> Reply {
+        self.stall = time;
         self
     }
 }
@@ -175,6 +186,7 @@ fn serve(stream: TcpStream, handler: &Handler, seen: &Mutex<Vec<Request>>) {
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body);
     let _ = stream.flush();
+    std::thread::sleep(reply.stall);
     let _ = stream.shutdown(Shutdown::Both);
 }
 
