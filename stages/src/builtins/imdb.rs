@@ -275,7 +275,11 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
             Ok(text) => text,
             Err(error) => {
                 extracted.invalid_utf8 += 1;
-                context.message(format!("{shown}: invalid UTF-8 replaced by U+FFFD"));
+                if extracted.invalid_utf8 <= 3 {
+                    context.message(format!(
+                        "{shown}: invalid UTF-8 replaced by U+FFFD (counted in invalid_utf8_files)"
+                    ));
+                }
                 String::from_utf8_lossy(error.as_bytes()).into_owned()
             }
         };
