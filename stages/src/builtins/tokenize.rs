@@ -94,11 +94,16 @@ impl BuiltinStage for Tokenize {
         let label_field = context.str("label_field")?;
         let batch_size = context.u64("batch_size")?;
         if batch_size == 0 {
-            return Err(StageError::param("batch_size", "must be at least 1", "leave it out to use 1024"));
+            return Err(StageError::param(
+                "batch_size",
+                "must be at least 1",
+                "leave it out to use 1024",
+            ));
         }
 
         let tokenizer_path = tokenizer_file(&tokenizer_param)?;
-        let tokenizer_bytes = std::fs::read(&tokenizer_path).map_err(|e| StageError::io(&tokenizer_path, e))?;
+        let tokenizer_bytes =
+            std::fs::read(&tokenizer_path).map_err(|e| StageError::io(&tokenizer_path, e))?;
         let tokenizer = load_tokenizer(&tokenizer_path, &tokenizer_bytes, max_length)?;
         let tokenizer_blake3 = blake3::hash(&tokenizer_bytes).to_hex().to_string();
 
@@ -108,13 +113,21 @@ impl BuiltinStage for Tokenize {
             let rows = read_split(&path, text_field, label_field)?;
             splits.push((name, path, rows));
         }
-        let total: u64 = splits.iter().map(|(_, _, rows)| rows.texts.len() as u64).sum();
+        let total: u64 = splits
+            .iter()
+            .map(|(_, _, rows)| rows.texts.len() as u64)
+            .sum();
 
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(context.threads())
             .thread_name(|index| format!("tokenize-{index}"))
             .build()
-            .map_err(|e| StageError::Other(format!("cannot start {} tokenizer threads: {e}", context.threads())))?;
+            .map_err(|e| {
+                StageError::Other(format!(
+                    "cannot start {} tokenizer threads: {e}",
+                    context.threads()
+                ))
+            })?;
 
         let out_dir = context.output(OUTPUT);
         std::fs::create_dir_all(&out_dir).map_err(|e| StageError::io(&out_dir, e))?;
@@ -190,7 +203,9 @@ fn load_tokenizer(path: &Path, bytes: &[u8], max_length: u64) -> Result<Tokenize
              `Tokenizer.save`); re-download it if it is truncated",
         )
     })?;
-    let special_tokens = tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(false)) as u64;
+    let special_tokens = tokenizer
+        .get_post_processor()
+        .map_or(0, |p| p.added_tokens(false)) as u64;
     if max_length <= special_tokens {
         return Err(StageError::param(
             "max_length",
@@ -198,11 +213,18 @@ fn load_tokenizer(path: &Path, bytes: &[u8], max_length: u64) -> Result<Tokenize
             format!("use at least {}; 128 or 512 are usual", special_tokens + 1),
         ));
     }
-    let truncation = TruncationParams { max_length: max_length as usize, ..TruncationParams::default() };
+    let truncation = TruncationParams {
+        max_length: max_length as usize,
+        ..TruncationParams::default()
+    };
     tokenizer.with_padding(None);
-    tokenizer
-        .with_truncation(Some(truncation))
-        .map_err(|e| StageError::param("max_length", format!("the tokenizer refuses it: {e}"), "use 128 or 512"))?;
+    tokenizer.with_truncation(Some(truncation)).map_err(|e| {
+        StageError::param(
+            "max_length",
+            format!("the tokenizer refuses it: {e}"),
+            "use 128 or 512",
+        )
+    })?;
     Ok(tokenizer)
 }
 
@@ -238,7 +260,9 @@ fn split_files(dataset: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(files
         .into_iter()
         .map(|path| {
-            let name = path.file_stem().map_or_else(|| "data".into(), |stem| stem.to_string_lossy().into_owned());
+            let name = path
+                .file_stem()
+                .map_or_else(|| "data".into(), |stem| stem.to_string_lossy().into_owned());
             (name, path)
         })
         .collect())
@@ -254,7 +278,11 @@ struct Rows {
 fn read_split(path: &Path, text_field: &str, label_field: &str) -> Result<Rows> {
     let file = File::open(path).map_err(|e| StageError::io(path, e))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
-    let mut rows = Rows { texts: Vec::new(), labels: Vec::new(), lines: Vec::new() };
+    let mut rows = Rows {
+        texts: Vec::new(),
+        labels: Vec::new(),
+        lines: Vec::new(),
+    };
     let mut line = String::new();
     let mut number = 0u64;
     loop {
@@ -279,19 +307,32 @@ fn read_split(path: &Path, text_field: &str, label_field: &str) -> Result<Rows> 
                 "each line must be one JSON object such as {\"text\": \"...\", \"label\": 0}",
             )
         })?;
-        let fields = || object.keys().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ");
+        let fields = || {
+            object
+                .keys()
+                .map(|key| format!("`{key}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let text = match object.get(text_field) {
             Some(Value::String(text)) => text.clone(),
             Some(other) => {
                 return Err(StageError::input(
-                    format!("{}: field `{text_field}` is not text: `{}`", at(), preview(other)),
+                    format!(
+                        "{}: field `{text_field}` is not text: `{}`",
+                        at(),
+                        preview(other)
+                    ),
                     format!("`{text_field}` must be a string in every row"),
                 ))
             }
             None => {
                 return Err(StageError::input(
                     format!("{}: the row has no field `{text_field}`", at()),
-                    format!("its fields are {}; set `text_field` to the one holding the text", fields()),
+                    format!(
+                        "its fields are {}; set `text_field` to the one holding the text",
+                        fields()
+                    ),
                 ))
             }
         };
@@ -351,7 +392,11 @@ fn encode_split(
         .par_chunks(batch_size)
         .enumerate()
         .map(|(index, chunk)| {
-            let mut result = Chunk { ids: Vec::new(), lengths: Vec::with_capacity(chunk.len()), truncated: 0 };
+            let mut result = Chunk {
+                ids: Vec::new(),
+                lengths: Vec::with_capacity(chunk.len()),
+                truncated: 0,
+            };
             for (offset, text) in chunk.iter().enumerate() {
                 // Offsets are not needed, and computing none is the fastest.
                 let encoding = tokenizer
@@ -369,8 +414,11 @@ fn encode_split(
         .collect::<std::result::Result<_, _>>()?;
 
     let total_ids = chunks.iter().map(|chunk| chunk.ids.len()).sum();
-    let mut encoded =
-        Encoded { input_ids: Vec::with_capacity(total_ids), offsets: Vec::with_capacity(texts.len() + 1), truncated: 0 };
+    let mut encoded = Encoded {
+        input_ids: Vec::with_capacity(total_ids),
+        offsets: Vec::with_capacity(texts.len() + 1),
+        truncated: 0,
+    };
     encoded.offsets.push(0);
     let mut end = 0i64;
     for chunk in chunks {
@@ -397,7 +445,10 @@ struct LengthStats {
 impl LengthStats {
     /// Lengths from row offsets. An empty split has every figure 0.
     fn of(offsets: &[i64], truncated: u64) -> LengthStats {
-        let mut lengths: Vec<u64> = offsets.windows(2).map(|pair| (pair[1] - pair[0]) as u64).collect();
+        let mut lengths: Vec<u64> = offsets
+            .windows(2)
+            .map(|pair| (pair[1] - pair[0]) as u64)
+            .collect();
         lengths.sort_unstable();
         let rows = lengths.len();
         let tokens: u64 = lengths.iter().sum();
@@ -413,7 +464,15 @@ impl LengthStats {
             let p95 = lengths[(rows * 95).div_ceil(100) - 1];
             (tokens as f64 / rows as f64, median, p95, lengths[rows - 1])
         };
-        LengthStats { rows, tokens, mean, median, p95, max, truncated }
+        LengthStats {
+            rows,
+            tokens,
+            mean,
+            median,
+            p95,
+            max,
+            truncated,
+        }
     }
 
     fn to_json(&self) -> Value {
@@ -433,14 +492,22 @@ impl LengthStats {
 /// `__metadata__` as a `HashMap` and writes it in random order, so two runs
 /// would differ byte for byte; the header is simple enough to write here,
 /// with sorted keys. Tensors come I64 first so every tensor stays aligned.
-fn write_safetensors(path: &Path, metadata: &BTreeMap<&str, String>, encoded: &Encoded, labels: &[i64]) -> Result<()> {
+fn write_safetensors(
+    path: &Path,
+    metadata: &BTreeMap<&str, String>,
+    encoded: &Encoded,
+    labels: &[i64],
+) -> Result<()> {
     let rows = labels.len();
     let labels_bytes = rows * 8;
     let offsets_bytes = (rows + 1) * 8;
     let ids_bytes = encoded.input_ids.len() * 4;
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), json!(metadata));
-    header.insert("labels".into(), json!({"dtype": "I64", "shape": [rows], "data_offsets": [0, labels_bytes]}));
+    header.insert(
+        "labels".into(),
+        json!({"dtype": "I64", "shape": [rows], "data_offsets": [0, labels_bytes]}),
+    );
     let offsets_end = labels_bytes + offsets_bytes;
     header.insert(
         "offsets".into(),
@@ -450,12 +517,14 @@ fn write_safetensors(path: &Path, metadata: &BTreeMap<&str, String>, encoded: &E
         "input_ids".into(),
         json!({"dtype": "U32", "shape": [encoded.input_ids.len()], "data_offsets": [offsets_end, offsets_end + ids_bytes]}),
     );
-    let mut header = serde_json::to_vec(&Value::Object(header)).map_err(|e| StageError::Other(e.to_string()))?;
+    let mut header =
+        serde_json::to_vec(&Value::Object(header)).map_err(|e| StageError::Other(e.to_string()))?;
     header.resize(header.len().next_multiple_of(8), b' ');
 
     let io = |e| StageError::io(path, e);
     let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
-    out.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
+    out.write_all(&(header.len() as u64).to_le_bytes())
+        .map_err(io)?;
     out.write_all(&header).map_err(io)?;
     for label in labels {
         out.write_all(&label.to_le_bytes()).map_err(io)?;
