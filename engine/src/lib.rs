@@ -11,6 +11,7 @@ pub use diagnostic::{Diagnostic, Location};
 pub use error::{EngineError, ExitCode};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+pub mod builtin;
 pub mod compare;
 pub mod exec;
 pub mod interrupt;
@@ -18,6 +19,5 @@ pub mod key;
 pub mod plan;
 pub mod project;
 pub mod runs;
-pub mod workspace;
 pub mod worker;
-pub mod builtin;
+pub mod workspace;

@@ -109,7 +109,10 @@ fn every_namespace_interpolates() {
 
     let train = stage(&pipeline, "train@precision=bf16-mixed");
     let StageKind::Builtin {
-        uses, version, with, ..
+        uses,
+        version,
+        with,
+        ..
     } = &train.kind
     else {
         panic!("{:?}", train.kind)

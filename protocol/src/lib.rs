@@ -53,13 +53,21 @@ pub struct Invocation {
 pub enum Event {
     /// Work done so far in a phase (`download`, `tokenize`, ...). `total` is
     /// absent when unknown. `unit` is `bytes` or a noun (`rows`, `tokens`).
-    Progress { phase: String, done: u64, total: Option<u64>, unit: String },
+    Progress {
+        phase: String,
+        done: u64,
+        total: Option<u64>,
+        unit: String,
+    },
     /// A line for the user (shown under the stage's progress line).
     Message { text: String },
     /// The stage finished; its outputs are complete.
     Done,
     /// The stage failed; nothing in `output_dir` may be used.
-    Error { message: String, hint: Option<String> },
+    Error {
+        message: String,
+        hint: Option<String>,
+    },
 }
 
 /// What a worker can run: the catalog entry of one stage.
@@ -87,7 +95,11 @@ pub struct ParamSpec {
     pub kind: ParamKind,
     /// `None` (no `default` key in JSON): required. `Some(Value::Null)`
     /// (`"default": null`): optional and unset unless given.
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     pub default: Option<Value>,
     pub doc: String,
     /// For `choice`: the allowed values.
@@ -158,7 +170,10 @@ pub fn check_params(
             (None, None) => {
                 problems.push(ParamProblem {
                     param: spec.name.clone(),
-                    message: format!("`{}@{}` needs param `{}`", info.name, info.version, spec.name),
+                    message: format!(
+                        "`{}@{}` needs param `{}`",
+                        info.name, info.version, spec.name
+                    ),
                     hint: format!("add `{}: ...` under `with:` ({})", spec.name, spec.doc),
                 });
                 continue;
@@ -191,8 +206,12 @@ fn type_problem(spec: &ParamSpec, value: &Value) -> Option<String> {
         ParamKind::Integer => value.is_i64() || value.is_u64(),
         ParamKind::Number => value.is_number(),
         ParamKind::Bool => value.is_boolean(),
-        ParamKind::Choice => value.as_str().is_some_and(|text| spec.choices.iter().any(|c| c == text)),
-        ParamKind::StringList => value.as_array().is_some_and(|items| items.iter().all(Value::is_string)),
+        ParamKind::Choice => value
+            .as_str()
+            .is_some_and(|text| spec.choices.iter().any(|c| c == text)),
+        ParamKind::StringList => value
+            .as_array()
+            .is_some_and(|items| items.iter().all(Value::is_string)),
         ParamKind::Any => true,
     };
     if ok {

@@ -22,14 +22,18 @@ const PROGRESS_INTERVAL: Duration = Duration::from_millis(200);
 
 impl StageContext {
     pub fn new(invocation: Invocation) -> StageContext {
-        StageContext { invocation, last_progress: Mutex::new(None) }
+        StageContext {
+            invocation,
+            last_progress: Mutex::new(None),
+        }
     }
 
     fn param(&self, name: &str) -> Result<&Value> {
-        self.invocation
-            .params
-            .get(name)
-            .ok_or_else(|| StageError::Other(format!("internal: param `{name}` missing from the invocation")))
+        self.invocation.params.get(name).ok_or_else(|| {
+            StageError::Other(format!(
+                "internal: param `{name}` missing from the invocation"
+            ))
+        })
     }
 
     /// `None` when the param is null (an optional param left unset).
@@ -37,13 +41,18 @@ impl StageContext {
         match self.param(name)? {
             Value::Null => Ok(None),
             Value::String(text) => Ok(Some(text)),
-            other => Err(StageError::param(name, format!("expected text, got `{other}`"), "")),
+            other => Err(StageError::param(
+                name,
+                format!("expected text, got `{other}`"),
+                "",
+            )),
         }
     }
 
     pub fn str(&self, name: &str) -> Result<&str> {
-        self.opt_str(name)?
-            .ok_or_else(|| StageError::param(name, "is required", format!("set `{name}` under `with:`")))
+        self.opt_str(name)?.ok_or_else(|| {
+            StageError::param(name, "is required", format!("set `{name}` under `with:`"))
+        })
     }
 
     pub fn u64(&self, name: &str) -> Result<u64> {
@@ -63,11 +72,15 @@ impl StageContext {
     }
 
     pub fn f64(&self, name: &str) -> Result<f64> {
-        self.param(name)?.as_f64().ok_or_else(|| StageError::param(name, "must be a number", ""))
+        self.param(name)?
+            .as_f64()
+            .ok_or_else(|| StageError::param(name, "must be a number", ""))
     }
 
     pub fn bool(&self, name: &str) -> Result<bool> {
-        self.param(name)?.as_bool().ok_or_else(|| StageError::param(name, "must be true or false", ""))
+        self.param(name)?
+            .as_bool()
+            .ok_or_else(|| StageError::param(name, "must be true or false", ""))
     }
 
     pub fn value(&self, name: &str) -> Result<&Value> {
@@ -77,7 +90,10 @@ impl StageContext {
     pub fn strings(&self, name: &str) -> Result<Vec<String>> {
         match self.param(name)? {
             Value::Null => Ok(Vec::new()),
-            Value::Array(items) => Ok(items.iter().filter_map(|item| item.as_str().map(String::from)).collect()),
+            Value::Array(items) => Ok(items
+                .iter()
+                .filter_map(|item| item.as_str().map(String::from))
+                .collect()),
             _ => Err(StageError::param(name, "must be a list of text values", "")),
         }
     }
@@ -111,12 +127,22 @@ impl StageContext {
             return;
         }
         *last = Some(Instant::now());
-        emit(&Event::Progress { phase: phase.to_string(), done, total, unit: unit.to_string() });
+        emit(&Event::Progress {
+            phase: phase.to_string(),
+            done,
+            total,
+            unit: unit.to_string(),
+        });
     }
 
     /// Reports the final count of a phase, unthrottled.
     pub fn progress_done(&self, phase: &str, done: u64, unit: &str) {
-        emit(&Event::Progress { phase: phase.to_string(), done, total: Some(done), unit: unit.to_string() });
+        emit(&Event::Progress {
+            phase: phase.to_string(),
+            done,
+            total: Some(done),
+            unit: unit.to_string(),
+        });
     }
 
     pub fn message(&self, text: impl Into<String>) {
@@ -126,7 +152,8 @@ impl StageContext {
     /// Writes `metrics.json` in the output directory.
     pub fn write_metrics(&self, metrics: &Value) -> Result<()> {
         let path = self.invocation.output_dir.join(pipe_protocol::METRICS_FILE);
-        let text = serde_json::to_string_pretty(metrics).map_err(|e| StageError::Other(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(metrics).map_err(|e| StageError::Other(e.to_string()))?;
         std::fs::write(&path, text).map_err(|e| StageError::io(&path, e))
     }
 }

@@ -16,7 +16,12 @@ struct Run {
 
 impl Run {
     fn lines(&self, split: &str) -> Vec<String> {
-        let text = std::fs::read_to_string(self.output_dir.join(split)).unwrap();
+        let text = std::fs::read_to_string(
+            self.output_dir
+                .join("dataset")
+                .join(format!("{split}.jsonl")),
+        )
+        .unwrap();
         text.lines().map(String::from).collect()
     }
 
@@ -34,7 +39,14 @@ impl Run {
     fn bytes(&self) -> Vec<Vec<u8>> {
         SPLITS
             .iter()
-            .map(|split| std::fs::read(self.output_dir.join(split)).unwrap())
+            .map(|split| {
+                std::fs::read(
+                    self.output_dir
+                        .join("dataset")
+                        .join(format!("{split}.jsonl")),
+                )
+                .unwrap()
+            })
             .collect()
     }
 
@@ -152,7 +164,7 @@ fn counts_give_exact_sizes_and_copy_lines_verbatim() {
 }
 
 #[test]
-fn fractions_floor_val_and_test_and_give_the_rest_to_train() {
+fn fractions_cut_at_the_floor_of_the_cumulative_share() {
     let dir = tempfile::tempdir().unwrap();
     let dataset = write_dataset(dir.path(), 33, |_| 0);
     let run = run_stage(
@@ -162,8 +174,22 @@ fn fractions_floor_val_and_test_and_give_the_rest_to_train() {
         None,
     );
     assert!(run.success, "{:?}", run.events);
-    // val floor(3.3) = 3, test floor(6.6) = 6, train 33 - 9 = 24.
-    assert_eq!(SPLITS.map(|split| run.lines(split).len()), [24, 3, 6]);
+    // Cuts at floor(0.7 * 33) = 23 and floor(0.8 * 33) = 26.
+    assert_eq!(SPLITS.map(|split| run.lines(split).len()), [23, 3, 7]);
+
+    // The quickstart's numbers: 12,808 rows at 70/10/20.
+    let dataset = write_dataset(dir.path(), 12_808, |_| 0);
+    let run = run_stage(
+        dir.path(),
+        "quickstart",
+        json!({"dataset": dataset, "train": 0.7, "val": 0.1, "test": 0.2, "seed": 123}),
+        None,
+    );
+    assert!(run.success, "{:?}", run.events);
+    assert_eq!(
+        SPLITS.map(|split| run.lines(split).len()),
+        [8965, 1281, 2562]
+    );
 
     let dataset = write_dataset(dir.path(), 100, |_| 0);
     let run = run_stage(
@@ -271,8 +297,9 @@ fn stratified_splits_keep_each_label_share_within_one_row() {
             );
         }
         if name == "fractions" {
-            // The same sizes as without stratification: floor for val and test.
-            assert_eq!(SPLITS.map(|split| run.lines(split).len()), [69, 9, 19]);
+            // The same sizes as without stratification: cuts at floor(0.7 * 97)
+            // and floor(0.8 * 97).
+            assert_eq!(SPLITS.map(|split| run.lines(split).len()), [67, 10, 20]);
         } else {
             assert_eq!(SPLITS.map(|split| run.lines(split).len()), [50, 13, 20]);
         }

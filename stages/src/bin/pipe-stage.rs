@@ -12,7 +12,12 @@ const USAGE: &str = "usage: pipe-stage describe | pipe-stage run --invocation FI
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["describe"] => {
             let catalog: Vec<_> = builtins::all().iter().map(|stage| stage.info()).collect();
             match serde_json::to_string_pretty(&catalog) {
@@ -28,7 +33,10 @@ fn main() -> ExitCode {
         }
         ["run", "--invocation", file] => run(file),
         ["--version"] => {
-            println!("pipe-stage {} (protocol {PROTOCOL_VERSION})", env!("CARGO_PKG_VERSION"));
+            println!(
+                "pipe-stage {} (protocol {PROTOCOL_VERSION})",
+                env!("CARGO_PKG_VERSION")
+            );
             ExitCode::SUCCESS
         }
         _ => {
@@ -54,13 +62,19 @@ fn run(file: &str) -> ExitCode {
     };
     if invocation.protocol != PROTOCOL_VERSION {
         return fail(
-            format!("invocation uses protocol {}, this worker speaks {PROTOCOL_VERSION}", invocation.protocol),
+            format!(
+                "invocation uses protocol {}, this worker speaks {PROTOCOL_VERSION}",
+                invocation.protocol
+            ),
             Some("rebuild pipe and pipe-stage from the same source".into()),
         );
     }
     let Some(stage) = builtins::find(&invocation.uses, invocation.version) else {
         return fail(
-            format!("this worker has no stage `{}@{}`", invocation.uses, invocation.version),
+            format!(
+                "this worker has no stage `{}@{}`",
+                invocation.uses, invocation.version
+            ),
             Some("`pipe stages` lists the built-in stages".into()),
         );
     };
@@ -75,7 +89,13 @@ fn run(file: &str) -> ExitCode {
     let mut invocation = invocation;
     invocation.params = params;
     if let Err(error) = std::fs::create_dir_all(&invocation.output_dir) {
-        return fail(format!("cannot create `{}`: {error}", invocation.output_dir.display()), None);
+        return fail(
+            format!(
+                "cannot create `{}`: {error}",
+                invocation.output_dir.display()
+            ),
+            None,
+        );
     }
     let context = StageContext::new(invocation);
     match stage.run(&context) {
