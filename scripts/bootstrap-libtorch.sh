@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Makes libtorch available to the `torch` feature of pipe-stages.
+#
+#   scripts/bootstrap-libtorch.sh [--with-transformers]
+#
+# tch 0.24 binds libtorch 2.11.0 exactly, and the simplest way to get that
+# build on any machine is the PyPI torch wheel in a project-local venv
+# (.venv/, gitignored): torch-sys then finds it with LIBTORCH_USE_PYTORCH=1
+# and that venv's python first on PATH. A user with their own libtorch sets
+# LIBTORCH instead and this script installs nothing.
+#
+# --with-transformers also installs pinned transformers and safetensors, which
+# only the parity fixture script (scripts/fixtures/make_model_reference.py)
+# needs; the Rust build never does.
+#
+# Idempotent: a venv that already has the right torch is left alone, and
+# pip's own cache makes a rebuilt venv cheap. Prints the environment to
+# export on its last lines.
+set -euo pipefail
+
+TORCH_VERSION=2.11.0
+TRANSFORMERS_VERSION=4.57.6
+SAFETENSORS_VERSION=0.7.0
+
+with_transformers=0
+for arg in "$@"; do
+    case "$arg" in
+        --with-transformers) with_transformers=1 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        *) echo "error: unknown option $arg" >&2; exit 2 ;;
+    esac
+done
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="$root/.venv"
+
+if [[ -n "${LIBTORCH:-}" ]]; then
+    if [[ ! -d "$LIBTORCH/lib" ]]; then
+        echo "error: LIBTORCH=$LIBTORCH has no lib/ directory" >&2
+        exit 1
+    fi
+    if [[ $with_transformers == 1 ]]; then
+        echo "error: --with-transformers needs the venv; unset LIBTORCH for that run" >&2
+        exit 1
+    fi
+    echo "using LIBTORCH=$LIBTORCH (nothing installed); libtorch must be $TORCH_VERSION for tch 0.24"
+    echo
+    echo "export LIBTORCH=$LIBTORCH"
+    exit 0
+fi
+
+python="${PYTHON:-python3}"
+if [[ ! -x "$venv/bin/python" ]]; then
+    "$python" -m venv "$venv"
+fi
+
+installed_torch() {
+    "$venv/bin/python" -c 'import torch, sys; sys.stdout.write(torch.__version__)' 2>/dev/null || true
+}
+
+# The wheel's version may carry a local suffix (2.11.0+cu128), hence the prefix match.
+case "$(installed_torch)" in
+    "$TORCH_VERSION"|"$TORCH_VERSION"+*) ;;
+    *) "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" ;;
+esac
+
+if [[ $with_transformers == 1 ]]; then
+    if ! "$venv/bin/python" -c "import transformers, safetensors, sys; sys.exit(0 if (transformers.__version__, safetensors.__version__) == ('$TRANSFORMERS_VERSION', '$SAFETENSORS_VERSION') else 1)" 2>/dev/null; then
+        # torch is pinned again so that pip cannot move it while resolving.
+        "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" \
+            "transformers==$TRANSFORMERS_VERSION" "safetensors==$SAFETENSORS_VERSION"
+    fi
+fi
+
+echo "torch $(installed_torch) in $venv"
+echo
+echo "export LIBTORCH_USE_PYTORCH=1"
+echo "export PATH=\"$venv/bin:\$PATH\""
