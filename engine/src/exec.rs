@@ -409,7 +409,9 @@ fn schedule(
         Ok(())
     })?;
     save(db, context.run_id, &mut unsaved)?;
-    let status = if interrupted {
+    // A signal may arrive after the last stage was launched: the stage sees
+    // it and stops, and the loop ends before its next check of the flag.
+    let status = if interrupted || interrupt::requested() {
         "interrupted"
     } else if failed {
         "failed"
