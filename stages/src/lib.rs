@@ -4,6 +4,7 @@
 //! progress as JSON lines on stdout, and leaves its outputs (and
 //! `metrics.json`) in the output directory it was given.
 
+pub mod batches;
 pub mod builtins;
 mod context;
 mod error;
