@@ -237,3 +237,20 @@ fn pipe_stages_lists_and_describes_stages() {
         "{text}"
     );
 }
+
+#[test]
+fn an_absolute_input_path_inside_the_project_is_the_same_key_as_a_relative_one() {
+    let project = project();
+    assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
+    let absolute = project.path("words.txt").canonicalize().unwrap();
+    project.write(
+        "pipe.yaml",
+        &PIPELINE.replace(
+            "input: words.txt",
+            &format!("input: {}", absolute.display()),
+        ),
+    );
+    let again = run(&project, &[], &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.status("loud"), "fresh");
+}

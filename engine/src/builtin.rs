@@ -67,7 +67,7 @@ pub fn resolve(pipeline: &mut Pipeline, catalog: &Catalog) -> Result<()> {
             Value::Object(map) => map.clone(),
             _ => serde_json::Map::new(),
         };
-        let resolved = match pipe_protocol::check_params(info, &given) {
+        let mut resolved = match pipe_protocol::check_params(info, &given) {
             Ok(resolved) => resolved,
             Err(problems) => {
                 let names: Vec<&str> = info.params.iter().map(|spec| spec.name.as_str()).collect();
@@ -114,6 +114,9 @@ pub fn resolve(pipeline: &mut Pipeline, catalog: &Catalog) -> Result<()> {
                     continue;
                 }
             };
+            // The key holds the project-relative form, so moving the
+            // project does not change it.
+            resolved.insert(spec.name.clone(), Value::String(path.clone()));
             if !stage.deps.iter().any(|dep| dep.path == path) {
                 stage.deps.push(Dep {
                     name: format!("with.{}", spec.name),
