@@ -6,6 +6,7 @@
 
 pub mod batches;
 pub mod builtins;
+pub mod classification;
 mod context;
 mod error;
 mod http;
