@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use crate::{Result, StageError};
+
 /// Accuracy, per-class and averaged precision/recall/F1, and the confusion
 /// matrix (`confusion[true][predicted]`), as scikit-learn computes them
 /// with `zero_division=0`.
@@ -32,19 +34,27 @@ pub struct ClassScores {
     pub support: u64,
 }
 
-/// `labels` and `predictions` are class ids below `classes`.
+/// `labels` and `predictions` are class ids below `classes`, one each per row.
 pub fn classification_report(
     labels: &[usize],
     predictions: &[usize],
     classes: usize,
-) -> ClassificationReport {
-    assert_eq!(labels.len(), predictions.len(), "one prediction per label");
+) -> Result<ClassificationReport> {
+    if labels.len() != predictions.len() {
+        return Err(StageError::Other(format!(
+            "internal: {} labels but {} predictions",
+            labels.len(),
+            predictions.len()
+        )));
+    }
     let mut confusion = vec![vec![0u64; classes]; classes];
-    for (&label, &prediction) in labels.iter().zip(predictions) {
-        assert!(
-            label < classes && prediction < classes,
-            "class id out of range"
-        );
+    for (row, (&label, &prediction)) in labels.iter().zip(predictions).enumerate() {
+        if label >= classes || prediction >= classes {
+            return Err(StageError::input(
+                format!("row {row}: label {label} or prediction {prediction} is not a class below {classes}"),
+                "labels must be class ids 0..num_labels-1; check the dataset's labels and the model's `num_labels`",
+            ));
+        }
         confusion[label][prediction] += 1;
     }
     let rows = labels.len() as u64;
@@ -84,7 +94,7 @@ pub fn classification_report(
             per_class.iter().map(value).sum::<f64>() / classes as f64
         }
     };
-    ClassificationReport {
+    Ok(ClassificationReport {
         rows,
         accuracy: ratio(correct, rows),
         macro_precision: mean(|scores| scores.precision),
@@ -93,7 +103,7 @@ pub fn classification_report(
         binary: (classes == 2).then(|| per_class[1].clone()),
         per_class,
         confusion,
-    }
+    })
 }
 
 /// Linear warmup from 0 to the peak rate over `warmup_steps`, then linear
@@ -180,7 +190,7 @@ mod tests {
         // positives, 1 false positive, 2 false negatives.
         let labels = [1, 0, 1, 1, 0, 0, 1, 0, 1, 1];
         let predictions = [1, 0, 0, 1, 0, 1, 1, 0, 1, 0];
-        let report = classification_report(&labels, &predictions, 2);
+        let report = classification_report(&labels, &predictions, 2).unwrap();
         assert!(close(report.accuracy, 0.7));
         assert_eq!(report.confusion, vec![vec![3, 1], vec![2, 4]]);
         let binary = report.binary.clone().unwrap();
@@ -199,12 +209,13 @@ mod tests {
 
     #[test]
     fn a_class_never_predicted_scores_zero_not_nan() {
-        let report = classification_report(&[0, 1, 2], &[0, 0, 0], 3);
+        let report = classification_report(&[0, 1, 2], &[0, 0, 0], 3).unwrap();
         assert!(close(report.per_class[1].precision, 0.0));
         assert!(close(report.per_class[2].f1, 0.0));
         assert!(report.binary.is_none());
         assert!(report.macro_f1.is_finite());
-        let empty = classification_report(&[], &[], 2);
+        let empty = classification_report(&[], &[], 2).unwrap();
+        assert!(classification_report(&[0, 5], &[0, 1], 2).is_err());
         assert!(close(empty.accuracy, 0.0));
     }
 
