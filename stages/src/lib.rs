@@ -10,6 +10,8 @@ pub mod classification;
 mod context;
 mod error;
 mod http;
+#[cfg(feature = "torch")]
+pub mod model;
 pub mod rng;
 
 pub use context::{emit, StageContext};

@@ -1,0 +1,70 @@
+//! Forward throughput of a BERT/DistilBERT classifier on the CPU, fp32,
+//! eval mode, no autograd: a floor for what training can reach.
+//!
+//!     CARGO_TARGET_DIR=target-torch cargo run -p pipe-stages --features torch \
+//!         --example model_forward_throughput -- MODEL_DIR [BATCH SEQ ITERS]
+//!
+//! MODEL_DIR holds config.json and model.safetensors (MiniLM-L6: see
+//! docs/libtorch.md). The dev profile already builds dependencies with
+//! opt-level 2 and the work is inside libtorch, so a release build changes
+//! little.
+
+#[cfg(feature = "torch")]
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    use std::time::Instant;
+
+    use pipe_stages::model::SequenceClassifier;
+    use tch::{Device, Kind, Tensor};
+
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(dir) = args.first() else {
+        return Err("usage: model_forward_throughput MODEL_DIR [BATCH SEQ ITERS]".into());
+    };
+    let number = |index: usize, default: i64| -> Result<i64, Box<dyn std::error::Error>> {
+        Ok(match args.get(index) {
+            Some(text) => text.parse()?,
+            None => default,
+        })
+    };
+    let (batch, seq, iters) = (number(1, 32)?, number(2, 64)?, number(3, 10)?);
+    let (model, _) =
+        SequenceClassifier::from_pretrained(std::path::Path::new(dir), Some(2), Device::Cpu)?;
+    tch::manual_seed(0);
+    // Ids from 1000 up: ordinary word pieces, no special tokens.
+    let ids = Tensor::randint_low(
+        1000,
+        model.config.vocab_size,
+        [batch, seq],
+        (Kind::Int64, Device::Cpu),
+    );
+    // No row is padded, so no mask, as transformers does too: it drops an
+    // all-ones mask, which lets the fused attention take its unmasked path.
+    // PIPE_BENCH_MASK=1 passes the mask anyway, to see what it costs.
+    let mask = std::env::var_os("PIPE_BENCH_MASK")
+        .map(|_| Tensor::ones([batch, seq], (Kind::Int64, Device::Cpu)));
+    let run = || tch::no_grad(|| model.forward_t(&ids, mask.as_ref(), None, false));
+    // The first calls pay for oneDNN's kernel selection and allocator warm-up.
+    for _ in 0..2 {
+        let _logits = run()?;
+    }
+    let start = Instant::now();
+    for _ in 0..iters {
+        let _logits = run()?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let samples = (batch * iters) as f64;
+    println!(
+        "batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
+        tch::get_num_threads(),
+        seconds / iters as f64,
+        samples / seconds,
+        samples * seq as f64 / seconds
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "torch"))]
+fn main() {
+    eprintln!("model_forward_throughput needs `--features torch` (see docs/libtorch.md)");
+    std::process::exit(2);
+}

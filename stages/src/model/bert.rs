@@ -1,0 +1,173 @@
+//! `BertForSequenceClassification`: the encoder under `bert.`, then the
+//! pooler (dense + tanh on the first token), dropout and the classifier.
+
+use tch::nn::{self, Module};
+use tch::{Kind, Tensor};
+
+use super::config::{Activation, ModelConfig};
+use super::layers::{embedding, layer_norm, linear, SelfAttention};
+
+#[derive(Debug)]
+struct Embeddings {
+    word: nn::Embedding,
+    position: nn::Embedding,
+    token_type: nn::Embedding,
+    norm: nn::LayerNorm,
+    dropout: f64,
+}
+
+impl Embeddings {
+    fn new(path: &nn::Path, config: &ModelConfig) -> Self {
+        let hidden = config.hidden_size;
+        Embeddings {
+            word: embedding(path / "word_embeddings", config.vocab_size, hidden, config),
+            position: embedding(
+                path / "position_embeddings",
+                config.max_position_embeddings,
+                hidden,
+                config,
+            ),
+            token_type: embedding(
+                path / "token_type_embeddings",
+                config.type_vocab_size,
+                hidden,
+                config,
+            ),
+            norm: layer_norm(path / "LayerNorm", config),
+            dropout: config.hidden_dropout_prob,
+        }
+    }
+
+    fn forward_t(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
+        let seq = input_ids.size()[1];
+        let positions = Tensor::arange(seq, (Kind::Int64, input_ids.device())).unsqueeze(0);
+        let mut xs = self.word.forward(input_ids) + self.position.forward(&positions);
+        xs = match token_type_ids {
+            Some(ids) => xs + self.token_type.forward(ids),
+            // HF's default: every token in segment 0. Row 0 broadcast over
+            // the batch is the same and saves a gather.
+            None => xs + self.token_type.ws.get(0),
+        };
+        self.norm.forward(&xs).dropout(self.dropout, train)
+    }
+}
+
+#[derive(Debug)]
+struct Layer {
+    attention: SelfAttention,
+    attention_output: nn::Linear,
+    attention_norm: nn::LayerNorm,
+    intermediate: nn::Linear,
+    activation: Activation,
+    output: nn::Linear,
+    output_norm: nn::LayerNorm,
+    dropout: f64,
+}
+
+impl Layer {
+    fn new(path: &nn::Path, config: &ModelConfig) -> Self {
+        let hidden = config.hidden_size;
+        let attention = path / "attention";
+        Layer {
+            attention: SelfAttention::new(
+                &(&attention / "self"),
+                ["query", "key", "value"],
+                config,
+            ),
+            attention_output: linear(&attention / "output" / "dense", hidden, hidden, config),
+            attention_norm: layer_norm(&attention / "output" / "LayerNorm", config),
+            intermediate: linear(
+                path / "intermediate" / "dense",
+                hidden,
+                config.intermediate_size,
+                config,
+            ),
+            activation: config.hidden_act,
+            output: linear(
+                path / "output" / "dense",
+                config.intermediate_size,
+                hidden,
+                config,
+            ),
+            output_norm: layer_norm(path / "output" / "LayerNorm", config),
+            dropout: config.hidden_dropout_prob,
+        }
+    }
+
+    fn forward_t(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
+        let context = self.attention.forward_t(xs, mask, train);
+        let attended = self.attention_norm.forward(
+            &(self
+                .attention_output
+                .forward(&context)
+                .dropout(self.dropout, train)
+                + xs),
+        );
+        let inner = self.activation.apply(&self.intermediate.forward(&attended));
+        self.output_norm
+            .forward(&(self.output.forward(&inner).dropout(self.dropout, train) + attended))
+    }
+}
+
+#[derive(Debug)]
+pub struct BertForSequenceClassification {
+    embeddings: Embeddings,
+    layers: Vec<Layer>,
+    pooler: nn::Linear,
+    classifier: nn::Linear,
+    classifier_dropout: f64,
+}
+
+impl BertForSequenceClassification {
+    pub fn new(root: &nn::Path, config: &ModelConfig, num_labels: i64) -> Self {
+        let bert = root / "bert";
+        let layers = &bert / "encoder" / "layer";
+        BertForSequenceClassification {
+            embeddings: Embeddings::new(&(&bert / "embeddings"), config),
+            layers: (0..config.num_hidden_layers)
+                .map(|index| Layer::new(&(&layers / index), config))
+                .collect(),
+            pooler: linear(
+                &bert / "pooler" / "dense",
+                config.hidden_size,
+                config.hidden_size,
+                config,
+            ),
+            classifier: linear(root / "classifier", config.hidden_size, num_labels, config),
+            classifier_dropout: config.classifier_dropout,
+        }
+    }
+
+    /// The last layer's hidden states, (batch, seq, hidden).
+    pub fn encode(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        mask: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
+        let mut xs = self.embeddings.forward_t(input_ids, token_type_ids, train);
+        for layer in &self.layers {
+            xs = layer.forward_t(&xs, mask, train);
+        }
+        xs
+    }
+
+    pub fn forward_t(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        mask: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
+        let hidden = self.encode(input_ids, token_type_ids, mask, train);
+        let pooled = self.pooler.forward(&hidden.select(1, 0)).tanh();
+        self.classifier
+            .forward(&pooled.dropout(self.classifier_dropout, train))
+    }
+}

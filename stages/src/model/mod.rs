@@ -1,0 +1,242 @@
+//! Transformer encoders with a sequence-classification head on libtorch
+//! (tch), loading and naming weights as Hugging Face `transformers` does.
+//!
+//! Every parameter lives in one `VarStore` under its HF name
+//! (`bert.encoder.layer.0.attention.self.query.weight`, `classifier.bias`),
+//! so an optimizer takes `vs.trainable_variables()` and a checkpoint is the
+//! store dumped as it is.
+
+mod bert;
+mod config;
+mod distilbert;
+mod layers;
+mod weights;
+
+use std::path::{Path, PathBuf};
+
+use tch::{nn::VarStore, Device, Kind, Tensor};
+
+pub use bert::BertForSequenceClassification;
+pub use config::{Activation, Architecture, ModelConfig};
+pub use distilbert::DistilBertForSequenceClassification;
+pub use weights::{load_safetensors, LoadReport};
+
+use crate::StageError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{path}: {message}")]
+    Config { path: String, message: String },
+    #[error("model_type `{model_type}` is not supported")]
+    UnknownModelType { model_type: String },
+    #[error("{}: {message}", path.display())]
+    Weights { path: PathBuf, message: String },
+    #[error("I/O error on `{}`: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("bad model input: {0}")]
+    Input(String),
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+}
+
+impl From<ModelError> for StageError {
+    fn from(error: ModelError) -> Self {
+        let hint = match &error {
+            ModelError::UnknownModelType { .. } => {
+                "supported model types are `bert` and `distilbert` (config.json `model_type`)"
+            }
+            ModelError::Config { .. } | ModelError::Weights { .. } => {
+                "use a Hugging Face BERT or DistilBERT checkpoint: config.json and \
+                 model.safetensors from the same model"
+            }
+            ModelError::Input(_) => "this is a bug in the stage that built the batch",
+            ModelError::Io { .. } | ModelError::Torch(_) => "",
+        };
+        match error {
+            ModelError::Io { path, source } => StageError::io(path, source),
+            ModelError::Torch(error) => StageError::Other(format!("libtorch: {error}")),
+            other => StageError::input(other.to_string(), hint),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Net {
+    Bert(BertForSequenceClassification),
+    DistilBert(DistilBertForSequenceClassification),
+}
+
+/// A BERT or DistilBERT sequence classifier and the var store that owns its
+/// parameters.
+#[derive(Debug)]
+pub struct SequenceClassifier {
+    pub vs: VarStore,
+    pub config: ModelConfig,
+    num_labels: i64,
+    net: Net,
+}
+
+impl SequenceClassifier {
+    /// A freshly initialised model (seed with `tch::manual_seed` first for
+    /// reproducible weights), in float32 on `device`.
+    pub fn new(config: ModelConfig, num_labels: i64, device: Device) -> Result<Self, ModelError> {
+        if num_labels < 1 {
+            return Err(ModelError::Input(format!(
+                "a classifier needs at least one label, got {num_labels}"
+            )));
+        }
+        let vs = VarStore::new(device);
+        let root = vs.root();
+        let net = match config.architecture {
+            Architecture::Bert => Net::Bert(BertForSequenceClassification::new(
+                &root, &config, num_labels,
+            )),
+            Architecture::DistilBert => Net::DistilBert(DistilBertForSequenceClassification::new(
+                &root, &config, num_labels,
+            )),
+        };
+        Ok(SequenceClassifier {
+            vs,
+            config,
+            num_labels,
+            net,
+        })
+    }
+
+    /// `dir/config.json` and `dir/model.safetensors`, as `transformers`'
+    /// `from_pretrained` reads them. The encoder must be complete; the head
+    /// (and BERT's pooler, which sentence-embedding checkpoints may lack)
+    /// keeps its fresh initialisation when the file has none, as in
+    /// `transformers`. `num_labels` overrides the config's `id2label`.
+    pub fn from_pretrained(
+        dir: &Path,
+        num_labels: Option<i64>,
+        device: Device,
+    ) -> Result<(Self, LoadReport), ModelError> {
+        let config = ModelConfig::from_file(&dir.join("config.json"))?;
+        let num_labels = num_labels.unwrap_or_else(|| config.num_labels());
+        let model = Self::new(config, num_labels, device)?;
+        let weights = dir.join("model.safetensors");
+        let report = model.load_weights(&weights)?;
+        let prefix = model.config.architecture.model_type();
+        let pooler = format!("{prefix}.pooler.");
+        let encoder_missing: Vec<&String> = report
+            .missing
+            .iter()
+            .filter(|name| name.starts_with(&format!("{prefix}.")) && !name.starts_with(&pooler))
+            .collect();
+        if !encoder_missing.is_empty() {
+            return Err(ModelError::Weights {
+                path: weights,
+                message: format!(
+                    "{} encoder tensors are missing, e.g. `{}`: is this a {prefix} checkpoint?",
+                    encoder_missing.len(),
+                    encoder_missing[0]
+                ),
+            });
+        }
+        Ok((model, report))
+    }
+
+    /// Loads what `path` has for this model (see [`load_safetensors`]).
+    pub fn load_weights(&self, path: &Path) -> Result<LoadReport, ModelError> {
+        load_safetensors(&self.vs, self.config.architecture.model_type(), path)
+    }
+
+    pub fn num_labels(&self) -> i64 {
+        self.num_labels
+    }
+
+    /// Logits, (batch, num_labels), in the parameters' dtype.
+    ///
+    /// `input_ids` is (batch, seq) int64; `attention_mask` (batch, seq),
+    /// nonzero for real tokens, or None when no row is padded; token types
+    /// default to segment 0 (DistilBERT has none and rejects them). `train`
+    /// turns dropout on.
+    pub fn forward_t(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        token_type_ids: Option<&Tensor>,
+        train: bool,
+    ) -> Result<Tensor, ModelError> {
+        let size = input_ids.size();
+        let [batch, seq] = size[..] else {
+            return Err(ModelError::Input(format!(
+                "input_ids must be (batch, seq), got shape {size:?}"
+            )));
+        };
+        if batch == 0 || seq == 0 {
+            return Err(ModelError::Input(format!("empty batch of shape {size:?}")));
+        }
+        if input_ids.kind() != Kind::Int64 {
+            return Err(ModelError::Input(format!(
+                "input_ids must be int64, got {:?}",
+                input_ids.kind()
+            )));
+        }
+        if seq > self.config.max_position_embeddings {
+            return Err(ModelError::Input(format!(
+                "sequence length {seq} is more than the model's {} positions",
+                self.config.max_position_embeddings
+            )));
+        }
+        // An id past the table is an index error deep in libtorch otherwise,
+        // which tch turns into a panic; one reduction here is cheap.
+        let (lowest, highest) = (
+            input_ids.f_min()?.int64_value(&[]),
+            input_ids.f_max()?.int64_value(&[]),
+        );
+        if lowest < 0 || highest >= self.config.vocab_size {
+            return Err(ModelError::Input(format!(
+                "token ids span {lowest}..={highest}, outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        for (name, tensor) in [
+            ("attention_mask", attention_mask),
+            ("token_type_ids", token_type_ids),
+        ] {
+            if let Some(tensor) = tensor {
+                if tensor.size() != size {
+                    return Err(ModelError::Input(format!(
+                        "{name} has shape {:?}, input_ids {size:?}",
+                        tensor.size()
+                    )));
+                }
+            }
+        }
+        let mask = match attention_mask {
+            Some(mask) => Some(mask.f_ne(0)?.view([batch, 1, 1, seq])),
+            None => None,
+        };
+        let logits = match &self.net {
+            Net::Bert(net) => {
+                if let Some(types) = token_type_ids {
+                    let highest = types.f_max()?.int64_value(&[]);
+                    if types.f_min()?.int64_value(&[]) < 0 || highest >= self.config.type_vocab_size
+                    {
+                        return Err(ModelError::Input(format!(
+                            "token type ids outside 0..{}",
+                            self.config.type_vocab_size
+                        )));
+                    }
+                }
+                net.forward_t(input_ids, token_type_ids, mask.as_ref(), train)
+            }
+            Net::DistilBert(net) => {
+                if token_type_ids.is_some() {
+                    return Err(ModelError::Input(
+                        "DistilBERT has no token type embeddings".to_string(),
+                    ));
+                }
+                net.forward_t(input_ids, mask.as_ref(), train)
+            }
+        };
+        Ok(logits)
+    }
+}
