@@ -39,6 +39,9 @@ if [[ -n "${LIBTORCH:-}" ]]; then
         echo "error: LIBTORCH=$LIBTORCH has no lib/ directory" >&2
         exit 1
     fi
+    # The rpath baked into pipe-stage is this path; a relative one would
+    # resolve against wherever the binary is run from.
+    LIBTORCH="$(cd "$LIBTORCH" && pwd)"
     if [[ $with_transformers == 1 ]]; then
         echo "error: --with-transformers needs the venv; unset LIBTORCH for that run" >&2
         exit 1
@@ -54,25 +57,26 @@ if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
 
-installed_torch() {
-    "$venv/bin/python" -c 'import torch, sys; sys.stdout.write(torch.__version__)' 2>/dev/null || true
+# Package metadata, not `import torch`: that takes seconds.
+installed() {
+    "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.stdout.write(m.version(sys.argv[1]))' "$1" 2>/dev/null || true
 }
 
 # The wheel's version may carry a local suffix (2.11.0+cu128), hence the prefix match.
-case "$(installed_torch)" in
+case "$(installed torch)" in
     "$TORCH_VERSION"|"$TORCH_VERSION"+*) ;;
     *) "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" ;;
 esac
 
 if [[ $with_transformers == 1 ]]; then
-    if ! "$venv/bin/python" -c "import transformers, safetensors, sys; sys.exit(0 if (transformers.__version__, safetensors.__version__) == ('$TRANSFORMERS_VERSION', '$SAFETENSORS_VERSION') else 1)" 2>/dev/null; then
+    if [[ "$(installed transformers) $(installed safetensors)" != "$TRANSFORMERS_VERSION $SAFETENSORS_VERSION" ]]; then
         # torch is pinned again so that pip cannot move it while resolving.
         "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" \
             "transformers==$TRANSFORMERS_VERSION" "safetensors==$SAFETENSORS_VERSION"
     fi
 fi
 
-echo "torch $(installed_torch) in $venv"
+echo "torch $(installed torch) in $venv"
 echo
 echo "export LIBTORCH_USE_PYTORCH=1"
 echo "export PATH=\"$venv/bin:\$PATH\""
