@@ -1,8 +1,10 @@
-//! Forward throughput of a BERT/DistilBERT classifier on the CPU, fp32,
-//! eval mode, no autograd: a floor for what training can reach.
+//! Throughput of a BERT/DistilBERT classifier on the CPU in fp32: the
+//! forward alone (eval mode, no autograd), or with `train` a whole training
+//! step (dropout on, cross-entropy, backward, tch's AdamW at lr 5e-5 and
+//! weight decay 0.01, as torch.optim.AdamW's defaults).
 //!
 //!     CARGO_TARGET_DIR=target-torch cargo run -p pipe-stages --features torch \
-//!         --example model_forward_throughput -- MODEL_DIR [BATCH SEQ ITERS]
+//!         --example model_throughput -- MODEL_DIR [BATCH SEQ ITERS [train]]
 //!
 //! MODEL_DIR holds config.json and model.safetensors (MiniLM-L6: see
 //! docs/libtorch.md). The dev profile already builds dependencies with
@@ -18,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(dir) = args.first() else {
-        return Err("usage: model_forward_throughput MODEL_DIR [BATCH SEQ ITERS]".into());
+        return Err("usage: model_throughput MODEL_DIR [BATCH SEQ ITERS [train]]".into());
     };
     let number = |index: usize, default: i64| -> Result<i64, Box<dyn std::error::Error>> {
         Ok(match args.get(index) {
@@ -27,6 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
     };
     let (batch, seq, iters) = (number(1, 32)?, number(2, 64)?, number(3, 10)?);
+    let train = args.get(4).is_some_and(|mode| mode == "train");
     let (model, _) =
         SequenceClassifier::from_pretrained(std::path::Path::new(dir), Some(2), Device::Cpu)?;
     tch::manual_seed(0);
@@ -42,19 +45,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // PIPE_BENCH_MASK=1 passes the mask anyway, to see what it costs.
     let mask = std::env::var_os("PIPE_BENCH_MASK")
         .map(|_| Tensor::ones([batch, seq], (Kind::Int64, Device::Cpu)));
-    let run = || tch::no_grad(|| model.forward_t(&ids, mask.as_ref(), None, false));
-    // The first calls pay for oneDNN's kernel selection and allocator warm-up.
+    let labels = Tensor::randint(2, [batch], (Kind::Int64, Device::Cpu));
+    let mut optimizer = nn_adamw(&model)?;
+    let mut run = || -> Result<(), Box<dyn std::error::Error>> {
+        if train {
+            let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
+            optimizer.backward_step(&logits.cross_entropy_for_logits(&labels));
+        } else {
+            let _logits = tch::no_grad(|| model.forward_t(&ids, mask.as_ref(), None, false))?;
+        }
+        Ok(())
+    };
+    // The first calls pay for oneDNN's kernel selection, allocator warm-up
+    // and the optimizer's state.
     for _ in 0..2 {
-        let _logits = run()?;
+        run()?;
     }
     let start = Instant::now();
     for _ in 0..iters {
-        let _logits = run()?;
+        run()?;
     }
     let seconds = start.elapsed().as_secs_f64();
     let samples = (batch * iters) as f64;
     println!(
-        "batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
+        "{}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
+        if train { "train step" } else { "forward" },
         tch::get_num_threads(),
         seconds / iters as f64,
         samples / seconds,
@@ -63,8 +78,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+#[cfg(feature = "torch")]
+fn nn_adamw(
+    model: &pipe_stages::model::SequenceClassifier,
+) -> Result<tch::nn::Optimizer, tch::TchError> {
+    use tch::nn::OptimizerConfig;
+    tch::nn::AdamW::default().build(&model.vs, 5e-5)
+}
+
 #[cfg(not(feature = "torch"))]
 fn main() {
-    eprintln!("model_forward_throughput needs `--features torch` (see docs/libtorch.md)");
+    eprintln!("model_throughput needs `--features torch` (see docs/libtorch.md)");
     std::process::exit(2);
 }
