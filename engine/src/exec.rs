@@ -136,6 +136,8 @@ struct Context<'a> {
     run_id: i64,
     log_dir: PathBuf,
     observer: Observer<'a>,
+    /// The run's `-j`.
+    jobs: usize,
     /// Process groups of running commands, by stage index, for Ctrl-C.
     running: Mutex<HashMap<usize, u32>>,
 }
@@ -193,6 +195,7 @@ pub fn run(
         run_id,
         log_dir: project.log_dir(run_id),
         observer,
+        jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
     };
     let outcome = schedule(
@@ -792,7 +795,13 @@ fn run_worker(
         project_root: root.clone(),
         seed: context.pipeline.params.get("seed").and_then(Value::as_u64),
         devices: gpus.to_vec(),
-        threads: stage.resources.cpus.max(1) as usize,
+        // Built-in stages parallelise inside (tokenize, training): they may
+        // use every slot of the run unless the pipeline sets their cpus.
+        threads: if stage.resources.cpus > 1 {
+            stage.resources.cpus as usize
+        } else {
+            context.jobs
+        },
     };
     let invocation_path = context.log_dir.join(format!(
         "{}.invocation.json",
