@@ -1,0 +1,191 @@
+//! `eval/classifier@1`: runs a checkpoint written by `train/classifier@1`
+//! (or any complete Hugging Face BERT/DistilBERT sequence classifier) over
+//! one tokenized split, writes a prediction per row in dataset order and
+//! scores them as scikit-learn does (`classification_report`).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use pipe_protocol::{OutputKind, OutputSpec, ParamKind};
+use serde_json::{json, Map, Value};
+
+use super::train::{
+    check_labels, check_lengths, device, open_split, param, predict, TOKENIZER_FILE,
+};
+use crate::batches::{pad_id, Collator};
+use crate::classification::classification_report;
+use crate::model::SequenceClassifier;
+use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+
+pub struct EvalClassifier;
+
+const PREDICTIONS: &str = "predictions";
+
+impl BuiltinStage for EvalClassifier {
+    fn info(&self) -> StageInfo {
+        StageInfo {
+            name: "eval/classifier".into(),
+            version: 1,
+            implementation: 1,
+            summary: "Score a sequence classifier checkpoint on a tokenized split: accuracy, precision, recall, F1, predictions"
+                .into(),
+            params: vec![
+                param(
+                    "checkpoint",
+                    ParamKind::Path,
+                    None,
+                    "the checkpoint output of train/classifier@1 (a directory with config.json and model.safetensors)",
+                ),
+                param(
+                    "tokens",
+                    ParamKind::Path,
+                    None,
+                    "the output of text/tokenize@1 holding the split to score",
+                ),
+                param("split", ParamKind::String, Some(json!("test")), "the split to score (NAME.safetensors in `tokens`)"),
+                param(
+                    "batch_size",
+                    ParamKind::Integer,
+                    Some(json!(64)),
+                    "rows per batch (memory only: results do not depend on it beyond float rounding)",
+                ),
+            ],
+            outputs: vec![OutputSpec {
+                name: PREDICTIONS.into(),
+                kind: OutputKind::File,
+                doc: "JSONL in dataset order: {\"row\", \"label\", \"prediction\", \"probabilities\"}".into(),
+            }],
+            metrics: [
+                "rows",
+                "accuracy",
+                "precision",
+                "recall",
+                "f1",
+                "loss",
+                "macro.precision",
+                "macro.recall",
+                "macro.f1",
+                "confusion",
+            ]
+            .iter()
+            .map(|name| name.to_string())
+            .collect(),
+        }
+    }
+
+    fn run(&self, context: &StageContext) -> Result<()> {
+        let checkpoint = checkpoint_dir(&context.input("checkpoint")?)?;
+        let tokens = context.input("tokens")?;
+        let split_name = context.str("split")?;
+        let batch_size = context.u64("batch_size")?;
+        if batch_size == 0 {
+            return Err(StageError::param(
+                "batch_size",
+                "must be at least 1",
+                "leave it out to use 64",
+            ));
+        }
+        let device = device(context)?;
+        tch::set_num_threads(context.threads() as i32);
+
+        let split = open_split(&tokens, split_name)?;
+        let (model, report) = SequenceClassifier::from_pretrained(&checkpoint, None, device)?;
+        if !report.missing.is_empty() {
+            return Err(StageError::input(
+                format!(
+                    "checkpoint `{}` lacks {} tensors, e.g. `{}`: it is not a trained classifier",
+                    checkpoint.display(),
+                    report.missing.len(),
+                    report.missing[0]
+                ),
+                "evaluate the checkpoint output of train/classifier@1",
+            ));
+        }
+        let num_labels = model.num_labels();
+        check_labels(&split, num_labels)?;
+        check_lengths(&split, &model)?;
+        let collator = Collator::new(pad_id(&tokens.join(TOKENIZER_FILE))?);
+
+        let phase = format!("eval {split_name}");
+        context.progress(&phase, 0, Some(split.len() as u64), "rows");
+        let results = predict(&model, &split, &collator, batch_size as usize, device)?;
+        context.progress_done(&phase, split.len() as u64, "rows");
+
+        let path = context.output(PREDICTIONS);
+        let io = |e| StageError::io(&path, e);
+        let mut out = BufWriter::new(File::create(&path).map_err(io)?);
+        for (index, &row) in results.rows.iter().enumerate() {
+            let line = json!({
+                "row": row,
+                "label": results.labels[index],
+                "prediction": results.predictions[index],
+                "probabilities": results.probabilities[index],
+            });
+            writeln!(out, "{line}").map_err(io)?;
+        }
+        out.flush().map_err(io)?;
+
+        let labels: Vec<usize> = results.labels.iter().map(|&l| l as usize).collect();
+        let report = classification_report(&labels, &results.predictions, num_labels as usize)?;
+        // The headline scores: class 1's for two classes (what sentiment
+        // papers quote), the macro average otherwise.
+        let (precision, recall, f1) = match &report.binary {
+            Some(binary) => (binary.precision, binary.recall, binary.f1),
+            None => (report.macro_precision, report.macro_recall, report.macro_f1),
+        };
+        let per_class: Map<String, Value> = report
+            .per_class
+            .iter()
+            .map(|scores| {
+                (
+                    scores.class.to_string(),
+                    json!({
+                        "precision": scores.precision,
+                        "recall": scores.recall,
+                        "f1": scores.f1,
+                        "support": scores.support,
+                    }),
+                )
+            })
+            .collect();
+        context.message(format!(
+            "{split_name}: {} rows, accuracy {:.4}, precision {precision:.4}, recall {recall:.4}, F1 {f1:.4}",
+            report.rows, report.accuracy
+        ));
+        context.write_metrics(&json!({
+            "split": split_name,
+            "rows": report.rows,
+            "accuracy": report.accuracy,
+            "precision": precision,
+            "recall": recall,
+            "f1": f1,
+            "loss": results.mean_loss(),
+            "macro": {
+                "precision": report.macro_precision,
+                "recall": report.macro_recall,
+                "f1": report.macro_f1,
+            },
+            "per_class": per_class,
+            "confusion": report.confusion,
+        }))?;
+        Ok(())
+    }
+}
+
+/// The checkpoint directory itself, or its `checkpoint/` when given the
+/// whole output directory of a train stage.
+fn checkpoint_dir(path: &Path) -> Result<PathBuf> {
+    for dir in [path.to_path_buf(), path.join("checkpoint")] {
+        if dir.join("config.json").is_file() && dir.join("model.safetensors").is_file() {
+            return Ok(dir);
+        }
+    }
+    Err(StageError::input(
+        format!(
+            "`{}` is not a checkpoint: no config.json and model.safetensors",
+            path.display()
+        ),
+        "set `checkpoint: ${stages.TRAIN.outs.checkpoint}`, the output of train/classifier@1",
+    ))
+}

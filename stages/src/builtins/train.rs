@@ -1,0 +1,926 @@
+//! `train/classifier@1`: fine-tunes a BERT or DistilBERT sequence classifier
+//! on the token files of `text/tokenize@1` and writes the best epoch's
+//! weights as a Hugging Face checkpoint.
+//!
+//! The loop is the one `batches` was built for: length-bucketed batches
+//! padded per batch, gradient accumulation weighted by rows, AdamW with
+//! linear warmup and decay per optimizer step, validation after every
+//! epoch, the best epoch by validation accuracy kept in memory (as
+//! Lightning's `ModelCheckpoint(monitor="val_acc", mode="max")`) and early
+//! stopping. Only `32-true` precision and the `single` strategy so far.
+//!
+//! Also home of what `eval/classifier@1` shares with validation: device
+//! choice, batch tensors, the prediction loop, input checks.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
+use safetensors::{Dtype, View};
+use serde_json::{json, Map, Value};
+use tch::nn::{self, OptimizerConfig, VarStore};
+use tch::{Device, Kind, Reduction, Tensor};
+
+use crate::batches::{
+    accumulation_steps, limit, micro_batch_weights, pad_id, to_row_order, Batch, BucketSampler,
+    Collator, EvalSampler, TokenizedSplit,
+};
+use crate::classification::{linear_warmup_decay, BestEpoch, EpochVerdict};
+use crate::model::{Architecture, ModelError, SequenceClassifier};
+use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+
+pub struct TrainClassifier;
+
+const CHECKPOINT: &str = "checkpoint";
+const CURVES: &str = "curves";
+const UNIT: &str = "steps";
+pub(super) const PRECISIONS: &[&str] = &["32-true"];
+pub(super) const STRATEGIES: &[&str] = &["single"];
+pub(super) const TOKENIZER_FILE: &str = "tokenizer.json";
+/// Tokenizer files of a model directory that `AutoTokenizer` reads besides
+/// tokenizer.json; copied into the checkpoint when the model has them.
+const TOKENIZER_EXTRAS: &[&str] = &[
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+];
+
+pub(super) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
+    ParamSpec {
+        name: name.into(),
+        kind,
+        default,
+        doc: doc.into(),
+        choices: vec![],
+    }
+}
+
+impl BuiltinStage for TrainClassifier {
+    fn info(&self) -> StageInfo {
+        let choice = |name: &str, choices: &[&str], doc: &str| ParamSpec {
+            choices: choices.iter().map(|c| c.to_string()).collect(),
+            ..param(name, ParamKind::Choice, Some(json!(choices[0])), doc)
+        };
+        StageInfo {
+            name: "train/classifier".into(),
+            version: 1,
+            implementation: 1,
+            summary: "Fine-tune a BERT/DistilBERT sequence classifier (libtorch) and keep the best epoch by val accuracy"
+                .into(),
+            params: vec![
+                param(
+                    "tokens",
+                    ParamKind::Path,
+                    None,
+                    "the output of text/tokenize@1: train.safetensors, val.safetensors and tokenizer.json",
+                ),
+                param(
+                    "model",
+                    ParamKind::Path,
+                    None,
+                    "a Hugging Face model directory with config.json and model.safetensors (BERT or DistilBERT)",
+                ),
+                param("num_labels", ParamKind::Integer, Some(json!(2)), "number of classes (labels 0..num_labels-1)"),
+                param("epochs", ParamKind::Integer, Some(json!(3)), "passes over the training rows"),
+                param("batch_size", ParamKind::Integer, Some(json!(12)), "rows per micro-batch"),
+                param("lr", ParamKind::Number, Some(json!(5e-5)), "peak learning rate of AdamW"),
+                param(
+                    "weight_decay",
+                    ParamKind::Number,
+                    Some(json!(0.01)),
+                    "AdamW weight decay, on every weight but biases and LayerNorm weights (as Hugging Face's Trainer)",
+                ),
+                param(
+                    "warmup_ratio",
+                    ParamKind::Number,
+                    Some(json!(0.0)),
+                    "fraction of the optimizer steps spent warming the learning rate up from 0; it then decays linearly to 0",
+                ),
+                param(
+                    "accumulate_grad_batches",
+                    ParamKind::Integer,
+                    Some(json!(1)),
+                    "micro-batches per optimizer step (gradient accumulation)",
+                ),
+                param(
+                    "gradient_clip_val",
+                    ParamKind::Number,
+                    Some(Value::Null),
+                    "clip the gradients' global L2 norm to this; unset: no clipping",
+                ),
+                param(
+                    "seed",
+                    ParamKind::Integer,
+                    Some(Value::Null),
+                    "seed of the head's initialisation, dropout and batch order; unset: the pipeline's seed (else 0)",
+                ),
+                param(
+                    "limit_train_samples",
+                    ParamKind::Integer,
+                    Some(Value::Null),
+                    "train on this many rows chosen at random (by seed) for quick runs; unset: all rows",
+                ),
+                param(
+                    "early_stopping_patience",
+                    ParamKind::Integer,
+                    Some(Value::Null),
+                    "stop after this many epochs without a better val accuracy; unset: never stop early",
+                ),
+                choice(
+                    "precision",
+                    PRECISIONS,
+                    "numeric precision (Lightning's names); only 32-true for now, more come next",
+                ),
+                choice(
+                    "strategy",
+                    STRATEGIES,
+                    "how devices share the work; only single for now, ddp comes next",
+                ),
+            ],
+            outputs: vec![
+                OutputSpec {
+                    name: CHECKPOINT.into(),
+                    kind: OutputKind::Dir,
+                    doc: "the best epoch as a Hugging Face checkpoint: model.safetensors, config.json (with id2label), tokenizer files"
+                        .into(),
+                },
+                OutputSpec {
+                    name: CURVES.into(),
+                    kind: OutputKind::File,
+                    doc: "CSV, one line per epoch: epoch, train_loss, train_acc, val_loss, val_acc, epoch_seconds, samples_per_s"
+                        .into(),
+                },
+            ],
+            metrics: [
+                "best_epoch",
+                "val_acc",
+                "val_loss",
+                "epochs_run",
+                "stopped_early",
+                "peak_rss_mb",
+                "epochs.<n>.train_loss",
+                "epochs.<n>.train_acc",
+                "epochs.<n>.val_loss",
+                "epochs.<n>.val_acc",
+                "epochs.<n>.epoch_seconds",
+                "epochs.<n>.samples_per_s",
+                "epochs.<n>.tokens_per_s",
+            ]
+            .iter()
+            .map(|name| name.to_string())
+            .collect(),
+        }
+    }
+
+    fn run(&self, context: &StageContext) -> Result<()> {
+        let settings = Settings::read(context)?;
+        let device = device(context)?;
+        tch::set_num_threads(context.threads() as i32);
+
+        let tokens = context.input("tokens")?;
+        let train = open_split(&tokens, "train")?;
+        let val = open_split(&tokens, "val")?;
+        check_labels(&train, settings.num_labels)?;
+        check_labels(&val, settings.num_labels)?;
+        let collator = Collator::new(pad_id(&tokens.join(TOKENIZER_FILE))?);
+
+        let model_dir = context.input("model")?;
+        // Seeds the head's fresh initialisation here and dropout below.
+        tch::manual_seed(settings.seed as i64);
+        let (model, report) =
+            SequenceClassifier::from_pretrained(&model_dir, Some(settings.num_labels), device)?;
+        if !report.missing.is_empty() {
+            context.message(format!(
+                "initialised fresh (seed {}): {}",
+                settings.seed,
+                report.missing.join(", ")
+            ));
+        }
+        check_lengths(&train, &model)?;
+        check_lengths(&val, &model)?;
+
+        let mut optimizer = adamw(&model.vs, settings.lr, settings.weight_decay)?;
+        let rows = limit(
+            train.len(),
+            settings.limit_train_samples.unwrap_or(usize::MAX),
+            settings.seed,
+        );
+        let train_rows = rows.len();
+        let sampler =
+            BucketSampler::subset(rows, &train.lengths(), settings.batch_size, settings.seed)?;
+        let steps_per_epoch = sampler.batches_per_epoch().div_ceil(settings.accumulate) as u64;
+        let total_steps = steps_per_epoch * settings.epochs;
+        let warmup_steps = (settings.warmup_ratio * total_steps as f64).ceil() as u64;
+        context.message(format!(
+            "training on {train_rows} rows ({} batches of {}, {steps_per_epoch} optimizer steps per epoch), \
+             validating on {} rows, {} on {device:?}",
+            sampler.batches_per_epoch(),
+            settings.batch_size,
+            val.len(),
+            model.config.architecture.model_type(),
+        ));
+
+        let mut best = BestEpoch::new(settings.patience, 0.0);
+        let mut best_weights: Option<Snapshot> = None;
+        let mut epochs: Vec<EpochStats> = Vec::new();
+        let mut global_step = 0u64;
+        let mut stopped_early = false;
+        for epoch in 0..settings.epochs {
+            let phase = format!("train epoch {}", epoch + 1);
+            let started = Instant::now();
+            let mut totals = TrainTotals::default();
+            context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
+            let steps = accumulation_steps(sampler.epoch(epoch), settings.accumulate)?;
+            for (index, step) in steps.iter().enumerate() {
+                let scale = linear_warmup_decay(global_step, warmup_steps, total_steps);
+                optimizer.set_lr(settings.lr * scale);
+                optimizer.zero_grad();
+                let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
+                for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
+                    let batch = collator.collate(&train, rows)?;
+                    totals.add(&train_micro_batch(&model, &batch, weight, device)?);
+                }
+                if let Some(max_norm) = settings.clip {
+                    optimizer.clip_grad_norm(max_norm);
+                }
+                optimizer.step();
+                global_step += 1;
+                context.progress(&phase, index as u64 + 1, Some(steps_per_epoch), UNIT);
+            }
+            context.progress_done(&phase, steps_per_epoch, UNIT);
+            let train_seconds = started.elapsed().as_secs_f64();
+
+            let validation = predict(&model, &val, &collator, settings.batch_size, device)?;
+            let stats = EpochStats {
+                epoch: epoch + 1,
+                train_loss: totals.loss_sum / totals.rows.max(1) as f64,
+                train_acc: totals.correct as f64 / totals.rows.max(1) as f64,
+                val_loss: validation.mean_loss(),
+                val_acc: validation.accuracy(),
+                epoch_seconds: train_seconds,
+                val_seconds: started.elapsed().as_secs_f64() - train_seconds,
+                samples_per_s: totals.rows as f64 / train_seconds.max(1e-9),
+                tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
+            };
+            let verdict = best.record(epoch as u32 + 1, stats.val_acc);
+            if verdict == EpochVerdict::Improved {
+                best_weights = Some(Snapshot::of(&model.vs)?);
+            }
+            context.message(format!(
+                "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {:.1} s, {:.1} samples/s, {:.0} tokens/s",
+                stats.epoch,
+                settings.epochs,
+                stats.train_loss,
+                stats.train_acc,
+                stats.val_loss,
+                stats.val_acc,
+                if verdict == EpochVerdict::Improved { " (best)" } else { "" },
+                stats.epoch_seconds,
+                stats.samples_per_s,
+                stats.tokens_per_s,
+            ));
+            epochs.push(stats);
+            if verdict == EpochVerdict::Stop {
+                stopped_early = epoch + 1 < settings.epochs;
+                if stopped_early {
+                    context.message(format!(
+                        "early stopping: no better val accuracy for {} epochs",
+                        settings.patience.unwrap_or(0)
+                    ));
+                }
+                break;
+            }
+        }
+
+        let (Some((best_epoch, best_acc)), Some(weights)) = (best.best(), best_weights) else {
+            return Err(StageError::Other(
+                "internal: training ran no epoch".to_string(),
+            ));
+        };
+        let checkpoint = context.output(CHECKPOINT);
+        write_checkpoint(&checkpoint, &weights, &model, &model_dir, &tokens)?;
+        write_curves(&context.output(CURVES), &epochs)?;
+
+        let best_stats = &epochs[best_epoch as usize - 1];
+        let mut per_epoch = Map::new();
+        for stats in &epochs {
+            per_epoch.insert(stats.epoch.to_string(), stats.to_json());
+        }
+        context.write_metrics(&json!({
+            "best_epoch": best_epoch,
+            "val_acc": best_acc,
+            "val_loss": best_stats.val_loss,
+            "epochs_run": epochs.len(),
+            "stopped_early": stopped_early,
+            "train_rows": train_rows,
+            "optimizer_steps": global_step,
+            "peak_rss_mb": peak_rss_mb(),
+            "epochs": per_epoch,
+        }))?;
+        Ok(())
+    }
+}
+
+struct Settings {
+    num_labels: i64,
+    epochs: u64,
+    batch_size: usize,
+    lr: f64,
+    weight_decay: f64,
+    warmup_ratio: f64,
+    accumulate: usize,
+    clip: Option<f64>,
+    seed: u64,
+    limit_train_samples: Option<usize>,
+    patience: Option<u32>,
+}
+
+impl Settings {
+    fn read(context: &StageContext) -> Result<Settings> {
+        let at_least_one = |name: &str, hint: &str| -> Result<u64> {
+            let value = context.u64(name)?;
+            if value == 0 {
+                return Err(StageError::param(name, "must be at least 1", hint));
+            }
+            Ok(value)
+        };
+        let num_labels = context.u64("num_labels")?;
+        if num_labels < 2 {
+            return Err(StageError::param(
+                "num_labels",
+                format!("is {num_labels}; a classifier needs at least 2 classes"),
+                "2 for binary sentiment",
+            ));
+        }
+        let number = |name: &str, low: f64, high: f64, hint: &str| -> Result<f64> {
+            let value = context.f64(name)?;
+            if !(low..=high).contains(&value) {
+                return Err(StageError::param(
+                    name,
+                    format!("is {value}, outside {low}..={high}"),
+                    hint,
+                ));
+            }
+            Ok(value)
+        };
+        let lr = number("lr", 0.0, 1.0, "5e-5 is usual for fine-tuning BERT")?;
+        if lr == 0.0 {
+            return Err(StageError::param("lr", "must be above 0", "5e-5 is usual"));
+        }
+        let clip = match context.value("gradient_clip_val")? {
+            Value::Null => None,
+            _ => Some(number(
+                "gradient_clip_val",
+                f64::MIN_POSITIVE,
+                f64::MAX,
+                "1.0 is usual; leave it out for no clipping",
+            )?),
+        };
+        let patience = match context.opt_u64("early_stopping_patience")? {
+            None => None,
+            Some(0) => {
+                return Err(StageError::param(
+                    "early_stopping_patience",
+                    "must be at least 1",
+                    "leave it out to never stop early",
+                ))
+            }
+            Some(patience) => Some(u32::try_from(patience).unwrap_or(u32::MAX)),
+        };
+        let settings = Settings {
+            num_labels: num_labels as i64,
+            epochs: at_least_one("epochs", "3 is usual for fine-tuning")?,
+            batch_size: at_least_one("batch_size", "12 to 32 is usual")? as usize,
+            lr,
+            weight_decay: number("weight_decay", 0.0, 1.0, "0.01 is usual")?,
+            warmup_ratio: number("warmup_ratio", 0.0, 1.0, "0.0 or 0.1 are usual")?,
+            accumulate: at_least_one("accumulate_grad_batches", "1 means no accumulation")?
+                as usize,
+            clip,
+            seed: context.opt_u64("seed")?.or(context.seed()).unwrap_or(0),
+            limit_train_samples: context.opt_u64("limit_train_samples")?.map(|n| n as usize),
+            patience,
+        };
+        if settings.limit_train_samples == Some(0) {
+            return Err(StageError::param(
+                "limit_train_samples",
+                "must be at least 1",
+                "leave it out to train on every row",
+            ));
+        }
+        // Both are Choice params the engine has checked; these guard the
+        // day a choice is added to the list before the code handles it.
+        if context.str("precision")? != "32-true" {
+            return Err(StageError::param(
+                "precision",
+                "only 32-true is implemented",
+                "use 32-true",
+            ));
+        }
+        if context.str("strategy")? != "single" {
+            return Err(StageError::param(
+                "strategy",
+                "only single is implemented",
+                "use single",
+            ));
+        }
+        Ok(settings)
+    }
+}
+
+/// libtorch errors as stage errors, with the model's wording.
+pub(super) fn torch(error: tch::TchError) -> StageError {
+    ModelError::from(error).into()
+}
+
+/// The CPU when the engine gave the stage no GPU, else the first GPU it
+/// gave (the engine also sets CUDA_VISIBLE_DEVICES, so that is cuda:0).
+pub(super) fn device(context: &StageContext) -> Result<Device> {
+    let devices = &context.invocation.devices;
+    if devices.is_empty() {
+        return Ok(Device::Cpu);
+    }
+    if devices.len() > 1 {
+        return Err(StageError::param(
+            "strategy",
+            format!(
+                "`single` uses one device, but the stage was given {} GPUs ({})",
+                devices.len(),
+                devices.join(", ")
+            ),
+            "set `resources.gpus: 1` for this stage (multi-device ddp comes next)",
+        ));
+    }
+    if !tch::Cuda::is_available() {
+        return Err(StageError::input(
+            format!(
+                "the stage was given GPU {} but libtorch sees no CUDA device",
+                devices[0]
+            ),
+            "check the NVIDIA driver (nvidia-smi) and that the worker was built against a CUDA libtorch; \
+             or drop `resources.gpus` to train on the CPU",
+        ));
+    }
+    Ok(Device::Cuda(0))
+}
+
+/// `tokens/NAME.safetensors`, with a helpful error when the split is absent.
+pub(super) fn open_split(tokens: &Path, name: &str) -> Result<TokenizedSplit> {
+    let file = tokens.join(format!("{name}.safetensors"));
+    if !file.is_file() {
+        let mut present: Vec<String> = std::fs::read_dir(tokens)
+            .map_err(|e| StageError::io(tokens, e))?
+            .filter_map(|entry| {
+                let path = entry.ok()?.path();
+                (path.extension()? == "safetensors")
+                    .then(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))?
+            })
+            .collect();
+        present.sort();
+        return Err(StageError::input(
+            format!(
+                "`{}` has no split `{name}` (it has: {})",
+                tokens.display(),
+                if present.is_empty() {
+                    "none".to_string()
+                } else {
+                    present.join(", ")
+                }
+            ),
+            "point `tokens` at the output of text/tokenize@1 run on a dataset with that split \
+             (data/split writes train, val and test)",
+        ));
+    }
+    TokenizedSplit::open(&file)
+}
+
+/// Labels outside the head would be an index error inside libtorch.
+pub(super) fn check_labels(split: &TokenizedSplit, num_labels: i64) -> Result<()> {
+    if let Some((row, label)) = split
+        .labels()
+        .iter()
+        .enumerate()
+        .find(|(_, &label)| !(0..num_labels).contains(&label))
+    {
+        return Err(StageError::input(
+            format!(
+                "`{}` row {row} has label {label}, but the model has {num_labels} classes (0..{})",
+                split.path().display(),
+                num_labels - 1
+            ),
+            "set `num_labels` to the number of classes, and make labels 0-based class ids",
+        ));
+    }
+    Ok(())
+}
+
+/// A row longer than the position table would fail mid-epoch; say so up
+/// front, with the fix.
+pub(super) fn check_lengths(split: &TokenizedSplit, model: &SequenceClassifier) -> Result<()> {
+    let positions = model.config.max_position_embeddings as usize;
+    let longest = split.lengths().into_iter().max().unwrap_or(0);
+    if longest > positions {
+        return Err(StageError::input(
+            format!(
+                "`{}` has rows of {longest} tokens, but the model has only {positions} positions",
+                split.path().display()
+            ),
+            format!("tokenize with `max_length: {positions}` or less"),
+        ));
+    }
+    Ok(())
+}
+
+/// AdamW as Hugging Face's Trainer sets it up: no weight decay on biases
+/// and LayerNorm weights. tch puts every variable in group 0 when the model
+/// creates it; the groups are public, so the no-decay ones move to group 1
+/// before the optimizer is built.
+fn adamw(vs: &VarStore, lr: f64, weight_decay: f64) -> Result<nn::Optimizer> {
+    let no_decay = |name: &str| {
+        name.ends_with("bias") || name.contains("LayerNorm") || name.contains("layer_norm")
+    };
+    let mut any_no_decay = false;
+    {
+        let mut variables = vs
+            .variables_
+            .lock()
+            .map_err(|_| StageError::Other("internal: the var store lock is poisoned".into()))?;
+        let exempt: HashSet<usize> = variables
+            .named_variables
+            .iter()
+            .filter(|(name, _)| no_decay(name))
+            .map(|(_, tensor)| tensor.data_ptr() as usize)
+            .collect();
+        for var in variables.trainable_variables.iter_mut() {
+            if exempt.contains(&(var.tensor.data_ptr() as usize)) {
+                var.group = 1;
+                any_no_decay = true;
+            }
+        }
+    }
+    let config = nn::AdamW {
+        beta1: 0.9,
+        beta2: 0.999,
+        wd: weight_decay,
+        eps: 1e-8,
+        amsgrad: false,
+    };
+    let mut optimizer = config.build(vs, lr).map_err(torch)?;
+    if any_no_decay {
+        optimizer.set_weight_decay_group(0, weight_decay);
+        optimizer.set_weight_decay_group(1, 0.0);
+    }
+    Ok(optimizer)
+}
+
+/// A batch as (input_ids, attention_mask, labels) on `device`. No mask when
+/// no row is padded: the model then skips masking, as `transformers` does
+/// for an all-ones mask.
+pub(super) fn batch_tensors(
+    batch: &Batch,
+    device: Device,
+) -> Result<(Tensor, Option<Tensor>, Tensor)> {
+    let shape = [batch.rows as i64, batch.seq_len as i64];
+    let ids = Tensor::f_from_slice(&batch.input_ids)
+        .and_then(|t| t.f_view(shape))
+        .and_then(|t| t.f_to_device(device))
+        .map_err(torch)?;
+    let mask = if batch.real_tokens == batch.padded_tokens() {
+        None
+    } else {
+        Some(
+            Tensor::f_from_slice(&batch.attention_mask)
+                .and_then(|t| t.f_view(shape))
+                .and_then(|t| t.f_to_device(device))
+                .map_err(torch)?,
+        )
+    };
+    let labels = Tensor::f_from_slice(&batch.labels)
+        .and_then(|t| t.f_to_device(device))
+        .map_err(torch)?;
+    Ok((ids, mask, labels))
+}
+
+#[derive(Default)]
+struct TrainTotals {
+    rows: usize,
+    tokens: usize,
+    correct: i64,
+    loss_sum: f64,
+}
+
+impl TrainTotals {
+    fn add(&mut self, other: &TrainTotals) {
+        self.rows += other.rows;
+        self.tokens += other.tokens;
+        self.correct += other.correct;
+        self.loss_sum += other.loss_sum;
+    }
+}
+
+/// Forward with dropout and backward of one micro-batch; its mean loss is
+/// scaled by `weight` so that the step's accumulated gradient is that of the
+/// mean over all the step's rows.
+fn train_micro_batch(
+    model: &SequenceClassifier,
+    batch: &Batch,
+    weight: f64,
+    device: Device,
+) -> Result<TrainTotals> {
+    let (ids, mask, labels) = batch_tensors(batch, device)?;
+    let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
+    let loss = logits
+        .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Mean, -100, 0.0)
+        .map_err(torch)?;
+    loss.f_mul_scalar(weight)
+        .and_then(|scaled| scaled.f_backward())
+        .map_err(torch)?;
+    let correct = tch::no_grad(|| {
+        logits
+            .f_argmax(-1, false)
+            .and_then(|predicted| predicted.f_eq_tensor(&labels))
+            .and_then(|hits| hits.f_sum(Kind::Int64))
+            .map(|hits| hits.int64_value(&[]))
+    })
+    .map_err(torch)?;
+    Ok(TrainTotals {
+        rows: batch.rows,
+        tokens: batch.real_tokens,
+        correct,
+        loss_sum: loss.double_value(&[]) * batch.rows as f64,
+    })
+}
+
+/// Eval-mode results of a whole split, in dataset order.
+pub(super) struct Predictions {
+    pub rows: Vec<usize>,
+    pub labels: Vec<i64>,
+    pub predictions: Vec<usize>,
+    pub probabilities: Vec<Vec<f32>>,
+    pub loss_sum: f64,
+}
+
+impl Predictions {
+    pub fn mean_loss(&self) -> f64 {
+        self.loss_sum / self.rows.len().max(1) as f64
+    }
+
+    pub fn accuracy(&self) -> f64 {
+        let correct = self
+            .labels
+            .iter()
+            .zip(&self.predictions)
+            .filter(|(&label, &predicted)| label == predicted as i64)
+            .count();
+        correct as f64 / self.rows.len().max(1) as f64
+    }
+}
+
+/// Runs `split` through the model without dropout, in length-sorted
+/// batches, and puts the results back in dataset order.
+pub(super) fn predict(
+    model: &SequenceClassifier,
+    split: &TokenizedSplit,
+    collator: &Collator,
+    batch_size: usize,
+    device: Device,
+) -> Result<Predictions> {
+    let sampler = EvalSampler::new(&split.lengths(), batch_size)?;
+    let mut per_row: Vec<(i64, usize, Vec<f32>)> = Vec::with_capacity(split.len());
+    let mut loss_sum = 0.0;
+    for rows in sampler.batches() {
+        let batch = collator.collate(split, rows)?;
+        let (ids, mask, labels) = batch_tensors(&batch, device)?;
+        let (loss, predicted, probabilities) = tch::no_grad(|| -> Result<_> {
+            let logits = model.forward_t(&ids, mask.as_ref(), None, false)?;
+            let loss = logits
+                .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Sum, -100, 0.0)
+                .map_err(torch)?
+                .double_value(&[]);
+            let probabilities = logits
+                .f_softmax(-1, Kind::Float)
+                .and_then(|p| p.f_to_device(Device::Cpu))
+                .map_err(torch)?;
+            let predicted = logits
+                .f_argmax(-1, false)
+                .and_then(|p| p.f_to_device(Device::Cpu))
+                .map_err(torch)?;
+            let predicted = Vec::<i64>::try_from(&predicted).map_err(torch)?;
+            let probabilities = Vec::<Vec<f32>>::try_from(&probabilities).map_err(torch)?;
+            Ok((loss, predicted, probabilities))
+        })?;
+        loss_sum += loss;
+        for ((label, predicted), probabilities) in
+            batch.labels.iter().zip(predicted).zip(probabilities)
+        {
+            per_row.push((*label, predicted as usize, probabilities));
+        }
+    }
+    let ordered = to_row_order(&sampler.order(), per_row)?;
+    let mut result = Predictions {
+        rows: Vec::with_capacity(ordered.len()),
+        labels: Vec::with_capacity(ordered.len()),
+        predictions: Vec::with_capacity(ordered.len()),
+        probabilities: Vec::with_capacity(ordered.len()),
+        loss_sum,
+    };
+    for (row, (label, predicted, probabilities)) in ordered {
+        result.rows.push(row);
+        result.labels.push(label);
+        result.predictions.push(predicted);
+        result.probabilities.push(probabilities);
+    }
+    Ok(result)
+}
+
+struct EpochStats {
+    epoch: u64,
+    train_loss: f64,
+    train_acc: f64,
+    val_loss: f64,
+    val_acc: f64,
+    epoch_seconds: f64,
+    val_seconds: f64,
+    samples_per_s: f64,
+    tokens_per_s: f64,
+}
+
+impl EpochStats {
+    fn to_json(&self) -> Value {
+        json!({
+            "train_loss": self.train_loss,
+            "train_acc": self.train_acc,
+            "val_loss": self.val_loss,
+            "val_acc": self.val_acc,
+            "epoch_seconds": round3(self.epoch_seconds),
+            "val_seconds": round3(self.val_seconds),
+            "samples_per_s": round3(self.samples_per_s),
+            "tokens_per_s": round3(self.tokens_per_s),
+        })
+    }
+}
+
+fn round3(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+fn write_curves(path: &Path, epochs: &[EpochStats]) -> Result<()> {
+    let mut text =
+        String::from("epoch,train_loss,train_acc,val_loss,val_acc,epoch_seconds,samples_per_s\n");
+    for s in epochs {
+        let _ = writeln!(
+            text,
+            "{},{:.6},{:.6},{:.6},{:.6},{:.3},{:.3}",
+            s.epoch,
+            s.train_loss,
+            s.train_acc,
+            s.val_loss,
+            s.val_acc,
+            s.epoch_seconds,
+            s.samples_per_s
+        );
+    }
+    std::fs::write(path, text).map_err(|e| StageError::io(path, e))
+}
+
+/// Peak resident memory of this process so far, from the kernel's
+/// high-water mark; None where /proc is absent.
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(round3(kb / 1024.0))
+}
+
+/// One tensor's bytes, copied off the device: a deep copy that later
+/// optimizer steps cannot touch.
+struct SavedTensor {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for &SavedTensor {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// Every variable of a store at one moment, by HF name. Kept in host memory
+/// rather than written per improved epoch, so a run writes its checkpoint
+/// once; the largest model here (BERT-base, 440 MB) fits easily.
+struct Snapshot {
+    tensors: Vec<(String, SavedTensor)>,
+}
+
+impl Snapshot {
+    fn of(vs: &VarStore) -> Result<Snapshot> {
+        let mut tensors = Vec::new();
+        for (name, tensor) in vs.variables() {
+            let tensor = tensor
+                .f_detach()
+                .and_then(|t| t.f_to_device(Device::Cpu))
+                .and_then(|t| t.f_contiguous())
+                .map_err(torch)?;
+            let dtype = match tensor.kind() {
+                Kind::Float => Dtype::F32,
+                Kind::BFloat16 => Dtype::BF16,
+                Kind::Half => Dtype::F16,
+                other => return Err(StageError::Other(format!(
+                    "internal: variable `{name}` has kind {other:?}, which checkpoints do not hold"
+                ))),
+            };
+            let numel = tensor.numel();
+            let mut data = vec![0u8; numel * tensor.kind().elt_size_in_bytes()];
+            tensor.f_copy_data_u8(&mut data, numel).map_err(torch)?;
+            let shape = tensor.size().iter().map(|&d| d as usize).collect();
+            tensors.push((name, SavedTensor { dtype, shape, data }));
+        }
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Snapshot { tensors })
+    }
+
+    /// safetensors with `{"format": "pt"}`, as `save_pretrained` writes.
+    /// The writer sorts tensors by dtype and name and the metadata has one
+    /// key, so the same weights always give the same bytes.
+    fn write(&self, path: &Path) -> Result<()> {
+        let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+        let views = self
+            .tensors
+            .iter()
+            .map(|(name, tensor)| (name.as_str(), tensor));
+        safetensors::serialize_to_file(views, Some(metadata), path)
+            .map_err(|e| StageError::Other(format!("cannot write `{}`: {e}", path.display())))
+    }
+}
+
+/// The model's config.json with the head's labels and architecture, as
+/// `save_pretrained` of a `*ForSequenceClassification` writes it.
+fn checkpoint_config(model: &SequenceClassifier) -> Value {
+    let mut config = model.config.raw.clone();
+    let num_labels = model.num_labels();
+    let existing = config
+        .get("id2label")
+        .and_then(Value::as_object)
+        .filter(|labels| labels.len() as i64 == num_labels)
+        .cloned();
+    let id2label = existing.unwrap_or_else(|| {
+        (0..num_labels)
+            .map(|i| (i.to_string(), json!(format!("LABEL_{i}"))))
+            .collect()
+    });
+    let label2id: Map<String, Value> = id2label
+        .iter()
+        .filter_map(|(id, label)| {
+            Some((label.as_str()?.to_string(), json!(id.parse::<i64>().ok()?)))
+        })
+        .collect();
+    let architecture = match model.config.architecture {
+        Architecture::Bert => "BertForSequenceClassification",
+        Architecture::DistilBert => "DistilBertForSequenceClassification",
+    };
+    config.insert("id2label".into(), Value::Object(id2label));
+    config.insert("label2id".into(), Value::Object(label2id));
+    config.insert("num_labels".into(), json!(num_labels));
+    config.insert("architectures".into(), json!([architecture]));
+    Value::Object(config)
+}
+
+fn write_checkpoint(
+    dir: &Path,
+    weights: &Snapshot,
+    model: &SequenceClassifier,
+    model_dir: &Path,
+    tokens: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| StageError::io(dir, e))?;
+    weights.write(&dir.join("model.safetensors"))?;
+    let config = dir.join("config.json");
+    let text = serde_json::to_string_pretty(&checkpoint_config(model))
+        .map_err(|e| StageError::Other(e.to_string()))?;
+    std::fs::write(&config, text + "\n").map_err(|e| StageError::io(&config, e))?;
+    // The tokenizer that made the ids, not whatever the model directory has.
+    let mut copies: Vec<(PathBuf, PathBuf)> =
+        vec![(tokens.join(TOKENIZER_FILE), dir.join(TOKENIZER_FILE))];
+    for name in TOKENIZER_EXTRAS {
+        let source = model_dir.join(name);
+        if source.is_file() {
+            copies.push((source, dir.join(name)));
+        }
+    }
+    for (source, target) in copies {
+        std::fs::copy(&source, &target).map_err(|e| StageError::io(&source, e))?;
+    }
+    Ok(())
+}

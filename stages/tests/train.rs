@@ -1,0 +1,460 @@
+//! `train/classifier@1` and `eval/classifier@1` through the real
+//! `pipe-stage` worker, on a separable toy task (label 1 texts say "great",
+//! label 0 texts "awful") tokenized by `text/tokenize@1` with the MiniLM
+//! tokenizer fixture, and tiny random-initialised BERT/DistilBERT models
+//! built from the configs in fixtures/model. Built only with
+//! `--features torch`.
+#![cfg(feature = "torch")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use pipe_protocol::{Invocation, PROTOCOL_VERSION};
+use pipe_stages::classification::classification_report;
+use pipe_stages::model::{ModelConfig, SequenceClassifier};
+use serde_json::{json, Value};
+use tch::Device;
+
+static TORCH_RNG: Mutex<()> = Mutex::new(());
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+struct Run {
+    success: bool,
+    events: Vec<Value>,
+    output: PathBuf,
+}
+
+impl Run {
+    fn metrics(&self) -> Value {
+        let path = self.output.join("metrics.json");
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    }
+
+    fn error(&self) -> String {
+        let last = self.events.last().expect("an event");
+        assert_eq!(last["event"], "error", "expected an error, got {last}");
+        format!("{} / {}", last["message"], last["hint"])
+    }
+
+    fn messages(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|event| event["event"] == "message")
+            .map(|event| event["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+/// Runs one stage in `dir/NAME` (invocation, output, scratch).
+fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Run {
+    let root = dir.join(name);
+    std::fs::create_dir_all(&root).unwrap();
+    let output = root.join("out");
+    std::fs::create_dir_all(&output).unwrap();
+    let invocation = Invocation {
+        protocol: PROTOCOL_VERSION,
+        stage: name.into(),
+        uses: uses.into(),
+        version: 1,
+        params: params.as_object().unwrap().clone(),
+        output_dir: output.clone(),
+        scratch_dir: root.join("scratch"),
+        project_root: dir.to_path_buf(),
+        seed,
+        devices: vec![],
+        threads: 2,
+    };
+    let file = root.join("invocation.json");
+    std::fs::write(&file, serde_json::to_vec(&invocation).unwrap()).unwrap();
+    let result = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
+        .args(["run", "--invocation"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(result.stdout).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let success = result.status.success();
+    let last = events.last().cloned().unwrap_or(Value::Null);
+    assert_eq!(
+        success,
+        last["event"] == "done",
+        "exit status and last event disagree: {stdout}\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    Run {
+        success,
+        events,
+        output,
+    }
+}
+
+/// A tiny xorshift so the toy data needs no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+const FILLER: &[&str] = &[
+    "the", "movie", "plot", "actors", "was", "really", "quite", "story", "film", "and", "but",
+    "very", "scene", "music", "ending", "long", "cast", "director",
+];
+
+/// `rows` texts of 4 to 14 words; the label decides one word.
+fn write_split(path: &Path, rows: usize, rng: &mut Rng) {
+    let mut text = String::new();
+    for row in 0..rows {
+        let label = row % 2;
+        let words = 4 + rng.below(11);
+        let at = rng.below(words);
+        let sentence: Vec<&str> = (0..words)
+            .map(|i| match (i == at, label) {
+                (true, 1) => "great",
+                (true, _) => "awful",
+                _ => FILLER[rng.below(FILLER.len())],
+            })
+            .collect();
+        text.push_str(&json!({"text": sentence.join(" "), "label": label}).to_string());
+        text.push('\n');
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The toy dataset tokenized at max_length 32: returns the tokens dir.
+fn tokens(dir: &Path) -> PathBuf {
+    let dataset = dir.join("dataset");
+    std::fs::create_dir_all(&dataset).unwrap();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    write_split(&dataset.join("train.jsonl"), 192, &mut rng);
+    write_split(&dataset.join("val.jsonl"), 32, &mut rng);
+    write_split(&dataset.join("test.jsonl"), 40, &mut rng);
+    let run = run_stage(
+        dir,
+        "tokenize",
+        "text/tokenize",
+        json!({
+            "dataset": dataset,
+            "tokenizer": fixtures().join("tokenize/tokenizer.json"),
+            "max_length": 32,
+        }),
+        None,
+    );
+    assert!(run.success, "{}", run.error());
+    run.output.join("tokens")
+}
+
+/// A model directory: the tiny fixture's config resized to the MiniLM
+/// vocabulary (the tiny fixtures have 100 ids), without labels, and fresh
+/// weights drawn from `seed`, plus the tokenizer.
+fn model_dir(dir: &Path, fixture: &str, seed: i64) -> PathBuf {
+    let text = std::fs::read_to_string(fixtures().join("model").join(fixture).join("config.json"))
+        .unwrap();
+    let mut config: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
+    config.insert("vocab_size".into(), json!(30522));
+    config.remove("id2label");
+    config.remove("label2id");
+    let model_dir = dir.join(format!("model-{fixture}"));
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::fs::write(
+        model_dir.join("config.json"),
+        serde_json::to_string_pretty(&config).unwrap(),
+    )
+    .unwrap();
+    let model = {
+        // libtorch's generator is global to the process and tests run on
+        // threads: without the lock, two tests drawing weights at once
+        // would interleave and the fixtures would depend on scheduling.
+        let _guard = TORCH_RNG.lock().unwrap_or_else(|p| p.into_inner());
+        tch::manual_seed(seed);
+        SequenceClassifier::new(
+            ModelConfig::from_json(Value::Object(config)).unwrap(),
+            2,
+            Device::Cpu,
+        )
+        .unwrap()
+    };
+    model.vs.save(model_dir.join("model.safetensors")).unwrap();
+    std::fs::copy(
+        fixtures().join("tokenize/tokenizer.json"),
+        model_dir.join("tokenizer.json"),
+    )
+    .unwrap();
+    model_dir
+}
+
+fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: Value) -> Run {
+    let mut params = json!({
+        "tokens": tokens,
+        "model": model,
+        "num_labels": 2,
+        "epochs": 6,
+        "batch_size": 8,
+        "lr": 2e-3,
+        "weight_decay": 0.01,
+        "warmup_ratio": 0.0,
+        "accumulate_grad_batches": 1,
+        "gradient_clip_val": null,
+        "seed": null,
+        "limit_train_samples": null,
+        "early_stopping_patience": null,
+        "precision": "32-true",
+        "strategy": "single",
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    run_stage(dir, name, "train/classifier", params, Some(123))
+}
+
+fn eval(dir: &Path, name: &str, checkpoint: &Path, tokens: &Path, split: &str) -> Run {
+    run_stage(
+        dir,
+        name,
+        "eval/classifier",
+        json!({"checkpoint": checkpoint, "tokens": tokens, "split": split, "batch_size": 8}),
+        None,
+    )
+}
+
+/// Per-epoch values of one metric, epoch 1 first.
+fn per_epoch(metrics: &Value, field: &str) -> Vec<f64> {
+    let epochs = metrics["epochs_run"].as_u64().unwrap();
+    (1..=epochs)
+        .map(|epoch| {
+            metrics["epochs"][epoch.to_string()][field]
+                .as_f64()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The 1-based epoch of the first maximum, as the checkpoint rule keeps.
+fn first_best(values: &[f64]) -> u64 {
+    let mut best = 0;
+    for (index, &value) in values.iter().enumerate() {
+        if value > values[best] {
+            best = index;
+        }
+    }
+    best as u64 + 1
+}
+
+/// serde_json parses floats to within an ulp of what it wrote (exact
+/// round trips need its `float_roundtrip` feature), so metrics read back
+/// are compared to a tolerance far below any real difference.
+fn assert_close(actual: &Value, expected: f64) {
+    let actual = actual.as_f64().unwrap_or(f64::NAN);
+    assert!((actual - expected).abs() < 1e-12, "{actual} != {expected}");
+}
+
+fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn bert_learns_the_toy_task_and_eval_on_the_checkpoint_reproduces_val() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 1);
+    let run = train(
+        dir.path(),
+        "train",
+        &tokens,
+        &model,
+        json!({"accumulate_grad_batches": 2, "warmup_ratio": 0.1, "gradient_clip_val": 1.0, "epochs": 8}),
+    );
+    assert!(run.success, "{}", run.error());
+    let metrics = run.metrics();
+    let train_loss = per_epoch(&metrics, "train_loss");
+    let val_acc = per_epoch(&metrics, "val_acc");
+    assert_eq!(train_loss.len(), 8);
+    assert!(
+        train_loss[train_loss.len() - 1] < train_loss[0] * 0.5,
+        "train loss {train_loss:?}"
+    );
+    assert!(metrics["val_acc"].as_f64().unwrap() > 0.9, "{metrics:#}");
+    assert_eq!(
+        metrics["best_epoch"].as_u64().unwrap(),
+        first_best(&val_acc)
+    );
+    assert_eq!(metrics["stopped_early"], false);
+    assert!(metrics["peak_rss_mb"].as_f64().unwrap() > 0.0);
+    assert!(per_epoch(&metrics, "tokens_per_s")[0] > 0.0);
+
+    // Progress per step, a message per epoch.
+    assert!(run.events.iter().any(|event| event["event"] == "progress"
+        && event["phase"] == "train epoch 1"
+        && event["unit"] == "steps"));
+    assert!(
+        run.messages()
+            .iter()
+            .any(|m| m.starts_with("epoch 1/8: train loss")),
+        "{:?}",
+        run.messages()
+    );
+
+    let curves = std::fs::read_to_string(run.output.join("curves")).unwrap();
+    let lines: Vec<&str> = curves.lines().collect();
+    assert_eq!(
+        lines[0],
+        "epoch,train_loss,train_acc,val_loss,val_acc,epoch_seconds,samples_per_s"
+    );
+    assert_eq!(lines.len(), 9);
+
+    // A Hugging Face checkpoint.
+    let checkpoint = run.output.join("checkpoint");
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(checkpoint.join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        config["architectures"],
+        json!(["BertForSequenceClassification"])
+    );
+    assert_eq!(config["id2label"], json!({"0": "LABEL_0", "1": "LABEL_1"}));
+    assert_eq!(config["label2id"], json!({"LABEL_0": 0, "LABEL_1": 1}));
+    assert_eq!(config["num_labels"], 2);
+    assert_eq!(config["vocab_size"], 30522);
+    assert!(checkpoint.join("tokenizer.json").is_file());
+    let bytes = std::fs::read(checkpoint.join("model.safetensors")).unwrap();
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    assert_eq!(
+        header.metadata().as_ref().and_then(|m| m.get("format")),
+        Some(&"pt".to_string())
+    );
+    let (loaded, report) = SequenceClassifier::from_pretrained(&checkpoint, None, Device::Cpu)
+        .expect("the checkpoint loads");
+    assert!(report.missing.is_empty(), "{:?}", report.missing);
+    assert!(report.unexpected.is_empty(), "{:?}", report.unexpected);
+    assert_eq!(loaded.num_labels(), 2);
+
+    // Eval on val with the same batches as validation gives the best
+    // epoch's figures: the checkpoint is that epoch's weights.
+    let best = metrics["best_epoch"].as_u64().unwrap() as usize;
+    let on_val = eval(dir.path(), "eval-val", &checkpoint, &tokens, "val");
+    assert!(on_val.success, "{}", on_val.error());
+    let val_metrics = on_val.metrics();
+    assert_close(&val_metrics["accuracy"], val_acc[best - 1]);
+    let val_loss = per_epoch(&metrics, "val_loss")[best - 1];
+    assert!((val_metrics["loss"].as_f64().unwrap() - val_loss).abs() < 1e-6);
+
+    // Test split: a prediction per row in dataset order, scored as
+    // classification_report scores them.
+    let on_test = eval(dir.path(), "eval-test", &checkpoint, &tokens, "test");
+    assert!(on_test.success, "{}", on_test.error());
+    let predictions = read_jsonl(&on_test.output.join("predictions"));
+    assert_eq!(predictions.len(), 40);
+    let mut labels = Vec::new();
+    let mut predicted = Vec::new();
+    for (row, line) in predictions.iter().enumerate() {
+        assert_eq!(line["row"], row);
+        assert_eq!(line["label"], row % 2, "labels alternate in the toy data");
+        let probabilities: Vec<f64> = line["probabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_f64().unwrap())
+            .collect();
+        assert_eq!(probabilities.len(), 2);
+        assert!((probabilities.iter().sum::<f64>() - 1.0).abs() < 1e-5);
+        let argmax = usize::from(probabilities[1] > probabilities[0]);
+        assert_eq!(line["prediction"], argmax);
+        labels.push(line["label"].as_u64().unwrap() as usize);
+        predicted.push(argmax);
+    }
+    let expected = classification_report(&labels, &predicted, 2).unwrap();
+    let test_metrics = on_test.metrics();
+    assert_eq!(test_metrics["rows"], 40);
+    assert_close(&test_metrics["accuracy"], expected.accuracy);
+    let binary = expected.binary.unwrap();
+    assert_close(&test_metrics["precision"], binary.precision);
+    assert_close(&test_metrics["recall"], binary.recall);
+    assert_close(&test_metrics["f1"], binary.f1);
+    assert_close(&test_metrics["macro"]["f1"], expected.macro_f1);
+    assert_eq!(test_metrics["confusion"], json!(expected.confusion));
+    assert!(
+        expected.accuracy > 0.9,
+        "test accuracy {}",
+        expected.accuracy
+    );
+}
+
+#[test]
+fn distilbert_with_the_same_seed_writes_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-distilbert", 2);
+    let settings = json!({"epochs": 6, "seed": 5, "limit_train_samples": 128});
+    let first = train(dir.path(), "first", &tokens, &model, settings.clone());
+    let second = train(dir.path(), "second", &tokens, &model, settings);
+    let other = train(
+        dir.path(),
+        "other",
+        &tokens,
+        &model,
+        json!({"epochs": 6, "seed": 6, "limit_train_samples": 128}),
+    );
+    for run in [&first, &second, &other] {
+        assert!(run.success, "{}", run.error());
+    }
+    let weights =
+        |run: &Run| std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+    assert!(
+        weights(&first) == weights(&second),
+        "same seed, different bytes"
+    );
+    assert!(
+        weights(&first) != weights(&other),
+        "another seed, same bytes"
+    );
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(first.output.join("checkpoint/config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        config["architectures"],
+        json!(["DistilBertForSequenceClassification"])
+    );
+    let metrics = first.metrics();
+    assert_eq!(metrics["train_rows"], 128);
+    assert!(metrics["val_acc"].as_f64().unwrap() > 0.9, "{metrics:#}");
+}
+
+#[test]
+fn early_stopping_stops_after_patience_epochs_without_improvement() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 3);
+    let run = train(
+        dir.path(),
+        "train",
+        &tokens,
+        &model,
+        json!({"epochs": 30, "early_stopping_patience": 2}),
+    );
+    assert!(run.success, "{}", run.error());
+    let metrics = run.metrics();
+    let epochs_run = metrics["epochs_run"].as_u64().unwrap();
+    assert_eq!(metrics["stopped_early"], true, "{metrics:#}");
+    assert!(epochs_run < 30);
+    assert_eq!(epochs_run, metrics["best_epoch"].as_u64().unwrap() + 2);
+    assert!(run
+        .messages()
+        .iter()
+        .any(|m| m.starts_with("early stopping")));
+}
