@@ -458,3 +458,99 @@ fn early_stopping_stops_after_patience_epochs_without_improvement() {
         .iter()
         .any(|m| m.starts_with("early stopping")));
 }
+
+/// A run whose validation accuracy falls after its best epoch (a learning
+/// rate too high for the tiny model): the checkpoint must be the best
+/// epoch's, not the last one's. The curve is deterministic on a given CPU
+/// build of libtorch; if another machine's kernels round differently and
+/// the later dip disappears, the first assertion says so.
+#[test]
+fn the_checkpoint_is_the_best_epoch_not_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 4);
+    let run = train(
+        dir.path(),
+        "train",
+        &tokens,
+        &model,
+        json!({"epochs": 5, "lr": 5e-3, "limit_train_samples": 64}),
+    );
+    assert!(run.success, "{}", run.error());
+    let metrics = run.metrics();
+    let val_acc = per_epoch(&metrics, "val_acc");
+    let best = metrics["best_epoch"].as_u64().unwrap();
+    assert_eq!(best, first_best(&val_acc));
+    assert!(
+        (best as usize) < val_acc.len() && val_acc[val_acc.len() - 1] < val_acc[best as usize - 1],
+        "this run was meant to end on a worse epoch than its best: val_acc {val_acc:?}"
+    );
+    assert_close(&metrics["val_acc"], val_acc[best as usize - 1]);
+    let on_val = eval(
+        dir.path(),
+        "eval",
+        &run.output.join("checkpoint"),
+        &tokens,
+        "val",
+    );
+    assert!(on_val.success, "{}", on_val.error());
+    assert_close(&on_val.metrics()["accuracy"], val_acc[best as usize - 1]);
+    let val_loss = per_epoch(&metrics, "val_loss")[best as usize - 1];
+    assert!((on_val.metrics()["loss"].as_f64().unwrap() - val_loss).abs() < 1e-6);
+}
+
+#[test]
+fn missing_splits_bad_params_and_non_checkpoints_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-distilbert", 5);
+    // A copy of the tokens with only a train split lacks val.
+    let only_train = dir.path().join("only-train");
+    std::fs::create_dir_all(&only_train).unwrap();
+    for file in ["train.safetensors", "tokenizer.json"] {
+        std::fs::copy(tokens.join(file), only_train.join(file)).unwrap();
+    }
+    let run = train(dir.path(), "no-val", &only_train, &model, json!({}));
+    assert!(!run.success);
+    let error = run.error();
+    assert!(
+        error.contains("no split `val`") && error.contains("train"),
+        "{error}"
+    );
+
+    let run = train(
+        dir.path(),
+        "one-label",
+        &tokens,
+        &model,
+        json!({"num_labels": 1}),
+    );
+    assert!(!run.success);
+    assert!(
+        run.error().contains("at least 2 classes"),
+        "{}",
+        run.error()
+    );
+
+    let run = eval(dir.path(), "eval-missing", &model, &tokens, "dev");
+    assert!(!run.success);
+    let error = run.error();
+    assert!(
+        error.contains("no split `dev`") && error.contains("test, train, val"),
+        "{error}"
+    );
+
+    let run = eval(
+        dir.path(),
+        "eval-not-a-checkpoint",
+        &tokens,
+        &tokens,
+        "test",
+    );
+    assert!(!run.success);
+    assert!(
+        run.error().contains("is not a checkpoint"),
+        "{}",
+        run.error()
+    );
+}
