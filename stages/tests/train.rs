@@ -445,7 +445,7 @@ fn early_stopping_stops_after_patience_epochs_without_improvement() {
         "train",
         &tokens,
         &model,
-        json!({"epochs": 30, "early_stopping_patience": 2}),
+        json!({"epochs": 30, "early_stopping_patience": 2, "limit_train_samples": 96}),
     );
     assert!(run.success, "{}", run.error());
     let metrics = run.metrics();

@@ -837,9 +837,11 @@ impl Snapshot {
                 Kind::Float => Dtype::F32,
                 Kind::BFloat16 => Dtype::BF16,
                 Kind::Half => Dtype::F16,
-                other => return Err(StageError::Other(format!(
+                other => {
+                    return Err(StageError::Other(format!(
                     "internal: variable `{name}` has kind {other:?}, which checkpoints do not hold"
-                ))),
+                )))
+                }
             };
             let numel = tensor.numel();
             let mut data = vec![0u8; numel * tensor.kind().elt_size_in_bytes()];
