@@ -38,6 +38,8 @@ fn main() {
     // libtorch.so is a thin library whose DT_NEEDED entries pull in
     // libtorch_cpu and, on CUDA wheels, libtorch_cuda; forcing it to be
     // needed keeps those even though no symbol of theirs is referenced.
-    println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-    println!("cargo:rustc-link-arg=-ltorch");
+    // Only the training worker needs CUDA: the data worker `pipe-stage`
+    // should carry as little of libtorch as the linker lets it.
+    println!("cargo:rustc-link-arg-bin=pipe-stage-train=-Wl,--no-as-needed");
+    println!("cargo:rustc-link-arg-bin=pipe-stage-train=-ltorch");
 }

@@ -231,6 +231,11 @@ fn unknown_stage(
     if let Some(suggestion) = did_you_mean(uses, names.iter().copied()) {
         hint = format!("did you mean `{suggestion}@{version}`? {hint}");
     }
+    if uses.starts_with("train/") || uses.starts_with("eval/") {
+        hint = format!(
+            "training stages run in the worker `pipe-stage-train`, which links libtorch and is built separately (docs/libtorch.md); {hint}"
+        );
+    }
     Diagnostic::new(
         "unknown-stage-kind",
         format!("stage `{stage}` uses `{uses}@{version}`, which no worker provides"),

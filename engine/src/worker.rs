@@ -1,7 +1,8 @@
 //! Finding stage workers and what they can run (the catalog).
 //!
 //! The built-in worker is `pipe-stage`, next to the `pipe` binary (or
-//! `PIPE_WORKER`). In a source checkout it is built on first use. Any other
+//! `PIPE_WORKER`). In a source checkout it is built on first use. Beside it,
+//! `pipe-stage-train` (built with libtorch) offers the training stages. Any other
 //! executable named `pipe-stage-*` in a directory of `PIPE_STAGE_PATH` or in
 //! the project's `.pipe/stages/` is a third-party worker: its stages join the
 //! catalog. `WORKER describe` answers are cached in `.pipe/catalog.json`,
@@ -160,7 +161,17 @@ pub fn load_catalog(project: &Project) -> Result<Catalog> {
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
     let mut workers = vec![builtin_worker()?];
-    workers.extend(external_workers(project));
+    // The libtorch worker is optional: it exists where it was built with
+    // the `torch` feature (docs/libtorch.md).
+    let training = workers[0].with_file_name("pipe-stage-train");
+    if training.is_file() {
+        workers.push(training);
+    }
+    let external: Vec<PathBuf> = external_workers(project)
+        .into_iter()
+        .filter(|worker| !workers.contains(worker))
+        .collect();
+    workers.extend(external);
     let mut fresh: Vec<CachedDescribe> = Vec::with_capacity(workers.len());
     let mut changed = false;
     for worker in workers {

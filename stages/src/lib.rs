@@ -13,6 +13,7 @@ mod http;
 #[cfg(feature = "torch")]
 pub mod model;
 pub mod rng;
+pub mod worker;
 
 pub use context::{emit, StageContext};
 pub use error::StageError;

@@ -70,7 +70,13 @@ fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64
     };
     let file = root.join("invocation.json");
     std::fs::write(&file, serde_json::to_vec(&invocation).unwrap()).unwrap();
-    let result = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
+    // Data stages live in `pipe-stage`, libtorch ones in `pipe-stage-train`.
+    let worker = if uses.starts_with("train/") || uses.starts_with("eval/") {
+        env!("CARGO_BIN_EXE_pipe-stage-train")
+    } else {
+        env!("CARGO_BIN_EXE_pipe-stage")
+    };
+    let result = Command::new(worker)
         .args(["run", "--invocation"])
         .arg(&file)
         .output()
