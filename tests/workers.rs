@@ -254,3 +254,19 @@ fn an_absolute_input_path_inside_the_project_is_the_same_key_as_a_relative_one()
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(again.status("loud"), "fresh");
 }
+
+#[test]
+fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  train:\n    uses: train/classifier@1\n    with: { tokens: tokens, model: model }\n",
+    );
+    let output = project.pipe(&["validate"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("pipe.yaml:3:5") && stderr.contains("pipe-stage-train"),
+        "{stderr}"
+    );
+}
