@@ -1,17 +1,13 @@
 //! `data/from-csv@1` through the real worker, on small tables written by
 //! the tests (plain, gzip and bzip2).
 
+mod common;
+
+use common::Run;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::{json, Value};
-
-struct Run {
-    success: bool,
-    events: Vec<Value>,
-    output_dir: PathBuf,
-}
 
 impl Run {
     fn records(&self) -> Vec<Value> {
@@ -27,57 +23,10 @@ impl Run {
         )
         .unwrap()
     }
-
-    fn error(&self) -> String {
-        assert!(!self.success, "the stage succeeded");
-        let last = self.events.last().unwrap();
-        assert_eq!(last["event"], "error");
-        format!(
-            "{} | {}",
-            last["message"].as_str().unwrap(),
-            last["hint"].as_str().unwrap_or("")
-        )
-    }
 }
 
 fn run_stage(dir: &Path, params: Value) -> Run {
-    let output_dir = dir.join("out");
-    let invocation = json!({
-        "protocol": 1,
-        "stage": "reviews",
-        "uses": "data/from-csv",
-        "version": 1,
-        "params": params,
-        "output_dir": output_dir,
-        "scratch_dir": dir.join("scratch"),
-        "project_root": dir,
-        "seed": null,
-        "devices": [],
-        "threads": 1,
-    });
-    let file = dir.join("invocation.json");
-    std::fs::write(&file, invocation.to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let last = events.last().expect("no event");
-    assert_eq!(
-        output.status.success(),
-        last["event"] == "done",
-        "exit status and last event disagree: {stdout}"
-    );
-    Run {
-        success: output.status.success(),
-        events,
-        output_dir,
-    }
+    common::run_data_stage(dir, "reviews", "data/from-csv", params, None)
 }
 
 /// Shaped like the Rotten Tomatoes corpus: `plot` rows have no label.

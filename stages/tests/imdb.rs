@@ -1,65 +1,19 @@
 //! `imdb/extract@1` through the real worker, on small archives shaped like
 //! aclImdb_v1.tar.gz.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
+
+use common::Run;
+use std::path::Path;
 
 use serde_json::{json, Value};
 
-struct Run {
-    success: bool,
-    events: Vec<Value>,
-    output_dir: PathBuf,
-}
-
 fn run_stage(dir: &Path, params: Value) -> Run {
-    let output_dir = dir.join("out");
-    let invocation = json!({
-        "protocol": 1,
-        "stage": "imdb",
-        "uses": "imdb/extract",
-        "version": 1,
-        "params": params,
-        "output_dir": output_dir,
-        "scratch_dir": dir.join("scratch"),
-        "project_root": dir,
-        "seed": null,
-        "devices": [],
-        "threads": 1,
-    });
-    let file = dir.join("invocation.json");
-    std::fs::write(&file, invocation.to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let last = events.last().expect("no event");
-    assert_eq!(
-        output.status.success(),
-        last["event"] == "done",
-        "exit status and last event disagree: {stdout}"
-    );
-    Run {
-        success: output.status.success(),
-        events,
-        output_dir,
-    }
+    common::run_data_stage(dir, "imdb", "imdb/extract", params, None)
 }
 
 fn error_message(run: &Run) -> String {
-    let last = run.events.last().unwrap();
-    assert_eq!(last["event"], "error");
-    format!(
-        "{} | {}",
-        last["message"].as_str().unwrap(),
-        last["hint"].as_str().unwrap_or("")
-    )
+    run.error()
 }
 
 /// (path in the archive, content)

@@ -1,18 +1,14 @@
 //! `data/split@1` through the real worker.
 
+mod common;
+
+use common::Run;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::{json, Value};
 
 const SPLITS: [&str; 3] = ["train", "val", "test"];
-
-struct Run {
-    success: bool,
-    events: Vec<Value>,
-    output_dir: PathBuf,
-}
 
 impl Run {
     fn lines(&self, split: &str) -> Vec<String> {
@@ -56,59 +52,10 @@ impl Run {
         )
         .unwrap()
     }
-
-    fn error(&self) -> String {
-        assert!(!self.success, "the stage succeeded");
-        let last = self.events.last().unwrap();
-        assert_eq!(last["event"], "error");
-        format!(
-            "{} | {}",
-            last["message"].as_str().unwrap(),
-            last["hint"].as_str().unwrap_or("")
-        )
-    }
 }
 
 fn run_stage(dir: &Path, name: &str, params: Value, seed: Option<u64>) -> Run {
-    let run_dir = dir.join(name);
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let output_dir = run_dir.join("out");
-    let invocation = json!({
-        "protocol": 1,
-        "stage": "split",
-        "uses": "data/split",
-        "version": 1,
-        "params": params,
-        "output_dir": output_dir,
-        "scratch_dir": run_dir.join("scratch"),
-        "project_root": dir,
-        "seed": seed,
-        "devices": [],
-        "threads": 1,
-    });
-    let file = run_dir.join("invocation.json");
-    std::fs::write(&file, invocation.to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let last = events.last().expect("no event");
-    assert_eq!(
-        output.status.success(),
-        last["event"] == "done",
-        "exit status and last event disagree: {stdout}"
-    );
-    Run {
-        success: output.status.success(),
-        events,
-        output_dir,
-    }
+    common::run_data_stage(&dir.join(name), "split", "data/split", params, seed)
 }
 
 /// Rows `id` 0..n; labels from `label_of`. The odd spacing and the escape

@@ -1,0 +1,79 @@
+//! Runs the real `pipe-stage` worker on a hand-written invocation, as the
+//! engine would, and checks the protocol on the way: the exit status and
+//! the last event must agree.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+pub struct Run {
+    pub success: bool,
+    pub events: Vec<Value>,
+    pub output_dir: PathBuf,
+}
+
+impl Run {
+    /// `message | hint` of the final error event.
+    pub fn error(&self) -> String {
+        assert!(!self.success, "the stage succeeded");
+        let last = self.events.last().expect("no event");
+        assert_eq!(last["event"], "error");
+        format!(
+            "{} | {}",
+            last["message"].as_str().unwrap_or(""),
+            last["hint"].as_str().unwrap_or("")
+        )
+    }
+}
+
+/// Runs `uses@1` with `params` in `run_dir` (its `out/` is the output
+/// directory) with the data worker.
+pub fn run_data_stage(
+    run_dir: &Path,
+    stage: &str,
+    uses: &str,
+    params: Value,
+    seed: Option<u64>,
+) -> Run {
+    std::fs::create_dir_all(run_dir).unwrap();
+    let output_dir = run_dir.join("out");
+    let invocation = json!({
+        "protocol": 1,
+        "stage": stage,
+        "uses": uses,
+        "version": 1,
+        "params": params,
+        "output_dir": output_dir,
+        "scratch_dir": run_dir.join("scratch"),
+        "project_root": run_dir,
+        "seed": seed,
+        "devices": [],
+        "threads": 1,
+    });
+    let file = run_dir.join("invocation.json");
+    std::fs::write(&file, invocation.to_string()).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
+        .args(["run", "--invocation"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let last = events.last().expect("no event");
+    assert_eq!(
+        output.status.success(),
+        last["event"] == "done",
+        "exit status and last event disagree: {stdout}"
+    );
+    Run {
+        success: output.status.success(),
+        events,
+        output_dir,
+    }
+}
