@@ -9,11 +9,15 @@
 //! symbol; it registers the CUDA backend from static initialisers), leaving
 //! a binary that silently sees no GPU. This script repeats what tch's own
 //! build.rs does for tch's examples.
+//!
+//! It also compiles csrc/autocast.cpp, the autocast shim behind
+//! src/precision.rs, against the same libtorch's headers.
 
 use std::env;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     if env::var_os("CARGO_FEATURE_TORCH").is_none() {
         return;
     }
@@ -29,6 +33,8 @@ fn main() {
     // second copy of its search logic here. It is absent only under
     // torch-sys' `doc-only` feature, where nothing is linked.
     if let Some(lib_dir) = env::var_os("DEP_TCH_LIBTORCH_LIB") {
+        #[cfg(feature = "torch")]
+        autocast_shim(std::path::Path::new(&lib_dir));
         let lib_dir = lib_dir.to_string_lossy();
         // RUNPATH rather than old-style RPATH is what modern ld emits; it is
         // still searched before the system directories, and LD_LIBRARY_PATH
@@ -42,4 +48,29 @@ fn main() {
     // should carry as little of libtorch as the linker lets it.
     println!("cargo:rustc-link-arg-bin=pipe-stage-train=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg-bin=pipe-stage-train=-ltorch");
+}
+
+/// Compiles the autocast shim against the headers of the libtorch that
+/// torch-sys linked: `<libtorch>/lib` is DEP_TCH_LIBTORCH_LIB, and the
+/// headers sit beside it in `include/` (the layout of both the PyPI wheel
+/// and the libtorch zip). The symbols it calls resolve against the
+/// libraries torch-sys already links.
+#[cfg(feature = "torch")]
+fn autocast_shim(lib_dir: &std::path::Path) {
+    let root = lib_dir.parent().unwrap_or(lib_dir);
+    let include = root.join("include");
+    cc::Build::new()
+        .cpp(true)
+        .file("csrc/autocast.cpp")
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .std("c++17")
+        // The PyPI wheels since torch 2.6 are built with the new libstdc++
+        // ABI (torch.compiled_with_cxx11_abi() is True); a mismatch would
+        // still compile and then fail to link std::string-taking symbols.
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        // libtorch's headers warn by the hundred under -Wall; our own file
+        // is small enough to keep clean by reading it.
+        .warnings(false)
+        .compile("pipe_autocast");
 }

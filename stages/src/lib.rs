@@ -12,6 +12,8 @@ mod error;
 mod http;
 #[cfg(feature = "torch")]
 pub mod model;
+#[cfg(feature = "torch")]
+pub mod precision;
 pub mod rng;
 pub mod worker;
 
