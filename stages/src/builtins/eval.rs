@@ -109,7 +109,10 @@ impl BuiltinStage for EvalClassifier {
 
         let phase = format!("eval {split_name}");
         context.progress(&phase, 0, Some(split.len() as u64), "rows");
-        let results = predict(&model, &split, &collator, batch_size as usize, device)?;
+        // In fp32 always: the variables are fp32 whatever the file holds
+        // (a bf16 or fp16 checkpoint is upcast on load, exactly), and the
+        // train stage writes fp32 checkpoints at every precision.
+        let results = predict(&model, &split, &collator, batch_size as usize, None, device)?;
         context.progress_done(&phase, split.len() as u64, "rows");
 
         let path = context.output(PREDICTIONS);

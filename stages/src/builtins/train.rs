@@ -7,7 +7,8 @@
 //! linear warmup and decay per optimizer step, validation after every
 //! epoch, the best epoch by validation accuracy kept in memory (as
 //! Lightning's `ModelCheckpoint(monitor="val_acc", mode="max")`) and early
-//! stopping. Only `32-true` precision and the `single` strategy so far.
+//! stopping. Precision as Lightning's (see `crate::precision`); only the
+//! `single` strategy so far.
 //!
 //! Also home of what `eval/classifier@1` shares with validation: device
 //! choice, batch tensors, the prediction loop, input checks.
@@ -29,6 +30,7 @@ use crate::batches::{
 };
 use crate::classification::{linear_warmup_decay, BestEpoch, EpochVerdict};
 use crate::model::{Architecture, ModelError, SequenceClassifier};
+use crate::precision::{self, AutocastGuard, LossScaler, Precision, PrecisionError};
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
 pub struct TrainClassifier;
@@ -36,7 +38,6 @@ pub struct TrainClassifier;
 const CHECKPOINT: &str = "checkpoint";
 const CURVES: &str = "curves";
 const UNIT: &str = "steps";
-pub(super) const PRECISIONS: &[&str] = &["32-true"];
 pub(super) const STRATEGIES: &[&str] = &["single"];
 pub(super) const TOKENIZER_FILE: &str = "tokenizer.json";
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
@@ -130,8 +131,8 @@ impl BuiltinStage for TrainClassifier {
                 ),
                 choice(
                     "precision",
-                    PRECISIONS,
-                    "numeric precision (Lightning's names); only 32-true for now, more come next",
+                    precision::NAMES,
+                    "numeric precision, as Lightning's: 32-true; bf16-mixed and 16-mixed (fp32 weights, forward under autocast; 16-mixed with dynamic loss scaling, GPU only); bf16-true (bf16 weights and optimizer). The checkpoint is always fp32",
                 ),
                 choice(
                     "strategy",
@@ -178,6 +179,10 @@ impl BuiltinStage for TrainClassifier {
         let settings = Settings::read(context)?;
         let device = device(context)?;
         tch::set_num_threads(context.threads() as i32);
+        settings
+            .precision
+            .check_device(device)
+            .map_err(precision_error)?;
 
         let tokens = context.input("tokens")?;
         let train = open_split(&tokens, "train")?;
@@ -189,8 +194,14 @@ impl BuiltinStage for TrainClassifier {
         let model_dir = context.input("model")?;
         // Seeds the head's fresh initialisation here and dropout below.
         tch::manual_seed(settings.seed as i64);
-        let (model, report) =
+        let (mut model, report) =
             SequenceClassifier::from_pretrained(&model_dir, Some(settings.num_labels), device)?;
+        if settings.precision.weight_kind() == Kind::BFloat16 {
+            // Before the optimizer exists, so that its state is bf16 too.
+            // In place (set_data): the store's variables stay the same
+            // tensors, which the optimizer and the no-decay groups rely on.
+            model.vs.bfloat16();
+        }
         if !report.missing.is_empty() {
             context.message(format!(
                 "initialised fresh (seed {}): {}",
@@ -202,6 +213,8 @@ impl BuiltinStage for TrainClassifier {
         check_lengths(&val, &model)?;
 
         let mut optimizer = adamw(&model.vs, settings.lr, settings.weight_decay)?;
+        let autocast = settings.precision.autocast_kind();
+        let mut scaler = (settings.precision == Precision::Fp16Mixed).then(LossScaler::default);
         let rows = limit(
             train.len(),
             settings.limit_train_samples.unwrap_or(usize::MAX),
@@ -215,11 +228,12 @@ impl BuiltinStage for TrainClassifier {
         let warmup_steps = (settings.warmup_ratio * total_steps as f64).ceil() as u64;
         context.message(format!(
             "training on {train_rows} rows ({} batches of {}, {steps_per_epoch} optimizer steps per epoch), \
-             validating on {} rows, {} on {device:?}",
+             validating on {} rows, {} on {device:?} in {}",
             sampler.batches_per_epoch(),
             settings.batch_size,
             val.len(),
             model.config.architecture.model_type(),
+            settings.precision,
         ));
 
         let mut best = BestEpoch::new(settings.patience, 0.0);
@@ -240,19 +254,47 @@ impl BuiltinStage for TrainClassifier {
                 let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
                 for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
                     let batch = collator.collate(&train, rows)?;
-                    totals.add(&train_micro_batch(&model, &batch, weight, device)?);
+                    let loss_scale = scaler.as_ref().map_or(1.0, LossScaler::scale);
+                    totals.add(&train_micro_batch(
+                        &model,
+                        &batch,
+                        weight * loss_scale,
+                        autocast,
+                        device,
+                    )?);
                 }
-                if let Some(max_norm) = settings.clip {
-                    optimizer.clip_grad_norm(max_norm);
+                // The scaler unscales before clipping so that the clip
+                // threshold applies to the true gradients, as GradScaler
+                // users must do by hand.
+                let step_ok = match scaler.as_mut() {
+                    Some(scaler) => {
+                        let overflow = scaler
+                            .unscale(&model.vs.trainable_variables())
+                            .map_err(torch)?;
+                        scaler.update(overflow)
+                    }
+                    None => true,
+                };
+                if step_ok {
+                    if let Some(max_norm) = settings.clip {
+                        optimizer.clip_grad_norm(max_norm);
+                    }
+                    optimizer.step();
                 }
-                optimizer.step();
                 global_step += 1;
                 context.progress(&phase, index as u64 + 1, Some(steps_per_epoch), UNIT);
             }
             context.progress_done(&phase, steps_per_epoch, UNIT);
             let train_seconds = started.elapsed().as_secs_f64();
 
-            let validation = predict(&model, &val, &collator, settings.batch_size, device)?;
+            let validation = predict(
+                &model,
+                &val,
+                &collator,
+                settings.batch_size,
+                autocast,
+                device,
+            )?;
             let stats = EpochStats {
                 epoch: epoch + 1,
                 train_loss: totals.loss_sum / totals.rows.max(1) as f64,
@@ -316,6 +358,8 @@ impl BuiltinStage for TrainClassifier {
             "stopped_early": stopped_early,
             "train_rows": train_rows,
             "optimizer_steps": global_step,
+            "precision": settings.precision.name(),
+            "skipped_steps": scaler.as_ref().map_or(0, LossScaler::skipped_steps),
             "peak_rss_mb": peak_rss_mb(),
             "epochs": per_epoch,
         }))?;
@@ -335,6 +379,7 @@ struct Settings {
     seed: u64,
     limit_train_samples: Option<usize>,
     patience: Option<u32>,
+    precision: Precision,
 }
 
 impl Settings {
@@ -402,6 +447,16 @@ impl Settings {
             seed: context.opt_u64("seed")?.or(context.seed()).unwrap_or(0),
             limit_train_samples: context.opt_u64("limit_train_samples")?.map(|n| n as usize),
             patience,
+            precision: {
+                let name = context.str("precision")?;
+                Precision::parse(name).ok_or_else(|| {
+                    StageError::param(
+                        "precision",
+                        format!("`{name}` is not implemented"),
+                        format!("use one of {}", precision::NAMES.join(", ")),
+                    )
+                })?
+            },
         };
         if settings.limit_train_samples == Some(0) {
             return Err(StageError::param(
@@ -412,13 +467,6 @@ impl Settings {
         }
         // Both are Choice params the engine has checked; these guard the
         // day a choice is added to the list before the code handles it.
-        if context.str("precision")? != "32-true" {
-            return Err(StageError::param(
-                "precision",
-                "only 32-true is implemented",
-                "use 32-true",
-            ));
-        }
         if context.str("strategy")? != "single" {
             return Err(StageError::param(
                 "strategy",
@@ -427,6 +475,17 @@ impl Settings {
             ));
         }
         Ok(settings)
+    }
+}
+
+fn precision_error(error: PrecisionError) -> StageError {
+    match &error {
+        PrecisionError::Unsupported { .. } => {
+            StageError::param("precision", error.to_string(), error.hint())
+        }
+        PrecisionError::Autocast(_) | PrecisionError::Torch(_) => {
+            StageError::Other(error.to_string())
+        }
     }
 }
 
@@ -622,18 +681,28 @@ impl TrainTotals {
 
 /// Forward with dropout and backward of one micro-batch; its mean loss is
 /// scaled by `weight` so that the step's accumulated gradient is that of the
-/// mean over all the step's rows.
+/// mean over all the step's rows (times the loss scale under 16-mixed).
+/// With `autocast` the forward and loss run under it and backward after it,
+/// as PyTorch's AMP recipe has it.
 fn train_micro_batch(
     model: &SequenceClassifier,
     batch: &Batch,
     weight: f64,
+    autocast: Option<Kind>,
     device: Device,
 ) -> Result<TrainTotals> {
     let (ids, mask, labels) = batch_tensors(batch, device)?;
-    let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
-    let loss = logits
-        .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Mean, -100, 0.0)
-        .map_err(torch)?;
+    let (logits, loss) = {
+        let _autocast = autocast
+            .map(|kind| AutocastGuard::new(device, kind))
+            .transpose()
+            .map_err(precision_error)?;
+        let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
+        let loss = logits
+            .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Mean, -100, 0.0)
+            .map_err(torch)?;
+        (logits, loss)
+    };
     loss.f_mul_scalar(weight)
         .and_then(|scaled| scaled.f_backward())
         .map_err(torch)?;
@@ -685,6 +754,7 @@ pub(super) fn predict(
     split: &TokenizedSplit,
     collator: &Collator,
     batch_size: usize,
+    autocast: Option<Kind>,
     device: Device,
 ) -> Result<Predictions> {
     let sampler = EvalSampler::new(&split.lengths(), batch_size)?;
@@ -694,6 +764,10 @@ pub(super) fn predict(
         let batch = collator.collate(split, rows)?;
         let (ids, mask, labels) = batch_tensors(&batch, device)?;
         let (loss, predicted, probabilities) = tch::no_grad(|| -> Result<_> {
+            let _autocast = autocast
+                .map(|kind| AutocastGuard::new(device, kind))
+                .transpose()
+                .map_err(precision_error)?;
             let logits = model.forward_t(&ids, mask.as_ref(), None, false)?;
             let loss = logits
                 .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Sum, -100, 0.0)
@@ -828,9 +902,19 @@ impl Snapshot {
     fn of(vs: &VarStore) -> Result<Snapshot> {
         let mut tensors = Vec::new();
         for (name, tensor) in vs.variables() {
+            // bf16-true trains bf16 weights, but checkpoints are fp32
+            // whatever the precision, as Lightning saves them and
+            // `from_pretrained` expects by default; the upcast is exact.
             let tensor = tensor
                 .f_detach()
                 .and_then(|t| t.f_to_device(Device::Cpu))
+                .and_then(|t| {
+                    if t.is_floating_point() {
+                        t.f_to_kind(Kind::Float)
+                    } else {
+                        Ok(t)
+                    }
+                })
                 .and_then(|t| t.f_contiguous())
                 .map_err(torch)?;
             let dtype = match tensor.kind() {
