@@ -1,10 +1,12 @@
-//! Throughput of a BERT/DistilBERT classifier on the CPU in fp32: the
+//! Throughput of a BERT/DistilBERT classifier on the CPU: the
 //! forward alone (eval mode, no autograd), or with `train` a whole training
 //! step (dropout on, cross-entropy, backward, tch's AdamW at lr 5e-5 and
-//! weight decay 0.01, as torch.optim.AdamW's defaults).
+//! weight decay 0.01, as torch.optim.AdamW's defaults). PRECISION is one of
+//! the train stage's: 32-true (the default), bf16-mixed (forward and loss
+//! under CPU bf16 autocast) or bf16-true (bf16 weights and optimizer).
 //!
 //!     CARGO_TARGET_DIR=target-torch cargo run -p pipe-stages --features torch \
-//!         --example model_throughput -- MODEL_DIR [BATCH SEQ ITERS [train]]
+//!         --example model_throughput -- MODEL_DIR [BATCH SEQ ITERS [train|forward [PRECISION]]]
 //!
 //! MODEL_DIR holds config.json and model.safetensors (MiniLM-L6: see
 //! docs/libtorch.md). The dev profile already builds dependencies with
@@ -16,11 +18,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     use std::time::Instant;
 
     use pipe_stages::model::SequenceClassifier;
+    use pipe_stages::precision::{AutocastGuard, Precision};
     use tch::{Device, Kind, Tensor};
 
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(dir) = args.first() else {
-        return Err("usage: model_throughput MODEL_DIR [BATCH SEQ ITERS [train]]".into());
+        return Err(
+            "usage: model_throughput MODEL_DIR [BATCH SEQ ITERS [train|forward [PRECISION]]]"
+                .into(),
+        );
     };
     let number = |index: usize, default: i64| -> Result<i64, Box<dyn std::error::Error>> {
         Ok(match args.get(index) {
@@ -30,8 +36,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (batch, seq, iters) = (number(1, 32)?, number(2, 64)?, number(3, 10)?);
     let train = args.get(4).is_some_and(|mode| mode == "train");
-    let (model, _) =
+    let precision = match args.get(5) {
+        Some(name) => Precision::parse(name).ok_or(format!("unknown precision `{name}`"))?,
+        None => Precision::Fp32,
+    };
+    precision.check_device(Device::Cpu)?;
+    let (mut model, _) =
         SequenceClassifier::from_pretrained(std::path::Path::new(dir), Some(2), Device::Cpu)?;
+    if precision.weight_kind() == Kind::BFloat16 {
+        model.vs.bfloat16();
+    }
     tch::manual_seed(0);
     // Ids from 1000 up: ordinary word pieces, no special tokens.
     let ids = Tensor::randint_low(
@@ -48,9 +62,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let labels = Tensor::randint(2, [batch], (Kind::Int64, Device::Cpu));
     let mut optimizer = nn_adamw(&model)?;
     let mut run = || -> Result<(), Box<dyn std::error::Error>> {
+        let autocast = precision
+            .autocast_kind()
+            .map(|kind| AutocastGuard::new(Device::Cpu, kind))
+            .transpose()?;
         if train {
             let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
-            optimizer.backward_step(&logits.cross_entropy_for_logits(&labels));
+            let loss = logits.cross_entropy_for_logits(&labels);
+            drop(autocast);
+            optimizer.backward_step(&loss);
         } else {
             let _logits = tch::no_grad(|| model.forward_t(&ids, mask.as_ref(), None, false))?;
         }
@@ -68,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds = start.elapsed().as_secs_f64();
     let samples = (batch * iters) as f64;
     println!(
-        "{}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
+        "{} {precision}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
         if train { "train step" } else { "forward" },
         tch::get_num_threads(),
         seconds / iters as f64,
