@@ -156,6 +156,20 @@ fn a_failing_worker_leaves_no_output_and_caches_nothing() {
     assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
 }
 
+/// `pipe validate` with the Python worker on the stage path: exit code and stderr.
+fn validate(project: &TestProject) -> (Option<i32>, String) {
+    let output = project
+        .command()
+        .args(["validate"])
+        .env("PIPE_STAGE_PATH", workers_dir())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn unknown_stages_and_params_are_located_errors() {
     let project = project();
@@ -163,14 +177,8 @@ fn unknown_stages_and_params_are_located_errors() {
         "pipe.yaml",
         &PIPELINE.replace("suffix: \"!!\"", "sufix: \"!!\""),
     );
-    let output = project
-        .command()
-        .args(["validate"])
-        .env("PIPE_STAGE_PATH", workers_dir())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("has no param `sufix`") && stderr.contains("pipe.yaml:5:31"),
         "{stderr}"
@@ -181,26 +189,16 @@ fn unknown_stages_and_params_are_located_errors() {
     );
 
     project.write("pipe.yaml", &PIPELINE.replace("shout@1", "shout@3"));
-    let output = project
-        .command()
-        .args(["validate"])
-        .env("PIPE_STAGE_PATH", workers_dir())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("has no version 3") && stderr.contains("`shout@1`"),
         "{stderr}"
     );
 
     project.write("pipe.yaml", &PIPELINE.replace("outs.loud}", "outs.quiet}"));
-    let output = project
-        .command()
-        .args(["validate"])
-        .env("PIPE_STAGE_PATH", workers_dir())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("no such output") && stderr.contains("its outputs: loud"),
         "{stderr}"
