@@ -2,10 +2,10 @@
 //! the real `text/tokenize@1` worker, so a change to the file format on
 //! either side breaks a test here.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-use pipe_protocol::{Invocation, PROTOCOL_VERSION};
+use std::path::{Path, PathBuf};
+
 use pipe_stages::batches::{
     limit, pad_id, padding_ratio, shard, to_row_order, BucketSampler, Collator, EvalSampler,
     TokenizedSplit,
@@ -27,31 +27,16 @@ fn tokenize(dataset: &Path, max_length: u64) -> (tempfile::TempDir, PathBuf) {
         "tokenizer": fixtures().join("tokenizer.json"),
         "max_length": max_length,
     });
-    let invocation = Invocation {
-        protocol: PROTOCOL_VERSION,
-        stage: "tokenize".into(),
-        uses: "text/tokenize".into(),
-        version: 1,
-        params: params.as_object().unwrap().clone(),
-        output_dir: dir.path().join("out"),
-        scratch_dir: dir.path().join("scratch"),
-        project_root: dir.path().to_path_buf(),
-        seed: None,
-        devices: vec![],
-        threads: 2,
-    };
-    let file = dir.path().join("invocation.json");
-    std::fs::write(&file, serde_json::to_vec(&invocation).unwrap()).unwrap();
-    let result = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        result.status.success(),
-        "tokenize failed: {}",
-        String::from_utf8_lossy(&result.stdout)
+    let run = common::run_worker(
+        env!("CARGO_BIN_EXE_pipe-stage"),
+        dir.path(),
+        "tokenize",
+        "text/tokenize",
+        params,
+        None,
+        2,
     );
+    assert!(run.success, "tokenize failed: {:?}", run.events.last());
     let tokens = dir.path().join("out/tokens");
     (dir, tokens)
 }

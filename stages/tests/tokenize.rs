@@ -2,11 +2,11 @@
 //! ids from Python `tokenizers` (fixtures/tokenize, made by
 //! scripts/fixtures/make_tokenizer_reference.py).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use pipe_protocol::{Invocation, PROTOCOL_VERSION};
 use safetensors::{Dtype, SafeTensors};
 use serde_json::{json, Value};
 
@@ -44,42 +44,19 @@ impl Run {
 
 fn run_tokenize(params: Value, threads: usize) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let invocation = Invocation {
-        protocol: PROTOCOL_VERSION,
-        stage: "tokenize".into(),
-        uses: "text/tokenize".into(),
-        version: 1,
-        params: params.as_object().unwrap().clone(),
-        output_dir: dir.path().join("out"),
-        scratch_dir: dir.path().join("scratch"),
-        project_root: dir.path().to_path_buf(),
-        seed: None,
-        devices: vec![],
+    let run = common::run_worker(
+        env!("CARGO_BIN_EXE_pipe-stage"),
+        dir.path(),
+        "tokenize",
+        "text/tokenize",
+        params,
+        None,
         threads,
-    };
-    let file = dir.path().join("invocation.json");
-    std::fs::write(&file, serde_json::to_vec(&invocation).unwrap()).unwrap();
-    let result = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(result.stdout).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let last = events.last().cloned().unwrap_or(Value::Null);
-    let success = result.status.success();
-    assert_eq!(
-        success,
-        last["event"] == "done",
-        "exit status and last event disagree: {stdout}"
     );
     Run {
-        success,
-        events,
-        output: dir.path().join("out"),
+        success: run.success,
+        events: run.events,
+        output: run.output_dir,
         _dir: dir,
     }
 }

@@ -6,11 +6,11 @@
 //! `--features torch`.
 #![cfg(feature = "torch")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
-use pipe_protocol::{Invocation, PROTOCOL_VERSION};
 use pipe_stages::classification::classification_report;
 use pipe_stages::model::{ModelConfig, SequenceClassifier};
 use serde_json::{json, Value};
@@ -51,53 +51,17 @@ impl Run {
 
 /// Runs one stage in `dir/NAME` (invocation, output, scratch).
 fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Run {
-    let root = dir.join(name);
-    std::fs::create_dir_all(&root).unwrap();
-    let output = root.join("out");
-    std::fs::create_dir_all(&output).unwrap();
-    let invocation = Invocation {
-        protocol: PROTOCOL_VERSION,
-        stage: name.into(),
-        uses: uses.into(),
-        version: 1,
-        params: params.as_object().unwrap().clone(),
-        output_dir: output.clone(),
-        scratch_dir: root.join("scratch"),
-        project_root: dir.to_path_buf(),
-        seed,
-        devices: vec![],
-        threads: 2,
-    };
-    let file = root.join("invocation.json");
-    std::fs::write(&file, serde_json::to_vec(&invocation).unwrap()).unwrap();
     // Data stages live in `pipe-stage`, libtorch ones in `pipe-stage-train`.
     let worker = if uses.starts_with("train/") || uses.starts_with("eval/") {
         env!("CARGO_BIN_EXE_pipe-stage-train")
     } else {
         env!("CARGO_BIN_EXE_pipe-stage")
     };
-    let result = Command::new(worker)
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(result.stdout).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let success = result.status.success();
-    let last = events.last().cloned().unwrap_or(Value::Null);
-    assert_eq!(
-        success,
-        last["event"] == "done",
-        "exit status and last event disagree: {stdout}\n{}",
-        String::from_utf8_lossy(&result.stderr)
-    );
+    let run = common::run_worker(worker, &dir.join(name), name, uses, params, seed, 2);
     Run {
-        success,
-        events,
-        output,
+        success: run.success,
+        events: run.events,
+        output: run.output_dir,
     }
 }
 

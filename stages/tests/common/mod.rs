@@ -30,13 +30,34 @@ impl Run {
 }
 
 /// Runs `uses@1` with `params` in `run_dir` (its `out/` is the output
-/// directory) with the data worker.
+/// directory) with the data worker, on one thread.
 pub fn run_data_stage(
     run_dir: &Path,
     stage: &str,
     uses: &str,
     params: Value,
     seed: Option<u64>,
+) -> Run {
+    run_worker(
+        env!("CARGO_BIN_EXE_pipe-stage"),
+        run_dir,
+        stage,
+        uses,
+        params,
+        seed,
+        1,
+    )
+}
+
+/// Runs `uses@1` with `params` in `run_dir` with the worker binary `worker`.
+pub fn run_worker(
+    worker: &str,
+    run_dir: &Path,
+    stage: &str,
+    uses: &str,
+    params: Value,
+    seed: Option<u64>,
+    threads: usize,
 ) -> Run {
     std::fs::create_dir_all(run_dir).unwrap();
     let output_dir = run_dir.join("out");
@@ -51,11 +72,11 @@ pub fn run_data_stage(
         "project_root": run_dir,
         "seed": seed,
         "devices": [],
-        "threads": 1,
+        "threads": threads,
     });
     let file = run_dir.join("invocation.json");
     std::fs::write(&file, invocation.to_string()).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_pipe-stage"))
+    let output = Command::new(worker)
         .args(["run", "--invocation"])
         .arg(&file)
         .output()
