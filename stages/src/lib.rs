@@ -8,6 +8,8 @@ pub mod batches;
 pub mod builtins;
 pub mod classification;
 mod context;
+#[cfg(feature = "torch")]
+pub mod ddp;
 mod error;
 mod http;
 #[cfg(feature = "torch")]

@@ -129,13 +129,21 @@ fn tokens(dir: &Path) -> PathBuf {
 /// vocabulary (the tiny fixtures have 100 ids), without labels, and fresh
 /// weights drawn from `seed`, plus the tokenizer.
 fn model_dir(dir: &Path, fixture: &str, seed: i64) -> PathBuf {
+    model_dir_with(dir, fixture, seed, json!({}))
+}
+
+/// As [`model_dir`], with some config.json fields replaced.
+fn model_dir_with(dir: &Path, fixture: &str, seed: i64, overrides: Value) -> PathBuf {
     let text = std::fs::read_to_string(fixtures().join("model").join(fixture).join("config.json"))
         .unwrap();
     let mut config: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
     config.insert("vocab_size".into(), json!(30522));
     config.remove("id2label");
     config.remove("label2id");
-    let model_dir = dir.join(format!("model-{fixture}"));
+    for (key, value) in overrides.as_object().unwrap() {
+        config.insert(key.clone(), value.clone());
+    }
+    let model_dir = dir.join(format!("model-{fixture}-{seed}"));
     std::fs::create_dir_all(&model_dir).unwrap();
     std::fs::write(
         model_dir.join("config.json"),
@@ -181,6 +189,7 @@ fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: Value) -> R
         "early_stopping_patience": null,
         "precision": "32-true",
         "strategy": "single",
+        "devices": 1,
     });
     for (key, value) in extra.as_object().unwrap() {
         params[key] = value.clone();
@@ -674,4 +683,169 @@ fn the_loss_scaler_skips_on_overflow_backs_off_and_grows() {
     let loss = (&weight * f64::INFINITY).sum(Kind::Float);
     scaler.scale_loss(&loss).unwrap().backward();
     assert!(scaler.unscale(&params).unwrap());
+}
+
+/// Every tensor of a checkpoint as f32 values, by name.
+fn checkpoint_values(run: &Run) -> Vec<(String, Vec<f32>)> {
+    let bytes = std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+    let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: Vec<(String, Vec<f32>)> = file
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| {
+            assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+            let values = view
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            (name, values)
+        })
+        .collect();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    tensors
+}
+
+/// The largest absolute difference between two checkpoints' weights, but
+/// for the attention key biases.
+fn max_weight_difference(a: &Run, b: &Run) -> f32 {
+    let (a, b) = (checkpoint_values(a), checkpoint_values(b));
+    assert_eq!(a.len(), b.len());
+    let mut worst = 0f32;
+    for ((name_a, values_a), (name_b, values_b)) in a.iter().zip(&b) {
+        assert_eq!(name_a, name_b);
+        // A key bias adds the same amount to every score of a query's row,
+        // which softmax ignores: its true gradient is exactly zero, so what
+        // libtorch computes is rounding noise, and AdamW (which divides by
+        // the gradient's own scale) turns noise of either sign into steps
+        // of +-lr. Two correct runs differ there by about lr; nowhere else.
+        if name_a.ends_with("key.bias") || name_a.ends_with("k_lin.bias") {
+            continue;
+        }
+        for (x, y) in values_a.iter().zip(values_b) {
+            worst = worst.max((x - y).abs());
+        }
+    }
+    worst
+}
+
+/// No dropout, so that a replica's shard sees the same function as the
+/// whole batch does on one device.
+fn without_dropout(fixture: &str) -> Value {
+    match fixture {
+        "tiny-bert" => json!({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+        _ => json!({"dropout": 0.0, "attention_dropout": 0.0, "seq_classif_dropout": 0.0}),
+    }
+}
+
+/// DDP's contract: 2 replicas on B/2 rows each, gradients summed, step the
+/// same as one device on B rows. Only float rounding may differ (the sum of
+/// two half-batch means is not bit-equal to one mean).
+fn ddp_matches_single(fixture: &str, accumulate: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir_with(dir.path(), fixture, 4, without_dropout(fixture));
+    let common = json!({"epochs": 3, "accumulate_grad_batches": accumulate, "gradient_clip_val": 1.0,
+                        "warmup_ratio": 0.1});
+    let mut single_params = common.clone();
+    single_params["batch_size"] = json!(8);
+    let mut ddp_params = common;
+    ddp_params["batch_size"] = json!(4);
+    ddp_params["strategy"] = json!("ddp");
+    ddp_params["devices"] = json!(2);
+    let single = train(dir.path(), "single", &tokens, &model, single_params);
+    let ddp = train(dir.path(), "ddp", &tokens, &model, ddp_params);
+    assert!(single.success, "{}", single.error());
+    assert!(ddp.success, "{}", ddp.error());
+
+    let (single_metrics, ddp_metrics) = (single.metrics(), ddp.metrics());
+    assert_eq!(ddp_metrics["strategy"], "ddp");
+    assert_eq!(ddp_metrics["devices"], json!(["cpu", "cpu"]));
+    assert_eq!(single_metrics["devices"], json!(["cpu"]));
+    assert_eq!(
+        ddp_metrics["optimizer_steps"], single_metrics["optimizer_steps"],
+        "the same global batches, so the same steps"
+    );
+    assert!(ddp
+        .messages()
+        .iter()
+        .any(|m| m.contains("ddp over 2 CPU replicas")));
+    for (a, b) in per_epoch(&single_metrics, "train_loss")
+        .iter()
+        .zip(per_epoch(&ddp_metrics, "train_loss"))
+    {
+        assert!((a - b).abs() < 1e-4, "train loss {a} vs {b}");
+    }
+    let difference = max_weight_difference(&single, &ddp);
+    assert!(
+        difference < 1e-5,
+        "ddp weights differ from single by up to {difference}"
+    );
+    // And training did move the weights, so the comparison means something.
+    assert!(
+        single_metrics["val_acc"].as_f64().unwrap() > 0.9,
+        "{single_metrics:#}"
+    );
+}
+
+#[test]
+fn ddp_on_two_cpu_replicas_steps_as_single_on_the_whole_batch() {
+    ddp_matches_single("tiny-bert", 1);
+}
+
+#[test]
+fn ddp_with_gradient_accumulation_matches_single_for_distilbert() {
+    ddp_matches_single("tiny-distilbert", 2);
+}
+
+#[test]
+fn ddp_with_dropout_and_the_same_seed_writes_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 6);
+    let settings = json!({"epochs": 2, "batch_size": 4, "strategy": "ddp", "devices": 3,
+                          "limit_train_samples": 100});
+    let first = train(dir.path(), "first", &tokens, &model, settings.clone());
+    let second = train(dir.path(), "second", &tokens, &model, settings);
+    assert!(first.success, "{}", first.error());
+    assert!(second.success, "{}", second.error());
+    let weights =
+        |run: &Run| std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+    assert!(
+        weights(&first) == weights(&second),
+        "same seed, different bytes"
+    );
+    // 100 rows in global batches of 12: the last batch of 4 is cut to 3,
+    // a multiple of the replicas, so each sees one row of it.
+    let metrics = first.metrics();
+    assert_eq!(metrics["devices"], json!(["cpu", "cpu", "cpu"]));
+    assert_eq!(metrics["optimizer_steps"], 2 * 9);
+}
+
+#[test]
+fn device_counts_that_do_not_fit_the_strategy_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 7);
+    let run = train(
+        dir.path(),
+        "single-two",
+        &tokens,
+        &model,
+        json!({"devices": 2}),
+    );
+    assert!(!run.success);
+    let error = run.error();
+    assert!(error.contains("devices"), "{error}");
+    assert!(error.contains("strategy: ddp"), "{error}");
+
+    let run = train(
+        dir.path(),
+        "ddp-zero",
+        &tokens,
+        &model,
+        json!({"strategy": "ddp", "devices": 0}),
+    );
+    assert!(!run.success);
+    assert!(run.error().contains("at least 1"), "{}", run.error());
 }

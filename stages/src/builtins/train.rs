@@ -7,8 +7,8 @@
 //! linear warmup and decay per optimizer step, validation after every
 //! epoch, the best epoch by validation accuracy kept in memory (as
 //! Lightning's `ModelCheckpoint(monitor="val_acc", mode="max")`) and early
-//! stopping. Precision as Lightning's (see `crate::precision`); only the
-//! `single` strategy so far.
+//! stopping. Precision as Lightning's (see `crate::precision`); strategy
+//! `single` or `ddp` (see `crate::ddp`).
 //!
 //! Also home of what `eval/classifier@1` shares with validation: device
 //! choice, batch tensors, the prediction loop, input checks.
@@ -16,6 +16,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
@@ -29,6 +30,9 @@ use crate::batches::{
     Collator, EvalSampler, TokenizedSplit,
 };
 use crate::classification::{linear_warmup_decay, BestEpoch, EpochVerdict};
+use crate::ddp::{
+    same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
+};
 use crate::model::{Architecture, ModelError, SequenceClassifier};
 use crate::precision::{self, AutocastGuard, LossScaler, Precision, PrecisionError};
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
@@ -38,7 +42,7 @@ pub struct TrainClassifier;
 const CHECKPOINT: &str = "checkpoint";
 const CURVES: &str = "curves";
 const UNIT: &str = "steps";
-pub(super) const STRATEGIES: &[&str] = &["single"];
+pub(super) const STRATEGIES: &[&str] = &["single", "ddp"];
 pub(super) const TOKENIZER_FILE: &str = "tokenizer.json";
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
 /// tokenizer.json; copied into the checkpoint when the model has them.
@@ -85,7 +89,12 @@ impl BuiltinStage for TrainClassifier {
                 ),
                 param("num_labels", ParamKind::Integer, Some(json!(2)), "number of classes (labels 0..num_labels-1)"),
                 param("epochs", ParamKind::Integer, Some(json!(3)), "passes over the training rows"),
-                param("batch_size", ParamKind::Integer, Some(json!(12)), "rows per micro-batch"),
+                param(
+                    "batch_size",
+                    ParamKind::Integer,
+                    Some(json!(12)),
+                    "rows per micro-batch on each device (as Lightning's: a step sees batch_size x devices x accumulate_grad_batches rows)",
+                ),
                 param("lr", ParamKind::Number, Some(json!(5e-5)), "peak learning rate of AdamW"),
                 param(
                     "weight_decay",
@@ -137,7 +146,13 @@ impl BuiltinStage for TrainClassifier {
                 choice(
                     "strategy",
                     STRATEGIES,
-                    "how devices share the work; only single for now, ddp comes next",
+                    "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing)",
+                ),
+                param(
+                    "devices",
+                    ParamKind::Integer,
+                    Some(json!(1)),
+                    "replicas under ddp (1 under single); with GPUs, equal to the stage's `resources.gpus`",
                 ),
             ],
             outputs: vec![
@@ -177,12 +192,14 @@ impl BuiltinStage for TrainClassifier {
 
     fn run(&self, context: &StageContext) -> Result<()> {
         let settings = Settings::read(context)?;
-        let device = device(context)?;
+        let devices = replica_devices(context, &settings)?;
         tch::set_num_threads(context.threads() as i32);
-        settings
-            .precision
-            .check_device(device)
-            .map_err(precision_error)?;
+        for &device in &devices {
+            settings
+                .precision
+                .check_device(device)
+                .map_err(precision_error)?;
+        }
 
         let tokens = context.input("tokens")?;
         let train = open_split(&tokens, "train")?;
@@ -194,47 +211,41 @@ impl BuiltinStage for TrainClassifier {
         let model_dir = context.input("model")?;
         // Seeds the head's fresh initialisation here and dropout below.
         tch::manual_seed(settings.seed as i64);
-        let (mut model, report) =
-            SequenceClassifier::from_pretrained(&model_dir, Some(settings.num_labels), device)?;
-        if settings.precision.weight_kind() == Kind::BFloat16 {
-            // Before the optimizer exists, so that its state is bf16 too.
-            // In place (set_data): the store's variables stay the same
-            // tensors, which the optimizer and the no-decay groups rely on.
-            model.vs.bfloat16();
-        }
-        if !report.missing.is_empty() {
-            context.message(format!(
-                "initialised fresh (seed {}): {}",
-                settings.seed,
-                report.missing.join(", ")
-            ));
-        }
-        check_lengths(&train, &model)?;
-        check_lengths(&val, &model)?;
+        let mut replicas = Replica::create_all(context, &settings, &model_dir, &devices)?;
+        let model = &replicas[0].model;
+        check_lengths(&train, model)?;
+        check_lengths(&val, model)?;
 
-        let mut optimizer = adamw(&model.vs, settings.lr, settings.weight_decay)?;
-        let autocast = settings.precision.autocast_kind();
-        let mut scaler = (settings.precision == Precision::Fp16Mixed).then(LossScaler::default);
+        let world = devices.len();
         let rows = limit(
             train.len(),
             settings.limit_train_samples.unwrap_or(usize::MAX),
             settings.seed,
         );
         let train_rows = rows.len();
-        let sampler =
-            BucketSampler::subset(rows, &train.lengths(), settings.batch_size, settings.seed)?;
+        // One global batch per step of every replica together, cut into
+        // equal shards (Lightning's batch_size is per device).
+        let sampler = BucketSampler::subset(
+            rows,
+            &train.lengths(),
+            settings.batch_size * world,
+            settings.seed,
+        )?
+        .multiple_of(world);
         let steps_per_epoch = sampler.batches_per_epoch().div_ceil(settings.accumulate) as u64;
         let total_steps = steps_per_epoch * settings.epochs;
         let warmup_steps = (settings.warmup_ratio * total_steps as f64).ceil() as u64;
         context.message(format!(
             "training on {train_rows} rows ({} batches of {}, {steps_per_epoch} optimizer steps per epoch), \
-             validating on {} rows, {} on {device:?} in {}",
+             validating on {} rows, {} on {} in {}",
             sampler.batches_per_epoch(),
-            settings.batch_size,
+            settings.batch_size * world,
             val.len(),
             model.config.architecture.model_type(),
+            describe_devices(settings.strategy, &devices),
             settings.precision,
         ));
+        let sync = (world > 1).then(|| ReplicaSync::new(&devices));
 
         let mut best = BestEpoch::new(settings.patience, 0.0);
         let mut best_weights: Option<Snapshot> = None;
@@ -244,56 +255,35 @@ impl BuiltinStage for TrainClassifier {
         for epoch in 0..settings.epochs {
             let phase = format!("train epoch {}", epoch + 1);
             let started = Instant::now();
-            let mut totals = TrainTotals::default();
             context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
             let steps = accumulation_steps(sampler.epoch(epoch), settings.accumulate)?;
-            for (index, step) in steps.iter().enumerate() {
-                let scale = linear_warmup_decay(global_step, warmup_steps, total_steps);
-                optimizer.set_lr(settings.lr * scale);
-                optimizer.zero_grad();
-                let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
-                for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
-                    let batch = collator.collate(&train, rows)?;
-                    let loss_scale = scaler.as_ref().map_or(1.0, LossScaler::scale);
-                    totals.add(&train_micro_batch(
-                        &model,
-                        &batch,
-                        weight * loss_scale,
-                        autocast,
-                        device,
-                    )?);
-                }
-                // The scaler unscales before clipping so that the clip
-                // threshold applies to the true gradients, as GradScaler
-                // users must do by hand.
-                let step_ok = match scaler.as_mut() {
-                    Some(scaler) => {
-                        let overflow = scaler
-                            .unscale(&model.vs.trainable_variables())
-                            .map_err(torch)?;
-                        scaler.update(overflow)
-                    }
-                    None => true,
-                };
-                if step_ok {
-                    if let Some(max_norm) = settings.clip {
-                        optimizer.clip_grad_norm(max_norm);
-                    }
-                    optimizer.step();
-                }
-                global_step += 1;
-                context.progress(&phase, index as u64 + 1, Some(steps_per_epoch), UNIT);
-            }
+            let plan = EpochPlan {
+                steps: &steps,
+                first_step: global_step,
+                total_steps,
+                warmup_steps,
+                settings: &settings,
+                split: &train,
+                collator: &collator,
+                world,
+            };
+            let report = |done: u64| context.progress(&phase, done, Some(steps_per_epoch), UNIT);
+            let totals = train_epoch(&mut replicas, &plan, sync.as_ref(), &report)?;
+            global_step += steps.len() as u64;
             context.progress_done(&phase, steps_per_epoch, UNIT);
             let train_seconds = started.elapsed().as_secs_f64();
+            if world > 1 {
+                check_in_step(&replicas, epoch + 1)?;
+            }
 
+            let lead = &replicas[0];
             let validation = predict(
-                &model,
+                &lead.model,
                 &val,
                 &collator,
                 settings.batch_size,
-                autocast,
-                device,
+                settings.precision.autocast_kind(),
+                lead.device,
             )?;
             let stats = EpochStats {
                 epoch: epoch + 1,
@@ -308,7 +298,7 @@ impl BuiltinStage for TrainClassifier {
             };
             let verdict = best.record(epoch as u32 + 1, stats.val_acc);
             if verdict == EpochVerdict::Improved {
-                best_weights = Some(Snapshot::of(&model.vs)?);
+                best_weights = Some(Snapshot::of(&lead.model.vs)?);
             }
             context.message(format!(
                 "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {:.1} s, {:.1} samples/s, {:.0} tokens/s",
@@ -335,6 +325,7 @@ impl BuiltinStage for TrainClassifier {
                 break;
             }
         }
+        let model = &replicas[0].model;
 
         let (Some((best_epoch, best_acc)), Some(weights)) = (best.best(), best_weights) else {
             return Err(StageError::Other(
@@ -342,7 +333,7 @@ impl BuiltinStage for TrainClassifier {
             ));
         };
         let checkpoint = context.output(CHECKPOINT);
-        write_checkpoint(&checkpoint, &weights, &model, &model_dir, &tokens)?;
+        write_checkpoint(&checkpoint, &weights, model, &model_dir, &tokens)?;
         write_curves(&context.output(CURVES), &epochs)?;
 
         let best_stats = &epochs[best_epoch as usize - 1];
@@ -359,7 +350,9 @@ impl BuiltinStage for TrainClassifier {
             "train_rows": train_rows,
             "optimizer_steps": global_step,
             "precision": settings.precision.name(),
-            "skipped_steps": scaler.as_ref().map_or(0, LossScaler::skipped_steps),
+            "skipped_steps": replicas[0].scaler.as_ref().map_or(0, LossScaler::skipped_steps),
+            "strategy": settings.strategy.name(),
+            "devices": devices.iter().map(|device| device_name(*device)).collect::<Vec<_>>(),
             "peak_rss_mb": peak_rss_mb(),
             "epochs": per_epoch,
         }))?;
@@ -380,6 +373,23 @@ struct Settings {
     limit_train_samples: Option<usize>,
     patience: Option<u32>,
     precision: Precision,
+    strategy: Strategy,
+    devices: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Strategy {
+    Single,
+    Ddp,
+}
+
+impl Strategy {
+    fn name(self) -> &'static str {
+        match self {
+            Strategy::Single => "single",
+            Strategy::Ddp => "ddp",
+        }
+    }
 }
 
 impl Settings {
@@ -447,6 +457,20 @@ impl Settings {
             seed: context.opt_u64("seed")?.or(context.seed()).unwrap_or(0),
             limit_train_samples: context.opt_u64("limit_train_samples")?.map(|n| n as usize),
             patience,
+            strategy: match context.str("strategy")? {
+                "single" => Strategy::Single,
+                "ddp" => Strategy::Ddp,
+                // A Choice param the engine has checked; this guards the day
+                // a choice is added to the list before the code handles it.
+                other => {
+                    return Err(StageError::param(
+                        "strategy",
+                        format!("`{other}` is not implemented"),
+                        format!("use one of {}", STRATEGIES.join(", ")),
+                    ))
+                }
+            },
+            devices: at_least_one("devices", "1 for one device; N for ddp on N devices")? as usize,
             precision: {
                 let name = context.str("precision")?;
                 Precision::parse(name).ok_or_else(|| {
@@ -465,13 +489,17 @@ impl Settings {
                 "leave it out to train on every row",
             ));
         }
-        // Both are Choice params the engine has checked; these guard the
-        // day a choice is added to the list before the code handles it.
-        if context.str("strategy")? != "single" {
+        if settings.strategy == Strategy::Single && settings.devices != 1 {
             return Err(StageError::param(
-                "strategy",
-                "only single is implemented",
-                "use single",
+                "devices",
+                format!(
+                    "is {}, but strategy `single` trains on one device",
+                    settings.devices
+                ),
+                format!(
+                    "use `strategy: ddp` to train on {} devices, or `devices: 1`",
+                    settings.devices
+                ),
             ));
         }
         Ok(settings)
@@ -509,7 +537,7 @@ pub(super) fn device(context: &StageContext) -> Result<Device> {
                 devices.len(),
                 devices.join(", ")
             ),
-            "set `resources.gpus: 1` for this stage (multi-device ddp comes next)",
+            "set `resources.gpus: 1` for this stage, or `strategy: ddp` with `devices` equal to its GPUs",
         ));
     }
     if !tch::Cuda::is_available() {
@@ -660,6 +688,350 @@ pub(super) fn batch_tensors(
         .and_then(|t| t.f_to_device(device))
         .map_err(torch)?;
     Ok((ids, mask, labels))
+}
+
+/// The devices of the replicas, rank order: one under `single` (the
+/// engine's GPU, else the CPU); under `ddp`, the engine's GPUs, which must
+/// number `devices`, or `devices` CPU replicas when it gave none.
+fn replica_devices(context: &StageContext, settings: &Settings) -> Result<Vec<Device>> {
+    if settings.strategy == Strategy::Single {
+        return Ok(vec![device(context)?]);
+    }
+    let wanted = settings.devices;
+    let given = &context.invocation.devices;
+    if given.is_empty() {
+        return Ok(vec![Device::Cpu; wanted]);
+    }
+    if given.len() != wanted {
+        return Err(StageError::param(
+            "devices",
+            format!(
+                "is {wanted}, but the stage was given {} GPU{} ({})",
+                given.len(),
+                if given.len() == 1 { "" } else { "s" },
+                given.join(", ")
+            ),
+            format!("set the stage's `resources.gpus` and `devices` to the same number ({wanted} or {})", given.len()),
+        ));
+    }
+    if !tch::Cuda::is_available() {
+        return Err(StageError::input(
+            format!(
+                "the stage was given GPUs {} but libtorch sees no CUDA device",
+                given.join(", ")
+            ),
+            "check the NVIDIA driver (nvidia-smi) and that the worker was built against a CUDA libtorch; \
+             or drop `resources.gpus` to train CPU replicas",
+        ));
+    }
+    let visible = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
+    if visible < wanted {
+        return Err(StageError::param(
+            "devices",
+            format!("is {wanted}, but libtorch sees only {visible} CUDA device(s)"),
+            format!("use `devices: {visible}` (and `resources.gpus: {visible}`), or check CUDA_VISIBLE_DEVICES"),
+        ));
+    }
+    // The engine sets CUDA_VISIBLE_DEVICES to the GPUs it gave, so they
+    // are cuda:0..N-1 here whatever their numbers on the machine.
+    Ok((0..wanted).map(Device::Cuda).collect())
+}
+
+fn device_name(device: Device) -> String {
+    match device {
+        Device::Cuda(index) => format!("cuda:{index}"),
+        Device::Mps => "mps".to_string(),
+        Device::Vulkan => "vulkan".to_string(),
+        Device::Cpu => "cpu".to_string(),
+    }
+}
+
+fn describe_devices(strategy: Strategy, devices: &[Device]) -> String {
+    match (strategy, devices) {
+        (Strategy::Single, [device]) => device_name(*device),
+        _ if devices.iter().all(|device| *device == Device::Cpu) => format!(
+            "ddp over {} CPU replicas (taking turns: for testing; give the stage GPUs with `resources.gpus`)",
+            devices.len()
+        ),
+        _ => format!(
+            "ddp over {}",
+            devices
+                .iter()
+                .map(|device| device_name(*device))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// One data-parallel copy of the model with its own optimizer state. Under
+/// `single` there is one, and no buckets.
+struct Replica {
+    rank: usize,
+    device: Device,
+    model: SequenceClassifier,
+    optimizer: nn::Optimizer,
+    scaler: Option<LossScaler>,
+    buckets: Option<GradientBuckets>,
+}
+
+impl Replica {
+    /// Loads the model once per device. Every replica then starts from
+    /// rank 0's weights, fresh head included, as DDP broadcasts them at
+    /// construction.
+    fn create_all(
+        context: &StageContext,
+        settings: &Settings,
+        model_dir: &Path,
+        devices: &[Device],
+    ) -> Result<Vec<Replica>> {
+        let mut replicas: Vec<Replica> = Vec::with_capacity(devices.len());
+        for (rank, &device) in devices.iter().enumerate() {
+            let (mut model, report) =
+                SequenceClassifier::from_pretrained(model_dir, Some(settings.num_labels), device)?;
+            match replicas.first() {
+                None if !report.missing.is_empty() => context.message(format!(
+                    "initialised fresh (seed {}): {}",
+                    settings.seed,
+                    report.missing.join(", ")
+                )),
+                None => {}
+                Some(lead) => model.vs.copy(&lead.model.vs).map_err(torch)?,
+            }
+            if settings.precision.weight_kind() == Kind::BFloat16 {
+                // Before the optimizer exists, so that its state is bf16
+                // too. In place (set_data): the store's variables stay the
+                // same tensors, which the optimizer and the no-decay
+                // groups rely on.
+                model.vs.bfloat16();
+            }
+            let optimizer = adamw(&model.vs, settings.lr, settings.weight_decay)?;
+            let buckets = (devices.len() > 1).then(|| {
+                GradientBuckets::new(
+                    &model.vs.trainable_variables(),
+                    GradientBuckets::DEFAULT_CAP_BYTES,
+                )
+            });
+            replicas.push(Replica {
+                rank,
+                device,
+                model,
+                optimizer,
+                scaler: (settings.precision == Precision::Fp16Mixed).then(LossScaler::default),
+                buckets,
+            });
+        }
+        Ok(replicas)
+    }
+
+    /// Every variable by name, sorted: what [`same_weights`] compares.
+    fn named_variables(&self) -> Vec<(String, Tensor)> {
+        let mut variables: Vec<(String, Tensor)> = self.model.vs.variables().into_iter().collect();
+        variables.sort_by(|a, b| a.0.cmp(&b.0));
+        variables
+    }
+}
+
+/// What the replicas of a ddp run share.
+struct ReplicaSync {
+    collective: LocalCollective,
+    /// Only when every replica is on the CPU (see `crate::ddp`).
+    turns: Option<Turns>,
+    /// The rank that failed first: its error is the run's error, the
+    /// others only stopped because of it.
+    first_failure: Mutex<Option<usize>>,
+}
+
+impl ReplicaSync {
+    fn new(devices: &[Device]) -> ReplicaSync {
+        ReplicaSync {
+            collective: LocalCollective::new(devices.len()),
+            turns: devices
+                .iter()
+                .all(|device| *device == Device::Cpu)
+                .then(|| Turns::new(devices.len())),
+            first_failure: Mutex::new(None),
+        }
+    }
+
+    fn fail(&self, rank: usize) {
+        self.first_failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get_or_insert(rank);
+        self.collective.abort();
+        if let Some(turns) = &self.turns {
+            turns.abort();
+        }
+    }
+
+    fn first_failure(&self) -> Option<usize> {
+        *self
+            .first_failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn collective_error(error: CollectiveError) -> StageError {
+    match error {
+        CollectiveError::Torch(error) => torch(error),
+        CollectiveError::Aborted => StageError::Other(error.to_string()),
+    }
+}
+
+/// One epoch's optimizer steps, the same on every replica.
+struct EpochPlan<'a> {
+    /// Each step's micro-batches, as global batches (all replicas' rows).
+    steps: &'a [Vec<Vec<usize>>],
+    first_step: u64,
+    total_steps: u64,
+    warmup_steps: u64,
+    settings: &'a Settings,
+    split: &'a TokenizedSplit,
+    collator: &'a Collator,
+    world: usize,
+}
+
+/// Runs an epoch on every replica: rank 0 on this thread (it reports
+/// progress), the others on threads of their own.
+fn train_epoch(
+    replicas: &mut [Replica],
+    plan: &EpochPlan,
+    sync: Option<&ReplicaSync>,
+    report: &dyn Fn(u64),
+) -> Result<TrainTotals> {
+    let Some((lead, others)) = replicas.split_first_mut() else {
+        return Err(StageError::Other("internal: no replica".to_string()));
+    };
+    let Some(sync) = sync.filter(|_| !others.is_empty()) else {
+        return replica_steps(lead, plan, None, Some(report));
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = others
+            .iter_mut()
+            .map(|replica| {
+                scope.spawn(move || {
+                    let rank = replica.rank;
+                    let result = replica_steps(replica, plan, Some(sync), None);
+                    if result.is_err() {
+                        sync.fail(rank);
+                    }
+                    result
+                })
+            })
+            .collect();
+        let mut results = vec![replica_steps(lead, plan, Some(sync), Some(report))];
+        if results[0].is_err() {
+            sync.fail(0);
+        }
+        for handle in handles {
+            results.push(handle.join().unwrap_or_else(|_| {
+                Err(StageError::Other(
+                    "internal: a replica thread panicked".to_string(),
+                ))
+            }));
+        }
+        if let Some(rank) = sync.first_failure() {
+            // Every rank after the first failed only because it stopped.
+            return Err(results
+                .swap_remove(rank)
+                .err()
+                .unwrap_or_else(|| StageError::Other("internal: a replica failed".to_string())));
+        }
+        let mut totals = TrainTotals::default();
+        for result in results {
+            totals.add(&result?);
+        }
+        Ok(totals)
+    })
+}
+
+/// The steps of one epoch on one replica: its shard of each micro-batch
+/// forward and backward, the gradients summed across replicas, then
+/// unscale (16-mixed), clip and step, which every replica does alike.
+fn replica_steps(
+    replica: &mut Replica,
+    plan: &EpochPlan,
+    sync: Option<&ReplicaSync>,
+    report: Option<&dyn Fn(u64)>,
+) -> Result<TrainTotals> {
+    let settings = plan.settings;
+    let autocast = settings.precision.autocast_kind();
+    let mut totals = TrainTotals::default();
+    for (index, step) in plan.steps.iter().enumerate() {
+        let global_step = plan.first_step + index as u64;
+        let scale = linear_warmup_decay(global_step, plan.warmup_steps, plan.total_steps);
+        replica.optimizer.set_lr(settings.lr * scale);
+        replica.optimizer.zero_grad();
+        let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
+        for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
+            let batch = if plan.world == 1 {
+                plan.collator.collate(plan.split, rows)?
+            } else {
+                plan.collator
+                    .collate_shards(plan.split, rows, plan.world)?
+                    .swap_remove(replica.rank)
+            };
+            let loss_scale = replica.scaler.as_ref().map_or(1.0, LossScaler::scale);
+            let _turn = match sync.and_then(|sync| sync.turns.as_ref()) {
+                Some(turns) => Some(turns.take(replica.rank).map_err(collective_error)?),
+                None => None,
+            };
+            // Each shard's mean loss over the world size: summed across
+            // replicas, the gradient of the mean over the global batch.
+            totals.add(&train_micro_batch(
+                &replica.model,
+                &batch,
+                weight * loss_scale / plan.world as f64,
+                autocast,
+                replica.device,
+            )?);
+        }
+        if let (Some(sync), Some(buckets)) = (sync, &replica.buckets) {
+            buckets
+                .all_reduce_sum(&sync.collective, replica.rank)
+                .map_err(collective_error)?;
+        }
+        // The scaler unscales before clipping so that the clip threshold
+        // applies to the true gradients, as GradScaler users must do by
+        // hand. After the all-reduce, every replica sees the same
+        // gradients and so makes the same overflow decision.
+        let step_ok = match replica.scaler.as_mut() {
+            Some(scaler) => {
+                let overflow = scaler
+                    .unscale(&replica.model.vs.trainable_variables())
+                    .map_err(torch)?;
+                scaler.update(overflow)
+            }
+            None => true,
+        };
+        if step_ok {
+            if let Some(max_norm) = settings.clip {
+                replica.optimizer.clip_grad_norm(max_norm);
+            }
+            replica.optimizer.step();
+        }
+        if let Some(report) = report {
+            report(index as u64 + 1);
+        }
+    }
+    Ok(totals)
+}
+
+/// DDP's promise, checked: after an epoch every replica holds rank 0's
+/// weights bit for bit. A difference is a bug, not a numeric effect.
+fn check_in_step(replicas: &[Replica], epoch: u64) -> Result<()> {
+    let lead = replicas[0].named_variables();
+    for replica in &replicas[1..] {
+        if !same_weights(&lead, &replica.named_variables()).map_err(collective_error)? {
+            return Err(StageError::Other(format!(
+                "internal: after epoch {epoch} replica {} no longer holds rank 0's weights",
+                replica.rank
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]
