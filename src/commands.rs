@@ -183,7 +183,7 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     let mut pipeline = spec::load(&file, &arg.set)?;
     if builtin::has_builtin_stages(&pipeline) {
         let project = Project::open(&pipeline.root)?;
-        let catalog = worker::load_catalog(&project)?;
+        let catalog = worker::load_catalog(&project, builtin::uses_training_stages(&pipeline))?;
         builtin::resolve(&mut pipeline, &catalog)?;
     }
     let dag = Dag::build(&pipeline)?;
@@ -442,7 +442,7 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
 
 fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     let project = project_here()?;
-    let catalog = worker::load_catalog(&project)?;
+    let catalog = worker::load_catalog(&project, false)?;
     let entries: Vec<&worker::CatalogEntry> = match name {
         None => catalog.stages.values().collect(),
         Some(name) => {

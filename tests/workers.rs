@@ -184,7 +184,7 @@ fn unknown_stages_and_params_are_located_errors() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("did you mean `suffix`? its params: input, suffix, repeat"),
+        stderr.contains("did you mean `suffix`? its params: input, suffix, repeat, devices"),
         "{stderr}"
     );
 
@@ -260,11 +260,47 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
         "pipe.yaml",
         "stages:\n  train:\n    uses: train/classifier@1\n    with: { tokens: tokens, model: model }\n",
     );
-    let output = project.pipe(&["validate"]);
+    // As an installation without the libtorch worker: PIPE_WORKER names
+    // the data worker, so nothing is built from the checkout.
+    let data_worker = assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage");
+    let output = project
+        .command()
+        .arg("validate")
+        .env("PIPE_WORKER", &data_worker)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("pipe.yaml:3:5") && stderr.contains("pipe-stage-train"),
+        stderr.contains("pipe.yaml:3:5")
+            && stderr.contains("pipe-stage-train")
+            && stderr.contains("docs/libtorch.md"),
         "{stderr}"
     );
+    assert!(!stderr.contains("building"), "{stderr}");
+}
+
+#[test]
+fn a_stage_device_count_must_match_its_gpus() {
+    let project = project();
+    let with_gpus = |devices: &str| {
+        PIPELINE.replace(
+            "    with: { input: words.txt, suffix: \"!!\" }\n",
+            &format!(
+                "    with:\n      input: words.txt\n      devices: {devices}\n    resources: {{ gpus: 2 }}\n"
+            ),
+        )
+    };
+    project.write("pipe.yaml", &with_gpus("1"));
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks for 2 GPU(s) in `resources.gpus` but runs on `devices: 1`")
+            && stderr.contains("pipe.yaml:7:7")
+            && stderr.contains("`devices: 2`"),
+        "{stderr}"
+    );
+    project.write("pipe.yaml", &with_gpus("2"));
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(0), "{stderr}");
 }

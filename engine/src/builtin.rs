@@ -27,6 +27,16 @@ pub fn has_builtin_stages(pipeline: &Pipeline) -> bool {
         .any(|stage| matches!(stage.kind, StageKind::Builtin { .. }))
 }
 
+/// Whether a stage of the pipeline runs in the libtorch worker.
+pub fn uses_training_stages(pipeline: &Pipeline) -> bool {
+    pipeline.stages.iter().any(|stage| match &stage.kind {
+        StageKind::Builtin { uses, .. } => crate::worker::TRAINING_STAGE_PREFIXES
+            .iter()
+            .any(|prefix| uses.starts_with(prefix)),
+        _ => false,
+    })
+}
+
 pub fn resolve(pipeline: &mut Pipeline, catalog: &Catalog) -> Result<()> {
     let source = std::fs::read_to_string(&pipeline.file).unwrap_or_default();
     let lines: Vec<&str> = source.lines().collect();
@@ -124,6 +134,27 @@ pub fn resolve(pipeline: &mut Pipeline, catalog: &Catalog) -> Result<()> {
                     producer: None,
                     location: locate(&spec.name),
                 });
+            }
+        }
+        if let Some(name) = &info.devices_param {
+            let devices = resolved.get(name).and_then(Value::as_u64);
+            let gpus = u64::from(stage.resources.gpus);
+            if gpus > 0 && devices != Some(gpus) {
+                let devices = devices.map_or_else(|| "unset".to_string(), |n| n.to_string());
+                diagnostics.push(
+                    Diagnostic::new(
+                        "devices-mismatch",
+                        format!(
+                            "stage `{}` asks for {gpus} GPU(s) in `resources.gpus` but runs on `{name}: {devices}`",
+                            stage.name
+                        ),
+                    )
+                    .at(locate(name).or_else(|| locate("resources")))
+                    .with_hint(format!(
+                        "give both the same number: `{name}: {gpus}` (with `strategy: ddp` above 1), or `resources.gpus: {devices}`"
+                    )),
+                );
+                continue;
             }
         }
         let declared_outside = stage.outs.iter().find(|out| {
@@ -233,7 +264,8 @@ fn unknown_stage(
     }
     if uses.starts_with("train/") || uses.starts_with("eval/") {
         hint = format!(
-            "training stages run in the worker `pipe-stage-train`, which links libtorch and is built separately (docs/libtorch.md); {hint}"
+            "training stages run in the worker `pipe-stage-train`, which links libtorch: a source checkout builds it on first use; \
+             an installation needs it beside `pipe-stage` (docs/libtorch.md); {hint}"
         );
     }
     Diagnostic::new(

@@ -1,8 +1,12 @@
 //! Finding stage workers and what they can run (the catalog).
 //!
 //! The built-in worker is `pipe-stage`, next to the `pipe` binary (or
-//! `PIPE_WORKER`). In a source checkout it is built on first use. Beside it,
-//! `pipe-stage-train` (built with libtorch) offers the training stages. Any other
+//! `PIPE_WORKER`). Beside it, `pipe-stage-train` (built with libtorch)
+//! offers the training stages. In a source checkout (`pipe` running from
+//! `<root>/target/<profile>/`) both are built on first use and rebuilt when
+//! their sources are newer: `pipe-stage` into `target/`, and
+//! `pipe-stage-train`, once libtorch is bootstrapped into `.venv/`, into
+//! `target-torch/` (docs/libtorch.md says why apart). Any other
 //! executable named `pipe-stage-*` in a directory of `PIPE_STAGE_PATH` or in
 //! the project's `.pipe/stages/` is a third-party worker: its stages join the
 //! catalog. `WORKER describe` answers are cached in `.pipe/catalog.json`,
@@ -10,6 +14,7 @@
 //! does not start any worker.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,8 +61,38 @@ struct CachedDescribe {
     stages: Vec<StageInfo>,
 }
 
+/// Names of the stages `pipe-stage-train` offers, by prefix: a pipeline
+/// using one of them needs that worker, and in a checkout gets it built.
+pub const TRAINING_STAGE_PREFIXES: &[&str] = &["train/", "eval/"];
+
+/// Where the workers come from: an installation (binaries beside `pipe`
+/// or named by `PIPE_WORKER`) or a source checkout that builds them.
+enum Origin {
+    Installed,
+    Checkout { root: PathBuf, release: bool },
+}
+
+fn origin() -> Result<(Origin, PathBuf)> {
+    let exe = std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
+    if std::env::var_os("PIPE_WORKER").is_some_and(|value| !value.is_empty()) {
+        return Ok((Origin::Installed, exe));
+    }
+    let origin = match cargo_workspace_of(&exe) {
+        Some(root) => Origin::Checkout {
+            root,
+            release: exe
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|name| name == "release"),
+        },
+        None => Origin::Installed,
+    };
+    Ok((origin, exe))
+}
+
 /// The built-in worker: `PIPE_WORKER`, else `pipe-stage` beside this binary,
-/// built first when this binary runs from a cargo target directory.
+/// built first (or rebuilt when stale) when this binary runs from a cargo
+/// target directory.
 pub fn builtin_worker() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("PIPE_WORKER").filter(|value| !value.is_empty()) {
         let path = PathBuf::from(path);
@@ -70,16 +105,15 @@ pub fn builtin_worker() -> Result<PathBuf> {
             ))
         };
     }
-    let exe = std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
+    let (origin, exe) = origin()?;
     let sibling = exe.with_file_name("pipe-stage");
+    if let Origin::Checkout { root, release } = &origin {
+        if is_stale(&sibling, root) {
+            build(root, *release, WorkerBuild::Data)?;
+        }
+    }
     if sibling.is_file() {
         return Ok(sibling);
-    }
-    if let Some(workspace) = cargo_workspace_of(&exe) {
-        build_worker(&workspace, &exe)?;
-        if sibling.is_file() {
-            return Ok(sibling);
-        }
     }
     Err(EngineError::usage(
         format!(
@@ -90,6 +124,33 @@ pub fn builtin_worker() -> Result<PathBuf> {
     ))
 }
 
+/// The libtorch worker, if there is one: beside the built-in worker, else
+/// in a checkout `target-torch/<profile>/`, built there first when
+/// `build_if_missing` (a pipeline uses a training stage) or when stale.
+fn training_worker(builtin: &Path, build_if_missing: bool) -> Result<Option<PathBuf>> {
+    let beside = builtin.with_file_name("pipe-stage-train");
+    if beside.is_file() {
+        return Ok(Some(beside));
+    }
+    let (Origin::Checkout { root, release }, _) = origin()? else {
+        return Ok(None);
+    };
+    let built = root
+        .join(TORCH_TARGET_DIR)
+        .join(if release { "release" } else { "debug" })
+        .join("pipe-stage-train");
+    let present = built.is_file();
+    if (present || build_if_missing) && is_stale(&built, &root) {
+        build(&root, release, WorkerBuild::Training)?;
+    }
+    Ok(built.is_file().then_some(built))
+}
+
+/// The target directory of libtorch builds, apart from `target/`: a
+/// `pipe-stages` built with the `torch` feature links libtorch into every
+/// binary of the package, `pipe-stage` included (docs/libtorch.md).
+const TORCH_TARGET_DIR: &str = "target-torch";
+
 /// The workspace root when `exe` is `<root>/target/<profile>/pipe`.
 fn cargo_workspace_of(exe: &Path) -> Option<PathBuf> {
     let profile_dir = exe.parent()?;
@@ -99,24 +160,125 @@ fn cargo_workspace_of(exe: &Path) -> Option<PathBuf> {
         .then(|| root.to_path_buf())
 }
 
-fn build_worker(workspace: &Path, exe: &Path) -> Result<()> {
-    let release = exe
-        .parent()
-        .and_then(Path::file_name)
-        .is_some_and(|name| name == "release");
-    eprintln!("building the stage worker `pipe-stage` (first use; this takes a few minutes)");
-    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+/// Whether `binary` is missing or older than a source it is built from.
+/// Walks a few dozen files (well under a millisecond), so a no-op run in
+/// a checkout stays a no-op; cargo makes the real decision when it runs.
+fn is_stale(binary: &Path, root: &Path) -> bool {
+    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+        return true;
+    };
+    let sources = [
+        root.join("stages/src"),
+        root.join("stages/csrc"),
+        root.join("stages/build.rs"),
+        root.join("stages/Cargo.toml"),
+        root.join("protocol/src"),
+        root.join("protocol/Cargo.toml"),
+        root.join("Cargo.lock"),
+    ];
+    sources.iter().any(|source| newer_than(source, built))
+}
+
+fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
+    let Ok(metadata) = std::fs::metadata(path) else {
+        return false;
+    };
+    if metadata.modified().is_ok_and(|modified| modified > time) {
+        return true;
+    }
+    metadata.is_dir()
+        && std::fs::read_dir(path).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|entry| newer_than(&entry.path(), time))
+        })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum WorkerBuild {
+    Data,
+    Training,
+}
+
+fn build(root: &Path, release: bool, which: WorkerBuild) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
     command
-        .current_dir(workspace)
-        .args(["build", "-p", "pipe-stages", "--bin", "pipe-stage"]);
+        .current_dir(root)
+        .args(["build", "-p", "pipe-stages"]);
     if release {
         command.arg("--release");
     }
+    let name = match which {
+        WorkerBuild::Data => {
+            eprintln!("building the stage worker `pipe-stage` (first use or sources changed)");
+            command.args(["--bin", "pipe-stage"]);
+            "pipe-stage"
+        }
+        WorkerBuild::Training => {
+            eprintln!(
+                "building the training worker `pipe-stage-train` (first use or sources changed): \
+                 libtorch first (torch==2.11.0 into .venv/, 4.6 GB, unless LIBTORCH is set), then \
+                 a build against it into {TORCH_TARGET_DIR}/; the first time takes 10 to 20 minutes \
+                 on 2 cores (docs/libtorch.md)"
+            );
+            bootstrap_libtorch(root)?;
+            command
+                .args(["--bin", "pipe-stage-train", "--features", "torch"])
+                .env("CARGO_TARGET_DIR", root.join(TORCH_TARGET_DIR));
+            if std::env::var_os("LIBTORCH").is_none() {
+                let venv_bin = root.join(".venv").join("bin");
+                let mut path = vec![venv_bin];
+                if let Some(existing) = std::env::var_os("PATH") {
+                    path.extend(std::env::split_paths(&existing));
+                }
+                let path = std::env::join_paths(path)
+                    .map_err(|e| EngineError::usage(format!("PATH: {e}"), "fix PATH"))?;
+                command.env("LIBTORCH_USE_PYTORCH", "1").env("PATH", path);
+            }
+            "pipe-stage-train"
+        }
+    };
+    // cargo's own output goes to our stderr: it is the progress of a long
+    // build, and stdout stays for data.
+    command.stdout(std::process::Stdio::from(
+        std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| EngineError::io("stderr", e))?,
+    ));
     let status = command.status().map_err(|e| EngineError::io("cargo", e))?;
     if !status.success() {
         return Err(EngineError::usage(
-            "building the stage worker `pipe-stage` failed (see cargo's output above)",
-            "fix the build error, or set PIPE_WORKER to a working `pipe-stage`",
+            format!("building the worker `{name}` failed (see cargo's output above)"),
+            match which {
+                WorkerBuild::Data => "fix the build error, or set PIPE_WORKER to a working `pipe-stage`",
+                WorkerBuild::Training => "see docs/libtorch.md: the build needs libtorch 2.11.0 (scripts/bootstrap-libtorch.sh, or LIBTORCH)",
+            },
+        ));
+    }
+    Ok(())
+}
+
+fn bootstrap_libtorch(root: &Path) -> Result<()> {
+    let script = root.join("scripts").join("bootstrap-libtorch.sh");
+    let status = Command::new("bash")
+        .arg(&script)
+        .current_dir(root)
+        .stdout(std::process::Stdio::from(
+            std::io::stderr()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| EngineError::io("stderr", e))?,
+        ))
+        .status()
+        .map_err(|e| EngineError::io(&script, e))?;
+    if !status.success() {
+        return Err(EngineError::usage(
+            "installing libtorch failed (see the output above)",
+            "the training stages need torch==2.11.0: check that python3 and its venv module work \
+             (Debian: apt install python3-venv) and that pip can reach the package index, or set \
+             LIBTORCH to a libtorch 2.11.0 directory (docs/libtorch.md)",
         ));
     }
     Ok(())
@@ -154,7 +316,9 @@ fn external_workers(project: &Project) -> Vec<PathBuf> {
 }
 
 /// Loads the catalog of every worker, asking only those that changed.
-pub fn load_catalog(project: &Project) -> Result<Catalog> {
+/// `for_training`: the pipeline uses a training stage, so a checkout
+/// without the libtorch worker builds it.
+pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
     let cache_path = project.state_dir.join("catalog.json");
     let cached: Vec<CachedDescribe> = std::fs::read(&cache_path)
         .ok()
@@ -163,8 +327,7 @@ pub fn load_catalog(project: &Project) -> Result<Catalog> {
     let mut workers = vec![builtin_worker()?];
     // The libtorch worker is optional: it exists where it was built with
     // the `torch` feature (docs/libtorch.md).
-    let training = workers[0].with_file_name("pipe-stage-train");
-    if training.is_file() {
+    if let Some(training) = training_worker(&workers[0], for_training)? {
         workers.push(training);
     }
     let external: Vec<PathBuf> = external_workers(project)

@@ -87,6 +87,12 @@ pub struct StageInfo {
     /// run's metrics.
     #[serde(default)]
     pub metrics: Vec<String>,
+    /// The integer param that says on how many devices the stage runs
+    /// (`devices` of `train/classifier`). When a stage sets
+    /// `resources.gpus`, the engine requires this param to equal it, so the
+    /// GPUs it hands out and those the stage uses cannot disagree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices_param: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

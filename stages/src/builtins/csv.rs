@@ -86,6 +86,7 @@ impl BuiltinStage for FromCsv {
                 "invalid_utf8_rows".into(),
                 "labels.<class id>".into(),
             ],
+            devices_param: None,
         }
     }
 

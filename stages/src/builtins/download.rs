@@ -53,6 +53,7 @@ impl BuiltinStage for Download {
                 doc: "the downloaded file, its checksum verified".into(),
             }],
             metrics: vec!["bytes".into(), "seconds".into(), "bytes_per_second".into()],
+            devices_param: None,
         }
     }
 

@@ -71,6 +71,7 @@ impl BuiltinStage for EvalClassifier {
             .iter()
             .map(|name| name.to_string())
             .collect(),
+            devices_param: None,
         }
     }
 

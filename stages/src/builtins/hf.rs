@@ -61,6 +61,7 @@ impl BuiltinStage for HfDownload {
                 "bytes_downloaded".into(),
                 "seconds".into(),
             ],
+            devices_param: None,
         }
     }
 

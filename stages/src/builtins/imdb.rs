@@ -130,6 +130,7 @@ impl BuiltinStage for ImdbExtract {
                 "invalid_utf8_files".into(),
                 "ignored_files".into(),
             ],
+            devices_param: None,
         }
     }
 

@@ -97,6 +97,7 @@ impl BuiltinStage for Split {
                 "test.rows".into(),
                 "test.labels.<label>".into(),
             ],
+            devices_param: None,
         }
     }
 

@@ -83,6 +83,7 @@ impl BuiltinStage for Tokenize {
                 .iter()
                 .map(|name| format!("<split>.{name}"))
                 .collect(),
+            devices_param: None,
         }
     }
 

@@ -187,6 +187,7 @@ impl BuiltinStage for TrainClassifier {
             .iter()
             .map(|name| name.to_string())
             .collect(),
+            devices_param: Some("devices".into()),
         }
     }
 
