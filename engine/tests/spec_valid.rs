@@ -436,3 +436,38 @@ fn a_cycle_in_a_hand_built_pipeline_is_refused_by_the_dag() {
         diagnostics[0].message
     );
 }
+
+#[test]
+fn a_matrix_stage_names_the_expansion_of_another_by_its_own_matrix_value() {
+    let (_dir, file) = project(
+        r#"
+params:
+  precisions: [32-true, bf16-mixed]
+stages:
+  train:
+    matrix: { precision: "${params.precisions}" }
+    run: train --precision ${matrix.precision} --out ${outs.model}
+    outs: { model: "models/${matrix.precision}" }
+  evaluate:
+    matrix: { precision: "${params.precisions}", split: [val, test] }
+    run: evaluate ${deps.model} ${matrix.split} > ${outs.score}
+    deps: { model: "${stages.train@precision=${ matrix.precision }.outs.model}" }
+    outs: { score: "scores/${matrix.precision}-${matrix.split}.txt" }
+"#,
+        None,
+    );
+    let pipeline = load(&file, &[]);
+    let evaluate = stage(&pipeline, "evaluate@precision=bf16-mixed,split=test");
+    assert_eq!(evaluate.deps[0].path, "models/bf16-mixed");
+    assert_eq!(
+        evaluate.deps[0].producer,
+        producer("train@precision=bf16-mixed", "model")
+    );
+    assert_eq!(
+        command(evaluate),
+        "evaluate models/bf16-mixed test > scores/bf16-mixed-test.txt"
+    );
+    let dag = Dag::build(&pipeline).unwrap();
+    let text = dag.render(&pipeline, DagFormat::Ascii);
+    assert!(text.contains("train@precision=32-true"), "{text}");
+}

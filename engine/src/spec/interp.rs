@@ -40,11 +40,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Piece>, TemplateError> {
             continue;
         }
         if ch == '$' && chars.get(index + 1) == Some(&'{') {
-            let Some(close) = chars[index + 2..]
-                .iter()
-                .position(|c| *c == '}')
-                .map(|p| p + index + 2)
-            else {
+            let Some(close) = closing_brace(&chars, index + 2) else {
                 return Err(TemplateError {
                     offset: index,
                     len: chars.len() - index,
@@ -57,12 +53,15 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Piece>, TemplateError> {
                 .collect::<String>()
                 .trim()
                 .to_string();
-            if expr.is_empty() || expr.contains("${") {
+            if expr.is_empty() || !nested_references_are_matrix_keys(&expr) {
                 return Err(TemplateError {
                     offset: index,
                     len: close + 1 - index,
                     message: "empty or nested reference".to_string(),
-                    hint: "write a reference such as `${params.seed}`; to pass a literal `${` to the shell write `$${`".to_string(),
+                    hint: "write a reference such as `${params.seed}`; inside a reference only `${matrix.KEY}` may appear \
+                           (`${stages.train@precision=${matrix.precision}.outs.model}`); \
+                           to pass a literal `${` to the shell write `$${`"
+                        .to_string(),
                 });
             }
             if !literal.is_empty() {
@@ -83,6 +82,62 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Piece>, TemplateError> {
         pieces.push(Piece::Text(literal));
     }
     Ok(pieces)
+}
+
+/// The `}` closing a reference whose body starts at `start`, skipping
+/// over one level of `${...}` inside it.
+fn closing_brace(chars: &[char], start: usize) -> Option<usize> {
+    let mut index = start;
+    while index < chars.len() {
+        match chars[index] {
+            '}' => return Some(index),
+            '$' if chars.get(index + 1) == Some(&'{') => {
+                let inner = chars[index + 2..].iter().position(|c| *c == '}')?;
+                index += 2 + inner + 1;
+            }
+            _ => index += 1,
+        }
+    }
+    None
+}
+
+/// A reference may hold `${matrix.KEY}` (so that one matrix stage can
+/// name the expansion of another with the same key), and nothing else.
+fn nested_references_are_matrix_keys(expr: &str) -> bool {
+    let mut rest = expr;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return false;
+        };
+        let inner = after[..end].trim();
+        match inner.strip_prefix("matrix.") {
+            Some(key) if !key.is_empty() && !key.contains(['$', '{']) => {}
+            _ => return false,
+        }
+        rest = &after[end + 1..];
+    }
+    true
+}
+
+/// Replaces every `${matrix.KEY}` inside a reference's text with
+/// `value_of(KEY)`; the first key without a value is the error.
+pub(crate) fn substitute_matrix_keys<'k>(
+    expr: &'k str,
+    mut value_of: impl FnMut(&str) -> Option<String>,
+) -> Result<String, &'k str> {
+    let mut out = String::with_capacity(expr.len());
+    let mut rest = expr;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').unwrap_or(after.len());
+        let key = after[..end].trim().trim_start_matches("matrix.");
+        out.push_str(&value_of(key).ok_or(key)?);
+        rest = after.get(end + 1..).unwrap_or("");
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -1368,8 +1368,36 @@ impl<'a> Resolver<'a> {
         span: Span,
         effects: &mut Effects,
     ) -> Result<Evaluated<'a>, Failure> {
-        let expr = reference.expr.as_str();
         let place = format!("`{}` of stage `{}`", scope.field, scope.stage);
+        let substituted;
+        let expr = if reference.expr.contains("${") {
+            if !scope.has_matrix {
+                return Err(failure(
+                    format!("`${{matrix...}}` inside a reference in {place}, which has no `matrix`"),
+                    "only a matrix stage can name another stage's expansion by its own matrix value",
+                ));
+            }
+            substituted = interp::substitute_matrix_keys(&reference.expr, |key| {
+                scope
+                    .combo
+                    .iter()
+                    .find(|(name, _)| name == key)
+                    .map(|(_, value)| value.text.clone())
+            })
+            .map_err(|key| {
+                let keys: Vec<&str> = scope.combo.iter().map(|(key, _)| key.as_str()).collect();
+                failure(
+                    format!("unknown matrix key `{key}` in {place}"),
+                    hint_with_suggestion(
+                        did_you_mean(key, keys.iter().copied()),
+                        format!("matrix keys: {}", name_list(&keys, 10)),
+                    ),
+                )
+            })?;
+            substituted.as_str()
+        } else {
+            reference.expr.as_str()
+        };
         let Some((namespace, rest)) = expr.split_once('.') else {
             let hint = if params::lookup(self.params, expr).is_some() {
                 format!("params are referenced with their namespace: write `${{params.{expr}}}`")
