@@ -122,10 +122,10 @@ fn nested_references_are_matrix_keys(expr: &str) -> bool {
 
 /// Replaces every `${matrix.KEY}` inside a reference's text with
 /// `value_of(KEY)`; the first key without a value is the error.
-pub(crate) fn substitute_matrix_keys<'k>(
-    expr: &'k str,
+pub(crate) fn substitute_matrix_keys(
+    expr: &str,
     mut value_of: impl FnMut(&str) -> Option<String>,
-) -> Result<String, &'k str> {
+) -> Result<String, &str> {
     let mut out = String::with_capacity(expr.len());
     let mut rest = expr;
     while let Some(start) = rest.find("${") {
@@ -161,5 +161,34 @@ mod tests {
         );
         assert_eq!(parse("a ${params.x").unwrap_err().offset, 2);
         assert_eq!(parse("ü ${}").unwrap_err().offset, 2);
+    }
+
+    #[test]
+    fn only_matrix_keys_nest_inside_a_reference() {
+        let pieces = parse("${stages.train@p=${matrix.p}.outs.model}!").unwrap();
+        assert_eq!(
+            pieces[0],
+            Piece::Ref(Reference {
+                expr: "stages.train@p=${matrix.p}.outs.model".to_string(),
+                offset: 0,
+                len: 40
+            })
+        );
+        for bad in [
+            "${stages.t@p=${params.p}.outs.m}",
+            "${stages.t@p=${matrix.}.outs.m}",
+            "${a${matrix.p",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let values = |key: &str| (key == "p").then(|| "bf16".to_string());
+        assert_eq!(
+            substitute_matrix_keys("stages.t@p=${ matrix.p }.outs.m", values).unwrap(),
+            "stages.t@p=bf16.outs.m"
+        );
+        assert_eq!(
+            substitute_matrix_keys("stages.t@q=${matrix.q}.outs.m", values).unwrap_err(),
+            "q"
+        );
     }
 }
