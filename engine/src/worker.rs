@@ -110,6 +110,7 @@ pub fn builtin_worker() -> Result<PathBuf> {
     if let Origin::Checkout { root, release } = &origin {
         if is_stale(&sibling, root) {
             build(root, *release, WorkerBuild::Data)?;
+            mark_fresh(&sibling);
         }
     }
     if sibling.is_file() {
@@ -142,6 +143,7 @@ fn training_worker(builtin: &Path, build_if_missing: bool) -> Result<Option<Path
     let present = built.is_file();
     if (present || build_if_missing) && is_stale(&built, &root) {
         build(&root, release, WorkerBuild::Training)?;
+        mark_fresh(&built);
     }
     Ok(built.is_file().then_some(built))
 }
@@ -177,6 +179,16 @@ fn is_stale(binary: &Path, root: &Path) -> bool {
         root.join("Cargo.lock"),
     ];
     sources.iter().any(|source| newer_than(source, built))
+}
+
+/// After a successful build: cargo leaves a binary it found up to date
+/// untouched (a `Cargo.lock` change for another package, an edited
+/// comment it did not need to recompile for), which would make it look
+/// stale on every run; it is now as new as the check requires.
+fn mark_fresh(binary: &Path) {
+    if let Ok(file) = std::fs::File::options().write(true).open(binary) {
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
 }
 
 fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
