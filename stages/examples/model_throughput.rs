@@ -61,16 +61,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| Tensor::ones([batch, seq], (Kind::Int64, Device::Cpu)));
     let labels = Tensor::randint(2, [batch], (Kind::Int64, Device::Cpu));
     let mut optimizer = nn_adamw(&model)?;
+    // PIPE_BENCH_PROFILE=1: where a train step's time goes (the CPU runs
+    // each op to completion, so wall-clock splits are exact).
+    let profile = std::env::var_os("PIPE_BENCH_PROFILE").is_some();
+    let mut phases = [0f64; 3];
     let mut run = || -> Result<(), Box<dyn std::error::Error>> {
         let autocast = precision
             .autocast_kind()
             .map(|kind| AutocastGuard::new(Device::Cpu, kind))
             .transpose()?;
         if train {
+            let started = Instant::now();
             let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
             let loss = logits.cross_entropy_for_logits(&labels);
             drop(autocast);
-            optimizer.backward_step(&loss);
+            let forward = started.elapsed().as_secs_f64();
+            optimizer.zero_grad();
+            loss.backward();
+            let backward = started.elapsed().as_secs_f64();
+            optimizer.step();
+            let step = started.elapsed().as_secs_f64();
+            if profile {
+                phases[0] += forward;
+                phases[1] += backward - forward;
+                phases[2] += step - backward;
+            }
         } else {
             let _logits = tch::no_grad(|| model.forward_t(&ids, mask.as_ref(), None, false))?;
         }
@@ -86,6 +101,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         run()?;
     }
     let seconds = start.elapsed().as_secs_f64();
+    drop(run);
+    if profile && train {
+        // Includes the two warm-up steps' share; read the proportions.
+        let total: f64 = phases.iter().sum();
+        eprintln!(
+            "profile: forward+loss {:.1}%, backward {:.1}%, optimizer {:.1}% ({:.3} s/step in all)",
+            100.0 * phases[0] / total,
+            100.0 * phases[1] / total,
+            100.0 * phases[2] / total,
+            total / (iters + 2) as f64
+        );
+    }
     let samples = (batch * iters) as f64;
     println!(
         "{} {precision}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
