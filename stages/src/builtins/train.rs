@@ -799,6 +799,9 @@ impl Replica {
                 None => {}
                 Some(lead) => model.vs.copy(&lead.model.vs).map_err(torch)?,
             }
+            // Each replica its own masks: the same ones on every replica
+            // would correlate the shards' dropout.
+            model.seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             if settings.precision.weight_kind() == Kind::BFloat16 {
                 // Before the optimizer exists, so that its state is bf16
                 // too. In place (set_data): the store's variables stay the

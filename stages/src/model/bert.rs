@@ -5,7 +5,9 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::config::{Activation, ModelConfig};
-use super::layers::{embedding, layer_norm, linear, SelfAttention};
+use std::sync::Arc;
+
+use super::layers::{embedding, layer_norm, linear, Dropout, DropoutMasks, SelfAttention};
 
 #[derive(Debug)]
 struct Embeddings {
@@ -13,11 +15,11 @@ struct Embeddings {
     position: nn::Embedding,
     token_type: nn::Embedding,
     norm: nn::LayerNorm,
-    dropout: f64,
+    dropout: Dropout,
 }
 
 impl Embeddings {
-    fn new(path: &nn::Path, config: &ModelConfig) -> Self {
+    fn new(path: &nn::Path, config: &ModelConfig, masks: &Arc<DropoutMasks>) -> Self {
         let hidden = config.hidden_size;
         Embeddings {
             word: embedding(path / "word_embeddings", config.vocab_size, hidden, config),
@@ -34,7 +36,7 @@ impl Embeddings {
                 config,
             ),
             norm: layer_norm(path / "LayerNorm", config),
-            dropout: config.hidden_dropout_prob,
+            dropout: Dropout::new(config.hidden_dropout_prob, masks),
         }
     }
 
@@ -53,7 +55,7 @@ impl Embeddings {
             // the batch is the same and saves a gather.
             None => xs + self.token_type.ws.get(0),
         };
-        self.norm.forward(&xs).dropout(self.dropout, train)
+        self.dropout.forward_t(&self.norm.forward(&xs), train)
     }
 }
 
@@ -66,11 +68,11 @@ struct Layer {
     activation: Activation,
     output: nn::Linear,
     output_norm: nn::LayerNorm,
-    dropout: f64,
+    dropout: Dropout,
 }
 
 impl Layer {
-    fn new(path: &nn::Path, config: &ModelConfig) -> Self {
+    fn new(path: &nn::Path, config: &ModelConfig, masks: &Arc<DropoutMasks>) -> Self {
         let hidden = config.hidden_size;
         let attention = path / "attention";
         Layer {
@@ -78,6 +80,7 @@ impl Layer {
                 &(&attention / "self"),
                 ["query", "key", "value"],
                 config,
+                masks,
             ),
             attention_output: linear(&attention / "output" / "dense", hidden, hidden, config),
             attention_norm: layer_norm(&attention / "output" / "LayerNorm", config),
@@ -95,22 +98,20 @@ impl Layer {
                 config,
             ),
             output_norm: layer_norm(path / "output" / "LayerNorm", config),
-            dropout: config.hidden_dropout_prob,
+            dropout: Dropout::new(config.hidden_dropout_prob, masks),
         }
     }
 
     fn forward_t(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
         let context = self.attention.forward_t(xs, mask, train);
-        let attended = self.attention_norm.forward(
-            &(self
-                .attention_output
-                .forward(&context)
-                .dropout(self.dropout, train)
-                + xs),
-        );
+        let projected = self.attention_output.forward(&context);
+        let attended = self
+            .attention_norm
+            .forward(&(self.dropout.forward_t(&projected, train) + xs));
         let inner = self.activation.apply(&self.intermediate.forward(&attended));
+        let output = self.output.forward(&inner);
         self.output_norm
-            .forward(&(self.output.forward(&inner).dropout(self.dropout, train) + attended))
+            .forward(&(self.dropout.forward_t(&output, train) + attended))
     }
 }
 
@@ -120,17 +121,22 @@ pub struct BertForSequenceClassification {
     layers: Vec<Layer>,
     pooler: nn::Linear,
     classifier: nn::Linear,
-    classifier_dropout: f64,
+    classifier_dropout: Dropout,
 }
 
 impl BertForSequenceClassification {
-    pub fn new(root: &nn::Path, config: &ModelConfig, num_labels: i64) -> Self {
+    pub fn new(
+        root: &nn::Path,
+        config: &ModelConfig,
+        num_labels: i64,
+        masks: &Arc<DropoutMasks>,
+    ) -> Self {
         let bert = root / "bert";
         let layers = &bert / "encoder" / "layer";
         BertForSequenceClassification {
-            embeddings: Embeddings::new(&(&bert / "embeddings"), config),
+            embeddings: Embeddings::new(&(&bert / "embeddings"), config, masks),
             layers: (0..config.num_hidden_layers)
-                .map(|index| Layer::new(&(&layers / index), config))
+                .map(|index| Layer::new(&(&layers / index), config, masks))
                 .collect(),
             pooler: linear(
                 &bert / "pooler" / "dense",
@@ -139,7 +145,7 @@ impl BertForSequenceClassification {
                 config,
             ),
             classifier: linear(root / "classifier", config.hidden_size, num_labels, config),
-            classifier_dropout: config.classifier_dropout,
+            classifier_dropout: Dropout::new(config.classifier_dropout, masks),
         }
     }
 
@@ -168,6 +174,6 @@ impl BertForSequenceClassification {
         let hidden = self.encode(input_ids, token_type_ids, mask, train);
         let pooled = self.pooler.forward(&hidden.select(1, 0)).tanh();
         self.classifier
-            .forward(&pooled.dropout(self.classifier_dropout, train))
+            .forward(&self.classifier_dropout.forward_t(&pooled, train))
     }
 }

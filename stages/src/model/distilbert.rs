@@ -6,18 +6,20 @@ use tch::nn::{self, Module};
 use tch::{Kind, Tensor};
 
 use super::config::{Activation, ModelConfig};
-use super::layers::{embedding, layer_norm, linear, SelfAttention};
+use std::sync::Arc;
+
+use super::layers::{embedding, layer_norm, linear, Dropout, DropoutMasks, SelfAttention};
 
 #[derive(Debug)]
 struct Embeddings {
     word: nn::Embedding,
     position: nn::Embedding,
     norm: nn::LayerNorm,
-    dropout: f64,
+    dropout: Dropout,
 }
 
 impl Embeddings {
-    fn new(path: &nn::Path, config: &ModelConfig) -> Self {
+    fn new(path: &nn::Path, config: &ModelConfig, masks: &Arc<DropoutMasks>) -> Self {
         let hidden = config.hidden_size;
         Embeddings {
             word: embedding(path / "word_embeddings", config.vocab_size, hidden, config),
@@ -31,7 +33,7 @@ impl Embeddings {
                 config,
             ),
             norm: layer_norm(path / "LayerNorm", config),
-            dropout: config.hidden_dropout_prob,
+            dropout: Dropout::new(config.hidden_dropout_prob, masks),
         }
     }
 
@@ -39,7 +41,7 @@ impl Embeddings {
         let seq = input_ids.size()[1];
         let positions = Tensor::arange(seq, (Kind::Int64, input_ids.device())).unsqueeze(0);
         let xs = self.word.forward(input_ids) + self.position.forward(&positions);
-        self.norm.forward(&xs).dropout(self.dropout, train)
+        self.dropout.forward_t(&self.norm.forward(&xs), train)
     }
 }
 
@@ -52,23 +54,23 @@ struct Layer {
     activation: Activation,
     lin2: nn::Linear,
     output_layer_norm: nn::LayerNorm,
-    dropout: f64,
+    dropout: Dropout,
 }
 
 impl Layer {
-    fn new(path: &nn::Path, config: &ModelConfig) -> Self {
+    fn new(path: &nn::Path, config: &ModelConfig, masks: &Arc<DropoutMasks>) -> Self {
         let hidden = config.hidden_size;
         let attention = path / "attention";
         let ffn = path / "ffn";
         Layer {
-            attention: SelfAttention::new(&attention, ["q_lin", "k_lin", "v_lin"], config),
+            attention: SelfAttention::new(&attention, ["q_lin", "k_lin", "v_lin"], config, masks),
             out_lin: linear(&attention / "out_lin", hidden, hidden, config),
             sa_layer_norm: layer_norm(path / "sa_layer_norm", config),
             lin1: linear(&ffn / "lin1", hidden, config.intermediate_size, config),
             activation: config.hidden_act,
             lin2: linear(&ffn / "lin2", config.intermediate_size, hidden, config),
             output_layer_norm: layer_norm(path / "output_layer_norm", config),
-            dropout: config.hidden_dropout_prob,
+            dropout: Dropout::new(config.hidden_dropout_prob, masks),
         }
     }
 
@@ -80,8 +82,9 @@ impl Layer {
             .sa_layer_norm
             .forward(&(self.out_lin.forward(&context) + xs));
         let inner = self.activation.apply(&self.lin1.forward(&attended));
+        let output = self.lin2.forward(&inner);
         self.output_layer_norm
-            .forward(&(self.lin2.forward(&inner).dropout(self.dropout, train) + attended))
+            .forward(&(self.dropout.forward_t(&output, train) + attended))
     }
 }
 
@@ -91,22 +94,27 @@ pub struct DistilBertForSequenceClassification {
     layers: Vec<Layer>,
     pre_classifier: nn::Linear,
     classifier: nn::Linear,
-    classifier_dropout: f64,
+    classifier_dropout: Dropout,
 }
 
 impl DistilBertForSequenceClassification {
-    pub fn new(root: &nn::Path, config: &ModelConfig, num_labels: i64) -> Self {
+    pub fn new(
+        root: &nn::Path,
+        config: &ModelConfig,
+        num_labels: i64,
+        masks: &Arc<DropoutMasks>,
+    ) -> Self {
         let distilbert = root / "distilbert";
         let layers = &distilbert / "transformer" / "layer";
         let hidden = config.hidden_size;
         DistilBertForSequenceClassification {
-            embeddings: Embeddings::new(&(&distilbert / "embeddings"), config),
+            embeddings: Embeddings::new(&(&distilbert / "embeddings"), config, masks),
             layers: (0..config.num_hidden_layers)
-                .map(|index| Layer::new(&(&layers / index), config))
+                .map(|index| Layer::new(&(&layers / index), config, masks))
                 .collect(),
             pre_classifier: linear(root / "pre_classifier", hidden, hidden, config),
             classifier: linear(root / "classifier", hidden, num_labels, config),
-            classifier_dropout: config.classifier_dropout,
+            classifier_dropout: Dropout::new(config.classifier_dropout, masks),
         }
     }
 
@@ -123,6 +131,6 @@ impl DistilBertForSequenceClassification {
         let hidden = self.encode(input_ids, mask, train);
         let pooled = self.pre_classifier.forward(&hidden.select(1, 0)).relu();
         self.classifier
-            .forward(&pooled.dropout(self.classifier_dropout, train))
+            .forward(&self.classifier_dropout.forward_t(&pooled, train))
     }
 }

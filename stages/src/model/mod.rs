@@ -13,12 +13,14 @@ mod layers;
 mod weights;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 pub use bert::BertForSequenceClassification;
 pub use config::{Activation, Architecture, ModelConfig};
 pub use distilbert::DistilBertForSequenceClassification;
+pub use layers::DropoutMasks;
 pub use weights::{load_safetensors, LoadReport};
 
 use crate::StageError;
@@ -78,6 +80,7 @@ pub struct SequenceClassifier {
     pub config: ModelConfig,
     num_labels: i64,
     net: Net,
+    masks: Arc<DropoutMasks>,
 }
 
 impl SequenceClassifier {
@@ -91,12 +94,13 @@ impl SequenceClassifier {
         }
         let vs = VarStore::new(device);
         let root = vs.root();
+        let masks = Arc::new(DropoutMasks::default());
         let net = match config.architecture {
             Architecture::Bert => Net::Bert(BertForSequenceClassification::new(
-                &root, &config, num_labels,
+                &root, &config, num_labels, &masks,
             )),
             Architecture::DistilBert => Net::DistilBert(DistilBertForSequenceClassification::new(
-                &root, &config, num_labels,
+                &root, &config, num_labels, &masks,
             )),
         };
         Ok(SequenceClassifier {
@@ -104,6 +108,7 @@ impl SequenceClassifier {
             config,
             num_labels,
             net,
+            masks,
         })
     }
 
@@ -145,6 +150,12 @@ impl SequenceClassifier {
     /// Loads what `path` has for this model (see [`load_safetensors`]).
     pub fn load_weights(&self, path: &Path) -> Result<LoadReport, ModelError> {
         load_safetensors(&self.vs, self.config.architecture.model_type(), path)
+    }
+
+    /// Seeds dropout on the CPU (see [`DropoutMasks`]); on a GPU dropout
+    /// draws from libtorch's generator, seeded by `tch::manual_seed`.
+    pub fn seed_dropout(&self, seed: u64) {
+        self.masks.reseed(seed);
     }
 
     pub fn num_labels(&self) -> i64 {
