@@ -101,7 +101,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         run()?;
     }
     let seconds = start.elapsed().as_secs_f64();
-    drop(run);
     if profile && train {
         // Includes the two warm-up steps' share; read the proportions.
         let total: f64 = phases.iter().sum();
