@@ -165,17 +165,25 @@ impl Progress {
                 done,
                 total,
                 unit,
+                detail,
             } => {
-                self.emit_json(json!({
+                let mut event = json!({
                     "event": "stage_progress", "stage": stage, "phase": phase,
                     "done": done, "total": total, "unit": unit,
-                }));
+                });
+                if let Some(detail) = detail {
+                    event["detail"] = json!(detail);
+                }
+                self.emit_json(event);
                 let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(bar) = running.get(stage) {
                     bar.set_style(progress_style(unit, total.is_some()));
                     bar.set_length(total.unwrap_or(0));
                     bar.set_position(done);
-                    bar.set_message(format!("{stage}  {phase}"));
+                    bar.set_message(match detail {
+                        Some(detail) => format!("{stage}  {phase}  {detail}"),
+                        None => format!("{stage}  {phase}"),
+                    });
                 }
             }
             Event::StageMessage { stage, text } => {

@@ -71,6 +71,8 @@ pub enum Event<'a> {
         done: u64,
         total: Option<u64>,
         unit: &'a str,
+        /// A live figure from the stage (`loss 0.4521`), shown beside the bar.
+        detail: Option<&'a str>,
     },
     /// A line a built-in stage wants the user to see.
     StageMessage {
@@ -832,6 +834,7 @@ fn run_worker(
                     done,
                     total,
                     unit,
+                    detail,
                 }) => {
                     (context.observer)(Event::StageProgress {
                         stage: &stage.name,
@@ -839,6 +842,7 @@ fn run_worker(
                         done,
                         total,
                         unit: &unit,
+                        detail: detail.as_deref(),
                     });
                 }
                 Ok(pipe_protocol::Event::Message { text }) => {

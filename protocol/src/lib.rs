@@ -58,6 +58,9 @@ pub enum Event {
         done: u64,
         total: Option<u64>,
         unit: String,
+        /// A short live figure shown beside the bar (`loss 0.4521`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
     },
     /// A line for the user (shown under the stage's progress line).
     Message { text: String },

@@ -122,6 +122,19 @@ impl StageContext {
 
     /// Reports progress, at most every 200 ms.
     pub fn progress(&self, phase: &str, done: u64, total: Option<u64>, unit: &str) {
+        self.progress_with(phase, done, total, unit, || None);
+    }
+
+    /// As [`progress`](Self::progress), with a live figure beside the bar;
+    /// `detail` is only called when the event is sent.
+    pub fn progress_with(
+        &self,
+        phase: &str,
+        done: u64,
+        total: Option<u64>,
+        unit: &str,
+        detail: impl FnOnce() -> Option<String>,
+    ) {
         let mut last = self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_some_and(|at| at.elapsed() < PROGRESS_INTERVAL) {
             return;
@@ -132,16 +145,24 @@ impl StageContext {
             done,
             total,
             unit: unit.to_string(),
+            detail: detail(),
         });
     }
 
     /// Reports the final count of a phase, unthrottled.
     pub fn progress_done(&self, phase: &str, done: u64, unit: &str) {
+        self.progress_done_with(phase, done, unit, None);
+    }
+
+    /// As [`progress_done`](Self::progress_done), with the phase's final
+    /// live figure.
+    pub fn progress_done_with(&self, phase: &str, done: u64, unit: &str, detail: Option<String>) {
         emit(&Event::Progress {
             phase: phase.to_string(),
             done,
             total: Some(done),
             unit: unit.to_string(),
+            detail,
         });
     }
 

@@ -280,6 +280,17 @@ fn bert_learns_the_toy_task_and_eval_on_the_checkpoint_reproduces_val() {
     assert!(run.events.iter().any(|event| event["event"] == "progress"
         && event["phase"] == "train epoch 1"
         && event["unit"] == "steps"));
+    // Each epoch's last progress event carries its mean loss and rate.
+    let epoch_end = run
+        .events
+        .iter()
+        .rfind(|event| event["event"] == "progress" && event["phase"] == "train epoch 1")
+        .unwrap();
+    let detail = epoch_end["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("loss ") && detail.ends_with("samples/s"),
+        "{epoch_end}"
+    );
     assert!(
         run.messages()
             .iter()

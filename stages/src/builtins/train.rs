@@ -268,10 +268,24 @@ impl BuiltinStage for TrainClassifier {
                 collator: &collator,
                 world,
             };
-            let report = |done: u64| context.progress(&phase, done, Some(steps_per_epoch), UNIT);
+            // The running mean loss and the rate, beside the bar. Rank 0's
+            // rows only: the other replicas' are added up at the epoch's end.
+            let live = |totals: &TrainTotals, replicas: usize| {
+                let seconds = started.elapsed().as_secs_f64().max(1e-9);
+                format!(
+                    "loss {:.4}  {:.1} samples/s",
+                    totals.loss_sum / totals.rows.max(1) as f64,
+                    (totals.rows * replicas) as f64 / seconds
+                )
+            };
+            let report = |done: u64, totals: &TrainTotals| {
+                context.progress_with(&phase, done, Some(steps_per_epoch), UNIT, || {
+                    Some(live(totals, world))
+                })
+            };
             let totals = train_epoch(&mut replicas, &plan, sync.as_ref(), &report)?;
             global_step += steps.len() as u64;
-            context.progress_done(&phase, steps_per_epoch, UNIT);
+            context.progress_done_with(&phase, steps_per_epoch, UNIT, Some(live(&totals, 1)));
             let train_seconds = started.elapsed().as_secs_f64();
             if world > 1 {
                 check_in_step(&replicas, epoch + 1)?;
@@ -903,7 +917,7 @@ fn train_epoch(
     replicas: &mut [Replica],
     plan: &EpochPlan,
     sync: Option<&ReplicaSync>,
-    report: &dyn Fn(u64),
+    report: &dyn Fn(u64, &TrainTotals),
 ) -> Result<TrainTotals> {
     let Some((lead, others)) = replicas.split_first_mut() else {
         return Err(StageError::Other("internal: no replica".to_string()));
@@ -958,7 +972,7 @@ fn replica_steps(
     replica: &mut Replica,
     plan: &EpochPlan,
     sync: Option<&ReplicaSync>,
-    report: Option<&dyn Fn(u64)>,
+    report: Option<&dyn Fn(u64, &TrainTotals)>,
 ) -> Result<TrainTotals> {
     let settings = plan.settings;
     let autocast = settings.precision.autocast_kind();
@@ -1017,7 +1031,7 @@ fn replica_steps(
             replica.optimizer.step();
         }
         if let Some(report) = report {
-            report(index as u64 + 1);
+            report(index as u64 + 1, &totals);
         }
     }
     Ok(totals)
