@@ -58,9 +58,14 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
 
     // Training shows its loss and rate beside the progress bar.
     assert!(
-        first.events.iter().any(|event| event["event"] == "stage_progress"
-            && event["stage"] == "train"
-            && event["detail"].as_str().is_some_and(|d| d.starts_with("loss "))),
+        first
+            .events
+            .iter()
+            .any(|event| event["event"] == "stage_progress"
+                && event["stage"] == "train"
+                && event["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("loss "))),
         "no train progress with a loss"
     );
 
