@@ -911,13 +911,16 @@ struct EpochPlan<'a> {
     world: usize,
 }
 
+/// Called by rank 0 after each step with the steps done and its totals.
+type StepReport<'a> = &'a dyn Fn(u64, &TrainTotals);
+
 /// Runs an epoch on every replica: rank 0 on this thread (it reports
 /// progress), the others on threads of their own.
 fn train_epoch(
     replicas: &mut [Replica],
     plan: &EpochPlan,
     sync: Option<&ReplicaSync>,
-    report: &dyn Fn(u64, &TrainTotals),
+    report: StepReport,
 ) -> Result<TrainTotals> {
     let Some((lead, others)) = replicas.split_first_mut() else {
         return Err(StageError::Other("internal: no replica".to_string()));
@@ -972,7 +975,7 @@ fn replica_steps(
     replica: &mut Replica,
     plan: &EpochPlan,
     sync: Option<&ReplicaSync>,
-    report: Option<&dyn Fn(u64, &TrainTotals)>,
+    report: Option<StepReport>,
 ) -> Result<TrainTotals> {
     let settings = plan.settings;
     let autocast = settings.precision.autocast_kind();
