@@ -27,7 +27,8 @@ impl BuiltinStage for EvalClassifier {
         StageInfo {
             name: "eval/classifier".into(),
             version: 1,
-            implementation: 1,
+            // 2: fused QKV projection (float rounding of the logits).
+            implementation: 2,
             summary: "Score a sequence classifier checkpoint on a tokenized split: accuracy, precision, recall, F1, predictions"
                 .into(),
             params: vec![

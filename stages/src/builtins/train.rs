@@ -71,7 +71,8 @@ impl BuiltinStage for TrainClassifier {
         StageInfo {
             name: "train/classifier".into(),
             version: 1,
-            implementation: 1,
+            // 2: CPU dropout masks from our own generator, fused QKV.
+            implementation: 2,
             summary: "Fine-tune a BERT/DistilBERT sequence classifier (libtorch) and keep the best epoch by val accuracy"
                 .into(),
             params: vec![
