@@ -248,6 +248,32 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
         "a cached run downloads nothing"
     );
 
+    // Data-parallel training through the binary: 2 CPU replicas (no GPUs
+    // given), each on half of every batch of 2 x 4 rows. Only the training
+    // and scoring stages rerun; the rest is fresh.
+    let ddp = run(&[
+        "-S",
+        "train.strategy=ddp",
+        "-S",
+        "train.devices=2",
+        "-S",
+        "train.batch_size=4",
+        "-S",
+        "train.precisions=[32-true]",
+    ]);
+    assert_eq!(ddp.code, 0, "{}", ddp.stderr);
+    assert_eq!(
+        ddp.ran(),
+        ["evaluate@precision=32-true", "train@precision=32-true"]
+    );
+    let train: serde_json::Value =
+        serde_json::from_str(&project.read(".pipe/out/train@precision=32-true/metrics.json"))
+            .unwrap();
+    assert_eq!(train["strategy"], "ddp");
+    assert_eq!(train["devices"], serde_json::json!(["cpu", "cpu"]));
+    // 16 rows in global batches of 8, two epochs.
+    assert_eq!(train["optimizer_steps"], 4);
+
     // A wrong checksum: a clean error naming it, nothing downstream runs, nothing cached.
     let wrong = run(&["-S", "imdb.md5=ffffffffffffffffffffffffffffffff"]);
     assert_eq!(wrong.code, 1);
