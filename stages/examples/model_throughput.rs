@@ -40,9 +40,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(name) => Precision::parse(name).ok_or(format!("unknown precision `{name}`"))?,
         None => Precision::Fp32,
     };
-    precision.check_device(Device::Cpu)?;
-    let (mut model, _) =
-        SequenceClassifier::from_pretrained(std::path::Path::new(dir), Some(2), Device::Cpu)?;
+    // PIPE_BENCH_DEVICE=cuda for the first GPU (scripts/bench/gpu_train.sh).
+    let device = match std::env::var("PIPE_BENCH_DEVICE").as_deref() {
+        Ok("cuda") => Device::Cuda(0),
+        _ => Device::Cpu,
+    };
+    precision.check_device(device)?;
+    let dir = std::path::Path::new(dir);
+    // A directory with only config.json: fresh weights of that shape, for
+    // throughput alone (a DistilBERT-base-sized model without the hub).
+    let mut model = if dir.join("model.safetensors").is_file() {
+        SequenceClassifier::from_pretrained(dir, Some(2), device)?.0
+    } else {
+        let config = pipe_stages::model::ModelConfig::from_file(&dir.join("config.json"))?;
+        SequenceClassifier::new(config, 2, device)?
+    };
     if precision.weight_kind() == Kind::BFloat16 {
         model.vs.bfloat16();
     }
@@ -52,14 +64,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         1000,
         model.config.vocab_size,
         [batch, seq],
-        (Kind::Int64, Device::Cpu),
+        (Kind::Int64, device),
     );
     // No row is padded, so no mask, as transformers does too: it drops an
     // all-ones mask, which lets the fused attention take its unmasked path.
     // PIPE_BENCH_MASK=1 passes the mask anyway, to see what it costs.
     let mask = std::env::var_os("PIPE_BENCH_MASK")
-        .map(|_| Tensor::ones([batch, seq], (Kind::Int64, Device::Cpu)));
-    let labels = Tensor::randint(2, [batch], (Kind::Int64, Device::Cpu));
+        .map(|_| Tensor::ones([batch, seq], (Kind::Int64, device)));
+    let labels = Tensor::randint(2, [batch], (Kind::Int64, device));
     let mut optimizer = nn_adamw(&model)?;
     // PIPE_BENCH_PROFILE=1: where a train step's time goes (the CPU runs
     // each op to completion, so wall-clock splits are exact).
@@ -68,7 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut run = || -> Result<(), Box<dyn std::error::Error>> {
         let autocast = precision
             .autocast_kind()
-            .map(|kind| AutocastGuard::new(Device::Cpu, kind))
+            .map(|kind| AutocastGuard::new(device, kind))
             .transpose()?;
         if train {
             let started = Instant::now();
@@ -96,10 +108,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..2 {
         run()?;
     }
+    let synchronize = || {
+        if let Device::Cuda(index) = device {
+            tch::Cuda::synchronize(index as i64);
+        }
+    };
+    synchronize();
     let start = Instant::now();
     for _ in 0..iters {
         run()?;
     }
+    synchronize();
     let seconds = start.elapsed().as_secs_f64();
     if profile && train {
         // Includes the two warm-up steps' share; read the proportions.
@@ -113,6 +132,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let samples = (batch * iters) as f64;
+    // Model FLOPs utilisation, as the PaLM paper counts it: 6 FLOPs per
+    // non-embedding parameter per token for a training step (2 forward),
+    // plus the attention's 12 x layers x seq x hidden (4 forward).
+    if let Some(peak) = std::env::var("PIPE_BENCH_PEAK_TFLOPS")
+        .ok()
+        .and_then(|text| text.parse::<f64>().ok())
+    {
+        let parameters: i64 = model
+            .vs
+            .variables()
+            .iter()
+            .filter(|(name, _)| !name.contains("embeddings"))
+            .map(|(_, tensor)| tensor.numel() as i64)
+            .sum();
+        let (per_parameter, per_attention) = if train { (6.0, 12.0) } else { (2.0, 4.0) };
+        let config = &model.config;
+        let flops_per_token = per_parameter * parameters as f64
+            + per_attention * (config.num_hidden_layers * seq * config.hidden_size) as f64;
+        let achieved = flops_per_token * samples * seq as f64 / seconds / 1e12;
+        println!(
+            "{parameters} non-embedding parameters, {:.1} GFLOP per token: {achieved:.1} TFLOP/s, MFU {:.1}% of {peak} TFLOP/s",
+            flops_per_token / 1e9,
+            100.0 * achieved / peak
+        );
+    }
     println!(
         "{} {precision}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
         if train { "train step" } else { "forward" },

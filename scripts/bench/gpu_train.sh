@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# GPU figure of issue 4, for a session that is lent a device: bf16-mixed
+# training throughput of a DistilBERT-base-sized classifier (6 layers, 768
+# wide, 12 heads, FFN 3072, BERT's 30,522-id vocabulary) at 512 tokens, in
+# samples/s and model FLOPs utilisation, from fresh weights (no hub).
+#
+# Build here, carry the binary and the venv's torch libraries, run there:
+#   CARGO_TARGET_DIR=target-torch cargo build --release -p pipe-stages \
+#       --features torch --example model_throughput
+#   scripts/bench/gpu_train.sh [BINARY]
+# Env: PEAK_TFLOPS (default 989: H100/H200 SXM dense bf16), BATCHES
+# (default "8 16 32"), ITERS (default 20), PRECISIONS (default
+# "bf16-mixed 32-true").
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+binary=${1:-$repo/target-torch/release/examples/model_throughput}
+model=$(mktemp -d)
+trap 'rm -rf "$model"' EXIT
+cat > "$model/config.json" <<'JSON'
+{"model_type": "distilbert", "dim": 768, "n_layers": 6, "n_heads": 12,
+ "hidden_dim": 3072, "vocab_size": 30522, "max_position_embeddings": 512,
+ "dropout": 0.1, "attention_dropout": 0.1, "seq_classif_dropout": 0.2,
+ "activation": "gelu", "initializer_range": 0.02, "pad_token_id": 0}
+JSON
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+date -u +%F
+for precision in ${PRECISIONS:-bf16-mixed 32-true}; do
+    for batch in ${BATCHES:-8 16 32}; do
+        PIPE_BENCH_DEVICE=cuda PIPE_BENCH_PEAK_TFLOPS=${PEAK_TFLOPS:-989} \
+            "$binary" "$model" "$batch" 512 "${ITERS:-20}" train "$precision"
+    done
+done
