@@ -18,6 +18,7 @@ use std::env;
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
+    println!("cargo:rerun-if-changed=csrc/optim.cpp");
     if env::var_os("CARGO_FEATURE_TORCH").is_none() {
         return;
     }
@@ -50,7 +51,7 @@ fn main() {
     println!("cargo:rustc-link-arg-bin=pipe-stage-train=-ltorch");
 }
 
-/// Compiles the autocast shim against the headers of the libtorch that
+/// Compiles the C++ shims (autocast, fused AdamW) against the headers of the libtorch that
 /// torch-sys linked: `<libtorch>/lib` is DEP_TCH_LIBTORCH_LIB, and the
 /// headers sit beside it in `include/` (the layout of both the PyPI wheel
 /// and the libtorch zip). The symbols it calls resolve against the
@@ -62,6 +63,7 @@ fn autocast_shim(lib_dir: &std::path::Path) {
     cc::Build::new()
         .cpp(true)
         .file("csrc/autocast.cpp")
+        .file("csrc/optim.cpp")
         .include(&include)
         .include(include.join("torch/csrc/api/include"))
         .std("c++17")

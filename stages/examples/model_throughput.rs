@@ -72,7 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mask = std::env::var_os("PIPE_BENCH_MASK")
         .map(|_| Tensor::ones([batch, seq], (Kind::Int64, device)));
     let labels = Tensor::randint(2, [batch], (Kind::Int64, device));
-    let mut optimizer = nn_adamw(&model)?;
+    let mut optimizer = nn_adamw(&model);
     // PIPE_BENCH_PROFILE=1: where a train step's time goes (the CPU runs
     // each op to completion, so wall-clock splits are exact).
     let profile = std::env::var_os("PIPE_BENCH_PROFILE").is_some();
@@ -88,10 +88,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let loss = logits.cross_entropy_for_logits(&labels);
             drop(autocast);
             let forward = started.elapsed().as_secs_f64();
-            optimizer.zero_grad();
+            optimizer.zero_grad()?;
             loss.backward();
             let backward = started.elapsed().as_secs_f64();
-            optimizer.step();
+            optimizer.step()?;
             let step = started.elapsed().as_secs_f64();
             if profile {
                 phases[0] += forward;
@@ -168,12 +168,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The stage's fused AdamW with torch.optim.AdamW's defaults (lr 5e-5 as
+/// set, weight decay 0.01 on every parameter).
 #[cfg(feature = "torch")]
-fn nn_adamw(
-    model: &pipe_stages::model::SequenceClassifier,
-) -> Result<tch::nn::Optimizer, tch::TchError> {
-    use tch::nn::OptimizerConfig;
-    tch::nn::AdamW::default().build(&model.vs, 5e-5)
+fn nn_adamw(model: &pipe_stages::model::SequenceClassifier) -> pipe_stages::optim::AdamW {
+    pipe_stages::optim::AdamW::new(
+        vec![(model.vs.trainable_variables(), 0.01)],
+        5e-5,
+        0.9,
+        0.999,
+        1e-8,
+    )
 }
 
 #[cfg(not(feature = "torch"))]

@@ -15,6 +15,8 @@ mod http;
 #[cfg(feature = "torch")]
 pub mod model;
 #[cfg(feature = "torch")]
+pub mod optim;
+#[cfg(feature = "torch")]
 pub mod precision;
 pub mod rng;
 pub mod worker;

@@ -22,7 +22,7 @@ use std::time::Instant;
 use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
 use safetensors::{Dtype, View};
 use serde_json::{json, Map, Value};
-use tch::nn::{self, OptimizerConfig, VarStore};
+use tch::nn::VarStore;
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::batches::{
@@ -34,6 +34,7 @@ use crate::ddp::{
     same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
 };
 use crate::model::{Architecture, ModelError, SequenceClassifier};
+use crate::optim::{AdamW, OptimError};
 use crate::precision::{self, AutocastGuard, LossScaler, Precision, PrecisionError};
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
@@ -72,7 +73,8 @@ impl BuiltinStage for TrainClassifier {
             name: "train/classifier".into(),
             version: 1,
             // 2: CPU dropout masks from our own generator, fused QKV.
-            implementation: 2,
+            // 3: fused AdamW kernel (float rounding of every update).
+            implementation: 3,
             summary: "Fine-tune a BERT/DistilBERT sequence classifier (libtorch) and keep the best epoch by val accuracy"
                 .into(),
             params: vec![
@@ -637,45 +639,45 @@ pub(super) fn check_lengths(split: &TokenizedSplit, model: &SequenceClassifier) 
 }
 
 /// AdamW as Hugging Face's Trainer sets it up: no weight decay on biases
-/// and LayerNorm weights. tch puts every variable in group 0 when the model
-/// creates it; the groups are public, so the no-decay ones move to group 1
-/// before the optimizer is built.
-fn adamw(vs: &VarStore, lr: f64, weight_decay: f64) -> Result<nn::Optimizer> {
+/// and LayerNorm weights (names as the Trainer's
+/// `get_decay_parameter_names`), betas 0.9/0.999, eps 1e-8; fused
+/// (`crate::optim`). Parameters in the store's creation order.
+fn adamw(vs: &VarStore, lr: f64, weight_decay: f64) -> Result<AdamW> {
     let no_decay = |name: &str| {
         name.ends_with("bias") || name.contains("LayerNorm") || name.contains("layer_norm")
     };
-    let mut any_no_decay = false;
-    {
-        let mut variables = vs
-            .variables_
-            .lock()
-            .map_err(|_| StageError::Other("internal: the var store lock is poisoned".into()))?;
-        let exempt: HashSet<usize> = variables
-            .named_variables
-            .iter()
-            .filter(|(name, _)| no_decay(name))
-            .map(|(_, tensor)| tensor.data_ptr() as usize)
-            .collect();
-        for var in variables.trainable_variables.iter_mut() {
-            if exempt.contains(&(var.tensor.data_ptr() as usize)) {
-                var.group = 1;
-                any_no_decay = true;
-            }
+    let variables = vs
+        .variables_
+        .lock()
+        .map_err(|_| StageError::Other("internal: the var store lock is poisoned".into()))?;
+    let exempt: HashSet<usize> = variables
+        .named_variables
+        .iter()
+        .filter(|(name, _)| no_decay(name))
+        .map(|(_, tensor)| tensor.data_ptr() as usize)
+        .collect();
+    let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
+    for var in &variables.trainable_variables {
+        if exempt.contains(&(var.tensor.data_ptr() as usize)) {
+            undecayed.push(var.tensor.shallow_clone());
+        } else {
+            decayed.push(var.tensor.shallow_clone());
         }
     }
-    let config = nn::AdamW {
-        beta1: 0.9,
-        beta2: 0.999,
-        wd: weight_decay,
-        eps: 1e-8,
-        amsgrad: false,
-    };
-    let mut optimizer = config.build(vs, lr).map_err(torch)?;
-    if any_no_decay {
-        optimizer.set_weight_decay_group(0, weight_decay);
-        optimizer.set_weight_decay_group(1, 0.0);
+    Ok(AdamW::new(
+        vec![(decayed, weight_decay), (undecayed, 0.0)],
+        lr,
+        0.9,
+        0.999,
+        1e-8,
+    ))
+}
+
+fn optim_error(error: OptimError) -> StageError {
+    match error {
+        OptimError::Torch(error) => torch(error),
+        other => StageError::Other(other.to_string()),
     }
-    Ok(optimizer)
 }
 
 /// A batch as (input_ids, attention_mask, labels) on `device`. No mask when
@@ -786,7 +788,7 @@ struct Replica {
     rank: usize,
     device: Device,
     model: SequenceClassifier,
-    optimizer: nn::Optimizer,
+    optimizer: AdamW,
     scaler: Option<LossScaler>,
     buckets: Option<GradientBuckets>,
 }
@@ -985,7 +987,7 @@ fn replica_steps(
         let global_step = plan.first_step + index as u64;
         let scale = linear_warmup_decay(global_step, plan.warmup_steps, plan.total_steps);
         replica.optimizer.set_lr(settings.lr * scale);
-        replica.optimizer.zero_grad();
+        replica.optimizer.zero_grad().map_err(optim_error)?;
         let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
         for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
             let batch = if plan.world == 1 {
@@ -1030,9 +1032,12 @@ fn replica_steps(
         };
         if step_ok {
             if let Some(max_norm) = settings.clip {
-                replica.optimizer.clip_grad_norm(max_norm);
+                replica
+                    .optimizer
+                    .clip_grad_norm(max_norm)
+                    .map_err(optim_error)?;
             }
-            replica.optimizer.step();
+            replica.optimizer.step().map_err(optim_error)?;
         }
         if let Some(report) = report {
             report(index as u64 + 1, &totals);
