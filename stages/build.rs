@@ -19,6 +19,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     println!("cargo:rerun-if-changed=csrc/optim.cpp");
+    println!("cargo:rerun-if-changed=csrc/guarded.h");
     if env::var_os("CARGO_FEATURE_TORCH").is_none() {
         return;
     }

@@ -11,6 +11,8 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "guarded.h"
+
 #include <cstring>
 #include <exception>
 
@@ -66,27 +68,6 @@ int dtype_code(c10::ScalarType type) {
   }
 }
 
-void copy_message(const char* text, char* buffer, size_t size) {
-  if (buffer == nullptr || size == 0) {
-    return;
-  }
-  std::strncpy(buffer, text, size - 1);
-  buffer[size - 1] = '\0';
-}
-
-template <typename F>
-int guarded(char* error, size_t error_size, F body) {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    copy_message(e.what(), error, error_size);
-    return 2;
-  } catch (...) {
-    copy_message("unknown C++ exception", error, error_size);
-    return 2;
-  }
-}
-
 }  // namespace
 
 extern "C" {
@@ -97,11 +78,11 @@ extern "C" {
 int pipe_autocast_enter(int device, int dtype, int* previous_enabled,
                         int* previous_dtype, int* previous_cache,
                         char* error, size_t error_size) {
-  return guarded(error, error_size, [&]() {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::DeviceType type;
     c10::ScalarType scalar;
     if (!device_type(device, &type) || !scalar_type(dtype, &scalar)) {
-      copy_message("unknown device or dtype code", error, error_size);
+      pipe_shim::copy_message("unknown device or dtype code", error, error_size);
       return 1;
     }
     *previous_enabled = at::autocast::is_autocast_enabled(type) ? 1 : 0;
@@ -122,10 +103,10 @@ int pipe_autocast_enter(int device, int dtype, int* previous_enabled,
 // empty it, as Python's __exit__ does.
 int pipe_autocast_exit(int device, int previous_enabled, int previous_dtype,
                        int previous_cache, char* error, size_t error_size) {
-  return guarded(error, error_size, [&]() {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::DeviceType type;
     if (!device_type(device, &type)) {
-      copy_message("unknown device code", error, error_size);
+      pipe_shim::copy_message("unknown device code", error, error_size);
       return 1;
     }
     if (at::autocast::decrement_nesting() == 0) {

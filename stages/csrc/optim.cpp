@@ -4,25 +4,17 @@
 // parameter per step; `at::_fused_adamw_` makes one. tch's tensors are
 // `at::Tensor*` behind its opaque pointers, so they pass through as is.
 //
-// C++ exceptions never unwind into Rust: errors come back as a nonzero
-// code with the message copied into the caller's buffer.
+// C++ exceptions never unwind into Rust (guarded.h): errors come back as a
+// nonzero code with the message copied into the caller's buffer.
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include <cstring>
-#include <exception>
 #include <vector>
 
-namespace {
+#include "guarded.h"
 
-void copy_message(const char* message, char* buffer, int length) {
-  if (buffer == nullptr || length <= 0) {
-    return;
-  }
-  std::strncpy(buffer, message, static_cast<size_t>(length) - 1);
-  buffer[length - 1] = '\0';
-}
+namespace {
 
 std::vector<at::Tensor> tensors(void* const* pointers, int count) {
   std::vector<at::Tensor> out;
@@ -39,17 +31,11 @@ extern "C" int pipe_fused_adamw(void* const* params, void* const* grads, void* c
                                 void* const* exp_avg_sqs, void* const* steps, int count,
                                 double lr, double beta1, double beta2, double weight_decay,
                                 double eps, char* error, int error_length) {
-  try {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
     c10::AutoGradMode no_grad(false);
     at::_fused_adamw_(tensors(params, count), tensors(grads, count), tensors(exp_avgs, count),
                       tensors(exp_avg_sqs, count), {}, tensors(steps, count), lr, beta1, beta2,
                       weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
     return 0;
-  } catch (const std::exception& exception) {
-    copy_message(exception.what(), error, error_length);
-    return 1;
-  } catch (...) {
-    copy_message("unknown C++ exception", error, error_length);
-    return 1;
-  }
+  });
 }
