@@ -251,14 +251,7 @@ fn build(root: &Path, release: bool, which: WorkerBuild) -> Result<()> {
             "pipe-stage-train"
         }
     };
-    // cargo's own output goes to our stderr: it is the progress of a long
-    // build, and stdout stays for data.
-    command.stdout(std::process::Stdio::from(
-        std::io::stderr()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| EngineError::io("stderr", e))?,
-    ));
+    command.stdout(stdout_to_stderr()?);
     let status = command.status().map_err(|e| EngineError::io("cargo", e))?;
     if !status.success() {
         return Err(EngineError::usage(
@@ -272,17 +265,22 @@ fn build(root: &Path, release: bool, which: WorkerBuild) -> Result<()> {
     Ok(())
 }
 
+/// A child's stdout sent to our stderr: build output is progress for the
+/// user, and our stdout stays for data.
+fn stdout_to_stderr() -> Result<std::process::Stdio> {
+    let stderr = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| EngineError::io("stderr", e))?;
+    Ok(std::process::Stdio::from(stderr))
+}
+
 fn bootstrap_libtorch(root: &Path) -> Result<()> {
     let script = root.join("scripts").join("bootstrap-libtorch.sh");
     let status = Command::new("bash")
         .arg(&script)
         .current_dir(root)
-        .stdout(std::process::Stdio::from(
-            std::io::stderr()
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|e| EngineError::io("stderr", e))?,
-        ))
+        .stdout(stdout_to_stderr()?)
         .status()
         .map_err(|e| EngineError::io(&script, e))?;
     if !status.success() {

@@ -10,22 +10,15 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use super::param;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct FromCsv;
 
 impl BuiltinStage for FromCsv {
     fn info(&self) -> StageInfo {
-        let param = |name: &str, kind: ParamKind, default: Option<Value>, doc: &str| ParamSpec {
-            name: name.into(),
-            kind,
-            default,
-            doc: doc.into(),
-            choices: vec![],
-        };
         StageInfo {
             name: "data/from-csv".into(),
             version: 1,

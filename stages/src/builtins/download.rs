@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::param;
 use crate::http::{self, Algorithm, FetchError, Fetcher, UrlFailure};
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct Download;
@@ -19,16 +19,6 @@ const CHECKSUMS: [(&str, Algorithm); 3] = [
     ("sha1", Algorithm::Sha1),
     ("sha256", Algorithm::Sha256),
 ];
-
-fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
-    ParamSpec {
-        name: name.into(),
-        kind,
-        default,
-        doc: doc.into(),
-        choices: vec![],
-    }
-}
 
 impl BuiltinStage for Download {
     fn info(&self) -> StageInfo {

@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use pipe_protocol::{OutputKind, OutputSpec, ParamKind};
 use serde_json::{json, Map, Value};
 
-use super::train::{
-    check_labels, check_lengths, device, open_split, param, predict, TOKENIZER_FILE,
-};
+use super::param;
+use super::train::{check_labels, check_lengths, device, open_split, predict, TOKENIZER_FILE};
 use crate::batches::{pad_id, Collator};
 use crate::classification::classification_report;
 use crate::model::SequenceClassifier;

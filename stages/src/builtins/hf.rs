@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use super::param;
 use crate::http::{self, Algorithm, FetchError, Fetcher, UrlFailure};
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct HfDownload;
@@ -19,16 +19,6 @@ pub struct HfDownload;
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 const RETRIES: u32 = 5;
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
-    ParamSpec {
-        name: name.into(),
-        kind,
-        default,
-        doc: doc.into(),
-        choices: vec![],
-    }
-}
 
 impl BuiltinStage for HfDownload {
     fn info(&self) -> StageInfo {

@@ -11,7 +11,22 @@ mod tokenize;
 #[cfg(feature = "torch")]
 mod train;
 
+use pipe_protocol::{ParamKind, ParamSpec};
+use serde_json::Value;
+
 use crate::BuiltinStage;
+
+/// A param of a built-in stage: `default` None is required,
+/// `Some(Value::Null)` optional (see `ParamSpec`).
+pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
+    ParamSpec {
+        name: name.into(),
+        kind,
+        default,
+        doc: doc.into(),
+        choices: vec![],
+    }
+}
 
 /// The data stages, run by `pipe-stage`, in the order `pipe stages` lists them.
 pub fn data_stages() -> Vec<&'static dyn BuiltinStage> {

@@ -12,11 +12,12 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
+use pipe_protocol::{OutputKind, OutputSpec, ParamKind};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
+use super::param;
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
 pub struct Tokenize;
@@ -28,13 +29,6 @@ const UNIT: &str = "texts";
 
 impl BuiltinStage for Tokenize {
     fn info(&self) -> StageInfo {
-        let param = |name: &str, kind, default: Option<Value>, doc: &str| ParamSpec {
-            name: name.into(),
-            kind,
-            default,
-            doc: doc.into(),
-            choices: vec![],
-        };
         StageInfo {
             name: "text/tokenize".into(),
             version: 1,

@@ -25,6 +25,7 @@ use serde_json::{json, Map, Value};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Reduction, Tensor};
 
+use super::param;
 use crate::batches::{
     accumulation_steps, limit, micro_batch_weights, pad_id, to_row_order, Batch, BucketSampler,
     Collator, EvalSampler, TokenizedSplit,
@@ -52,16 +53,6 @@ const TOKENIZER_EXTRAS: &[&str] = &[
     "special_tokens_map.json",
     "vocab.txt",
 ];
-
-pub(super) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
-    ParamSpec {
-        name: name.into(),
-        kind,
-        default,
-        doc: doc.into(),
-        choices: vec![],
-    }
-}
 
 impl BuiltinStage for TrainClassifier {
     fn info(&self) -> StageInfo {
