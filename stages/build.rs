@@ -50,6 +50,9 @@ fn main() {
     // should carry as little of libtorch as the linker lets it.
     println!("cargo:rustc-link-arg-bin=pipe-stage-train=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg-bin=pipe-stage-train=-ltorch");
+    // The benchmark examples run on a GPU too (scripts/bench/gpu_train.sh).
+    println!("cargo:rustc-link-arg-examples=-Wl,--no-as-needed");
+    println!("cargo:rustc-link-arg-examples=-ltorch");
 }
 
 /// Compiles the C++ shims (autocast, fused AdamW) against the headers of the libtorch that

@@ -73,10 +73,11 @@ pub fn resolve(pipeline: &mut Pipeline, catalog: &Catalog) -> Result<()> {
             continue;
         };
         let info = &entry.info;
-        let given = match with {
+        let mut given = match with {
             Value::Object(map) => map.clone(),
             _ => serde_json::Map::new(),
         };
+        fill_from_pipeline_params(info, &pipeline.params, &mut given);
         let mut resolved = match pipe_protocol::check_params(info, &given) {
             Ok(resolved) => resolved,
             Err(problems) => {
@@ -300,6 +301,31 @@ fn project_relative(root: &Path, value: &str) -> Option<String> {
 
 /// The first line after the stage's own line, indented deeper than it,
 /// whose key is `key`: where to point a message about that key.
+/// Params that `with:` leaves unset but the stage takes from a pipeline
+/// param (`seed`) get that value here, before the params are checked and
+/// hashed: the worker then receives it as an ordinary param, so nothing it
+/// reads escapes the key (`-S seed=7` makes the stage stale).
+fn fill_from_pipeline_params(
+    info: &StageInfo,
+    pipeline_params: &Value,
+    given: &mut serde_json::Map<String, Value>,
+) {
+    for spec in &info.params {
+        let Some(source) = &spec.pipeline_param else {
+            continue;
+        };
+        if given.get(&spec.name).is_some_and(|value| !value.is_null()) {
+            continue;
+        }
+        let value = source
+            .split('.')
+            .try_fold(pipeline_params, |value, part| value.get(part));
+        if let Some(value) = value.filter(|value| !value.is_null()) {
+            given.insert(spec.name.clone(), value.clone());
+        }
+    }
+}
+
 fn locate_key(file: &Path, lines: &[&str], stage_line: usize, key: &str) -> Option<Location> {
     if stage_line == 0 {
         return None;

@@ -770,7 +770,11 @@ fn run_worker(
     std::fs::create_dir_all(&scratch_dir)
         .map_err(|e| format!("cannot create `{}`: {e}", scratch_dir.display()))?;
 
-    // Inputs travel as absolute paths; the key keeps them project-relative.
+    // The worker's params are the stage's resolved `with:`, which is what
+    // its key hashes (pipeline params a stage falls back on were filled in
+    // by `builtin::resolve`); only `path` params change form here, to
+    // absolute paths, because the key keeps them project-relative. The rest
+    // of the invocation is places and resources, never inputs.
     let dep_paths: Vec<&str> = stage.deps.iter().map(|dep| dep.path.as_str()).collect();
     let params: serde_json::Map<String, Value> = with
         .as_object()
@@ -795,7 +799,6 @@ fn run_worker(
         output_dir: partial_dir.clone(),
         scratch_dir: scratch_dir.clone(),
         project_root: root.clone(),
-        seed: context.pipeline.params.get("seed").and_then(Value::as_u64),
         devices: gpus.to_vec(),
         // Built-in stages parallelise inside (tokenize, training): they may
         // use every slot of the run unless the pipeline sets their cpus.

@@ -28,8 +28,11 @@ pub struct Invocation {
     /// The built-in stage to run (`text/tokenize`) and its major version.
     pub uses: String,
     pub version: u32,
-    /// The stage's `with:` params, with defaults filled in. Params of kind
-    /// `path` hold absolute paths.
+    /// The stage's `with:` params, with defaults (and pipeline params named
+    /// by `ParamSpec::pipeline_param`) filled in: exactly what the stage's
+    /// key hashes, except that params of kind `path` hold absolute paths.
+    /// Nothing else here may change a result: the rest says where to write
+    /// and what resources to use.
     pub params: serde_json::Map<String, Value>,
     /// Where the outputs go (one entry per declared output, named as in
     /// `StageInfo::outputs`, directly under it). Empty and private to this
@@ -39,8 +42,6 @@ pub struct Invocation {
     pub scratch_dir: PathBuf,
     /// The project root, for messages.
     pub project_root: PathBuf,
-    /// The pipeline's `seed` param when it has one.
-    pub seed: Option<u64>,
     /// GPU indices handed to this stage (also in `CUDA_VISIBLE_DEVICES`).
     pub devices: Vec<String>,
     /// CPU threads the stage may use.
@@ -114,6 +115,11 @@ pub struct ParamSpec {
     /// For `choice`: the allowed values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<String>,
+    /// When `with:` leaves this param unset, the engine fills it from the
+    /// pipeline param of this name (`seed`), if the pipeline has one, so the
+    /// value lands in the stage's key like any other param.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_param: Option<String>,
 }
 
 /// A `default` key that is present is `Some`, even when it is `null`.

@@ -24,9 +24,16 @@ cat > "$model/config.json" <<'JSON'
 JSON
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 date -u +%F
+# REFERENCE=1 alternates each configuration with the same step in
+# transformers (scripts/bench/gpu_train_reference.py), for a side-by-side
+# ratio from one session.
 for precision in ${PRECISIONS:-bf16-mixed 32-true}; do
     for batch in ${BATCHES:-8 16 32}; do
         PIPE_BENCH_DEVICE=cuda PIPE_BENCH_PEAK_TFLOPS=${PEAK_TFLOPS:-989} \
             "$binary" "$model" "$batch" 512 "${ITERS:-20}" train "$precision"
+        if [[ ${REFERENCE:-0} == 1 ]]; then
+            python3 "$repo/scripts/bench/gpu_train_reference.py" "$model" "$batch" 512 \
+                "${ITERS:-20}" "$precision"
+        fi
     done
 done

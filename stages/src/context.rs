@@ -112,10 +112,6 @@ impl StageContext {
         &self.invocation.scratch_dir
     }
 
-    pub fn seed(&self) -> Option<u64> {
-        self.invocation.seed
-    }
-
     pub fn threads(&self) -> usize {
         self.invocation.threads.max(1)
     }

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::builtins::param;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct ImdbExtract;
@@ -97,20 +97,18 @@ impl BuiltinStage for ImdbExtract {
             summary: "IMDB movie reviews (aclImdb_v1.tar.gz) to a JSONL dataset {text, label, split, rating, id}"
                 .into(),
             params: vec![
-                ParamSpec {
-                    name: "archive".into(),
-                    kind: ParamKind::Path,
-                    default: None,
-                    doc: "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)".into(),
-                    choices: vec![],
-                },
-                ParamSpec {
-                    name: "include_unsup".into(),
-                    kind: ParamKind::Bool,
-                    default: Some(json!(false)),
-                    doc: "also write the 50,000 unlabeled train/unsup reviews, with label -1".into(),
-                    choices: vec![],
-                },
+                param(
+                    "archive",
+                    ParamKind::Path,
+                    None,
+                    "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)",
+                ),
+                param(
+                    "include_unsup",
+                    ParamKind::Bool,
+                    Some(json!(false)),
+                    "also write the 50,000 unlabeled train/unsup reviews, with label -1",
+                ),
             ],
             outputs: vec![OutputSpec {
                 name: "dataset".into(),

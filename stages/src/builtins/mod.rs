@@ -25,6 +25,17 @@ pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &s
         default,
         doc: doc.into(),
         choices: vec![],
+        pipeline_param: None,
+    }
+}
+
+/// An optional `seed` param that falls back to the pipeline's `seed` param.
+/// The engine fills that fallback into `with:` before hashing, so a stage
+/// never reads a seed its key does not cover.
+pub(crate) fn seed_param(doc: &str) -> ParamSpec {
+    ParamSpec {
+        pipeline_param: Some("seed".into()),
+        ..param("seed", ParamKind::Integer, Some(Value::Null), doc)
     }
 }
 

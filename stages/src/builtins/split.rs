@@ -9,10 +9,10 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::builtins::{param, seed_param};
 use crate::rng::SplitMix64;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct Split;
@@ -41,12 +41,13 @@ impl BuiltinStage for Split {
                  fractions; unset: 0"
             )
         };
-        let size = |split: &str| ParamSpec {
-            name: split.into(),
-            kind: ParamKind::Number,
-            default: Some(Value::Null),
-            doc: size_doc(split),
-            choices: vec![],
+        let size = |split: &str| {
+            param(
+                split,
+                ParamKind::Number,
+                Some(Value::Null),
+                &size_doc(split),
+            )
         };
         StageInfo {
             name: "data/split".into(),
@@ -55,31 +56,22 @@ impl BuiltinStage for Split {
             summary: "a JSONL dataset to seeded train/val/test files, by counts or fractions, optionally stratified"
                 .into(),
             params: vec![
-                ParamSpec {
-                    name: "dataset".into(),
-                    kind: ParamKind::Path,
-                    default: None,
-                    doc: "the JSONL dataset to split (one record a line)".into(),
-                    choices: vec![],
-                },
+                param(
+                    "dataset",
+                    ParamKind::Path,
+                    None,
+                    "the JSONL dataset to split (one record a line)",
+                ),
                 size("train"),
                 size("val"),
                 size("test"),
-                ParamSpec {
-                    name: "seed".into(),
-                    kind: ParamKind::Integer,
-                    default: Some(Value::Null),
-                    doc: "shuffle seed; unset: the pipeline's seed".into(),
-                    choices: vec![],
-                },
-                ParamSpec {
-                    name: "stratify".into(),
-                    kind: ParamKind::Bool,
-                    default: Some(json!(false)),
-                    doc: "keep each label's share the same in every split (needs an integer `label` in every record)"
-                        .into(),
-                    choices: vec![],
-                },
+                seed_param("shuffle seed; unset: the pipeline's `seed` param"),
+                param(
+                    "stratify",
+                    ParamKind::Bool,
+                    Some(json!(false)),
+                    "keep each label's share the same in every split (needs an integer `label` in every record)",
+                ),
             ],
             outputs: vec![OutputSpec {
                 name: "dataset".into(),
@@ -104,16 +96,13 @@ impl BuiltinStage for Split {
     fn run(&self, context: &StageContext) -> Result<()> {
         let dataset = context.input("dataset")?;
         let sizes = read_sizes(context)?;
-        let seed = match context.opt_u64("seed")? {
-            Some(seed) => seed,
-            None => context.seed().ok_or_else(|| {
-                StageError::param(
-                    "seed",
-                    "is not set and the pipeline has no seed",
-                    "set `seed: 42` under `with:`, or a `seed` param for the whole pipeline",
-                )
-            })?,
-        };
+        let seed = context.opt_u64("seed")?.ok_or_else(|| {
+            StageError::param(
+                "seed",
+                "is not set and the pipeline has no seed",
+                "set `seed: 42` under `with:`, or a `seed` param for the whole pipeline",
+            )
+        })?;
         let stratify = context.bool("stratify")?;
 
         let rows = index_rows(context, &dataset, stratify)?;

@@ -25,7 +25,7 @@ use serde_json::{json, Map, Value};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Reduction, Tensor};
 
-use super::param;
+use super::{param, seed_param};
 use crate::batches::{
     accumulation_steps, limit, micro_batch_weights, pad_id, to_row_order, Batch, BucketSampler,
     Collator, EvalSampler, TokenizedSplit,
@@ -114,11 +114,8 @@ impl BuiltinStage for TrainClassifier {
                     Some(Value::Null),
                     "clip the gradients' global L2 norm to this; unset: no clipping",
                 ),
-                param(
-                    "seed",
-                    ParamKind::Integer,
-                    Some(Value::Null),
-                    "seed of the head's initialisation, dropout and batch order; unset: the pipeline's seed (else 0)",
+                seed_param(
+                    "seed of the head's initialisation, dropout and batch order; unset: the pipeline's `seed` param (else 0)",
                 ),
                 param(
                     "limit_train_samples",
@@ -463,7 +460,7 @@ impl Settings {
             accumulate: at_least_one("accumulate_grad_batches", "1 means no accumulation")?
                 as usize,
             clip,
-            seed: context.opt_u64("seed")?.or(context.seed()).unwrap_or(0),
+            seed: context.opt_u64("seed")?.unwrap_or(0),
             limit_train_samples: context.opt_u64("limit_train_samples")?.map(|n| n as usize),
             patience,
             strategy: match context.str("strategy")? {

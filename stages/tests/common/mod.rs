@@ -61,6 +61,14 @@ pub fn run_worker(
 ) -> Run {
     std::fs::create_dir_all(run_dir).unwrap();
     let output_dir = run_dir.join("out");
+    // The pipeline's seed reaches a worker only through `with:`, where the
+    // engine puts it (for a `seed` param left unset) so that the key covers it.
+    let mut params = params;
+    if let (Some(seed), Some(map)) = (seed, params.as_object_mut()) {
+        if map.get("seed").is_none_or(Value::is_null) {
+            map.insert("seed".into(), json!(seed));
+        }
+    }
     let invocation = json!({
         "protocol": 1,
         "stage": stage,
@@ -70,7 +78,6 @@ pub fn run_worker(
         "output_dir": output_dir,
         "scratch_dir": run_dir.join("scratch"),
         "project_root": run_dir,
-        "seed": seed,
         "devices": [],
         "threads": threads,
     });

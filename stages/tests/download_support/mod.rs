@@ -288,7 +288,6 @@ pub fn run_stage(uses: &str, params: Value, env: &[(&str, &str)]) -> Run {
         output_dir: output_dir.clone(),
         scratch_dir: dir.path().join("scratch"),
         project_root: dir.path().to_path_buf(),
-        seed: None,
         devices: vec![],
         threads: 1,
     };
