@@ -100,9 +100,15 @@ pub enum Command {
     /// Restore a run's outputs into the workspace from the cache.
     Checkout {
         run: String,
-        /// Link modes to try, in order (default: reflink,hardlink,copy).
+        /// Link modes to try, in order: reflink, hardlink, symlink, copy
+        /// (default: reflink,copy).
         #[arg(long, value_delimiter = ',')]
         link: Vec<String>,
+        /// Overwrite workspace files the cache cannot give back (edited
+        /// outputs, untracked files inside output directories); exit 5
+        /// without it.
+        #[arg(long)]
+        force: bool,
     },
     /// Inspect and maintain the cache.
     Cache {
@@ -139,7 +145,8 @@ pub struct RunArgs {
     /// Parallel CPU slots (default: the number of cores).
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
-    /// Link modes to restore outputs with, in order (reflink,hardlink,copy).
+    /// Link modes to restore outputs with, in order: reflink, hardlink,
+    /// symlink, copy (default: reflink,copy).
     #[arg(long, value_delimiter = ',', value_name = "MODES")]
     pub link: Vec<String>,
     /// Where stages run.
@@ -168,6 +175,10 @@ pub enum CacheCommand {
     Verify {
         #[arg(long)]
         json: bool,
+        /// Remove corrupt objects and the action results that need them
+        /// (their stages run again); exit 0 once removed.
+        #[arg(long)]
+        repair: bool,
     },
     /// Delete what neither the current pipeline nor the last N runs reference.
     Gc {

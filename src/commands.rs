@@ -1,6 +1,7 @@
 //! One function per subcommand.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
@@ -120,9 +121,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::Ok)
         }
-        Command::Checkout { run, link } => checkout(&run, &link),
+        Command::Checkout { run, link, force } => checkout(&run, &link, force),
         Command::Cache { command } => match command {
-            CacheCommand::Verify { json } => verify(json),
+            CacheCommand::Verify { json, repair } => verify(json, repair),
             CacheCommand::Gc {
                 pipeline,
                 keep_runs,
@@ -200,7 +201,7 @@ fn parse_link_modes(names: &[String]) -> Result<Option<Vec<LinkMode>>> {
             LinkMode::parse(name.trim()).ok_or_else(|| {
                 EngineError::usage(
                     format!("unknown link mode `{name}`"),
-                    "use reflink, hardlink or copy, comma-separated",
+                    "use reflink, hardlink, symlink or copy, comma-separated",
                 )
             })
         })
@@ -336,7 +337,7 @@ fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
     db.resolve(query, |reference| runs::git_commit_of(&root, reference))
 }
 
-fn checkout(run: &str, link: &[String]) -> Result<ExitCode> {
+fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
     let project = project_here()?;
     let db = require_db()?;
     let id = resolve_run(&db, run)?;
@@ -346,22 +347,61 @@ fn checkout(run: &str, link: &[String]) -> Result<ExitCode> {
     let cache = Cache::open(&project.cache_dir)?;
     let stat = StatCache::open(&project.stat_db())?;
     let modes = link_modes(link, None)?;
+    let outputs: Vec<(&str, &str, &pipe_cache::Artifact)> = record
+        .stages
+        .iter()
+        .flat_map(|stage| {
+            stage
+                .outputs
+                .iter()
+                .map(|(path, artifact)| (stage.stage.as_str(), path.as_str(), artifact))
+        })
+        .collect();
+
+    // As git does: refuse to destroy what only the workspace holds.
+    if !force {
+        let mut lost = Vec::new();
+        for (_, path, artifact) in &outputs {
+            lost.extend(cache.files_lost_by_restore(artifact, &project.root.join(path), &stat)?);
+        }
+        if !lost.is_empty() {
+            let _ = stat.flush();
+            eprintln!(
+                "error: checking out run #{id} would overwrite or delete {} file(s) that the cache does not hold:",
+                lost.len()
+            );
+            for file in &lost {
+                let shown = file.strip_prefix(&project.root).unwrap_or(file);
+                eprintln!("  {}", shown.display());
+            }
+            eprintln!("hint: move or commit them elsewhere first, or rerun with `--force` to overwrite them");
+            return Ok(ExitCode::WouldLoseFiles);
+        }
+    }
+
     let mut restored = 0usize;
+    let mut unchanged = 0usize;
     let mut problems = Vec::new();
-    for stage in &record.stages {
-        for (path, artifact) in &stage.outputs {
-            let destination = project.root.join(path);
-            if let Some(parent) = destination.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| EngineError::io(parent, e))?;
-            }
-            match cache.restore(artifact, &destination, &modes, &stat) {
-                Ok(()) => restored += 1,
-                Err(error) => problems.push(format!("{path} (stage `{}`): {error}", stage.stage)),
-            }
+    for (stage, path, artifact) in &outputs {
+        let destination = project.root.join(path);
+        // Already in place: nothing to read from the cache.
+        if cache
+            .hash_path(&destination, &stat)
+            .is_ok_and(|current| current.digest == artifact.digest && current.kind == artifact.kind)
+        {
+            unchanged += 1;
+            continue;
+        }
+        if let Some(parent) = destination.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| EngineError::io(parent, e))?;
+        }
+        match cache.restore(artifact, &destination, &modes, &stat) {
+            Ok(()) => restored += 1,
+            Err(error) => problems.push(format!("{path} (stage `{stage}`): {error}")),
         }
     }
     let _ = stat.flush();
-    eprintln!("restored {restored} outputs of run #{id}");
+    eprintln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
     if problems.is_empty() {
         Ok(ExitCode::Ok)
     } else {
@@ -373,14 +413,32 @@ fn checkout(run: &str, link: &[String]) -> Result<ExitCode> {
     }
 }
 
-fn verify(json: bool) -> Result<ExitCode> {
+/// What `pipe cache verify --json` prints: the report, and the project
+/// files that share each corrupt object (hard links or symlinks to it).
+#[derive(serde::Serialize)]
+struct VerifyOutput<'a> {
+    #[serde(flatten)]
+    report: &'a pipe_cache::VerifyReport,
+    linked_files: BTreeMap<String, Vec<String>>,
+}
+
+fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     let project = project_here()?;
     let cache = Cache::open(&project.cache_dir)?;
-    let report = cache.verify()?;
+    let report = if repair {
+        cache.verify_and_repair()?
+    } else {
+        cache.verify()?
+    };
+    let linked_files = project_files_linking(&project, &report.corrupt_objects);
     if json {
+        let output = VerifyOutput {
+            report: &report,
+            linked_files: linked_files.clone(),
+        };
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
+            serde_json::to_string_pretty(&output).unwrap_or_default()
         );
     } else {
         println!(
@@ -389,20 +447,107 @@ fn verify(json: bool) -> Result<ExitCode> {
             render::bytes(report.bytes_checked),
             report.actions_checked
         );
-        for digest in &report.corrupt {
-            println!("corrupt object {digest}");
+        for object in &report.corrupt_objects {
+            match linked_files.get(&object.name) {
+                Some(files) => println!(
+                    "corrupt object {} (changed through {})",
+                    object.name,
+                    files
+                        .iter()
+                        .map(|file| format!("`{file}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => println!("corrupt object {}", object.name),
+            }
         }
         for action in &report.corrupt_actions {
             println!("corrupt action {action}");
         }
     }
     if report.corrupt.is_empty() && report.corrupt_actions.is_empty() {
+        return Ok(ExitCode::Ok);
+    }
+    if !linked_files.is_empty() {
+        eprintln!("hint: those project files are hard links or symlinks into the cache and were written to; `--link reflink,copy` (the default) restores private copies");
+    }
+    if repair {
+        eprintln!(
+            "removed {} corrupt objects and {} action results; `pipe run` reruns the stages that needed them",
+            report.objects_removed, report.actions_removed
+        );
         Ok(ExitCode::Ok)
     } else {
-        eprintln!("hint: corrupt entries are ignored by `pipe run` (it reruns the stage); `pipe cache gc` removes them");
+        eprintln!("hint: `pipe run` ignores corrupt entries (it reruns the stage); `pipe cache verify --repair` removes them");
         Ok(ExitCode::CorruptCache)
     }
 }
+
+/// The project files (outputs of recent runs) that are hard links or
+/// symlinks to a corrupt object: whatever wrote through them changed the
+/// cache. Keyed by the object's name.
+fn project_files_linking(
+    project: &Project,
+    corrupt: &[pipe_cache::CorruptObject],
+) -> BTreeMap<String, Vec<String>> {
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let by_inode: HashMap<(u64, u64), &pipe_cache::CorruptObject> = corrupt
+        .iter()
+        .filter(|object| object.links > 1)
+        .map(|object| ((object.dev, object.ino), object))
+        .collect();
+    let by_path: HashMap<&Path, &pipe_cache::CorruptObject> = corrupt
+        .iter()
+        .map(|object| (object.path.as_path(), object))
+        .collect();
+    if corrupt.is_empty() {
+        return found;
+    }
+    let Ok(Some(db)) = RunDb::open_existing(&project.runs_db()) else {
+        return found;
+    };
+    let mut outputs = std::collections::BTreeSet::new();
+    for run in db.list_runs(RUNS_SEARCHED_FOR_LINKS).unwrap_or_default() {
+        if let Ok(Some(record)) = db.run(run.id) {
+            for stage in record.stages {
+                outputs.extend(stage.outputs.into_keys());
+            }
+        }
+    }
+    let mut pending: Vec<PathBuf> = outputs.iter().map(|path| project.root.join(path)).collect();
+    while let Some(path) = pending.pop() {
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let object = if metadata.file_type().is_symlink() {
+            std::fs::read_link(&path)
+                .ok()
+                .and_then(|target| by_path.get(target.as_path()).copied())
+        } else if metadata.is_dir() {
+            if let Ok(listing) = std::fs::read_dir(&path) {
+                pending.extend(listing.flatten().map(|entry| entry.path()));
+            }
+            None
+        } else {
+            by_inode.get(&(metadata.dev(), metadata.ino())).copied()
+        };
+        if let Some(object) = object {
+            let shown = path.strip_prefix(&project.root).unwrap_or(&path);
+            let files = found.entry(object.name.clone()).or_default();
+            let shown = shown.display().to_string();
+            if !files.contains(&shown) {
+                files.push(shown);
+            }
+        }
+    }
+    for files in found.values_mut() {
+        files.sort();
+    }
+    found
+}
+
+/// How many recent runs' outputs `verify` searches for links to a corrupt object.
+const RUNS_SEARCHED_FOR_LINKS: usize = 20;
 
 fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> {
     let project = project_here()?;

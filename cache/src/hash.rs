@@ -86,13 +86,15 @@ pub(crate) fn hash_file_content(
 }
 
 /// Hashes a file or directory. A symlink given as `path` itself is
-/// followed; symlinks inside a directory are `CacheError::Unsupported`.
-pub(crate) fn hash_node(path: &Path, stat: &StatCache) -> Result<Node> {
+/// followed; inside a directory, only symlinks to objects under
+/// `objects_dir` (restored with the `symlink` link mode) are followed, and
+/// any other is `CacheError::Unsupported`.
+pub(crate) fn hash_node(path: &Path, stat: &StatCache, objects_dir: &Path) -> Result<Node> {
     let metadata = std::fs::metadata(path).map_err(|error| CacheError::io(path, error))?;
     if metadata.is_file() {
         hash_file(path, &metadata, stat)
     } else if metadata.is_dir() {
-        hash_dir(path, stat)
+        hash_dir(path, stat, objects_dir)
     } else {
         Err(CacheError::Unsupported {
             path: path.to_path_buf(),
@@ -131,7 +133,17 @@ fn hash_file(path: &Path, metadata: &Metadata, stat: &StatCache) -> Result<Node>
     })
 }
 
-fn hash_dir(path: &Path, stat: &StatCache) -> Result<Node> {
+/// Whether `link` is a symlink to a file directly under `objects_dir/ab/`.
+pub(crate) fn links_to_object(link: &Path, objects_dir: &Path) -> bool {
+    std::fs::read_link(link).is_ok_and(|target| {
+        target.is_absolute()
+            && target
+                .strip_prefix(objects_dir)
+                .is_ok_and(|rest| rest.components().count() == 2)
+    })
+}
+
+fn hash_dir(path: &Path, stat: &StatCache, objects_dir: &Path) -> Result<Node> {
     let io_error = |error| CacheError::io(path, error);
     let mut listing: Vec<(OsString, PathBuf, std::fs::FileType)> = Vec::new();
     for entry in std::fs::read_dir(path).map_err(io_error)? {
@@ -148,7 +160,14 @@ fn hash_dir(path: &Path, stat: &StatCache) -> Result<Node> {
         .into_par_iter()
         .map(|(name, child_path, file_type)| {
             let node = if file_type.is_dir() {
-                hash_dir(&child_path, stat)?
+                hash_dir(&child_path, stat, objects_dir)?
+            } else if file_type.is_symlink() && links_to_object(&child_path, objects_dir) {
+                let metadata = std::fs::metadata(&child_path)
+                    .map_err(|error| CacheError::io(&child_path, error))?;
+                if !metadata.is_file() {
+                    return Err(CacheError::Unsupported { path: child_path });
+                }
+                hash_file(&child_path, &metadata, stat)?
             } else if file_type.is_file() {
                 let metadata = std::fs::symlink_metadata(&child_path)
                     .map_err(|error| CacheError::io(&child_path, error))?;

@@ -18,7 +18,8 @@ pub use digest::{ActionKey, Digest, ObjectDigest};
 pub use error::CacheError;
 pub use stat::StatCache;
 pub use store::{
-    ActionResult, Artifact, ArtifactKind, Cache, GcReport, LinkMode, VerifyReport, LAYOUT_VERSION,
+    ActionResult, Artifact, ArtifactKind, Cache, CorruptObject, GcReport, LinkMode, VerifyReport,
+    LAYOUT_VERSION,
 };
 
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;

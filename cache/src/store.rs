@@ -42,20 +42,28 @@ pub struct Artifact {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkMode {
+    /// A copy-on-write clone: a private, writable copy that shares blocks.
     Reflink,
     /// The workspace file becomes a read-only hard link to the object.
+    /// Opt-in: a process that ignores the mode (root) writes straight into
+    /// the cache, and into every project that links the same object.
     Hardlink,
+    /// The workspace file becomes a symlink to the object. Opt-in, with the
+    /// same risk as `Hardlink`.
+    Symlink,
     Copy,
 }
 
 impl LinkMode {
-    pub const DEFAULT_ORDER: [LinkMode; 3] =
-        [LinkMode::Reflink, LinkMode::Hardlink, LinkMode::Copy];
+    /// Only private copies by default: nothing written in the workspace can
+    /// reach the cache.
+    pub const DEFAULT_ORDER: [LinkMode; 2] = [LinkMode::Reflink, LinkMode::Copy];
 
     pub fn parse(text: &str) -> Option<LinkMode> {
         match text {
             "reflink" => Some(LinkMode::Reflink),
             "hardlink" => Some(LinkMode::Hardlink),
+            "symlink" => Some(LinkMode::Symlink),
             "copy" => Some(LinkMode::Copy),
             _ => None,
         }
@@ -80,9 +88,48 @@ pub struct ActionResult {
 pub struct VerifyReport {
     pub objects_checked: u64,
     pub bytes_checked: u64,
+    /// Corrupt objects by hex digest, or by path for a stray file.
     pub corrupt: Vec<String>,
+    /// The same objects with what is known about them.
+    pub corrupt_objects: Vec<CorruptObject>,
     pub actions_checked: u64,
     pub corrupt_actions: Vec<String>,
+    /// With repair: how many of the above were removed.
+    pub objects_removed: u64,
+    pub actions_removed: u64,
+}
+
+/// A bad entry of `objects/`, as `verify` found it (before any repair).
+#[derive(Debug, Clone, Serialize)]
+pub struct CorruptObject {
+    /// The hex digest it is filed under, or its path for a stray file.
+    pub name: String,
+    pub path: PathBuf,
+    pub reason: String,
+    /// Device and inode: a project file with the same pair is a hard link
+    /// to this object and is what wrote into it.
+    pub dev: u64,
+    pub ino: u64,
+    /// More than one means a hard link outside the cache shares its bytes.
+    pub links: u64,
+}
+
+impl CorruptObject {
+    fn new(
+        name: String,
+        path: &Path,
+        reason: String,
+        metadata: Option<&std::fs::Metadata>,
+    ) -> CorruptObject {
+        CorruptObject {
+            name,
+            path: path.to_path_buf(),
+            reason,
+            dev: metadata.map(|metadata| metadata.dev()).unwrap_or(0),
+            ino: metadata.map(|metadata| metadata.ino()).unwrap_or(0),
+            links: metadata.map(|metadata| metadata.nlink()).unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -114,10 +161,29 @@ pub struct Cache {
 /// The outcome of rehashing one object in `verify`.
 struct ObjectCheck {
     bytes: u64,
-    /// How to report it (hex digest, or path of a stray file), if bad.
-    corrupt: Option<String>,
+    /// What to report, if bad.
+    corrupt: Option<CorruptObject>,
     /// Its digest if it is bad, so actions reaching it are flagged.
     digest: Option<ObjectDigest>,
+}
+
+/// What `store` does with an object that is already in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExistingObjects {
+    /// Keep it when its size is right (and no hard link could have changed it).
+    TrustBySize,
+    /// Rehash it and replace it when its content does not match its name.
+    Rehash,
+}
+
+/// What reading a tree does with one that does not match its digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnCorrupt {
+    /// Remove it, so the next `store` of that directory writes a good one
+    /// (a present object of the right size would otherwise be kept).
+    Discard,
+    /// Leave it (verify reports before it repairs).
+    Keep,
 }
 
 /// What `restore` puts in place, after every object has been verified.
@@ -158,6 +224,9 @@ fn shard_and_rest(hex: &str) -> (&str, &str) {
 impl Cache {
     pub fn open(root: &Path) -> Result<Cache> {
         std::fs::create_dir_all(root).map_err(|error| CacheError::io(root, error))?;
+        // Symlinked outputs point at objects by absolute path.
+        let absolute = std::path::absolute(root).map_err(|error| CacheError::io(root, error))?;
+        let root = absolute.as_path();
         let cache = Cache {
             root: root.to_path_buf(),
             objects_dir: root.join("objects"),
@@ -210,18 +279,38 @@ impl Cache {
 
     /// Hashes a file or directory without storing it (for dependencies).
     pub fn hash_path(&self, path: &Path, stat: &StatCache) -> Result<Artifact> {
-        Ok(hash::hash_node(path, stat)?.artifact().clone())
+        Ok(hash::hash_node(path, stat, &self.objects_dir)?
+            .artifact()
+            .clone())
     }
 
-    /// Hashes and stores a file or directory (for outputs).
+    /// Hashes and stores a file or directory (for outputs). An object
+    /// already present with the right size is trusted without reading it,
+    /// unless a hard link elsewhere could have written into it.
     pub fn store(&self, path: &Path, stat: &StatCache) -> Result<Artifact> {
-        let node = hash::hash_node(path, stat)?;
+        self.store_with(path, stat, ExistingObjects::TrustBySize)
+    }
+
+    /// Like `store`, but rehashes every object that is already present and
+    /// replaces those whose content does not match their name. For a stage
+    /// run with `--force`, or whose cached result could not be used.
+    pub fn store_rehashing_existing(&self, path: &Path, stat: &StatCache) -> Result<Artifact> {
+        self.store_with(path, stat, ExistingObjects::Rehash)
+    }
+
+    fn store_with(
+        &self,
+        path: &Path,
+        stat: &StatCache,
+        existing: ExistingObjects,
+    ) -> Result<Artifact> {
+        let node = hash::hash_node(path, stat, &self.objects_dir)?;
         let mut files = Vec::new();
         let mut trees = Vec::new();
         let mut seen = HashSet::new();
         collect_store_work(&node, path.to_path_buf(), &mut files, &mut trees, &mut seen);
         files.par_iter().try_for_each(|(source, artifact, stamp)| {
-            self.store_file_object(source, artifact, stamp)
+            self.store_file_object(source, artifact, stamp, existing)
         })?;
         // Trees go in after their files and children (post-order), so a
         // present tree object implies its content was stored.
@@ -237,15 +326,61 @@ impl Cache {
         Ok(node.artifact().clone())
     }
 
+    /// Whether an object already stored under `digest` with `size` bytes
+    /// can be kept as it is.
+    fn existing_object_is_good(
+        &self,
+        object: &Path,
+        existing: &std::fs::Metadata,
+        digest: &ObjectDigest,
+        size: u64,
+        source_stamp: &FileStamp,
+        policy: ExistingObjects,
+    ) -> bool {
+        if !existing.is_file() || existing.len() != size {
+            tracing::warn!(path = %object.display(), "replacing an object of the wrong size");
+            return false;
+        }
+        // The source itself, hashed a moment ago.
+        if existing.ino() == source_stamp.ino {
+            return true;
+        }
+        // Another name for the object (a hard-linked output) may have been
+        // written through; as root, its read-only mode does not stop that.
+        let must_rehash = policy == ExistingObjects::Rehash || existing.nlink() > 1;
+        if !must_rehash {
+            return true;
+        }
+        match hash::hash_file_content(object, size) {
+            Ok((actual, _)) if actual == *digest => true,
+            Ok((actual, _)) => {
+                tracing::warn!(path = %object.display(), %actual, "replacing a corrupt object");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(path = %object.display(), %error, "replacing an unreadable object");
+                false
+            }
+        }
+    }
+
     fn store_file_object(
         &self,
         source: &Path,
         artifact: &Artifact,
         stamp: &FileStamp,
+        policy: ExistingObjects,
     ) -> Result<()> {
         let object = self.object_path(&artifact.digest);
         if let Ok(existing) = std::fs::symlink_metadata(&object) {
-            if existing.is_file() && existing.len() == artifact.size {
+            if self.existing_object_is_good(
+                &object,
+                &existing,
+                &artifact.digest,
+                artifact.size,
+                stamp,
+                policy,
+            ) {
                 // Touching a workspace hard link's own inode would change
                 // its ctime and cost a rehash next run; it needs no grace.
                 if existing.ino() != stamp.ino {
@@ -255,8 +390,10 @@ impl Cache {
                 }
                 return Ok(());
             }
-            tracing::warn!(path = %object.display(), "replacing an object of the wrong size");
         }
+        // A corrupt object is replaced by rename, never rewritten in place:
+        // a project file hard-linked to it keeps its own (bad) bytes, and a
+        // concurrent reader sees the old inode or the new one.
         let temp = TempPath::new(self.tmp_dir.join(fsutil::unique_name("object")));
         self.copy_for_store(source, temp.path())?;
         // The digest is only the name of these bytes if the source did not
@@ -324,12 +461,19 @@ impl Cache {
     fn store_bytes_object(&self, digest: &ObjectDigest, bytes: &[u8]) -> Result<()> {
         let object = self.object_path(digest);
         if let Ok(existing) = std::fs::symlink_metadata(&object) {
-            if existing.is_file() && existing.len() == bytes.len() as u64 {
+            // A listing is small and already in memory: comparing it costs
+            // less than the directory walk that produced it, and catches a
+            // corrupt tree of the right size.
+            let same = existing.is_file()
+                && existing.len() == bytes.len() as u64
+                && std::fs::read(&object).is_ok_and(|stored| stored == bytes);
+            if same {
                 if let Err(error) = fsutil::touch(&object) {
                     tracing::debug!(path = %object.display(), %error, "could not touch object");
                 }
                 return Ok(());
             }
+            tracing::warn!(path = %object.display(), "replacing a corrupt tree object");
         }
         self.write_atomic(&object, bytes, 0o444)
     }
@@ -355,7 +499,7 @@ impl Cache {
 
     /// True when every object of `artifact` is present with the right size.
     pub fn contains(&self, artifact: &Artifact) -> bool {
-        match self.check_present(artifact) {
+        match self.check_present(artifact, OnCorrupt::Discard) {
             Ok(()) => true,
             Err(reason) => {
                 tracing::debug!(digest = %artifact.digest.short(), reason, "artifact not in cache");
@@ -366,7 +510,11 @@ impl Cache {
 
     /// Checks presence and sizes without reading file objects; tree
     /// objects (small) are read, checked against their digest and followed.
-    fn check_present(&self, artifact: &Artifact) -> std::result::Result<(), String> {
+    fn check_present(
+        &self,
+        artifact: &Artifact,
+        on_corrupt: OnCorrupt,
+    ) -> std::result::Result<(), String> {
         let object = self.object_path(&artifact.digest);
         match artifact.kind {
             ArtifactKind::File => match std::fs::symlink_metadata(&object) {
@@ -381,18 +529,22 @@ impl Cache {
             },
             ArtifactKind::Dir => {
                 let entries = self
-                    .read_tree_checked(artifact)
+                    .read_tree_checked(artifact, on_corrupt)
                     .map_err(|error| error.to_string())?;
                 entries
                     .par_iter()
-                    .try_for_each(|entry| self.check_present(&entry.artifact))
+                    .try_for_each(|entry| self.check_present(&entry.artifact, on_corrupt))
             }
         }
     }
 
     /// Reads a tree object, checks its digest, its encoding and that its
     /// totals match `artifact`.
-    fn read_tree_checked(&self, artifact: &Artifact) -> Result<Vec<TreeEntry>> {
+    fn read_tree_checked(
+        &self,
+        artifact: &Artifact,
+        on_corrupt: OnCorrupt,
+    ) -> Result<Vec<TreeEntry>> {
         let digest = &artifact.digest;
         let object = self.object_path(digest);
         let bytes = match std::fs::read(&object) {
@@ -403,6 +555,9 @@ impl Cache {
             Err(error) => return Err(CacheError::io(&object, error)),
         };
         if ObjectDigest::of(&bytes) != *digest {
+            if on_corrupt == OnCorrupt::Discard {
+                self.discard_corrupt_object(&object);
+            }
             return Err(corrupt(digest, "tree object does not match its digest"));
         }
         let entries = tree::decode(&bytes).map_err(|reason| corrupt(digest, reason))?;
@@ -416,7 +571,7 @@ impl Cache {
     /// that are not UTF-8 are converted lossily.
     pub fn read_tree(&self, artifact: &Artifact) -> Result<Vec<(String, Artifact)>> {
         Ok(self
-            .read_tree_checked(artifact)?
+            .read_tree_checked(artifact, OnCorrupt::Keep)?
             .into_iter()
             .map(|entry| {
                 (
@@ -530,7 +685,7 @@ impl Cache {
                 })
             }
             ArtifactKind::Dir => {
-                let entries = self.read_tree_checked(artifact)?;
+                let entries = self.read_tree_checked(artifact, OnCorrupt::Discard)?;
                 let children = entries
                     .into_par_iter()
                     .map(|entry| {
@@ -580,6 +735,82 @@ impl Cache {
         }
     }
 
+    /// Workspace files under `dest` that restoring `artifact` there would
+    /// overwrite or delete and that the cache could not give back: neither
+    /// equal to what `artifact` puts there, nor stored as an object (a file
+    /// pipe restored or stored and nobody edited is always an object).
+    pub fn files_lost_by_restore(
+        &self,
+        artifact: &Artifact,
+        dest: &Path,
+        stat: &StatCache,
+    ) -> Result<Vec<PathBuf>> {
+        let mut lost = Vec::new();
+        self.collect_lost(Some(artifact), dest, stat, &mut lost)?;
+        lost.sort();
+        Ok(lost)
+    }
+
+    fn collect_lost(
+        &self,
+        wanted: Option<&Artifact>,
+        path: &Path,
+        stat: &StatCache,
+        lost: &mut Vec<PathBuf>,
+    ) -> Result<()> {
+        let metadata = match std::fs::symlink_metadata(path) {
+            Ok(metadata) => metadata,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(CacheError::io(path, error)),
+        };
+        if metadata.file_type().is_symlink() {
+            // A link pipe made into the cache holds nothing of its own.
+            if !hash::links_to_object(path, &self.objects_dir) {
+                lost.push(path.to_path_buf());
+            }
+            return Ok(());
+        }
+        if !metadata.is_file() && !metadata.is_dir() {
+            lost.push(path.to_path_buf());
+            return Ok(());
+        }
+        // The whole file or tree is what the run recorded, or is in the cache
+        // (a present tree implies everything below it was stored).
+        if let Ok(node) = hash::hash_node(path, stat, &self.objects_dir) {
+            let current = node.artifact();
+            let recorded = wanted.is_some_and(|wanted| {
+                wanted.digest == current.digest && wanted.kind == current.kind
+            });
+            if recorded || self.check_present(current, OnCorrupt::Keep).is_ok() {
+                return Ok(());
+            }
+        }
+        if metadata.is_file() {
+            lost.push(path.to_path_buf());
+            return Ok(());
+        }
+        let wanted_children: BTreeMap<Vec<u8>, Artifact> = match wanted {
+            Some(wanted) if wanted.kind == ArtifactKind::Dir => self
+                .read_tree_checked(wanted, OnCorrupt::Keep)
+                .map(|entries| {
+                    entries
+                        .into_iter()
+                        .map(|entry| (entry.name, entry.artifact))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => BTreeMap::new(),
+        };
+        let listing = std::fs::read_dir(path).map_err(|error| CacheError::io(path, error))?;
+        for entry in listing {
+            let entry = entry.map_err(|error| CacheError::io(path, error))?;
+            let name = entry.file_name().into_vec();
+            let child = wanted_children.get(&name);
+            self.collect_lost(child, &entry.path(), stat, lost)?;
+        }
+        Ok(())
+    }
+
     pub fn put_action(&self, result: &ActionResult) -> Result<()> {
         let path = self.action_path(&result.key);
         let json = serde_json::to_vec_pretty(result).map_err(|error| {
@@ -616,7 +847,7 @@ impl Cache {
             return None;
         }
         for (output, artifact) in &result.outputs {
-            if let Err(reason) = self.check_present(artifact) {
+            if let Err(reason) = self.check_present(artifact, OnCorrupt::Discard) {
                 tracing::debug!(key = %key.short(), output, reason, "action result names a missing object");
                 return None;
             }
@@ -657,21 +888,40 @@ impl Cache {
         Ok(())
     }
 
+    /// Rehashes every object and checks every action result; changes nothing.
     pub fn verify(&self) -> Result<VerifyReport> {
+        self.verify_with(false)
+    }
+
+    /// Like `verify`, then removes what it found bad: corrupt objects, stray
+    /// files, and the action results that need them (the stages they
+    /// describe run again next time).
+    pub fn verify_and_repair(&self) -> Result<VerifyReport> {
+        self.verify_with(true)
+    }
+
+    fn verify_with(&self, repair: bool) -> Result<VerifyReport> {
         self.clean_tmp(STALE_TMP_AGE)?;
         let objects = self.list_objects()?;
         let checked: Vec<ObjectCheck> = objects
             .par_iter()
             .map(|(path, digest)| {
+                let metadata = std::fs::symlink_metadata(path).ok();
                 let Some(digest) = digest else {
                     // A stray file: nothing names it, report it by path.
                     return ObjectCheck {
                         bytes: 0,
-                        corrupt: Some(path.display().to_string()),
+                        corrupt: Some(CorruptObject::new(
+                            path.display().to_string(),
+                            path,
+                            "not named by a digest".to_string(),
+                            metadata.as_ref(),
+                        )),
                         digest: None,
                     };
                 };
-                let size = std::fs::symlink_metadata(path)
+                let size = metadata
+                    .as_ref()
                     .map(|metadata| metadata.len())
                     .unwrap_or(0);
                 let (bytes, problem) = match hash::hash_file_content(path, size) {
@@ -689,7 +939,12 @@ impl Cache {
                         tracing::warn!(path = %path.display(), reason, "corrupt cache object");
                         ObjectCheck {
                             bytes,
-                            corrupt: Some(digest.to_hex()),
+                            corrupt: Some(CorruptObject::new(
+                                digest.to_hex(),
+                                path,
+                                reason,
+                                metadata.as_ref(),
+                            )),
                             digest: Some(*digest),
                         }
                     }
@@ -702,15 +957,17 @@ impl Cache {
             ..VerifyReport::default()
         };
         let mut corrupt_digests = HashSet::new();
+        let mut corrupt_objects = Vec::new();
         for check in checked {
             report.bytes_checked += check.bytes;
-            report.corrupt.extend(check.corrupt);
+            corrupt_objects.extend(check.corrupt);
             corrupt_digests.extend(check.digest);
         }
+        corrupt_objects.sort_by(|a, b| a.name.cmp(&b.name));
 
         let actions = self.list_actions()?;
         report.actions_checked = actions.len() as u64;
-        let mut corrupt_actions: Vec<String> = actions
+        let mut corrupt_actions: Vec<(String, &PathBuf)> = actions
             .par_iter()
             .filter_map(|(path, key)| {
                 let name = key
@@ -719,13 +976,31 @@ impl Cache {
                 let problem = self.action_problem(path, key.as_ref(), &corrupt_digests);
                 problem.map(|reason| {
                     tracing::warn!(path = %path.display(), reason, "bad action result");
-                    name
+                    (name, path)
                 })
             })
             .collect();
         corrupt_actions.sort();
-        report.corrupt.sort();
-        report.corrupt_actions = corrupt_actions;
+
+        if repair {
+            // Actions first: an action whose objects are gone is a miss
+            // anyway, but one left behind would keep pointing at them.
+            for (_, path) in &corrupt_actions {
+                fsutil::remove_any(path).map_err(|error| CacheError::io(*path, error))?;
+                report.actions_removed += 1;
+            }
+            for object in &corrupt_objects {
+                fsutil::remove_any(&object.path)
+                    .map_err(|error| CacheError::io(&object.path, error))?;
+                report.objects_removed += 1;
+            }
+        }
+        report.corrupt = corrupt_objects
+            .iter()
+            .map(|object| object.name.clone())
+            .collect();
+        report.corrupt_objects = corrupt_objects;
+        report.corrupt_actions = corrupt_actions.into_iter().map(|(name, _)| name).collect();
         Ok(report)
     }
 
@@ -744,7 +1019,7 @@ impl Cache {
             return Some(format!("holds key {} under another name", result.key));
         }
         for artifact in result.outputs.values() {
-            if let Err(reason) = self.check_present(artifact) {
+            if let Err(reason) = self.check_present(artifact, OnCorrupt::Keep) {
                 return Some(reason);
             }
             let mut reachable = HashSet::new();
@@ -980,6 +1255,22 @@ fn link_file(
                             state.hardlink.store(false, Ordering::Relaxed);
                         }
                         tracing::debug!(%error, "hard link failed");
+                        last_error = Some(error);
+                    }
+                }
+            }
+            LinkMode::Symlink => {
+                // The link shows the object's read-only, non-executable mode.
+                if executable {
+                    last_error = Some(io::Error::other(
+                        "an executable file cannot be restored as a symlink",
+                    ));
+                    continue;
+                }
+                match std::os::unix::fs::symlink(object, target) {
+                    Ok(()) => return Ok(()),
+                    Err(error) => {
+                        tracing::debug!(%error, "symlink failed");
                         last_error = Some(error);
                     }
                 }

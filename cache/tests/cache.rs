@@ -656,3 +656,76 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn storing_over_a_corrupt_object_replaces_it_by_rename_when_asked_to_rehash() {
+    let fixture = fixture();
+    let stat = StatCache::disabled();
+    let source = fixture.root.join("model.bin");
+    let content: Vec<u8> = (0..200_000u32).flat_map(|n| n.to_le_bytes()).collect();
+    write(&source, &content);
+    let artifact = fixture.cache.store(&source, &stat).expect("store");
+    let object = fixture.cache.object_path(&artifact.digest);
+    make_writable_and_flip(&object, 4321);
+    let corrupt_inode = fs::metadata(&object).expect("object").ino();
+
+    // By default an object of the right size is trusted: no rehash per store.
+    fixture.cache.store(&source, &stat).expect("store again");
+    assert_ne!(fs::read(&object).expect("read"), content);
+
+    // A project file hard-linked to the corrupt object keeps its own bytes.
+    let linked = fixture.root.join("linked.bin");
+    fs::hard_link(&object, &linked).expect("hard link");
+    let linked_before = fs::read(&linked).expect("read linked");
+    fixture
+        .cache
+        .store_rehashing_existing(&source, &stat)
+        .expect("store rehashing");
+    assert_eq!(fs::read(&object).expect("read"), content);
+    assert_ne!(fs::metadata(&object).expect("object").ino(), corrupt_inode);
+    assert_eq!(fs::read(&linked).expect("read linked"), linked_before);
+    assert!(fixture.cache.verify().expect("verify").corrupt.is_empty());
+}
+
+#[test]
+fn an_object_with_another_link_is_rehashed_before_it_is_trusted() {
+    let fixture = fixture();
+    let stat = StatCache::disabled();
+    let source = fixture.root.join("out.txt");
+    write(&source, b"what the stage wrote\n");
+    let artifact = fixture.cache.store(&source, &stat).expect("store");
+    let object = fixture.cache.object_path(&artifact.digest);
+    // A hard-linked restore written through (as root would).
+    let restored = fixture.root.join("restored.txt");
+    fs::hard_link(&object, &restored).expect("hard link");
+    make_writable_and_flip(&restored, 0);
+
+    fixture.cache.store(&source, &stat).expect("store again");
+    assert_eq!(fs::read(&object).expect("read"), b"what the stage wrote\n");
+    assert!(fixture.cache.verify().expect("verify").corrupt.is_empty());
+}
+
+#[test]
+fn verify_and_repair_removes_corrupt_objects_and_their_actions() {
+    let fixture = fixture();
+    let source = fixture.root.join("source");
+    make_nested(&source);
+    let stat = StatCache::disabled();
+    let artifact = fixture.cache.store(&source, &stat).expect("store");
+    let key = ActionKey::of(b"stage");
+    fixture
+        .cache
+        .put_action(&action(key, &[("out", &artifact)]))
+        .expect("put");
+    let tree_object = fixture.cache.object_path(&artifact.digest);
+    make_writable_and_flip(&tree_object, 20);
+
+    let report = fixture.cache.verify_and_repair().expect("repair");
+    assert_eq!(report.corrupt, vec![artifact.digest.to_hex()]);
+    assert_eq!(report.corrupt_actions, vec![key.to_hex()]);
+    assert_eq!((report.objects_removed, report.actions_removed), (1, 1));
+    assert!(!tree_object.exists());
+    assert!(fixture.cache.get_action(&key).is_none());
+    let after = fixture.cache.verify().expect("verify");
+    assert!(after.corrupt.is_empty() && after.corrupt_actions.is_empty());
+}

@@ -15,6 +15,9 @@ pub enum ExitCode {
     Environment = 3,
     /// `pipe cache verify` found corrupt entries.
     CorruptCache = 4,
+    /// `pipe checkout` would overwrite or delete workspace files that the
+    /// cache cannot give back; nothing was changed.
+    WouldLoseFiles = 5,
     /// A bug in pipe.
     Internal = 101,
     /// Stopped by Ctrl-C or SIGTERM.

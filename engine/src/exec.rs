@@ -525,6 +525,10 @@ fn execute_stage(
     let manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
     let key = key::key_of(&manifest);
 
+    // A forced stage, or one whose cached result turned out unusable, may
+    // be rerun because an object is corrupt: its store must not trust
+    // objects by their size.
+    let mut rehash_existing = forced;
     if !forced {
         if let Some(result) = context.cache.get_action(&key) {
             match reuse_cached(context, &result) {
@@ -549,6 +553,7 @@ fn execute_stage(
                         "stage `{}`: cached result unusable ({error}); running it again",
                         stage.name
                     );
+                    rehash_existing = true;
                 }
             }
         }
@@ -564,7 +569,14 @@ fn execute_stage(
             }
         }
     }
-    match store_outputs(context, stage, key, &manifest, elapsed_ms()) {
+    match store_outputs(
+        context,
+        stage,
+        key,
+        &manifest,
+        elapsed_ms(),
+        rehash_existing,
+    ) {
         Ok(result) => {
             let record = StageRecord {
                 stage: stage.name.clone(),
@@ -894,6 +906,7 @@ fn store_outputs(
     key: ActionKey,
     manifest: &Value,
     duration_ms: u64,
+    rehash_existing: bool,
 ) -> std::result::Result<ActionResult, String> {
     let root = &context.pipeline.root;
     let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
@@ -905,10 +918,13 @@ fn store_outputs(
                 out.path
             ));
         }
-        let artifact = context
-            .cache
-            .store(&path, &context.stat)
-            .map_err(|e| format!("cannot store output `{}` in the cache: {e}", out.path))?;
+        let stored = if rehash_existing {
+            context.cache.store_rehashing_existing(&path, &context.stat)
+        } else {
+            context.cache.store(&path, &context.stat)
+        };
+        let artifact =
+            stored.map_err(|e| format!("cannot store output `{}` in the cache: {e}", out.path))?;
         outputs.insert(out.path.clone(), artifact);
     }
     let mut metrics = BTreeMap::new();

@@ -312,8 +312,7 @@ fn cache_link(
     sources: &Sources,
     diagnostics: &mut Diagnostics,
 ) -> Option<Vec<LinkMode>> {
-    let modes_hint =
-        "write e.g. `cache: { link: [reflink, hardlink, copy] }`; modes are tried in order";
+    let modes_hint = "write e.g. `cache: { link: [reflink, copy] }`; modes are tried in order";
     let Some(entries) = node.as_map() else {
         diagnostics.push(
             Diagnostic::new(
@@ -367,13 +366,13 @@ fn cache_link(
                 Some(mode) => modes.push(mode),
                 None => {
                     let text = item.as_scalar().map_or("", |scalar| scalar.text.as_str());
-                    let suggestion = did_you_mean(text, ["reflink", "hardlink", "copy"]);
+                    let suggestion = did_you_mean(text, ["reflink", "hardlink", "symlink", "copy"]);
                     diagnostics.push(
                         Diagnostic::new("bad-link-mode", format!("unknown link mode `{text}`"))
                             .at(sources.location(item.span))
                             .with_hint(hint_with_suggestion(
                                 suggestion,
-                                "link modes: reflink, hardlink, copy".to_string(),
+                                "link modes: reflink, hardlink, symlink, copy".to_string(),
                             )),
                     );
                 }
