@@ -7,12 +7,13 @@ use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
 use pipe_engine::plan::{self, Freshness, Planner};
-use pipe_engine::project::Project;
+use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::{self, RunDb};
 use pipe_engine::spec::{self, Pipeline};
 use pipe_engine::{builtin, compare, worker, EngineError, ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
+use crate::output::{errln, out, outln};
 use crate::progress::Progress;
 use crate::render;
 
@@ -41,12 +42,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 DagFormatArg::Dot => DagFormat::Dot,
                 DagFormatArg::Mermaid => DagFormat::Mermaid,
             };
-            print!("{}", ensure_newline(dag.render(&pipeline, format)));
+            out!("{}", ensure_newline(dag.render(&pipeline, format)));
             Ok(ExitCode::Ok)
         }
         Command::Validate { path, pipeline } => {
             let (pipeline, _) = load(path.as_deref(), &pipeline)?;
-            eprintln!(
+            errln!(
                 "`{}` is valid: {} stages",
                 pipeline.file.display(),
                 pipeline.stages.len()
@@ -59,12 +60,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             let runs = db.list_runs(limit)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&runs).unwrap_or_default()
                 );
             } else {
-                print!("{}", render::runs_table(&runs));
+                out!("{}", render::runs_table(&runs));
             }
             Ok(ExitCode::Ok)
         }
@@ -75,12 +76,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .run(id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&record).unwrap_or_default()
                 );
             } else {
-                print!("{}", render::show_run(&record));
+                out!("{}", render::show_run(&record));
             }
             Ok(ExitCode::Ok)
         }
@@ -109,14 +110,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
             let diff = compare::diff_runs(&db, &record_a, &record_b)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&diff).unwrap_or_default()
                 );
             } else if md {
-                print!("{}", render::diff_markdown(&diff));
+                out!("{}", render::diff_markdown(&diff));
             } else {
-                print!("{}", render::diff_text(&diff));
+                out!("{}", render::diff_text(&diff));
             }
             Ok(ExitCode::Ok)
         }
@@ -132,7 +133,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Stages { name, json } => stages(name.as_deref(), json),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "pipe", &mut std::io::stdout());
+            // clap_complete panics when its writer fails; write it out ourselves.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "pipe", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::Ok)
         }
     }
@@ -267,7 +271,7 @@ fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCod
     };
     let planner = Planner::new(pipeline)?;
     let states = planner.states(dag, &order)?;
-    print!("{}", render::status_text(&states, true));
+    out!("{}", render::status_text(&states, true));
     Ok(ExitCode::Ok)
 }
 
@@ -276,12 +280,12 @@ fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool) -> Result<ExitCod
     let planner = Planner::new(&pipeline)?;
     let states = planner.states(&dag, &dag.order)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&states).unwrap_or_default()
         );
     } else {
-        print!("{}", render::status_text(&states, false));
+        out!("{}", render::status_text(&states, false));
     }
     Ok(ExitCode::Ok)
 }
@@ -293,9 +297,9 @@ fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
     for index in indices {
         let why = plan::why(&planner, &dag, index)?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&why).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {
-            print!("{}", render::why_text(&why));
+            out!("{}", render::why_text(&why));
         }
     }
     Ok(ExitCode::Ok)
@@ -323,9 +327,9 @@ fn require_db() -> Result<RunDb> {
 
 fn no_runs(json: bool) -> Result<ExitCode> {
     if json {
-        println!("[]");
+        outln!("[]");
     } else {
-        eprintln!("no runs recorded yet; `pipe run` records one");
+        errln!("no runs recorded yet; `pipe run` records one");
     }
     Ok(ExitCode::Ok)
 }
@@ -338,6 +342,13 @@ fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
 
 fn checkout(run: &str, link: &[String]) -> Result<ExitCode> {
     let project = project_here()?;
+    // It writes outputs, as a run does: the two take turns.
+    let _lock = RunLock::acquire(&project, |holder| {
+        let who = holder
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        errln!("waiting for another `pipe run` in this project{who} to finish");
+    })?;
     let db = require_db()?;
     let id = resolve_run(&db, run)?;
     let record = db
@@ -361,14 +372,14 @@ fn checkout(run: &str, link: &[String]) -> Result<ExitCode> {
         }
     }
     let _ = stat.flush();
-    eprintln!("restored {restored} outputs of run #{id}");
+    errln!("restored {restored} outputs of run #{id}");
     if problems.is_empty() {
         Ok(ExitCode::Ok)
     } else {
         for problem in &problems {
-            eprintln!("error: cannot restore {problem}");
+            errln!("error: cannot restore {problem}");
         }
-        eprintln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
+        errln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
         Ok(ExitCode::Environment)
     }
 }
@@ -378,28 +389,28 @@ fn verify(json: bool) -> Result<ExitCode> {
     let cache = Cache::open(&project.cache_dir)?;
     let report = cache.verify()?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
         );
     } else {
-        println!(
+        outln!(
             "checked {} objects ({}) and {} actions",
             report.objects_checked,
             render::bytes(report.bytes_checked),
             report.actions_checked
         );
         for digest in &report.corrupt {
-            println!("corrupt object {digest}");
+            outln!("corrupt object {digest}");
         }
         for action in &report.corrupt_actions {
-            println!("corrupt action {action}");
+            outln!("corrupt action {action}");
         }
     }
     if report.corrupt.is_empty() && report.corrupt_actions.is_empty() {
         Ok(ExitCode::Ok)
     } else {
-        eprintln!("hint: corrupt entries are ignored by `pipe run` (it reruns the stage); `pipe cache gc` removes them");
+        errln!("hint: corrupt entries are ignored by `pipe run` (it reruns the stage); `pipe cache gc` removes them");
         Ok(ExitCode::CorruptCache)
     }
 }
@@ -429,7 +440,7 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
     }
     let cache = Cache::open(&project.cache_dir)?;
     let report = cache.gc(&keep, std::time::Duration::from_secs(grace_secs))?;
-    println!(
+    outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
         report.objects_removed,
         render::bytes(report.bytes_removed),
@@ -470,15 +481,15 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     if json {
         let infos: Vec<&pipe_protocol::StageInfo> =
             entries.iter().map(|entry| &entry.info).collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&infos).unwrap_or_default()
         );
     } else if name.is_none() {
-        print!("{}", render::stage_list(&entries));
+        out!("{}", render::stage_list(&entries));
     } else {
         for entry in entries {
-            print!("{}", render::stage_detail(entry));
+            out!("{}", render::stage_detail(entry));
         }
     }
     Ok(ExitCode::Ok)
