@@ -687,6 +687,9 @@ fn spawn_and_wait(
         command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
     }
     let record = GroupRecord::for_stage(&context.state_dir, index);
+    record
+        .prepare()
+        .map_err(|e| format!("cannot record the stage's process group in `.pipe/groups/`: {e}"))?;
     let record_in_child = record.clone();
     let pipe_pid = std::process::id();
     // SAFETY: the closure runs between fork and exec and makes only

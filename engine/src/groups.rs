@@ -44,6 +44,15 @@ impl GroupRecord {
         GroupRecord { path, c_path }
     }
 
+    /// Makes sure the record can be written: a failure in the child could
+    /// only say `cannot start bash`.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        match self.path.parent() {
+            Some(dir) => std::fs::create_dir_all(dir),
+            None => Ok(()),
+        }
+    }
+
     /// Writes `PGID STARTTIME` for the calling process, which leads its own
     /// group. Runs in a forked child between fork and exec, where only
     /// async-signal-safe calls are allowed: no allocation, no locks.
