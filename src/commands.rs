@@ -8,12 +8,13 @@ use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
 use pipe_engine::plan::{self, Freshness, Planner};
-use pipe_engine::project::Project;
+use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::{self, RunDb};
 use pipe_engine::spec::{self, Pipeline};
 use pipe_engine::{builtin, compare, worker, EngineError, ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
+use crate::output::{errln, out, outln};
 use crate::progress::Progress;
 use crate::render;
 
@@ -42,12 +43,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 DagFormatArg::Dot => DagFormat::Dot,
                 DagFormatArg::Mermaid => DagFormat::Mermaid,
             };
-            print!("{}", ensure_newline(dag.render(&pipeline, format)));
+            out!("{}", ensure_newline(dag.render(&pipeline, format)));
             Ok(ExitCode::Ok)
         }
         Command::Validate { path, pipeline } => {
             let (pipeline, _) = load(path.as_deref(), &pipeline)?;
-            eprintln!(
+            errln!(
                 "`{}` is valid: {} stages",
                 pipeline.file.display(),
                 pipeline.stages.len()
@@ -60,12 +61,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             let runs = db.list_runs(limit)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&runs).unwrap_or_default()
                 );
             } else {
-                print!("{}", render::runs_table(&runs));
+                out!("{}", render::runs_table(&runs));
             }
             Ok(ExitCode::Ok)
         }
@@ -76,12 +77,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .run(id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&record).unwrap_or_default()
                 );
             } else {
-                print!("{}", render::show_run(&record));
+                out!("{}", render::show_run(&record));
             }
             Ok(ExitCode::Ok)
         }
@@ -110,14 +111,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
             let diff = compare::diff_runs(&db, &record_a, &record_b)?;
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&diff).unwrap_or_default()
                 );
             } else if md {
-                print!("{}", render::diff_markdown(&diff));
+                out!("{}", render::diff_markdown(&diff));
             } else {
-                print!("{}", render::diff_text(&diff));
+                out!("{}", render::diff_text(&diff));
             }
             Ok(ExitCode::Ok)
         }
@@ -133,7 +134,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Stages { name, json } => stages(name.as_deref(), json),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut command, "pipe", &mut std::io::stdout());
+            // clap_complete panics when its writer fails; write it out ourselves.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "pipe", &mut script);
+            out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::Ok)
         }
     }
@@ -268,7 +272,7 @@ fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCod
     };
     let planner = Planner::new(pipeline)?;
     let states = planner.states(dag, &order)?;
-    print!("{}", render::status_text(&states, true));
+    out!("{}", render::status_text(&states, true));
     Ok(ExitCode::Ok)
 }
 
@@ -277,12 +281,12 @@ fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool) -> Result<ExitCod
     let planner = Planner::new(&pipeline)?;
     let states = planner.states(&dag, &dag.order)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&states).unwrap_or_default()
         );
     } else {
-        print!("{}", render::status_text(&states, false));
+        out!("{}", render::status_text(&states, false));
     }
     Ok(ExitCode::Ok)
 }
@@ -294,9 +298,9 @@ fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
     for index in indices {
         let why = plan::why(&planner, &dag, index)?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&why).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {
-            print!("{}", render::why_text(&why));
+            out!("{}", render::why_text(&why));
         }
     }
     Ok(ExitCode::Ok)
@@ -324,9 +328,9 @@ fn require_db() -> Result<RunDb> {
 
 fn no_runs(json: bool) -> Result<ExitCode> {
     if json {
-        println!("[]");
+        outln!("[]");
     } else {
-        eprintln!("no runs recorded yet; `pipe run` records one");
+        errln!("no runs recorded yet; `pipe run` records one");
     }
     Ok(ExitCode::Ok)
 }
@@ -339,6 +343,13 @@ fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
 
 fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
     let project = project_here()?;
+    // It writes outputs, as a run does: the two take turns.
+    let _lock = RunLock::acquire(&project, |holder| {
+        let who = holder
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default();
+        errln!("waiting for another `pipe run` in this project{who} to finish");
+    })?;
     let db = require_db()?;
     let id = resolve_run(&db, run)?;
     let record = db
@@ -366,15 +377,15 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
         }
         if !lost.is_empty() {
             let _ = stat.flush();
-            eprintln!(
+            errln!(
                 "error: checking out run #{id} would overwrite or delete {} file(s) that the cache does not hold:",
                 lost.len()
             );
             for file in &lost {
                 let shown = file.strip_prefix(&project.root).unwrap_or(file);
-                eprintln!("  {}", shown.display());
+                errln!("  {}", shown.display());
             }
-            eprintln!("hint: move or commit them elsewhere first, or rerun with `--force` to overwrite them");
+            errln!("hint: move or commit them elsewhere first, or rerun with `--force` to overwrite them");
             return Ok(ExitCode::WouldLoseFiles);
         }
     }
@@ -401,14 +412,14 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
         }
     }
     let _ = stat.flush();
-    eprintln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
+    errln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
     if problems.is_empty() {
         Ok(ExitCode::Ok)
     } else {
         for problem in &problems {
-            eprintln!("error: cannot restore {problem}");
+            errln!("error: cannot restore {problem}");
         }
-        eprintln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
+        errln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
         Ok(ExitCode::Environment)
     }
 }
@@ -436,12 +447,12 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
             report: &report,
             linked_files: linked_files.clone(),
         };
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&output).unwrap_or_default()
         );
     } else {
-        println!(
+        outln!(
             "checked {} objects ({}) and {} actions",
             report.objects_checked,
             render::bytes(report.bytes_checked),
@@ -449,7 +460,7 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
         );
         for object in &report.corrupt_objects {
             match linked_files.get(&object.name) {
-                Some(files) => println!(
+                Some(files) => outln!(
                     "corrupt object {} (changed through {})",
                     object.name,
                     files
@@ -458,27 +469,27 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-                None => println!("corrupt object {}", object.name),
+                None => outln!("corrupt object {}", object.name),
             }
         }
         for action in &report.corrupt_actions {
-            println!("corrupt action {action}");
+            outln!("corrupt action {action}");
         }
     }
     if report.corrupt.is_empty() && report.corrupt_actions.is_empty() {
         return Ok(ExitCode::Ok);
     }
     if !linked_files.is_empty() {
-        eprintln!("hint: those project files are hard links or symlinks into the cache and were written to; `--link reflink,copy` (the default) restores private copies");
+        errln!("hint: those project files are hard links or symlinks into the cache and were written to; `--link reflink,copy` (the default) restores private copies");
     }
     if repair {
-        eprintln!(
+        errln!(
             "removed {} corrupt objects and {} action results; `pipe run` reruns the stages that needed them",
             report.objects_removed, report.actions_removed
         );
         Ok(ExitCode::Ok)
     } else {
-        eprintln!("hint: `pipe run` ignores corrupt entries (it reruns the stage); `pipe cache verify --repair` removes them");
+        errln!("hint: `pipe run` ignores corrupt entries (it reruns the stage); `pipe cache verify --repair` removes them");
         Ok(ExitCode::CorruptCache)
     }
 }
@@ -574,7 +585,7 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
     }
     let cache = Cache::open(&project.cache_dir)?;
     let report = cache.gc(&keep, std::time::Duration::from_secs(grace_secs))?;
-    println!(
+    outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
         report.objects_removed,
         render::bytes(report.bytes_removed),
@@ -615,15 +626,15 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     if json {
         let infos: Vec<&pipe_protocol::StageInfo> =
             entries.iter().map(|entry| &entry.info).collect();
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&infos).unwrap_or_default()
         );
     } else if name.is_none() {
-        print!("{}", render::stage_list(&entries));
+        out!("{}", render::stage_list(&entries));
     } else {
         for entry in entries {
-            print!("{}", render::stage_detail(entry));
+            out!("{}", render::stage_detail(entry));
         }
     }
     Ok(ExitCode::Ok)

@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod output;
 mod progress;
 mod render;
 mod style;
@@ -14,20 +15,26 @@ use std::process::ExitCode;
 use clap::Parser;
 use pipe_engine::EngineError;
 
+use crate::output::errln;
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
     pipe_engine::interrupt::install_handlers();
     if let Some(directory) = &cli.directory {
         if let Err(error) = std::env::set_current_dir(directory) {
-            eprintln!(
+            errln!(
                 "error: cannot change to directory `{}`: {error}",
                 directory.display()
             );
             return ExitCode::from(pipe_engine::ExitCode::InvalidInput as u8);
         }
     }
-    match commands::dispatch(cli) {
+    let outcome = commands::dispatch(cli);
+    if let Some(code) = output::run_output_exit_code() {
+        return ExitCode::from(code);
+    }
+    match outcome {
         Ok(code) => ExitCode::from(code as u8),
         Err(error) => {
             report_error(&error);
@@ -40,15 +47,15 @@ fn report_error(error: &EngineError) {
     let style = style::Style::for_stderr();
     match error {
         // Diagnostics carry their own `error[code]:` headers.
-        EngineError::Spec(_) => eprintln!("{error}"),
+        EngineError::Spec(_) => errln!("{error}"),
         _ => {
             let text = error.to_string();
             let mut lines = text.lines();
             if let Some(first) = lines.next() {
-                eprintln!("{} {first}", style.red("error:"));
+                errln!("{} {first}", style.red("error:"));
             }
             for line in lines {
-                eprintln!("{line}");
+                errln!("{line}");
             }
         }
     }

@@ -2,7 +2,7 @@
 //! (indicatif), plain lines otherwise, and JSON lines on stdout with `--json`.
 
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -46,15 +46,19 @@ impl Progress {
             Some(bars) => {
                 let _ = bars.println(text);
             }
-            None => eprintln!("{text}"),
+            None => {
+                if let Err(error) = crate::output::try_eprint(format_args!("{text}\n")) {
+                    crate::output::run_output_failed(error, false);
+                }
+            }
         }
     }
 
     fn emit_json(&self, value: serde_json::Value) {
         if self.json {
-            let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{value}");
-            let _ = stdout.flush();
+            if let Err(error) = crate::output::try_print(format_args!("{value}\n")) {
+                crate::output::run_output_failed(error, true);
+            }
         }
     }
 

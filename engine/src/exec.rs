@@ -17,6 +17,7 @@ use pipe_cache::{ActionKey, ActionResult, Artifact, Cache, CacheError, LinkMode,
 use serde_json::Value;
 
 use crate::dag::Dag;
+use crate::groups::{self, GroupRecord};
 use crate::key;
 use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, StageRecord, StageStatus};
@@ -137,6 +138,8 @@ struct Context<'a> {
     link: &'a [LinkMode],
     run_id: i64,
     log_dir: PathBuf,
+    /// The project's `.pipe/`, where running stages' process groups are recorded.
+    state_dir: PathBuf,
     observer: Observer<'a>,
     /// The run's `-j`.
     jobs: usize,
@@ -196,6 +199,7 @@ pub fn run(
         link: &options.link,
         run_id,
         log_dir: project.log_dir(run_id),
+        state_dir: project.state_dir.clone(),
         observer,
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
@@ -672,7 +676,7 @@ fn run_command(
 
 /// Starts `command` for `stage` in its own process group with the stage's
 /// environment, lets `read_output` consume the child (its stdout, if piped),
-/// and waits for it.
+/// and waits for it and for every process it left in its group.
 fn spawn_and_wait(
     context: &Context<'_>,
     index: usize,
@@ -694,6 +698,33 @@ fn spawn_and_wait(
     if !gpus.is_empty() {
         command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
     }
+    let record = GroupRecord::for_stage(&context.state_dir, index);
+    record
+        .prepare()
+        .map_err(|e| format!("cannot record the stage's process group in `.pipe/groups/`: {e}"))?;
+    let record_in_child = record.clone();
+    let pipe_pid = std::process::id();
+    // SAFETY: the closure runs between fork and exec and makes only
+    // async-signal-safe calls: prctl, getppid, and the record's raw I/O.
+    unsafe {
+        command.pre_exec(move || {
+            // The stage's first process dies with pipe, however pipe dies
+            // (kill -9, the OOM killer). The signal follows the thread that
+            // forked, not the process: this thread waits for the child
+            // below, so it lives as long as the stage.
+            #[cfg(target_os = "linux")]
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // pipe may have died before the signal was armed.
+            if libc::getppid() as u32 != pipe_pid {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // Processes the stage starts do not die with pipe; the record
+            // lets the next run find and stop them.
+            record_in_child.write_from_child()
+        });
+    }
     (context.observer)(Event::StageRunning {
         stage: &stage.name,
         log: log_path,
@@ -702,32 +733,69 @@ fn spawn_and_wait(
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+    let group = child.id();
     {
         let mut running = context
             .running
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        running.insert(index, child.id());
+        running.insert(index, group);
     }
     if interrupt::requested() {
         // SAFETY: the group was just created by this spawn.
         unsafe {
-            libc::kill(-(child.id() as libc::pid_t), libc::SIGTERM);
+            libc::kill(-(group as libc::pid_t), libc::SIGTERM);
         }
     }
     let read = read_output(&mut child);
     let status = child.wait();
+    let leftovers = stop_leftovers(stage, group, log_path);
     context
         .running
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .remove(&index);
+    leftovers?;
+    record.remove();
     let status = status.map_err(|e| format!("waiting for `{program}` failed: {e}"))?;
     if interrupt::requested() {
         return Err("interrupted".to_string());
     }
     read?;
     Ok(status)
+}
+
+/// How long a process that a stage left behind gets to exit after SIGTERM.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+
+/// A stage's outputs are stored only once none of its processes can still
+/// write them: whatever its command left running in its group (`cmd &`
+/// without `wait`) is stopped, and the user is told.
+fn stop_leftovers(stage: &Stage, group: u32, log_path: &Path) -> std::result::Result<(), String> {
+    let group = group as libc::pid_t;
+    match groups::stop(group, libc::SIGTERM, LEFTOVER_GRACE) {
+        Ok(found) if found.is_empty() || interrupt::requested() => Ok(()),
+        Ok(found) => {
+            let count = found.len();
+            let message = format!(
+                "the command left {count} process{} running after it exited (pid {}); \
+                 pipe stopped {} before storing the outputs. \
+                 Wait for background jobs in the command (`wait`)",
+                if count == 1 { "" } else { "es" },
+                found.iter().map(i32::to_string).collect::<Vec<_>>().join(", "),
+                if count == 1 { "it" } else { "them" },
+            );
+            tracing::warn!("stage `{}`: {message}", stage.name);
+            if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open(log_path) {
+                use std::io::Write;
+                let _ = writeln!(log, "pipe: {message}");
+            }
+            Ok(())
+        }
+        Err(survivors) => Err(format!(
+            "the command left processes running that survive SIGKILL (pid {survivors:?}); nothing was cached"
+        )),
+    }
 }
 
 fn check_exit(status: std::process::ExitStatus, what: &str) -> std::result::Result<(), String> {

@@ -21,6 +21,12 @@ pub fn install_handlers() {
     }
 }
 
+/// Stops the run as Ctrl-C would, for a reason found inside pipe (the
+/// reader of its output went away).
+pub fn request() {
+    REQUESTED.store(true, Ordering::SeqCst);
+}
+
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
 }

@@ -14,6 +14,7 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 pub mod builtin;
 pub mod compare;
 pub mod exec;
+pub mod groups;
 pub mod interrupt;
 pub mod key;
 pub mod plan;

@@ -64,14 +64,16 @@ impl Project {
 
 /// Held while `pipe run` executes: runs in one project take turns, so two
 /// of them never race on the same output paths. Released on drop, and by
-/// the kernel if the process dies.
+/// the kernel if the process dies; a run that died may leave stage
+/// processes behind, which taking the lock stops (`groups`).
 pub struct RunLock {
     _file: File,
 }
 
 impl RunLock {
     /// Waits for the lock, calling `on_wait` once with the holder's pid if
-    /// another process has it.
+    /// another process has it. Then stops every stage process that a killed
+    /// run left behind, so that nothing but the new holder writes outputs.
     pub fn acquire(project: &Project, on_wait: impl FnOnce(Option<u32>)) -> Result<RunLock> {
         let path = project.state_dir.join("run.lock");
         let mut file = OpenOptions::new()
@@ -103,6 +105,12 @@ impl RunLock {
         let _ = file.set_len(0);
         let _ = file.rewind();
         let _ = write!(file, "{}", std::process::id());
+        let stopped = crate::groups::stop_left_behind(&project.state_dir)?;
+        if stopped > 0 {
+            tracing::warn!(
+                "stopped {stopped} process(es) that a killed `pipe run` had left running in this project"
+            );
+        }
         Ok(RunLock { _file: file })
     }
 }

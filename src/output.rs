@@ -1,0 +1,102 @@
+//! Writing to stdout and stderr without panicking (`println!` panics when
+//! the write fails).
+//!
+//! A reader that goes away (`pipe runs | head -1`) ends pipe quietly with
+//! exit code 141, the status a shell reports for `git log | head`, whose
+//! git dies of SIGPIPE. Any other failure to write data (stdout on a full
+//! disk) ends pipe with an error on stderr and exit code 3. `pipe run`
+//! does not end on the spot: its stages are stopped as on Ctrl-C and the
+//! run is recorded as interrupted first.
+
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::Mutex;
+
+use pipe_engine::ExitCode;
+
+/// 128 + SIGPIPE: what a shell reports for a command whose reader left.
+pub const READER_GONE: u8 = 141;
+
+/// The first failed write of a run's output, if any.
+static RUN_OUTPUT_FAILURE: Mutex<Option<io::Error>> = Mutex::new(None);
+
+/// `print!` for data on stdout; ends pipe if stdout fails.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!($($arg)*))
+    };
+}
+
+/// `println!` for data on stdout; ends pipe if stdout fails.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` for messages; a closed stderr loses them, the exit code
+/// still tells the outcome.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::output::eprint(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+pub(crate) use {errln, out, outln};
+
+pub fn print(text: fmt::Arguments<'_>) {
+    if let Err(error) = try_print(text) {
+        std::process::exit(i32::from(exit_code(&error)));
+    }
+}
+
+pub fn eprint(text: fmt::Arguments<'_>) {
+    let _ = try_eprint(text);
+}
+
+/// Writes and flushes, so that a failure shows here and not, unnoticed,
+/// when pipe exits.
+pub fn try_print(text: fmt::Arguments<'_>) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    stdout.write_fmt(text)?;
+    stdout.flush()
+}
+
+pub fn try_eprint(text: fmt::Arguments<'_>) -> io::Result<()> {
+    io::stderr().lock().write_fmt(text)
+}
+
+/// For `pipe run`'s progress: remembers the first failure and stops the run
+/// as Ctrl-C would, so its stages end and the run is recorded. A closed
+/// stderr counts as a reader gone (`pipe run 2>&1 | head`); other stderr
+/// failures are only lost messages.
+pub fn run_output_failed(error: io::Error, on_stdout: bool) {
+    if !on_stdout && error.kind() != io::ErrorKind::BrokenPipe {
+        return;
+    }
+    let mut failure = RUN_OUTPUT_FAILURE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if failure.is_none() {
+        *failure = Some(error);
+        pipe_engine::interrupt::request();
+    }
+}
+
+/// The exit code for a command whose run output failed, if it did.
+pub fn run_output_exit_code() -> Option<u8> {
+    let failure = RUN_OUTPUT_FAILURE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    failure.as_ref().map(exit_code)
+}
+
+/// 141 for a reader that left; otherwise says what failed, exit code 3.
+fn exit_code(error: &io::Error) -> u8 {
+    if error.kind() == io::ErrorKind::BrokenPipe {
+        READER_GONE
+    } else {
+        eprint(format_args!("error: cannot write to stdout: {error}\n"));
+        ExitCode::Environment as u8
+    }
+}
