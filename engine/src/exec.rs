@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pipe_cache::{ActionKey, ActionResult, Artifact, Cache, CacheError, LinkMode, StatCache};
+use pipe_protocol::redact::redact_text;
 use serde_json::Value;
 
 use crate::dag::Dag;
@@ -487,7 +488,7 @@ fn failed_record(
         duration_ms,
         outputs: BTreeMap::new(),
         metrics: BTreeMap::new(),
-        detail: Some(detail),
+        detail: Some(redact_text(&detail).into_owned()),
     }
 }
 
@@ -888,13 +889,13 @@ fn run_worker(
             context.jobs
         },
     };
-    let invocation_path = context.log_dir.join(format!(
-        "{}.invocation.json",
-        log_name(&stage.name).trim_end_matches(".log")
-    ));
+    // The invocation holds the params unmasked (the worker needs the real
+    // URL), so it lives only as long as the stage, readable by us alone,
+    // in the scratch directory deleted below; never among the logs.
+    let invocation_path = scratch_dir.join("invocation.json");
     let text = serde_json::to_vec_pretty(&invocation)
         .map_err(|e| format!("cannot write the invocation: {e}"))?;
-    std::fs::write(&invocation_path, text)
+    write_private(&invocation_path, &text)
         .map_err(|e| format!("cannot write `{}`: {e}", invocation_path.display()))?;
 
     let mut command = Command::new(worker);
@@ -929,6 +930,8 @@ fn run_worker(
                     });
                 }
                 Ok(pipe_protocol::Event::Message { text }) => {
+                    // Our workers mask credentials themselves; a third-party one may not.
+                    let text = redact_text(&text);
                     let _ = writeln!(log, "{text}");
                     (context.observer)(Event::StageMessage {
                         stage: &stage.name,
@@ -937,6 +940,8 @@ fn run_worker(
                 }
                 Ok(pipe_protocol::Event::Done) => outcome = Some(Ok(())),
                 Ok(pipe_protocol::Event::Error { message, hint }) => {
+                    let message = redact_text(&message).into_owned();
+                    let hint = hint.map(|hint| redact_text(&hint).into_owned());
                     let _ = writeln!(log, "error: {message}");
                     outcome = Some(Err(match hint {
                         Some(hint) if !hint.is_empty() => format!("{message}\nhint: {hint}"),
@@ -945,7 +950,7 @@ fn run_worker(
                 }
                 // Not an event: keep it for the log, as a command's output would be.
                 Err(_) => {
-                    let _ = writeln!(log, "{line}");
+                    let _ = writeln!(log, "{}", redact_text(&line));
                 }
             }
         }
@@ -966,6 +971,18 @@ fn run_worker(
     }
     std::fs::rename(&partial_dir, &final_dir)
         .map_err(|e| format!("cannot move outputs into `{}`: {e}", final_dir.display()))
+}
+
+/// Creates `path` readable and writable by the owner only, and writes `bytes`.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
 }
 
 fn store_outputs(

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use pipe_cache::{ActionKey, Artifact};
+use pipe_protocol::redact::{redact_text, redacted_json, MASK};
 use serde_json::{json, Map, Value};
 
 use crate::spec::{Stage, StageKind};
@@ -16,12 +17,19 @@ pub type DepDigests = BTreeMap<String, Artifact>;
 
 /// Builds the manifest. `nonce` is set only for `always_run` stages, whose
 /// results must never be reused.
+///
+/// Credentials are masked before hashing (`pipe_protocol::redact`): the
+/// manifest is stored in the run database and in the cache, which may be
+/// shared. Masking them in the key is also what we want: a password or a
+/// token says who may fetch a file, not what the file is, so rotating a
+/// token reruns nothing. Secret env values are keyed as `***` for the same
+/// reason.
 pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value {
     let mut manifest = Map::new();
     manifest.insert("manifest_version".into(), json!(MANIFEST_VERSION));
     match &stage.kind {
         StageKind::Command { command } => {
-            manifest.insert("command".into(), json!(command));
+            manifest.insert("command".into(), json!(redact_text(command)));
         }
         StageKind::Builtin {
             uses,
@@ -32,13 +40,13 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
         } => {
             manifest.insert("uses".into(), json!(format!("{uses}@{version}")));
             manifest.insert("implementation".into(), json!(implementation));
-            manifest.insert("with".into(), with.clone());
+            manifest.insert("with".into(), redacted_json(with));
         }
     }
     let params: Map<String, Value> = stage
         .params_used
         .iter()
-        .map(|(path, value)| (path.clone(), value.clone()))
+        .map(|(path, value)| (path.clone(), redacted_json(value)))
         .collect();
     manifest.insert("params".into(), Value::Object(params));
     let mut dep_entries = Map::new();
@@ -67,7 +75,14 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
     let env: Map<String, Value> = stage
         .env
         .iter()
-        .map(|(name, value)| (name.clone(), json!(value)))
+        .map(|(name, value)| {
+            let shown = if stage.secret_env.contains(name) {
+                MASK.into()
+            } else {
+                redact_text(value)
+            };
+            (name.clone(), json!(shown))
+        })
         .collect();
     manifest.insert("env".into(), Value::Object(env));
     if let Some(nonce) = nonce {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pipe_cache::Artifact;
+use pipe_protocol::redact::{redact_text, redacted_json};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
@@ -167,7 +168,12 @@ impl RunDb {
         db_error(&self.path, source)
     }
 
+    /// Records a new run. Credentials in its command line and params
+    /// (`-p url=https://user:pass@...`) are masked: the database outlives
+    /// the run and is meant to be queried and shared.
     pub fn start_run(&self, start: &RunStart<'_>) -> Result<i64> {
+        let argv: Vec<std::borrow::Cow<'_, str>> =
+            start.argv.iter().map(|arg| redact_text(arg)).collect();
         self.connection
             .execute(
                 "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid)
@@ -177,8 +183,8 @@ impl RunDb {
                     now_ms() as i64,
                     start.git.as_ref().map(|git| git.commit.clone()),
                     start.git.as_ref().map(|git| git.dirty),
-                    serde_json::to_string(start.argv).unwrap_or_default(),
-                    start.params.to_string(),
+                    serde_json::to_string(&argv).unwrap_or_default(),
+                    redacted_json(start.params).to_string(),
                     std::process::id(),
                 ],
             )
@@ -219,7 +225,7 @@ impl RunDb {
                         record.duration_ms as i64,
                         serde_json::to_string(&record.outputs).unwrap_or_default(),
                         serde_json::to_string(&record.metrics).unwrap_or_default(),
-                        record.detail,
+                        record.detail.as_deref().map(redact_text),
                     ])
                     .map_err(|e| db_error(&path, e))?;
                 if let (Some(key), Some(manifest)) = (&record.key, manifest) {

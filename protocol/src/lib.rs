@@ -10,6 +10,8 @@
 //!
 //! The full description, with examples, is docs/stage-protocol.md.
 
+pub mod redact;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

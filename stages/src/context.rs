@@ -1,11 +1,13 @@
 //! What a running stage sees: its params, input paths, output directory,
 //! and a way to report progress.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use pipe_protocol::redact::redact_text;
 use pipe_protocol::{Event, Invocation};
 use serde_json::Value;
 
@@ -176,9 +178,21 @@ impl StageContext {
 }
 
 /// Writes one event line to stdout and flushes it, so the engine sees it now.
+/// Credentials in URLs are masked here, once for every message a stage
+/// writes (`pipe_protocol::redact`): the engine logs and shows these lines.
 pub fn emit(event: &Event) {
+    let event = match event {
+        Event::Message { text } => Cow::Owned(Event::Message {
+            text: redact_text(text).into_owned(),
+        }),
+        Event::Error { message, hint } => Cow::Owned(Event::Error {
+            message: redact_text(message).into_owned(),
+            hint: hint.as_deref().map(|hint| redact_text(hint).into_owned()),
+        }),
+        other => Cow::Borrowed(other),
+    };
     let mut stdout = std::io::stdout().lock();
-    if let Ok(line) = serde_json::to_string(event) {
+    if let Ok(line) = serde_json::to_string(event.as_ref()) {
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
     }

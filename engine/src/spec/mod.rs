@@ -2,7 +2,7 @@
 //! interpolation -> a validated [`Pipeline`]. The format is specified in
 //! docs/pipeline-spec.md.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use pipe_cache::LinkMode;
@@ -57,8 +57,11 @@ pub struct Stage {
     pub outs: Vec<Out>,
     /// Metric files (JSON) the stage writes; cached and restored like outs.
     pub metrics: Vec<Out>,
-    /// Variables set for the command, all part of the key.
+    /// Variables set for the command, part of the key unless secret.
     pub env: BTreeMap<String, String>,
+    /// Names in `env` whose value is a credential (`{ from_env: X, secret:
+    /// true }`): passed to the stage, shown and keyed only as `***`.
+    pub secret_env: BTreeSet<String>,
     /// Params this stage depends on (dotted path -> value): those its text
     /// interpolates plus those listed under `params:`.
     pub params_used: BTreeMap<String, serde_json::Value>,

@@ -1,0 +1,253 @@
+//! Credentials inside URLs, masked wherever pipe shows or stores text.
+//!
+//! A URL may carry a password (`https://user:pass@host/`) or a token in
+//! its query (`?access_token=...`, an S3 presigned `X-Amz-Signature`).
+//! The engine and the workers print URLs in messages, record them in the
+//! run database and in key manifests that live in a shared cache; every
+//! such text goes through [`redact_text`] (or [`redact_json`]) first. The
+//! stage itself still receives the real URL.
+//!
+//! Redaction is purely textual, so it needs no URL parser and costs one
+//! substring search on text without `://`.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+/// What a secret is replaced with.
+pub const MASK: &str = "***";
+
+/// Query parameters whose value is masked, compared case-insensitively.
+/// Only names that mean a credential everywhere: a generic `key` is left
+/// alone, as many APIs use it to name *what* to fetch.
+pub const SECRET_QUERY_PARAMS: &[&str] = &[
+    "access_token",
+    "api-key",
+    "api_key",
+    "apikey",
+    "auth",
+    "auth_token",
+    "authorization",
+    "client_secret",
+    "id_token",
+    "password",
+    "passwd",
+    "refresh_token",
+    "secret",
+    "session_token",
+    "sig",
+    "signature",
+    "token",
+    "x-amz-credential",
+    "x-amz-security-token",
+    "x-amz-signature",
+    "x-goog-credential",
+    "x-goog-signature",
+];
+
+/// Whether `name`, a query parameter name, is one of [`SECRET_QUERY_PARAMS`].
+pub fn is_secret_query_param(name: &str) -> bool {
+    SECRET_QUERY_PARAMS
+        .iter()
+        .any(|secret| secret.eq_ignore_ascii_case(name))
+}
+
+/// `text` with the userinfo and secret query values of every URL in it
+/// replaced by [`MASK`]. Borrowed when there was nothing to mask.
+pub fn redact_text(text: &str) -> Cow<'_, str> {
+    if !text.contains("://") {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut changed = false;
+    let mut search_from = 0;
+    while let Some(found) = text[search_from..].find("://") {
+        let separator = search_from + found;
+        let scheme_start = scheme_start(text, separator);
+        let end = url_end(text, separator + 3);
+        search_from = end.max(separator + 3);
+        let Some(scheme_start) = scheme_start else {
+            continue;
+        };
+        if scheme_start < copied {
+            continue;
+        }
+        let url = &text[scheme_start..end];
+        if let Cow::Owned(masked) = redact_url(url) {
+            out.push_str(&text[copied..scheme_start]);
+            out.push_str(&masked);
+            copied = end;
+            changed = true;
+        }
+    }
+    if !changed {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[copied..]);
+    Cow::Owned(out)
+}
+
+/// One URL (`scheme://...`) with its userinfo and secret query values
+/// masked. Borrowed when there was nothing to mask.
+pub fn redact_url(url: &str) -> Cow<'_, str> {
+    let Some(separator) = url.find("://") else {
+        return Cow::Borrowed(url);
+    };
+    let authority_start = separator + 3;
+    let authority_end = url[authority_start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |at| authority_start + at);
+    let userinfo_end = url[authority_start..authority_end]
+        .rfind('@')
+        .map(|at| authority_start + at);
+    let query = url[authority_end..].find('?').map(|at| authority_end + at);
+    let masked_query = query.and_then(|start| {
+        let end = url[start..].find('#').map_or(url.len(), |at| start + at);
+        mask_query(&url[start + 1..end]).map(|masked| (start + 1, end, masked))
+    });
+    if userinfo_end.is_none() && masked_query.is_none() {
+        return Cow::Borrowed(url);
+    }
+    let mut out = String::with_capacity(url.len());
+    match userinfo_end {
+        Some(at) => {
+            out.push_str(&url[..authority_start]);
+            out.push_str(MASK);
+            out.push_str(&url[at..authority_end]);
+        }
+        None => out.push_str(&url[..authority_end]),
+    }
+    match masked_query {
+        Some((start, end, masked)) => {
+            out.push_str(&url[authority_end..start]);
+            out.push_str(&masked);
+            out.push_str(&url[end..]);
+        }
+        None => out.push_str(&url[authority_end..]),
+    }
+    Cow::Owned(out)
+}
+
+/// Masks the values of secret parameters in a query (without `?`); `None`
+/// when it holds none.
+fn mask_query(query: &str) -> Option<String> {
+    let mut changed = false;
+    let pairs: Vec<Cow<'_, str>> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, value)) if is_secret_query_param(name) && value != MASK => {
+                changed = true;
+                Cow::Owned(format!("{name}={MASK}"))
+            }
+            _ => Cow::Borrowed(pair),
+        })
+        .collect();
+    changed.then(|| pairs.join("&"))
+}
+
+/// Where the scheme ending at `separator` (the index of `://`) starts, if
+/// there is one: letters, digits, `+`, `-`, `.`, beginning with a letter.
+fn scheme_start(text: &str, separator: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut start = separator;
+    while start > 0
+        && (bytes[start - 1].is_ascii_alphanumeric()
+            || matches!(bytes[start - 1], b'+' | b'-' | b'.'))
+    {
+        start -= 1;
+    }
+    while start < separator && !bytes[start].is_ascii_alphabetic() {
+        start += 1;
+    }
+    (start < separator).then_some(start)
+}
+
+/// Where a URL that continues at `from` ends in free text: at whitespace,
+/// a quote, or an angle bracket.
+fn url_end(text: &str, from: usize) -> usize {
+    text[from..]
+        .find(|c: char| {
+            c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '`' | '<' | '>')
+        })
+        .map_or(text.len(), |at| from + at)
+}
+
+/// Masks every string inside `value` with [`redact_text`], in place.
+pub fn redact_json(value: &mut Value) {
+    match value {
+        Value::String(text) => {
+            if let Cow::Owned(masked) = redact_text(text) {
+                *text = masked;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_json),
+        Value::Object(map) => map.values_mut().for_each(redact_json),
+        _ => {}
+    }
+}
+
+/// A masked copy of `value`.
+pub fn redacted_json(value: &Value) -> Value {
+    let mut copy = value.clone();
+    redact_json(&mut copy);
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn userinfo_and_secret_query_values_are_masked() {
+        assert_eq!(
+            redact_url("http://user:pass@127.0.0.1:8080/f.csv?access_token=S3CR3T&x=1#frag"),
+            "http://***@127.0.0.1:8080/f.csv?access_token=***&x=1#frag"
+        );
+        assert_eq!(
+            redact_url("https://TOKEN@github.com/o/r.git"),
+            "https://***@github.com/o/r.git"
+        );
+        assert_eq!(
+            redact_url("https://b.s3.amazonaws.com/k?X-Amz-Credential=AK%2F1&X-Amz-Signature=ab12"),
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=***&X-Amz-Signature=***"
+        );
+    }
+
+    #[test]
+    fn urls_without_credentials_are_borrowed_unchanged() {
+        for url in [
+            "https://example.com/a@b/c?key=data&page=2",
+            "file:///tmp/x.csv",
+            "https://h/p?tokens=5",
+        ] {
+            assert!(matches!(redact_url(url), Cow::Borrowed(_)), "{url}");
+        }
+        assert!(matches!(redact_text("no urls here"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn every_url_in_free_text_is_masked() {
+        let text =
+            "curl -fsSL 'https://u:p@h.example/a?token=t1' -o x && wget url=http://h2/b?sig=zz ok";
+        assert_eq!(
+            redact_text(text),
+            "curl -fsSL 'https://***@h.example/a?token=***' -o x && wget url=http://h2/b?sig=*** ok"
+        );
+        assert_eq!(redact_text("://odd"), "://odd");
+    }
+
+    #[test]
+    fn json_strings_are_masked_at_any_depth() {
+        let mut value = serde_json::json!({
+            "url": "http://a:b@h/x",
+            "mirrors": ["http://h/y?password=pw"],
+            "n": 3
+        });
+        redact_json(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({"url": "http://***@h/x", "mirrors": ["http://h/y?password=***"], "n": 3})
+        );
+    }
+}
