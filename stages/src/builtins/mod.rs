@@ -25,6 +25,8 @@ pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &s
         default,
         doc: doc.into(),
         choices: vec![],
+        minimum: None,
+        maximum: None,
     }
 }
 
