@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::param;
+use crate::records::{self, MAX_RECORD_BYTES};
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct ImdbExtract;
@@ -97,20 +98,18 @@ impl BuiltinStage for ImdbExtract {
             summary: "IMDB movie reviews (aclImdb_v1.tar.gz) to a JSONL dataset {text, label, split, rating, id}"
                 .into(),
             params: vec![
-                ParamSpec {
-                    name: "archive".into(),
-                    kind: ParamKind::Path,
-                    default: None,
-                    doc: "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)".into(),
-                    choices: vec![],
-                },
-                ParamSpec {
-                    name: "include_unsup".into(),
-                    kind: ParamKind::Bool,
-                    default: Some(json!(false)),
-                    doc: "also write the 50,000 unlabeled train/unsup reviews, with label -1".into(),
-                    choices: vec![],
-                },
+                param(
+                    "archive",
+                    ParamKind::Path,
+                    None,
+                    "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)",
+                ),
+                param(
+                    "include_unsup",
+                    ParamKind::Bool,
+                    Some(json!(false)),
+                    "also write the 50,000 unlabeled train/unsup reviews, with label -1",
+                ),
             ],
             outputs: vec![OutputSpec {
                 name: "dataset".into(),
@@ -254,7 +253,7 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
     for entry in tar.entries().map_err(unreadable)? {
         let mut entry = entry.map_err(unreadable)?;
         let path = entry.path().map_err(unreadable)?.into_owned();
-        let shown = path.display().to_string();
+        let shown = pipe_protocol::excerpt(&path.display().to_string());
         check_entry_is_safe(archive, &path, entry.header().entry_type())?;
         context.progress("extract", count.load(Ordering::Relaxed), total, "bytes");
         if !entry.header().entry_type().is_file() {
@@ -269,9 +268,30 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
         if class == Class::Unsup && !include_unsup {
             continue;
         }
-        // The header's size is not trusted for the allocation.
+        // The header's size is not trusted for the allocation, and nothing
+        // past the record limit is read, whatever the header says.
+        let too_large = |size: u64| {
+            StageError::input(
+                format!(
+                    "`{}`: review `{}` holds {size} bytes, more than {} (the most one record may hold)",
+                    archive.display(),
+                    shown,
+                    records::limit_text(MAX_RECORD_BYTES)
+                ),
+                TAMPERED_HINT,
+            )
+        };
+        if entry.size() > MAX_RECORD_BYTES {
+            return Err(too_large(entry.size()));
+        }
         let mut bytes = Vec::with_capacity(entry.size().min(1 << 20) as usize);
-        entry.read_to_end(&mut bytes).map_err(unreadable)?;
+        (&mut entry)
+            .take(MAX_RECORD_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(unreadable)?;
+        if bytes.len() as u64 > MAX_RECORD_BYTES {
+            return Err(too_large(entry.size().max(bytes.len() as u64)));
+        }
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(error) => {
@@ -299,7 +319,7 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
 /// Nothing here is unpacked, but a dataset built from an archive that would
 /// write outside its folder or follow links is not the IMDB dataset.
 fn check_entry_is_safe(archive: &Path, path: &Path, kind: tar::EntryType) -> Result<()> {
-    let shown = path.display();
+    let shown = pipe_protocol::excerpt(&path.display().to_string());
     if kind.is_symlink() || kind.is_hard_link() {
         let what = if kind.is_symlink() {
             "a symbolic link"

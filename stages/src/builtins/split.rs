@@ -3,16 +3,17 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::param;
+use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::rng::SplitMix64;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, ParamSpec, Result, StageContext, StageError,
-    StageInfo,
+    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct Split;
@@ -41,12 +42,14 @@ impl BuiltinStage for Split {
                  fractions; unset: 0"
             )
         };
-        let size = |split: &str| ParamSpec {
-            name: split.into(),
-            kind: ParamKind::Number,
-            default: Some(Value::Null),
-            doc: size_doc(split),
-            choices: vec![],
+        let size = |split: &str| {
+            param(
+                split,
+                ParamKind::Number,
+                Some(Value::Null),
+                &size_doc(split),
+            )
+            .at_least(0.0)
         };
         StageInfo {
             name: "data/split".into(),
@@ -55,31 +58,28 @@ impl BuiltinStage for Split {
             summary: "a JSONL dataset to seeded train/val/test files, by counts or fractions, optionally stratified"
                 .into(),
             params: vec![
-                ParamSpec {
-                    name: "dataset".into(),
-                    kind: ParamKind::Path,
-                    default: None,
-                    doc: "the JSONL dataset to split (one record a line)".into(),
-                    choices: vec![],
-                },
+                param(
+                    "dataset",
+                    ParamKind::Path,
+                    None,
+                    "the JSONL dataset to split (one record a line)",
+                ),
                 size("train"),
                 size("val"),
                 size("test"),
-                ParamSpec {
-                    name: "seed".into(),
-                    kind: ParamKind::Integer,
-                    default: Some(Value::Null),
-                    doc: "shuffle seed; unset: the pipeline's seed".into(),
-                    choices: vec![],
-                },
-                ParamSpec {
-                    name: "stratify".into(),
-                    kind: ParamKind::Bool,
-                    default: Some(json!(false)),
-                    doc: "keep each label's share the same in every split (needs an integer `label` in every record)"
-                        .into(),
-                    choices: vec![],
-                },
+                param(
+                    "seed",
+                    ParamKind::Integer,
+                    Some(Value::Null),
+                    "shuffle seed; unset: the pipeline's seed",
+                )
+                .at_least(0.0),
+                param(
+                    "stratify",
+                    ParamKind::Bool,
+                    Some(json!(false)),
+                    "keep each label's share the same in every split (needs an integer `label` in every record)",
+                ),
             ],
             outputs: vec![OutputSpec {
                 name: "dataset".into(),
@@ -203,9 +203,19 @@ fn read_sizes(context: &StageContext) -> Result<Sizes> {
     }
     let set: Vec<&&Value> = values.iter().filter(|value| !value.is_null()).collect();
     if set.iter().all(|value| value.is_u64()) {
-        return Ok(Sizes::Counts(
-            [0, 1, 2].map(|index| values[index].as_u64().unwrap_or(0)),
-        ));
+        let counts = [0, 1, 2].map(|index| values[index].as_u64().unwrap_or(0));
+        if counts.iter().all(|&count| count == 0) {
+            let first_set = values
+                .iter()
+                .position(|value| !value.is_null())
+                .unwrap_or(0);
+            return Err(StageError::param(
+                SPLITS[first_set],
+                "every split size is 0, so every split would be empty",
+                "give at least one split a count above 0 (train: 35000), or give fractions that sum to 1",
+            ));
+        }
+        return Ok(Sizes::Counts(counts));
     }
     if let Some(position) = values
         .iter()
@@ -240,8 +250,10 @@ impl Sizes {
     fn counts(&self, total: u64, dataset: &Path) -> Result<[u64; 3]> {
         match self {
             Sizes::Counts(counts) => {
-                let wanted: u64 = counts.iter().sum();
-                if wanted > total {
+                // In u128: three counts near u64::MAX must not wrap around
+                // to a small sum.
+                let wanted: u128 = counts.iter().map(|&count| u128::from(count)).sum();
+                if wanted > u128::from(total) {
                     return Err(StageError::input(
                         format!(
                             "train {} + val {} + test {} = {wanted} rows, but `{}` has only {total}",
@@ -281,14 +293,14 @@ fn index_rows(context: &StageContext, dataset: &Path, stratify: bool) -> Result<
     let mut offset = 0u64;
     let mut line_number = 0u64;
     loop {
-        buffer.clear();
-        let read = reader
-            .read_until(b'\n', &mut buffer)
-            .map_err(|e| StageError::io(dataset, e))?;
-        if read == 0 {
-            break;
-        }
         line_number += 1;
+        let read = match records::read_line(&mut reader, &mut buffer, MAX_RECORD_BYTES)
+            .map_err(|e| StageError::io(dataset, e))?
+        {
+            Line::End => break,
+            Line::Read(read) => read,
+            Line::TooLong => return Err(records::line_too_long(dataset, line_number)),
+        };
         let start = offset;
         offset += read as u64;
         let mut content = buffer.as_slice();
