@@ -328,7 +328,10 @@ fn index_rows(context: &StageContext, dataset: &Path, stratify: bool) -> Result<
                 bad_line(if value.is_null() {
                     "no integer `label`, which `stratify: true` needs".to_string()
                 } else {
-                    format!("`label` is {value}, not an integer")
+                    format!(
+                        "`label` is {}, not an integer",
+                        pipe_protocol::excerpt(&value.to_string())
+                    )
                 })
             })?),
         };
