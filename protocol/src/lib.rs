@@ -122,6 +122,28 @@ pub struct ParamSpec {
     /// value lands in the stage's key like any other param.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline_param: Option<String>,
+    /// For `integer` and `number`: the smallest value accepted. Checked with
+    /// the types, so a value out of range is refused before anything runs,
+    /// at its place in the pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<f64>,
+    /// For `integer` and `number`: the largest value accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<f64>,
+}
+
+impl ParamSpec {
+    /// The same param, refusing values below `minimum`.
+    pub fn at_least(mut self, minimum: f64) -> Self {
+        self.minimum = Some(minimum);
+        self
+    }
+
+    /// The same param, refusing values above `maximum`.
+    pub fn at_most(mut self, maximum: f64) -> Self {
+        self.maximum = Some(maximum);
+        self
+    }
 }
 
 /// A `default` key that is present is `Some`, even when it is `null`.
@@ -200,10 +222,10 @@ pub fn check_params(
             resolved.insert(spec.name.clone(), value);
             continue;
         }
-        if let Some(expected) = type_problem(spec, &value) {
+        if let Some(message) = type_problem(spec, &value).or_else(|| range_problem(spec, &value)) {
             problems.push(ParamProblem {
                 param: spec.name.clone(),
-                message: format!("param `{}` must be {expected}, not `{value}`", spec.name),
+                message,
                 hint: spec.doc.clone(),
             });
             continue;
@@ -217,7 +239,75 @@ pub fn check_params(
     }
 }
 
+/// YAML spells infinities and NaN as `.inf`, `-.inf`, `.nan` (in three
+/// cases); the engine passes them on as that text, since JSON has no such
+/// numbers.
+fn is_yaml_non_finite(text: &str) -> bool {
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    matches!(unsigned, ".inf" | ".Inf" | ".INF")
+        || matches!(text, ".nan" | ".NaN" | ".NAN")
+        // `1e999` overflows to an infinity and arrives as its text too.
+        || text.parse::<f64>().is_ok_and(|number| !number.is_finite())
+}
+
+/// The message for a value of the wrong type, if it is one.
 fn type_problem(spec: &ParamSpec, value: &Value) -> Option<String> {
+    let numeric = matches!(spec.kind, ParamKind::Integer | ParamKind::Number);
+    if let Some(text) = value
+        .as_str()
+        .filter(|text| numeric && is_yaml_non_finite(text))
+    {
+        let expected = if spec.kind == ParamKind::Integer {
+            "a whole number"
+        } else {
+            "a finite number"
+        };
+        return Some(format!(
+            "param `{}` must be {expected}, not `{text}`: params reach a stage as JSON, which has no \
+             infinity or NaN",
+            spec.name
+        ));
+    }
+    let expected = expected_type(spec, value)?;
+    Some(format!(
+        "param `{}` must be {expected}, not `{}`",
+        spec.name,
+        excerpt(&value.to_string())
+    ))
+}
+
+fn range_problem(spec: &ParamSpec, value: &Value) -> Option<String> {
+    let number = value.as_f64()?;
+    let shown = excerpt(&value.to_string());
+    let whole = |bound: f64| {
+        if spec.kind == ParamKind::Integer {
+            format!("{}", bound as i64)
+        } else {
+            format!("{bound}")
+        }
+    };
+    match (spec.minimum, spec.maximum) {
+        (Some(minimum), Some(maximum)) if number < minimum || number > maximum => Some(format!(
+            "param `{}` must be between {} and {}, not {shown}",
+            spec.name,
+            whole(minimum),
+            whole(maximum)
+        )),
+        (Some(minimum), None) if number < minimum => Some(format!(
+            "param `{}` must be at least {}, not {shown}",
+            spec.name,
+            whole(minimum)
+        )),
+        (None, Some(maximum)) if number > maximum => Some(format!(
+            "param `{}` must be at most {}, not {shown}",
+            spec.name,
+            whole(maximum)
+        )),
+        _ => None,
+    }
+}
+
+fn expected_type(spec: &ParamSpec, value: &Value) -> Option<String> {
     let ok = match spec.kind {
         ParamKind::String | ParamKind::Path => value.is_string(),
         ParamKind::Integer => value.is_i64() || value.is_u64(),
@@ -244,6 +334,19 @@ fn type_problem(spec: &ParamSpec, value: &Value) -> Option<String> {
         ParamKind::StringList => "a list of text values".to_string(),
         ParamKind::Any => "a value".to_string(),
     })
+}
+
+/// How much of a user's value a message quotes.
+const EXCERPT_CHARS: usize = 80;
+
+/// `text` as a message quotes it: whole when short, else its first 80
+/// characters and its full size (`aaaa… (200000000 bytes)`), so a value
+/// from a huge file never floods a terminal or a log.
+pub fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()),
+        None => text.to_string(),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -276,5 +379,87 @@ mod tests {
         let round_trip: ParamSpec =
             serde_json::from_str(&serde_json::to_string(&optional).unwrap()).unwrap();
         assert_eq!(round_trip, optional);
+    }
+
+    fn stage(params: Vec<ParamSpec>) -> StageInfo {
+        StageInfo {
+            name: "t/t".into(),
+            version: 1,
+            implementation: 1,
+            summary: String::new(),
+            params,
+            outputs: vec![],
+            metrics: vec![],
+            devices_param: None,
+        }
+    }
+
+    fn spec(name: &str, kind: ParamKind) -> ParamSpec {
+        ParamSpec {
+            name: name.into(),
+            kind,
+            default: Some(Value::Null),
+            doc: "what fits".into(),
+            choices: vec![],
+            pipeline_param: None,
+            minimum: None,
+            maximum: None,
+        }
+    }
+
+    fn problems(info: &StageInfo, params: Value) -> Vec<String> {
+        match check_params(info, params.as_object().unwrap()) {
+            Ok(_) => vec![],
+            Err(problems) => problems.into_iter().map(|p| p.message).collect(),
+        }
+    }
+
+    #[test]
+    fn values_outside_the_range_are_refused_saying_the_range() {
+        let info = stage(vec![
+            spec("length", ParamKind::Integer).at_least(1.0),
+            spec("share", ParamKind::Number).at_least(0.0).at_most(1.0),
+        ]);
+        assert_eq!(
+            problems(&info, serde_json::json!({"length": -5, "share": 1.5})),
+            [
+                "param `length` must be at least 1, not -5",
+                "param `share` must be between 0 and 1, not 1.5"
+            ]
+        );
+        assert!(problems(&info, serde_json::json!({"length": 1, "share": 0})).is_empty());
+        assert!(problems(&info, serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn yaml_infinities_are_refused_as_not_finite() {
+        let info = stage(vec![
+            spec("norm", ParamKind::Number),
+            spec("count", ParamKind::Integer),
+        ]);
+        assert_eq!(
+            problems(&info, serde_json::json!({"norm": ".inf", "count": "-.Inf"})),
+            [
+                "param `norm` must be a finite number, not `.inf`: params reach a stage as JSON, which has no \
+                 infinity or NaN",
+                "param `count` must be a whole number, not `-.Inf`: params reach a stage as JSON, which has no \
+                 infinity or NaN"
+            ]
+        );
+        assert_eq!(
+            problems(&info, serde_json::json!({"norm": "1e999"})).len(),
+            1
+        );
+        assert_eq!(
+            problems(&info, serde_json::json!({"norm": "fast"})),
+            ["param `norm` must be a number, not `\"fast\"`"]
+        );
+    }
+
+    #[test]
+    fn excerpts_keep_short_text_and_cut_long_text_with_its_size() {
+        assert_eq!(excerpt("short"), "short");
+        let long = "é".repeat(100);
+        assert_eq!(excerpt(&long), format!("{}… (200 bytes)", "é".repeat(80)));
     }
 }

@@ -117,6 +117,46 @@ pub(crate) struct Fetched {
     pub repo_commit: Option<String>,
 }
 
+/// How many bytes a download may have: `expected` when the pipeline (or
+/// the hub, for one file) says how large the file is, else at most `max`.
+/// A body that goes past it is cut off with an error, so an endless body
+/// ends and a server that sends more than it announced is caught.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SizeLimit {
+    pub expected: Option<u64>,
+    /// Who says the file has `expected` bytes, for messages.
+    pub expected_by: &'static str,
+    pub max: u64,
+    /// The param that sets `max`, for messages (`max_bytes`), if any.
+    pub max_param: Option<&'static str>,
+}
+
+impl SizeLimit {
+    fn cap(&self) -> u64 {
+        self.expected.unwrap_or(self.max)
+    }
+
+    /// Why `bytes` are refused, if they are, as the end of a sentence:
+    /// `whole` when they are the file's full size (announced, or a local
+    /// file's length), else how far a body has got.
+    fn refuses(&self, bytes: u64, whole: bool) -> Option<String> {
+        match self.expected {
+            Some(expected) if whole && bytes != expected => {
+                Some(format!("but {} says {expected}", self.expected_by))
+            }
+            Some(expected) if bytes > expected => {
+                Some(format!("more than {} says ({expected})", self.expected_by))
+            }
+            Some(_) => None,
+            None if bytes > self.max => Some(match self.max_param {
+                Some(param) => format!("more than `{param}` ({})", self.max),
+                None => format!("more than the limit of {} bytes", self.max),
+            }),
+            None => None,
+        }
+    }
+}
+
 pub(crate) struct Fetcher<'a> {
     context: &'a StageContext,
     agent: Agent,
@@ -177,6 +217,7 @@ impl<'a> Fetcher<'a> {
         dest: &Path,
         algorithm: Algorithm,
         headers: &[(String, String)],
+        limit: SizeLimit,
     ) -> Result<Fetched, FetchError> {
         let mut file = File::create(dest).map_err(|e| StageError::io(dest, e))?;
         let mut state = Transfer {
@@ -185,6 +226,7 @@ impl<'a> Fetcher<'a> {
             hasher: algorithm.hasher(),
             have: 0,
             announced_sha256: None,
+            announced_size: None,
             repo_commit: None,
         };
         let mut failed_in_a_row = 0u32;
@@ -192,7 +234,7 @@ impl<'a> Fetcher<'a> {
         let mut furthest = 0u64;
         loop {
             attempts += 1;
-            match self.attempt(url, &mut state, headers) {
+            match self.attempt(url, &mut state, headers, limit) {
                 Ok(()) => {
                     state.file.flush().map_err(|e| StageError::io(dest, e))?;
                     return Ok(Fetched {
@@ -257,6 +299,7 @@ impl<'a> Fetcher<'a> {
         url: &str,
         state: &mut Transfer,
         headers: &[(String, String)],
+        limit: SizeLimit,
     ) -> Result<(), AttemptError> {
         let origin = authority(url);
         let mut current = url.to_string();
@@ -356,6 +399,25 @@ impl<'a> Fetcher<'a> {
             }
         };
 
+        // The hub announces an LFS file's size on the redirect to its storage.
+        let limit = match (limit.expected, state.announced_size) {
+            (None, Some(announced)) => SizeLimit {
+                expected: Some(announced),
+                expected_by: "the hub's X-Linked-Size",
+                ..limit
+            },
+            _ => limit,
+        };
+        if let Some(total) = total {
+            if let Some(problem) = limit.refuses(total, true) {
+                return Err(AttemptError::Fatal {
+                    reason: format!("the server announces {total} bytes, {problem}"),
+                    connection: false,
+                });
+            }
+        }
+        let total = total.or(limit.expected);
+        let cap = limit.cap();
         let mut reader = response.body_mut().as_reader();
         let mut buffer = vec![0u8; CHUNK];
         loop {
@@ -370,6 +432,16 @@ impl<'a> Fetcher<'a> {
                     })
                 }
             };
+            if state.have + read as u64 > cap {
+                // Nothing past the limit reaches the disk.
+                let problem = limit
+                    .refuses(state.have + read as u64, false)
+                    .unwrap_or_default();
+                return Err(AttemptError::Fatal {
+                    reason: format!("the body goes on past {cap} bytes, {problem}"),
+                    connection: false,
+                });
+            }
             state.append(&buffer[..read])?;
             self.context
                 .progress(&self.phase, state.have, total, "bytes");
@@ -393,6 +465,8 @@ struct Transfer<'f> {
     hasher: Hasher,
     have: u64,
     announced_sha256: Option<String>,
+    /// The hub's `X-Linked-Size`: the size of the file it redirects to.
+    announced_size: Option<u64>,
     repo_commit: Option<String>,
 }
 
@@ -429,6 +503,9 @@ impl Transfer<'_> {
                     break;
                 }
             }
+        }
+        if self.announced_size.is_none() {
+            self.announced_size = header_u64(headers, "x-linked-size");
         }
         if self.repo_commit.is_none() {
             self.repo_commit = headers
@@ -559,9 +636,27 @@ pub(crate) fn copy_hashing(
     source: &Path,
     dest: &Path,
     algorithm: Algorithm,
+    limit: SizeLimit,
 ) -> Result<(u64, String), StageError> {
     let mut input = File::open(source).map_err(|e| StageError::io(source, e))?;
-    let total = input.metadata().ok().map(|m| m.len());
+    // Only a regular file's length is its content's (not /dev/zero's).
+    let total = input
+        .metadata()
+        .ok()
+        .filter(|meta| meta.is_file())
+        .map(|m| m.len());
+    let refused = |problem: String| {
+        StageError::input(
+            format!("`{}`: {problem}", source.display()),
+            "check the path, or set `size`/`max_bytes` to what the file should hold",
+        )
+    };
+    if let Some(total) = total {
+        if let Some(problem) = limit.refuses(total, true) {
+            return Err(refused(format!("the file has {total} bytes, {problem}")));
+        }
+    }
+    let cap = limit.cap();
     let mut output = File::create(dest).map_err(|e| StageError::io(dest, e))?;
     let mut hasher = algorithm.hasher();
     let mut buffer = vec![0u8; CHUNK];
@@ -573,6 +668,10 @@ pub(crate) fn copy_hashing(
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(StageError::io(source, error)),
         };
+        if done + read as u64 > cap {
+            let problem = limit.refuses(done + read as u64, false).unwrap_or_default();
+            return Err(refused(format!("it goes on past {cap} bytes, {problem}")));
+        }
         output
             .write_all(&buffer[..read])
             .map_err(|e| StageError::io(dest, e))?;
@@ -581,6 +680,9 @@ pub(crate) fn copy_hashing(
         context.progress(phase, done, total, "bytes");
     }
     output.flush().map_err(|e| StageError::io(dest, e))?;
+    if let Some(problem) = limit.refuses(done, true) {
+        return Err(refused(format!("it has {done} bytes, {problem}")));
+    }
     context.progress_done(phase, done, "bytes");
     Ok((done, hasher.finish_hex()))
 }

@@ -18,6 +18,7 @@ pub mod model;
 pub mod optim;
 #[cfg(feature = "torch")]
 pub mod precision;
+pub mod records;
 pub mod rng;
 pub mod worker;
 

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
+use pipe_protocol::excerpt;
+
 use super::param;
+use crate::records::{self, MAX_RECORD_BYTES};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
@@ -88,17 +91,36 @@ impl BuiltinStage for FromCsv {
         let options = Options::from_context(context, &file)?;
         let total = std::fs::metadata(&file).map(|meta| meta.len()).ok();
         let count = Arc::new(AtomicU64::new(0));
-        let stream = open_decompressed(&file, count.clone())?;
+        let record_start = Arc::new(AtomicU64::new(0));
+        let stream = RecordLimit {
+            inner: open_decompressed(&file, count.clone())?,
+            delivered: 0,
+            record_start: record_start.clone(),
+            limit: MAX_RECORD_BYTES,
+        };
         let mut reader = csv::ReaderBuilder::new()
             .delimiter(options.delimiter)
             .has_headers(false)
             .flexible(false)
             .from_reader(stream);
-        let read_error = |error: csv::Error| describe_csv_error(&file, error);
+        // The line the record being read starts on, for a record too large.
+        let mut record_line = 1u64;
+        let read_error =
+            |error: csv::Error, record_line: u64| describe_csv_error(&file, error, record_line);
+        let mut next_record =
+            |reader: &mut csv::Reader<RecordLimit>, record: &mut csv::ByteRecord| -> Result<bool> {
+                let more = reader
+                    .read_byte_record(record)
+                    .map_err(|error| read_error(error, record_line))?;
+                let position = reader.position();
+                record_start.store(position.byte(), Ordering::Relaxed);
+                record_line = position.line();
+                Ok(more)
+            };
 
         let mut record = csv::ByteRecord::new();
         let mut invalid_utf8_rows = 0u64;
-        let columns: Vec<String> = if !reader.read_byte_record(&mut record).map_err(read_error)? {
+        let columns: Vec<String> = if !next_record(&mut reader, &mut record)? {
             return Err(StageError::input(
                 format!("`{}` is empty", file.display()),
                 "pass a non-empty table",
@@ -128,7 +150,7 @@ impl BuiltinStage for FromCsv {
         let mut stats = Stats::default();
         let mut first = !options.has_header;
         loop {
-            if !first && !reader.read_byte_record(&mut record).map_err(read_error)? {
+            if !first && !next_record(&mut reader, &mut record)? {
                 break;
             }
             first = false;
@@ -158,16 +180,19 @@ impl BuiltinStage for FromCsv {
                 Some(mapping) => match mapping.get(label_value.trim()) {
                     Some(class) => *class,
                     None => {
-                        *stats.unmapped_values.entry(label_value.trim().to_string()).or_default() += 1;
+                        // Kept as shown, so that huge distinct values cost
+                        // no more than their excerpts.
+                        *stats.unmapped_values.entry(excerpt(label_value.trim())).or_default() += 1;
                         continue;
                     }
                 },
                 None => label_value.trim().parse::<i64>().map_err(|_| {
                     StageError::input(
                         format!(
-                            "`{}` line {line}: label `{label_value}` in column `{}` is not an integer",
+                            "`{}` line {line}: label `{}` in column `{}` is not an integer",
                             file.display(),
-                            options.label_column
+                            excerpt(&label_value),
+                            excerpt(&options.label_column)
                         ),
                         "map the column's values to class ids with `labels:`, e.g. labels: {positive: 1, negative: 0}",
                     )
@@ -282,7 +307,8 @@ fn unmapped_summary(unmapped: &BTreeMap<String, u64>, column: &str) -> Option<St
         String::new()
     };
     Some(format!(
-        "{total} rows whose `{column}` is not in `labels`: {}{more}",
+        "{total} rows whose `{}` is not in `labels`: {}{more}",
+        excerpt(column),
         shown.join(", ")
     ))
 }
@@ -319,7 +345,7 @@ impl Options {
             Some(text) => {
                 return Err(StageError::param(
                     "delimiter",
-                    format!("must be one ASCII character, not `{text}`"),
+                    format!("must be one ASCII character, not `{}`", excerpt(text)),
                     "write `delimiter: \";\"`, or `delimiter: tab` for tab-separated files",
                 ))
             }
@@ -440,12 +466,18 @@ impl Plan {
         let find = |param: &str, name: &str| -> Result<usize> {
             columns.iter().position(|column| column == name).ok_or_else(|| {
                 let suggestion = closest(name, columns).map(|close| format!("did you mean `{close}`? ")).unwrap_or_default();
+                let mut shown: Vec<String> =
+                    columns.iter().take(20).map(|column| format!("`{}`", excerpt(column))).collect();
+                if columns.len() > shown.len() {
+                    shown.push(format!("and {} more", columns.len() - shown.len()));
+                }
                 StageError::param(
                     param,
                     format!(
-                        "`{}` has no column `{name}`; its columns: {}",
+                        "`{}` has no column `{}`; its columns: {}",
                         file.display(),
-                        columns.iter().map(|column| format!("`{column}`")).collect::<Vec<_>>().join(", ")
+                        excerpt(name),
+                        shown.join(", ")
                     ),
                     format!(
                         "{suggestion}{}",
@@ -478,8 +510,16 @@ impl Plan {
 /// The column most like `name` (case or a typo or two apart), if any.
 fn closest<'a>(name: &str, columns: &'a [String]) -> Option<&'a str> {
     let wanted = name.to_lowercase();
+    let wanted_chars = wanted.chars().count();
     columns
         .iter()
+        .filter(|column| {
+            // Lengths further apart than the tolerance cannot be close; this
+            // also spares the edit distance (and its memory) for a huge
+            // header field.
+            let chars = column.chars().count();
+            chars.abs_diff(wanted_chars) <= 2.max(chars / 4)
+        })
         .map(|column| (edit_distance(&wanted, &column.to_lowercase()), column))
         .filter(|(distance, column)| *distance <= 2.max(column.chars().count() / 4))
         .min_by_key(|(distance, _)| *distance)
@@ -531,10 +571,66 @@ fn open_decompressed(file: &Path, count: Arc<AtomicU64>) -> Result<Box<dyn Read>
     })
 }
 
-fn describe_csv_error(file: &Path, error: csv::Error) -> StageError {
+/// Hands the CSV reader the decompressed stream, but fails once the record
+/// being read has grown past `limit` bytes: the reader would otherwise
+/// keep one unterminated record (an unclosed quote, a file without line
+/// breaks) whole in memory.
+struct RecordLimit {
+    inner: Box<dyn Read>,
+    delivered: u64,
+    /// Where the record being read starts, as the CSV reader counts bytes.
+    record_start: Arc<AtomicU64>,
+    limit: u64,
+}
+
+/// The error [`RecordLimit`] fails with, recognised in `describe_csv_error`.
+#[derive(Debug)]
+struct RecordTooLarge;
+
+impl std::fmt::Display for RecordTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record too large")
+    }
+}
+
+impl std::error::Error for RecordTooLarge {}
+
+impl Read for RecordLimit {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let in_record = self.delivered
+            - self
+                .record_start
+                .load(Ordering::Relaxed)
+                .min(self.delivered);
+        if in_record > self.limit {
+            return Err(std::io::Error::other(RecordTooLarge));
+        }
+        let read = self.inner.read(buf)?;
+        self.delivered += read as u64;
+        Ok(read)
+    }
+}
+
+fn describe_csv_error(file: &Path, error: csv::Error, record_line: u64) -> StageError {
     let line = error.position().map(|position| position.line());
     let described = error.to_string();
     match error.into_kind() {
+        csv::ErrorKind::Io(source)
+            if source
+                .get_ref()
+                .is_some_and(|inner| inner.is::<RecordTooLarge>()) =>
+        {
+            StageError::input(
+                format!(
+                    "`{}` line {record_line}: the record starting here is larger than {} (the most one record may \
+                     hold)",
+                    file.display(),
+                    records::limit_text(MAX_RECORD_BYTES)
+                ),
+                "a quote that is never closed makes the rest of the file one field, and a file without line breaks \
+                 is one record: check the quoting from that line on, and `delimiter:`",
+            )
+        }
         csv::ErrorKind::UnequalLengths {
             pos,
             expected_len,

@@ -6,13 +6,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use pipe_protocol::excerpt;
+
 use super::param;
-use crate::http::{self, Algorithm, FetchError, Fetcher, UrlFailure};
+use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
 
 pub struct Download;
+
+/// `max_bytes` by default: 64 GiB, above the large single-file datasets
+/// (the biggest Hugging Face allows is 50 GB) yet an end to an endless body.
+const DEFAULT_MAX_BYTES: u64 = 64 << 30;
 
 const CHECKSUMS: [(&str, Algorithm); 3] = [
     ("md5", Algorithm::Md5),
@@ -34,8 +40,10 @@ impl BuiltinStage for Download {
                 param("sha1", ParamKind::String, Some(Value::Null), "expected sha1 of the file (40 hex digits)"),
                 param("sha256", ParamKind::String, Some(Value::Null), "expected sha256 of the file (64 hex digits); exactly one checksum is required for http(s) URLs"),
                 param("filename", ParamKind::String, Some(Value::Null), "name of the file in messages and scratch space; default: the last segment of the URL path"),
-                param("retries", ParamKind::Integer, Some(json!(5)), "retries per URL after connection errors, timeouts, HTTP 408/429/5xx"),
-                param("timeout_secs", ParamKind::Integer, Some(json!(60)), "seconds to wait to connect or for the next bytes before a try counts as failed"),
+                param("retries", ParamKind::Integer, Some(json!(5)), "retries per URL after connection errors, timeouts, HTTP 408/429/5xx").at_least(0.0),
+                param("timeout_secs", ParamKind::Integer, Some(json!(60)), "seconds to wait to connect or for the next bytes before a try counts as failed").at_least(1.0),
+                param("size", ParamKind::Integer, Some(Value::Null), "expected size of the file in bytes: a server that announces another size is refused, and a body is cut off as soon as it goes past it").at_least(0.0),
+                param("max_bytes", ParamKind::Integer, Some(json!(DEFAULT_MAX_BYTES)), "largest file accepted when `size` is unset (default 64 GiB): a larger announced size is refused at once, and a body without one (chunked, endless) is cut off past it").at_least(1.0),
             ],
             outputs: vec![OutputSpec {
                 name: "file".into(),
@@ -76,6 +84,13 @@ impl BuiltinStage for Download {
             ));
         }
 
+        let limit = SizeLimit {
+            expected: context.opt_u64("size")?,
+            expected_by: "`size`",
+            max: context.u64("max_bytes")?,
+            max_param: Some("max_bytes"),
+        };
+
         let scratch = context.scratch_dir();
         std::fs::create_dir_all(scratch).map_err(|e| StageError::io(scratch, e))?;
         let part = scratch.join(format!("{filename}.part"));
@@ -96,7 +111,7 @@ impl BuiltinStage for Download {
                 context.message(format!("trying mirror {}", source.url()));
             }
             let got = match source {
-                Source::Http(url) => match fetcher.fetch(url, &part, algorithm, &[]) {
+                Source::Http(url) => match fetcher.fetch(url, &part, algorithm, &[], limit) {
                     Ok(fetched) => (fetched.bytes, fetched.digest_hex),
                     Err(FetchError::Stage(error)) => return Err(error),
                     Err(FetchError::Url(failure)) => {
@@ -116,7 +131,7 @@ impl BuiltinStage for Download {
                         failures.push(failure);
                         continue;
                     }
-                    http::copy_hashing(context, "download", path, &part, algorithm)?
+                    http::copy_hashing(context, "download", path, &part, algorithm, limit)?
                 }
             };
             let (bytes, actual) = got;
@@ -221,7 +236,7 @@ fn expected_checksum(
             if !http::is_hex(&value, algorithm.hex_len()) {
                 return Err(StageError::param(
                     name,
-                    format!("`{value}` is not an {name} ({} hex digits)", algorithm.hex_len()),
+                    format!("`{}` is not an {name} ({} hex digits)", excerpt(&value), algorithm.hex_len()),
                     format!("copy the {name} from where the file is published, or compute it with `{name}sum FILE`"),
                 ));
             }
@@ -248,7 +263,7 @@ fn check_filename(name: &str) -> Result<String> {
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
         return Err(StageError::param(
             "filename",
-            format!("`{name}` is not a plain file name"),
+            format!("`{}` is not a plain file name", excerpt(name)),
             "give a name without directories, such as `aclImdb_v1.tar.gz`",
         ));
     }

@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use pipe_protocol::excerpt;
+
 use super::param;
-use crate::http::{self, Algorithm, FetchError, Fetcher, UrlFailure};
+use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
@@ -19,6 +21,16 @@ pub struct HfDownload;
 const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 const RETRIES: u32 = 5;
 const TIMEOUT: Duration = Duration::from_secs(60);
+/// The most one file may hold, when the hub does not announce its size
+/// (`X-Linked-Size`, for LFS files): 64 GiB, above the hub's own 50 GB per
+/// file, so that an endless body from a mirror ends.
+const MAX_FILE_BYTES: u64 = 64 << 30;
+const FILE_LIMIT: SizeLimit = SizeLimit {
+    expected: None,
+    expected_by: "the hub",
+    max: MAX_FILE_BYTES,
+    max_param: None,
+};
 
 impl BuiltinStage for HfDownload {
     fn info(&self) -> StageInfo {
@@ -107,7 +119,7 @@ impl BuiltinStage for HfDownload {
                 http::percent_encode(file, true)
             );
             let fetcher = Fetcher::new(context, RETRIES, TIMEOUT, format!("download {file}"));
-            let fetched = match fetcher.fetch(&url, &part, Algorithm::Sha256, &auth) {
+            let fetched = match fetcher.fetch(&url, &part, Algorithm::Sha256, &auth, FILE_LIMIT) {
                 Ok(fetched) => fetched,
                 Err(FetchError::Stage(error)) => return Err(error),
                 Err(FetchError::Url(failure)) => {
@@ -186,7 +198,7 @@ fn check_repo(repo: &str) -> Result<String> {
     if segments.len() > 2 || !segments.iter().all(|s| segment_ok(s)) {
         return Err(StageError::param(
             "repo",
-            format!("`{repo}` is not a hub repo name"),
+            format!("`{}` is not a hub repo name", excerpt(repo)),
             "write `name` or `org/name`, e.g. `distilbert-base-uncased` or `google-bert/bert-base-uncased`",
         ));
     }
@@ -204,7 +216,7 @@ fn check_revision(revision: &str) -> Result<String> {
     {
         return Err(StageError::param(
             "revision",
-            format!("`{revision}` is not a revision"),
+            format!("`{}` is not a revision", excerpt(revision)),
             "give the commit sha of the repo (40 hex digits, shown in the hub's history) or a tag",
         ));
     }
@@ -230,14 +242,14 @@ fn check_files(files: Vec<String>) -> Result<Vec<String>> {
         if bad {
             return Err(StageError::param(
                 "files",
-                format!("`{file}` is not a path inside the repo"),
+                format!("`{}` is not a path inside the repo", excerpt(file)),
                 "use paths relative to the repo root, such as `config.json` or `onnx/model.onnx`",
             ));
         }
         if !seen.insert(file.as_str()) {
             return Err(StageError::param(
                 "files",
-                format!("`{file}` is listed twice"),
+                format!("`{}` is listed twice", excerpt(file)),
                 "list each file once",
             ));
         }
@@ -325,6 +337,7 @@ fn copy_from_cache(context: &StageContext, cached: &Path, part: &Path, file: &st
         cached,
         part,
         Algorithm::Sha256,
+        FILE_LIMIT,
     )?;
     if let Some(expected) = expected {
         if expected != actual {

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::builtins::param;
+use super::param;
+use crate::records::{self, MAX_RECORD_BYTES};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
 };
@@ -252,7 +253,7 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
     for entry in tar.entries().map_err(unreadable)? {
         let mut entry = entry.map_err(unreadable)?;
         let path = entry.path().map_err(unreadable)?.into_owned();
-        let shown = path.display().to_string();
+        let shown = pipe_protocol::excerpt(&path.display().to_string());
         check_entry_is_safe(archive, &path, entry.header().entry_type())?;
         context.progress("extract", count.load(Ordering::Relaxed), total, "bytes");
         if !entry.header().entry_type().is_file() {
@@ -267,9 +268,30 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
         if class == Class::Unsup && !include_unsup {
             continue;
         }
-        // The header's size is not trusted for the allocation.
+        // The header's size is not trusted for the allocation, and nothing
+        // past the record limit is read, whatever the header says.
+        let too_large = |size: u64| {
+            StageError::input(
+                format!(
+                    "`{}`: review `{}` holds {size} bytes, more than {} (the most one record may hold)",
+                    archive.display(),
+                    shown,
+                    records::limit_text(MAX_RECORD_BYTES)
+                ),
+                TAMPERED_HINT,
+            )
+        };
+        if entry.size() > MAX_RECORD_BYTES {
+            return Err(too_large(entry.size()));
+        }
         let mut bytes = Vec::with_capacity(entry.size().min(1 << 20) as usize);
-        entry.read_to_end(&mut bytes).map_err(unreadable)?;
+        (&mut entry)
+            .take(MAX_RECORD_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(unreadable)?;
+        if bytes.len() as u64 > MAX_RECORD_BYTES {
+            return Err(too_large(entry.size().max(bytes.len() as u64)));
+        }
         let text = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(error) => {
@@ -297,7 +319,7 @@ fn read_archive(context: &StageContext, archive: &Path, include_unsup: bool) -> 
 /// Nothing here is unpacked, but a dataset built from an archive that would
 /// write outside its folder or follow links is not the IMDB dataset.
 fn check_entry_is_safe(archive: &Path, path: &Path, kind: tar::EntryType) -> Result<()> {
-    let shown = path.display();
+    let shown = pipe_protocol::excerpt(&path.display().to_string());
     if kind.is_symlink() || kind.is_hard_link() {
         let what = if kind.is_symlink() {
             "a symbolic link"

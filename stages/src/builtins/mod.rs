@@ -26,6 +26,8 @@ pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &s
         doc: doc.into(),
         choices: vec![],
         pipeline_param: None,
+        minimum: None,
+        maximum: None,
     }
 }
 
@@ -35,7 +37,7 @@ pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &s
 pub(crate) fn seed_param(doc: &str) -> ParamSpec {
     ParamSpec {
         pipeline_param: Some("seed".into()),
-        ..param("seed", ParamKind::Integer, Some(Value::Null), doc)
+        ..param("seed", ParamKind::Integer, Some(Value::Null), doc).at_least(0.0)
     }
 }
 

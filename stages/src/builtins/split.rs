@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::builtins::{param, seed_param};
+use super::{param, seed_param};
+use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::rng::SplitMix64;
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
@@ -48,6 +49,7 @@ impl BuiltinStage for Split {
                 Some(Value::Null),
                 &size_doc(split),
             )
+            .at_least(0.0)
         };
         StageInfo {
             name: "data/split".into(),
@@ -192,9 +194,19 @@ fn read_sizes(context: &StageContext) -> Result<Sizes> {
     }
     let set: Vec<&&Value> = values.iter().filter(|value| !value.is_null()).collect();
     if set.iter().all(|value| value.is_u64()) {
-        return Ok(Sizes::Counts(
-            [0, 1, 2].map(|index| values[index].as_u64().unwrap_or(0)),
-        ));
+        let counts = [0, 1, 2].map(|index| values[index].as_u64().unwrap_or(0));
+        if counts.iter().all(|&count| count == 0) {
+            let first_set = values
+                .iter()
+                .position(|value| !value.is_null())
+                .unwrap_or(0);
+            return Err(StageError::param(
+                SPLITS[first_set],
+                "every split size is 0, so every split would be empty",
+                "give at least one split a count above 0 (train: 35000), or give fractions that sum to 1",
+            ));
+        }
+        return Ok(Sizes::Counts(counts));
     }
     if let Some(position) = values
         .iter()
@@ -229,8 +241,10 @@ impl Sizes {
     fn counts(&self, total: u64, dataset: &Path) -> Result<[u64; 3]> {
         match self {
             Sizes::Counts(counts) => {
-                let wanted: u64 = counts.iter().sum();
-                if wanted > total {
+                // In u128: three counts near u64::MAX must not wrap around
+                // to a small sum.
+                let wanted: u128 = counts.iter().map(|&count| u128::from(count)).sum();
+                if wanted > u128::from(total) {
                     return Err(StageError::input(
                         format!(
                             "train {} + val {} + test {} = {wanted} rows, but `{}` has only {total}",
@@ -270,14 +284,14 @@ fn index_rows(context: &StageContext, dataset: &Path, stratify: bool) -> Result<
     let mut offset = 0u64;
     let mut line_number = 0u64;
     loop {
-        buffer.clear();
-        let read = reader
-            .read_until(b'\n', &mut buffer)
-            .map_err(|e| StageError::io(dataset, e))?;
-        if read == 0 {
-            break;
-        }
         line_number += 1;
+        let read = match records::read_line(&mut reader, &mut buffer, MAX_RECORD_BYTES)
+            .map_err(|e| StageError::io(dataset, e))?
+        {
+            Line::End => break,
+            Line::Read(read) => read,
+            Line::TooLong => return Err(records::line_too_long(dataset, line_number)),
+        };
         let start = offset;
         offset += read as u64;
         let mut content = buffer.as_slice();
@@ -305,7 +319,10 @@ fn index_rows(context: &StageContext, dataset: &Path, stratify: bool) -> Result<
                 bad_line(if value.is_null() {
                     "no integer `label`, which `stratify: true` needs".to_string()
                 } else {
-                    format!("`label` is {value}, not an integer")
+                    format!(
+                        "`label` is {}, not an integer",
+                        pipe_protocol::excerpt(&value.to_string())
+                    )
                 })
             })?),
         };

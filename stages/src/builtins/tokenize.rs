@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
 use super::param;
+use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
 pub struct Tokenize;
@@ -52,7 +53,8 @@ impl BuiltinStage for Tokenize {
                     ParamKind::Integer,
                     Some(json!(512)),
                     "longest sequence in tokens, special tokens ([CLS], [SEP]) included; longer texts are truncated",
-                ),
+                )
+                .at_least(1.0),
                 param("text_field", ParamKind::String, Some(json!("text")), "the JSONL field holding the text"),
                 param(
                     "label_field",
@@ -65,7 +67,8 @@ impl BuiltinStage for Tokenize {
                     ParamKind::Integer,
                     Some(json!(1024)),
                     "texts per parallel work item (tuning only: results do not depend on it)",
-                ),
+                )
+                .at_least(1.0),
             ],
             outputs: vec![OutputSpec {
                 name: OUTPUT.into(),
@@ -208,6 +211,7 @@ fn load_tokenizer(path: &Path, bytes: &[u8], max_length: u64) -> Result<Tokenize
             format!("use at least {}; 128 or 512 are usual", special_tokens + 1),
         ));
     }
+    check_special_tokens(path, &tokenizer)?;
     let truncation = TruncationParams {
         max_length: max_length as usize,
         ..TruncationParams::default()
@@ -221,6 +225,70 @@ fn load_tokenizer(path: &Path, bytes: &[u8], max_length: u64) -> Result<Tokenize
         )
     })?;
     Ok(tokenizer)
+}
+
+/// Refuses a tokenizer whose post-processor adds a special token ([CLS],
+/// [SEP]) with an id outside its vocabulary: every row would carry an id the
+/// model has no embedding for, and training would fail far from the cause.
+fn check_special_tokens(path: &Path, tokenizer: &Tokenizer) -> Result<()> {
+    let Some(processor) = tokenizer.get_post_processor() else {
+        return Ok(());
+    };
+    let vocab_size = tokenizer.get_vocab_size(true) as u64;
+    let processor = serde_json::to_value(processor).unwrap_or(Value::Null);
+    let mut special = Vec::new();
+    collect_special_tokens(&processor, &mut special);
+    if let Some((token, id)) = special.into_iter().find(|(_, id)| *id >= vocab_size) {
+        return Err(StageError::input(
+            format!(
+                "tokenizer `{}`: special token `{}` has id {id}, but the vocabulary has {vocab_size} tokens \
+                 (ids 0 to {})",
+                path.display(),
+                pipe_protocol::excerpt(&token),
+                vocab_size.saturating_sub(1)
+            ),
+            "the tokenizer.json's `post_processor` and its `model.vocab` disagree: give the special token the id \
+             it has in the vocabulary, or download the tokenizer again",
+        ));
+    }
+    Ok(())
+}
+
+/// (token, id) of every special token in a serialized post-processor:
+/// `cls`/`sep` pairs (BERT, RoBERTa) and the `special_tokens` of a template,
+/// inside a `Sequence` too.
+fn collect_special_tokens(value: &Value, found: &mut Vec<(String, u64)>) {
+    match value {
+        Value::Object(object) => {
+            for key in ["cls", "sep"] {
+                if let Some([Value::String(token), Value::Number(id)]) =
+                    object.get(key).and_then(Value::as_array).map(Vec::as_slice)
+                {
+                    found.push((token.clone(), id.as_u64().unwrap_or(u64::MAX)));
+                }
+            }
+            if let (Some(ids), Some(tokens)) = (
+                object.get("ids").and_then(Value::as_array),
+                object.get("tokens").and_then(Value::as_array),
+            ) {
+                for (id, token) in ids.iter().zip(tokens) {
+                    found.push((
+                        token.as_str().unwrap_or_default().to_string(),
+                        id.as_u64().unwrap_or(u64::MAX),
+                    ));
+                }
+            }
+            for nested in object.values() {
+                collect_special_tokens(nested, found);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_special_tokens(item, found);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Every split of the dataset as (name, file): a file is one split named
@@ -278,36 +346,44 @@ fn read_split(path: &Path, text_field: &str, label_field: &str) -> Result<Rows> 
         labels: Vec::new(),
         lines: Vec::new(),
     };
-    let mut line = String::new();
+    let mut bytes = Vec::new();
     let mut number = 0u64;
     loop {
-        line.clear();
         number += 1;
-        let read = reader.read_line(&mut line).map_err(|e| {
+        let not_utf8 = |e: &dyn std::fmt::Display| {
             StageError::input(
                 format!("`{}` line {number}: {e}", path.display()),
                 "the dataset must be UTF-8 JSONL, one object per line",
             )
-        })?;
-        if read == 0 {
-            break;
+        };
+        match records::read_line(&mut reader, &mut bytes, MAX_RECORD_BYTES)
+            .map_err(|e| StageError::io(path, e))?
+        {
+            Line::End => break,
+            Line::Read(_) => {}
+            Line::TooLong => return Err(records::line_too_long(path, number)),
         }
+        let line = std::str::from_utf8(&bytes).map_err(|e| not_utf8(&e))?;
         if line.trim().is_empty() {
             continue;
         }
         let at = || format!("`{}` line {number}", path.display());
-        let object: serde_json::Map<String, Value> = serde_json::from_str(&line).map_err(|e| {
+        let object: serde_json::Map<String, Value> = serde_json::from_str(line).map_err(|e| {
             StageError::input(
                 format!("{}: not a JSON object: {e}", at()),
                 "each line must be one JSON object such as {\"text\": \"...\", \"label\": 0}",
             )
         })?;
         let fields = || {
-            object
+            let mut shown: Vec<String> = object
                 .keys()
-                .map(|key| format!("`{key}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+                .take(20)
+                .map(|key| format!("`{}`", pipe_protocol::excerpt(key)))
+                .collect();
+            if object.len() > shown.len() {
+                shown.push(format!("and {} more", object.len() - shown.len()));
+            }
+            shown.join(", ")
         };
         let text = match object.get(text_field) {
             Some(Value::String(text)) => text.clone(),
@@ -353,11 +429,7 @@ fn read_split(path: &Path, text_field: &str, label_field: &str) -> Result<Rows> 
 }
 
 fn preview(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(60) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
-    }
+    pipe_protocol::excerpt(&value.to_string())
 }
 
 struct Encoded {
