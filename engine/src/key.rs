@@ -23,6 +23,9 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
         StageKind::Command { command } => {
             manifest.insert("command".into(), json!(command));
         }
+        StageKind::Argv { argv } => {
+            manifest.insert("argv".into(), json!(argv));
+        }
         StageKind::Builtin {
             uses,
             version,
