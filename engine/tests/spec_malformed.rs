@@ -134,6 +134,7 @@ fn each_fixture_reports_its_own_mistake() {
         ("54-reference-in-ansi-c-quotes.yaml", "bad-reference"),
         ("55-run-list-with-mapping.yaml", "bad-type"),
         ("56-matrix-too-large.yaml", "matrix-too-large"),
+        ("57-raw-in-with.yaml", "bad-reference"),
     ];
     for (name, code) in expected {
         let diagnostics = diagnostics_for(&malformed_dir().join(name), &[]);

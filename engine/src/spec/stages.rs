@@ -216,6 +216,11 @@ pub(crate) fn build(
         }
     }
 
+    // What built the stages is not needed to check them; in a large sweep
+    // it is a good part of the peak.
+    drop(resolver);
+    drop(expansions);
+    drop((metrics_per_stage, effects_per_stage));
     let moved = follow_symlinks(root, &stages, diagnostics);
     check_output_ownership(&mut stages, &moved, diagnostics);
     stages
@@ -1439,17 +1444,26 @@ impl<'a> Resolver<'a> {
                 params::scalar_to_json(scalar)
             }
             NodeValue::Scalar(scalar) => {
-                if let Ok([Piece::Ref(reference)]) = interp::parse(&scalar.text).as_deref() {
-                    return match self.evaluate(scope, reference, ref_span(node, reference), effects)
-                    {
-                        Ok(Evaluated::Param(found)) => params::to_json(found),
-                        Ok(Evaluated::Matrix(value)) => value.json,
-                        Ok(Evaluated::Path(path)) => Value::String(path),
-                        Err(failure) => {
-                            self.report(node, reference, failure, diagnostics);
-                            Value::Null
-                        }
-                    };
+                let pieces = interp::parse(&scalar.text);
+                if let Ok([Piece::Ref(reference)]) = pieces.as_deref() {
+                    // `${raw:...}` is left to `resolve_string`, which says
+                    // where `raw:` belongs.
+                    if !reference.expr.starts_with(RAW_PREFIX) {
+                        return match self.evaluate(
+                            scope,
+                            reference,
+                            ref_span(node, reference),
+                            effects,
+                        ) {
+                            Ok(Evaluated::Param(found)) => params::to_json(found),
+                            Ok(Evaluated::Matrix(value)) => value.json,
+                            Ok(Evaluated::Path(path)) => Value::String(path),
+                            Err(failure) => {
+                                self.report(node, reference, failure, diagnostics);
+                                Value::Null
+                            }
+                        };
+                    }
                 }
                 self.resolve_string(scope, node, effects, diagnostics)
                     .map_or(Value::Null, Value::String)

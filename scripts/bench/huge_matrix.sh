@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Memory and time of `pipe validate` on a pipeline whose 6-line matrix
+# expands to N stages (default: 1,000,000, the documented limit), and on
+# one matrix that goes past the limit, which must be refused before it is
+# expanded. Prints peak RSS (GNU time's "Maximum resident set size") and
+# wall time for each.
+# Usage: scripts/bench/huge_matrix.sh [PIPE_BINARY] [N...]
+#   PIPE_BINARY defaults to target/debug/pipe (set CARGO_TARGET_DIR to use
+#   another target directory); N defaults to 1000000 999999 and 1000001.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+pipe=${1:-${CARGO_TARGET_DIR:-$repo/target}/debug/pipe}
+shift || true
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1000000 999999 1000001)
+[ -x /usr/bin/time ] || { echo "needs GNU time (/usr/bin/time)" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# N stages as six matrix keys: five of 10 values and one of N/100000,
+# or, when N is not a multiple of 100000, a last key with the remainder
+# in a second stage.
+write_pipeline() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+n, path = int(sys.argv[1]), sys.argv[2]
+ten = "[" + ", ".join(str(i) for i in range(10)) + "]"
+def stage(name, first_axis):
+    axis = "[" + ", ".join(str(i) for i in range(first_axis)) + "]"
+    return (f"  {name}:\n"
+            f"    matrix: {{ a: {axis}, b: {ten}, c: {ten}, d: {ten}, e: {ten}, f: {ten} }}\n"
+            f"    run: echo ${{matrix.a}} ${{matrix.b}} ${{matrix.c}} ${{matrix.d}} ${{matrix.e}} ${{matrix.f}} > ${{outs.out}}\n"
+            f"    outs: {{ out: \"out/${{matrix.a}}/${{matrix.b}}${{matrix.c}}${{matrix.d}}${{matrix.e}}${{matrix.f}}.txt\" }}\n")
+text = "stages:\n"
+whole, rest = divmod(n, 100000)
+if whole:
+    text += stage("sweep", whole)
+if rest:
+    # `rest` more stages: one axis of `rest` values.
+    axis = "[" + ", ".join(str(i) for i in range(rest)) + "]"
+    text += ("  extra:\n"
+             f"    matrix: {{ x: {axis} }}\n"
+             "    run: echo ${matrix.x} > ${outs.out}\n"
+             "    outs: { out: \"extra/${matrix.x}.txt\" }\n")
+open(path, "w").write(text)
+PY
+}
+
+printf '%-10s %-6s %12s %10s %12s\n' stages exit peak_rss_mb seconds cpu_seconds
+for n in "${sizes[@]}"; do
+  dir="$work/$n"
+  mkdir -p "$dir/.pipe"
+  write_pipeline "$n" "$dir/pipe.yaml"
+  set +e
+  (cd "$dir" && /usr/bin/time -v "$pipe" validate >"$dir/out" 2>"$dir/err")
+  status=$?
+  set -e
+  rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$dir/err")
+  wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$dir/err")
+  seconds=$(awk -F: '{ if (NF == 3) print $1 * 3600 + $2 * 60 + $3; else print $1 * 60 + $2 }' <<<"$wall")
+  # CPU time (user + system) says more than wall time on a busy machine.
+  user=$(sed -n 's/.*User time (seconds): //p' "$dir/err")
+  system=$(sed -n 's/.*System time (seconds): //p' "$dir/err")
+  printf '%-10s %-6s %12.1f %10.2f %12.2f\n' "$n" "$status" "$(awk "BEGIN { print $rss_kb / 1024 }")" "$seconds" "$(awk "BEGIN { print $user + $system }")"
+  if [ "$status" -ne 0 ]; then
+    grep -m1 -A4 '^error' "$dir/err" | sed 's/^/    /' || true
+  fi
+done
