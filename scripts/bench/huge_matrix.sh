@@ -18,31 +18,59 @@ sizes=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# N stages as six matrix keys: five of 10 values and one of N/100000,
-# or, when N is not a multiple of 100000, a last key with the remainder
-# in a second stage.
+# N stages from one matrix stage of small axes (N = 999,999 is
+# 27 x 7 x 11 x 13 x 37), or, when N has a prime factor over 1000, six
+# axes for the multiples of 100,000 and a second stage for the rest.
 write_pipeline() {
   python3 - "$1" "$2" <<'PY'
 import sys
 n, path = int(sys.argv[1]), sys.argv[2]
-ten = "[" + ", ".join(str(i) for i in range(10)) + "]"
-def stage(name, first_axis):
-    axis = "[" + ", ".join(str(i) for i in range(first_axis)) + "]"
+
+def small_axes(n):
+    if n == 1:
+        return [1]
+    primes, rest, factor = [], n, 2
+    while factor * factor <= rest:
+        while rest % factor == 0:
+            primes.append(factor)
+            rest //= factor
+        factor += 1
+    if rest > 1:
+        primes.append(rest)
+    if max(primes) > 1000:
+        return None
+    axes = []
+    for prime in sorted(primes, reverse=True):
+        for index, size in enumerate(axes):
+            if size * prime <= 1000:
+                axes[index] = size * prime
+                break
+        else:
+            axes.append(prime)
+    return axes
+
+def values(count):
+    return "[" + ", ".join(str(i) for i in range(count)) + "]"
+
+def stage(name, axes):
+    keys = [f"k{index}" for index in range(len(axes))]
+    matrix = ", ".join(f"{key}: {values(size)}" for key, size in zip(keys, axes))
+    refs = "".join("${matrix.%s}-" % key for key in keys)
     return (f"  {name}:\n"
-            f"    matrix: {{ a: {axis}, b: {ten}, c: {ten}, d: {ten}, e: {ten}, f: {ten} }}\n"
-            f"    run: echo ${{matrix.a}} ${{matrix.b}} ${{matrix.c}} ${{matrix.d}} ${{matrix.e}} ${{matrix.f}} > ${{outs.out}}\n"
-            f"    outs: {{ out: \"out/${{matrix.a}}/${{matrix.b}}${{matrix.c}}${{matrix.d}}${{matrix.e}}${{matrix.f}}.txt\" }}\n")
+            f"    matrix: {{ {matrix} }}\n"
+            f"    run: echo {refs} > ${{outs.out}}\n"
+            f"    outs: {{ out: \"out/{name}/{refs}.txt\" }}\n")
+
 text = "stages:\n"
-whole, rest = divmod(n, 100000)
-if whole:
-    text += stage("sweep", whole)
-if rest:
-    # `rest` more stages: one axis of `rest` values.
-    axis = "[" + ", ".join(str(i) for i in range(rest)) + "]"
-    text += ("  extra:\n"
-             f"    matrix: {{ x: {axis} }}\n"
-             "    run: echo ${matrix.x} > ${outs.out}\n"
-             "    outs: { out: \"extra/${matrix.x}.txt\" }\n")
+axes = small_axes(n)
+if axes:
+    text += stage("sweep", axes)
+else:
+    whole, rest = divmod(n, 100000)
+    if whole:
+        text += stage("sweep", [whole, 10, 10, 10, 10, 10])
+    if rest:
+        text += stage("extra", small_axes(rest) or [rest])
 open(path, "w").write(text)
 PY
 }
