@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Memory and time of `pipe validate` on a pipeline whose 6-line matrix
-# expands to N stages (default: 1,000,000, the documented limit), and on
-# one matrix that goes past the limit, which must be refused before it is
-# expanded. Prints peak RSS (GNU time's "Maximum resident set size") and
-# wall time for each.
+# Memory and time of `pipe validate` on a pipeline of a few lines whose
+# matrix expands to N stages: the documented limit (1,000,000), just under
+# it, and just over it, which must be refused before anything is expanded.
+# Prints peak RSS (GNU time's "Maximum resident set size"), wall time and
+# CPU time for each.
 # Usage: scripts/bench/huge_matrix.sh [PIPE_BINARY] [N...]
 #   PIPE_BINARY defaults to target/debug/pipe (set CARGO_TARGET_DIR to use
 #   another target directory); N defaults to 1000000 999999 and 1000001.
