@@ -706,6 +706,7 @@ fn expand(
                     .and_then(|fields| fields.iter().find(|f| f.key == "matrix"))
                     .map(|f| f.key_span);
                 let expands_to = match count {
+                    Some(1) => "1 stage".to_string(),
                     Some(count) => format!("{} stages", with_thousands(count)),
                     None => "more stages than can be counted".to_string(),
                 };
