@@ -349,11 +349,11 @@ fn locate_key(file: &Path, lines: &[&str], stage_line: usize, key: &str) -> Opti
                 || before.ends_with("with:");
             if starts_entry && after.starts_with(':') {
                 return Some(Location {
-                    file: file.to_path_buf(),
+                    file: file.into(),
                     line: index + 1,
                     col: line[..byte].chars().count() + 1,
                     len: key.chars().count().max(1),
-                    source_line: line.to_string(),
+                    source_line: (*line).into(),
                 });
             }
         }

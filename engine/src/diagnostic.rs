@@ -1,18 +1,22 @@
 //! Located, user-facing errors about a pipeline file.
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
 
 /// A place in a file. `line` and `col` are 1-based; `len` is the width of
-/// the offending text in characters (at least 1).
+/// the offending text in characters (at least 1). Every stage, output and
+/// dependency keeps one for runtime messages, so the file name and the
+/// line are shared, not copied: a million-stage matrix points at a few
+/// lines. Build them with `.into()` from a `PathBuf` and a `String`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
-    pub file: PathBuf,
+    pub file: Arc<Path>,
     pub line: usize,
     pub col: usize,
     pub len: usize,
     /// The whole source line, for the excerpt.
-    pub source_line: String,
+    pub source_line: Arc<str>,
 }
 
 /// One error: what is wrong, where, and how to fix it. Rendered as

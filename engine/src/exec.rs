@@ -22,6 +22,7 @@ use crate::groups::{self, GroupRecord};
 use crate::key;
 use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, StageRecord, StageStatus};
+use crate::spec::paths::check_output_location;
 use crate::spec::{Pipeline, Stage, StageKind};
 use crate::workspace::{declared_outputs, hash_deps, outputs_differing, remove_path};
 use crate::{interrupt, EngineError, Result};
@@ -619,6 +620,8 @@ fn reuse_cached(
     for path in differing {
         let artifact = &result.outputs[path];
         let destination = root.join(path);
+        check_output_location(root, path)
+            .map_err(|message| CacheError::io(&destination, std::io::Error::other(message)))?;
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent).map_err(|e| CacheError::io(parent, e))?;
         }
@@ -644,6 +647,7 @@ fn run_command(
     // Stale outputs must not survive into a new result, and restored ones
     // may be read-only links into the cache that a command must not write through.
     for out in declared_outputs(stage) {
+        check_output_location(root, &out.path)?;
         let path = root.join(&out.path);
         remove_path(&path).map_err(|e| format!("cannot remove old output `{}`: {e}", out.path))?;
         if let Some(parent) = path.parent() {
@@ -661,17 +665,40 @@ fn run_command(
     let log = File::create(&log_path)
         .map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
     match &stage.kind {
-        StageKind::Command { command } => {
-            let mut shell = Command::new("bash");
-            shell.args(["-e", "-o", "pipefail", "-c", command]);
+        StageKind::Command { .. } | StageKind::Argv { .. } => {
+            let mut process = command_process(&stage.kind, root)?;
             let log_for_stderr = log
                 .try_clone()
                 .map_err(|e| format!("cannot open log: {e}"))?;
-            shell.stdout(log).stderr(log_for_stderr);
-            let status = spawn_and_wait(context, index, stage, gpus, shell, &log_path, |_| Ok(()))?;
+            process.stdout(log).stderr(log_for_stderr);
+            let status =
+                spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
             check_exit(status, "command")
         }
         StageKind::Builtin { .. } => run_worker(context, index, stage, gpus, log, &log_path),
+    }
+}
+
+/// `run: "..."` runs under bash; `run: [...]` runs its program directly,
+/// a relative program path (`./train.sh`) taken from the project root.
+fn command_process(kind: &StageKind, root: &Path) -> std::result::Result<Command, String> {
+    match kind {
+        StageKind::Argv { argv } if !argv.is_empty() => {
+            let program = Path::new(&argv[0]);
+            let mut process = if program.is_relative() && argv[0].contains('/') {
+                Command::new(root.join(program))
+            } else {
+                Command::new(program)
+            };
+            process.args(&argv[1..]);
+            Ok(process)
+        }
+        StageKind::Command { command } => {
+            let mut shell = Command::new("bash");
+            shell.args(["-e", "-o", "pipefail", "-c", command]);
+            Ok(shell)
+        }
+        _ => Err("the stage has no command to run".to_string()),
     }
 }
 

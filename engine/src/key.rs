@@ -31,6 +31,13 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
         StageKind::Command { command } => {
             manifest.insert("command".into(), json!(redact_text(command)));
         }
+        StageKind::Argv { argv } => {
+            let argv: Vec<String> = argv
+                .iter()
+                .map(|word| redact_text(word).into_owned())
+                .collect();
+            manifest.insert("argv".into(), json!(argv));
+        }
         StageKind::Builtin {
             uses,
             version,

@@ -53,7 +53,7 @@ fn every_malformed_fixture_is_refused_with_located_hinted_errors() {
                 .location
                 .as_ref()
                 .unwrap_or_else(|| panic!("{name}: `{}` has no location", diagnostic.message));
-            assert_eq!(location.file, *fixture, "{name}: located in another file");
+            assert_eq!(*location.file, **fixture, "{name}: located in another file");
             assert!(
                 location.line >= 1 && location.col >= 1,
                 "{name}: location {location:?}"
@@ -127,6 +127,14 @@ fn each_fixture_reports_its_own_mistake() {
         ("47-stage-not-mapping.yaml", "bad-type"),
         ("48-stage-ref-in-output.yaml", "bad-reference"),
         ("49-multibyte-unknown-param.yaml", "bad-reference"),
+        ("50-output-is-git-dir.yaml", "output-in-git-dir"),
+        ("51-output-inside-git-dir.yaml", "output-in-git-dir"),
+        ("52-raw-outside-run.yaml", "bad-reference"),
+        ("53-raw-in-run-list.yaml", "bad-reference"),
+        ("54-reference-in-ansi-c-quotes.yaml", "bad-reference"),
+        ("55-run-list-with-mapping.yaml", "bad-type"),
+        ("56-matrix-too-large.yaml", "matrix-too-large"),
+        ("57-raw-in-with.yaml", "bad-reference"),
     ];
     for (name, code) in expected {
         let diagnostics = diagnostics_for(&malformed_dir().join(name), &[]);
@@ -281,7 +289,10 @@ fn errors_in_params_yaml_point_into_params_yaml() {
     let (dir, file) = params_project(Some("seed: 2\ntrain:\n  lr: [0.1\n"));
     let diagnostics = diagnostics_for(&file, &[]);
     let params_file = dir.path().join("params.yaml");
-    assert_eq!(diagnostics[0].location.as_ref().unwrap().file, params_file);
+    assert_eq!(
+        *diagnostics[0].location.as_ref().unwrap().file,
+        *params_file
+    );
     let text = rendered(diagnostics, &params_file, "params.yaml");
     insta::assert_snapshot!("params-yaml-syntax-error", text);
 
@@ -289,7 +300,7 @@ fn errors_in_params_yaml_point_into_params_yaml() {
     let diagnostics = diagnostics_for(&file, &[]);
     assert_eq!(diagnostics[0].code, "bad-type");
     assert_eq!(
-        diagnostics[0].location.as_ref().unwrap().file,
-        dir.path().join("params.yaml")
+        *diagnostics[0].location.as_ref().unwrap().file,
+        *dir.path().join("params.yaml")
     );
 }

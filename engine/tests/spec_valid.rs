@@ -326,11 +326,11 @@ fn locations_point_at_the_stage_name_and_path_scalars() {
     let train = stage(&pipeline, "train");
     let location = train.location.as_ref().unwrap();
     assert_eq!((location.line, location.col, location.len), (8, 3, 5));
-    assert_eq!(location.file, fixture("dvc-style/pipe.yaml"));
+    assert_eq!(*location.file, *fixture("dvc-style/pipe.yaml"));
     let dep = train.deps[1].location.as_ref().unwrap();
     assert_eq!((dep.line, dep.col), (10, 22));
     assert_eq!(
-        dep.source_line,
+        &*dep.source_line,
         "    deps: [train.py, data/split/train.csv]"
     );
 }
@@ -470,4 +470,74 @@ stages:
     let dag = Dag::build(&pipeline).unwrap();
     let text = dag.render(&pipeline, DagFormat::Ascii);
     assert!(text.contains("train@precision=32-true"), "{text}");
+}
+
+#[test]
+fn interpolated_values_in_run_are_quoted_as_one_shell_word() {
+    let (_dir, file) = project(
+        "params: { msg: plain, lr: 5.0e-5, layers: [64, 32] }\nstages:\n  s:\n    run: python train.py --lr ${params.lr} --msg ${params.msg} --layers ${params.layers} > out/x\n",
+        None,
+    );
+    // Plain values are left as written: commands and their keys read as before.
+    assert_eq!(
+        command(&load(&file, &[]).stages[0]),
+        "python train.py --lr 5.0e-5 --msg plain --layers 64 32 > out/x"
+    );
+    let hostile = load(&file, &["msg=$(touch pwned); rm -rf ~ \"*\" it's"]);
+    assert_eq!(
+        command(&hostile.stages[0]),
+        r#"python train.py --lr 5.0e-5 --msg '$(touch pwned); rm -rf ~ "*" it'\''s' --layers 64 32 > out/x"#
+    );
+}
+
+#[test]
+fn a_value_inside_the_users_quotes_is_escaped_for_those_quotes() {
+    let (_dir, file) = project(
+        "params: { msg: x }\nstages:\n  s:\n    run: echo \"msg=${params.msg}\" 'raw=${params.msg}'\n",
+        None,
+    );
+    let pipeline = load(&file, &["msg=a \"b\" $(c) `d` \\e 'f'"]);
+    assert_eq!(
+        command(&pipeline.stages[0]),
+        r#"echo "msg=a \"b\" \$(c) \`d\` \\e 'f'" 'raw=a "b" $(c) `d` \e '\''f'\'''"#
+    );
+}
+
+#[test]
+fn raw_splices_a_value_unquoted() {
+    let (_dir, file) = project(
+        "params: { flags: --fast --quiet }\nstages:\n  s:\n    run: python train.py ${raw:params.flags} ${params.flags}\n",
+        None,
+    );
+    assert_eq!(
+        command(&load(&file, &[]).stages[0]),
+        "python train.py --fast --quiet '--fast --quiet'"
+    );
+}
+
+#[test]
+fn run_as_a_list_is_an_argv_with_one_value_per_item() {
+    let (_dir, file) = project(
+        "params: { msg: x, layers: [64, 32] }\nstages:\n  s:\n    run: [python, train.py, --msg, \"${params.msg}\", \"--tag=${params.msg}!\", \"${params.layers}\", 0.1]\n    outs: { model: \"models/${params.msg}.pt\" }\n",
+        None,
+    );
+    let pipeline = load(&file, &["msg=$(x) y"]);
+    assert_eq!(
+        pipeline.stages[0].kind,
+        StageKind::Argv {
+            argv: [
+                "python",
+                "train.py",
+                "--msg",
+                "$(x) y",
+                "--tag=$(x) y!",
+                "64",
+                "32",
+                "0.1"
+            ]
+            .map(String::from)
+            .to_vec()
+        }
+    );
+    assert_eq!(pipeline.stages[0].outs[0].path, "models/$(x) y.pt");
 }

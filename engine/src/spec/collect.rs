@@ -12,7 +12,7 @@ pub(crate) const MAX_DIAGNOSTICS: usize = 20;
 type SeenKey = (
     &'static str,
     String,
-    Option<(std::path::PathBuf, usize, usize)>,
+    Option<(std::sync::Arc<std::path::Path>, usize, usize)>,
 );
 
 #[derive(Default)]

@@ -112,8 +112,15 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
         .get("cache")
         .and_then(|node| cache_link(node, &sources, &mut diagnostics));
 
+    let project_root = project_root(file);
     let stages = match root.get("stages") {
-        Some(node) => stages::build(node, &sources, &merged_params, &mut diagnostics),
+        Some(node) => stages::build(
+            node,
+            &sources,
+            &merged_params,
+            &project_root,
+            &mut diagnostics,
+        ),
         None => {
             diagnostics.push(
                 Diagnostic::new("missing-stages", "the pipeline file has no `stages`")
@@ -130,7 +137,7 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
     let pipeline = Pipeline {
         name,
         file: file.to_path_buf(),
-        root: project_root(file),
+        root: project_root,
         params: params::to_json(&merged_params),
         stages,
         link,
@@ -179,11 +186,11 @@ fn read_source(file: &Path) -> Result<String> {
         .map_err(|error| EngineError::io(file, error))?;
     let located = |line: usize, col: usize, source_line: String| {
         Some(crate::Location {
-            file: file.to_path_buf(),
+            file: file.into(),
             line,
             col,
             len: 1,
-            source_line,
+            source_line: source_line.into(),
         })
     };
     if bytes.len() as u64 > MAX_FILE_BYTES {

@@ -8,12 +8,15 @@ use std::path::{Path, PathBuf};
 use pipe_cache::LinkMode;
 
 use crate::{Location, Result};
+pub use matrix::StageMatrix;
 
 mod collect;
 mod interp;
 mod load;
+mod matrix;
 mod params;
-mod paths;
+pub(crate) mod paths;
+mod shell;
 mod source;
 mod stages;
 pub(crate) mod suggest;
@@ -47,7 +50,7 @@ pub struct Stage {
     /// The name as written in the file (`train`).
     pub base_name: String,
     /// The matrix combination of this expansion (empty without a matrix).
-    pub matrix: BTreeMap<String, serde_json::Value>,
+    pub matrix: StageMatrix,
     pub kind: StageKind,
     pub desc: Option<String>,
     /// Declared and implicit dependencies, in declared order. A `${stages.X.outs.Y}`
@@ -74,8 +77,13 @@ pub struct Stage {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum StageKind {
-    /// A shell command, after interpolation; runs in the project root.
+    /// `run: "..."`: a shell command after interpolation, every
+    /// interpolated value quoted as one shell word (docs/pipeline-spec.md);
+    /// runs with `bash -c` in the project root.
     Command { command: String },
+    /// `run: [program, arg, ...]`: run without a shell in the project root,
+    /// each item one argument.
+    Argv { argv: Vec<String> },
     /// A built-in or registered stage `uses: name@version` run by a worker.
     /// `implementation`, `worker` and the defaults in `with` are filled in
     /// from the worker's catalog (`builtin::resolve`) before anything runs.

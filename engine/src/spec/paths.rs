@@ -1,4 +1,13 @@
-//! Project-relative paths for deps, outs and metrics.
+//! Project-relative paths for deps, outs and metrics, and where they
+//! really are once symlinks are followed.
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+
+/// pipe's own directory: cache, run records, built-in stages' outputs.
+pub(crate) const PIPE_DIR: &str = ".pipe";
+/// The repository with its history.
+pub(crate) const GIT_DIR: &str = ".git";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PathProblem {
@@ -49,6 +58,196 @@ pub(crate) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
         .rev()
         .filter(|(_, ch)| *ch == '/')
         .map(move |(index, _)| &path[..index])
+}
+
+/// `.pipe` or `.git` when the normalised `path` is or lies inside one of
+/// them. Compared without case: on a case-insensitive file system `.GIT`
+/// is the repository.
+pub(crate) fn protected_dir(path: &str) -> Option<&'static str> {
+    let first = path.split('/').next().unwrap_or(path);
+    [PIPE_DIR, GIT_DIR]
+        .into_iter()
+        .find(|dir| first.eq_ignore_ascii_case(dir))
+}
+
+pub(crate) fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Where a project-relative path really is once symlinks are followed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RealPath {
+    /// Where it is written: no symlink on the way. `exists` is false for a
+    /// directory pipe would create.
+    AsWritten { exists: bool },
+    /// Elsewhere in the project (`path`, project-relative), through a symlink.
+    Moved { path: String, exists: bool },
+    /// Outside the project: `link` (project-relative, as written) is the
+    /// symlink that leads to `target`.
+    Outside { link: String, target: PathBuf },
+}
+
+/// Follows symlinks in project-relative paths. Each directory is looked at
+/// once (one `lstat`, and a `canonicalize` only for a symlink), and nothing
+/// below a directory that does not exist is looked at, so checking many
+/// outputs under a few directories costs a few system calls.
+pub(crate) struct RealPaths {
+    root: PathBuf,
+    known_dirs: HashMap<String, RealPath>,
+}
+
+impl RealPaths {
+    pub(crate) fn new(root: &Path) -> RealPaths {
+        RealPaths {
+            root: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()),
+            known_dirs: HashMap::new(),
+        }
+    }
+
+    /// Where the directory `dir` (normalised; `""` is the root) really is.
+    pub(crate) fn dir(&mut self, dir: &str) -> RealPath {
+        if dir.is_empty() {
+            return RealPath::AsWritten { exists: true };
+        }
+        if let Some(known) = self.known_dirs.get(dir) {
+            return known.clone();
+        }
+        let (real, looked) = self.entry(dir);
+        // Only what cost a system call is worth remembering; a path under a
+        // missing or outside directory is found again without one.
+        if looked {
+            self.known_dirs.insert(dir.to_string(), real.clone());
+        }
+        real
+    }
+
+    /// Where `path` (normalised) itself really is, following a symlink at
+    /// its last component too. Not remembered: a file is asked about once.
+    pub(crate) fn path(&mut self, path: &str) -> RealPath {
+        self.entry(path).0
+    }
+
+    /// Where the directory holding `path` is: what pipe writes into when it
+    /// creates, removes or restores `path` (a symlink at `path` itself is
+    /// replaced, not followed).
+    pub(crate) fn parent(&mut self, path: &str) -> RealPath {
+        self.dir(parent_of(path))
+    }
+
+    /// Where `written` is, and whether finding out took a system call.
+    fn entry(&mut self, written: &str) -> (RealPath, bool) {
+        let (parent, name) = written.rsplit_once('/').unwrap_or(("", written));
+        let real_parent = match self.dir(parent) {
+            RealPath::AsWritten { exists: true } => parent.to_string(),
+            RealPath::Moved { path, exists: true } => path,
+            RealPath::AsWritten { exists: false } => {
+                return (RealPath::AsWritten { exists: false }, false)
+            }
+            RealPath::Moved {
+                path,
+                exists: false,
+            } => {
+                let path = join(&path, name);
+                return (
+                    RealPath::Moved {
+                        path,
+                        exists: false,
+                    },
+                    false,
+                );
+            }
+            RealPath::Outside { link, target } => {
+                let target = target.join(name);
+                return (RealPath::Outside { link, target }, false);
+            }
+        };
+        let real = join(&real_parent, name);
+        let full = self.root.join(&real);
+        let placed = |path: String, exists: bool| {
+            if path == written {
+                RealPath::AsWritten { exists }
+            } else {
+                RealPath::Moved { path, exists }
+            }
+        };
+        let real_path = match std::fs::symlink_metadata(&full) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                let (target, exists) = match full.canonicalize() {
+                    Ok(target) => (target, true),
+                    // A dangling link: where it points, by its text.
+                    Err(_) => {
+                        let text = std::fs::read_link(&full).unwrap_or_default();
+                        let directory = full.parent().unwrap_or(&self.root);
+                        (lexically_normal(&directory.join(text)), false)
+                    }
+                };
+                match target.strip_prefix(&self.root) {
+                    Ok(inside) => placed(inside.to_string_lossy().into_owned(), exists),
+                    Err(_) => RealPath::Outside {
+                        link: written.to_string(),
+                        target,
+                    },
+                }
+            }
+            Ok(_) => placed(real, true),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => placed(real, false),
+            // Unreadable: what is there is not known, so nothing is assumed
+            // to be missing below it.
+            Err(_) => placed(real, true),
+        };
+        (real_path, true)
+    }
+}
+
+fn parent_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
+}
+
+/// `/a/b/../c` -> `/a/c` without asking the file system.
+fn lexically_normal(path: &Path) -> PathBuf {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    normal
+}
+
+/// Refuses to let pipe delete or write `out_path` (project-relative, as
+/// declared) when a symlink on the way leads outside the project or into
+/// `.git/` or `.pipe/`. The spec is checked when the pipeline is loaded;
+/// this repeats the check right before outputs are removed or restored,
+/// since a symlink may appear in between. It looks only at the output's
+/// directories, a handful of `lstat`s.
+pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), String> {
+    // Built-in stages' outputs are placed in `.pipe/out/` by pipe itself,
+    // wherever the user has put `.pipe/`.
+    if protected_dir(out_path).is_some() {
+        return Ok(());
+    }
+    let mut real_paths = RealPaths::new(root);
+    match real_paths.parent(out_path) {
+        RealPath::AsWritten { .. } => Ok(()),
+        RealPath::Outside { link, target } => Err(format!(
+            "output `{out_path}` is outside the project: `{link}` is a symbolic link to `{}`; pipe does not delete or write files it does not own. Remove the link or change the output's path",
+            target.display()
+        )),
+        RealPath::Moved { path, .. } => match protected_dir(&path) {
+            None => Ok(()),
+            Some(dir) => Err(format!(
+                "output `{out_path}` leads into `{dir}/` through a symbolic link (its directory is really `{path}`); pipe does not delete or write files there. Remove the link or change the output's path"
+            )),
+        },
+    }
 }
 
 #[cfg(test)]

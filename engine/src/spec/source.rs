@@ -1,7 +1,10 @@
 //! The texts diagnostics point into: the pipeline file, `params.yaml`, and
 //! `-S` values (which have no file, so no location).
 
-use std::path::PathBuf;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::Location;
 
@@ -29,7 +32,8 @@ impl Span {
 
 pub(crate) struct SourceFile {
     /// `None` for text that did not come from a file (a `-S` value).
-    pub path: Option<PathBuf>,
+    /// Shared by every location in the file.
+    path: Option<Arc<Path>>,
     pub text: String,
     line_starts: Vec<usize>,
 }
@@ -58,6 +62,9 @@ impl SourceFile {
 #[derive(Default)]
 pub(crate) struct Sources {
     files: Vec<SourceFile>,
+    /// Each line a location points at, made once: every expansion of a
+    /// matrix stage points at the same few lines.
+    shared_lines: RefCell<HashMap<(usize, usize), Arc<str>>>,
 }
 
 impl Sources {
@@ -65,7 +72,7 @@ impl Sources {
         let mut line_starts = vec![0];
         line_starts.extend(text.match_indices('\n').map(|(index, _)| index + 1));
         self.files.push(SourceFile {
-            path,
+            path: path.as_deref().map(Arc::from),
             text,
             line_starts,
         });
@@ -78,13 +85,19 @@ impl Sources {
 
     pub fn location(&self, span: Span) -> Option<Location> {
         let file = self.files.get(span.file.0)?;
-        let path = file.path.clone()?;
+        let path = Arc::clone(file.path.as_ref()?);
+        let source_line = Arc::clone(
+            self.shared_lines
+                .borrow_mut()
+                .entry((span.file.0, span.line))
+                .or_insert_with(|| Arc::from(file.line_text(span.line))),
+        );
         Some(Location {
             file: path,
             line: span.line,
             col: span.col,
             len: span.len.max(1),
-            source_line: file.line_text(span.line).to_string(),
+            source_line,
         })
     }
 }

@@ -2,13 +2,17 @@
 //! references -> output ownership and implicit edges.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::collect::Diagnostics;
 use super::interp::{self, Piece, Reference};
+use super::matrix::{MatrixAxis, MatrixValue, StageMatrix};
 use super::params;
-use super::paths::{self, PathProblem};
+use super::paths::{self, PathProblem, RealPath};
+use super::shell::{self, QuoteContext, QuoteTracker};
 use super::source::{Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use super::yaml::{Entry, Node, NodeValue, Resolved};
@@ -52,15 +56,18 @@ pub(crate) const MAX_STAGES: usize = 1_000_000;
 /// Where a built-in stage writes an output nobody declared a path for.
 pub(crate) const BUILTIN_OUT_DIR: &str = ".pipe/out";
 
-#[derive(Clone)]
-struct MatrixValue {
-    json: Value,
-    text: String,
-}
+/// `${raw:params.flags}` splices a value into a `run` command unquoted.
+const RAW_PREFIX: &str = "raw:";
 
-struct MatrixAxis {
-    key: String,
-    values: Vec<MatrixValue>,
+/// How values are put into the text of a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interpolation {
+    /// As they are (paths, `env`, `with`).
+    Plain,
+    /// Into a `run:` shell command: each value quoted as one word.
+    Shell,
+    /// Into one item of `run: [...]`, which no shell reads.
+    Argv,
 }
 
 struct Decl<'a> {
@@ -72,20 +79,26 @@ struct Decl<'a> {
 }
 
 enum DeclKind<'a> {
+    /// `run: "a shell command"`.
     Command(&'a Node),
-    Builtin { uses: String, version: u32 },
+    /// `run: [program, arg, ...]`, run without a shell.
+    Argv(&'a Node),
+    Builtin {
+        uses: String,
+        version: u32,
+    },
 }
 
 struct Expansion {
     decl: usize,
     name: String,
-    combo: Vec<(String, MatrixValue)>,
+    combo: StageMatrix,
 }
 
 struct Scope<'s> {
     stage: &'s str,
     field: &'static str,
-    combo: &'s [(String, MatrixValue)],
+    combo: &'s StageMatrix,
     has_matrix: bool,
     deps: Option<&'s [Dep]>,
     outs: Option<&'s [Out]>,
@@ -120,6 +133,7 @@ pub(crate) fn build(
     stages_node: &Node,
     sources: &Sources,
     params: &Node,
+    root: &Path,
     diagnostics: &mut Diagnostics,
 ) -> Vec<Stage> {
     let Some(entries) = stages_node.as_map() else {
@@ -146,7 +160,7 @@ pub(crate) fn build(
     for entry in entries {
         if let Some((decl, axes)) = declare(entry, sources, params, diagnostics) {
             decls.push(decl);
-            axes_per_decl.push(axes);
+            axes_per_decl.push(Arc::<[MatrixAxis]>::from(axes));
         }
     }
 
@@ -157,7 +171,7 @@ pub(crate) fn build(
     let mut resolver = Resolver::new(sources, params, &decls, &expansions);
 
     // Outputs first: references between stages need every stage's outputs.
-    let mut outs_per_stage = Vec::with_capacity(expansions.len());
+    let mut outs_per_stage: Vec<Vec<Out>> = Vec::with_capacity(expansions.len());
     let mut metrics_per_stage = Vec::with_capacity(expansions.len());
     let mut effects_per_stage = Vec::with_capacity(expansions.len());
     for expansion in &expansions {
@@ -169,21 +183,25 @@ pub(crate) fn build(
         metrics_per_stage.push(metrics);
         effects_per_stage.push(effects);
     }
-    resolver.outputs_by_stage = outs_per_stage.clone();
+    // The only copy of each stage's outs until its `Stage` is built: a
+    // million-stage sweep must not hold them twice.
+    resolver.outputs_by_stage = outs_per_stage;
 
     let mut stages = Vec::with_capacity(expansions.len());
     for (index, expansion) in expansions.iter().enumerate() {
-        let outs = std::mem::take(&mut outs_per_stage[index]);
         let metrics = std::mem::take(&mut metrics_per_stage[index]);
         let effects = std::mem::take(&mut effects_per_stage[index]);
         stages.push(resolver.stage(
             &decls[expansion.decl],
             expansion,
-            outs,
+            index,
             metrics,
             effects,
             diagnostics,
         ));
+    }
+    for (stage, outs) in stages.iter_mut().zip(resolver.outputs_by_stage.drain(..)) {
+        stage.outs = outs;
     }
 
     for (index, names) in std::mem::take(&mut resolver.implicit_builtin_outs) {
@@ -198,8 +216,87 @@ pub(crate) fn build(
         }
     }
 
-    check_output_ownership(&mut stages, diagnostics);
+    // What built the stages is not needed to check them; in a large sweep
+    // it is a good part of the peak.
+    drop(resolver);
+    drop(expansions);
+    drop((metrics_per_stage, effects_per_stage));
+    let moved = follow_symlinks(root, &stages, diagnostics);
+    check_output_ownership(&mut stages, &moved, diagnostics);
     stages
+}
+
+/// Declared paths that lead elsewhere in the project through a symlink,
+/// with where they really are. Keyed by (stage, index in outs then
+/// metrics) and (stage, index in deps), ordered so that messages are too.
+#[derive(Default)]
+struct MovedPaths {
+    outs: BTreeMap<(usize, usize), String>,
+    deps: HashMap<(usize, usize), String>,
+}
+
+/// Outputs are refused when a symlink on the way leads out of the project
+/// or into `.git/` or `.pipe/`: pipe deletes an output before its stage
+/// runs and restores it from the cache, and must only do that to files it
+/// owns. Outputs and dependencies that lead elsewhere in the project are
+/// returned, so that overlaps and edges are found by where files really
+/// are. A dependency may lead outside the project: it is only read.
+fn follow_symlinks(root: &Path, stages: &[Stage], diagnostics: &mut Diagnostics) -> MovedPaths {
+    let mut real_paths = paths::RealPaths::new(root);
+    let mut moved = MovedPaths::default();
+    for (stage_index, stage) in stages.iter().enumerate() {
+        for (out_index, out) in stage.outs.iter().chain(&stage.metrics).enumerate() {
+            // Built-in stages' outputs: placed in `.pipe/out/` by pipe.
+            if paths::protected_dir(&out.path).is_some() {
+                continue;
+            }
+            match real_paths.parent(&out.path) {
+                RealPath::AsWritten { .. } => {}
+                RealPath::Outside { link, target } => diagnostics.push(
+                    Diagnostic::new(
+                        "output-outside-project",
+                        format!(
+                            "output `{}` of stage `{}` is outside the project: `{link}` is a symbolic link to `{}`",
+                            out.path,
+                            stage.name,
+                            target.display()
+                        ),
+                    )
+                    .at(out.location.clone())
+                    .with_hint(format!("pipe deletes an output before its stage runs and puts cached results in its place, so outputs must be inside the project; write it to a real directory of the project, or replace the link `{link}` with a directory")),
+                ),
+                RealPath::Moved { path: real_dir, .. } => {
+                    let file_name = out.path.rsplit('/').next().unwrap_or(&out.path);
+                    let real = paths::join(&real_dir, file_name);
+                    match paths::protected_dir(&real) {
+                        Some(dir) => diagnostics.push(
+                            Diagnostic::new(
+                                if dir == paths::PIPE_DIR { "output-in-pipe-dir" } else { "output-in-git-dir" },
+                                format!(
+                                    "output `{}` of stage `{}` is `{real}` through a symbolic link, inside `{dir}/`",
+                                    out.path, stage.name
+                                ),
+                            )
+                            .at(out.location.clone())
+                            .with_hint(format!("pipe deletes an output before its stage runs, and `{dir}/` is not pipe's to change through a link; write the output elsewhere in the project")),
+                        ),
+                        None => {
+                            moved.outs.insert((stage_index, out_index), real);
+                        }
+                    }
+                }
+            }
+        }
+        for (dep_index, dep) in stage.deps.iter().enumerate() {
+            if dep.producer.is_some() || paths::protected_dir(&dep.path).is_some() {
+                continue;
+            }
+            if let RealPath::Moved { path, .. } = real_paths.path(&dep.path) {
+                moved.deps.insert((stage_index, dep_index), path);
+            }
+        }
+    }
+    moved
 }
 
 fn builtin_out_path(stage: &str, out: &str) -> String {
@@ -315,18 +412,46 @@ fn declare<'a>(
             );
             return None;
         }
-        (Some(run), None) => {
-            if run.value.as_str().is_none() {
+        (Some(run), None) => match &run.value.value {
+            NodeValue::Seq(items) => {
+                let hint = "write each argument as one item, e.g. `run: [python, train.py, --lr, \"${params.lr}\"]`";
+                if items.is_empty() {
+                    diagnostics.push(type_error(
+                        sources,
+                        &run.value,
+                        format!("`run` of stage `{name}` is an empty list"),
+                        hint,
+                    ));
+                    return None;
+                }
+                let mut ok = true;
+                for item in items {
+                    if item.as_scalar().is_none() || item.is_null() {
+                        diagnostics.push(type_error(
+                            sources,
+                            item,
+                            format!("each item of the list `run` of stage `{name}` must be one argument (text or a number)"),
+                            hint,
+                        ));
+                        ok = false;
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                DeclKind::Argv(&run.value)
+            }
+            _ if run.value.as_str().is_some() => DeclKind::Command(&run.value),
+            _ => {
                 diagnostics.push(type_error(
                     sources,
                     &run.value,
-                    format!("`run` of stage `{name}` must be a shell command (a string)"),
-                    "write the command as text, e.g. `run: python train.py`; quote it if it looks like a number or boolean",
+                    format!("`run` of stage `{name}` must be a shell command (a string) or a list of arguments"),
+                    "write the command as text, e.g. `run: python train.py`, quoted if it looks like a number or boolean; or as a list run without a shell, e.g. `run: [python, train.py]`",
                 ));
                 return None;
             }
-            DeclKind::Command(&run.value)
-        }
+        },
         (None, Some(uses)) => {
             match parse_uses(&uses.value) {
                 Some((uses, version)) => DeclKind::Builtin { uses, version },
@@ -341,7 +466,7 @@ fn declare<'a>(
             }
         }
     };
-    if let (DeclKind::Command(_), Some(with)) = (&kind, field_entry("with")) {
+    if let (DeclKind::Command(_) | DeclKind::Argv(_), Some(with)) = (&kind, field_entry("with")) {
         diagnostics.push(
             Diagnostic::new("misplaced-key", format!("`with` in stage `{name}`, which has no `uses`"))
                 .at(sources.location(with.key_span))
@@ -560,7 +685,7 @@ fn matrix_values(
 
 fn expand(
     decls: &[Decl],
-    axes_per_decl: &[Vec<MatrixAxis>],
+    axes_per_decl: &[Arc<[MatrixAxis]>],
     sources: &Sources,
     diagnostics: &mut Diagnostics,
 ) -> Vec<Expansion> {
@@ -580,12 +705,23 @@ fn expand(
                     .as_map()
                     .and_then(|fields| fields.iter().find(|f| f.key == "matrix"))
                     .map(|f| f.key_span);
+                let expands_to = match count {
+                    Some(1) => "1 stage".to_string(),
+                    Some(count) => format!("{} stages", with_thousands(count)),
+                    None => "more stages than can be counted".to_string(),
+                };
+                let before = if total > 0 {
+                    format!(" (after {} before it)", with_thousands(total))
+                } else {
+                    String::new()
+                };
                 diagnostics.push(
                     Diagnostic::new(
                         "matrix-too-large",
                         format!(
-                            "the matrix of stage `{}` takes the pipeline past {MAX_STAGES} stages",
-                            decl.name
+                            "the matrix of stage `{}` expands to {expands_to}{before}; a pipeline may have at most {} stages",
+                            decl.name,
+                            with_thousands(MAX_STAGES)
                         ),
                     )
                     .at(sources.location(matrix_span.unwrap_or(decl.name_span)))
@@ -604,27 +740,25 @@ fn expand(
             expansions.push(Expansion {
                 decl: decl_index,
                 name: decl.name.to_string(),
-                combo: Vec::new(),
+                combo: StageMatrix::default(),
             });
             continue;
         }
         // Odometer over the axes, last key fastest, so names come out in
         // the order the values are written.
-        let mut positions = vec![0usize; axes.len()];
+        let mut positions = vec![0u32; axes.len()];
         loop {
-            let combo: Vec<(String, MatrixValue)> = axes
-                .iter()
-                .zip(&positions)
-                .map(|(axis, &position)| (axis.key.clone(), axis.values[position].clone()))
-                .collect();
-            let suffix: Vec<String> = combo
-                .iter()
-                .map(|(key, value)| format!("{key}={}", value.text))
-                .collect();
+            let mut name = String::from(decl.name);
+            for (index, (axis, &position)) in axes.iter().zip(&positions).enumerate() {
+                name.push(if index == 0 { '@' } else { ',' });
+                name.push_str(&axis.key);
+                name.push('=');
+                name.push_str(&axis.values[position as usize].text);
+            }
             expansions.push(Expansion {
                 decl: decl_index,
-                name: format!("{}@{}", decl.name, suffix.join(",")),
-                combo,
+                name,
+                combo: StageMatrix::new(Arc::clone(axes), positions.clone().into_boxed_slice()),
             });
             let mut axis = axes.len();
             loop {
@@ -633,7 +767,7 @@ fn expand(
                 }
                 axis -= 1;
                 positions[axis] += 1;
-                if positions[axis] < axes[axis].values.len() {
+                if (positions[axis] as usize) < axes[axis].values.len() {
                     break;
                 }
                 positions[axis] = 0;
@@ -648,6 +782,19 @@ fn expand(
         }
     }
     expansions
+}
+
+/// `1000000` -> `1,000,000`.
+fn with_thousands(count: usize) -> String {
+    let digits = count.to_string();
+    let mut text = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
 }
 
 /// The span of `reference` inside the scalar `node`, when the scalar's
@@ -842,11 +989,19 @@ impl<'a> Resolver<'a> {
                 .with_hint(hint.to_string())
         };
         match paths::normalize(text) {
-            Ok(path) if path == ".pipe" || path.starts_with(".pipe/") => {
+            Ok(path) if paths::protected_dir(&path) == Some(paths::PIPE_DIR) => {
                 diagnostics.push(located(
                     "output-in-pipe-dir",
                     format!("`{field}` path `{text}` of stage `{stage}` is inside `.pipe/`"),
                     "`.pipe/` belongs to pipe (cache and run records); write outputs elsewhere in the project, e.g. `models/`",
+                ));
+                None
+            }
+            Ok(path) if paths::protected_dir(&path).is_some() => {
+                diagnostics.push(located(
+                    "output-in-git-dir",
+                    format!("`{field}` path `{text}` of stage `{stage}` is inside `.git/`"),
+                    "pipe deletes an output before its stage runs, and `.git/` holds the repository and its history; write outputs elsewhere in the project, e.g. `models/`",
                 ));
                 None
             }
@@ -882,7 +1037,7 @@ impl<'a> Resolver<'a> {
         &mut self,
         decl: &Decl,
         expansion: &Expansion,
-        outs: Vec<Out>,
+        index: usize,
         metrics: Vec<Out>,
         mut effects: Effects,
         diagnostics: &mut Diagnostics,
@@ -946,7 +1101,13 @@ impl<'a> Resolver<'a> {
             }
         }
 
-        let all_outs: Vec<Out> = outs.iter().chain(&metrics).cloned().collect();
+        // `outs` move into the stage once every stage is built; other
+        // stages' references read them until then.
+        let all_outs: Vec<Out> = self.outputs_by_stage[index]
+            .iter()
+            .chain(&metrics)
+            .cloned()
+            .collect();
         scope.deps = Some(&deps);
         scope.outs = Some(&all_outs);
 
@@ -954,9 +1115,29 @@ impl<'a> Resolver<'a> {
             DeclKind::Command(node) => {
                 scope.field = "run";
                 let command = self
-                    .resolve_string(&scope, node, &mut effects, diagnostics)
+                    .interpolate(
+                        &scope,
+                        node,
+                        Interpolation::Shell,
+                        &mut effects,
+                        diagnostics,
+                    )
                     .unwrap_or_default();
                 StageKind::Command { command }
+            }
+            DeclKind::Argv(node) => {
+                scope.field = "run";
+                let argv = self.argv(&scope, node, &mut effects, diagnostics);
+                if argv.as_ref().is_some_and(Vec::is_empty) {
+                    diagnostics.push(
+                        Diagnostic::new("bad-type", format!("`run` of stage `{}` has no program: its list is empty once interpolated", decl.name))
+                            .at(self.location(node.span))
+                            .with_hint("the first item names the program to run; a reference to an empty list gives no arguments"),
+                    );
+                }
+                StageKind::Argv {
+                    argv: argv.unwrap_or_default(),
+                }
             }
             DeclKind::Builtin { uses, version } => {
                 scope.field = "with";
@@ -1043,15 +1224,11 @@ impl<'a> Resolver<'a> {
         Stage {
             name: expansion.name.clone(),
             base_name: decl.name.to_string(),
-            matrix: expansion
-                .combo
-                .iter()
-                .map(|(key, value)| (key.clone(), value.json.clone()))
-                .collect(),
+            matrix: expansion.combo.clone(),
             kind,
             desc,
             deps,
-            outs,
+            outs: Vec::new(),
             metrics,
             env,
             secret_env,
@@ -1388,17 +1565,26 @@ impl<'a> Resolver<'a> {
                 params::scalar_to_json(scalar)
             }
             NodeValue::Scalar(scalar) => {
-                if let Ok([Piece::Ref(reference)]) = interp::parse(&scalar.text).as_deref() {
-                    return match self.evaluate(scope, reference, ref_span(node, reference), effects)
-                    {
-                        Ok(Evaluated::Param(found)) => params::to_json(found),
-                        Ok(Evaluated::Matrix(value)) => value.json,
-                        Ok(Evaluated::Path(path)) => Value::String(path),
-                        Err(failure) => {
-                            self.report(node, reference, failure, diagnostics);
-                            Value::Null
-                        }
-                    };
+                let pieces = interp::parse(&scalar.text);
+                if let Ok([Piece::Ref(reference)]) = pieces.as_deref() {
+                    // `${raw:...}` is left to `resolve_string`, which says
+                    // where `raw:` belongs.
+                    if !reference.expr.starts_with(RAW_PREFIX) {
+                        return match self.evaluate(
+                            scope,
+                            reference,
+                            ref_span(node, reference),
+                            effects,
+                        ) {
+                            Ok(Evaluated::Param(found)) => params::to_json(found),
+                            Ok(Evaluated::Matrix(value)) => value.json,
+                            Ok(Evaluated::Path(path)) => Value::String(path),
+                            Err(failure) => {
+                                self.report(node, reference, failure, diagnostics);
+                                Value::Null
+                            }
+                        };
+                    }
                 }
                 self.resolve_string(scope, node, effects, diagnostics)
                     .map_or(Value::Null, Value::String)
@@ -1406,11 +1592,90 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// Interpolates the scalar `node`; every bad reference is reported.
+    /// Interpolates the scalar `node` as plain text; every bad reference is
+    /// reported.
     fn resolve_string(
         &mut self,
         scope: &Scope,
         node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<String> {
+        self.interpolate(scope, node, Interpolation::Plain, effects, diagnostics)
+    }
+
+    /// `run: [program, arg, ...]`: each item is one argument. An item that
+    /// is exactly one reference to a list gives one argument per value.
+    fn argv(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<Vec<String>> {
+        let NodeValue::Seq(items) = &node.value else {
+            return None;
+        };
+        let mut argv = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for item in items {
+            let whole_reference =
+                item.as_str()
+                    .and_then(|text| match interp::parse(text).ok()?.as_slice() {
+                        [Piece::Ref(reference)] if !reference.expr.starts_with(RAW_PREFIX) => {
+                            Some(reference.clone())
+                        }
+                        _ => None,
+                    });
+            match whole_reference {
+                Some(reference) => {
+                    let span = ref_span(item, &reference);
+                    match self.reference_words(scope, &reference, span, effects) {
+                        Ok(words) => argv.extend(words),
+                        Err(failure) => {
+                            self.report(item, &reference, failure, diagnostics);
+                            ok = false;
+                        }
+                    }
+                }
+                None => {
+                    if let Some(arg) =
+                        self.interpolate(scope, item, Interpolation::Argv, effects, diagnostics)
+                    {
+                        argv.push(arg);
+                    } else {
+                        ok = false;
+                    }
+                }
+            }
+        }
+        ok.then_some(argv)
+    }
+
+    /// The words a reference stands for: a list param gives one per item,
+    /// anything else one.
+    fn reference_words(
+        &mut self,
+        scope: &Scope,
+        reference: &Reference,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<Vec<String>, Failure> {
+        match self.evaluate(scope, reference, span, effects)? {
+            Evaluated::Param(found) => param_words(found, &reference.expr),
+            Evaluated::Matrix(value) => Ok(vec![value.text]),
+            Evaluated::Path(path) => Ok(vec![path]),
+        }
+    }
+
+    /// Interpolates the scalar `node`; every bad reference is reported.
+    /// For a shell command each value is quoted as one word for where it
+    /// lands, unless the reference says `raw:`.
+    fn interpolate(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        mode: Interpolation,
         effects: &mut Effects,
         diagnostics: &mut Diagnostics,
     ) -> Option<String> {
@@ -1441,21 +1706,57 @@ impl<'a> Resolver<'a> {
             }
         };
         let mut text = String::with_capacity(scalar.text.len());
+        let mut quotes = QuoteTracker::default();
         let mut ok = true;
         for piece in &pieces {
             match piece {
-                Piece::Text(literal) => text.push_str(literal),
+                Piece::Text(literal) => {
+                    text.push_str(literal);
+                    if mode == Interpolation::Shell {
+                        quotes.feed(literal);
+                    }
+                }
                 Piece::Ref(reference) => {
                     let span = ref_span(node, reference);
-                    let value =
-                        self.evaluate(scope, reference, span, effects)
-                            .and_then(|evaluated| match evaluated {
-                                Evaluated::Param(found) => param_text(found, &reference.expr),
-                                Evaluated::Matrix(value) => Ok(value.text),
-                                Evaluated::Path(path) => Ok(path),
-                            });
+                    let value = match reference.expr.strip_prefix(RAW_PREFIX) {
+                        Some(inner) => {
+                            let inner = Reference {
+                                expr: inner.trim().to_string(),
+                                ..reference.clone()
+                            };
+                            match mode {
+                                Interpolation::Shell => self
+                                    .reference_words(scope, &inner, span, effects)
+                                    .map(|words| words.join(" ")),
+                                Interpolation::Argv => Err(failure(
+                                    format!("`${{{}}}` in the list form of `run` (stage `{}`), which runs without a shell", reference.expr, scope.stage),
+                                    format!("each list item is passed to the program as it is; write `${{{}}}`, or use the string form `run: \"...\"` to have a shell read the value", inner.expr),
+                                )),
+                                Interpolation::Plain => Err(failure(
+                                    format!("`${{{}}}` in `{}` of stage `{}`: `raw:` is only for `run` commands", reference.expr, scope.field, scope.stage),
+                                    format!("only a shell command can splice text unquoted; write `${{{}}}` here", inner.expr),
+                                )),
+                            }
+                        }
+                        None => {
+                            let words = self.reference_words(scope, reference, span, effects);
+                            match mode {
+                                Interpolation::Plain | Interpolation::Argv => {
+                                    words.map(|words| words.join(" "))
+                                }
+                                Interpolation::Shell => words.and_then(|words| {
+                                    shell_words(quotes.context(), &words, reference, scope)
+                                }),
+                            }
+                        }
+                    };
                     match value {
-                        Ok(value) => text.push_str(&value),
+                        Ok(value) => {
+                            if mode == Interpolation::Shell {
+                                quotes.feed(&value);
+                            }
+                            text.push_str(&value);
+                        }
                         Err(failure) => {
                             self.report(node, reference, failure, diagnostics);
                             ok = false;
@@ -1498,14 +1799,10 @@ impl<'a> Resolver<'a> {
                 ));
             }
             substituted = interp::substitute_matrix_keys(&reference.expr, |key| {
-                scope
-                    .combo
-                    .iter()
-                    .find(|(name, _)| name == key)
-                    .map(|(_, value)| value.text.clone())
+                scope.combo.value(key).map(|value| value.text.clone())
             })
             .map_err(|key| {
-                let keys: Vec<&str> = scope.combo.iter().map(|(key, _)| key.as_str()).collect();
+                let keys: Vec<&str> = scope.combo.keys().collect();
                 failure(
                     format!("unknown matrix key `{key}` in {place}"),
                     hint_with_suggestion(
@@ -1549,11 +1846,10 @@ impl<'a> Resolver<'a> {
                         format!("add `matrix: {{ {rest}: [...] }}` to the stage, or use a param: `${{params.{rest}}}`"),
                     ));
                 }
-                match scope.combo.iter().find(|(key, _)| key == rest) {
-                    Some((_, value)) => Ok(Evaluated::Matrix(value.clone())),
+                match scope.combo.value(rest) {
+                    Some(value) => Ok(Evaluated::Matrix(value.clone())),
                     None => {
-                        let keys: Vec<&str> =
-                            scope.combo.iter().map(|(key, _)| key.as_str()).collect();
+                        let keys: Vec<&str> = scope.combo.keys().collect();
                         Err(failure(
                             format!("unknown matrix key `{rest}` in {place}"),
                             hint_with_suggestion(
@@ -1713,11 +2009,37 @@ impl<'a> Resolver<'a> {
     }
 }
 
-/// A param as it appears in a command: scalars as written, lists joined
-/// with spaces.
-fn param_text(node: &Node, expr: &str) -> Result<String, Failure> {
+/// `values` quoted as shell words for `context`, separated by spaces.
+fn shell_words(
+    context: QuoteContext,
+    values: &[String],
+    reference: &Reference,
+    scope: &Scope,
+) -> Result<String, Failure> {
+    if context == QuoteContext::AnsiC {
+        return Err(failure(
+            format!(
+                "`${{{}}}` inside `$'...'` in `run` of stage `{}`, where a value cannot be quoted safely",
+                reference.expr, scope.stage
+            ),
+            format!(
+                "put the reference outside `$'...'` (pipe quotes it), or inside \"...\"; to splice the text unquoted write `${{raw:{}}}`",
+                reference.expr
+            ),
+        ));
+    }
+    let quoted: Vec<String> = values
+        .iter()
+        .map(|value| shell::quote_for(context, value))
+        .collect();
+    Ok(quoted.join(" "))
+}
+
+/// A param as it appears in a command: a scalar as written, a list as one
+/// word per item.
+fn param_words(node: &Node, expr: &str) -> Result<Vec<String>, Failure> {
     match &node.value {
-        NodeValue::Scalar(scalar) => Ok(scalar.text.clone()),
+        NodeValue::Scalar(scalar) => Ok(vec![scalar.text.clone()]),
         NodeValue::Seq(items) => {
             let mut parts = Vec::with_capacity(items.len());
             for item in items {
@@ -1733,7 +2055,7 @@ fn param_text(node: &Node, expr: &str) -> Result<String, Failure> {
                     }
                 }
             }
-            Ok(parts.join(" "))
+            Ok(parts)
         }
         NodeValue::Map(entries) => {
             let keys: Vec<String> = entries
@@ -1767,11 +2089,24 @@ fn json_text(value: &Value) -> String {
 /// Two stages writing one path, or one writing inside another's output
 /// directory, is refused; a dependency on a produced path (or a path
 /// inside one) gets that producer, as in DVC.
-fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
-    let mut owners: HashMap<String, (usize, String)> = HashMap::new();
+fn check_output_ownership(stages: &mut [Stage], moved: &MovedPaths, diagnostics: &mut Diagnostics) {
+    for (stage_index, dep_index, producer) in find_producers(stages, moved, diagnostics) {
+        stages[stage_index].deps[dep_index].producer = Some(producer);
+    }
+}
+
+/// The checks of `check_output_ownership`, and the producer each
+/// dependency on a produced path gets. Paths are borrowed from the stages,
+/// not copied: this map has an entry per output of the whole pipeline.
+fn find_producers(
+    stages: &[Stage],
+    moved: &MovedPaths,
+    diagnostics: &mut Diagnostics,
+) -> Vec<(usize, usize, StageOutRef)> {
+    let mut owners: HashMap<&str, (usize, &str)> = HashMap::new();
     for (stage_index, stage) in stages.iter().enumerate() {
         for out in stage.outs.iter().chain(&stage.metrics) {
-            match owners.get(&out.path) {
+            match owners.get(out.path.as_str()) {
                 Some((owner_index, owner_out)) => {
                     let owner = &stages[*owner_index];
                     let hint = if owner.base_name == stage.base_name && !stage.matrix.is_empty() {
@@ -1809,7 +2144,7 @@ fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
                     );
                 }
                 None => {
-                    owners.insert(out.path.clone(), (stage_index, out.name.clone()));
+                    owners.insert(&out.path, (stage_index, &out.name));
                 }
             }
         }
@@ -1824,9 +2159,9 @@ fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
                     .outs
                     .iter()
                     .chain(&owner.metrics)
-                    .find(|o| &o.name == owner_out)
+                    .find(|o| o.name == *owner_out)
                     .map_or("", |o| o.path.as_str());
-                let shown_path = if owner_path == owner_out.as_str() {
+                let shown_path = if owner_path == *owner_out {
                     String::new()
                 } else {
                     format!(" (`{owner_path}`)")
@@ -1848,6 +2183,16 @@ fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
             }
         }
     }
+    let real_owners = check_moved_outputs(stages, &owners, moved, diagnostics);
+    let owner_of = |path: &str| {
+        owners
+            .get(path)
+            .or_else(|| real_owners.get(path))
+            .or_else(|| {
+                paths::ancestors(path)
+                    .find_map(|ancestor| owners.get(ancestor).or_else(|| real_owners.get(ancestor)))
+            })
+    };
     let mut producers = Vec::new();
     for (stage_index, stage) in stages.iter().enumerate() {
         for (dep_index, dep) in stage
@@ -1856,21 +2201,106 @@ fn check_output_ownership(stages: &mut [Stage], diagnostics: &mut Diagnostics) {
             .enumerate()
             .filter(|(_, dep)| dep.producer.is_none())
         {
-            let owner = owners
-                .get(&dep.path)
-                .or_else(|| paths::ancestors(&dep.path).find_map(|ancestor| owners.get(ancestor)));
+            let path = moved
+                .deps
+                .get(&(stage_index, dep_index))
+                .unwrap_or(&dep.path);
+            let owner = owner_of(path);
             if let Some((owner_index, owner_out)) = owner {
                 let producer = StageOutRef {
                     stage: stages[*owner_index].name.clone(),
-                    out: owner_out.clone(),
+                    out: owner_out.to_string(),
                 };
                 producers.push((stage_index, dep_index, producer));
             }
         }
     }
-    for (stage_index, dep_index, producer) in producers {
-        stages[stage_index].deps[dep_index].producer = Some(producer);
+    producers
+}
+
+/// Outputs that lead elsewhere through a symlink overlap other outputs by
+/// where they really are: two stages writing one file through two names
+/// would each find the other's result and restore their own on every run.
+/// Returns the real paths of those outputs with their owners, for edges.
+fn check_moved_outputs<'s>(
+    stages: &'s [Stage],
+    owners: &HashMap<&str, (usize, &str)>,
+    moved: &'s MovedPaths,
+    diagnostics: &mut Diagnostics,
+) -> HashMap<&'s str, (usize, &'s str)> {
+    let mut real_owners: HashMap<&str, (usize, &str)> = HashMap::new();
+    if moved.outs.is_empty() {
+        return real_owners;
     }
+    let output = move |stage_index: usize, out_index: usize| {
+        let stage = &stages[stage_index];
+        stage.outs.iter().chain(&stage.metrics).nth(out_index)
+    };
+    let owner_path = |owner: (usize, &str)| -> String {
+        let owner_stage = &stages[owner.0];
+        owner_stage
+            .outs
+            .iter()
+            .chain(&owner_stage.metrics)
+            .find(|o| o.name == owner.1)
+            .map_or(owner.1, |o| o.path.as_str())
+            .to_string()
+    };
+    let mut report = |out: &Out, owner: (usize, &str), message: String| {
+        let owner_stage = &stages[owner.0];
+        let owner_path = owner_path(owner);
+        diagnostics.push(
+            Diagnostic::new("duplicate-output", message)
+            .at(out.location.clone())
+            .with_hint("two names for one file would each be deleted and restored in turn, and never be up to date; give the outputs paths that do not overlap")
+            .with_note(format!(
+                "`{}` declares `{owner_path}`{}",
+                owner_stage.name,
+                located_suffix(owner_location(owner_stage, owner.1))
+            )),
+        );
+    };
+    for (&(stage_index, out_index), real) in &moved.outs {
+        let Some(out) = output(stage_index, out_index) else {
+            continue;
+        };
+        let stage = &stages[stage_index];
+        let clash = std::iter::once(real.as_str())
+            .chain(paths::ancestors(real))
+            .find_map(|path| owners.get(path).or_else(|| real_owners.get(path)));
+        match clash {
+            Some((owner_index, owner_out)) => {
+                let owner = (*owner_index, *owner_out);
+                let message = format!(
+                    "output `{}` of stage `{}` is really `{real}` (through a symbolic link), which overlaps output `{}` of stage `{}`",
+                    out.path, stage.name, owner_path(owner), stages[owner.0].name
+                );
+                report(out, owner, message);
+            }
+            None => {
+                real_owners.insert(real, (stage_index, &out.name));
+            }
+        }
+    }
+    // A declared output inside the real directory of a linked one.
+    for (stage_index, stage) in stages.iter().enumerate() {
+        for (out_index, out) in stage.outs.iter().chain(&stage.metrics).enumerate() {
+            if moved.outs.contains_key(&(stage_index, out_index)) {
+                continue;
+            }
+            let clash = paths::ancestors(&out.path)
+                .find_map(|ancestor| real_owners.get(ancestor).map(|owner| (ancestor, owner)));
+            if let Some((real, (owner_index, owner_out))) = clash {
+                let owner = (*owner_index, *owner_out);
+                let message = format!(
+                    "output `{}` of stage `{}` is inside output `{}` of stage `{}`, which is really `{real}` (through a symbolic link)",
+                    out.path, stage.name, owner_path(owner), stages[owner.0].name
+                );
+                report(out, owner, message);
+            }
+        }
+    }
+    real_owners
 }
 
 fn owner_location<'s>(owner: &'s Stage, out_name: &str) -> Option<&'s crate::Location> {
