@@ -20,6 +20,12 @@ done
 (cd "$work/before" && "$before" run -q -j 2 && "$before" run -q -j 2)
 (cd "$work/after" && "$after" run -q -j 2 && "$after" run -q -j 2)
 echo "$stages stages; $(nproc) cores; $(date -u +%F)"
-hyperfine --warmup 3 --runs "${RUNS:-30}" -N \
+hyperfine --warmup 3 --runs "${RUNS:-30}" -N --export-json "$work/result.json" \
     -n before "$before -C $work/before run -q" \
     -n after "$after -C $work/after run -q"
+python3 - "$work/result.json" <<'PY'
+import json, sys
+results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+before, after = results["before"]["median"], results["after"]["median"]
+print(f"medians: before {before * 1e3:.1f} ms, after {after * 1e3:.1f} ms, after/before {after / before:.2f}")
+PY
