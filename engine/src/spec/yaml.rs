@@ -214,6 +214,7 @@ pub(crate) fn parse(sources: &Sources, file: FileId) -> Result<Option<Node>, Vec
         node_count: 0,
         diagnostics: Vec::new(),
         aborted: false,
+        line_chars: (0, Vec::new()),
     };
     let mut parser = Parser::new_from_str(text);
     if let Err(error) = parser.load(&mut builder, true) {
@@ -317,6 +318,10 @@ struct TreeBuilder<'a> {
     /// Set after an error that makes the rest of the tree meaningless or
     /// dangerous to build (too deep, too big, a second document).
     aborted: bool,
+    /// The characters of the line the last scalar was on, by line number:
+    /// a flow list of 100,000 items on one line is split into characters
+    /// once, not once per item (which made loading it quadratic).
+    line_chars: (usize, Vec<char>),
 }
 
 impl TreeBuilder<'_> {
@@ -365,14 +370,18 @@ impl TreeBuilder<'_> {
         true
     }
 
-    fn scalar(&self, text: String, style: TScalarStyle, marker: &Marker) -> Node {
+    fn scalar(&mut self, text: String, style: TScalarStyle, marker: &Marker) -> Node {
         let span = self.span(marker);
-        let line: Vec<char> = self
-            .sources
-            .file(self.file)
-            .line_text(span.line)
-            .chars()
-            .collect();
+        if self.line_chars.0 != span.line || self.line_chars.1.is_empty() {
+            let chars = self
+                .sources
+                .file(self.file)
+                .line_text(span.line)
+                .chars()
+                .collect();
+            self.line_chars = (span.line, chars);
+        }
+        let line = &self.line_chars.1;
         let start = span.col - 1;
         let value: Vec<char> = text.chars().collect();
         let appears_at = |offset: usize| {
@@ -391,7 +400,7 @@ impl TreeBuilder<'_> {
                 if appears_at(1) && line.get(start + 1 + value.len()) == Some(&quote) {
                     (false, value.len() + 2, Some(span.col + 1))
                 } else {
-                    (false, quoted_len(&line, start, quote), None)
+                    (false, quoted_len(line, start, quote), None)
                 }
             }
             _ => (false, 1, None),
