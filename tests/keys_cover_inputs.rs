@@ -48,6 +48,19 @@ fn two_values(param: &Value) -> Option<(Value, Value)> {
     })
 }
 
+/// A value for each required param (one without a `default`), the least a
+/// stage's `with:` must hold.
+fn required_params(params: &[Value]) -> Map<String, Value> {
+    params
+        .iter()
+        .filter(|param| param.get("default").is_none())
+        .map(|param| {
+            let (value, _) = two_values(param).expect("a required param has values");
+            (param["name"].as_str().unwrap().to_string(), value)
+        })
+        .collect()
+}
+
 fn pipeline(uses: &str, with: &Map<String, Value>, seed: u64) -> String {
     format!(
         "params:\n  seed: {seed}\nstages:\n  probe:\n    uses: {uses}\n    with: {}\n",
@@ -84,13 +97,7 @@ fn every_param_of_every_builtin_stage_changes_its_key() {
     for info in &stages {
         let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
         let params = info["params"].as_array().expect("params");
-        let mut base = Map::new();
-        for param in params {
-            if param.get("default").is_none() {
-                let (value, _) = two_values(param).expect("a required param has values");
-                base.insert(param["name"].as_str().unwrap().to_string(), value);
-            }
-        }
+        let base = required_params(params);
         let base_key = key(&project, &uses, &base, 1);
         for param in params {
             let name = param["name"].as_str().unwrap();
@@ -126,13 +133,7 @@ fn a_pipeline_param_a_stage_falls_back_on_is_in_its_key() {
     for info in &stages {
         let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
         let params = info["params"].as_array().expect("params");
-        let mut base = Map::new();
-        for param in params {
-            if param.get("default").is_none() {
-                let (value, _) = two_values(param).expect("a required param has values");
-                base.insert(param["name"].as_str().unwrap().to_string(), value);
-            }
-        }
+        let base = required_params(params);
         for param in params {
             let Some(source) = param.get("pipeline_param").and_then(Value::as_str) else {
                 continue;
