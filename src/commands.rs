@@ -430,7 +430,7 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
 struct VerifyOutput<'a> {
     #[serde(flatten)]
     report: &'a pipe_cache::VerifyReport,
-    linked_files: BTreeMap<String, Vec<String>>,
+    linked_files: &'a BTreeMap<String, Vec<String>>,
 }
 
 fn verify(json: bool, repair: bool) -> Result<ExitCode> {
@@ -445,7 +445,7 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     if json {
         let output = VerifyOutput {
             report: &report,
-            linked_files: linked_files.clone(),
+            linked_files: &linked_files,
         };
         outln!(
             "{}",
@@ -502,6 +502,9 @@ fn project_files_linking(
     corrupt: &[pipe_cache::CorruptObject],
 ) -> BTreeMap<String, Vec<String>> {
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    if corrupt.is_empty() {
+        return found;
+    }
     let by_inode: HashMap<(u64, u64), &pipe_cache::CorruptObject> = corrupt
         .iter()
         .filter(|object| object.links > 1)
@@ -511,9 +514,6 @@ fn project_files_linking(
         .iter()
         .map(|object| (object.path.as_path(), object))
         .collect();
-    if corrupt.is_empty() {
-        return found;
-    }
     let Ok(Some(db)) = RunDb::open_existing(&project.runs_db()) else {
         return found;
     };

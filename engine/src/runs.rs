@@ -98,7 +98,8 @@ pub struct StageRecord {
     pub duration_ms: u64,
     pub outputs: BTreeMap<String, Artifact>,
     pub metrics: BTreeMap<String, Value>,
-    /// Failure message, or why it ran.
+    /// Failure message, or why it ran; credentials already masked where
+    /// it is made (`exec::failed_record`), so it is shown and stored as is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
@@ -225,7 +226,7 @@ impl RunDb {
                         record.duration_ms as i64,
                         serde_json::to_string(&record.outputs).unwrap_or_default(),
                         serde_json::to_string(&record.metrics).unwrap_or_default(),
-                        record.detail.as_deref().map(redact_text),
+                        record.detail,
                     ])
                     .map_err(|e| db_error(&path, e))?;
                 if let (Some(key), Some(manifest)) = (&record.key, manifest) {
