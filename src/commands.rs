@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
+use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Freshness, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::{self, RunDb};
-use pipe_engine::spec::{self, Pipeline};
-use pipe_engine::{builtin, compare, worker, EngineError, ExitCode, Result};
+use pipe_engine::{compare, worker, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
 use crate::output::{errln, out, outln};
@@ -185,13 +185,7 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
             "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
         ));
     }
-    let mut pipeline = spec::load(&file, &arg.set)?;
-    if builtin::has_builtin_stages(&pipeline) {
-        let project = Project::open(&pipeline.root)?;
-        let catalog = worker::load_catalog(&project, builtin::uses_training_stages(&pipeline))?;
-        builtin::resolve(&mut pipeline, &catalog)?;
-    }
-    let dag = Dag::build(&pipeline)?;
+    let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &ProjectWorkers)?;
     Ok((pipeline, dag))
 }
 

@@ -206,25 +206,27 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
             "train@precision=bf16-mixed",
         ]
     );
-    let dataset = project.read(".pipe/out/extract/dataset");
+    let dataset = project.read(".pipe/out/imdb/extract/dataset");
     assert_eq!(dataset.lines().count(), 24);
     assert!(dataset.contains("\"rating\":") && dataset.contains("<br /><br />"));
     for split in ["train", "val", "test"] {
-        let safetensors = project.path(&format!(".pipe/out/tokenize/tokens/{split}.safetensors"));
+        let safetensors = project.path(&format!(
+            ".pipe/out/imdb/tokenize/tokens/{split}.safetensors"
+        ));
         assert!(safetensors.is_file(), "{split} tokens");
     }
     // Each precision trained its own checkpoint, and each was scored on
     // the 4 test rows.
     for precision in ["32-true", "bf16-mixed"] {
         let train: serde_json::Value = serde_json::from_str(&project.read(&format!(
-            ".pipe/out/train@precision={precision}/metrics.json"
+            ".pipe/out/imdb/train@precision={precision}/metrics.json"
         )))
         .unwrap();
         assert_eq!(train["precision"], precision);
         assert_eq!(train["epochs_run"], 2);
         assert_eq!(train["train_rows"], 16);
         let checkpoint = project.path(&format!(
-            ".pipe/out/train@precision={precision}/checkpoint/config.json"
+            ".pipe/out/imdb/train@precision={precision}/checkpoint/config.json"
         ));
         let config: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(checkpoint).unwrap()).unwrap();
@@ -233,7 +235,7 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
             serde_json::json!(["DistilBertForSequenceClassification"])
         );
         let predictions = project.read(&format!(
-            ".pipe/out/evaluate@precision={precision}/predictions"
+            ".pipe/out/imdb/evaluate@precision={precision}/predictions"
         ));
         assert_eq!(predictions.lines().count(), 4);
     }
@@ -267,7 +269,7 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
         ["evaluate@precision=32-true", "train@precision=32-true"]
     );
     let train: serde_json::Value =
-        serde_json::from_str(&project.read(".pipe/out/train@precision=32-true/metrics.json"))
+        serde_json::from_str(&project.read(".pipe/out/imdb/train@precision=32-true/metrics.json"))
             .unwrap();
     assert_eq!(train["strategy"], "ddp");
     assert_eq!(train["devices"], serde_json::json!(["cpu", "cpu"]));
@@ -282,7 +284,7 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
     assert_eq!(wrong.status("evaluate@precision=bf16-mixed"), "skipped");
     assert!(wrong.stderr.contains("checksum"), "{}", wrong.stderr);
     assert!(
-        !project.exists(".pipe/out/download"),
+        !project.exists(".pipe/out/imdb/download"),
         "a mismatching file never becomes an output"
     );
 }

@@ -175,7 +175,7 @@ fn changing_the_pipeline_seed_reruns_a_split_that_falls_back_on_it() {
         "params:\n  seed: 1\nstages:\n  split:\n    uses: data/split@1\n    with:\n      dataset: data.jsonl\n      \
          train: 100\n      val: 50\n      test: 50\n",
     );
-    let train = ".pipe/out/split/dataset/train.jsonl";
+    let train = ".pipe/out/pipe/split/dataset/train.jsonl";
     let first = project.run_ok(&[]);
     assert_eq!(first.status("split"), "ran");
     let seed_1 = project.read(train);

@@ -69,7 +69,7 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
         "no train progress with a loss"
     );
 
-    let tokens = project.path(".pipe/out/tokenize/tokens");
+    let tokens = project.path(".pipe/out/quickstart/tokenize/tokens");
     let mut rows = Vec::new();
     for split in ["train", "val", "test"] {
         let shapes = tensor_shapes(&tokens.join(format!("{split}.safetensors")));
@@ -103,7 +103,7 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     assert_eq!(train["best_epoch"], 1, "{train:?}");
 
     // The checkpoint is a Hugging Face directory with a 2-label head.
-    let checkpoint = project.path(".pipe/out/train/checkpoint");
+    let checkpoint = project.path(".pipe/out/quickstart/train/checkpoint");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(checkpoint.join("config.json")).unwrap())
             .unwrap();
@@ -117,7 +117,7 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
 
     // The reported accuracy is that of the predictions file, on every test row.
     let evaluate = metrics_of("evaluate");
-    let predictions = project.read(".pipe/out/evaluate/predictions");
+    let predictions = project.read(".pipe/out/quickstart/evaluate/predictions");
     let lines: Vec<serde_json::Value> = predictions
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())

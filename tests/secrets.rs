@@ -136,7 +136,7 @@ fn credentials_reach_the_stage_but_nothing_pipe_prints_or_stores() {
     );
     assert_output_clean("run", &first);
     assert_eq!(
-        std::fs::read(project.path(".pipe/out/fetch/file")).unwrap(),
+        std::fs::read(project.path(".pipe/out/pipe/fetch/file")).unwrap(),
         DATA
     );
     assert_eq!(project.read("token.hex"), hex(ENV_TOKEN));

@@ -66,7 +66,7 @@ fn a_csv_with_one_line_over_the_record_limit_fails_at_that_line() {
         "{}",
         run.stderr
     );
-    assert!(!project.exists(".pipe/out/table/dataset"));
+    assert!(!project.exists(".pipe/out/pipe/table/dataset"));
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn split_sizes_that_are_all_zero_are_an_error_not_empty_files() {
         "{}",
         run.stderr
     );
-    assert!(!project.exists(".pipe/out/split/dataset"));
+    assert!(!project.exists(".pipe/out/pipe/split/dataset"));
 }
 
 #[test]
@@ -252,7 +252,7 @@ fn a_tokenizer_whose_special_token_lies_outside_its_vocabulary_is_refused() {
         "{}",
         run.stderr
     );
-    assert!(!project.exists(".pipe/out/tokens/tokens"));
+    assert!(!project.exists(".pipe/out/pipe/tokens/tokens"));
 }
 
 /// A server on 127.0.0.1 that answers every request with `head` and then

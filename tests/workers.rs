@@ -48,7 +48,7 @@ fn a_third_party_worker_runs_and_its_result_is_cached() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(first.ran(), ["count", "loud"]);
     assert_eq!(
-        project.read(".pipe/out/loud/loud"),
+        project.read(".pipe/out/pipe/loud/loud"),
         "ONE!!\nTWO!!\nTHREE!!\nFOUR!!\n"
     );
     assert_eq!(project.read("count.txt").trim(), "4");
@@ -142,10 +142,10 @@ fn a_failing_worker_leaves_no_output_and_caches_nothing() {
         failed.stderr
     );
     assert!(
-        !project.exists(".pipe/out/loud"),
+        !project.exists(".pipe/out/pipe/loud"),
         "half-written output is never presented as done"
     );
-    let entries: Vec<_> = std::fs::read_dir(project.path(".pipe/out"))
+    let entries: Vec<_> = std::fs::read_dir(project.path(".pipe/out/pipe"))
         .unwrap()
         .flatten()
         .collect();

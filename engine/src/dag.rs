@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt::Write as _;
 
-use crate::spec::{Dep, Pipeline};
+use crate::pipeline::{Dep, Pipeline};
 use crate::{Diagnostic, EngineError, Result};
 
 /// Stages are indexed as in `Pipeline::stages`.

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -20,10 +20,11 @@ use serde_json::Value;
 use crate::dag::Dag;
 use crate::groups::{self, GroupRecord};
 use crate::key;
+use crate::pipeline::{Pipeline, Stage, StageKind, WorkerStage};
+use crate::project::partial_output_dir;
 use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, StageRecord, StageStatus};
 use crate::spec::paths::check_output_location;
-use crate::spec::{Pipeline, Stage, StageKind};
 use crate::workspace::{declared_outputs, hash_deps, outputs_differing, remove_path};
 use crate::{interrupt, EngineError, Result};
 
@@ -139,9 +140,9 @@ struct Context<'a> {
     stat: StatCache,
     link: &'a [LinkMode],
     run_id: i64,
-    log_dir: PathBuf,
-    /// The project's `.pipe/`, where running stages' process groups are recorded.
-    state_dir: PathBuf,
+    /// Where `.pipe/` keeps logs, scratch directories and the records of
+    /// running stages' process groups.
+    project: Project,
     observer: Observer<'a>,
     /// The run's `-j`.
     jobs: usize,
@@ -200,8 +201,7 @@ pub fn run(
         stat,
         link: &options.link,
         run_id,
-        log_dir: project.log_dir(run_id),
-        state_dir: project.state_dir.clone(),
+        project: project.clone(),
         observer,
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
@@ -450,7 +450,10 @@ fn save(
 }
 
 fn report_finished(context: &Context<'_>, record: &StageRecord) {
-    let log = context.log_dir.join(log_name(&record.stage));
+    let log = context
+        .project
+        .log_dir(context.run_id)
+        .join(log_name(&record.stage));
     let failed_with_log = record.status == StageStatus::Failed && log.is_file();
     let log_tail = failed_with_log.then(|| read_tail(&log, 20)).flatten();
     (context.observer)(Event::StageFinished {
@@ -655,13 +658,16 @@ fn run_command(
                 .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
         }
     }
-    std::fs::create_dir_all(&context.log_dir).map_err(|e| {
+    std::fs::create_dir_all(context.project.log_dir(context.run_id)).map_err(|e| {
         format!(
             "cannot create log directory `{}`: {e}",
-            context.log_dir.display()
+            context.project.log_dir(context.run_id).display()
         )
     })?;
-    let log_path = context.log_dir.join(log_name(&stage.name));
+    let log_path = context
+        .project
+        .log_dir(context.run_id)
+        .join(log_name(&stage.name));
     let log = File::create(&log_path)
         .map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
     match &stage.kind {
@@ -675,7 +681,9 @@ fn run_command(
                 spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
             check_exit(status, "command")
         }
-        StageKind::Builtin { .. } => run_worker(context, index, stage, gpus, log, &log_path),
+        StageKind::Worker(worker) => {
+            run_worker(context, index, stage, worker, gpus, log, &log_path)
+        }
     }
 }
 
@@ -726,7 +734,7 @@ fn spawn_and_wait(
     if !gpus.is_empty() {
         command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
     }
-    let record = GroupRecord::for_stage(&context.state_dir, index);
+    let record = GroupRecord::for_stage(&context.project.state_dir, index);
     record
         .prepare()
         .map_err(|e| format!("cannot record the stage's process group in `.pipe/groups/`: {e}"))?;
@@ -844,33 +852,18 @@ fn run_worker(
     context: &Context<'_>,
     index: usize,
     stage: &Stage,
+    worker_stage: &WorkerStage,
     gpus: &[String],
     mut log: File,
     log_path: &Path,
 ) -> std::result::Result<(), String> {
-    let StageKind::Builtin {
-        uses,
-        version,
-        with,
-        worker,
-        ..
-    } = &stage.kind
-    else {
-        return Err("internal error: not a built-in stage; this is a bug".into());
-    };
-    let Some(worker) = worker else {
-        return Err(format!(
-            "internal error: no worker resolved for `{uses}@{version}`; this is a bug"
-        ));
-    };
     let root = &context.pipeline.root;
-    let final_dir = root.join(crate::builtin::output_dir(&stage.name));
-    let partial_dir = root
-        .join(".pipe/out")
-        .join(format!(".{}.partial", stage.name));
-    let scratch_dir = root
-        .join(".pipe/tmp")
-        .join(format!("{}-{}", context.run_id, stage.name));
+    let final_dir = root.join(&worker_stage.output_dir);
+    let partial_dir = partial_output_dir(root, &worker_stage.output_dir);
+    let scratch_dir =
+        context
+            .project
+            .scratch_dir(context.run_id, &context.pipeline.name, &stage.name);
     for directory in [&final_dir, &partial_dir, &scratch_dir] {
         remove_path(directory)
             .map_err(|e| format!("cannot clear `{}`: {e}", directory.display()))?;
@@ -878,32 +871,13 @@ fn run_worker(
     std::fs::create_dir_all(&scratch_dir)
         .map_err(|e| format!("cannot create `{}`: {e}", scratch_dir.display()))?;
 
-    // The worker's params are the stage's resolved `with:`, which is what
-    // its key hashes (pipeline params a stage falls back on were filled in
-    // by `builtin::resolve`); only `path` params change form here, to
-    // absolute paths, because the key keeps them project-relative. The rest
-    // of the invocation is places and resources, never inputs.
-    let dep_paths: Vec<&str> = stage.deps.iter().map(|dep| dep.path.as_str()).collect();
-    let params: serde_json::Map<String, Value> = with
-        .as_object()
-        .map(|map| {
-            map.iter()
-                .map(|(name, value)| match value.as_str() {
-                    Some(path) if dep_paths.contains(&path) => (
-                        name.clone(),
-                        Value::String(root.join(path).to_string_lossy().into_owned()),
-                    ),
-                    _ => (name.clone(), value.clone()),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
     let invocation = pipe_protocol::Invocation {
         protocol: pipe_protocol::PROTOCOL_VERSION,
         stage: stage.name.clone(),
-        uses: uses.clone(),
-        version: *version,
-        params,
+        uses: worker_stage.uses.clone(),
+        version: worker_stage.version,
+        // What the key hashed, `path` params made absolute.
+        params: worker_stage.invocation_params(root),
         output_dir: partial_dir.clone(),
         scratch_dir: scratch_dir.clone(),
         project_root: root.clone(),
@@ -925,7 +899,7 @@ fn run_worker(
     write_private(&invocation_path, &text)
         .map_err(|e| format!("cannot write `{}`: {e}", invocation_path.display()))?;
 
-    let mut command = Command::new(worker);
+    let mut command = Command::new(&worker_stage.worker);
     command.arg("run").arg("--invocation").arg(&invocation_path);
     let stderr_log = log
         .try_clone()
@@ -1040,9 +1014,9 @@ fn store_outputs(
         outputs.insert(out.path.clone(), artifact);
     }
     let mut metrics = BTreeMap::new();
-    if matches!(stage.kind, StageKind::Builtin { .. }) {
+    if let StageKind::Worker(worker_stage) = &stage.kind {
         let path = root
-            .join(crate::builtin::output_dir(&stage.name))
+            .join(&worker_stage.output_dir)
             .join(pipe_protocol::METRICS_FILE);
         if let Ok(text) = std::fs::read_to_string(&path) {
             let value: Value = serde_json::from_str(&text).map_err(|e| {

@@ -7,7 +7,7 @@ use pipe_cache::{ActionKey, Artifact};
 use pipe_protocol::redact::{redact_text, redacted_json, MASK};
 use serde_json::{json, Map, Value};
 
-use crate::spec::{Stage, StageKind};
+use crate::pipeline::{Stage, StageKind};
 
 /// Bumped when the manifest's shape changes, so old keys stop matching.
 const MANIFEST_VERSION: u64 = 1;
@@ -38,16 +38,16 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
                 .collect();
             manifest.insert("argv".into(), json!(argv));
         }
-        StageKind::Builtin {
-            uses,
-            version,
-            with,
-            implementation,
-            ..
-        } => {
-            manifest.insert("uses".into(), json!(format!("{uses}@{version}")));
-            manifest.insert("implementation".into(), json!(implementation));
-            manifest.insert("with".into(), redacted_json(with));
+        StageKind::Worker(worker) => {
+            manifest.insert(
+                "uses".into(),
+                json!(format!("{}@{}", worker.uses, worker.version)),
+            );
+            manifest.insert("implementation".into(), json!(worker.implementation));
+            manifest.insert(
+                "with".into(),
+                redacted_json(&Value::Object(worker.with.clone())),
+            );
         }
     }
     let params: Map<String, Value> = stage
@@ -137,30 +137,57 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     }
 }
 
-/// One field that differs between two manifests, as a dotted path.
+/// One field that differs between two manifests.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FieldChange {
+    /// The dotted path, for display and JSON (`params.lr`).
     pub field: String,
+    /// The same path as names: a dependency named `data/train.csv` or
+    /// `.pipe/out/x` is one name here, whatever dots it holds.
+    #[serde(skip)]
+    pub path: Vec<String>,
     pub before: Option<Value>,
     pub after: Option<Value>,
 }
 
 /// Field-by-field differences, flattened to dotted paths in sorted order.
 pub fn diff_manifests(before: &Value, after: &Value) -> Vec<FieldChange> {
-    let before = flatten(before);
-    let after = flatten(after);
-    let mut fields: Vec<&String> = before.keys().chain(after.keys()).collect();
-    fields.sort();
-    fields.dedup();
-    fields
+    let before = flatten_paths(before);
+    let after = flatten_paths(after);
+    let mut paths: Vec<&Vec<String>> = before.keys().chain(after.keys()).collect();
+    paths.sort_by_key(|path| path.join("."));
+    paths.dedup();
+    paths
         .into_iter()
-        .filter(|field| before.get(*field) != after.get(*field))
-        .map(|field| FieldChange {
-            field: field.clone(),
-            before: before.get(field).cloned(),
-            after: after.get(field).cloned(),
+        .filter(|path| before.get(*path) != after.get(*path))
+        .map(|path| FieldChange {
+            field: path.join("."),
+            path: path.clone(),
+            before: before.get(path).cloned(),
+            after: after.get(path).cloned(),
         })
         .collect()
+}
+
+/// Nested objects as (names from the root) -> scalar or array.
+fn flatten_paths(value: &Value) -> BTreeMap<Vec<String>, Value> {
+    fn walk(prefix: &mut Vec<String>, value: &Value, out: &mut BTreeMap<Vec<String>, Value>) {
+        match value {
+            Value::Object(map) if !map.is_empty() => {
+                for (name, item) in map {
+                    prefix.push(name.clone());
+                    walk(prefix, item, out);
+                    prefix.pop();
+                }
+            }
+            other => {
+                out.insert(prefix.clone(), other.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&mut Vec::new(), value, &mut out);
+    out
 }
 
 /// Flattens nested objects to `a.b.c` -> scalar or array.

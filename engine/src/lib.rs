@@ -9,14 +9,15 @@ pub mod spec;
 
 pub use diagnostic::{Diagnostic, Location};
 pub use error::{EngineError, ExitCode};
+pub use spec::{load, CatalogSource, Loaded, ProjectWorkers};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
-pub mod builtin;
 pub mod compare;
 pub mod exec;
 pub mod groups;
 pub mod interrupt;
 pub mod key;
+pub mod pipeline;
 pub mod plan;
 pub mod project;
 pub mod runs;

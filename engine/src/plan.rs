@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use crate::dag::Dag;
 use crate::key::{self, FieldChange};
+use crate::pipeline::Pipeline;
 use crate::project::Project;
 use crate::runs::RunDb;
-use crate::spec::Pipeline;
 use crate::workspace::{hash_deps, outputs_differing};
 use crate::Result;
 
@@ -158,7 +158,7 @@ impl<'a> Planner<'a> {
         }
         let mut groups: Vec<String> = Vec::new();
         for change in &changes {
-            let group = describe_group(&change.field);
+            let group = describe_group(change);
             if !groups.contains(&group) {
                 groups.push(group);
             }
@@ -168,25 +168,25 @@ impl<'a> Planner<'a> {
 
     pub fn last_manifest(&self, stage: &str) -> Result<Option<(i64, String, Value)>> {
         match &self.db {
-            Some(db) => db.last_manifest(stage),
+            Some(db) => db.last_manifest(&self.pipeline.name, stage),
             None => Ok(None),
         }
     }
 }
 
-/// `deps.data.digest` -> "dependency `data` changed", etc.
-fn describe_group(field: &str) -> String {
-    let mut parts = field.splitn(3, '.');
-    let head = parts.next().unwrap_or_default();
-    let name = parts.next().unwrap_or_default();
+/// `deps` / `data/train.csv` / `digest` -> "dependency `data/train.csv`
+/// changed", etc.: names as the user wrote them, dots and all.
+fn describe_group(change: &FieldChange) -> String {
+    let head = change.path.first().map_or("", String::as_str);
+    let name = change.path.get(1).map_or("", String::as_str);
     match head {
-        "command" => "command changed".to_string(),
-        "uses" | "with" => "stage definition changed".to_string(),
-        "params" => format!("param `{}` changed", field.trim_start_matches("params.")),
+        "command" | "argv" => "command changed".to_string(),
+        "uses" | "with" | "implementation" => "stage definition changed".to_string(),
+        "params" => format!("param `{}` changed", change.path[1..].join(".")),
         "deps" => format!("dependency `{name}` changed"),
         "outs" | "metrics" => "declared outputs changed".to_string(),
         "env" => format!("env `{name}` changed"),
-        _ => format!("`{field}` changed"),
+        _ => format!("`{}` changed", change.field),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Where a project keeps its state: `.pipe/` under the project root, the
 //! cache directory (shareable through `PIPE_CACHE_DIR`), and the run lock.
+//! This is the one module that knows the layout of `.pipe/`.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -7,6 +8,24 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use crate::{EngineError, Result};
+
+/// Where pipe places the outputs of `uses:` stages, project-relative.
+pub const OUTPUT_DIR: &str = ".pipe/out";
+
+/// The project-relative directory of a `uses:` stage's outputs. Each
+/// pipeline has its own namespace, so two pipelines of one project that
+/// both have a `split` stage never overwrite each other's outputs.
+pub fn stage_output_dir(pipeline: &str, stage: &str) -> String {
+    format!("{OUTPUT_DIR}/{pipeline}/{stage}")
+}
+
+/// Where a worker writes a stage's outputs until it reports success: a
+/// sibling of `output_dir` (project-relative), so that publishing them is
+/// one rename on the same file system.
+pub fn partial_output_dir(root: &Path, output_dir: &str) -> PathBuf {
+    let (parent, name) = output_dir.rsplit_once('/').unwrap_or(("", output_dir));
+    root.join(parent).join(format!(".{name}.partial"))
+}
 
 /// The directories and databases of one project.
 #[derive(Debug, Clone)]
@@ -45,6 +64,14 @@ impl Project {
 
     pub fn stat_db(&self) -> PathBuf {
         self.state_dir.join("stat.db")
+    }
+
+    /// A stage's private scratch directory in run `run_id` (holds its
+    /// invocation, credentials included; deleted when it ends).
+    pub fn scratch_dir(&self, run_id: i64, pipeline: &str, stage: &str) -> PathBuf {
+        self.state_dir
+            .join("tmp")
+            .join(format!("{run_id}-{pipeline}-{stage}"))
     }
 
     pub fn log_dir(&self, run_id: i64) -> PathBuf {

@@ -356,20 +356,35 @@ impl RunDb {
             .map_err(|e| self.error(e))
     }
 
-    /// The last recorded key and manifest of `stage` (any run, newest first),
-    /// skipping runs where it did not get a key.
-    pub fn last_manifest(&self, stage: &str) -> Result<Option<(i64, String, Value)>> {
+    /// The last recorded key and manifest of `stage` in a run of
+    /// `pipeline` (newest first), skipping runs where it did not get a key.
+    /// Another pipeline's stage of the same name is a stranger: comparing
+    /// with it would explain nothing.
+    pub fn last_manifest(
+        &self,
+        pipeline: &str,
+        stage: &str,
+    ) -> Result<Option<(i64, String, Value)>> {
         self.connection
             .query_row(
-                "SELECT s.run_id, s.key, m.manifest FROM stage_runs s JOIN manifests m ON m.key = s.key
-                 WHERE s.stage = ?1 ORDER BY s.run_id DESC LIMIT 1",
-                params![stage],
-                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?)),
+                "SELECT s.run_id, s.key, m.manifest FROM stage_runs s
+                 JOIN manifests m ON m.key = s.key JOIN runs r ON r.id = s.run_id
+                 WHERE s.stage = ?2 AND r.pipeline = ?1 ORDER BY s.run_id DESC LIMIT 1",
+                params![pipeline, stage],
+                |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                },
             )
             .optional()
             .map_err(|e| self.error(e))
             .map(|found| {
-                found.map(|(run, key, text)| (run, key, serde_json::from_str(&text).unwrap_or(Value::Null)))
+                found.map(|(run, key, text)| {
+                    (run, key, serde_json::from_str(&text).unwrap_or(Value::Null))
+                })
             })
     }
 

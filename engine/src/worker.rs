@@ -43,6 +43,32 @@ impl Catalog {
         self.stages.get(&format!("{name}@{version}"))
     }
 
+    /// Adds the stages `worker` offers (its `describe` answer). A stage
+    /// two workers offer is refused: which one runs it would be a guess.
+    pub fn add(&mut self, worker: &Path, stages: Vec<StageInfo>) -> Result<()> {
+        for info in stages {
+            let id = format!("{}@{}", info.name, info.version);
+            if let Some(existing) = self.stages.get(&id) {
+                return Err(EngineError::usage(
+                    format!(
+                        "stage `{id}` is offered by two workers: `{}` and `{}`",
+                        existing.worker.display(),
+                        worker.display()
+                    ),
+                    "remove or rename one of them (PIPE_STAGE_PATH, .pipe/stages/)",
+                ));
+            }
+            self.stages.insert(
+                id,
+                CatalogEntry {
+                    info,
+                    worker: worker.to_path_buf(),
+                },
+            );
+        }
+        Ok(())
+    }
+
     /// All `name@version` with the given name.
     pub fn versions_of(&self, name: &str) -> Vec<u32> {
         self.stages
@@ -377,26 +403,7 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
     }
     let mut catalog = Catalog::default();
     for described in fresh {
-        for info in described.stages {
-            let id = format!("{}@{}", info.name, info.version);
-            if let Some(existing) = catalog.stages.get(&id) {
-                return Err(EngineError::usage(
-                    format!(
-                        "stage `{id}` is offered by two workers: `{}` and `{}`",
-                        existing.worker.display(),
-                        described.worker.display()
-                    ),
-                    "remove or rename one of them (PIPE_STAGE_PATH, .pipe/stages/)",
-                ));
-            }
-            catalog.stages.insert(
-                id,
-                CatalogEntry {
-                    info,
-                    worker: described.worker.clone(),
-                },
-            );
-        }
+        catalog.add(&described.worker, described.stages)?;
     }
     Ok(catalog)
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use pipe_cache::{ActionResult, Cache, StatCache};
 
 use crate::key::DepDigests;
-use crate::spec::{Out, Stage};
+use crate::pipeline::{Out, Stage};
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use pipe_engine::dag::{Dag, DagFormat};
+use pipe_engine::dag::DagFormat;
 use proptest::prelude::*;
 
 const SEEDS: [&str; 4] = [
@@ -74,12 +74,25 @@ fn apply(text: &str, edits: &[Edit]) -> String {
     chars.into_iter().collect()
 }
 
+/// The real data stages of `pipe-stage` (its `describe` answer) and a
+/// training stage, as a worker would offer them.
+fn catalog() -> pipe_engine::worker::Catalog {
+    let text = include_str!("../../tests/fixtures/catalog.json");
+    let mut catalog = pipe_engine::worker::Catalog::default();
+    catalog
+        .add(
+            Path::new("/fixture/pipe-stage"),
+            serde_json::from_str(text).expect("catalog fixture"),
+        )
+        .expect("one worker per stage");
+    catalog
+}
+
 fn load_text(dir: &Path, text: &str, overrides: &[String]) {
     let file = dir.join("pipe.yaml");
     std::fs::write(&file, text).unwrap();
-    match pipe_engine::spec::load(&file, overrides) {
-        Ok(pipeline) => {
-            let dag = Dag::build(&pipeline).expect("load checks for cycles, so the DAG builds");
+    match pipe_engine::load(&file, overrides, &catalog()) {
+        Ok(pipe_engine::Loaded { pipeline, dag }) => {
             for format in [DagFormat::Ascii, DagFormat::Dot, DagFormat::Mermaid] {
                 dag.render(&pipeline, format);
             }

@@ -3,21 +3,35 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::{spec, Diagnostic, EngineError};
+use pipe_engine::{Diagnostic, EngineError};
 
 fn malformed_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/malformed")
 }
 
+/// The real data stages of `pipe-stage` (its `describe` answer) and a
+/// training stage, as a worker would offer them.
+fn catalog() -> pipe_engine::worker::Catalog {
+    let text = include_str!("../../tests/fixtures/catalog.json");
+    let mut catalog = pipe_engine::worker::Catalog::default();
+    catalog
+        .add(
+            Path::new("/fixture/pipe-stage"),
+            serde_json::from_str(text).expect("catalog fixture"),
+        )
+        .expect("one worker per stage");
+    catalog
+}
+
 fn diagnostics_for(file: &Path, overrides: &[&str]) -> Vec<Diagnostic> {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    match spec::load(file, &overrides) {
+    match pipe_engine::load(file, &overrides, &catalog()) {
         Err(EngineError::Spec(diagnostics)) => diagnostics,
         Err(other) => panic!("{}: expected a spec error, got {other:?}", file.display()),
-        Ok(pipeline) => panic!(
+        Ok(loaded) => panic!(
             "{}: expected a spec error, but it loaded {} stages",
             file.display(),
-            pipeline.stages.len()
+            loaded.pipeline.stages.len()
         ),
     }
 }

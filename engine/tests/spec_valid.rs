@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use pipe_engine::dag::{Dag, DagFormat};
-use pipe_engine::spec::{self, Pipeline, Stage, StageKind, StageOutRef};
+use pipe_engine::pipeline::{self, Pipeline, Stage, StageKind, StageOutRef};
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {
@@ -15,8 +15,23 @@ fn fixture(name: &str) -> PathBuf {
 
 fn load(file: &Path, overrides: &[&str]) -> Pipeline {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    spec::load(file, &overrides)
+    pipe_engine::load(file, &overrides, &catalog())
+        .map(|loaded| loaded.pipeline)
         .unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
+}
+
+/// The real data stages of `pipe-stage` (its `describe` answer) and a
+/// training stage, as a worker would offer them.
+fn catalog() -> pipe_engine::worker::Catalog {
+    let text = include_str!("../../tests/fixtures/catalog.json");
+    let mut catalog = pipe_engine::worker::Catalog::default();
+    catalog
+        .add(
+            Path::new("/fixture/pipe-stage"),
+            serde_json::from_str(text).expect("catalog fixture"),
+        )
+        .expect("one worker per stage");
+    catalog
 }
 
 fn stage<'p>(pipeline: &'p Pipeline, name: &str) -> &'p Stage {
@@ -98,7 +113,7 @@ fn every_namespace_interpolates() {
     let featurize = stage(&pipeline, "featurize");
     assert_eq!(
         command(featurize),
-        "python scripts/featurize.py .pipe/out/extract/dataset data/features.npy --n 512"
+        "python scripts/featurize.py .pipe/out/imdb/extract/dataset data/features.npy --n 512"
     );
     assert_eq!(featurize.deps[0].producer, producer("extract", "dataset"));
     assert_eq!(
@@ -108,20 +123,17 @@ fn every_namespace_interpolates() {
     assert_eq!(featurize.metrics[0].name, "metrics/featurize.json");
 
     let train = stage(&pipeline, "train@precision=bf16-mixed");
-    let StageKind::Builtin {
-        uses,
-        version,
-        with,
-        ..
-    } = &train.kind
-    else {
+    let StageKind::Worker(worker) = &train.kind else {
         panic!("{:?}", train.kind)
     };
-    assert_eq!((uses.as_str(), *version), ("train/classifier", 1));
+    assert_eq!(
+        (worker.uses.as_str(), worker.version),
+        ("train/classifier", 1)
+    );
     // A value that is exactly one reference keeps the referenced type.
     assert_eq!(
-        with,
-        &json!({
+        serde_json::Value::Object(worker.with.clone()),
+        json!({
             "features": "data/features.npy",
             "precision": "bf16-mixed",
             "lr": 5.0e-5,
@@ -129,8 +141,12 @@ fn every_namespace_interpolates() {
             "seed": 123,
         })
     );
+    assert_eq!(worker.path_params, ["features"]);
     assert_eq!(train.resources.gpus, 4);
-    assert_eq!(train.outs[0].path, "models/bf16-mixed");
+    assert_eq!(
+        train.outs[0].path,
+        ".pipe/out/imdb/train@precision=bf16-mixed/model"
+    );
     let dep = &train.deps[0];
     assert_eq!(dep.name, "stages.featurize.outs.features");
     assert_eq!(dep.path, "data/features.npy");
@@ -139,7 +155,7 @@ fn every_namespace_interpolates() {
     let report = stage(&pipeline, "report");
     assert_eq!(
         command(report),
-        "python scripts/report.py models/32-true models/bf16-mixed > ${OUT:-report.html}"
+        "python scripts/report.py .pipe/out/imdb/train@precision=32-true/model .pipe/out/imdb/train@precision=bf16-mixed/model > ${OUT:-report.html}"
     );
     assert_eq!(report.deps.len(), 2);
     assert_eq!(
@@ -169,12 +185,15 @@ fn builtin_outputs_without_declared_paths_live_under_pipe_out() {
         .iter()
         .map(|out| (out.name.as_str(), out.path.as_str()))
         .collect();
-    assert_eq!(outs, [("file", ".pipe/out/download/file")]);
+    assert_eq!(outs, [("file", ".pipe/out/imdb/download/file")]);
     let extract = stage(&pipeline, "extract");
-    let StageKind::Builtin { with, .. } = &extract.kind else {
+    let StageKind::Worker(worker) = &extract.kind else {
         panic!()
     };
-    assert_eq!(with, &json!({ "archive": ".pipe/out/download/file" }));
+    assert_eq!(
+        worker.with.get("archive"),
+        Some(&json!(".pipe/out/imdb/download/file"))
+    );
     assert_eq!(extract.deps[0].producer, producer("download", "file"));
 }
 
@@ -414,13 +433,13 @@ fn a_cycle_in_a_hand_built_pipeline_is_refused_by_the_dag() {
         None,
     );
     let mut pipeline = load(&file, &[]);
-    pipeline.stages[0].deps.push(spec::Dep {
+    pipeline.stages[0].deps.push(pipeline::Dep {
         name: "b".into(),
         path: "b.txt".into(),
         producer: producer("b", "b.txt"),
         location: None,
     });
-    pipeline.stages[1].deps.push(spec::Dep {
+    pipeline.stages[1].deps.push(pipeline::Dep {
         name: "a".into(),
         path: "a.txt".into(),
         producer: producer("a", "a.txt"),

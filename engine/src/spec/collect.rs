@@ -20,10 +20,13 @@ pub(crate) struct Diagnostics {
     list: Vec<Diagnostic>,
     seen: HashSet<SeenKey>,
     dropped: usize,
+    /// Every push, repeats and dropped ones included.
+    pushed: usize,
 }
 
 impl Diagnostics {
     pub fn push(&mut self, diagnostic: Diagnostic) {
+        self.pushed += 1;
         if self.list.len() >= MAX_DIAGNOSTICS {
             self.dropped += 1;
             return;
@@ -44,6 +47,13 @@ impl Diagnostics {
         for diagnostic in diagnostics {
             self.push(diagnostic);
         }
+    }
+
+    /// How many problems were reported so far, each repeat counted: a
+    /// phase compares it before and after to know whether its input was
+    /// sound, even when its message repeats one already kept.
+    pub fn reported(&self) -> usize {
+        self.pushed
     }
 
     pub fn is_empty(&self) -> bool {

@@ -10,8 +10,9 @@ use super::collect::Diagnostics;
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Scalar, MAX_FILE_BYTES};
-use super::{params, stages, Pipeline};
+use super::{params, stages, CatalogSource, Loaded};
 use crate::dag::Dag;
+use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
 
 const TOP_LEVEL_KEYS: [&str; 4] = ["name", "params", "stages", "cache"];
@@ -19,7 +20,11 @@ const TOP_LEVEL_KEYS: [&str; 4] = ["name", "params", "stages", "cache"];
 const MINIMAL_PIPELINE: &str =
     "stages:\n  train:\n    run: python train.py\n    deps: [train.py]\n    outs: [model.pt]";
 
-pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
+pub(crate) fn load(
+    file: &Path,
+    overrides: &[String],
+    catalogs: &dyn CatalogSource,
+) -> Result<Loaded> {
     let mut sources = Sources::default();
     let mut diagnostics = Diagnostics::default();
 
@@ -83,7 +88,7 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
     let name = match root.get("name") {
         None => file.file_stem().map_or_else(
             || "pipeline".to_string(),
-            |stem| stem.to_string_lossy().into_owned(),
+            |stem| name_from_file_stem(&stem.to_string_lossy()),
         ),
         Some(node) => match node
             .as_scalar()
@@ -113,14 +118,31 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
         .and_then(|node| cache_link(node, &sources, &mut diagnostics));
 
     let project_root = project_root(file);
+    if let Some(node) = root
+        .get("name")
+        .filter(|_| !name.is_empty() && !is_valid_pipeline_name(&name))
+    {
+        diagnostics.push(
+            Diagnostic::new("bad-pipeline-name", format!("invalid pipeline name `{name}`"))
+                .at(sources.location(node.span))
+                .with_hint(format!(
+                    "the name places the pipeline's outputs under `{}/NAME/`: use letters, digits, `_`, `.` and `-`, starting with a letter, digit or `_`",
+                    crate::project::OUTPUT_DIR,
+                )),
+        );
+    }
     let stages = match root.get("stages") {
         Some(node) => stages::build(
+            &stages::Context {
+                sources: &sources,
+                params: &merged_params,
+                root: &project_root,
+                pipeline: &name,
+                catalogs,
+            },
             node,
-            &sources,
-            &merged_params,
-            &project_root,
             &mut diagnostics,
-        ),
+        )?,
         None => {
             diagnostics.push(
                 Diagnostic::new("missing-stages", "the pipeline file has no `stages`")
@@ -143,8 +165,36 @@ pub(crate) fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
         link,
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
-    Dag::build(&pipeline)?;
-    Ok(pipeline)
+    let dag = Dag::build(&pipeline)?;
+    Ok(Loaded { pipeline, dag })
+}
+
+/// A file `my pipeline.yaml` without `name:` is the pipeline `my_pipeline`.
+fn name_from_file_stem(stem: &str) -> String {
+    let name: String = stem
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-') {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if is_valid_pipeline_name(&name) {
+        name
+    } else {
+        format!("_{name}")
+    }
+}
+
+/// Pipeline names become a directory under `.pipe/out/`.
+fn is_valid_pipeline_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphanumeric() || first == '_')
+        && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
 }
 
 fn spec_error(diagnostic: Diagnostic) -> EngineError {

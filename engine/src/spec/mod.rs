@@ -1,19 +1,21 @@
-//! Pipeline files: YAML (with positions) -> params -> matrix expansion ->
-//! interpolation -> a validated [`Pipeline`]. The format is specified in
-//! docs/pipeline-spec.md.
+//! Pipeline files, in one pass: YAML (with positions) -> params -> stage
+//! declarations -> the catalog of the workers they use -> matrix expansion
+//! -> interpolation, `with:` checked against the catalog, outputs placed ->
+//! symlinks followed, output ownership and implicit edges -> the DAG. The
+//! result is a [`Pipeline`] that nothing downstream re-reads or corrects.
+//! The format is specified in docs/pipeline-spec.md.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use pipe_cache::LinkMode;
-
-use crate::{Location, Result};
-pub use matrix::StageMatrix;
+use crate::dag::Dag;
+use crate::pipeline::Pipeline;
+use crate::project::Project;
+use crate::worker::{self, Catalog};
+use crate::Result;
 
 mod collect;
 mod interp;
 mod load;
-mod matrix;
 mod params;
 pub(crate) mod paths;
 mod shell;
@@ -22,126 +24,49 @@ mod stages;
 pub(crate) mod suggest;
 mod yaml;
 
-/// A validated pipeline: every stage expanded, every `${...}` resolved,
-/// every path project-relative and inside the project.
+/// A pipeline and its DAG, built once.
 #[derive(Debug, Clone)]
-pub struct Pipeline {
-    pub name: String,
-    /// The pipeline file as given (for messages).
-    pub file: PathBuf,
-    /// The project root, absolute: the nearest directory at or above the
-    /// pipeline file's that holds `.pipe/` or `.git`, else the file's own
-    /// directory. Paths in the file are relative to it.
-    pub root: PathBuf,
-    /// Fully merged params: inline, then `params.yaml` beside the file,
-    /// then `-S` overrides.
-    pub params: serde_json::Value,
-    /// Stages in declaration order, matrix stages expanded in place.
-    pub stages: Vec<Stage>,
-    /// `cache: { link: [...] }`, when the file sets it.
-    pub link: Option<Vec<LinkMode>>,
+pub struct Loaded {
+    pub pipeline: Pipeline,
+    pub dag: Dag,
 }
 
-#[derive(Debug, Clone)]
-pub struct Stage {
-    /// Unique: `train`, or for a matrix stage `train@precision=bf16-mixed,seed=1`
-    /// (matrix keys in declared order).
-    pub name: String,
-    /// The name as written in the file (`train`).
-    pub base_name: String,
-    /// The matrix combination of this expansion (empty without a matrix).
-    pub matrix: StageMatrix,
-    pub kind: StageKind,
-    pub desc: Option<String>,
-    /// Declared and implicit dependencies, in declared order. A `${stages.X.outs.Y}`
-    /// reference anywhere in the stage adds one (named by the reference text
-    /// when it is not under `deps:`).
-    pub deps: Vec<Dep>,
-    pub outs: Vec<Out>,
-    /// Metric files (JSON) the stage writes; cached and restored like outs.
-    pub metrics: Vec<Out>,
-    /// Variables set for the command, part of the key unless secret.
-    pub env: BTreeMap<String, String>,
-    /// Names in `env` whose value is a credential (`{ from_env: X, secret:
-    /// true }`): passed to the stage, shown and keyed only as `***`.
-    pub secret_env: BTreeSet<String>,
-    /// Params this stage depends on (dotted path -> value): those its text
-    /// interpolates plus those listed under `params:`.
-    pub params_used: BTreeMap<String, serde_json::Value>,
-    pub resources: Resources,
-    /// Rerun every time (DVC's `always_changed`).
-    pub always_run: bool,
-    /// Where the stage is declared, for runtime messages.
-    pub location: Option<Location>,
+/// Where the catalog of `uses:` stages comes from.
+pub trait CatalogSource {
+    /// The catalog for a project at `root` whose stages use `uses`
+    /// (`name`, major version). Asked at most once per load, and only when
+    /// the file has `uses:` stages and no other error.
+    fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog>;
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum StageKind {
-    /// `run: "..."`: a shell command after interpolation, every
-    /// interpolated value quoted as one shell word (docs/pipeline-spec.md);
-    /// runs with `bash -c` in the project root.
-    Command { command: String },
-    /// `run: [program, arg, ...]`: run without a shell in the project root,
-    /// each item one argument.
-    Argv { argv: Vec<String> },
-    /// A built-in or registered stage `uses: name@version` run by a worker.
-    /// `implementation`, `worker` and the defaults in `with` are filled in
-    /// from the worker's catalog (`builtin::resolve`) before anything runs.
-    Builtin {
-        uses: String,
-        version: u32,
-        with: serde_json::Value,
-        implementation: u32,
-        worker: Option<PathBuf>,
-    },
-}
+/// The workers of the project: `pipe-stage` (and `pipe-stage-train` when a
+/// training stage is used) beside `pipe`, built first in a source checkout,
+/// and third-party `pipe-stage-*` workers (`worker::load_catalog`).
+pub struct ProjectWorkers;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Dep {
-    pub name: String,
-    /// Project-relative, normalised (no `.`/`..`, `/` separators).
-    pub path: String,
-    /// The stage output this path is (or is inside), when one produces it:
-    /// the DAG edge.
-    pub producer: Option<StageOutRef>,
-    pub location: Option<Location>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct StageOutRef {
-    pub stage: String,
-    pub out: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Out {
-    pub name: String,
-    /// Project-relative, normalised.
-    pub path: String,
-    pub location: Option<Location>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Resources {
-    pub cpus: u32,
-    pub gpus: u32,
-}
-
-impl Default for Resources {
-    fn default() -> Self {
-        Resources { cpus: 1, gpus: 0 }
+impl CatalogSource for ProjectWorkers {
+    fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog> {
+        let project = Project::open(root)?;
+        let for_training = uses.iter().any(|(name, _)| {
+            worker::TRAINING_STAGE_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+        });
+        worker::load_catalog(&project, for_training)
     }
 }
 
-/// Reads, validates and expands the pipeline at `file`. `overrides` are the
-/// `-S key.path=value` arguments, in order. Every problem found is
-/// reported at once as `EngineError::Spec`.
-pub fn load(file: &Path, overrides: &[String]) -> Result<Pipeline> {
-    load::load(file, overrides)
+/// A fixed catalog (tests, tools that describe workers themselves).
+impl CatalogSource for Catalog {
+    fn catalog(&self, _root: &Path, _uses: &[(&str, u32)]) -> Result<Catalog> {
+        Ok(self.clone())
+    }
 }
 
-impl Pipeline {
-    pub fn stage(&self, name: &str) -> Option<&Stage> {
-        self.stages.iter().find(|stage| stage.name == name)
-    }
+/// Reads, validates, expands and resolves the pipeline at `file`.
+/// `overrides` are the `-S key.path=value` arguments, in order. Every
+/// problem found is reported at once as `EngineError::Spec`, located in the
+/// file.
+pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> Result<Loaded> {
+    load::load(file, overrides, catalogs)
 }

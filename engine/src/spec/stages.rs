@@ -5,19 +5,23 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use pipe_protocol::ParamKind;
 use serde_json::Value;
 
 use super::collect::Diagnostics;
 use super::interp::{self, Piece, Reference};
-use super::matrix::{MatrixAxis, MatrixValue, StageMatrix};
 use super::params;
 use super::paths::{self, PathProblem, RealPath};
 use super::shell::{self, QuoteContext, QuoteTracker};
 use super::source::{Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use super::yaml::{Entry, Node, NodeValue, Resolved};
-use super::{Dep, Out, Resources, Stage, StageKind, StageOutRef};
-use crate::Diagnostic;
+use super::CatalogSource;
+use crate::pipeline::matrix::{MatrixAxis, MatrixValue, StageMatrix};
+use crate::pipeline::{Dep, Out, Resources, Stage, StageKind, StageOutRef, WorkerStage};
+use crate::project::stage_output_dir;
+use crate::worker::{Catalog, CatalogEntry};
+use crate::{Diagnostic, Result};
 
 pub(crate) const STAGE_KEYS: [&str; 12] = [
     "run",
@@ -53,9 +57,6 @@ const FOREIGN_KEYS: [(&str, &str); 11] = [
 /// bounds the work and memory one pipeline file can ask for.
 pub(crate) const MAX_STAGES: usize = 1_000_000;
 
-/// Where a built-in stage writes an output nobody declared a path for.
-pub(crate) const BUILTIN_OUT_DIR: &str = ".pipe/out";
-
 /// `${raw:params.flags}` splices a value into a `run` command unquoted.
 const RAW_PREFIX: &str = "raw:";
 
@@ -83,9 +84,11 @@ enum DeclKind<'a> {
     Command(&'a Node),
     /// `run: [program, arg, ...]`, run without a shell.
     Argv(&'a Node),
-    Builtin {
+    /// `uses: name@version`, run by the worker that offers it.
+    Worker {
         uses: String,
         version: u32,
+        uses_span: Span,
     },
 }
 
@@ -129,20 +132,31 @@ fn failure(message: impl Into<String>, hint: impl Into<String>) -> Failure {
     }
 }
 
+/// What every phase of building the stages reads.
+pub(crate) struct Context<'a> {
+    pub sources: &'a Sources,
+    /// The merged params.
+    pub params: &'a Node,
+    /// The project root, absolute.
+    pub root: &'a Path,
+    /// The pipeline's name: its namespace under `.pipe/out/`.
+    pub pipeline: &'a str,
+    pub catalogs: &'a dyn CatalogSource,
+}
+
 pub(crate) fn build(
+    cx: &Context,
     stages_node: &Node,
-    sources: &Sources,
-    params: &Node,
-    root: &Path,
     diagnostics: &mut Diagnostics,
-) -> Vec<Stage> {
+) -> Result<Vec<Stage>> {
+    let (sources, params, root) = (cx.sources, cx.params, cx.root);
     let Some(entries) = stages_node.as_map() else {
         diagnostics.push(
             Diagnostic::new("bad-type", format!("`stages` must be a mapping of stage names, found {}", stages_node.describe()))
                 .at(sources.location(stages_node.span))
                 .with_hint("write `stages:` followed by indented stage names, e.g.\nstages:\n  train:\n    run: python train.py"),
         );
-        return Vec::new();
+        return Ok(Vec::new());
     };
     if entries.is_empty() {
         diagnostics.push(
@@ -152,7 +166,7 @@ pub(crate) fn build(
                     "add at least one stage, e.g.\nstages:\n  train:\n    run: python train.py",
                 ),
         );
-        return Vec::new();
+        return Ok(Vec::new());
     }
 
     let mut decls = Vec::new();
@@ -164,11 +178,52 @@ pub(crate) fn build(
         }
     }
 
+    // The catalog is asked for only when the declarations are sound: in a
+    // source checkout it may build the workers first, which takes minutes
+    // that a typo should not cost.
+    let uses: Vec<(&str, u32)> = decls
+        .iter()
+        .filter_map(|decl| match &decl.kind {
+            DeclKind::Worker { uses, version, .. } => Some((uses.as_str(), *version)),
+            _ => None,
+        })
+        .collect();
+    let catalog = if !uses.is_empty() && diagnostics.is_empty() {
+        Some(cx.catalogs.catalog(root, &uses)?)
+    } else {
+        None
+    };
+    let catalog_entries: Vec<Option<&CatalogEntry>> = decls
+        .iter()
+        .map(|decl| {
+            let catalog = catalog.as_ref()?;
+            let DeclKind::Worker {
+                uses,
+                version,
+                uses_span,
+            } = &decl.kind
+            else {
+                return None;
+            };
+            let entry = catalog.get(uses, *version);
+            if entry.is_none() {
+                diagnostics.push(unknown_worker_stage(
+                    catalog,
+                    uses,
+                    *version,
+                    decl.name,
+                    sources.location(*uses_span),
+                ));
+            }
+            entry
+        })
+        .collect();
+
     let expansions = expand(&decls, &axes_per_decl, sources, diagnostics);
     if expansions.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let mut resolver = Resolver::new(sources, params, &decls, &expansions);
+    let mut resolver = Resolver::new(cx, &decls, &catalog_entries, &expansions);
 
     // Outputs first: references between stages need every stage's outputs.
     let mut outs_per_stage: Vec<Vec<Out>> = Vec::with_capacity(expansions.len());
@@ -204,18 +259,6 @@ pub(crate) fn build(
         stage.outs = outs;
     }
 
-    for (index, names) in std::mem::take(&mut resolver.implicit_builtin_outs) {
-        let stage = &mut stages[index];
-        for name in names {
-            let path = builtin_out_path(&stage.name, &name);
-            stage.outs.push(Out {
-                name,
-                path,
-                location: stage.location.clone(),
-            });
-        }
-    }
-
     // What built the stages is not needed to check them; in a large sweep
     // it is a good part of the peak.
     drop(resolver);
@@ -223,7 +266,7 @@ pub(crate) fn build(
     drop((metrics_per_stage, effects_per_stage));
     let moved = follow_symlinks(root, &stages, diagnostics);
     check_output_ownership(&mut stages, &moved, diagnostics);
-    stages
+    Ok(stages)
 }
 
 /// Declared paths that lead elsewhere in the project through a symlink,
@@ -297,10 +340,6 @@ fn follow_symlinks(root: &Path, stages: &[Stage], diagnostics: &mut Diagnostics)
         }
     }
     moved
-}
-
-fn builtin_out_path(stage: &str, out: &str) -> String {
-    format!("{BUILTIN_OUT_DIR}/{stage}/{out}")
 }
 
 fn is_valid_stage_name(name: &str) -> bool {
@@ -452,13 +491,17 @@ fn declare<'a>(
                 return None;
             }
         },
-        (None, Some(uses)) => {
-            match parse_uses(&uses.value) {
-                Some((uses, version)) => DeclKind::Builtin { uses, version },
+        (None, Some(uses_entry)) => {
+            match parse_uses(&uses_entry.value) {
+                Some((uses, version)) => DeclKind::Worker {
+                    uses,
+                    version,
+                    uses_span: uses_entry.value.span,
+                },
                 None => {
                     diagnostics.push(
                     Diagnostic::new("bad-uses", format!("`uses` of stage `{name}` must be `name@version`"))
-                        .at(sources.location(uses.value.span))
+                        .at(sources.location(uses_entry.value.span))
                         .with_hint("name a built-in stage and its major version, e.g. `uses: data/download@1`"),
                 );
                     return None;
@@ -813,15 +856,18 @@ fn ref_span(node: &Node, reference: &Reference) -> Span {
 struct Resolver<'a> {
     sources: &'a Sources,
     params: &'a Node,
+    root: &'a Path,
+    pipeline: &'a str,
     decls: &'a [Decl<'a>],
+    /// Per declaration: the catalog entry of a `uses:` stage, when the
+    /// catalog has it (`None` for `run:` stages, and when the file has
+    /// errors found before the catalog was needed).
+    catalog_entries: &'a [Option<&'a CatalogEntry>],
     expansions: &'a [Expansion],
     index_by_name: HashMap<&'a str, usize>,
     /// Expanded names of each matrix stage, for "refer to one expansion".
     expansions_by_base: HashMap<&'a str, Vec<usize>>,
     outputs_by_stage: Vec<Vec<Out>>,
-    /// Outputs of built-in stages that declare none, named by the
-    /// references other stages make to them.
-    implicit_builtin_outs: BTreeMap<usize, Vec<String>>,
     /// Every expansion looks up the same few params; mappings are
     /// searched linearly, so each path is looked up once.
     param_cache: HashMap<String, Option<&'a Node>>,
@@ -829,9 +875,9 @@ struct Resolver<'a> {
 
 impl<'a> Resolver<'a> {
     fn new(
-        sources: &'a Sources,
-        params: &'a Node,
+        cx: &Context<'a>,
         decls: &'a [Decl<'a>],
+        catalog_entries: &'a [Option<&'a CatalogEntry>],
         expansions: &'a [Expansion],
     ) -> Self {
         let mut index_by_name = HashMap::with_capacity(expansions.len());
@@ -844,14 +890,16 @@ impl<'a> Resolver<'a> {
             }
         }
         Resolver {
-            sources,
-            params,
+            sources: cx.sources,
+            params: cx.params,
+            root: cx.root,
+            pipeline: cx.pipeline,
             decls,
+            catalog_entries,
             expansions,
             index_by_name,
             expansions_by_base,
             outputs_by_stage: Vec::new(),
-            implicit_builtin_outs: BTreeMap::new(),
             param_cache: HashMap::new(),
         }
     }
@@ -879,6 +927,11 @@ impl<'a> Resolver<'a> {
         effects: &mut Effects,
         diagnostics: &mut Diagnostics,
     ) -> Vec<Out> {
+        if field == "outs" {
+            if let DeclKind::Worker { uses, version, .. } = &decl.kind {
+                return self.worker_outputs(decl, uses, *version, expansion, diagnostics);
+            }
+        }
         let Some(node) = decl.node.get(field) else {
             return Vec::new();
         };
@@ -910,6 +963,51 @@ impl<'a> Resolver<'a> {
             });
         }
         outs
+    }
+
+    /// A `uses:` stage's outputs: those its catalog entry names, placed by
+    /// pipe in the stage's directory of the pipeline's namespace.
+    fn worker_outputs(
+        &self,
+        decl: &Decl,
+        uses: &str,
+        version: u32,
+        expansion: &Expansion,
+        diagnostics: &mut Diagnostics,
+    ) -> Vec<Out> {
+        let Some(entry) = self.catalog_entries[expansion.decl] else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = entry
+            .info
+            .outputs
+            .iter()
+            .map(|output| output.name.as_str())
+            .collect();
+        if let Some(outs) = decl.node.get("outs") {
+            diagnostics.push(
+                Diagnostic::new(
+                    "builtin-outs",
+                    format!("stage `{}` declares `outs`, but `{uses}@{version}` decides its outputs", decl.name),
+                )
+                .at(self.location(outs.span))
+                .with_hint(format!(
+                    "remove `outs:`; refer to its outputs as `${{stages.{}.outs.NAME}}` with NAME one of: {}",
+                    decl.name,
+                    names.join(", ")
+                )),
+            );
+        }
+        let dir = stage_output_dir(self.pipeline, &expansion.name);
+        let location = self.location(decl.name_span);
+        names
+            .into_iter()
+            .map(|name| Out {
+                name: name.to_string(),
+                path: format!("{dir}/{name}"),
+                location: location.clone(),
+            })
+            .collect()
     }
 
     /// The (name, path node) pairs of a `deps`/`outs`/`metrics` value.
@@ -1111,6 +1209,9 @@ impl<'a> Resolver<'a> {
         scope.deps = Some(&deps);
         scope.outs = Some(&all_outs);
 
+        // A `uses:` stage is resolved against its catalog entry once its
+        // dependencies are all known (below); until then it is its `with:`.
+        let mut worker_with: Option<Value> = None;
         let kind = match &decl.kind {
             DeclKind::Command(node) => {
                 scope.field = "run";
@@ -1139,8 +1240,9 @@ impl<'a> Resolver<'a> {
                     argv: argv.unwrap_or_default(),
                 }
             }
-            DeclKind::Builtin { uses, version } => {
+            DeclKind::Worker { .. } => {
                 scope.field = "with";
+                let reported = diagnostics.reported();
                 let with = match decl.node.get("with") {
                     None => Value::Object(serde_json::Map::new()),
                     Some(node) if node.is_null() => Value::Object(serde_json::Map::new()),
@@ -1157,13 +1259,13 @@ impl<'a> Resolver<'a> {
                         Value::Null
                     }
                 };
-                StageKind::Builtin {
-                    uses: uses.clone(),
-                    version: *version,
-                    with,
-                    implementation: 0,
-                    worker: None,
-                }
+                // A value that failed to resolve was reported; checking
+                // what is left of it would only add a second message.
+                worker_with = (diagnostics.reported() == reported).then_some(with);
+                // Stands in only until `worker_stage` below; when that
+                // fails, a diagnostic is recorded and the pipeline is
+                // never returned.
+                StageKind::Argv { argv: Vec::new() }
             }
         };
 
@@ -1221,6 +1323,13 @@ impl<'a> Resolver<'a> {
             });
         }
 
+        let kind = match worker_with {
+            Some(with) => self
+                .worker_stage(decl, expansion, with, &mut deps, &resources, diagnostics)
+                .map_or(kind, StageKind::Worker),
+            None => kind,
+        };
+
         Stage {
             name: expansion.name.clone(),
             base_name: decl.name.to_string(),
@@ -1237,6 +1346,174 @@ impl<'a> Resolver<'a> {
             always_run,
             location: self.location(decl.name_span),
         }
+    }
+
+    /// Checks a `uses:` stage's `with:` against its catalog entry, at the
+    /// place of each value: defaults and params the stage takes from the
+    /// pipeline (`seed`) filled in, `path` params made project-relative and
+    /// added as dependencies (edges to the stages that write them are
+    /// found with every other dependency's), and the devices it asks for
+    /// matched with `resources.gpus`. `None` when a diagnostic was recorded.
+    fn worker_stage(
+        &mut self,
+        decl: &Decl,
+        expansion: &Expansion,
+        with: Value,
+        deps: &mut Vec<Dep>,
+        resources: &Resources,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<WorkerStage> {
+        let DeclKind::Worker {
+            uses,
+            version,
+            uses_span,
+        } = &decl.kind
+        else {
+            return None;
+        };
+        let entry = self.catalog_entries[expansion.decl]?;
+        let info = &entry.info;
+        let Value::Object(mut given) = with else {
+            return None;
+        };
+        let with_node = decl.node.get("with");
+        let with_entry = |param: &str| {
+            with_node
+                .and_then(Node::as_map)
+                .and_then(|entries| entries.iter().find(|entry| entry.key == param))
+        };
+        // Where to point at a param: its value, or its key when the name is
+        // the problem, or `with:` (then `uses:`) when it is not written.
+        let place = |param: &str, at_key: bool| {
+            let span = match with_entry(param) {
+                Some(entry) if at_key => entry.key_span,
+                Some(entry) => entry.value.span,
+                None => with_node.map_or(*uses_span, |node| node.span),
+            };
+            self.location(span)
+        };
+
+        for spec in &info.params {
+            let Some(source) = &spec.pipeline_param else {
+                continue;
+            };
+            if given.get(&spec.name).is_some_and(|value| !value.is_null()) {
+                continue;
+            }
+            if let Some(value) = params::lookup(self.params, source).filter(|node| !node.is_null())
+            {
+                given.insert(spec.name.clone(), params::to_json(value));
+            }
+        }
+        let mut resolved = match pipe_protocol::check_params(info, &given) {
+            Ok(resolved) => resolved,
+            Err(problems) => {
+                let names: Vec<&str> = info.params.iter().map(|spec| spec.name.as_str()).collect();
+                for mut problem in problems {
+                    let unknown = !names.contains(&problem.param.as_str());
+                    if unknown {
+                        if let Some(suggestion) =
+                            did_you_mean(&problem.param, names.iter().copied())
+                        {
+                            problem.hint = format!("did you mean `{suggestion}`? {}", problem.hint);
+                        }
+                    }
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "bad-stage-param",
+                            format!("stage `{}`: {}", expansion.name, problem.message),
+                        )
+                        .at(place(&problem.param, unknown))
+                        .with_hint(problem.hint),
+                    );
+                }
+                return None;
+            }
+        };
+
+        let mut path_params = Vec::new();
+        let mut ok = true;
+        for spec in info
+            .params
+            .iter()
+            .filter(|spec| spec.kind == ParamKind::Path)
+        {
+            let Some(value) = resolved.get(&spec.name).and_then(Value::as_str) else {
+                continue;
+            };
+            let Some(path) = self.project_relative(value) else {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "input-outside-project",
+                        format!("stage `{}`: `{}` is outside the project: `{value}`", expansion.name, spec.name),
+                    )
+                    .at(place(&spec.name, false))
+                    .with_hint("inputs are hashed inside the project; copy or link the file into it, or download it with a stage"),
+                );
+                ok = false;
+                continue;
+            };
+            // The key holds the project-relative form, so moving the
+            // project does not change it; the worker gets it absolute.
+            resolved.insert(spec.name.clone(), Value::String(path.clone()));
+            path_params.push(spec.name.clone());
+            if !deps.iter().any(|dep| dep.path == path) {
+                deps.push(Dep {
+                    name: format!("with.{}", spec.name),
+                    path,
+                    producer: None,
+                    location: place(&spec.name, false),
+                });
+            }
+        }
+
+        if let Some(name) = &info.devices_param {
+            let devices = resolved.get(name).and_then(Value::as_u64);
+            let gpus = u64::from(resources.gpus);
+            if gpus > 0 && devices != Some(gpus) {
+                let devices = devices.map_or_else(|| "unset".to_string(), |n| n.to_string());
+                let at = match (with_entry(name), decl.node.get("resources")) {
+                    (None, Some(resources)) => self.location(resources.span),
+                    _ => place(name, false),
+                };
+                diagnostics.push(
+                    Diagnostic::new(
+                        "devices-mismatch",
+                        format!(
+                            "stage `{}` asks for {gpus} GPU(s) in `resources.gpus` but runs on `{name}: {devices}`",
+                            expansion.name
+                        ),
+                    )
+                    .at(at)
+                    .with_hint(format!(
+                        "give both the same number: `{name}: {gpus}` (with `strategy: ddp` above 1), or `resources.gpus: {devices}`"
+                    )),
+                );
+                ok = false;
+            }
+        }
+        ok.then(|| WorkerStage {
+            uses: uses.clone(),
+            version: *version,
+            implementation: info.implementation,
+            worker: entry.worker.clone(),
+            with: resolved,
+            path_params,
+            output_dir: stage_output_dir(self.pipeline, &expansion.name),
+        })
+    }
+
+    /// The project-relative, normalised form of a `path` param, or `None`
+    /// when it is outside the project. An absolute path inside it is
+    /// accepted, as a user pasting one expects.
+    fn project_relative(&self, value: &str) -> Option<String> {
+        let path = Path::new(value);
+        let relative = if path.is_absolute() {
+            path.strip_prefix(self.root).ok()?.to_str()?
+        } else {
+            value
+        };
+        paths::normalize(relative).ok()
     }
 
     fn env(
@@ -1936,15 +2213,16 @@ impl<'a> Resolver<'a> {
                     .and_then(|outs| outs.iter().find(|out| out.name == out_name))
                 {
                     Some(out) => out.path.clone(),
-                    None if out_names.is_empty()
-                        && matches!(target_decl.kind, DeclKind::Builtin { .. })
-                        && is_valid_stage_name(out_name) =>
+                    // Without its catalog entry (the file has other
+                    // errors, reported already) a `uses:` stage's outputs
+                    // are unknown: the reference cannot be checked yet.
+                    None if matches!(target_decl.kind, DeclKind::Worker { .. })
+                        && self.catalog_entries[target_expansion.decl].is_none() =>
                     {
-                        let names = self.implicit_builtin_outs.entry(target).or_default();
-                        if !names.iter().any(|name| name == out_name) {
-                            names.push(out_name.to_string());
-                        }
-                        builtin_out_path(&target_expansion.name, out_name)
+                        format!(
+                            "{}/{out_name}",
+                            stage_output_dir(self.pipeline, &target_expansion.name)
+                        )
                     }
                     None => {
                         let hint = if out_names.is_empty() {
@@ -2089,6 +2367,54 @@ fn json_text(value: &Value) -> String {
 /// Two stages writing one path, or one writing inside another's output
 /// directory, is refused; a dependency on a produced path (or a path
 /// inside one) gets that producer, as in DVC.
+fn unknown_worker_stage(
+    catalog: &Catalog,
+    uses: &str,
+    version: u32,
+    stage: &str,
+    location: Option<crate::Location>,
+) -> Diagnostic {
+    let versions = catalog.versions_of(uses);
+    if !versions.is_empty() {
+        let available: Vec<String> = versions.iter().map(|v| format!("`{uses}@{v}`")).collect();
+        return Diagnostic::new(
+            "unknown-stage-version",
+            format!("stage `{stage}`: `{uses}` has no version {version}"),
+        )
+        .at(location)
+        .with_hint(format!("available: {}", available.join(", ")));
+    }
+    let mut names: Vec<&str> = catalog
+        .stages
+        .values()
+        .map(|entry| entry.info.name.as_str())
+        .collect();
+    names.dedup();
+    let known: Vec<String> = catalog.stages.keys().cloned().collect();
+    let mut hint = format!(
+        "built-in stages: {}; `pipe stages` describes them",
+        known.join(", ")
+    );
+    if let Some(suggestion) = did_you_mean(uses, names.iter().copied()) {
+        hint = format!("did you mean `{suggestion}@{version}`? {hint}");
+    }
+    if crate::worker::TRAINING_STAGE_PREFIXES
+        .iter()
+        .any(|prefix| uses.starts_with(prefix))
+    {
+        hint = format!(
+            "training stages run in the worker `pipe-stage-train`, which links libtorch: a source checkout builds it on first use; \
+             an installation needs it beside `pipe-stage` (docs/libtorch.md); {hint}"
+        );
+    }
+    Diagnostic::new(
+        "unknown-stage-kind",
+        format!("stage `{stage}` uses `{uses}@{version}`, which no worker provides"),
+    )
+    .at(location)
+    .with_hint(hint)
+}
+
 fn check_output_ownership(stages: &mut [Stage], moved: &MovedPaths, diagnostics: &mut Diagnostics) {
     for (stage_index, dep_index, producer) in find_producers(stages, moved, diagnostics) {
         stages[stage_index].deps[dep_index].producer = Some(producer);

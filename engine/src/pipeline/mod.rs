@@ -1,0 +1,161 @@
+//! A resolved pipeline: what `load` returns and everything downstream
+//! (DAG, keys, scheduler, executor) reads. Nothing here refers back to the
+//! file: every value is final, every path project-relative.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use pipe_cache::LinkMode;
+
+pub use matrix::StageMatrix;
+
+pub(crate) mod matrix;
+use crate::Location;
+
+/// A validated pipeline: every stage expanded, every `${...}` resolved,
+/// every path project-relative and inside the project.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    pub name: String,
+    /// The pipeline file as given (for messages).
+    pub file: PathBuf,
+    /// The project root, absolute: the nearest directory at or above the
+    /// pipeline file's that holds `.pipe/` or `.git`, else the file's own
+    /// directory. Paths in the file are relative to it.
+    pub root: PathBuf,
+    /// Fully merged params: inline, then `params.yaml` beside the file,
+    /// then `-S` overrides.
+    pub params: serde_json::Value,
+    /// Stages in declaration order, matrix stages expanded in place.
+    pub stages: Vec<Stage>,
+    /// `cache: { link: [...] }`, when the file sets it.
+    pub link: Option<Vec<LinkMode>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// Unique: `train`, or for a matrix stage `train@precision=bf16-mixed,seed=1`
+    /// (matrix keys in declared order).
+    pub name: String,
+    /// The name as written in the file (`train`).
+    pub base_name: String,
+    /// The matrix combination of this expansion (empty without a matrix).
+    pub matrix: StageMatrix,
+    pub kind: StageKind,
+    pub desc: Option<String>,
+    /// Declared and implicit dependencies, in declared order. A `${stages.X.outs.Y}`
+    /// reference anywhere in the stage adds one (named by the reference text
+    /// when it is not under `deps:`).
+    pub deps: Vec<Dep>,
+    pub outs: Vec<Out>,
+    /// Metric files (JSON) the stage writes; cached and restored like outs.
+    pub metrics: Vec<Out>,
+    /// Variables set for the command, part of the key unless secret.
+    pub env: BTreeMap<String, String>,
+    /// Names in `env` whose value is a credential (`{ from_env: X, secret:
+    /// true }`): passed to the stage, shown and keyed only as `***`.
+    pub secret_env: BTreeSet<String>,
+    /// Params this stage depends on (dotted path -> value): those its text
+    /// interpolates plus those listed under `params:`.
+    pub params_used: BTreeMap<String, serde_json::Value>,
+    pub resources: Resources,
+    /// Rerun every time (DVC's `always_changed`).
+    pub always_run: bool,
+    /// Where the stage is declared, for runtime messages.
+    pub location: Option<Location>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageKind {
+    /// `run: "..."`: a shell command after interpolation, every
+    /// interpolated value quoted as one shell word (docs/pipeline-spec.md);
+    /// runs with `bash -c` in the project root.
+    Command { command: String },
+    /// `run: [program, arg, ...]`: run without a shell in the project root,
+    /// each item one argument.
+    Argv { argv: Vec<String> },
+    /// `uses: name@version`: a stage that a worker (`pipe-stage`, or a
+    /// third-party `pipe-stage-*`) offers in its catalog.
+    Worker(WorkerStage),
+}
+
+/// A `uses:` stage as the catalog resolved it: what its key hashes and what
+/// its worker receives are the same values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerStage {
+    pub uses: String,
+    pub version: u32,
+    /// The catalog's implementation version, part of the key.
+    pub implementation: u32,
+    /// The executable that runs it.
+    pub worker: PathBuf,
+    /// `with:` after interpolation, checked against the catalog, defaults
+    /// filled in, params the stage takes from the pipeline (`seed`) filled
+    /// in, and `path` params project-relative.
+    pub with: serde_json::Map<String, serde_json::Value>,
+    /// The names in `with` whose kind is `path`: dependencies of the stage,
+    /// handed to the worker as absolute paths.
+    pub path_params: Vec<String>,
+    /// Project-relative directory that holds the stage's outputs
+    /// (`project::stage_output_dir`).
+    pub output_dir: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dep {
+    pub name: String,
+    /// Project-relative, normalised (no `.`/`..`, `/` separators).
+    pub path: String,
+    /// The stage output this path is (or is inside), when one produces it:
+    /// the DAG edge.
+    pub producer: Option<StageOutRef>,
+    pub location: Option<Location>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StageOutRef {
+    pub stage: String,
+    pub out: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Out {
+    pub name: String,
+    /// Project-relative, normalised.
+    pub path: String,
+    pub location: Option<Location>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resources {
+    pub cpus: u32,
+    pub gpus: u32,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Resources { cpus: 1, gpus: 0 }
+    }
+}
+
+impl WorkerStage {
+    /// The params its worker receives: `with` as the key hashes it, with
+    /// `path` params absolute (the key keeps them project-relative so that
+    /// moving the project changes no key). Built from the resolved values,
+    /// never guessed from their text.
+    pub fn invocation_params(&self, root: &Path) -> serde_json::Map<String, serde_json::Value> {
+        let mut params = self.with.clone();
+        for name in &self.path_params {
+            if let Some(serde_json::Value::String(path)) = params.get_mut(name) {
+                *path = root.join(&*path).to_string_lossy().into_owned();
+            }
+        }
+        params
+    }
+}
+
+impl Pipeline {
+    pub fn stage(&self, name: &str) -> Option<&Stage> {
+        self.stages.iter().find(|stage| stage.name == name)
+    }
+}
