@@ -200,7 +200,8 @@ fn unknown_stages_and_params_are_located_errors() {
     let (code, stderr) = validate(&project);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("no such output") && stderr.contains("its outputs: loud"),
+        stderr.contains("stage `loud` has no output `quiet`")
+            && stderr.contains("outputs of `loud`: `loud`"),
         "{stderr}"
     );
 }
@@ -272,7 +273,7 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("pipe.yaml:3:5")
+        stderr.contains("pipe.yaml:3:11")
             && stderr.contains("pipe-stage-train")
             && stderr.contains("docs/libtorch.md"),
         "{stderr}"
@@ -296,7 +297,7 @@ fn a_stage_device_count_must_match_its_gpus() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("asks for 2 GPU(s) in `resources.gpus` but runs on `devices: 1`")
-            && stderr.contains("pipe.yaml:7:7")
+            && stderr.contains("pipe.yaml:7:16")
             && stderr.contains("`devices: 2`"),
         "{stderr}"
     );
