@@ -10,7 +10,7 @@ use super::collect::Diagnostics;
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Scalar, MAX_FILE_BYTES};
-use super::{params, stages, CatalogSource, Loaded};
+use super::{declare, params, stages, CatalogSource, Loaded};
 use crate::dag::Dag;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
@@ -70,7 +70,7 @@ pub(crate) fn load(
         let known = format!("top-level keys: {}", TOP_LEVEL_KEYS.join(", "));
         let hint = match entry.key.as_str() {
             "vars" => format!("DVC's `vars` are `params` in pipe; {known}"),
-            key if stages::STAGE_KEYS.contains(&key) => {
+            key if declare::STAGE_KEYS.contains(&key) => {
                 format!("`{key}` belongs inside a stage, under `stages: NAME:`; {known}")
             }
             key => hint_with_suggestion(did_you_mean(key, TOP_LEVEL_KEYS), known),

@@ -14,14 +14,19 @@ use crate::worker::{self, Catalog};
 use crate::Result;
 
 mod collect;
+mod declare;
+mod expand;
 mod interp;
 mod load;
+mod ownership;
 mod params;
 pub(crate) mod paths;
+mod resolve;
 mod shell;
 mod source;
 mod stages;
 pub(crate) mod suggest;
+mod worker_stage;
 mod yaml;
 
 /// A pipeline and its DAG, built once.

@@ -1,0 +1,454 @@
+//! Phase 1 of building the stages: each entry under `stages:` checked on
+//! its own (name, keys, `run` or `uses`, matrix axes) into a declaration.
+
+use std::collections::HashSet;
+
+use super::collect::Diagnostics;
+use super::interp::{self, Piece};
+use super::params;
+use super::resolve::ref_span;
+use super::source::{Sources, Span};
+use super::suggest::{did_you_mean, hint_with_suggestion};
+use super::yaml::{Entry, Node, NodeValue};
+use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
+use crate::Diagnostic;
+
+pub(crate) const STAGE_KEYS: [&str; 12] = [
+    "run",
+    "uses",
+    "with",
+    "deps",
+    "outs",
+    "metrics",
+    "params",
+    "env",
+    "resources",
+    "matrix",
+    "desc",
+    "always_run",
+];
+
+/// Keys other tools use, and what they are called here.
+pub(super) const FOREIGN_KEYS: [(&str, &str); 11] = [
+    ("cmd", "run"),
+    ("shell", "run"),
+    ("command", "run"),
+    ("always_changed", "always_run"),
+    ("foreach", "matrix"),
+    ("input", "deps"),
+    ("inputs", "deps"),
+    ("output", "outs"),
+    ("outputs", "outs"),
+    ("threads", "resources"),
+    ("description", "desc"),
+];
+
+pub(super) struct Decl<'a> {
+    pub(super) name: &'a str,
+    pub(super) name_span: Span,
+    pub(super) node: &'a Node,
+    pub(super) kind: DeclKind<'a>,
+    pub(super) has_matrix: bool,
+}
+
+pub(super) enum DeclKind<'a> {
+    /// `run: "a shell command"`.
+    Command(&'a Node),
+    /// `run: [program, arg, ...]`, run without a shell.
+    Argv(&'a Node),
+    /// `uses: name@version`, run by the worker that offers it.
+    Worker {
+        uses: String,
+        version: u32,
+        uses_span: Span,
+    },
+}
+
+pub(super) fn is_valid_stage_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphanumeric() || first == '_')
+        && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
+}
+
+pub(super) fn is_valid_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+pub(super) fn type_error(
+    sources: &Sources,
+    node: &Node,
+    what: String,
+    hint: impl Into<String>,
+) -> Diagnostic {
+    Diagnostic::new("bad-type", format!("{what}, found {}", node.describe()))
+        .at(sources.location(node.span))
+        .with_hint(hint)
+}
+
+pub(super) fn declare<'a>(
+    entry: &'a Entry,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<(Decl<'a>, Vec<MatrixAxis>)> {
+    let name = entry.key.as_str();
+    let node = &entry.value;
+    if !is_valid_stage_name(name) {
+        let mut hint = "stage names use letters, digits, `_`, `.` and `-`, and start with a letter, digit or `_`".to_string();
+        if name.contains('@') {
+            hint.push_str("; `@` is reserved for the names of matrix expansions");
+        }
+        diagnostics.push(
+            Diagnostic::new("bad-stage-name", format!("invalid stage name `{name}`"))
+                .at(sources.location(entry.key_span))
+                .with_hint(hint),
+        );
+        return None;
+    }
+    let Some(fields) = node.as_map() else {
+        let hint = if node.as_scalar().is_some() && !node.is_null() {
+            format!(
+                "put the command under `run:`:\n{name}:\n  run: {}",
+                node.as_scalar().map_or("", |s| s.text.as_str())
+            )
+        } else {
+            format!("give the stage a command:\n{name}:\n  run: python train.py")
+        };
+        diagnostics.push(type_error(
+            sources,
+            node,
+            format!("stage `{name}` must be a mapping of keys such as `run` and `deps`"),
+            hint,
+        ));
+        return None;
+    };
+
+    for field in fields {
+        if STAGE_KEYS.contains(&field.key.as_str()) {
+            continue;
+        }
+        let known = format!("known keys: {}", STAGE_KEYS.join(", "));
+        let hint = match FOREIGN_KEYS
+            .iter()
+            .find(|(foreign, _)| *foreign == field.key)
+        {
+            Some((foreign, ours)) => format!("`{foreign}` is called `{ours}` in pipe; {known}"),
+            None => hint_with_suggestion(did_you_mean(&field.key, STAGE_KEYS), known),
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                "unknown-key",
+                format!("unknown key `{}` in stage `{name}`", field.key),
+            )
+            .at(sources.location(field.key_span))
+            .with_hint(hint),
+        );
+    }
+
+    let field_entry = |key: &str| fields.iter().find(|field| field.key == key);
+    let kind = match (field_entry("run"), field_entry("uses")) {
+        (Some(_), Some(uses)) => {
+            diagnostics.push(
+                Diagnostic::new("run-and-uses", format!("stage `{name}` has both `run` and `uses`"))
+                    .at(sources.location(uses.key_span))
+                    .with_hint("a stage is either a shell command (`run:`) or a built-in stage (`uses:`); keep one"),
+            );
+            return None;
+        }
+        (None, None) => {
+            // `cmd:` and friends were already reported as "called `run` in pipe".
+            let has_foreign_run = fields.iter().any(|field| {
+                FOREIGN_KEYS
+                    .iter()
+                    .any(|(foreign, ours)| *ours == "run" && *foreign == field.key)
+            });
+            if has_foreign_run {
+                return None;
+            }
+            diagnostics.push(
+                Diagnostic::new("missing-run", format!("stage `{name}` has neither `run` nor `uses`"))
+                    .at(sources.location(entry.key_span))
+                    .with_hint("add `run: <shell command>`, or `uses: <stage>@<version>` for a built-in stage such as `uses: data/download@1`"),
+            );
+            return None;
+        }
+        (Some(run), None) => match &run.value.value {
+            NodeValue::Seq(items) => {
+                let hint = "write each argument as one item, e.g. `run: [python, train.py, --lr, \"${params.lr}\"]`";
+                if items.is_empty() {
+                    diagnostics.push(type_error(
+                        sources,
+                        &run.value,
+                        format!("`run` of stage `{name}` is an empty list"),
+                        hint,
+                    ));
+                    return None;
+                }
+                let mut ok = true;
+                for item in items {
+                    if item.as_scalar().is_none() || item.is_null() {
+                        diagnostics.push(type_error(
+                            sources,
+                            item,
+                            format!("each item of the list `run` of stage `{name}` must be one argument (text or a number)"),
+                            hint,
+                        ));
+                        ok = false;
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                DeclKind::Argv(&run.value)
+            }
+            _ if run.value.as_str().is_some() => DeclKind::Command(&run.value),
+            _ => {
+                diagnostics.push(type_error(
+                    sources,
+                    &run.value,
+                    format!("`run` of stage `{name}` must be a shell command (a string) or a list of arguments"),
+                    "write the command as text, e.g. `run: python train.py`, quoted if it looks like a number or boolean; or as a list run without a shell, e.g. `run: [python, train.py]`",
+                ));
+                return None;
+            }
+        },
+        (None, Some(uses_entry)) => {
+            match parse_uses(&uses_entry.value) {
+                Some((uses, version)) => DeclKind::Worker {
+                    uses,
+                    version,
+                    uses_span: uses_entry.value.span,
+                },
+                None => {
+                    diagnostics.push(
+                    Diagnostic::new("bad-uses", format!("`uses` of stage `{name}` must be `name@version`"))
+                        .at(sources.location(uses_entry.value.span))
+                        .with_hint("name a built-in stage and its major version, e.g. `uses: data/download@1`"),
+                );
+                    return None;
+                }
+            }
+        }
+    };
+    if let (DeclKind::Command(_) | DeclKind::Argv(_), Some(with)) = (&kind, field_entry("with")) {
+        diagnostics.push(
+            Diagnostic::new("misplaced-key", format!("`with` in stage `{name}`, which has no `uses`"))
+                .at(sources.location(with.key_span))
+                .with_hint("`with` passes params to a built-in stage (`uses:`); a `run` stage takes them in its command: `${params.NAME}`"),
+        );
+    }
+
+    let axes = match field_entry("matrix") {
+        Some(matrix) => matrix_axes(name, &matrix.value, sources, params, diagnostics)?,
+        None => Vec::new(),
+    };
+    let decl = Decl {
+        name,
+        name_span: entry.key_span,
+        node,
+        kind,
+        has_matrix: !axes.is_empty(),
+    };
+    Some((decl, axes))
+}
+
+/// `data/download@1` -> (`data/download`, 1).
+pub(super) fn parse_uses(node: &Node) -> Option<(String, u32)> {
+    let text = node.as_str()?;
+    let (name, version) = text.rsplit_once('@')?;
+    let segment_ok = |segment: &str| {
+        let mut chars = segment.chars();
+        chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphanumeric())
+            && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.'))
+    };
+    if !name.split('/').all(segment_ok) || !version.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let version: u32 = version.parse().ok()?;
+    (version > 0).then(|| (name.to_string(), version))
+}
+
+pub(super) fn matrix_axes(
+    stage: &str,
+    node: &Node,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<Vec<MatrixAxis>> {
+    let example = "e.g.\nmatrix:\n  precision: [32-true, bf16-mixed]\n  seed: ${params.seeds}";
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(type_error(
+            sources,
+            node,
+            format!("`matrix` of stage `{stage}` must be a mapping of keys to lists of values"),
+            example,
+        ));
+        return None;
+    };
+    if entries.is_empty() {
+        diagnostics.push(
+            Diagnostic::new(
+                "empty-matrix",
+                format!("`matrix` of stage `{stage}` has no keys"),
+            )
+            .at(sources.location(node.span))
+            .with_hint(format!(
+                "add a key with its values, {example}; or remove `matrix`"
+            )),
+        );
+        return None;
+    }
+    let mut axes = Vec::new();
+    let mut ok = true;
+    for entry in entries {
+        if !is_valid_identifier(&entry.key) {
+            diagnostics.push(
+                Diagnostic::new("bad-matrix-key", format!("invalid matrix key `{}` in stage `{stage}`", entry.key))
+                    .at(sources.location(entry.key_span))
+                    .with_hint("matrix keys use letters, digits and `_`, and start with a letter or `_`, so `${matrix.KEY}` can name them"),
+            );
+            ok = false;
+            continue;
+        }
+        match matrix_values(
+            stage,
+            &entry.key,
+            &entry.value,
+            sources,
+            params,
+            diagnostics,
+        ) {
+            Some(values) => axes.push(MatrixAxis {
+                key: entry.key.clone(),
+                values,
+            }),
+            None => ok = false,
+        }
+    }
+    ok.then_some(axes)
+}
+
+pub(super) fn matrix_values(
+    stage: &str,
+    key: &str,
+    node: &Node,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<Vec<MatrixValue>> {
+    // `${params.x}` supplies the whole list.
+    let list_node: &Node = if let Some(text) = node.as_str() {
+        match interp::parse(text).ok().as_deref() {
+            Some([Piece::Ref(reference)]) if reference.expr.starts_with("params.") => {
+                let path = &reference.expr["params.".len()..];
+                match params::lookup(params, path) {
+                    Some(found) => found,
+                    None => {
+                        diagnostics.push(
+                            Diagnostic::new(
+                                "unknown-param",
+                                format!(
+                                    "unknown param `{path}` in `matrix.{key}` of stage `{stage}`"
+                                ),
+                            )
+                            .at(sources.location(ref_span(node, reference)))
+                            .with_hint(params::unknown_param_hint(params, path)),
+                        );
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                diagnostics.push(type_error(
+                    sources,
+                    node,
+                    format!("`matrix.{key}` of stage `{stage}` must be a list of values or `${{params.NAME}}` naming one"),
+                    format!("write e.g. `{key}: [1, 2, 3]`"),
+                ));
+                return None;
+            }
+        }
+    } else {
+        node
+    };
+    let NodeValue::Seq(items) = &list_node.value else {
+        diagnostics.push(type_error(
+            sources,
+            list_node,
+            format!("`matrix.{key}` of stage `{stage}` must be a list"),
+            format!("write e.g. `{key}: [1, 2, 3]`"),
+        ));
+        return None;
+    };
+    if items.is_empty() {
+        diagnostics.push(
+            Diagnostic::new(
+                "empty-matrix",
+                format!("`matrix.{key}` of stage `{stage}` is an empty list"),
+            )
+            .at(sources.location(list_node.span))
+            .with_hint(format!(
+                "give `{key}` at least one value, or remove it from the matrix"
+            )),
+        );
+        return None;
+    }
+    let mut seen_texts: HashSet<String> = HashSet::with_capacity(items.len());
+    let mut values: Vec<MatrixValue> = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for item in items {
+        let Some(scalar) = item.as_scalar().filter(|_| !item.is_null()) else {
+            diagnostics.push(type_error(
+                sources,
+                item,
+                format!("values of `matrix.{key}` in stage `{stage}` must be strings, numbers or booleans"),
+                "each value becomes part of a stage name, like `train@seed=1`; use scalars",
+            ));
+            ok = false;
+            continue;
+        };
+        let text = scalar.text.clone();
+        let bad_char = text
+            .chars()
+            .find(|ch| ch.is_whitespace() || ch.is_control() || ",=@${}/\\\"'`".contains(*ch));
+        if text.is_empty() || bad_char.is_some() {
+            let what = bad_char.map_or("is empty".to_string(), |ch| {
+                format!("contains `{}`", ch.escape_default())
+            });
+            diagnostics.push(
+                Diagnostic::new("bad-matrix-value", format!("matrix value `{text}` of `{key}` in stage `{stage}` {what}"))
+                    .at(sources.location(item.span))
+                    .with_hint("matrix values name the expanded stages (`train@seed=1`): use letters, digits and `_ . - + :`"),
+            );
+            ok = false;
+            continue;
+        }
+        if !seen_texts.insert(text.clone()) {
+            diagnostics.push(
+                Diagnostic::new(
+                    "duplicate-matrix-value",
+                    format!("`{text}` appears twice in `matrix.{key}` of stage `{stage}`"),
+                )
+                .at(sources.location(item.span))
+                .with_hint(
+                    "remove the repeated value; each combination must name a different stage",
+                ),
+            );
+            ok = false;
+            continue;
+        }
+        values.push(MatrixValue {
+            json: params::scalar_to_json(scalar),
+            text,
+        });
+    }
+    ok.then_some(values)
+}
