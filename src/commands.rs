@@ -10,7 +10,7 @@ use pipe_engine::exec::{self, RunOptions};
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Freshness, Planner};
 use pipe_engine::project::{Project, RunLock};
-use pipe_engine::runs::{self, RunDb};
+use pipe_engine::runs::{self, RunDb, RunStatus};
 use pipe_engine::{compare, worker, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
@@ -246,10 +246,10 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     };
     let progress = Progress::new(args.json, quiet);
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
-    Ok(match summary.status.as_str() {
-        "succeeded" => ExitCode::Ok,
-        "interrupted" => ExitCode::Interrupted,
-        _ => ExitCode::StageFailed,
+    Ok(match summary.status {
+        RunStatus::Succeeded => ExitCode::Ok,
+        RunStatus::Interrupted => ExitCode::Interrupted,
+        RunStatus::Failed | RunStatus::Running => ExitCode::StageFailed,
     })
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_engine::exec::Event;
-use pipe_engine::runs::StageStatus;
+use pipe_engine::runs::{RunStatus, StageStatus};
 use serde_json::json;
 
 use crate::style::Style;
@@ -202,8 +202,8 @@ impl Progress {
                     .filter_map(|name| counts.get(name).map(|count| format!("{count} {name}")))
                     .collect();
                 let verdict = match status {
-                    "succeeded" => self.style.green("succeeded"),
-                    other => self.style.red(other),
+                    RunStatus::Succeeded => self.style.green("succeeded"),
+                    other => self.style.red(other.as_str()),
                 };
                 self.line(format!(
                     "run #{run_id} {verdict}: {} in {}",

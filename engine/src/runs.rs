@@ -45,6 +45,44 @@ CREATE TABLE IF NOT EXISTS manifests (
 CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
 ";
 
+/// How a run ended (or that it has not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Succeeded,
+    /// At least one stage failed.
+    Failed,
+    /// Stopped by a signal, or its process is gone while it was running.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    fn parse(text: &str) -> RunStatus {
+        match text {
+            "running" => RunStatus::Running,
+            "succeeded" => RunStatus::Succeeded,
+            "failed" => RunStatus::Failed,
+            _ => RunStatus::Interrupted,
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// How a stage ended in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -110,8 +148,7 @@ pub struct RunRecord {
     pub pipeline: String,
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
-    /// `running`, `succeeded`, `failed`, `interrupted`.
-    pub status: String,
+    pub status: RunStatus,
     pub git_commit: Option<String>,
     pub git_dirty: Option<bool>,
     pub argv: Vec<String>,
@@ -178,7 +215,7 @@ impl RunDb {
         self.connection
             .execute(
                 "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid)
-                 VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7)",
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -187,6 +224,7 @@ impl RunDb {
                     serde_json::to_string(&argv).unwrap_or_default(),
                     redacted_json(start.params).to_string(),
                     std::process::id(),
+                    RunStatus::Running.as_str(),
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -239,11 +277,11 @@ impl RunDb {
         transaction.commit().map_err(|e| db_error(&path, e))
     }
 
-    pub fn finish_run(&self, run_id: i64, status: &str) -> Result<()> {
+    pub fn finish_run(&self, run_id: i64, status: RunStatus) -> Result<()> {
         self.connection
             .execute(
                 "UPDATE runs SET ended_ms = ?1, status = ?2 WHERE id = ?3",
-                params![now_ms() as i64, status, run_id],
+                params![now_ms() as i64, status.as_str(), run_id],
             )
             .map_err(|e| self.error(e))?;
         Ok(())
@@ -420,10 +458,10 @@ impl RunDb {
 
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     let ended_ms: Option<i64> = row.get(3)?;
-    let mut status: String = row.get(4)?;
+    let mut status = RunStatus::parse(&row.get::<_, String>(4)?);
     let pid: i64 = row.get(9)?;
-    if status == "running" && !process_alive(pid) {
-        status = "interrupted".to_string();
+    if status == RunStatus::Running && !process_alive(pid) {
+        status = RunStatus::Interrupted;
     }
     Ok(RunRecord {
         id: row.get(0)?,

@@ -1,0 +1,233 @@
+//! Running a stage's process: its own process group (recorded for
+//! `kill -9` recovery), dying with pipe, Ctrl-C, and nothing left running
+//! after it exits.
+
+use std::fs::File;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::stage::log_name;
+use super::worker_client::run_worker;
+use super::{Context, Event};
+use crate::groups::{self, GroupRecord};
+use crate::interrupt;
+use crate::pipeline::{Stage, StageKind};
+use crate::spec::paths::check_output_location;
+use crate::workspace::{declared_outputs, remove_path};
+
+pub(super) fn run_command(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+) -> std::result::Result<(), String> {
+    let root = &context.pipeline.root;
+    // Stale outputs must not survive into a new result, and restored ones
+    // may be read-only links into the cache that a command must not write through.
+    for out in declared_outputs(stage) {
+        check_output_location(root, &out.path)?;
+        let path = root.join(&out.path);
+        remove_path(&path).map_err(|e| format!("cannot remove old output `{}`: {e}", out.path))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+        }
+    }
+    std::fs::create_dir_all(context.project.log_dir(context.run_id)).map_err(|e| {
+        format!(
+            "cannot create log directory `{}`: {e}",
+            context.project.log_dir(context.run_id).display()
+        )
+    })?;
+    let log_path = context
+        .project
+        .log_dir(context.run_id)
+        .join(log_name(&stage.name));
+    let log = File::create(&log_path)
+        .map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
+    match &stage.kind {
+        StageKind::Command { .. } | StageKind::Argv { .. } => {
+            let mut process = command_process(&stage.kind, root)?;
+            let log_for_stderr = log
+                .try_clone()
+                .map_err(|e| format!("cannot open log: {e}"))?;
+            process.stdout(log).stderr(log_for_stderr);
+            let status =
+                spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
+            check_exit(status, "command")
+        }
+        StageKind::Worker(worker) => {
+            run_worker(context, index, stage, worker, gpus, log, &log_path)
+        }
+    }
+}
+
+/// `run: "..."` runs under bash; `run: [...]` runs its program directly,
+/// a relative program path (`./train.sh`) taken from the project root.
+pub(super) fn command_process(
+    kind: &StageKind,
+    root: &Path,
+) -> std::result::Result<Command, String> {
+    match kind {
+        StageKind::Argv { argv } if !argv.is_empty() => {
+            let program = Path::new(&argv[0]);
+            let mut process = if program.is_relative() && argv[0].contains('/') {
+                Command::new(root.join(program))
+            } else {
+                Command::new(program)
+            };
+            process.args(&argv[1..]);
+            Ok(process)
+        }
+        StageKind::Command { command } => {
+            let mut shell = Command::new("bash");
+            shell.args(["-e", "-o", "pipefail", "-c", command]);
+            Ok(shell)
+        }
+        _ => Err("the stage has no command to run".to_string()),
+    }
+}
+
+/// Starts `command` for `stage` in its own process group with the stage's
+/// environment, lets `read_output` consume the child (its stdout, if piped),
+/// and waits for it and for every process it left in its group.
+pub(super) fn spawn_and_wait(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+    mut command: Command,
+    log_path: &Path,
+    read_output: impl FnOnce(&mut std::process::Child) -> std::result::Result<(), String>,
+) -> std::result::Result<std::process::ExitStatus, String> {
+    command
+        .current_dir(&context.pipeline.root)
+        .stdin(Stdio::null())
+        .env("PIPE_STAGE", &stage.name)
+        .env("PIPE_RUN_ID", context.run_id.to_string())
+        .process_group(0);
+    for (name, value) in &stage.env {
+        command.env(name, value);
+    }
+    if !gpus.is_empty() {
+        command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
+    }
+    let record = GroupRecord::for_stage(&context.project.state_dir, index);
+    record
+        .prepare()
+        .map_err(|e| format!("cannot record the stage's process group in `.pipe/groups/`: {e}"))?;
+    let record_in_child = record.clone();
+    let pipe_pid = std::process::id();
+    // SAFETY: the closure runs between fork and exec and makes only
+    // async-signal-safe calls: prctl, getppid, and the record's raw I/O.
+    unsafe {
+        command.pre_exec(move || {
+            // The stage's first process dies with pipe, however pipe dies
+            // (kill -9, the OOM killer). The signal follows the thread that
+            // forked, not the process: this thread waits for the child
+            // below, so it lives as long as the stage.
+            #[cfg(target_os = "linux")]
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // pipe may have died before the signal was armed.
+            if libc::getppid() as u32 != pipe_pid {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            // Processes the stage starts do not die with pipe; the record
+            // lets the next run find and stop them.
+            record_in_child.write_from_child()
+        });
+    }
+    (context.observer)(Event::StageRunning {
+        stage: &stage.name,
+        log: log_path,
+    });
+    let program = command.get_program().to_string_lossy().to_string();
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+    let group = child.id();
+    {
+        let mut running = context
+            .running
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        running.insert(index, group);
+    }
+    if interrupt::requested() {
+        // SAFETY: the group was just created by this spawn.
+        unsafe {
+            libc::kill(-(group as libc::pid_t), libc::SIGTERM);
+        }
+    }
+    let read = read_output(&mut child);
+    let status = child.wait();
+    let leftovers = stop_leftovers(stage, group, log_path);
+    context
+        .running
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .remove(&index);
+    leftovers?;
+    record.remove();
+    let status = status.map_err(|e| format!("waiting for `{program}` failed: {e}"))?;
+    if interrupt::requested() {
+        return Err("interrupted".to_string());
+    }
+    read?;
+    Ok(status)
+}
+
+/// How long a process that a stage left behind gets to exit after SIGTERM.
+pub(super) const LEFTOVER_GRACE: Duration = Duration::from_secs(1);
+
+/// A stage's outputs are stored only once none of its processes can still
+/// write them: whatever its command left running in its group (`cmd &`
+/// without `wait`) is stopped, and the user is told.
+pub(super) fn stop_leftovers(
+    stage: &Stage,
+    group: u32,
+    log_path: &Path,
+) -> std::result::Result<(), String> {
+    let group = group as libc::pid_t;
+    match groups::stop(group, libc::SIGTERM, LEFTOVER_GRACE) {
+        Ok(found) if found.is_empty() || interrupt::requested() => Ok(()),
+        Ok(found) => {
+            let count = found.len();
+            let message = format!(
+                "the command left {count} process{} running after it exited (pid {}); \
+                 pipe stopped {} before storing the outputs. \
+                 Wait for background jobs in the command (`wait`)",
+                if count == 1 { "" } else { "es" },
+                found.iter().map(i32::to_string).collect::<Vec<_>>().join(", "),
+                if count == 1 { "it" } else { "them" },
+            );
+            tracing::warn!("stage `{}`: {message}", stage.name);
+            if let Ok(mut log) = std::fs::OpenOptions::new().append(true).open(log_path) {
+                use std::io::Write;
+                let _ = writeln!(log, "pipe: {message}");
+            }
+            Ok(())
+        }
+        Err(survivors) => Err(format!(
+            "the command left processes running that survive SIGKILL (pid {survivors:?}); nothing was cached"
+        )),
+    }
+}
+
+pub(super) fn check_exit(
+    status: std::process::ExitStatus,
+    what: &str,
+) -> std::result::Result<(), String> {
+    if let Some(code) = status.code() {
+        if code != 0 {
+            return Err(format!("{what} exited with code {code}"));
+        }
+    } else if let Some(signal) = status.signal() {
+        return Err(format!("{what} was killed by signal {signal}"));
+    }
+    Ok(())
+}

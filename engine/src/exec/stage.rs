@@ -1,0 +1,243 @@
+//! The executor of one stage: hash its dependencies, compute its key,
+//! reuse a cached result or run it, check and store its outputs, and
+//! return its record.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Instant;
+
+use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
+use serde_json::Value;
+
+use super::process::run_command;
+use super::{failed_record, Context, StageOutcome};
+use crate::key;
+use crate::pipeline::{Stage, StageKind};
+use crate::runs::{self, StageRecord, StageStatus};
+use crate::spec::paths::check_output_location;
+use crate::workspace::{declared_outputs, hash_deps, outputs_differing};
+
+pub(super) fn execute_stage(
+    context: &Context<'_>,
+    index: usize,
+    forced: bool,
+    gpus: &[String],
+) -> StageOutcome {
+    let started = Instant::now();
+    let stage = &context.pipeline.stages[index];
+    let root = &context.pipeline.root;
+    let elapsed_ms = || started.elapsed().as_millis() as u64;
+    let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
+        Ok(digests) => digests,
+        Err(problem) => {
+            let detail = match (
+                &problem.missing,
+                stage.deps.iter().find(|d| d.name == problem.dep),
+            ) {
+                (true, Some(dep)) if dep.producer.is_none() => {
+                    format!(
+                        "{}; create it, or declare the stage that writes it",
+                        problem.message
+                    )
+                }
+                _ => problem.message,
+            };
+            return StageOutcome {
+                index,
+                record: failed_record(stage, None, detail, elapsed_ms()),
+                manifest: None,
+            };
+        }
+    };
+    let nonce = stage
+        .always_run
+        .then(|| format!("run {} {}", context.run_id, runs::now_ms()));
+    let manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
+    let key = key::key_of(&manifest);
+
+    // A forced stage, or one whose cached result turned out unusable, may
+    // be rerun because an object is corrupt: its store must not trust
+    // objects by their size.
+    let mut rehash_existing = forced;
+    if !forced {
+        if let Some(result) = context.cache.get_action(&key) {
+            match reuse_cached(context, &result) {
+                Ok(status) => {
+                    let record = StageRecord {
+                        stage: stage.name.clone(),
+                        key: Some(key.to_hex()),
+                        status,
+                        duration_ms: elapsed_ms(),
+                        outputs: result.outputs.clone(),
+                        metrics: result.metrics.clone(),
+                        detail: None,
+                    };
+                    return StageOutcome {
+                        index,
+                        record,
+                        manifest: Some(manifest),
+                    };
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        "stage `{}`: cached result unusable ({error}); running it again",
+                        stage.name
+                    );
+                    rehash_existing = true;
+                }
+            }
+        }
+    }
+
+    match run_command(context, index, stage, gpus) {
+        Ok(()) => {}
+        Err(detail) => {
+            return StageOutcome {
+                index,
+                record: failed_record(stage, Some(&key), detail, elapsed_ms()),
+                manifest: Some(manifest),
+            }
+        }
+    }
+    match store_outputs(
+        context,
+        stage,
+        key,
+        &manifest,
+        elapsed_ms(),
+        rehash_existing,
+    ) {
+        Ok(result) => {
+            let record = StageRecord {
+                stage: stage.name.clone(),
+                key: Some(key.to_hex()),
+                status: StageStatus::Ran,
+                duration_ms: elapsed_ms(),
+                outputs: result.outputs,
+                metrics: result.metrics,
+                detail: None,
+            };
+            StageOutcome {
+                index,
+                record,
+                manifest: Some(manifest),
+            }
+        }
+        Err(detail) => StageOutcome {
+            index,
+            record: failed_record(stage, Some(&key), detail, elapsed_ms()),
+            manifest: Some(manifest),
+        },
+    }
+}
+
+/// Fresh when the workspace already holds the outputs, else restores them.
+pub(super) fn reuse_cached(
+    context: &Context<'_>,
+    result: &ActionResult,
+) -> std::result::Result<StageStatus, CacheError> {
+    let root = &context.pipeline.root;
+    let differing = outputs_differing(root, result, &context.cache, &context.stat);
+    if differing.is_empty() {
+        return Ok(StageStatus::Fresh);
+    }
+    for path in differing {
+        let artifact = &result.outputs[path];
+        let destination = root.join(path);
+        check_output_location(root, path)
+            .map_err(|message| CacheError::io(&destination, std::io::Error::other(message)))?;
+        if let Some(parent) = destination.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| CacheError::io(parent, e))?;
+        }
+        context
+            .cache
+            .restore(artifact, &destination, context.link, &context.stat)?;
+    }
+    Ok(StageStatus::Restored)
+}
+
+pub(super) fn log_name(stage: &str) -> String {
+    // Matrix names carry `@`, `=` and `,`, which are fine in file names; `/` is not.
+    format!("{}.log", stage.replace('/', "_"))
+}
+
+pub(super) fn store_outputs(
+    context: &Context<'_>,
+    stage: &Stage,
+    key: ActionKey,
+    manifest: &Value,
+    duration_ms: u64,
+    rehash_existing: bool,
+) -> std::result::Result<ActionResult, String> {
+    let root = &context.pipeline.root;
+    let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
+    for out in declared_outputs(stage) {
+        let path = root.join(&out.path);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(format!(
+                "the command succeeded but did not write its declared output `{}`; nothing was cached",
+                out.path
+            ));
+        }
+        let stored = if rehash_existing {
+            context.cache.store_rehashing_existing(&path, &context.stat)
+        } else {
+            context.cache.store(&path, &context.stat)
+        };
+        let artifact =
+            stored.map_err(|e| format!("cannot store output `{}` in the cache: {e}", out.path))?;
+        outputs.insert(out.path.clone(), artifact);
+    }
+    let mut metrics = BTreeMap::new();
+    if let StageKind::Worker(worker_stage) = &stage.kind {
+        let path = root
+            .join(&worker_stage.output_dir)
+            .join(pipe_protocol::METRICS_FILE);
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let value: Value = serde_json::from_str(&text).map_err(|e| {
+                format!("the stage wrote invalid metrics ({e}); nothing was cached")
+            })?;
+            metrics.extend(key::flatten(&value));
+        }
+    }
+    for metric in &stage.metrics {
+        let path = root.join(&metric.path);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read metrics `{}`: {e}", metric.path))?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "metrics file `{}` is not valid JSON ({e}); nothing was cached",
+                metric.path
+            )
+        })?;
+        metrics.extend(key::flatten(&value));
+    }
+    let result = ActionResult {
+        key,
+        outputs,
+        metrics,
+        manifest: manifest.clone(),
+        created_unix_ms: runs::now_ms(),
+        duration_ms,
+    };
+    context
+        .cache
+        .put_action(&result)
+        .map_err(|e| format!("cannot record the result in the cache: {e}"))?;
+    Ok(result)
+}
+
+pub(super) fn read_tail(path: &Path, lines: usize) -> Option<String> {
+    let mut file = File::open(path).ok()?;
+    let length = file.metadata().ok()?.len();
+    let start = length.saturating_sub(16 * 1024);
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let all: Vec<&str> = text.lines().collect();
+    let tail = all[all.len().saturating_sub(lines)..].join("\n");
+    (!tail.is_empty()).then_some(tail)
+}

@@ -1,0 +1,156 @@
+//! The client side of the stage protocol (docs/stage-protocol.md): the
+//! invocation built from the resolved stage, the worker's events turned
+//! into progress, its outputs published only on success.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use pipe_protocol::redact::redact_text;
+
+use super::process::{check_exit, spawn_and_wait};
+use super::{Context, Event};
+use crate::pipeline::{Stage, WorkerStage};
+use crate::project::partial_output_dir;
+use crate::workspace::remove_path;
+
+/// Runs a built-in stage through its worker: writes the invocation, turns
+/// the worker's events into progress, and moves the output directory into
+/// place only when the worker reports success.
+pub(super) fn run_worker(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    worker_stage: &WorkerStage,
+    gpus: &[String],
+    mut log: File,
+    log_path: &Path,
+) -> std::result::Result<(), String> {
+    let root = &context.pipeline.root;
+    let final_dir = root.join(&worker_stage.output_dir);
+    let partial_dir = partial_output_dir(root, &worker_stage.output_dir);
+    let scratch_dir =
+        context
+            .project
+            .scratch_dir(context.run_id, &context.pipeline.name, &stage.name);
+    for directory in [&final_dir, &partial_dir, &scratch_dir] {
+        remove_path(directory)
+            .map_err(|e| format!("cannot clear `{}`: {e}", directory.display()))?;
+    }
+    std::fs::create_dir_all(&scratch_dir)
+        .map_err(|e| format!("cannot create `{}`: {e}", scratch_dir.display()))?;
+
+    let invocation = pipe_protocol::Invocation {
+        protocol: pipe_protocol::PROTOCOL_VERSION,
+        stage: stage.name.clone(),
+        uses: worker_stage.uses.clone(),
+        version: worker_stage.version,
+        // What the key hashed, `path` params made absolute.
+        params: worker_stage.invocation_params(root),
+        output_dir: partial_dir.clone(),
+        scratch_dir: scratch_dir.clone(),
+        project_root: root.clone(),
+        devices: gpus.to_vec(),
+        // Built-in stages parallelise inside (tokenize, training): they may
+        // use every slot of the run unless the pipeline sets their cpus.
+        threads: if stage.resources.cpus > 1 {
+            stage.resources.cpus as usize
+        } else {
+            context.jobs
+        },
+    };
+    // The invocation holds the params unmasked (the worker needs the real
+    // URL), so it lives only as long as the stage, readable by us alone,
+    // in the scratch directory deleted below; never among the logs.
+    let invocation_path = scratch_dir.join("invocation.json");
+    let text = serde_json::to_vec_pretty(&invocation)
+        .map_err(|e| format!("cannot write the invocation: {e}"))?;
+    write_private(&invocation_path, &text)
+        .map_err(|e| format!("cannot write `{}`: {e}", invocation_path.display()))?;
+
+    let mut command = Command::new(&worker_stage.worker);
+    command.arg("run").arg("--invocation").arg(&invocation_path);
+    let stderr_log = log
+        .try_clone()
+        .map_err(|e| format!("cannot open log: {e}"))?;
+    command.stdout(Stdio::piped()).stderr(stderr_log);
+    let mut outcome: Option<std::result::Result<(), String>> = None;
+    let status = spawn_and_wait(context, index, stage, gpus, command, log_path, |child| {
+        use std::io::{BufRead, Write};
+        let Some(stdout) = child.stdout.take() else {
+            return Ok(());
+        };
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            match serde_json::from_str::<pipe_protocol::Event>(&line) {
+                Ok(pipe_protocol::Event::Progress {
+                    phase,
+                    done,
+                    total,
+                    unit,
+                    detail,
+                }) => {
+                    (context.observer)(Event::StageProgress {
+                        stage: &stage.name,
+                        phase: &phase,
+                        done,
+                        total,
+                        unit: &unit,
+                        detail: detail.as_deref(),
+                    });
+                }
+                Ok(pipe_protocol::Event::Message { text }) => {
+                    // Our workers mask credentials themselves; a third-party one may not.
+                    let text = redact_text(&text);
+                    let _ = writeln!(log, "{text}");
+                    (context.observer)(Event::StageMessage {
+                        stage: &stage.name,
+                        text: &text,
+                    });
+                }
+                Ok(pipe_protocol::Event::Done) => outcome = Some(Ok(())),
+                Ok(pipe_protocol::Event::Error { message, hint }) => {
+                    let message = redact_text(&message).into_owned();
+                    let hint = hint.map(|hint| redact_text(&hint).into_owned());
+                    let _ = writeln!(log, "error: {message}");
+                    outcome = Some(Err(match hint {
+                        Some(hint) if !hint.is_empty() => format!("{message}\nhint: {hint}"),
+                        _ => message,
+                    }));
+                }
+                // Not an event: keep it for the log, as a command's output would be.
+                Err(_) => {
+                    let _ = writeln!(log, "{}", redact_text(&line));
+                }
+            }
+        }
+        Ok(())
+    });
+    let result = match (status, outcome) {
+        (Err(detail), _) => Err(detail),
+        (Ok(_), Some(Err(detail))) => Err(detail),
+        (Ok(status), Some(Ok(()))) => check_exit(status, "the stage worker"),
+        (Ok(status), None) => check_exit(status, "the stage worker").and(Err(
+            "the stage worker exited without reporting success; nothing was kept".to_string(),
+        )),
+    };
+    let _ = remove_path(&scratch_dir);
+    if result.is_err() {
+        let _ = remove_path(&partial_dir);
+        return result;
+    }
+    std::fs::rename(&partial_dir, &final_dir)
+        .map_err(|e| format!("cannot move outputs into `{}`: {e}", final_dir.display()))
+}
+
+/// Creates `path` readable and writable by the owner only, and writes `bytes`.
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
