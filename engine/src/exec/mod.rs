@@ -19,11 +19,13 @@ use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, RunStatus, StageRecord, StageStatus};
 use crate::{interrupt, EngineError, Result};
 
+mod failure;
 mod gpus;
 mod process;
 mod stage;
 mod worker_client;
 
+pub use failure::StageFailure;
 pub use gpus::available_gpus;
 use stage::{execute_stage, log_name, read_tail};
 
@@ -326,10 +328,10 @@ fn schedule(
                 let stage = &stages[index];
                 let gpus = stage.resources.gpus as usize;
                 if gpus > gpu_pool.len() {
-                    let detail = format!(
-                        "stage needs {gpus} GPU(s) but {} are available; set PIPE_GPUS or lower `resources.gpus`",
-                        gpu_pool.len()
-                    );
+                    let detail = StageFailure::NotEnoughGpus {
+                        needed: gpus,
+                        available: gpu_pool.len(),
+                    };
                     sender
                         .send(StageOutcome {
                             index,
@@ -481,7 +483,7 @@ fn terminate_running(context: &Context<'_>, signal: libc::c_int) {
 fn failed_record(
     stage: &Stage,
     key: Option<&ActionKey>,
-    detail: String,
+    failure: StageFailure,
     duration_ms: u64,
 ) -> StageRecord {
     StageRecord {
@@ -491,6 +493,6 @@ fn failed_record(
         duration_ms,
         outputs: BTreeMap::new(),
         metrics: BTreeMap::new(),
-        detail: Some(redact_text(&detail).into_owned()),
+        detail: Some(redact_text(&failure.to_string()).into_owned()),
     }
 }

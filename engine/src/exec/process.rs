@@ -3,11 +3,12 @@
 //! after it exits.
 
 use std::fs::File;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use super::failure::StageFailure;
 use super::stage::log_name;
 use super::worker_client::run_worker;
 use super::{Context, Event};
@@ -22,37 +23,37 @@ pub(super) fn run_command(
     index: usize,
     stage: &Stage,
     gpus: &[String],
-) -> std::result::Result<(), String> {
+) -> Result<(), StageFailure> {
     let root = &context.pipeline.root;
     // Stale outputs must not survive into a new result, and restored ones
     // may be read-only links into the cache that a command must not write through.
     for out in declared_outputs(stage) {
-        check_output_location(root, &out.path)?;
+        check_output_location(root, &out.path).map_err(StageFailure::OutputRefused)?;
         let path = root.join(&out.path);
-        remove_path(&path).map_err(|e| format!("cannot remove old output `{}`: {e}", out.path))?;
+        remove_path(&path)
+            .map_err(|e| StageFailure::io(format!("cannot remove old output `{}`", out.path), e))?;
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create `{}`: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StageFailure::io(format!("cannot create `{}`", parent.display()), e)
+            })?;
         }
     }
-    std::fs::create_dir_all(context.project.log_dir(context.run_id)).map_err(|e| {
-        format!(
-            "cannot create log directory `{}`: {e}",
-            context.project.log_dir(context.run_id).display()
+    let log_dir = context.project.log_dir(context.run_id);
+    std::fs::create_dir_all(&log_dir).map_err(|e| {
+        StageFailure::io(
+            format!("cannot create log directory `{}`", log_dir.display()),
+            e,
         )
     })?;
-    let log_path = context
-        .project
-        .log_dir(context.run_id)
-        .join(log_name(&stage.name));
+    let log_path = log_dir.join(log_name(&stage.name));
     let log = File::create(&log_path)
-        .map_err(|e| format!("cannot create log `{}`: {e}", log_path.display()))?;
+        .map_err(|e| StageFailure::io(format!("cannot create log `{}`", log_path.display()), e))?;
     match &stage.kind {
         StageKind::Command { .. } | StageKind::Argv { .. } => {
             let mut process = command_process(&stage.kind, root)?;
             let log_for_stderr = log
                 .try_clone()
-                .map_err(|e| format!("cannot open log: {e}"))?;
+                .map_err(|e| StageFailure::io("cannot open log", e))?;
             process.stdout(log).stderr(log_for_stderr);
             let status =
                 spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
@@ -66,10 +67,7 @@ pub(super) fn run_command(
 
 /// `run: "..."` runs under bash; `run: [...]` runs its program directly,
 /// a relative program path (`./train.sh`) taken from the project root.
-pub(super) fn command_process(
-    kind: &StageKind,
-    root: &Path,
-) -> std::result::Result<Command, String> {
+pub(super) fn command_process(kind: &StageKind, root: &Path) -> Result<Command, StageFailure> {
     match kind {
         StageKind::Argv { argv } if !argv.is_empty() => {
             let program = Path::new(&argv[0]);
@@ -86,7 +84,9 @@ pub(super) fn command_process(
             shell.args(["-e", "-o", "pipefail", "-c", command]);
             Ok(shell)
         }
-        _ => Err("the stage has no command to run".to_string()),
+        _ => Err(StageFailure::Contract(
+            "the stage has no command to run".to_string(),
+        )),
     }
 }
 
@@ -100,8 +100,8 @@ pub(super) fn spawn_and_wait(
     gpus: &[String],
     mut command: Command,
     log_path: &Path,
-    read_output: impl FnOnce(&mut std::process::Child) -> std::result::Result<(), String>,
-) -> std::result::Result<std::process::ExitStatus, String> {
+    read_output: impl FnOnce(&mut std::process::Child) -> Result<(), StageFailure>,
+) -> Result<std::process::ExitStatus, StageFailure> {
     command
         .current_dir(&context.pipeline.root)
         .stdin(Stdio::null())
@@ -115,9 +115,12 @@ pub(super) fn spawn_and_wait(
         command.env("CUDA_VISIBLE_DEVICES", gpus.join(","));
     }
     let record = GroupRecord::for_stage(&context.project.state_dir, index);
-    record
-        .prepare()
-        .map_err(|e| format!("cannot record the stage's process group in `.pipe/groups/`: {e}"))?;
+    record.prepare().map_err(|e| {
+        StageFailure::io(
+            "cannot record the stage's process group in `.pipe/groups/`",
+            e,
+        )
+    })?;
     let record_in_child = record.clone();
     let pipe_pid = std::process::id();
     // SAFETY: the closure runs between fork and exec and makes only
@@ -148,7 +151,7 @@ pub(super) fn spawn_and_wait(
     let program = command.get_program().to_string_lossy().to_string();
     let mut child = command
         .spawn()
-        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+        .map_err(|e| StageFailure::io(format!("cannot start `{program}`"), e))?;
     let group = child.id();
     {
         let mut running = context
@@ -173,9 +176,10 @@ pub(super) fn spawn_and_wait(
         .remove(&index);
     leftovers?;
     record.remove();
-    let status = status.map_err(|e| format!("waiting for `{program}` failed: {e}"))?;
+    let status =
+        status.map_err(|e| StageFailure::io(format!("waiting for `{program}` failed"), e))?;
     if interrupt::requested() {
-        return Err("interrupted".to_string());
+        return Err(StageFailure::Interrupted);
     }
     read?;
     Ok(status)
@@ -191,7 +195,7 @@ pub(super) fn stop_leftovers(
     stage: &Stage,
     group: u32,
     log_path: &Path,
-) -> std::result::Result<(), String> {
+) -> Result<(), StageFailure> {
     let group = group as libc::pid_t;
     match groups::stop(group, libc::SIGTERM, LEFTOVER_GRACE) {
         Ok(found) if found.is_empty() || interrupt::requested() => Ok(()),
@@ -212,22 +216,19 @@ pub(super) fn stop_leftovers(
             }
             Ok(())
         }
-        Err(survivors) => Err(format!(
+        Err(survivors) => Err(StageFailure::Contract(format!(
             "the command left processes running that survive SIGKILL (pid {survivors:?}); nothing was cached"
-        )),
+        ))),
     }
 }
 
 pub(super) fn check_exit(
     status: std::process::ExitStatus,
-    what: &str,
-) -> std::result::Result<(), String> {
-    if let Some(code) = status.code() {
-        if code != 0 {
-            return Err(format!("{what} exited with code {code}"));
-        }
-    } else if let Some(signal) = status.signal() {
-        return Err(format!("{what} was killed by signal {signal}"));
+    what: &'static str,
+) -> Result<(), StageFailure> {
+    if status.success() {
+        Ok(())
+    } else {
+        Err(StageFailure::Exited { what, status })
     }
-    Ok(())
 }

@@ -11,6 +11,7 @@ use std::time::Instant;
 use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
+use super::failure::StageFailure;
 use super::process::run_command;
 use super::{failed_record, Context, StageOutcome};
 use crate::key;
@@ -44,6 +45,7 @@ pub(super) fn execute_stage(
                 }
                 _ => problem.message,
             };
+            let detail = StageFailure::Dependency(detail);
             return StageOutcome {
                 index,
                 record: failed_record(stage, None, detail, elapsed_ms()),
@@ -170,24 +172,28 @@ pub(super) fn store_outputs(
     manifest: &Value,
     duration_ms: u64,
     rehash_existing: bool,
-) -> std::result::Result<ActionResult, String> {
+) -> Result<ActionResult, StageFailure> {
     let root = &context.pipeline.root;
     let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
     for out in declared_outputs(stage) {
         let path = root.join(&out.path);
         if std::fs::symlink_metadata(&path).is_err() {
-            return Err(format!(
+            return Err(StageFailure::Contract(format!(
                 "the command succeeded but did not write its declared output `{}`; nothing was cached",
                 out.path
-            ));
+            )));
         }
         let stored = if rehash_existing {
             context.cache.store_rehashing_existing(&path, &context.stat)
         } else {
             context.cache.store(&path, &context.stat)
         };
-        let artifact =
-            stored.map_err(|e| format!("cannot store output `{}` in the cache: {e}", out.path))?;
+        let artifact = stored.map_err(|e| {
+            StageFailure::cache(
+                format!("cannot store output `{}` in the cache", out.path),
+                e,
+            )
+        })?;
         outputs.insert(out.path.clone(), artifact);
     }
     let mut metrics = BTreeMap::new();
@@ -197,7 +203,9 @@ pub(super) fn store_outputs(
             .join(pipe_protocol::METRICS_FILE);
         if let Ok(text) = std::fs::read_to_string(&path) {
             let value: Value = serde_json::from_str(&text).map_err(|e| {
-                format!("the stage wrote invalid metrics ({e}); nothing was cached")
+                StageFailure::Contract(format!(
+                    "the stage wrote invalid metrics ({e}); nothing was cached"
+                ))
             })?;
             metrics.extend(key::flatten(&value));
         }
@@ -205,12 +213,12 @@ pub(super) fn store_outputs(
     for metric in &stage.metrics {
         let path = root.join(&metric.path);
         let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read metrics `{}`: {e}", metric.path))?;
+            .map_err(|e| StageFailure::io(format!("cannot read metrics `{}`", metric.path), e))?;
         let value: Value = serde_json::from_str(&text).map_err(|e| {
-            format!(
+            StageFailure::Contract(format!(
                 "metrics file `{}` is not valid JSON ({e}); nothing was cached",
                 metric.path
-            )
+            ))
         })?;
         metrics.extend(key::flatten(&value));
     }
@@ -225,7 +233,7 @@ pub(super) fn store_outputs(
     context
         .cache
         .put_action(&result)
-        .map_err(|e| format!("cannot record the result in the cache: {e}"))?;
+        .map_err(|e| StageFailure::cache("cannot record the result in the cache", e))?;
     Ok(result)
 }
 

@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 use pipe_protocol::redact::redact_text;
 
+use super::failure::StageFailure;
 use super::process::{check_exit, spawn_and_wait};
 use super::{Context, Event};
 use crate::pipeline::{Stage, WorkerStage};
@@ -25,7 +26,7 @@ pub(super) fn run_worker(
     gpus: &[String],
     mut log: File,
     log_path: &Path,
-) -> std::result::Result<(), String> {
+) -> Result<(), StageFailure> {
     let root = &context.pipeline.root;
     let final_dir = root.join(&worker_stage.output_dir);
     let partial_dir = partial_output_dir(root, &worker_stage.output_dir);
@@ -35,10 +36,10 @@ pub(super) fn run_worker(
             .scratch_dir(context.run_id, &context.pipeline.name, &stage.name);
     for directory in [&final_dir, &partial_dir, &scratch_dir] {
         remove_path(directory)
-            .map_err(|e| format!("cannot clear `{}`: {e}", directory.display()))?;
+            .map_err(|e| StageFailure::io(format!("cannot clear `{}`", directory.display()), e))?;
     }
     std::fs::create_dir_all(&scratch_dir)
-        .map_err(|e| format!("cannot create `{}`: {e}", scratch_dir.display()))?;
+        .map_err(|e| StageFailure::io(format!("cannot create `{}`", scratch_dir.display()), e))?;
 
     let invocation = pipe_protocol::Invocation {
         protocol: pipe_protocol::PROTOCOL_VERSION,
@@ -64,17 +65,18 @@ pub(super) fn run_worker(
     // in the scratch directory deleted below; never among the logs.
     let invocation_path = scratch_dir.join("invocation.json");
     let text = serde_json::to_vec_pretty(&invocation)
-        .map_err(|e| format!("cannot write the invocation: {e}"))?;
-    write_private(&invocation_path, &text)
-        .map_err(|e| format!("cannot write `{}`: {e}", invocation_path.display()))?;
+        .map_err(|e| StageFailure::io("cannot write the invocation", e.into()))?;
+    write_private(&invocation_path, &text).map_err(|e| {
+        StageFailure::io(format!("cannot write `{}`", invocation_path.display()), e)
+    })?;
 
     let mut command = Command::new(&worker_stage.worker);
     command.arg("run").arg("--invocation").arg(&invocation_path);
     let stderr_log = log
         .try_clone()
-        .map_err(|e| format!("cannot open log: {e}"))?;
+        .map_err(|e| StageFailure::io("cannot open log", e))?;
     command.stdout(Stdio::piped()).stderr(stderr_log);
-    let mut outcome: Option<std::result::Result<(), String>> = None;
+    let mut outcome: Option<Result<(), StageFailure>> = None;
     let status = spawn_and_wait(context, index, stage, gpus, command, log_path, |child| {
         use std::io::{BufRead, Write};
         let Some(stdout) = child.stdout.take() else {
@@ -113,10 +115,7 @@ pub(super) fn run_worker(
                     let message = redact_text(&message).into_owned();
                     let hint = hint.map(|hint| redact_text(&hint).into_owned());
                     let _ = writeln!(log, "error: {message}");
-                    outcome = Some(Err(match hint {
-                        Some(hint) if !hint.is_empty() => format!("{message}\nhint: {hint}"),
-                        _ => message,
-                    }));
+                    outcome = Some(Err(StageFailure::Reported { message, hint }));
                 }
                 // Not an event: keep it for the log, as a command's output would be.
                 Err(_) => {
@@ -130,17 +129,21 @@ pub(super) fn run_worker(
         (Err(detail), _) => Err(detail),
         (Ok(_), Some(Err(detail))) => Err(detail),
         (Ok(status), Some(Ok(()))) => check_exit(status, "the stage worker"),
-        (Ok(status), None) => check_exit(status, "the stage worker").and(Err(
-            "the stage worker exited without reporting success; nothing was kept".to_string(),
-        )),
+        (Ok(status), None) => {
+            check_exit(status, "the stage worker").and(Err(StageFailure::NoVerdict))
+        }
     };
     let _ = remove_path(&scratch_dir);
     if result.is_err() {
         let _ = remove_path(&partial_dir);
         return result;
     }
-    std::fs::rename(&partial_dir, &final_dir)
-        .map_err(|e| format!("cannot move outputs into `{}`: {e}", final_dir.display()))
+    std::fs::rename(&partial_dir, &final_dir).map_err(|e| {
+        StageFailure::io(
+            format!("cannot move outputs into `{}`", final_dir.display()),
+            e,
+        )
+    })
 }
 
 /// Creates `path` readable and writable by the owner only, and writes `bytes`.
