@@ -2,68 +2,16 @@
 //! `kill -9` recovery), dying with pipe, Ctrl-C, and nothing left running
 //! after it exits.
 
-use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::failure::StageFailure;
-use super::stage::log_name;
-use super::worker_client::run_worker;
 use super::{Context, Event};
 use crate::groups::{self, GroupRecord};
 use crate::interrupt;
 use crate::pipeline::{Stage, StageKind};
-use crate::spec::paths::check_output_location;
-use crate::workspace::{declared_outputs, remove_path};
-
-pub(super) fn run_command(
-    context: &Context<'_>,
-    index: usize,
-    stage: &Stage,
-    gpus: &[String],
-) -> Result<(), StageFailure> {
-    let root = &context.pipeline.root;
-    // Stale outputs must not survive into a new result, and restored ones
-    // may be read-only links into the cache that a command must not write through.
-    for out in declared_outputs(stage) {
-        check_output_location(root, &out.path).map_err(StageFailure::OutputRefused)?;
-        let path = root.join(&out.path);
-        remove_path(&path)
-            .map_err(|e| StageFailure::io(format!("cannot remove old output `{}`", out.path), e))?;
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                StageFailure::io(format!("cannot create `{}`", parent.display()), e)
-            })?;
-        }
-    }
-    let log_dir = context.project.log_dir(context.run_id);
-    std::fs::create_dir_all(&log_dir).map_err(|e| {
-        StageFailure::io(
-            format!("cannot create log directory `{}`", log_dir.display()),
-            e,
-        )
-    })?;
-    let log_path = log_dir.join(log_name(&stage.name));
-    let log = File::create(&log_path)
-        .map_err(|e| StageFailure::io(format!("cannot create log `{}`", log_path.display()), e))?;
-    match &stage.kind {
-        StageKind::Command { .. } | StageKind::Argv { .. } => {
-            let mut process = command_process(&stage.kind, root)?;
-            let log_for_stderr = log
-                .try_clone()
-                .map_err(|e| StageFailure::io("cannot open log", e))?;
-            process.stdout(log).stderr(log_for_stderr);
-            let status =
-                spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
-            check_exit(status, "command")
-        }
-        StageKind::Worker(worker) => {
-            run_worker(context, index, stage, worker, gpus, log, &log_path)
-        }
-    }
-}
 
 /// `run: "..."` runs under bash; `run: [...]` runs its program directly,
 /// a relative program path (`./train.sh`) taken from the project root.

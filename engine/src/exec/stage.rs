@@ -12,13 +12,14 @@ use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
 use super::failure::StageFailure;
-use super::process::run_command;
+use super::process::{check_exit, command_process, spawn_and_wait};
+use super::worker_client::run_worker;
 use super::{failed_record, Context, StageOutcome};
 use crate::key;
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
 use crate::spec::paths::check_output_location;
-use crate::workspace::{declared_outputs, hash_deps, outputs_differing};
+use crate::workspace::{declared_outputs, hash_deps, outputs_differing, remove_path};
 
 pub(super) fn execute_stage(
     context: &Context<'_>,
@@ -158,6 +159,53 @@ pub(super) fn reuse_cached(
             .restore(artifact, &destination, context.link, &context.stat)?;
     }
     Ok(StageStatus::Restored)
+}
+
+pub(super) fn run_command(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+) -> Result<(), StageFailure> {
+    let root = &context.pipeline.root;
+    // Stale outputs must not survive into a new result, and restored ones
+    // may be read-only links into the cache that a command must not write through.
+    for out in declared_outputs(stage) {
+        check_output_location(root, &out.path).map_err(StageFailure::OutputRefused)?;
+        let path = root.join(&out.path);
+        remove_path(&path)
+            .map_err(|e| StageFailure::io(format!("cannot remove old output `{}`", out.path), e))?;
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StageFailure::io(format!("cannot create `{}`", parent.display()), e)
+            })?;
+        }
+    }
+    let log_dir = context.project.log_dir(context.run_id);
+    std::fs::create_dir_all(&log_dir).map_err(|e| {
+        StageFailure::io(
+            format!("cannot create log directory `{}`", log_dir.display()),
+            e,
+        )
+    })?;
+    let log_path = log_dir.join(log_name(&stage.name));
+    let log = File::create(&log_path)
+        .map_err(|e| StageFailure::io(format!("cannot create log `{}`", log_path.display()), e))?;
+    match &stage.kind {
+        StageKind::Command { .. } | StageKind::Argv { .. } => {
+            let mut process = command_process(&stage.kind, root)?;
+            let log_for_stderr = log
+                .try_clone()
+                .map_err(|e| StageFailure::io("cannot open log", e))?;
+            process.stdout(log).stderr(log_for_stderr);
+            let status =
+                spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
+            check_exit(status, "command")
+        }
+        StageKind::Worker(worker) => {
+            run_worker(context, index, stage, worker, gpus, log, &log_path)
+        }
+    }
 }
 
 pub(super) fn log_name(stage: &str) -> String {
