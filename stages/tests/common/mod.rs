@@ -27,6 +27,14 @@ impl Run {
             last["hint"].as_str().unwrap_or("")
         )
     }
+
+    /// The stage's `metrics.json`.
+    pub fn metrics(&self) -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(self.output_dir.join("metrics.json")).unwrap(),
+        )
+        .unwrap()
+    }
 }
 
 /// Runs `uses@1` with `params` in `run_dir` (its `out/` is the output

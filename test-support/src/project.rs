@@ -1,0 +1,172 @@
+//! A temporary project driven through the real `pipe` binary, with its own
+//! cache, no colour and no inherited pipe settings.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+pub struct TestProject {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for TestProject {
+    fn default() -> TestProject {
+        TestProject::new()
+    }
+}
+
+impl TestProject {
+    pub fn new() -> TestProject {
+        TestProject {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    pub fn write(&self, relative: &str, content: &str) {
+        let path = self.path(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create parent");
+        }
+        // A restored output may be a read-only link into the cache.
+        if path.exists() {
+            std::fs::remove_file(&path).expect("remove old file");
+        }
+        std::fs::write(&path, content).expect("write file");
+    }
+
+    pub fn read(&self, relative: &str) -> String {
+        std::fs::read_to_string(self.path(relative))
+            .unwrap_or_else(|e| panic!("read {relative}: {e}"))
+    }
+
+    pub fn exists(&self, relative: &str) -> bool {
+        self.path(relative).exists()
+    }
+
+    pub fn command(&self) -> Command {
+        let mut command = Command::cargo_bin("pipe").expect("pipe binary");
+        command
+            .current_dir(self.root())
+            .env("NO_COLOR", "1")
+            .env_remove("PIPE_CACHE_DIR")
+            .env_remove("PIPE_LOG")
+            .env_remove("PIPE_LINK")
+            .env_remove("PIPE_GPUS");
+        command
+    }
+
+    pub fn std_command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("pipe"));
+        command
+            .current_dir(self.root())
+            .env("NO_COLOR", "1")
+            .env_remove("PIPE_CACHE_DIR")
+            .env_remove("PIPE_LOG")
+            .env_remove("PIPE_LINK")
+            .env_remove("PIPE_GPUS");
+        command
+    }
+
+    pub fn pipe(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().expect("run pipe")
+    }
+
+    /// `pipe run --json ARGS`; returns the exit code and each stage's status.
+    pub fn run(&self, args: &[&str]) -> RunResult {
+        let mut full = vec!["run", "--json"];
+        full.extend_from_slice(args);
+        let output = self.pipe(&full);
+        RunResult::from_output(output)
+    }
+
+    /// Like `run`, but panics unless the run succeeded.
+    pub fn run_ok(&self, args: &[&str]) -> RunResult {
+        let result = self.run(args);
+        assert_eq!(result.code, 0, "pipe run failed:\n{}", result.stderr);
+        result
+    }
+
+    /// Cache object files, for corruption tests.
+    pub fn object_files(&self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        let objects = self.path(".pipe/cache/objects");
+        for shard in std::fs::read_dir(objects).expect("objects dir").flatten() {
+            for entry in std::fs::read_dir(shard.path()).expect("shard").flatten() {
+                files.push(entry.path());
+            }
+        }
+        files.sort();
+        files
+    }
+}
+
+#[derive(Debug)]
+pub struct RunResult {
+    pub code: i32,
+    pub stages: BTreeMap<String, String>,
+    pub events: Vec<Value>,
+    pub stderr: String,
+}
+
+impl RunResult {
+    pub fn from_output(output: Output) -> RunResult {
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let events: Vec<Value> = stdout
+            .lines()
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("bad event {line:?}: {e}"))
+            })
+            .collect();
+        let stages = events
+            .iter()
+            .filter(|event| event["event"] == "stage_finished")
+            .map(|event| {
+                (
+                    event["stage"].as_str().unwrap_or_default().to_string(),
+                    event["status"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        RunResult {
+            code: output.status.code().unwrap_or(-1),
+            stages,
+            events,
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        }
+    }
+
+    pub fn status(&self, stage: &str) -> &str {
+        self.stages
+            .get(stage)
+            .map(String::as_str)
+            .unwrap_or("(not reported)")
+    }
+
+    /// Stages that executed their command.
+    pub fn ran(&self) -> Vec<&str> {
+        self.stages
+            .iter()
+            .filter(|(_, status)| *status == "ran")
+            .map(|(stage, _)| stage.as_str())
+            .collect()
+    }
+
+    pub fn run_id(&self) -> i64 {
+        self.events
+            .iter()
+            .find(|event| event["event"] == "run_started")
+            .and_then(|event| event["run"].as_i64())
+            .expect("run_started event")
+    }
+}

@@ -1,0 +1,307 @@
+//! pipelines/imdb.yaml end to end through the real binary, against a real
+//! HTTP server on 127.0.0.1 serving a small aclImdb-shaped archive and a
+//! fake Hugging Face hub holding a tiny DistilBERT: download (md5-checked)
+//! -> extract -> split -> model download -> tokenize -> train per
+//! precision -> evaluate each checkpoint.
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use pipe_test_support::http::Server;
+use pipe_test_support::{RunResult, TestProject};
+
+const REVISION: &str = "12040accade4e8a0f71eabdb258fecc2e7e948be";
+
+fn repo_path(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// 24 reviews in the aclImdb layout, packed with the system `tar`.
+fn small_imdb_archive(dir: &std::path::Path) -> Vec<u8> {
+    let root = dir.join("aclImdb");
+    for split in ["train", "test"] {
+        for (label, word) in [("pos", "wonderful"), ("neg", "dreadful")] {
+            let folder = root.join(split).join(label);
+            std::fs::create_dir_all(&folder).unwrap();
+            for id in 0..6 {
+                let rating = if label == "pos" {
+                    7 + id % 4
+                } else {
+                    1 + id % 4
+                };
+                let text = format!(
+                    "A {word} film, number {id} of the {split} set.<br /><br />Truly {word}."
+                );
+                std::fs::write(folder.join(format!("{id}_{rating}.txt")), text).unwrap();
+            }
+        }
+    }
+    std::fs::write(
+        root.join("README"),
+        "Large Movie Review Dataset (test fixture)",
+    )
+    .unwrap();
+    let archive = dir.join("aclImdb_v1.tar.gz");
+    let status = Command::new("tar")
+        .arg("-czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(dir)
+        .arg("aclImdb")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::read(archive).unwrap()
+}
+
+/// A DistilBERT as the hub has it (MLM architecture, no classification
+/// head, BERT's 30,522-id uncased vocabulary, 512 positions) but 32 wide
+/// and 2 layers deep: the weights of the tiny fixture, tiled up to those
+/// table sizes. Returns (config.json, model.safetensors).
+fn tiny_distilbert() -> (Vec<u8>, Vec<u8>) {
+    let fixture = repo_path("stages/tests/fixtures/model/tiny-distilbert");
+    let mut config: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(fixture.join("config.json")).unwrap()).unwrap();
+    config.insert("vocab_size".into(), 30522.into());
+    config.insert("max_position_embeddings".into(), 512.into());
+    config.insert(
+        "architectures".into(),
+        serde_json::json!(["DistilBertForMaskedLM"]),
+    );
+    config.remove("id2label");
+    config.remove("label2id");
+
+    let bytes = std::fs::read(fixture.join("model.safetensors")).unwrap();
+    let weights = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, view) in weights.tensors() {
+        if name.starts_with("classifier.") || name.starts_with("pre_classifier.") {
+            continue;
+        }
+        let rows = if name.ends_with("word_embeddings.weight") {
+            Some(30522)
+        } else if name.ends_with("position_embeddings.weight") {
+            Some(512)
+        } else {
+            None
+        };
+        let (shape, data) = match rows {
+            Some(rows) => {
+                let row_bytes = view.data().len() / view.shape()[0];
+                let data: Vec<u8> = view
+                    .data()
+                    .chunks_exact(row_bytes)
+                    .cycle()
+                    .take(rows)
+                    .flatten()
+                    .copied()
+                    .collect();
+                (vec![rows, view.shape()[1]], data)
+            }
+            None => (view.shape().to_vec(), view.data().to_vec()),
+        };
+        tensors.push((name, shape, data));
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(name, shape, data)| {
+            let view =
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), data)
+                    .unwrap();
+            (name.clone(), view)
+        })
+        .collect();
+    let model = safetensors::serialize(views, None).unwrap();
+    (serde_json::to_vec_pretty(&config).unwrap(), model)
+}
+
+fn md5_hex(path: &std::path::Path) -> String {
+    let output = Command::new("md5sum").arg(path).output().expect("md5sum");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn the_imdb_pipeline_runs_against_local_mirrors() {
+    let fixtures = tempfile::tempdir().unwrap();
+    let archive = small_imdb_archive(fixtures.path());
+    let archive_md5 = md5_hex(&fixtures.path().join("aclImdb_v1.tar.gz"));
+    let tokenizer =
+        std::fs::read(repo_path("stages/tests/fixtures/tokenize/tokenizer.json")).unwrap();
+    let mut files = HashMap::new();
+    files.insert("/data/aclImdb_v1.tar.gz".to_string(), archive);
+    let (config, model) = tiny_distilbert();
+    for (name, body) in [
+        ("config.json", config),
+        ("tokenizer.json", tokenizer),
+        ("model.safetensors", model),
+    ] {
+        files.insert(
+            format!("/distilbert-base-uncased/resolve/{REVISION}/{name}"),
+            body,
+        );
+    }
+    let server = Server::serving(files);
+
+    let project = TestProject::new();
+    std::fs::create_dir(project.path(".git")).unwrap();
+    project.write(
+        "pipelines/imdb.yaml",
+        &std::fs::read_to_string(repo_path("pipelines/imdb.yaml")).unwrap(),
+    );
+    let hf_home = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let url = format!("imdb.url={}", server.url("/data/aclImdb_v1.tar.gz"));
+        let md5 = format!("imdb.md5={archive_md5}");
+        let mut args = vec![
+            "run",
+            "--json",
+            "pipelines/imdb.yaml",
+            "-S",
+            &url,
+            "-S",
+            &md5,
+        ];
+        args.extend_from_slice(&[
+            "-S",
+            "split.train=16",
+            "-S",
+            "split.val=4",
+            "-S",
+            "split.test=4",
+            "-S",
+            "train.epochs=2",
+        ]);
+        args.extend_from_slice(extra);
+        let output = project
+            .command()
+            .args(&args)
+            .env("HF_ENDPOINT", server.url(""))
+            .env("HF_HOME", hf_home.path())
+            .output()
+            .unwrap();
+        RunResult::from_output(output)
+    };
+
+    let first = run(&[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(
+        first.ran(),
+        [
+            "download",
+            "evaluate@precision=32-true",
+            "evaluate@precision=bf16-mixed",
+            "extract",
+            "model",
+            "split",
+            "tokenize",
+            "train@precision=32-true",
+            "train@precision=bf16-mixed",
+        ]
+    );
+    let dataset = project.read(".pipe/out/imdb/extract/dataset");
+    assert_eq!(dataset.lines().count(), 24);
+    assert!(dataset.contains("\"rating\":") && dataset.contains("<br /><br />"));
+    for split in ["train", "val", "test"] {
+        let safetensors = project.path(&format!(
+            ".pipe/out/imdb/tokenize/tokens/{split}.safetensors"
+        ));
+        assert!(safetensors.is_file(), "{split} tokens");
+    }
+    // Each precision trained its own checkpoint, and each was scored on
+    // the 4 test rows.
+    for precision in ["32-true", "bf16-mixed"] {
+        let train: serde_json::Value = serde_json::from_str(&project.read(&format!(
+            ".pipe/out/imdb/train@precision={precision}/metrics.json"
+        )))
+        .unwrap();
+        assert_eq!(train["precision"], precision);
+        assert_eq!(train["epochs_run"], 2);
+        assert_eq!(train["train_rows"], 16);
+        let checkpoint = project.path(&format!(
+            ".pipe/out/imdb/train@precision={precision}/checkpoint/config.json"
+        ));
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(checkpoint).unwrap()).unwrap();
+        assert_eq!(
+            config["architectures"],
+            serde_json::json!(["DistilBertForSequenceClassification"])
+        );
+        let predictions = project.read(&format!(
+            ".pipe/out/imdb/evaluate@precision={precision}/predictions"
+        ));
+        assert_eq!(predictions.lines().count(), 4);
+    }
+    let requests = server.requests().len();
+
+    let second = run(&[]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(second.ran().is_empty(), "{:?}", second.stages);
+    assert_eq!(
+        server.requests().len(),
+        requests,
+        "a cached run downloads nothing"
+    );
+
+    // Data-parallel training through the binary: 2 CPU replicas (no GPUs
+    // given), each on half of every batch of 2 x 4 rows. Only the training
+    // and scoring stages rerun; the rest is fresh.
+    let ddp = run(&[
+        "-S",
+        "train.strategy=ddp",
+        "-S",
+        "train.devices=2",
+        "-S",
+        "train.batch_size=4",
+        "-S",
+        "train.precisions=[32-true]",
+    ]);
+    assert_eq!(ddp.code, 0, "{}", ddp.stderr);
+    assert_eq!(
+        ddp.ran(),
+        ["evaluate@precision=32-true", "train@precision=32-true"]
+    );
+    let train: serde_json::Value =
+        serde_json::from_str(&project.read(".pipe/out/imdb/train@precision=32-true/metrics.json"))
+            .unwrap();
+    assert_eq!(train["strategy"], "ddp");
+    assert_eq!(train["devices"], serde_json::json!(["cpu", "cpu"]));
+    // 16 rows in global batches of 8, two epochs.
+    assert_eq!(train["optimizer_steps"], 4);
+
+    // A wrong checksum: a clean error naming it, nothing downstream runs, nothing cached.
+    let wrong = run(&["-S", "imdb.md5=ffffffffffffffffffffffffffffffff"]);
+    assert_eq!(wrong.code, 1);
+    assert_eq!(wrong.status("download"), "failed");
+    assert_eq!(wrong.status("tokenize"), "skipped");
+    assert_eq!(wrong.status("evaluate@precision=bf16-mixed"), "skipped");
+    assert!(wrong.stderr.contains("checksum"), "{}", wrong.stderr);
+    assert!(
+        !project.exists(".pipe/out/imdb/download"),
+        "a mismatching file never becomes an output"
+    );
+}
+
+#[test]
+fn imdb_training_gpus_and_devices_must_agree() {
+    let project = TestProject::new();
+    std::fs::create_dir(project.path(".git")).unwrap();
+    project.write(
+        "pipelines/imdb.yaml",
+        &std::fs::read_to_string(repo_path("pipelines/imdb.yaml")).unwrap(),
+    );
+    let output = project
+        .command()
+        .args(["validate", "pipelines/imdb.yaml", "-S", "train.gpus=2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks for 2 GPU(s) in `resources.gpus` but runs on `devices: 1`"),
+        "{stderr}"
+    );
+}

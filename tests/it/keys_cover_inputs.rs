@@ -1,0 +1,197 @@
+//! A worker receives nothing that its stage's key does not cover: every
+//! param of every built-in stage the catalog lists, and the pipeline params
+//! a stage falls back on (`seed`), change the key when they change. Checked
+//! through the real `pipe` (`pipe stages --json`, `pipe why --json`).
+
+use pipe_test_support::TestProject;
+use serde_json::{json, Map, Value};
+
+fn catalog(project: &TestProject) -> Vec<Value> {
+    let output = project.pipe(&["stages", "--json"]);
+    assert!(
+        output.status.success(),
+        "pipe stages --json failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stages: Value = serde_json::from_slice(&output.stdout).expect("catalog JSON");
+    stages.as_array().expect("a list of stages").clone()
+}
+
+/// Two different valid values of a param, the second never the param's
+/// default (so setting it always changes what the stage would use); the
+/// first is what a required param gets. None when the kind has only one.
+fn two_values(param: &Value) -> Option<(Value, Value)> {
+    let default = param.get("default").filter(|value| !value.is_null());
+    let pair = match param["kind"].as_str().expect("kind") {
+        "string" => (json!("a"), json!("b")),
+        "integer" => (json!(1), json!(2)),
+        "number" => (json!(0.5), json!(0.25)),
+        "bool" => (json!(false), json!(true)),
+        "choice" => {
+            let choices = param["choices"].as_array().expect("choices");
+            if choices.len() < 2 {
+                return None;
+            }
+            (choices[0].clone(), choices[1].clone())
+        }
+        "path" => (json!("inputs/a.txt"), json!("inputs/b.txt")),
+        "string_list" => (json!(["a"]), json!(["a", "b"])),
+        "any" => (json!({"a": 1}), json!({"a": 2})),
+        other => panic!("a param kind this test does not know: {other}"),
+    };
+    // The variant must differ from what the stage would use anyway.
+    Some(match default {
+        Some(default) if *default == pair.1 => (pair.1, pair.0),
+        _ => pair,
+    })
+}
+
+/// A value for each required param (one without a `default`), the least a
+/// stage's `with:` must hold.
+fn required_params(params: &[Value]) -> Map<String, Value> {
+    params
+        .iter()
+        .filter(|param| param.get("default").is_none())
+        .map(|param| {
+            let (value, _) = two_values(param).expect("a required param has values");
+            (param["name"].as_str().unwrap().to_string(), value)
+        })
+        .collect()
+}
+
+fn pipeline(uses: &str, with: &Map<String, Value>, seed: u64) -> String {
+    format!(
+        "params:\n  seed: {seed}\nstages:\n  probe:\n    uses: {uses}\n    with: {}\n",
+        Value::Object(with.clone())
+    )
+}
+
+fn key(project: &TestProject, uses: &str, with: &Map<String, Value>, seed: u64) -> String {
+    project.write("pipe.yaml", &pipeline(uses, with, seed));
+    let output = project.pipe(&["why", "probe", "--json"]);
+    assert!(
+        output.status.success(),
+        "pipe why failed for {uses} with {with:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let why: Value = serde_json::from_slice(&output.stdout).expect("why JSON");
+    why["key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no key for {uses} with {with:?}: {why}"))
+        .to_string()
+}
+
+#[test]
+fn every_param_of_every_builtin_stage_changes_its_key() {
+    let project = TestProject::new();
+    project.write("inputs/a.txt", "first input\n");
+    project.write("inputs/b.txt", "second input\n");
+    let stages = catalog(&project);
+    assert!(
+        stages.iter().any(|info| info["name"] == "data/split"),
+        "the catalog lacks the data stages: {stages:?}"
+    );
+    let mut checked = 0;
+    for info in &stages {
+        let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
+        let params = info["params"].as_array().expect("params");
+        let base = required_params(params);
+        let base_key = key(&project, &uses, &base, 1);
+        for param in params {
+            let name = param["name"].as_str().unwrap();
+            let Some((first, second)) = two_values(param) else {
+                continue;
+            };
+            let mut variant = base.clone();
+            let value = if variant.get(name) == Some(&second) {
+                first
+            } else {
+                second
+            };
+            variant.insert(name.to_string(), value.clone());
+            let variant_key = key(&project, &uses, &variant, 1);
+            assert_ne!(
+                base_key, variant_key,
+                "{uses}: setting `{name}: {value}` left the key unchanged, so a worker would read a value its key \
+                 does not cover"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} params were checked");
+}
+
+#[test]
+fn a_pipeline_param_a_stage_falls_back_on_is_in_its_key() {
+    let project = TestProject::new();
+    project.write("inputs/a.txt", "first input\n");
+    project.write("inputs/b.txt", "second input\n");
+    let stages = catalog(&project);
+    let mut checked = Vec::new();
+    for info in &stages {
+        let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
+        let params = info["params"].as_array().expect("params");
+        let base = required_params(params);
+        for param in params {
+            let Some(source) = param.get("pipeline_param").and_then(Value::as_str) else {
+                continue;
+            };
+            assert_eq!(source, "seed", "this test sets only the pipeline's seed");
+            let name = param["name"].as_str().unwrap();
+            assert_ne!(
+                key(&project, &uses, &base, 1),
+                key(&project, &uses, &base, 7),
+                "{uses}: `{name}` unset falls back on `params.seed`, but changing it left the key unchanged"
+            );
+            let mut explicit = base.clone();
+            explicit.insert(name.to_string(), json!(3));
+            assert_eq!(
+                key(&project, &uses, &explicit, 1),
+                key(&project, &uses, &explicit, 7),
+                "{uses}: with `{name}` set, the pipeline's seed is not used and must not rerun the stage"
+            );
+            checked.push(uses.clone());
+        }
+    }
+    assert!(
+        checked.iter().any(|uses| uses == "data/split@1"),
+        "data/split@1 should fall back on the pipeline's seed: {checked:?}"
+    );
+}
+
+/// The issue's reproduction: `-S seed=7` after a run with seed 1 must rerun
+/// the split and give a different one, and going back restores the first.
+#[test]
+fn changing_the_pipeline_seed_reruns_a_split_that_falls_back_on_it() {
+    let project = TestProject::new();
+    let rows: String = (0..200)
+        .map(|id| format!("{{\"text\": \"row {id}\", \"label\": {}}}\n", id % 2))
+        .collect();
+    project.write("data.jsonl", &rows);
+    project.write(
+        "pipe.yaml",
+        "params:\n  seed: 1\nstages:\n  split:\n    uses: data/split@1\n    with:\n      dataset: data.jsonl\n      \
+         train: 100\n      val: 50\n      test: 50\n",
+    );
+    let train = ".pipe/out/pipe/split/dataset/train.jsonl";
+    let first = project.run_ok(&[]);
+    assert_eq!(first.status("split"), "ran");
+    let seed_1 = project.read(train);
+
+    let second = project.run_ok(&["-S", "seed=7"]);
+    assert_eq!(
+        second.status("split"),
+        "ran",
+        "a new pipeline seed must rerun the split"
+    );
+    let seed_7 = project.read(train);
+    assert_ne!(seed_1, seed_7, "seed 7 gave the same split as seed 1");
+
+    let third = project.run_ok(&["-S", "seed=1"]);
+    assert_eq!(third.status("split"), "restored");
+    assert_eq!(project.read(train), seed_1);
+
+    let why = project.pipe(&["why", "split", "-S", "seed=7"]);
+    let text = String::from_utf8_lossy(&why.stdout);
+    assert!(text.contains("with.seed"), "why names the seed: {text}");
+}

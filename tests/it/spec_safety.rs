@@ -1,0 +1,206 @@
+//! What a pipeline file can make pipe do, through the real binary: values
+//! never become shell syntax, and pipe never deletes or writes a file that
+//! is not its own (`.git`, `.pipe`, anything outside the project, reached
+//! directly or through a symlink).
+
+use std::os::unix::fs::symlink;
+
+use pipe_test_support::TestProject;
+
+fn stderr_of(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_hostile_param_is_text_not_shell() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { msg: hello }\nstages:\n  bare:\n    run: printf '%s|' ${params.msg} > bare.txt\n    outs: [bare.txt]\n  double:\n    run: printf '%s|' \"<${params.msg}>\" > double.txt\n    outs: [double.txt]\n  single:\n    run: printf '%s|' '<${params.msg}>' > single.txt\n    outs: [single.txt]\n",
+    );
+    let hostile = r#"$(touch pwned) `touch pwned2` "x" it's * ; touch pwned3"#;
+    project.run_ok(&["-S", &format!("msg={hostile}")]);
+    for marker in ["pwned", "pwned2", "pwned3"] {
+        assert!(
+            !project.exists(marker),
+            "the value ran as a command: {marker}"
+        );
+    }
+    assert_eq!(project.read("bare.txt"), format!("{hostile}|"));
+    assert_eq!(project.read("double.txt"), format!("<{hostile}>|"));
+    assert_eq!(project.read("single.txt"), format!("<{hostile}>|"));
+}
+
+#[test]
+fn plain_commands_keep_working_and_raw_splices_words() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { lr: 5.0e-5, words: one two, layers: [64, 32] }\nstages:\n  s:\n    run: printf '%s|' --lr ${params.lr} ${raw:params.words} ${params.words} ${params.layers} > ${outs.out}\n    outs: { out: \"my dir/out.txt\" }\n",
+    );
+    project.run_ok(&[]);
+    assert_eq!(
+        project.read("my dir/out.txt"),
+        "--lr|5.0e-5|one|two|one two|64|32|"
+    );
+}
+
+#[test]
+fn run_as_a_list_runs_without_a_shell() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { msg: hello }\nstages:\n  s:\n    run: [bash, -c, 'printf \"%s|\" \"$@\" > out.txt', argv0, \"${params.msg}\", \"--msg=${params.msg}\"]\n    outs: [out.txt]\n",
+    );
+    let hostile = "$(touch pwned) a  b *";
+    project.run_ok(&["-S", &format!("msg={hostile}")]);
+    assert!(!project.exists("pwned"));
+    assert_eq!(
+        project.read("out.txt"),
+        format!("{hostile}|--msg={hostile}|")
+    );
+}
+
+#[test]
+fn an_output_in_git_is_refused_and_the_repository_survives() {
+    let project = TestProject::new();
+    project.write(".git/HEAD", "ref: refs/heads/main\n");
+    for outs in ["[.git]", "[./.git/hooks/../HEAD]", "[.GIT/config]"] {
+        project.write(
+            "pipe.yaml",
+            &format!("stages:\n  s:\n    run: echo x > x.txt\n    outs: {outs}\n"),
+        );
+        let output = project.pipe(&["run"]);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{outs}: {}",
+            stderr_of(&output)
+        );
+        assert!(
+            stderr_of(&output).contains("output-in-git-dir"),
+            "{}",
+            stderr_of(&output)
+        );
+        assert!(
+            stderr_of(&output).contains("pipe.yaml:4:"),
+            "{}",
+            stderr_of(&output)
+        );
+        assert_eq!(project.read(".git/HEAD"), "ref: refs/heads/main\n");
+    }
+}
+
+#[test]
+fn an_output_through_a_symlink_to_outside_is_refused_before_anything_runs() {
+    let project = TestProject::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("important.txt"), "keep me").unwrap();
+    symlink(elsewhere.path(), project.path("ext")).unwrap();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  s:\n    run: echo x > ext/important.txt\n    outs: [ext/important.txt]\n",
+    );
+    let output = project.pipe(&["run"]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("output-outside-project"), "{stderr}");
+    assert!(stderr.contains("`ext` is a symbolic link"), "{stderr}");
+    assert!(stderr.contains("pipe.yaml:4:"), "{stderr}");
+    let kept = std::fs::read_to_string(elsewhere.path().join("important.txt")).unwrap();
+    assert_eq!(kept, "keep me");
+}
+
+#[test]
+fn a_symlink_into_git_does_not_make_git_an_output() {
+    let project = TestProject::new();
+    project.write(".git/HEAD", "ref: refs/heads/main\n");
+    symlink(".git", project.path("meta")).unwrap();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  s:\n    run: echo x > meta/HEAD\n    outs: [meta/HEAD]\n",
+    );
+    let output = project.pipe(&["run"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr_of(&output));
+    assert!(stderr_of(&output).contains("output-in-git-dir"));
+    assert_eq!(project.read(".git/HEAD"), "ref: refs/heads/main\n");
+}
+
+#[test]
+fn outputs_that_overlap_through_a_symlink_are_refused() {
+    let project = TestProject::new();
+    std::fs::create_dir(project.path("data")).unwrap();
+    symlink("data", project.path("alias")).unwrap();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    run: echo a > data/x.txt\n    outs: [data/x.txt]\n  b:\n    run: echo b > alias/x.txt\n    outs: [alias/x.txt]\n",
+    );
+    let output = project.pipe(&["validate"]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("duplicate-output"), "{stderr}");
+    assert!(stderr.contains("really `data/x.txt`"), "{stderr}");
+}
+
+#[test]
+fn a_dependency_through_a_symlink_depends_on_the_stage_writing_there() {
+    let project = TestProject::new();
+    std::fs::create_dir(project.path("data")).unwrap();
+    symlink("data", project.path("alias")).unwrap();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  make:\n    run: echo made > data/x.txt\n    outs: [data/x.txt]\n  use:\n    run: cat alias/x.txt > used.txt\n    deps: [alias/x.txt]\n    outs: [used.txt]\n",
+    );
+    // Asking for `use` alone runs what it depends on first.
+    project.run_ok(&["use"]);
+    assert_eq!(project.read("used.txt"), "made\n");
+}
+
+#[test]
+fn a_symlink_that_appears_during_the_run_is_caught_before_removing_outputs() {
+    let project = TestProject::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("important.txt"), "keep me").unwrap();
+    // `link` makes `ext` a symlink out of the project after the pipeline
+    // was checked; `write` then declares an output under it.
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "stages:\n  link:\n    run: ln -s {} ext && touch linked\n    outs: [linked]\n  write:\n    run: echo x > ext/important.txt\n    deps: [linked]\n    outs: [ext/important.txt]\n",
+            elsewhere.path().display()
+        ),
+    );
+    let result = project.run(&[]);
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert!(result.stderr.contains("symbolic link"), "{}", result.stderr);
+    let kept = std::fs::read_to_string(elsewhere.path().join("important.txt")).unwrap();
+    assert_eq!(kept, "keep me");
+}
+
+#[test]
+fn a_restore_through_a_new_symlink_is_refused() {
+    let project = TestProject::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(elsewhere.path().join("important.txt"), "keep me").unwrap();
+    let pipeline = |link_first: bool| {
+        format!(
+            "stages:\n  link:\n    run: {}touch linked\n    outs: [linked]\n  write:\n    run: mkdir -p ext && echo x > ext/important.txt\n    deps: [linked]\n    outs: [ext/important.txt]\n",
+            if link_first {
+                format!("rm -rf ext && ln -s {} ext && ", elsewhere.path().display())
+            } else {
+                String::new()
+            }
+        )
+    };
+    project.write("pipe.yaml", &pipeline(false));
+    project.run_ok(&[]);
+    // Same `linked`, so `write`'s key is unchanged and its result would be
+    // restored into `ext/`, which is now a link out of the project.
+    std::fs::remove_dir_all(project.path("ext")).unwrap();
+    project.write("pipe.yaml", &pipeline(true));
+    let result = project.run(&[]);
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert!(result.stderr.contains("symbolic link"), "{}", result.stderr);
+    let kept = std::fs::read_to_string(elsewhere.path().join("important.txt")).unwrap();
+    assert_eq!(kept, "keep me");
+}

@@ -1,0 +1,305 @@
+//! The stage protocol through the real binary, with a third-party worker
+//! written in Python (tests/fixtures/workers/pipe-stage-shout), so these
+//! tests pin the protocol itself rather than any built-in stage.
+
+use pipe_test_support::{RunResult, TestProject};
+
+fn workers_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workers")
+}
+
+const PIPELINE: &str = r#"
+stages:
+  loud:
+    uses: shout@1
+    with: { input: words.txt, suffix: "!!" }
+  count:
+    run: wc -l < ${deps.loud} > count.txt
+    deps: { loud: "${stages.loud.outs.loud}" }
+    outs: [count.txt]
+"#;
+
+fn project() -> TestProject {
+    let project = TestProject::new();
+    project.write("pipe.yaml", PIPELINE);
+    project.write("words.txt", "one\ntwo\nthree\nfour\n");
+    project
+}
+
+fn run(project: &TestProject, args: &[&str], env: &[(&str, &str)]) -> RunResult {
+    let mut command = project.command();
+    command
+        .arg("run")
+        .arg("--json")
+        .args(args)
+        .env("PIPE_STAGE_PATH", workers_dir());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    RunResult::from_output(command.output().unwrap())
+}
+
+#[test]
+fn a_third_party_worker_runs_and_its_result_is_cached() {
+    let project = project();
+    let first = run(&project, &[], &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.ran(), ["count", "loud"]);
+    assert_eq!(
+        project.read(".pipe/out/pipe/loud/loud"),
+        "ONE!!\nTWO!!\nTHREE!!\nFOUR!!\n"
+    );
+    assert_eq!(project.read("count.txt").trim(), "4");
+    let progress: Vec<_> = first
+        .events
+        .iter()
+        .filter(|event| event["event"] == "stage_progress")
+        .collect();
+    assert!(!progress.is_empty(), "progress events reach --json");
+    assert_eq!(progress.last().unwrap()["unit"], "lines");
+
+    let again = run(&project, &[], &[]);
+    assert!(again.ran().is_empty(), "{:?}", again.stages);
+
+    let show = project.pipe(&["show", "last", "--json"]);
+    let record: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let loud = record["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|stage| stage["stage"] == "loud")
+        .unwrap();
+    assert_eq!(
+        loud["metrics"]["lines"], 4,
+        "metrics.json of a built-in stage becomes run metrics"
+    );
+}
+
+#[test]
+fn params_inputs_and_the_implementation_version_are_in_the_key() {
+    let project = project();
+    assert_eq!(run(&project, &[], &[]).code, 0);
+    project.write("words.txt", "five\n");
+    assert_eq!(
+        run(&project, &[], &[]).ran(),
+        ["count", "loud"],
+        "a changed input reruns it"
+    );
+    project.write(
+        "pipe.yaml",
+        &PIPELINE.replace("suffix: \"!!\"", "suffix: \"?\""),
+    );
+    assert_eq!(
+        run(&project, &[], &[]).status("loud"),
+        "ran",
+        "a changed param reruns it"
+    );
+    // A worker in the project's `.pipe/stages/` whose stage bumped its
+    // implementation version: rebuilt workers are re-described.
+    let worker = std::fs::read_to_string(workers_dir().join("pipe-stage-shout")).unwrap();
+    let bumped = worker.replace("os.environ.get(\"SHOUT_IMPLEMENTATION\", \"1\")", "\"2\"");
+    assert_ne!(worker, bumped);
+    project.write(".pipe/stages/pipe-stage-shout", &bumped);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        project.path(".pipe/stages/pipe-stage-shout"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let local = |project: &TestProject| {
+        RunResult::from_output(project.command().args(["run", "--json"]).output().unwrap())
+    };
+    assert_eq!(
+        local(&project).status("loud"),
+        "ran",
+        "a new implementation reruns it"
+    );
+    // Writing a default explicitly is the same key as leaving it out.
+    project.write(
+        "pipe.yaml",
+        &PIPELINE.replace("suffix: \"!!\"", "suffix: \"?\", repeat: 1"),
+    );
+    assert_eq!(local(&project).status("loud"), "fresh");
+}
+
+#[test]
+fn a_failing_worker_leaves_no_output_and_caches_nothing() {
+    let project = project();
+    let failed = run(&project, &[], &[("SHOUT_FAIL", "1")]);
+    assert_eq!(failed.code, 1);
+    assert_eq!(failed.status("loud"), "failed");
+    assert_eq!(failed.status("count"), "skipped");
+    assert!(
+        failed.stderr.contains("shout failed halfway"),
+        "{}",
+        failed.stderr
+    );
+    assert!(
+        failed.stderr.contains("hint: unset SHOUT_FAIL"),
+        "{}",
+        failed.stderr
+    );
+    assert!(
+        !project.exists(".pipe/out/pipe/loud"),
+        "half-written output is never presented as done"
+    );
+    let entries: Vec<_> = std::fs::read_dir(project.path(".pipe/out/pipe"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(
+        entries.is_empty(),
+        "the partial directory is removed: {entries:?}"
+    );
+    assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
+}
+
+/// `pipe validate` with the Python worker on the stage path: exit code and stderr.
+fn validate(project: &TestProject) -> (Option<i32>, String) {
+    let output = project
+        .command()
+        .args(["validate"])
+        .env("PIPE_STAGE_PATH", workers_dir())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn unknown_stages_and_params_are_located_errors() {
+    let project = project();
+    project.write(
+        "pipe.yaml",
+        &PIPELINE.replace("suffix: \"!!\"", "sufix: \"!!\""),
+    );
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has no param `sufix`") && stderr.contains("pipe.yaml:5:31"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("did you mean `suffix`? its params: input, suffix, repeat, devices"),
+        "{stderr}"
+    );
+
+    project.write("pipe.yaml", &PIPELINE.replace("shout@1", "shout@3"));
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has no version 3") && stderr.contains("`shout@1`"),
+        "{stderr}"
+    );
+
+    project.write("pipe.yaml", &PIPELINE.replace("outs.loud}", "outs.quiet}"));
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("stage `loud` has no output `quiet`")
+            && stderr.contains("outputs of `loud`: `loud`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn pipe_stages_lists_and_describes_stages() {
+    let project = project();
+    let list = project
+        .command()
+        .args(["stages"])
+        .env("PIPE_STAGE_PATH", workers_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        text.contains("shout@1") && text.contains("Upper-case a text file"),
+        "{text}"
+    );
+    assert!(
+        text.contains("text/tokenize@1"),
+        "the built-in worker is listed too: {text}"
+    );
+    let detail = project
+        .command()
+        .args(["stages", "shout"])
+        .env("PIPE_STAGE_PATH", workers_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&detail.stdout);
+    assert!(
+        text.contains("suffix") && text.contains("default: \"!\"") && text.contains("loud"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_absolute_input_path_inside_the_project_is_the_same_key_as_a_relative_one() {
+    let project = project();
+    assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
+    let absolute = project.path("words.txt").canonicalize().unwrap();
+    project.write(
+        "pipe.yaml",
+        &PIPELINE.replace(
+            "input: words.txt",
+            &format!("input: {}", absolute.display()),
+        ),
+    );
+    let again = run(&project, &[], &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.status("loud"), "fresh");
+}
+
+#[test]
+fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  train:\n    uses: train/classifier@1\n    with: { tokens: tokens, model: model }\n",
+    );
+    // As an installation without the libtorch worker: PIPE_WORKER names
+    // the data worker, so nothing is built from the checkout.
+    let data_worker = assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage");
+    let output = project
+        .command()
+        .arg("validate")
+        .env("PIPE_WORKER", &data_worker)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("pipe.yaml:3:11")
+            && stderr.contains("pipe-stage-train")
+            && stderr.contains("docs/libtorch.md"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("building"), "{stderr}");
+}
+
+#[test]
+fn a_stage_device_count_must_match_its_gpus() {
+    let project = project();
+    let with_gpus = |devices: &str| {
+        PIPELINE.replace(
+            "    with: { input: words.txt, suffix: \"!!\" }\n",
+            &format!(
+                "    with:\n      input: words.txt\n      devices: {devices}\n    resources: {{ gpus: 2 }}\n"
+            ),
+        )
+    };
+    project.write("pipe.yaml", &with_gpus("1"));
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("asks for 2 GPU(s) in `resources.gpus` but runs on `devices: 1`")
+            && stderr.contains("pipe.yaml:7:16")
+            && stderr.contains("`devices: 2`"),
+        "{stderr}"
+    );
+    project.write("pipe.yaml", &with_gpus("2"));
+    let (code, stderr) = validate(&project);
+    assert_eq!(code, Some(0), "{stderr}");
+}
