@@ -2,6 +2,10 @@
 //! module per subject, each driving the real `pipe` in temporary projects
 //! (`pipe_test_support::TestProject`). `quickstart` and `imdb_pipeline` also
 //! need the libtorch worker.
+//!
+//! The modules share one process and run on parallel threads, so a test
+//! gives an environment variable or a working directory to the child's
+//! `Command`, never to the test process, where it would leak into others.
 
 mod cache_suite;
 mod cache_trust;
