@@ -308,7 +308,7 @@ fn project_here() -> Result<Project> {
 fn open_db() -> Result<Option<RunDb>> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
     let root = Project::find_root(&cwd);
-    RunDb::open_existing(&root.join(".pipe").join("runs.db"))
+    RunDb::open_existing(&pipe_engine::project::runs_db_of(&root))
 }
 
 fn require_db() -> Result<RunDb> {

@@ -9,8 +9,16 @@ use std::path::{Path, PathBuf};
 
 use crate::{EngineError, Result};
 
+/// pipe's own directory in a project.
+pub const STATE_DIR: &str = ".pipe";
+
 /// Where pipe places the outputs of `uses:` stages, project-relative.
 pub const OUTPUT_DIR: &str = ".pipe/out";
+
+/// The run database of the project at `root`, which may not exist yet.
+pub fn runs_db_of(root: &Path) -> PathBuf {
+    root.join(STATE_DIR).join("runs.db")
+}
 
 /// The project-relative directory of a `uses:` stage's outputs. Each
 /// pipeline has its own namespace, so two pipelines of one project that
@@ -38,7 +46,7 @@ pub struct Project {
 impl Project {
     /// `root` must be absolute. Creates `.pipe/` on first use.
     pub fn open(root: &Path) -> Result<Project> {
-        let state_dir = root.join(".pipe");
+        let state_dir = root.join(STATE_DIR);
         std::fs::create_dir_all(&state_dir).map_err(|e| EngineError::io(&state_dir, e))?;
         let cache_dir = match std::env::var_os("PIPE_CACHE_DIR") {
             Some(dir) if !dir.is_empty() => {
@@ -59,7 +67,7 @@ impl Project {
     }
 
     pub fn runs_db(&self) -> PathBuf {
-        self.state_dir.join("runs.db")
+        runs_db_of(&self.root)
     }
 
     pub fn stat_db(&self) -> PathBuf {
@@ -83,7 +91,7 @@ impl Project {
     pub fn find_root(start: &Path) -> PathBuf {
         start
             .ancestors()
-            .find(|dir| dir.join(".pipe").is_dir() || dir.join(".git").exists())
+            .find(|dir| dir.join(STATE_DIR).is_dir() || dir.join(".git").exists())
             .unwrap_or(start)
             .to_path_buf()
     }
