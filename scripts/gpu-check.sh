@@ -5,9 +5,8 @@
 #
 # Build here first (the machine has no registry; it has a torch 2.11.0 of its
 # own, whose libraries the binary uses there through LD_LIBRARY_PATH):
-#   CARGO_TARGET_DIR=target-torch cargo build --release -p pipe-stages \
-#       --features torch --example model_throughput
-#   mkdir -p .gpu && cp target-torch/release/examples/model_throughput .gpu/
+#   cargo build --release -p pipe-train --example model_throughput
+#   mkdir -p .gpu && cp target/release/examples/model_throughput .gpu/
 # then run `scripts/gpu-check.sh .gpu/model_throughput` there with `.gpu`
 # carried. Output goes to stdout and, when OUT is set, to $OUT/gpu-check.log.
 set -uo pipefail

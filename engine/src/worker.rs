@@ -1,12 +1,13 @@
 //! Finding stage workers and what they can run (the catalog).
 //!
 //! The built-in worker is `pipe-stage`, next to the `pipe` binary (or
-//! `PIPE_WORKER`). Beside it, `pipe-stage-train` (built with libtorch)
-//! offers the training stages. In a source checkout (`pipe` running from
-//! `<root>/target/<profile>/`) both are built on first use and rebuilt when
-//! their sources are newer: `pipe-stage` into `target/`, and
-//! `pipe-stage-train`, once libtorch is bootstrapped into `.venv/`, into
-//! `target-torch/` (docs/libtorch.md says why apart). Any other
+//! `PIPE_WORKER`). Beside it, `pipe-stage-train` (crate `pipe-train`,
+//! linked with libtorch) offers the training stages. In a source checkout
+//! (`pipe` running from a cargo target directory of the workspace) they
+//! are built on first use and rebuilt when their sources are newer, in
+//! one cargo invocation into `pipe`'s own target directory and profile;
+//! the training worker only for a pipeline that trains, after libtorch is
+//! bootstrapped into `.venv/` (docs/libtorch.md). Any other
 //! executable named `pipe-stage-*` in a directory of `PIPE_STAGE_PATH` or in
 //! the project's `.pipe/stages/` is a third-party worker: its stages join the
 //! catalog. `WORKER describe` answers are cached in `.pipe/catalog.json`,
@@ -91,120 +92,249 @@ struct CachedDescribe {
 /// using one of them needs that worker, and in a checkout gets it built.
 pub const TRAINING_STAGE_PREFIXES: &[&str] = &["train/", "eval/"];
 
-/// Where the workers come from: an installation (binaries beside `pipe`
-/// or named by `PIPE_WORKER`) or a source checkout that builds them.
-enum Origin {
-    Installed,
-    Checkout { root: PathBuf, release: bool },
+/// A worker binary of this repository.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum BuiltinWorker {
+    /// `pipe-stage` (package `pipe-stages`): the data stages, no libtorch.
+    Data,
+    /// `pipe-stage-train` (package `pipe-train`): the training stages, on
+    /// libtorch.
+    Training,
 }
 
-fn origin() -> Result<(Origin, PathBuf)> {
-    let exe = std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
-    if std::env::var_os("PIPE_WORKER").is_some_and(|value| !value.is_empty()) {
-        return Ok((Origin::Installed, exe));
-    }
-    let origin = match cargo_workspace_of(&exe) {
-        Some(root) => Origin::Checkout {
-            root,
-            release: exe
-                .parent()
-                .and_then(Path::file_name)
-                .is_some_and(|name| name == "release"),
-        },
-        None => Origin::Installed,
-    };
-    Ok((origin, exe))
-}
-
-/// The built-in worker: `PIPE_WORKER`, else `pipe-stage` beside this binary,
-/// built first (or rebuilt when stale) when this binary runs from a cargo
-/// target directory.
-pub fn builtin_worker() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("PIPE_WORKER").filter(|value| !value.is_empty()) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(EngineError::usage(
-                format!("PIPE_WORKER names `{}`, which does not exist", path.display()),
-                "point PIPE_WORKER at a `pipe-stage` binary, or unset it to use the one beside `pipe`",
-            ))
-        };
-    }
-    let (origin, exe) = origin()?;
-    let sibling = exe.with_file_name("pipe-stage");
-    if let Origin::Checkout { root, release } = &origin {
-        if is_stale(&sibling, root) {
-            build(root, *release, WorkerBuild::Data)?;
-            mark_fresh(&sibling);
+impl BuiltinWorker {
+    fn binary(self) -> &'static str {
+        match self {
+            BuiltinWorker::Data => "pipe-stage",
+            BuiltinWorker::Training => "pipe-stage-train",
         }
     }
-    if sibling.is_file() {
-        return Ok(sibling);
+
+    fn package(self) -> &'static str {
+        match self {
+            BuiltinWorker::Data => "pipe-stages",
+            BuiltinWorker::Training => "pipe-train",
+        }
     }
-    Err(EngineError::usage(
-        format!(
-            "the stage worker `pipe-stage` is not installed beside `{}`",
-            exe.display()
-        ),
-        "build it with `cargo build --release -p pipe-stages`, or set PIPE_WORKER to its path",
-    ))
+
+    /// What its build reads, relative to the workspace root: its crate, the
+    /// crates it depends on, and the workspace's manifest and lock file
+    /// (profiles, versions).
+    fn sources(self) -> &'static [&'static str] {
+        const DATA: &[&str] = &[
+            "stages/src",
+            "stages/Cargo.toml",
+            "protocol/src",
+            "protocol/Cargo.toml",
+            "Cargo.toml",
+            "Cargo.lock",
+        ];
+        const TRAINING: &[&str] = &[
+            "stages/src",
+            "stages/Cargo.toml",
+            "protocol/src",
+            "protocol/Cargo.toml",
+            "Cargo.toml",
+            "Cargo.lock",
+            "train/src",
+            "train/csrc",
+            "train/build.rs",
+            "train/Cargo.toml",
+        ];
+        match self {
+            BuiltinWorker::Data => DATA,
+            BuiltinWorker::Training => TRAINING,
+        }
+    }
 }
 
-/// The libtorch worker, if there is one: beside the built-in worker, else
-/// in a checkout `target-torch/<profile>/`, built there first when
-/// `build_if_missing` (a pipeline uses a training stage) or when stale.
-fn training_worker(builtin: &Path, build_if_missing: bool) -> Result<Option<PathBuf>> {
-    let beside = builtin.with_file_name("pipe-stage-train");
-    if beside.is_file() {
-        return Ok(Some(beside));
+/// `pipe` running from a cargo target directory of a source checkout: the
+/// workers are built on first use, and again when their sources are newer,
+/// into the same target directory and profile, so that they share every
+/// dependency `pipe` itself was built with.
+struct Checkout {
+    root: PathBuf,
+    target_dir: PathBuf,
+    /// The profile's directory name: `debug` (the dev profile), `release`,
+    /// or a custom profile's name.
+    profile_dir: String,
+}
+
+impl Checkout {
+    /// The checkout `exe` (`<target dir>/<profile>/pipe`) was built from:
+    /// the directory above a target directory named `target`, or else,
+    /// when `CARGO_TARGET_DIR` put the target directory elsewhere, the
+    /// workspace this binary was compiled from, if it is still there.
+    /// Either must hold this repository's worker crates.
+    fn of(exe: &Path) -> Option<Checkout> {
+        let profile_dir = exe.parent()?;
+        let target_dir = profile_dir.parent()?;
+        let is_workspace = |root: &Path| {
+            root.join("stages").join("Cargo.toml").is_file()
+                && root.join("train").join("Cargo.toml").is_file()
+        };
+        let beside = target_dir
+            .parent()
+            .filter(|root| target_dir.file_name() == Some("target".as_ref()) && is_workspace(root));
+        // cargo marks every target directory with CACHEDIR.TAG; a `pipe`
+        // copied into some other directory is an installation.
+        let compiled_from = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .filter(|root| target_dir.join("CACHEDIR.TAG").is_file() && is_workspace(root));
+        let root = beside.or(compiled_from)?;
+        Some(Checkout {
+            root: root.to_path_buf(),
+            target_dir: target_dir.to_path_buf(),
+            profile_dir: profile_dir.file_name()?.to_str()?.to_string(),
+        })
     }
-    let (Origin::Checkout { root, release }, _) = origin()? else {
-        return Ok(None);
+
+    /// Whether `worker`'s binary is missing or older than a source it is
+    /// built from. Walks a few dozen files (well under a millisecond), so
+    /// a no-op run in a checkout stays a no-op; cargo makes the real
+    /// decision when it runs.
+    fn is_stale(&self, worker: BuiltinWorker, binary: &Path) -> bool {
+        let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
+            return true;
+        };
+        worker
+            .sources()
+            .iter()
+            .any(|source| newer_than(&self.root.join(source), built))
+    }
+
+    /// Builds `workers` in one cargo invocation, so that the dependencies
+    /// they share are compiled once (and are those `pipe` was built with:
+    /// the workspace aligns their features, see `shared-deps/`).
+    /// The training worker needs libtorch first.
+    fn build(&self, workers: &[BuiltinWorker]) -> Result<()> {
+        let training = workers.contains(&BuiltinWorker::Training);
+        let names: Vec<String> = workers
+            .iter()
+            .map(|worker| format!("`{}`", worker.binary()))
+            .collect();
+        if training {
+            eprintln!(
+                "building {} (first use or sources changed): libtorch first (torch==2.11.0 into \
+                 .venv/, 4.6 GB, unless LIBTORCH is set), then one cargo build into {}; the first \
+                 time takes several minutes on 2 cores (docs/libtorch.md)",
+                names.join(" and "),
+                self.target_dir.display()
+            );
+            bootstrap_libtorch(&self.root)?;
+        } else {
+            eprintln!(
+                "building {} (first use or sources changed)",
+                names.join(" and ")
+            );
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        command
+            .current_dir(&self.root)
+            .env("CARGO_TARGET_DIR", &self.target_dir)
+            .arg("build");
+        // The dev profile's directory is `debug`; any other profile's is
+        // its name.
+        let profile = match self.profile_dir.as_str() {
+            "debug" => "dev",
+            name => name,
+        };
+        command.args(["--profile", profile]);
+        for worker in workers {
+            command.args(["-p", worker.package(), "--bin", worker.binary()]);
+        }
+        if training && std::env::var_os("LIBTORCH").is_none() {
+            let venv_bin = self.root.join(".venv").join("bin");
+            let mut path = vec![venv_bin];
+            if let Some(existing) = std::env::var_os("PATH") {
+                path.extend(std::env::split_paths(&existing));
+            }
+            let path = std::env::join_paths(path)
+                .map_err(|e| EngineError::usage(format!("PATH: {e}"), "fix PATH"))?;
+            command.env("LIBTORCH_USE_PYTORCH", "1").env("PATH", path);
+        }
+        command.stdout(stdout_to_stderr()?);
+        let status = command.status().map_err(|e| EngineError::io("cargo", e))?;
+        if !status.success() {
+            return Err(EngineError::usage(
+                format!(
+                    "building {} failed (see cargo's output above)",
+                    names.join(" and ")
+                ),
+                if training {
+                    "see docs/libtorch.md: the training worker needs libtorch 2.11.0 \
+                     (scripts/bootstrap-libtorch.sh, or LIBTORCH)"
+                } else {
+                    "fix the build error, or set PIPE_WORKER to a working `pipe-stage`"
+                },
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The built-in workers: `pipe-stage` (`PIPE_WORKER`, else beside this
+/// binary), and `pipe-stage-train` beside it when it exists. In a source
+/// checkout, those missing or stale are built first, all in one cargo
+/// invocation: `pipe-stage` always, `pipe-stage-train` when `for_training`
+/// (a pipeline uses a training stage) or when it was built before.
+fn builtin_workers(for_training: bool) -> Result<Vec<PathBuf>> {
+    let data = match std::env::var_os("PIPE_WORKER").filter(|value| !value.is_empty()) {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            if !path.is_file() {
+                return Err(EngineError::usage(
+                    format!("PIPE_WORKER names `{}`, which does not exist", path.display()),
+                    "point PIPE_WORKER at a `pipe-stage` binary, or unset it to use the one beside `pipe`",
+                ));
+            }
+            path
+        }
+        None => {
+            let exe =
+                std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
+            let data = exe.with_file_name(BuiltinWorker::Data.binary());
+            if let Some(checkout) = Checkout::of(&exe) {
+                let training = exe.with_file_name(BuiltinWorker::Training.binary());
+                let mut stale = Vec::new();
+                if checkout.is_stale(BuiltinWorker::Data, &data) {
+                    stale.push((BuiltinWorker::Data, data.clone()));
+                }
+                if (for_training || training.is_file())
+                    && checkout.is_stale(BuiltinWorker::Training, &training)
+                {
+                    stale.push((BuiltinWorker::Training, training));
+                }
+                if !stale.is_empty() {
+                    let workers: Vec<BuiltinWorker> =
+                        stale.iter().map(|(worker, _)| *worker).collect();
+                    checkout.build(&workers)?;
+                    for (_, binary) in &stale {
+                        mark_fresh(binary);
+                    }
+                }
+            }
+            if !data.is_file() {
+                return Err(EngineError::usage(
+                    format!(
+                        "the stage worker `pipe-stage` is not installed beside `{}`",
+                        exe.display()
+                    ),
+                    "build it with `cargo build --release -p pipe-stages`, or set PIPE_WORKER to its path",
+                ));
+            }
+            data
+        }
     };
-    let built = root
-        .join(TORCH_TARGET_DIR)
-        .join(if release { "release" } else { "debug" })
-        .join("pipe-stage-train");
-    let present = built.is_file();
-    if (present || build_if_missing) && is_stale(&built, &root) {
-        build(&root, release, WorkerBuild::Training)?;
-        mark_fresh(&built);
+    let mut workers = vec![data];
+    // The libtorch worker is optional: installations without libtorch
+    // leave it out (docs/libtorch.md).
+    let training = workers[0].with_file_name(BuiltinWorker::Training.binary());
+    if training.is_file() {
+        workers.push(training);
     }
-    Ok(built.is_file().then_some(built))
-}
-
-/// The target directory of libtorch builds, apart from `target/`: a
-/// `pipe-stages` built with the `torch` feature links libtorch into every
-/// binary of the package, `pipe-stage` included (docs/libtorch.md).
-const TORCH_TARGET_DIR: &str = "target-torch";
-
-/// The workspace root when `exe` is `<root>/target/<profile>/pipe`.
-fn cargo_workspace_of(exe: &Path) -> Option<PathBuf> {
-    let profile_dir = exe.parent()?;
-    let target_dir = profile_dir.parent()?;
-    let root = target_dir.parent()?;
-    (target_dir.file_name()? == "target" && root.join("stages").join("Cargo.toml").is_file())
-        .then(|| root.to_path_buf())
-}
-
-/// Whether `binary` is missing or older than a source it is built from.
-/// Walks a few dozen files (well under a millisecond), so a no-op run in
-/// a checkout stays a no-op; cargo makes the real decision when it runs.
-fn is_stale(binary: &Path, root: &Path) -> bool {
-    let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
-        return true;
-    };
-    let sources = [
-        root.join("stages/src"),
-        root.join("stages/csrc"),
-        root.join("stages/build.rs"),
-        root.join("stages/Cargo.toml"),
-        root.join("protocol/src"),
-        root.join("protocol/Cargo.toml"),
-        root.join("Cargo.lock"),
-    ];
-    sources.iter().any(|source| newer_than(source, built))
+    Ok(workers)
 }
 
 /// After a successful build: cargo leaves a binary it found up to date
@@ -230,65 +360,6 @@ fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
                 .flatten()
                 .any(|entry| newer_than(&entry.path(), time))
         })
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum WorkerBuild {
-    Data,
-    Training,
-}
-
-fn build(root: &Path, release: bool, which: WorkerBuild) -> Result<()> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(root)
-        .args(["build", "-p", "pipe-stages"]);
-    if release {
-        command.arg("--release");
-    }
-    let name = match which {
-        WorkerBuild::Data => {
-            eprintln!("building the stage worker `pipe-stage` (first use or sources changed)");
-            command.args(["--bin", "pipe-stage"]);
-            "pipe-stage"
-        }
-        WorkerBuild::Training => {
-            eprintln!(
-                "building the training worker `pipe-stage-train` (first use or sources changed): \
-                 libtorch first (torch==2.11.0 into .venv/, 4.6 GB, unless LIBTORCH is set), then \
-                 a build against it into {TORCH_TARGET_DIR}/; the first time takes 10 to 20 minutes \
-                 on 2 cores (docs/libtorch.md)"
-            );
-            bootstrap_libtorch(root)?;
-            command
-                .args(["--bin", "pipe-stage-train", "--features", "torch"])
-                .env("CARGO_TARGET_DIR", root.join(TORCH_TARGET_DIR));
-            if std::env::var_os("LIBTORCH").is_none() {
-                let venv_bin = root.join(".venv").join("bin");
-                let mut path = vec![venv_bin];
-                if let Some(existing) = std::env::var_os("PATH") {
-                    path.extend(std::env::split_paths(&existing));
-                }
-                let path = std::env::join_paths(path)
-                    .map_err(|e| EngineError::usage(format!("PATH: {e}"), "fix PATH"))?;
-                command.env("LIBTORCH_USE_PYTORCH", "1").env("PATH", path);
-            }
-            "pipe-stage-train"
-        }
-    };
-    command.stdout(stdout_to_stderr()?);
-    let status = command.status().map_err(|e| EngineError::io("cargo", e))?;
-    if !status.success() {
-        return Err(EngineError::usage(
-            format!("building the worker `{name}` failed (see cargo's output above)"),
-            match which {
-                WorkerBuild::Data => "fix the build error, or set PIPE_WORKER to a working `pipe-stage`",
-                WorkerBuild::Training => "see docs/libtorch.md: the build needs libtorch 2.11.0 (scripts/bootstrap-libtorch.sh, or LIBTORCH)",
-            },
-        ));
-    }
-    Ok(())
 }
 
 /// A child's stdout sent to our stderr: build output is progress for the
@@ -360,12 +431,7 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default();
-    let mut workers = vec![builtin_worker()?];
-    // The libtorch worker is optional: it exists where it was built with
-    // the `torch` feature (docs/libtorch.md).
-    if let Some(training) = training_worker(&workers[0], for_training)? {
-        workers.push(training);
-    }
+    let mut workers = builtin_workers(for_training)?;
     let external: Vec<PathBuf> = external_workers(project)
         .into_iter()
         .filter(|worker| !workers.contains(worker))

@@ -5,15 +5,14 @@
 # samples/s and model FLOPs utilisation, from fresh weights (no hub).
 #
 # Build here, carry the binary and the venv's torch libraries, run there:
-#   CARGO_TARGET_DIR=target-torch cargo build --release -p pipe-stages \
-#       --features torch --example model_throughput
+#   cargo build --release -p pipe-train --example model_throughput
 #   scripts/bench/gpu_train.sh [BINARY]
 # Env: PEAK_TFLOPS (default 989: H100/H200 SXM dense bf16), BATCHES
 # (default "8 16 32"), ITERS (default 20), PRECISIONS (default
 # "bf16-mixed 32-true").
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-binary=${1:-$repo/target-torch/release/examples/model_throughput}
+binary=${1:-$repo/target/release/examples/model_throughput}
 model=$(mktemp -d)
 trap 'rm -rf "$model"' EXIT
 cat > "$model/config.json" <<'JSON'

@@ -21,9 +21,8 @@ scripts/bootstrap-libtorch.sh --with-transformers >&2
 if [[ -z "${LIBTORCH:-}" ]]; then
     export LIBTORCH_USE_PYTORCH=1 PATH="$repo/.venv/bin:$PATH"
 fi
-CARGO_TARGET_DIR="$repo/target-torch" cargo build --release --quiet -p pipe-stages \
-    --features torch --example model_throughput
-ours="$repo/target-torch/release/examples/model_throughput"
+cargo build --release --quiet -p pipe-train --example model_throughput
+ours="${CARGO_TARGET_DIR:-$repo/target}/release/examples/model_throughput"
 
 model=${MODEL_DIR:-$repo/data/quickstart/all-MiniLM-L6-v2}
 if [[ ! -f "$model/model.safetensors" ]]; then

@@ -10,8 +10,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use pipe_stages::batches::{padding_ratio, BucketSampler, Collator, TokenizedSplit};
+use pipe_stages::batches::{padding_ratio, BucketSampler, Collator};
 use pipe_stages::rng::SplitMix64;
+use pipe_stages::token_file::TokenizedSplit;
 use safetensors::tensor::TensorView;
 use safetensors::Dtype;
 

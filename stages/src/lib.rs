@@ -3,23 +3,22 @@
 //! engine writes an `Invocation`, the worker runs one stage, reports
 //! progress as JSON lines on stdout, and leaves its outputs (and
 //! `metrics.json`) in the output directory it was given.
+//!
+//! The training stages live in the crate `pipe-train` (worker
+//! `pipe-stage-train`), which links libtorch; it builds on the public parts
+//! of this crate: [`batches`], [`classification`], [`token_file`],
+//! [`worker`], [`StageContext`], [`BuiltinStage`] and the param helpers of
+//! [`builtins`]. Nothing here needs libtorch.
 
 pub mod batches;
 pub mod builtins;
 pub mod classification;
 mod context;
-#[cfg(feature = "torch")]
-pub mod ddp;
 mod error;
 mod http;
-#[cfg(feature = "torch")]
-pub mod model;
-#[cfg(feature = "torch")]
-pub mod optim;
-#[cfg(feature = "torch")]
-pub mod precision;
 pub mod records;
 pub mod rng;
+pub mod token_file;
 pub mod worker;
 
 pub use context::{emit, StageContext};

@@ -1,15 +1,12 @@
-//! The registry of built-in stages.
+//! The registry of the data stages, and the param helpers every
+//! built-in stage (`pipe-train`'s too) declares its params with.
 
 mod csv;
 mod download;
-#[cfg(feature = "torch")]
-mod eval;
 mod hf;
 mod imdb;
 mod split;
 mod tokenize;
-#[cfg(feature = "torch")]
-mod train;
 
 use pipe_protocol::{ParamKind, ParamSpec};
 use serde_json::Value;
@@ -18,7 +15,7 @@ use crate::BuiltinStage;
 
 /// A param of a built-in stage: `default` None is required,
 /// `Some(Value::Null)` optional (see `ParamSpec`).
-pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
+pub fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> ParamSpec {
     ParamSpec {
         name: name.into(),
         kind,
@@ -34,7 +31,7 @@ pub(crate) fn param(name: &str, kind: ParamKind, default: Option<Value>, doc: &s
 /// An optional `seed` param that falls back to the pipeline's `seed` param.
 /// The engine fills that fallback into `with:` before hashing, so a stage
 /// never reads a seed its key does not cover.
-pub(crate) fn seed_param(doc: &str) -> ParamSpec {
+pub fn seed_param(doc: &str) -> ParamSpec {
     ParamSpec {
         pipeline_param: Some("seed".into()),
         ..param("seed", ParamKind::Integer, Some(Value::Null), doc).at_least(0.0)
@@ -51,10 +48,4 @@ pub fn data_stages() -> Vec<&'static dyn BuiltinStage> {
         &split::Split,
         &tokenize::Tokenize,
     ]
-}
-
-/// The libtorch stages, run by `pipe-stage-train`.
-#[cfg(feature = "torch")]
-pub fn training_stages() -> Vec<&'static dyn BuiltinStage> {
-    vec![&train::TrainClassifier, &eval::EvalClassifier]
 }

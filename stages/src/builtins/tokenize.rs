@@ -1,14 +1,14 @@
 //! `text/tokenize@1`: a JSONL dataset to ragged token ids (safetensors),
 //! with a Hugging Face `tokenizer.json`.
 //!
-//! Each split becomes `NAME.safetensors` holding `input_ids` (U32, every
-//! row's ids concatenated), `offsets` (I64, n + 1 entries: row i is
-//! `input_ids[offsets[i]..offsets[i + 1]]`) and `labels` (I64). Rows are not
-//! padded, so training can pad per batch instead of to `max_length`.
+//! Each split becomes `NAME.safetensors` in the format that
+//! [`crate::token_file`] writes and reads (ragged ids, offsets, labels),
+//! beside a copy of the tokenizer.json. Rows are not padded, so training
+//! can pad per batch instead of to `max_length`.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,11 +19,11 @@ use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
 use super::param;
 use crate::records::{self, Line, MAX_RECORD_BYTES};
+use crate::token_file::{self, TOKENIZER_FILE};
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
 pub struct Tokenize;
 
-const TOKENIZER_FILE: &str = "tokenizer.json";
 const OUTPUT: &str = "tokens";
 const PHASE: &str = "tokenize";
 const UNIT: &str = "texts";
@@ -147,7 +147,6 @@ impl BuiltinStage for Tokenize {
             })?;
             let stats = LengthStats::of(&encoded.offsets, encoded.truncated);
             let mut metadata = BTreeMap::new();
-            metadata.insert("format", "pipe-tokens/1".to_string());
             metadata.insert("stage", "text/tokenize@1".to_string());
             metadata.insert("split", name.clone());
             metadata.insert("max_length", max_length.to_string());
@@ -155,8 +154,14 @@ impl BuiltinStage for Tokenize {
             metadata.insert("rows", rows.texts.len().to_string());
             metadata.insert("tokens", encoded.input_ids.len().to_string());
             metadata.insert("truncated", encoded.truncated.to_string());
-            let file = out_dir.join(format!("{name}.safetensors"));
-            write_safetensors(&file, &metadata, &encoded, &rows.labels)?;
+            let file = token_file::split_file(&out_dir, name);
+            token_file::write(
+                &file,
+                &metadata,
+                &encoded.input_ids,
+                &encoded.offsets,
+                &rows.labels,
+            )?;
             metrics.insert(name.clone(), stats.to_json());
         }
         context.progress_done(PHASE, total, UNIT);
@@ -553,55 +558,4 @@ impl LengthStats {
             "truncated": self.truncated,
         })
     }
-}
-
-/// Writes a safetensors file. The `safetensors` crate's writer takes the
-/// `__metadata__` as a `HashMap` and writes it in random order, so two runs
-/// would differ byte for byte; the header is simple enough to write here,
-/// with sorted keys. Tensors come I64 first so every tensor stays aligned.
-fn write_safetensors(
-    path: &Path,
-    metadata: &BTreeMap<&str, String>,
-    encoded: &Encoded,
-    labels: &[i64],
-) -> Result<()> {
-    let rows = labels.len();
-    let labels_bytes = rows * 8;
-    let offsets_bytes = (rows + 1) * 8;
-    let ids_bytes = encoded.input_ids.len() * 4;
-    let mut header = serde_json::Map::new();
-    header.insert("__metadata__".into(), json!(metadata));
-    header.insert(
-        "labels".into(),
-        json!({"dtype": "I64", "shape": [rows], "data_offsets": [0, labels_bytes]}),
-    );
-    let offsets_end = labels_bytes + offsets_bytes;
-    header.insert(
-        "offsets".into(),
-        json!({"dtype": "I64", "shape": [rows + 1], "data_offsets": [labels_bytes, offsets_end]}),
-    );
-    header.insert(
-        "input_ids".into(),
-        json!({"dtype": "U32", "shape": [encoded.input_ids.len()], "data_offsets": [offsets_end, offsets_end + ids_bytes]}),
-    );
-    let mut header =
-        serde_json::to_vec(&Value::Object(header)).map_err(|e| StageError::Other(e.to_string()))?;
-    header.resize(header.len().next_multiple_of(8), b' ');
-
-    let io = |e| StageError::io(path, e);
-    let mut out = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
-    out.write_all(&(header.len() as u64).to_le_bytes())
-        .map_err(io)?;
-    out.write_all(&header).map_err(io)?;
-    for label in labels {
-        out.write_all(&label.to_le_bytes()).map_err(io)?;
-    }
-    for offset in &encoded.offsets {
-        out.write_all(&offset.to_le_bytes()).map_err(io)?;
-    }
-    for id in &encoded.input_ids {
-        out.write_all(&id.to_le_bytes()).map_err(io)?;
-    }
-    out.flush().map_err(io)?;
-    Ok(())
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use pipe_stages::batches::{
     limit, pad_id, padding_ratio, shard, to_row_order, BucketSampler, Collator, EvalSampler,
-    TokenizedSplit,
 };
+use pipe_stages::token_file::TokenizedSplit;
 use pipe_stages::StageError;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::{json, Value};

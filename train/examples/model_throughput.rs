@@ -5,20 +5,18 @@
 //! the train stage's: 32-true (the default), bf16-mixed (forward and loss
 //! under CPU bf16 autocast) or bf16-true (bf16 weights and optimizer).
 //!
-//!     CARGO_TARGET_DIR=target-torch cargo run -p pipe-stages --features torch \
-//!         --example model_throughput -- MODEL_DIR [BATCH SEQ ITERS [train|forward [PRECISION]]]
+//!     cargo run -p pipe-train --example model_throughput -- MODEL_DIR [BATCH SEQ ITERS [train|forward [PRECISION]]]
 //!
 //! MODEL_DIR holds config.json and model.safetensors (MiniLM-L6: see
 //! docs/libtorch.md). The dev profile already builds dependencies with
 //! opt-level 2 and the work is inside libtorch, so a release build changes
 //! little.
 
-#[cfg(feature = "torch")]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     use std::time::Instant;
 
-    use pipe_stages::model::SequenceClassifier;
-    use pipe_stages::precision::{AutocastGuard, Precision};
+    use pipe_train::model::SequenceClassifier;
+    use pipe_train::precision::{AutocastGuard, Precision};
     use tch::{Device, Kind, Tensor};
 
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -52,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut model = if dir.join("model.safetensors").is_file() {
         SequenceClassifier::from_pretrained(dir, Some(2), device)?.0
     } else {
-        let config = pipe_stages::model::ModelConfig::from_file(&dir.join("config.json"))?;
+        let config = pipe_train::model::ModelConfig::from_file(&dir.join("config.json"))?;
         SequenceClassifier::new(config, 2, device)?
     };
     if precision.weight_kind() == Kind::BFloat16 {
@@ -170,19 +168,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The stage's fused AdamW with torch.optim.AdamW's defaults (lr 5e-5 as
 /// set, weight decay 0.01 on every parameter).
-#[cfg(feature = "torch")]
-fn nn_adamw(model: &pipe_stages::model::SequenceClassifier) -> pipe_stages::optim::AdamW {
-    pipe_stages::optim::AdamW::new(
+fn nn_adamw(model: &pipe_train::model::SequenceClassifier) -> pipe_train::optim::AdamW {
+    pipe_train::optim::AdamW::new(
         vec![(model.vs.trainable_variables(), 0.01)],
         5e-5,
         0.9,
         0.999,
         1e-8,
     )
-}
-
-#[cfg(not(feature = "torch"))]
-fn main() {
-    eprintln!("model_throughput needs `--features torch` (see docs/libtorch.md)");
-    std::process::exit(2);
 }

@@ -10,12 +10,14 @@ use std::path::{Path, PathBuf};
 use pipe_protocol::{OutputKind, OutputSpec, ParamKind};
 use serde_json::{json, Map, Value};
 
-use super::param;
-use super::train::{check_labels, check_lengths, device, open_split, predict, TOKENIZER_FILE};
-use crate::batches::{pad_id, Collator};
-use crate::classification::classification_report;
+use pipe_stages::batches::{pad_id, Collator};
+use pipe_stages::builtins::param;
+use pipe_stages::classification::classification_report;
+use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
+use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+
+use super::classifier::{check_labels, check_lengths, device, predict};
 use crate::model::SequenceClassifier;
-use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
 pub struct EvalClassifier;
 

@@ -1,10 +1,10 @@
-//! Link settings for the `torch` feature; without it this does nothing.
+//! Link settings of the libtorch worker, its tests and examples.
 //!
 //! torch-sys finds libtorch (LIBTORCH, or LIBTORCH_USE_PYTORCH=1 with a
 //! python that has torch) and puts an rpath on its own C++ shim, but neither
 //! it nor tch can pass linker arguments to *our* binaries: `rustc-link-arg`
 //! only reaches the targets of the package whose build script prints it. So
-//! `pipe-stage` and the test binaries would need LD_LIBRARY_PATH, and on a
+//! `pipe-stage-train` and the test binaries would need LD_LIBRARY_PATH, and on a
 //! CUDA build the linker would drop libtorch_cuda (nothing references it by
 //! symbol; it registers the CUDA backend from static initialisers), leaving
 //! a binary that silently sees no GPU. This script repeats what tch's own
@@ -20,9 +20,6 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/autocast.cpp");
     println!("cargo:rerun-if-changed=csrc/optim.cpp");
     println!("cargo:rerun-if-changed=csrc/guarded.h");
-    if env::var_os("CARGO_FEATURE_TORCH").is_none() {
-        return;
-    }
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os != "linux" {
         // macOS and Windows are not targets of pipe yet; their loaders need
@@ -35,7 +32,6 @@ fn main() {
     // second copy of its search logic here. It is absent only under
     // torch-sys' `doc-only` feature, where nothing is linked.
     if let Some(lib_dir) = env::var_os("DEP_TCH_LIBTORCH_LIB") {
-        #[cfg(feature = "torch")]
         autocast_shim(std::path::Path::new(&lib_dir));
         let lib_dir = lib_dir.to_string_lossy();
         // RUNPATH rather than old-style RPATH is what modern ld emits; it is
@@ -46,11 +42,10 @@ fn main() {
     // libtorch.so is a thin library whose DT_NEEDED entries pull in
     // libtorch_cpu and, on CUDA wheels, libtorch_cuda; forcing it to be
     // needed keeps those even though no symbol of theirs is referenced.
-    // Only the training worker needs CUDA: the data worker `pipe-stage`
-    // should carry as little of libtorch as the linker lets it.
-    println!("cargo:rustc-link-arg-bin=pipe-stage-train=-Wl,--no-as-needed");
-    println!("cargo:rustc-link-arg-bin=pipe-stage-train=-ltorch");
-    // The benchmark examples run on a GPU too (scripts/bench/gpu_train.sh).
+    // The worker and the benchmark examples run on a GPU
+    // (scripts/bench/gpu_train.sh); the tests need only the CPU.
+    println!("cargo:rustc-link-arg-bins=-Wl,--no-as-needed");
+    println!("cargo:rustc-link-arg-bins=-ltorch");
     println!("cargo:rustc-link-arg-examples=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg-examples=-ltorch");
 }
@@ -60,7 +55,6 @@ fn main() {
 /// headers sit beside it in `include/` (the layout of both the PyPI wheel
 /// and the libtorch zip). The symbols it calls resolve against the
 /// libraries torch-sys already links.
-#[cfg(feature = "torch")]
 fn autocast_shim(lib_dir: &std::path::Path) {
     let root = lib_dir.parent().unwrap_or(lib_dir);
     let include = root.join("include");

@@ -8,10 +8,8 @@
 //! epoch, the best epoch by validation accuracy kept in memory (as
 //! Lightning's `ModelCheckpoint(monitor="val_acc", mode="max")`) and early
 //! stopping. Precision as Lightning's (see `crate::precision`); strategy
-//! `single` or `ddp` (see `crate::ddp`).
-//!
-//! Also home of what `eval/classifier@1` shares with validation: device
-//! choice, batch tensors, the prediction loop, input checks.
+//! `single` or `ddp` (see `crate::ddp`). Validation is the prediction
+//! loop that `eval/classifier@1` uses too (`super::classifier`).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -25,19 +23,23 @@ use serde_json::{json, Map, Value};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Reduction, Tensor};
 
-use super::{param, seed_param};
-use crate::batches::{
-    accumulation_steps, limit, micro_batch_weights, pad_id, to_row_order, Batch, BucketSampler,
-    Collator, EvalSampler, TokenizedSplit,
+use pipe_stages::batches::{
+    accumulation_steps, limit, micro_batch_weights, pad_id, Batch, BucketSampler, Collator,
 };
-use crate::classification::{linear_warmup_decay, BestEpoch, EpochVerdict};
+use pipe_stages::builtins::{param, seed_param};
+use pipe_stages::classification::{linear_warmup_decay, BestEpoch, EpochVerdict};
+use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
+use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+
+use super::classifier::{
+    batch_tensors, check_labels, check_lengths, device, precision_error, predict, torch,
+};
 use crate::ddp::{
     same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
 };
-use crate::model::{Architecture, ModelError, SequenceClassifier};
+use crate::model::{Architecture, SequenceClassifier};
 use crate::optim::{AdamW, OptimError};
-use crate::precision::{self, AutocastGuard, LossScaler, Precision, PrecisionError};
-use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+use crate::precision::{self, AutocastGuard, LossScaler, Precision};
 
 pub struct TrainClassifier;
 
@@ -45,7 +47,6 @@ const CHECKPOINT: &str = "checkpoint";
 const CURVES: &str = "curves";
 const UNIT: &str = "steps";
 pub(super) const STRATEGIES: &[&str] = &["single", "ddp"];
-pub(super) const TOKENIZER_FILE: &str = "tokenizer.json";
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
 /// tokenizer.json; copied into the checkpoint when the model has them.
 const TOKENIZER_EXTRAS: &[&str] = &[
@@ -512,120 +513,6 @@ impl Settings {
     }
 }
 
-fn precision_error(error: PrecisionError) -> StageError {
-    match &error {
-        PrecisionError::Unsupported { .. } => {
-            StageError::param("precision", error.to_string(), error.hint())
-        }
-        PrecisionError::Autocast(_) | PrecisionError::Torch(_) => {
-            StageError::Other(error.to_string())
-        }
-    }
-}
-
-/// libtorch errors as stage errors, with the model's wording.
-pub(super) fn torch(error: tch::TchError) -> StageError {
-    ModelError::from(error).into()
-}
-
-/// The CPU when the engine gave the stage no GPU, else the first GPU it
-/// gave (the engine also sets CUDA_VISIBLE_DEVICES, so that is cuda:0).
-pub(super) fn device(context: &StageContext) -> Result<Device> {
-    let devices = &context.invocation.devices;
-    if devices.is_empty() {
-        return Ok(Device::Cpu);
-    }
-    if devices.len() > 1 {
-        return Err(StageError::param(
-            "strategy",
-            format!(
-                "`single` uses one device, but the stage was given {} GPUs ({})",
-                devices.len(),
-                devices.join(", ")
-            ),
-            "set `resources.gpus: 1` for this stage, or `strategy: ddp` with `devices` equal to its GPUs",
-        ));
-    }
-    if !tch::Cuda::is_available() {
-        return Err(StageError::input(
-            format!(
-                "the stage was given GPU {} but libtorch sees no CUDA device",
-                devices[0]
-            ),
-            "check the NVIDIA driver (nvidia-smi) and that the worker was built against a CUDA libtorch; \
-             or drop `resources.gpus` to train on the CPU",
-        ));
-    }
-    Ok(Device::Cuda(0))
-}
-
-/// `tokens/NAME.safetensors`, with a helpful error when the split is absent.
-pub(super) fn open_split(tokens: &Path, name: &str) -> Result<TokenizedSplit> {
-    let file = tokens.join(format!("{name}.safetensors"));
-    if !file.is_file() {
-        let mut present: Vec<String> = std::fs::read_dir(tokens)
-            .map_err(|e| StageError::io(tokens, e))?
-            .filter_map(|entry| {
-                let path = entry.ok()?.path();
-                (path.extension()? == "safetensors")
-                    .then(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))?
-            })
-            .collect();
-        present.sort();
-        return Err(StageError::input(
-            format!(
-                "`{}` has no split `{name}` (it has: {})",
-                tokens.display(),
-                if present.is_empty() {
-                    "none".to_string()
-                } else {
-                    present.join(", ")
-                }
-            ),
-            "point `tokens` at the output of text/tokenize@1 run on a dataset with that split \
-             (data/split writes train, val and test)",
-        ));
-    }
-    TokenizedSplit::open(&file)
-}
-
-/// Labels outside the head would be an index error inside libtorch.
-pub(super) fn check_labels(split: &TokenizedSplit, num_labels: i64) -> Result<()> {
-    if let Some((row, label)) = split
-        .labels()
-        .iter()
-        .enumerate()
-        .find(|(_, &label)| !(0..num_labels).contains(&label))
-    {
-        return Err(StageError::input(
-            format!(
-                "`{}` row {row} has label {label}, but the model has {num_labels} classes (0..{})",
-                split.path().display(),
-                num_labels - 1
-            ),
-            "set `num_labels` to the number of classes, and make labels 0-based class ids",
-        ));
-    }
-    Ok(())
-}
-
-/// A row longer than the position table would fail mid-epoch; say so up
-/// front, with the fix.
-pub(super) fn check_lengths(split: &TokenizedSplit, model: &SequenceClassifier) -> Result<()> {
-    let positions = model.config.max_position_embeddings as usize;
-    let longest = split.lengths().into_iter().max().unwrap_or(0);
-    if longest > positions {
-        return Err(StageError::input(
-            format!(
-                "`{}` has rows of {longest} tokens, but the model has only {positions} positions",
-                split.path().display()
-            ),
-            format!("tokenize with `max_length: {positions}` or less"),
-        ));
-    }
-    Ok(())
-}
-
 /// AdamW as Hugging Face's Trainer sets it up: no weight decay on biases
 /// and LayerNorm weights (names as the Trainer's
 /// `get_decay_parameter_names`), betas 0.9/0.999, eps 1e-8; fused
@@ -666,34 +553,6 @@ fn optim_error(error: OptimError) -> StageError {
         OptimError::Torch(error) => torch(error),
         other => StageError::Other(other.to_string()),
     }
-}
-
-/// A batch as (input_ids, attention_mask, labels) on `device`. No mask when
-/// no row is padded: the model then skips masking, as `transformers` does
-/// for an all-ones mask.
-pub(super) fn batch_tensors(
-    batch: &Batch,
-    device: Device,
-) -> Result<(Tensor, Option<Tensor>, Tensor)> {
-    let shape = [batch.rows as i64, batch.seq_len as i64];
-    let ids = Tensor::f_from_slice(&batch.input_ids)
-        .and_then(|t| t.f_view(shape))
-        .and_then(|t| t.f_to_device(device))
-        .map_err(torch)?;
-    let mask = if batch.real_tokens == batch.padded_tokens() {
-        None
-    } else {
-        Some(
-            Tensor::f_from_slice(&batch.attention_mask)
-                .and_then(|t| t.f_view(shape))
-                .and_then(|t| t.f_to_device(device))
-                .map_err(torch)?,
-        )
-    };
-    let labels = Tensor::f_from_slice(&batch.labels)
-        .and_then(|t| t.f_to_device(device))
-        .map_err(torch)?;
-    Ok((ids, mask, labels))
 }
 
 /// The devices of the replicas, rank order: one under `single` (the
@@ -1107,93 +966,6 @@ fn train_micro_batch(
         correct,
         loss_sum: loss.double_value(&[]) * batch.rows as f64,
     })
-}
-
-/// Eval-mode results of a whole split, in dataset order.
-pub(super) struct Predictions {
-    pub rows: Vec<usize>,
-    pub labels: Vec<i64>,
-    pub predictions: Vec<usize>,
-    pub probabilities: Vec<Vec<f32>>,
-    pub loss_sum: f64,
-}
-
-impl Predictions {
-    pub fn mean_loss(&self) -> f64 {
-        self.loss_sum / self.rows.len().max(1) as f64
-    }
-
-    pub fn accuracy(&self) -> f64 {
-        let correct = self
-            .labels
-            .iter()
-            .zip(&self.predictions)
-            .filter(|(&label, &predicted)| label == predicted as i64)
-            .count();
-        correct as f64 / self.rows.len().max(1) as f64
-    }
-}
-
-/// Runs `split` through the model without dropout, in length-sorted
-/// batches, and puts the results back in dataset order.
-pub(super) fn predict(
-    model: &SequenceClassifier,
-    split: &TokenizedSplit,
-    collator: &Collator,
-    batch_size: usize,
-    autocast: Option<Kind>,
-    device: Device,
-) -> Result<Predictions> {
-    let sampler = EvalSampler::new(&split.lengths(), batch_size)?;
-    let mut per_row: Vec<(i64, usize, Vec<f32>)> = Vec::with_capacity(split.len());
-    let mut loss_sum = 0.0;
-    for rows in sampler.batches() {
-        let batch = collator.collate(split, rows)?;
-        let (ids, mask, labels) = batch_tensors(&batch, device)?;
-        let (loss, predicted, probabilities) = tch::no_grad(|| -> Result<_> {
-            let _autocast = autocast
-                .map(|kind| AutocastGuard::new(device, kind))
-                .transpose()
-                .map_err(precision_error)?;
-            let logits = model.forward_t(&ids, mask.as_ref(), None, false)?;
-            let loss = logits
-                .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Sum, -100, 0.0)
-                .map_err(torch)?
-                .double_value(&[]);
-            let probabilities = logits
-                .f_softmax(-1, Kind::Float)
-                .and_then(|p| p.f_to_device(Device::Cpu))
-                .map_err(torch)?;
-            let predicted = logits
-                .f_argmax(-1, false)
-                .and_then(|p| p.f_to_device(Device::Cpu))
-                .map_err(torch)?;
-            let predicted = Vec::<i64>::try_from(&predicted).map_err(torch)?;
-            let probabilities = Vec::<Vec<f32>>::try_from(&probabilities).map_err(torch)?;
-            Ok((loss, predicted, probabilities))
-        })?;
-        loss_sum += loss;
-        for ((label, predicted), probabilities) in
-            batch.labels.iter().zip(predicted).zip(probabilities)
-        {
-            per_row.push((*label, predicted as usize, probabilities));
-        }
-    }
-    let ordered = to_row_order(&sampler.order(), per_row)?;
-    let mut result = Predictions {
-        rows: Vec::with_capacity(ordered.len()),
-        labels: Vec::with_capacity(ordered.len()),
-        predictions: Vec::with_capacity(ordered.len()),
-        probabilities: Vec::with_capacity(ordered.len()),
-        loss_sum,
-    };
-    for (row, (label, predicted, probabilities)) in ordered {
-        result.rows.push(row);
-        result.labels.push(label);
-        result.predictions.push(predicted);
-        result.probabilities.push(probabilities);
-    }
-    Ok(result)
 }
 
 struct EpochStats {

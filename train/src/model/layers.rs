@@ -10,7 +10,7 @@ use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 use super::config::ModelConfig;
-use crate::rng::SplitMix64;
+use pipe_stages::rng::SplitMix64;
 
 pub fn linear(path: nn::Path, in_dim: i64, out_dim: i64, config: &ModelConfig) -> nn::Linear {
     nn::linear(

@@ -23,7 +23,7 @@ pub use distilbert::DistilBertForSequenceClassification;
 pub use layers::DropoutMasks;
 pub use weights::{load_safetensors, LoadReport};
 
-use crate::StageError;
+use pipe_stages::StageError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {

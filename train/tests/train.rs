@@ -1,18 +1,14 @@
 //! `train/classifier@1` and `eval/classifier@1` through the real
-//! `pipe-stage` worker, on a separable toy task (label 1 texts say "great",
-//! label 0 texts "awful") tokenized by `text/tokenize@1` with the MiniLM
-//! tokenizer fixture, and tiny random-initialised BERT/DistilBERT models
-//! built from the configs in fixtures/model. Built only with
-//! `--features torch`.
-#![cfg(feature = "torch")]
-
-mod common;
+//! `pipe-stage-train` worker, on a separable toy task (label 1 texts say
+//! "great", label 0 texts "awful") tokenized by `text/tokenize@1` with the
+//! MiniLM tokenizer fixture, and tiny random-initialised BERT/DistilBERT
+//! models built from the configs in fixtures/model.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use pipe_stages::classification::classification_report;
-use pipe_stages::model::{ModelConfig, SequenceClassifier};
+use pipe_train::model::{ModelConfig, SequenceClassifier};
 use serde_json::{json, Value};
 use tch::Device;
 
@@ -20,6 +16,11 @@ static TORCH_RNG: Mutex<()> = Mutex::new(());
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// The MiniLM tokenizer, a fixture of the tokenize stage's tests.
+fn tokenizer_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stages/tests/fixtures/tokenize/tokenizer.json")
 }
 
 struct Run {
@@ -49,20 +50,87 @@ impl Run {
     }
 }
 
-/// Runs one stage in `dir/NAME` (invocation, output, scratch).
-fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Run {
-    // Data stages live in `pipe-stage`, libtorch ones in `pipe-stage-train`.
-    let worker = if uses.starts_with("train/") || uses.starts_with("eval/") {
-        env!("CARGO_BIN_EXE_pipe-stage-train")
-    } else {
-        env!("CARGO_BIN_EXE_pipe-stage")
-    };
-    let run = common::run_worker(worker, &dir.join(name), name, uses, params, seed, 2);
-    Run {
-        success: run.success,
-        events: run.events,
-        output: run.output_dir,
+/// The invocation the engine would write for `uses@1` in `run_dir`, with
+/// the pipeline's `seed` filled into `with:` when the stage's is unset, as
+/// the engine does so that the key covers it.
+fn invocation(run_dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Value {
+    let mut params = params;
+    if let (Some(seed), Some(map)) = (seed, params.as_object_mut()) {
+        if map.get("seed").is_none_or(Value::is_null) {
+            map.insert("seed".into(), json!(seed));
+        }
     }
+    json!({
+        "protocol": pipe_protocol::PROTOCOL_VERSION,
+        "stage": name,
+        "uses": uses,
+        "version": 1,
+        "params": params,
+        "output_dir": run_dir.join("out"),
+        "scratch_dir": run_dir.join("scratch"),
+        "project_root": run_dir,
+        "devices": [],
+        "threads": 2,
+    })
+}
+
+/// Runs one training stage in `dir/NAME` (invocation, output, scratch)
+/// through the worker binary, and checks that its exit status and its last
+/// event agree.
+fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Run {
+    let run_dir = dir.join(name);
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let file = run_dir.join("invocation.json");
+    let invocation = invocation(&run_dir, name, uses, params, seed);
+    std::fs::write(&file, invocation.to_string()).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pipe-stage-train"))
+        .args(["run", "--invocation"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let last = events.last().expect("no event");
+    assert_eq!(
+        output.status.success(),
+        last["event"] == "done",
+        "exit status and last event disagree: {stdout}"
+    );
+    Run {
+        success: output.status.success(),
+        events,
+        output: run_dir.join("out"),
+    }
+}
+
+/// Runs `text/tokenize@1` in this process, with the code `pipe-stage` runs:
+/// that binary belongs to another package, which cargo builds only for
+/// that package's own tests. Its progress lines go to stdout.
+fn tokenize(dir: &Path, params: Value) -> PathBuf {
+    let stage = pipe_stages::builtins::data_stages()
+        .into_iter()
+        .find(|stage| stage.info().name == "text/tokenize")
+        .expect("pipe-stage offers text/tokenize");
+    let run_dir = dir.join("tokenize");
+    let mut invocation: pipe_protocol::Invocation = serde_json::from_value(invocation(
+        &run_dir,
+        "tokenize",
+        "text/tokenize",
+        params,
+        None,
+    ))
+    .unwrap();
+    invocation.params = pipe_protocol::check_params(&stage.info(), &invocation.params)
+        .unwrap_or_else(|problems| panic!("{problems:?}"));
+    std::fs::create_dir_all(&invocation.output_dir).unwrap();
+    let output_dir = invocation.output_dir.clone();
+    if let Err(error) = stage.run(&pipe_stages::StageContext::new(invocation)) {
+        panic!("tokenize: {error} ({})", error.hint().unwrap_or(""));
+    }
+    output_dir
 }
 
 /// A tiny xorshift so the toy data needs no dependency.
@@ -110,19 +178,15 @@ fn tokens(dir: &Path) -> PathBuf {
     write_split(&dataset.join("train.jsonl"), 192, &mut rng);
     write_split(&dataset.join("val.jsonl"), 32, &mut rng);
     write_split(&dataset.join("test.jsonl"), 40, &mut rng);
-    let run = run_stage(
+    let output = tokenize(
         dir,
-        "tokenize",
-        "text/tokenize",
         json!({
             "dataset": dataset,
-            "tokenizer": fixtures().join("tokenize/tokenizer.json"),
+            "tokenizer": tokenizer_fixture(),
             "max_length": 32,
         }),
-        None,
     );
-    assert!(run.success, "{}", run.error());
-    run.output.join("tokens")
+    output.join("tokens")
 }
 
 /// A model directory: the tiny fixture's config resized to the MiniLM
@@ -164,11 +228,7 @@ fn model_dir_with(dir: &Path, fixture: &str, seed: i64, overrides: Value) -> Pat
         .unwrap()
     };
     model.vs.save(model_dir.join("model.safetensors")).unwrap();
-    std::fs::copy(
-        fixtures().join("tokenize/tokenizer.json"),
-        model_dir.join("tokenizer.json"),
-    )
-    .unwrap();
+    std::fs::copy(tokenizer_fixture(), model_dir.join("tokenizer.json")).unwrap();
     model_dir
 }
 
@@ -629,7 +689,7 @@ fn fp16_mixed_on_the_cpu_is_an_error_that_names_bf16_mixed() {
 /// guards restore the outer state.
 #[test]
 fn autocast_guard_switches_cpu_matmuls_to_bf16_and_back() {
-    use pipe_stages::precision::AutocastGuard;
+    use pipe_train::precision::AutocastGuard;
     use tch::{Kind, Tensor};
 
     let a = Tensor::ones([4, 4], (Kind::Float, Device::Cpu));
@@ -657,7 +717,7 @@ fn autocast_guard_switches_cpu_matmuls_to_bf16_and_back() {
 /// the gradients and spots inf/NaN.
 #[test]
 fn the_loss_scaler_skips_on_overflow_backs_off_and_grows() {
-    use pipe_stages::precision::LossScaler;
+    use pipe_train::precision::LossScaler;
     use tch::{Kind, Tensor};
 
     let defaults = LossScaler::default();

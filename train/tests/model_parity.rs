@@ -1,13 +1,12 @@
 //! The tch encoders against Hugging Face `transformers`: logits from
 //! fixtures/model, made by scripts/fixtures/make_model_reference.py
-//! (fp32, eval mode). Built only with `--features torch`.
-#![cfg(feature = "torch")]
+//! (fp32, eval mode).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pipe_stages::model::{ModelConfig, ModelError, SequenceClassifier};
+use pipe_train::model::{ModelConfig, ModelError, SequenceClassifier};
 use tch::{Device, Kind, Tensor};
 
 const TOLERANCE: f64 = 1e-4;
