@@ -100,6 +100,7 @@ impl BuiltinWorker {
             "stages/Cargo.toml",
             "protocol/src",
             "protocol/Cargo.toml",
+            "shared-deps/Cargo.toml",
             "Cargo.toml",
             "Cargo.lock",
         ];
@@ -108,6 +109,7 @@ impl BuiltinWorker {
             "stages/Cargo.toml",
             "protocol/src",
             "protocol/Cargo.toml",
+            "shared-deps/Cargo.toml",
             "Cargo.toml",
             "Cargo.lock",
             "train/src",
