@@ -126,6 +126,7 @@ impl BuiltinWorker {
             "stages/Cargo.toml",
             "protocol/src",
             "protocol/Cargo.toml",
+            "shared-deps/Cargo.toml",
             "Cargo.toml",
             "Cargo.lock",
         ];
@@ -134,6 +135,7 @@ impl BuiltinWorker {
             "stages/Cargo.toml",
             "protocol/src",
             "protocol/Cargo.toml",
+            "shared-deps/Cargo.toml",
             "Cargo.toml",
             "Cargo.lock",
             "train/src",

@@ -260,8 +260,16 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
         "stages:\n  train:\n    uses: train/classifier@1\n    with: { tokens: tokens, model: model }\n",
     );
     // As an installation without the libtorch worker: PIPE_WORKER names
-    // the data worker, so nothing is built from the checkout.
-    let data_worker = assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage");
+    // the data worker, so nothing is built from the checkout, in a
+    // directory of its own (the target directory holds both workers).
+    let installed = project.path("installed");
+    std::fs::create_dir(&installed).unwrap();
+    let data_worker = installed.join("pipe-stage");
+    std::os::unix::fs::symlink(
+        assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage"),
+        &data_worker,
+    )
+    .unwrap();
     let output = project
         .command()
         .arg("validate")
