@@ -133,6 +133,45 @@ pub struct ParamSpec {
 }
 
 impl ParamSpec {
+    /// A param of `kind`: `default` `None` is required, `Some(Value::Null)`
+    /// optional and unset unless given, `Some(value)` that value when not
+    /// given.
+    pub fn new(name: &str, kind: ParamKind, default: Option<Value>, doc: &str) -> Self {
+        ParamSpec {
+            name: name.into(),
+            kind,
+            default,
+            doc: doc.into(),
+            choices: Vec::new(),
+            pipeline_param: None,
+            minimum: None,
+            maximum: None,
+        }
+    }
+
+    /// One of `choices`, the first by default.
+    pub fn choice(name: &str, choices: &[&str], doc: &str) -> Self {
+        ParamSpec {
+            choices: choices.iter().map(|choice| choice.to_string()).collect(),
+            ..ParamSpec::new(
+                name,
+                ParamKind::Choice,
+                choices.first().map(|first| Value::from(*first)),
+                doc,
+            )
+        }
+    }
+
+    /// An optional non-negative `seed` that falls back to the pipeline's
+    /// `seed` param. The engine fills that fallback into `with:` before
+    /// hashing, so a stage never reads a seed its key does not cover.
+    pub fn seed(doc: &str) -> Self {
+        ParamSpec {
+            pipeline_param: Some("seed".into()),
+            ..ParamSpec::new("seed", ParamKind::Integer, Some(Value::Null), doc).at_least(0.0)
+        }
+    }
+
     /// The same param, refusing values below `minimum`.
     pub fn at_least(mut self, minimum: f64) -> Self {
         self.minimum = Some(minimum);

@@ -1,9 +1,11 @@
 //! What the integration tests of pipe's crates share, built once instead of
 //! once per test file: [`TestProject`], a temporary project driven through
 //! the real `pipe` binary, and [`http::Server`], the one loopback HTTP
-//! server every download test talks to.
+//! server every download test talks to, and [`worker::run_worker`], which
+//! runs a worker binary on one invocation as the engine would.
 
 pub mod http;
 mod project;
+pub mod worker;
 
 pub use project::{RunResult, TestProject};

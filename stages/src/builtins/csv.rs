@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use pipe_protocol::excerpt;
+use pipe_protocol::{excerpt, ParamSpec};
 
-use super::param;
 use crate::records::{self, MAX_RECORD_BYTES};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
@@ -28,40 +27,40 @@ impl BuiltinStage for FromCsv {
             implementation: 1,
             summary: "a CSV/TSV table (plain, .gz or .bz2) to a JSONL dataset {text, label}".into(),
             params: vec![
-                param(
+                ParamSpec::new(
                     "file",
                     ParamKind::Path,
                     None,
                     "the table: .csv or .tsv, optionally compressed as .gz or .bz2 (detected from its first bytes)",
                 ),
-                param(
+                ParamSpec::new(
                     "delimiter",
                     ParamKind::String,
                     Some(Value::Null),
                     "one character (`\\t` or `tab` for a tab); unset: tab for .tsv/.tab files, `,` otherwise",
                 ),
-                param("text_column", ParamKind::String, None, "the column holding the text"),
-                param("label_column", ParamKind::String, None, "the column holding the label"),
-                param(
+                ParamSpec::new("text_column", ParamKind::String, None, "the column holding the text"),
+                ParamSpec::new("label_column", ParamKind::String, None, "the column holding the label"),
+                ParamSpec::new(
                     "labels",
                     ParamKind::Any,
                     Some(Value::Null),
                     "label value -> class id, e.g. {fresh: 1, rotten: 0} (or a list: position = class id); rows \
                      with another value are dropped; unset: the column holds integers",
                 ),
-                param(
+                ParamSpec::new(
                     "filter",
                     ParamKind::Any,
                     Some(Value::Null),
                     "column -> allowed values, e.g. {lang: [en]}; other rows are dropped",
                 ),
-                param(
+                ParamSpec::new(
                     "keep_columns",
                     ParamKind::StringList,
                     Some(json!([])),
                     "more columns copied into each record as text",
                 ),
-                param(
+                ParamSpec::new(
                     "has_header",
                     ParamKind::Bool,
                     Some(json!(true)),

@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use pipe_protocol::excerpt;
+use pipe_protocol::{excerpt, ParamSpec};
 
-use super::param;
 use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
@@ -34,16 +33,16 @@ impl BuiltinStage for Download {
             implementation: 1,
             summary: "Downloads one file over HTTP(S) or copies it from file://, with resume, retries, mirrors and a checksum check".into(),
             params: vec![
-                param("url", ParamKind::String, None, "where the file is: http://, https:// or file:///absolute/path"),
-                param("mirrors", ParamKind::StringList, Some(json!([])), "more URLs with the same file, tried in order after `url`"),
-                param("md5", ParamKind::String, Some(Value::Null), "expected md5 of the file (32 hex digits)"),
-                param("sha1", ParamKind::String, Some(Value::Null), "expected sha1 of the file (40 hex digits)"),
-                param("sha256", ParamKind::String, Some(Value::Null), "expected sha256 of the file (64 hex digits); exactly one checksum is required for http(s) URLs"),
-                param("filename", ParamKind::String, Some(Value::Null), "name of the file in messages and scratch space; default: the last segment of the URL path"),
-                param("retries", ParamKind::Integer, Some(json!(5)), "retries per URL after connection errors, timeouts, HTTP 408/429/5xx").at_least(0.0),
-                param("timeout_secs", ParamKind::Integer, Some(json!(60)), "seconds to wait to connect or for the next bytes before a try counts as failed").at_least(1.0),
-                param("size", ParamKind::Integer, Some(Value::Null), "expected size of the file in bytes: a server that announces another size is refused, and a body is cut off as soon as it goes past it").at_least(0.0),
-                param("max_bytes", ParamKind::Integer, Some(json!(DEFAULT_MAX_BYTES)), "largest file accepted when `size` is unset (default 64 GiB): a larger announced size is refused at once, and a body without one (chunked, endless) is cut off past it").at_least(1.0),
+                ParamSpec::new("url", ParamKind::String, None, "where the file is: http://, https:// or file:///absolute/path"),
+                ParamSpec::new("mirrors", ParamKind::StringList, Some(json!([])), "more URLs with the same file, tried in order after `url`"),
+                ParamSpec::new("md5", ParamKind::String, Some(Value::Null), "expected md5 of the file (32 hex digits)"),
+                ParamSpec::new("sha1", ParamKind::String, Some(Value::Null), "expected sha1 of the file (40 hex digits)"),
+                ParamSpec::new("sha256", ParamKind::String, Some(Value::Null), "expected sha256 of the file (64 hex digits); exactly one checksum is required for http(s) URLs"),
+                ParamSpec::new("filename", ParamKind::String, Some(Value::Null), "name of the file in messages and scratch space; default: the last segment of the URL path"),
+                ParamSpec::new("retries", ParamKind::Integer, Some(json!(5)), "retries per URL after connection errors, timeouts, HTTP 408/429/5xx").at_least(0.0),
+                ParamSpec::new("timeout_secs", ParamKind::Integer, Some(json!(60)), "seconds to wait to connect or for the next bytes before a try counts as failed").at_least(1.0),
+                ParamSpec::new("size", ParamKind::Integer, Some(Value::Null), "expected size of the file in bytes: a server that announces another size is refused, and a body is cut off as soon as it goes past it").at_least(0.0),
+                ParamSpec::new("max_bytes", ParamKind::Integer, Some(json!(DEFAULT_MAX_BYTES)), "largest file accepted when `size` is unset (default 64 GiB): a larger announced size is refused at once, and a body without one (chunked, endless) is cut off past it").at_least(1.0),
             ],
             outputs: vec![OutputSpec {
                 name: "file".into(),

@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use pipe_protocol::excerpt;
+use pipe_protocol::{excerpt, ParamSpec};
 
-use super::param;
 use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
@@ -40,16 +39,16 @@ impl BuiltinStage for HfDownload {
             implementation: 1,
             summary: "Fetches model files from a Hugging Face hub repo at a pinned revision, from the local HF cache when it has them".into(),
             params: vec![
-                param("repo", ParamKind::String, None, "the model repo: `distilbert-base-uncased` or `org/name`"),
-                param("revision", ParamKind::String, None, "a commit sha (40 hex digits; pins the content, so the cache key means something) or a tag/branch"),
-                param(
+                ParamSpec::new("repo", ParamKind::String, None, "the model repo: `distilbert-base-uncased` or `org/name`"),
+                ParamSpec::new("revision", ParamKind::String, None, "a commit sha (40 hex digits; pins the content, so the cache key means something) or a tag/branch"),
+                ParamSpec::new(
                     "files",
                     ParamKind::StringList,
                     Some(json!(["config.json", "tokenizer.json", "model.safetensors"])),
                     "files of the repo to fetch, paths relative to its root",
                 ),
-                param("endpoint", ParamKind::String, Some(Value::Null), "the hub to download from; default: $HF_ENDPOINT, else the Hugging Face hub"),
-                param("cache_dir", ParamKind::String, Some(Value::Null), "a Hugging Face hub cache to read first; default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub"),
+                ParamSpec::new("endpoint", ParamKind::String, Some(Value::Null), "the hub to download from; default: $HF_ENDPOINT, else the Hugging Face hub"),
+                ParamSpec::new("cache_dir", ParamKind::String, Some(Value::Null), "a Hugging Face hub cache to read first; default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub"),
             ],
             outputs: vec![OutputSpec {
                 name: "model".into(),

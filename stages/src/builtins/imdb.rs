@@ -9,9 +9,9 @@ use std::path::{Component, Path};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use pipe_protocol::ParamSpec;
 use serde_json::{json, Value};
 
-use super::param;
 use crate::records::{self, MAX_RECORD_BYTES};
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
@@ -98,13 +98,13 @@ impl BuiltinStage for ImdbExtract {
             summary: "IMDB movie reviews (aclImdb_v1.tar.gz) to a JSONL dataset {text, label, split, rating, id}"
                 .into(),
             params: vec![
-                param(
+                ParamSpec::new(
                     "archive",
                     ParamKind::Path,
                     None,
                     "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)",
                 ),
-                param(
+                ParamSpec::new(
                     "include_unsup",
                     ParamKind::Bool,
                     Some(json!(false)),

@@ -6,10 +6,10 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use pipe_protocol::ParamSpec;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{param, seed_param};
 use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::rng::SplitMix64;
 use crate::{
@@ -43,7 +43,7 @@ impl BuiltinStage for Split {
             )
         };
         let size = |split: &str| {
-            param(
+            ParamSpec::new(
                 split,
                 ParamKind::Number,
                 Some(Value::Null),
@@ -58,7 +58,7 @@ impl BuiltinStage for Split {
             summary: "a JSONL dataset to seeded train/val/test files, by counts or fractions, optionally stratified"
                 .into(),
             params: vec![
-                param(
+                ParamSpec::new(
                     "dataset",
                     ParamKind::Path,
                     None,
@@ -67,8 +67,8 @@ impl BuiltinStage for Split {
                 size("train"),
                 size("val"),
                 size("test"),
-                seed_param("shuffle seed; unset: the pipeline's `seed` param"),
-                param(
+                ParamSpec::seed("shuffle seed; unset: the pipeline's `seed` param"),
+                ParamSpec::new(
                     "stratify",
                     ParamKind::Bool,
                     Some(json!(false)),

@@ -12,12 +12,11 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use pipe_protocol::{OutputKind, OutputSpec, ParamKind};
+use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
-use super::param;
 use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::token_file::{self, TOKENIZER_FILE};
 use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
@@ -36,33 +35,33 @@ impl BuiltinStage for Tokenize {
             implementation: 1,
             summary: "Tokenize a JSONL dataset with a Hugging Face tokenizer.json into ragged ids (safetensors)".into(),
             params: vec![
-                param(
+                ParamSpec::new(
                     "dataset",
                     ParamKind::Path,
                     None,
                     "a .jsonl file, or a directory whose *.jsonl files (train.jsonl, val.jsonl, ...) are the splits",
                 ),
-                param(
+                ParamSpec::new(
                     "tokenizer",
                     ParamKind::Path,
                     None,
                     "a Hugging Face tokenizer.json, or a directory (a downloaded model) that holds one",
                 ),
-                param(
+                ParamSpec::new(
                     "max_length",
                     ParamKind::Integer,
                     Some(json!(512)),
                     "longest sequence in tokens, special tokens ([CLS], [SEP]) included; longer texts are truncated",
                 )
                 .at_least(1.0),
-                param("text_field", ParamKind::String, Some(json!("text")), "the JSONL field holding the text"),
-                param(
+                ParamSpec::new("text_field", ParamKind::String, Some(json!("text")), "the JSONL field holding the text"),
+                ParamSpec::new(
                     "label_field",
                     ParamKind::String,
                     Some(json!("label")),
                     "the JSONL field holding the integer class id",
                 ),
-                param(
+                ParamSpec::new(
                     "batch_size",
                     ParamKind::Integer,
                     Some(json!(1024)),

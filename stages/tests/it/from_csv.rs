@@ -9,7 +9,12 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-impl Run {
+/// Readers of this stage's outputs.
+trait DatasetOutput {
+    fn records(&self) -> Vec<Value>;
+}
+
+impl DatasetOutput for Run {
     fn records(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(self.output_dir.join("dataset")).unwrap();
         text.lines()

@@ -7,7 +7,6 @@
 //! `Command`, never to the test process, where it would leak into others.
 
 // Beside the libtorch tests (train.rs), which run the worker through it too.
-#[path = "../common/mod.rs"]
 mod common;
 mod download_support;
 

@@ -10,7 +10,14 @@ use serde_json::{json, Value};
 
 const SPLITS: [&str; 3] = ["train", "val", "test"];
 
-impl Run {
+/// Readers of this stage's outputs.
+trait SplitOutput {
+    fn lines(&self, split: &str) -> Vec<String>;
+    fn ids(&self, split: &str) -> Vec<u64>;
+    fn bytes(&self) -> Vec<Vec<u8>>;
+}
+
+impl SplitOutput for Run {
     fn lines(&self, split: &str) -> Vec<String> {
         let text = std::fs::read_to_string(
             self.output_dir

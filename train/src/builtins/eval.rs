@@ -7,11 +7,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use pipe_protocol::{OutputKind, OutputSpec, ParamKind};
+use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
 use serde_json::{json, Map, Value};
 
 use pipe_stages::batches::{pad_id, Collator};
-use pipe_stages::builtins::param;
 use pipe_stages::classification::classification_report;
 use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
 use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
@@ -33,20 +32,20 @@ impl BuiltinStage for EvalClassifier {
             summary: "Score a sequence classifier checkpoint on a tokenized split: accuracy, precision, recall, F1, predictions"
                 .into(),
             params: vec![
-                param(
+                ParamSpec::new(
                     "checkpoint",
                     ParamKind::Path,
                     None,
                     "the checkpoint output of train/classifier@1 (a directory with config.json and model.safetensors)",
                 ),
-                param(
+                ParamSpec::new(
                     "tokens",
                     ParamKind::Path,
                     None,
                     "the output of text/tokenize@1 holding the split to score",
                 ),
-                param("split", ParamKind::String, Some(json!("test")), "the split to score (NAME.safetensors in `tokens`)"),
-                param(
+                ParamSpec::new("split", ParamKind::String, Some(json!("test")), "the split to score (NAME.safetensors in `tokens`)"),
+                ParamSpec::new(
                     "batch_size",
                     ParamKind::Integer,
                     Some(json!(64)),

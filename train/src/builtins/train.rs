@@ -26,7 +26,6 @@ use tch::{Device, Kind, Reduction, Tensor};
 use pipe_stages::batches::{
     accumulation_steps, limit, micro_batch_weights, pad_id, Batch, BucketSampler, Collator,
 };
-use pipe_stages::builtins::{param, seed_param};
 use pipe_stages::classification::{linear_warmup_decay, BestEpoch, EpochVerdict};
 use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
 use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
@@ -57,10 +56,6 @@ const TOKENIZER_EXTRAS: &[&str] = &[
 
 impl BuiltinStage for TrainClassifier {
     fn info(&self) -> StageInfo {
-        let choice = |name: &str, choices: &[&str], doc: &str| ParamSpec {
-            choices: choices.iter().map(|c| c.to_string()).collect(),
-            ..param(name, ParamKind::Choice, Some(json!(choices[0])), doc)
-        };
         StageInfo {
             name: "train/classifier".into(),
             version: 1,
@@ -70,77 +65,77 @@ impl BuiltinStage for TrainClassifier {
             summary: "Fine-tune a BERT/DistilBERT sequence classifier (libtorch) and keep the best epoch by val accuracy"
                 .into(),
             params: vec![
-                param(
+                ParamSpec::new(
                     "tokens",
                     ParamKind::Path,
                     None,
                     "the output of text/tokenize@1: train.safetensors, val.safetensors and tokenizer.json",
                 ),
-                param(
+                ParamSpec::new(
                     "model",
                     ParamKind::Path,
                     None,
                     "a Hugging Face model directory with config.json and model.safetensors (BERT or DistilBERT)",
                 ),
-                param("num_labels", ParamKind::Integer, Some(json!(2)), "number of classes (labels 0..num_labels-1)"),
-                param("epochs", ParamKind::Integer, Some(json!(3)), "passes over the training rows"),
-                param(
+                ParamSpec::new("num_labels", ParamKind::Integer, Some(json!(2)), "number of classes (labels 0..num_labels-1)"),
+                ParamSpec::new("epochs", ParamKind::Integer, Some(json!(3)), "passes over the training rows"),
+                ParamSpec::new(
                     "batch_size",
                     ParamKind::Integer,
                     Some(json!(12)),
                     "rows per micro-batch on each device (as Lightning's: a step sees batch_size x devices x accumulate_grad_batches rows)",
                 ),
-                param("lr", ParamKind::Number, Some(json!(5e-5)), "peak learning rate of AdamW"),
-                param(
+                ParamSpec::new("lr", ParamKind::Number, Some(json!(5e-5)), "peak learning rate of AdamW"),
+                ParamSpec::new(
                     "weight_decay",
                     ParamKind::Number,
                     Some(json!(0.01)),
                     "AdamW weight decay, on every weight but biases and LayerNorm weights (as Hugging Face's Trainer)",
                 ),
-                param(
+                ParamSpec::new(
                     "warmup_ratio",
                     ParamKind::Number,
                     Some(json!(0.0)),
                     "fraction of the optimizer steps spent warming the learning rate up from 0; it then decays linearly to 0",
                 ),
-                param(
+                ParamSpec::new(
                     "accumulate_grad_batches",
                     ParamKind::Integer,
                     Some(json!(1)),
                     "micro-batches per optimizer step (gradient accumulation)",
                 ),
-                param(
+                ParamSpec::new(
                     "gradient_clip_val",
                     ParamKind::Number,
                     Some(Value::Null),
                     "clip the gradients' global L2 norm to this; unset: no clipping",
                 ),
-                seed_param(
+                ParamSpec::seed(
                     "seed of the head's initialisation, dropout and batch order; unset: the pipeline's `seed` param (else 0)",
                 ),
-                param(
+                ParamSpec::new(
                     "limit_train_samples",
                     ParamKind::Integer,
                     Some(Value::Null),
                     "train on this many rows chosen at random (by seed) for quick runs; unset: all rows",
                 ),
-                param(
+                ParamSpec::new(
                     "early_stopping_patience",
                     ParamKind::Integer,
                     Some(Value::Null),
                     "stop after this many epochs without a better val accuracy; unset: never stop early",
                 ),
-                choice(
+                ParamSpec::choice(
                     "precision",
                     precision::NAMES,
                     "numeric precision, as Lightning's: 32-true; bf16-mixed and 16-mixed (fp32 weights, forward under autocast; 16-mixed with dynamic loss scaling, GPU only); bf16-true (bf16 weights and optimizer). The checkpoint is always fp32",
                 ),
-                choice(
+                ParamSpec::choice(
                     "strategy",
                     STRATEGIES,
                     "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing)",
                 ),
-                param(
+                ParamSpec::new(
                     "devices",
                     ParamKind::Integer,
                     Some(json!(1)),

@@ -1,8 +1,6 @@
-//! Runs the real `pipe-stage` worker on a hand-written invocation, as the
-//! engine would, and checks the protocol on the way: the exit status and
-//! the last event must agree.
-
-#![allow(dead_code)]
+//! Runs a real worker binary (`pipe-stage`, `pipe-stage-train`) on a
+//! hand-written invocation, as the engine would, and checks the protocol on
+//! the way: the exit status and the last event must agree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,6 +26,15 @@ impl Run {
         )
     }
 
+    /// The texts of its `message` events.
+    pub fn messages(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter(|event| event["event"] == "message")
+            .map(|event| event["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
     /// The stage's `metrics.json`.
     pub fn metrics(&self) -> Value {
         serde_json::from_str(
@@ -35,26 +42,6 @@ impl Run {
         )
         .unwrap()
     }
-}
-
-/// Runs `uses@1` with `params` in `run_dir` (its `out/` is the output
-/// directory) with the data worker, on one thread.
-pub fn run_data_stage(
-    run_dir: &Path,
-    stage: &str,
-    uses: &str,
-    params: Value,
-    seed: Option<u64>,
-) -> Run {
-    run_worker(
-        env!("CARGO_BIN_EXE_pipe-stage"),
-        run_dir,
-        stage,
-        uses,
-        params,
-        seed,
-        1,
-    )
 }
 
 /// Runs `uses@1` with `params` in `run_dir` with the worker binary `worker`.
@@ -69,26 +56,7 @@ pub fn run_worker(
 ) -> Run {
     std::fs::create_dir_all(run_dir).unwrap();
     let output_dir = run_dir.join("out");
-    // The pipeline's seed reaches a worker only through `with:`, where the
-    // engine puts it (for a `seed` param left unset) so that the key covers it.
-    let mut params = params;
-    if let (Some(seed), Some(map)) = (seed, params.as_object_mut()) {
-        if map.get("seed").is_none_or(Value::is_null) {
-            map.insert("seed".into(), json!(seed));
-        }
-    }
-    let invocation = json!({
-        "protocol": 1,
-        "stage": stage,
-        "uses": uses,
-        "version": 1,
-        "params": params,
-        "output_dir": output_dir,
-        "scratch_dir": run_dir.join("scratch"),
-        "project_root": run_dir,
-        "devices": [],
-        "threads": threads,
-    });
+    let invocation = invocation(run_dir, stage, uses, params, seed, threads);
     let file = run_dir.join("invocation.json");
     std::fs::write(&file, invocation.to_string()).unwrap();
     let output = Command::new(worker)
@@ -112,4 +80,36 @@ pub fn run_worker(
         events,
         output_dir,
     }
+}
+
+/// The invocation the engine would write for `uses@1` in `run_dir` (its
+/// `out/` the output directory). The pipeline's seed reaches a worker only
+/// through `with:`, where the engine puts it for a `seed` param left unset,
+/// so that the key covers it.
+pub fn invocation(
+    run_dir: &Path,
+    stage: &str,
+    uses: &str,
+    params: Value,
+    seed: Option<u64>,
+    threads: usize,
+) -> Value {
+    let mut params = params;
+    if let (Some(seed), Some(map)) = (seed, params.as_object_mut()) {
+        if map.get("seed").is_none_or(Value::is_null) {
+            map.insert("seed".into(), json!(seed));
+        }
+    }
+    json!({
+        "protocol": 1,
+        "stage": stage,
+        "uses": uses,
+        "version": 1,
+        "params": params,
+        "output_dir": run_dir.join("out"),
+        "scratch_dir": run_dir.join("scratch"),
+        "project_root": run_dir,
+        "devices": [],
+        "threads": threads,
+    })
 }

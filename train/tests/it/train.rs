@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use pipe_stages::classification::classification_report;
+use pipe_test_support::worker::{invocation, run_worker, Run};
 use pipe_train::model::{ModelConfig, SequenceClassifier};
 use serde_json::{json, Value};
 use tch::Device;
@@ -23,87 +24,18 @@ fn tokenizer_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../stages/tests/fixtures/tokenize/tokenizer.json")
 }
 
-struct Run {
-    success: bool,
-    events: Vec<Value>,
-    output: PathBuf,
-}
-
-impl Run {
-    fn metrics(&self) -> Value {
-        let path = self.output.join("metrics.json");
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
-    }
-
-    fn error(&self) -> String {
-        let last = self.events.last().expect("an event");
-        assert_eq!(last["event"], "error", "expected an error, got {last}");
-        format!("{} / {}", last["message"], last["hint"])
-    }
-
-    fn messages(&self) -> Vec<String> {
-        self.events
-            .iter()
-            .filter(|event| event["event"] == "message")
-            .map(|event| event["text"].as_str().unwrap_or("").to_string())
-            .collect()
-    }
-}
-
-/// The invocation the engine would write for `uses@1` in `run_dir`, with
-/// the pipeline's `seed` filled into `with:` when the stage's is unset, as
-/// the engine does so that the key covers it.
-fn invocation(run_dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Value {
-    let mut params = params;
-    if let (Some(seed), Some(map)) = (seed, params.as_object_mut()) {
-        if map.get("seed").is_none_or(Value::is_null) {
-            map.insert("seed".into(), json!(seed));
-        }
-    }
-    json!({
-        "protocol": pipe_protocol::PROTOCOL_VERSION,
-        "stage": name,
-        "uses": uses,
-        "version": 1,
-        "params": params,
-        "output_dir": run_dir.join("out"),
-        "scratch_dir": run_dir.join("scratch"),
-        "project_root": run_dir,
-        "devices": [],
-        "threads": 2,
-    })
-}
-
 /// Runs one training stage in `dir/NAME` (invocation, output, scratch)
-/// through the worker binary, and checks that its exit status and its last
-/// event agree.
+/// through the worker binary, on two threads.
 fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Run {
-    let run_dir = dir.join(name);
-    std::fs::create_dir_all(&run_dir).unwrap();
-    let file = run_dir.join("invocation.json");
-    let invocation = invocation(&run_dir, name, uses, params, seed);
-    std::fs::write(&file, invocation.to_string()).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_pipe-stage-train"))
-        .args(["run", "--invocation"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    let last = events.last().expect("no event");
-    assert_eq!(
-        output.status.success(),
-        last["event"] == "done",
-        "exit status and last event disagree: {stdout}"
-    );
-    Run {
-        success: output.status.success(),
-        events,
-        output: run_dir.join("out"),
-    }
+    run_worker(
+        env!("CARGO_BIN_EXE_pipe-stage-train"),
+        &dir.join(name),
+        name,
+        uses,
+        params,
+        seed,
+        2,
+    )
 }
 
 /// Runs `text/tokenize@1` in this process, with the code `pipe-stage` runs:
@@ -121,6 +53,7 @@ fn tokenize(dir: &Path, params: Value) -> PathBuf {
         "text/tokenize",
         params,
         None,
+        2,
     ))
     .unwrap();
     invocation.params = pipe_protocol::check_params(&stage.info(), &invocation.params)
@@ -359,7 +292,7 @@ fn bert_learns_the_toy_task_and_eval_on_the_checkpoint_reproduces_val() {
         run.messages()
     );
 
-    let curves = std::fs::read_to_string(run.output.join("curves")).unwrap();
+    let curves = std::fs::read_to_string(run.output_dir.join("curves")).unwrap();
     let lines: Vec<&str> = curves.lines().collect();
     assert_eq!(
         lines[0],
@@ -368,7 +301,7 @@ fn bert_learns_the_toy_task_and_eval_on_the_checkpoint_reproduces_val() {
     assert_eq!(lines.len(), 9);
 
     // A Hugging Face checkpoint.
-    let checkpoint = run.output.join("checkpoint");
+    let checkpoint = run.output_dir.join("checkpoint");
     let config: Value =
         serde_json::from_str(&std::fs::read_to_string(checkpoint.join("config.json")).unwrap())
             .unwrap();
@@ -407,7 +340,7 @@ fn bert_learns_the_toy_task_and_eval_on_the_checkpoint_reproduces_val() {
     // classification_report scores them.
     let on_test = eval(dir.path(), "eval-test", &checkpoint, &tokens, "test");
     assert!(on_test.success, "{}", on_test.error());
-    let predictions = read_jsonl(&on_test.output.join("predictions"));
+    let predictions = read_jsonl(&on_test.output_dir.join("predictions"));
     assert_eq!(predictions.len(), 40);
     let mut labels = Vec::new();
     let mut predicted = Vec::new();
@@ -463,7 +396,7 @@ fn distilbert_with_the_same_seed_writes_the_same_bytes() {
         assert!(run.success, "{}", run.error());
     }
     let weights =
-        |run: &Run| std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+        |run: &Run| std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
     assert!(
         weights(&first) == weights(&second),
         "same seed, different bytes"
@@ -473,7 +406,7 @@ fn distilbert_with_the_same_seed_writes_the_same_bytes() {
         "another seed, same bytes"
     );
     let config: Value = serde_json::from_str(
-        &std::fs::read_to_string(first.output.join("checkpoint/config.json")).unwrap(),
+        &std::fs::read_to_string(first.output_dir.join("checkpoint/config.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -539,7 +472,7 @@ fn the_checkpoint_is_the_best_epoch_not_the_last() {
     let on_val = eval(
         dir.path(),
         "eval",
-        &run.output.join("checkpoint"),
+        &run.output_dir.join("checkpoint"),
         &tokens,
         "val",
     );
@@ -607,7 +540,7 @@ fn missing_splits_bad_params_and_non_checkpoints_are_clear_errors() {
 
 /// The dtype of every tensor in a checkpoint's model.safetensors.
 fn checkpoint_dtypes(run: &Run) -> Vec<safetensors::Dtype> {
-    let bytes = std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+    let bytes = std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     file.tensors()
         .into_iter()
@@ -649,7 +582,7 @@ fn learns_at(precision: &str) {
     let test = eval(
         dir.path(),
         "eval",
-        &run.output.join("checkpoint"),
+        &run.output_dir.join("checkpoint"),
         &tokens,
         "test",
     );
@@ -758,7 +691,7 @@ fn the_loss_scaler_skips_on_overflow_backs_off_and_grows() {
 
 /// Every tensor of a checkpoint as f32 values, by name.
 fn checkpoint_values(run: &Run) -> Vec<(String, Vec<f32>)> {
-    let bytes = std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+    let bytes = std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let mut tensors: Vec<(String, Vec<f32>)> = file
         .tensors()
@@ -881,7 +814,7 @@ fn ddp_with_dropout_and_the_same_seed_writes_the_same_bytes() {
     assert!(first.success, "{}", first.error());
     assert!(second.success, "{}", second.error());
     let weights =
-        |run: &Run| std::fs::read(run.output.join("checkpoint/model.safetensors")).unwrap();
+        |run: &Run| std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
     assert!(
         weights(&first) == weights(&second),
         "same seed, different bytes"
