@@ -11,7 +11,7 @@ use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Freshness, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::{self, RunDb, RunStatus};
-use pipe_engine::{compare, worker, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
+use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
 use crate::output::{errln, out, outln};
@@ -592,8 +592,8 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
 
 fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     let project = project_here()?;
-    let catalog = worker::load_catalog(&project, false)?;
-    let entries: Vec<&worker::CatalogEntry> = match name {
+    let catalog = catalog::load_catalog(&project, false)?;
+    let entries: Vec<&catalog::CatalogEntry> = match name {
         None => catalog.stages.values().collect(),
         Some(name) => {
             let (stage, version) = match name.split_once('@') {

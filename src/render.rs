@@ -432,7 +432,7 @@ pub fn diff_markdown(diff: &RunDiff) -> String {
     out
 }
 
-pub fn stage_list(entries: &[&pipe_engine::worker::CatalogEntry]) -> String {
+pub fn stage_list(entries: &[&pipe_engine::catalog::CatalogEntry]) -> String {
     let mut out = String::new();
     let name_width = width(entries.iter().map(|entry| entry.info.name.as_str())) + 3;
     for entry in entries {
@@ -442,7 +442,7 @@ pub fn stage_list(entries: &[&pipe_engine::worker::CatalogEntry]) -> String {
     out
 }
 
-pub fn stage_detail(entry: &pipe_engine::worker::CatalogEntry) -> String {
+pub fn stage_detail(entry: &pipe_engine::catalog::CatalogEntry) -> String {
     let info = &entry.info;
     let mut out = String::new();
     let _ = writeln!(out, "{}@{}  {}", info.name, info.version, info.summary);

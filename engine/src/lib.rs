@@ -12,6 +12,7 @@ pub use error::{EngineError, ExitCode};
 pub use spec::{load, CatalogSource, Loaded, ProjectWorkers};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+pub mod catalog;
 pub mod compare;
 pub mod exec;
 pub mod groups;
@@ -21,5 +22,5 @@ pub mod pipeline;
 pub mod plan;
 pub mod project;
 pub mod runs;
-pub mod worker;
+
 pub mod workspace;

@@ -7,10 +7,10 @@
 
 use std::path::Path;
 
+use crate::catalog::{self, Catalog};
 use crate::dag::Dag;
 use crate::pipeline::Pipeline;
 use crate::project::Project;
-use crate::worker::{self, Catalog};
 use crate::Result;
 
 mod collect;
@@ -53,11 +53,11 @@ impl CatalogSource for ProjectWorkers {
     fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog> {
         let project = Project::open(root)?;
         let for_training = uses.iter().any(|(name, _)| {
-            worker::TRAINING_STAGE_PREFIXES
+            catalog::TRAINING_STAGE_PREFIXES
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
         });
-        worker::load_catalog(&project, for_training)
+        catalog::load_catalog(&project, for_training)
     }
 }
 

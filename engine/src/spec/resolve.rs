@@ -18,10 +18,10 @@ use super::source::{Sources, Span};
 use super::stages::Context;
 use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use super::yaml::{Entry, Node, NodeValue, Resolved};
+use crate::catalog::CatalogEntry;
 use crate::pipeline::matrix::{MatrixValue, StageMatrix};
 use crate::pipeline::{Dep, Out, Resources, Stage, StageKind, StageOutRef};
 use crate::project::stage_output_dir;
-use crate::worker::CatalogEntry;
 use crate::{Diagnostic, Result};
 
 /// `${raw:params.flags}` splices a value into a `run` command unquoted.

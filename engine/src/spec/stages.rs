@@ -15,9 +15,9 @@ use super::source::Sources;
 use super::worker_stage::unknown_worker_stage;
 use super::yaml::Node;
 use super::CatalogSource;
+use crate::catalog::CatalogEntry;
 use crate::pipeline::matrix::MatrixAxis;
 use crate::pipeline::{Out, Stage};
-use crate::worker::CatalogEntry;
 use crate::{Diagnostic, Result};
 
 /// What every phase of building the stages reads.

@@ -15,9 +15,9 @@ use super::paths;
 use super::resolve::Resolver;
 use super::suggest::did_you_mean;
 use super::yaml::Node;
+use crate::catalog::Catalog;
 use crate::pipeline::{Dep, Out, Resources, WorkerStage};
 use crate::project::stage_output_dir;
-use crate::worker::Catalog;
 use crate::Diagnostic;
 
 /// `uses:` names a stage no worker offers: say what exists, and for a
@@ -53,7 +53,7 @@ pub(super) fn unknown_worker_stage(
     if let Some(suggestion) = did_you_mean(uses, names.iter().copied()) {
         hint = format!("did you mean `{suggestion}@{version}`? {hint}");
     }
-    if crate::worker::TRAINING_STAGE_PREFIXES
+    if crate::catalog::TRAINING_STAGE_PREFIXES
         .iter()
         .any(|prefix| uses.starts_with(prefix))
     {

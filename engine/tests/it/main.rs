@@ -10,9 +10,9 @@ mod spec_valid;
 /// The real data stages of `pipe-stage` (its `describe` answer) and a
 /// training stage, as a worker would offer them: what `pipe_engine::load`
 /// checks `uses:` stages against.
-fn fixture_catalog() -> pipe_engine::worker::Catalog {
+fn fixture_catalog() -> pipe_engine::catalog::Catalog {
     let text = include_str!("../../../tests/fixtures/catalog.json");
-    let mut catalog = pipe_engine::worker::Catalog::default();
+    let mut catalog = pipe_engine::catalog::Catalog::default();
     catalog
         .add(
             std::path::Path::new("/fixture/pipe-stage"),
