@@ -90,7 +90,14 @@ struct CachedDescribe {
 
 /// Names of the stages `pipe-stage-train` offers, by prefix: a pipeline
 /// using one of them needs that worker, and in a checkout gets it built.
-pub const TRAINING_STAGE_PREFIXES: &[&str] = &["train/", "eval/"];
+const TRAINING_STAGE_PREFIXES: &[&str] = &["train/", "eval/"];
+
+/// Whether the stage `uses` names runs in `pipe-stage-train`.
+pub fn is_training_stage(uses: &str) -> bool {
+    TRAINING_STAGE_PREFIXES
+        .iter()
+        .any(|prefix| uses.starts_with(prefix))
+}
 
 /// A worker binary of this repository.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -120,7 +127,8 @@ impl BuiltinWorker {
     /// What its build reads, relative to the workspace root: its crate, the
     /// crates it depends on, and the workspace's manifest and lock file
     /// (profiles, versions).
-    fn sources(self) -> &'static [&'static str] {
+    /// The training worker is built from the data worker's sources and its own.
+    fn sources(self) -> impl Iterator<Item = &'static str> {
         const DATA: &[&str] = &[
             "stages/src",
             "stages/Cargo.toml",
@@ -130,23 +138,17 @@ impl BuiltinWorker {
             "Cargo.toml",
             "Cargo.lock",
         ];
-        const TRAINING: &[&str] = &[
-            "stages/src",
-            "stages/Cargo.toml",
-            "protocol/src",
-            "protocol/Cargo.toml",
-            "shared-deps/Cargo.toml",
-            "Cargo.toml",
-            "Cargo.lock",
+        const TRAINING_ONLY: &[&str] = &[
             "train/src",
             "train/csrc",
             "train/build.rs",
             "train/Cargo.toml",
         ];
-        match self {
-            BuiltinWorker::Data => DATA,
-            BuiltinWorker::Training => TRAINING,
-        }
+        let own: &[&str] = match self {
+            BuiltinWorker::Data => &[],
+            BuiltinWorker::Training => TRAINING_ONLY,
+        };
+        DATA.iter().chain(own).copied()
     }
 }
 
@@ -201,7 +203,6 @@ impl Checkout {
         };
         worker
             .sources()
-            .iter()
             .any(|source| newer_than(&self.root.join(source), built))
     }
 

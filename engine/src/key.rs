@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use pipe_cache::{ActionKey, Artifact};
-use pipe_protocol::redact::{redact_text, redacted_json, MASK};
+use pipe_protocol::redact::{redact_json, redact_text, redacted_json, MASK};
 use serde_json::{json, Map, Value};
 
 use crate::pipeline::{Stage, StageKind};
@@ -44,10 +44,9 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
                 json!(format!("{}@{}", worker.uses, worker.version)),
             );
             manifest.insert("implementation".into(), json!(worker.implementation));
-            manifest.insert(
-                "with".into(),
-                redacted_json(&Value::Object(worker.with.clone())),
-            );
+            let mut with = Value::Object(worker.with.clone());
+            redact_json(&mut with);
+            manifest.insert("with".into(), with);
         }
     }
     let params: Map<String, Value> = stage
@@ -169,48 +168,39 @@ pub fn diff_manifests(before: &Value, after: &Value) -> Vec<FieldChange> {
         .collect()
 }
 
-/// Nested objects as (names from the root) -> scalar or array.
-fn flatten_paths(value: &Value) -> BTreeMap<Vec<String>, Value> {
-    fn walk(prefix: &mut Vec<String>, value: &Value, out: &mut BTreeMap<Vec<String>, Value>) {
+/// Calls `visit` with every leaf of nested objects (a scalar, an array or
+/// an empty object) and the names that lead to it from the root.
+fn visit_leaves(value: &Value, visit: &mut impl FnMut(&[String], &Value)) {
+    fn walk(prefix: &mut Vec<String>, value: &Value, visit: &mut impl FnMut(&[String], &Value)) {
         match value {
             Value::Object(map) if !map.is_empty() => {
                 for (name, item) in map {
                     prefix.push(name.clone());
-                    walk(prefix, item, out);
+                    walk(prefix, item, visit);
                     prefix.pop();
                 }
             }
-            other => {
-                out.insert(prefix.clone(), other.clone());
-            }
+            leaf => visit(prefix, leaf),
         }
     }
+    walk(&mut Vec::new(), value, visit);
+}
+
+/// Nested objects as (names from the root) -> scalar or array.
+fn flatten_paths(value: &Value) -> BTreeMap<Vec<String>, Value> {
     let mut out = BTreeMap::new();
-    walk(&mut Vec::new(), value, &mut out);
+    visit_leaves(value, &mut |path, leaf| {
+        out.insert(path.to_vec(), leaf.clone());
+    });
     out
 }
 
 /// Flattens nested objects to `a.b.c` -> scalar or array.
 pub fn flatten(value: &Value) -> BTreeMap<String, Value> {
-    fn walk(prefix: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
-        match value {
-            Value::Object(map) if !map.is_empty() => {
-                for (name, item) in map {
-                    let path = if prefix.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{prefix}.{name}")
-                    };
-                    walk(&path, item, out);
-                }
-            }
-            other => {
-                out.insert(prefix.to_string(), other.clone());
-            }
-        }
-    }
     let mut out = BTreeMap::new();
-    walk("", value, &mut out);
+    visit_leaves(value, &mut |path, leaf| {
+        out.insert(path.join("."), leaf.clone());
+    });
     out
 }
 

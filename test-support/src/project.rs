@@ -55,17 +55,11 @@ impl TestProject {
     }
 
     pub fn command(&self) -> Command {
-        let mut command = Command::cargo_bin("pipe").expect("pipe binary");
-        command
-            .current_dir(self.root())
-            .env("NO_COLOR", "1")
-            .env_remove("PIPE_CACHE_DIR")
-            .env_remove("PIPE_LOG")
-            .env_remove("PIPE_LINK")
-            .env_remove("PIPE_GPUS");
-        command
+        Command::from_std(self.std_command())
     }
 
+    /// The real `pipe` in this project, without colour and without the
+    /// caller's pipe settings.
     pub fn std_command(&self) -> std::process::Command {
         let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("pipe"));
         command

@@ -82,6 +82,15 @@ pub fn run_worker(
     }
 }
 
+/// The records of a JSON Lines file (a stage's dataset, its predictions).
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 /// The invocation the engine would write for `uses@1` in `run_dir` (its
 /// `out/` the output directory). The pipeline's seed reaches a worker only
 /// through `with:`, where the engine puts it for a `seed` param left unset,

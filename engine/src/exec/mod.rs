@@ -202,7 +202,7 @@ pub fn run(
         stat,
         link: &options.link,
         run_id,
-        project: project.clone(),
+        project,
         observer,
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),

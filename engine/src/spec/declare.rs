@@ -64,7 +64,8 @@ pub(super) enum DeclKind<'a> {
     },
 }
 
-pub(super) fn is_valid_stage_name(name: &str) -> bool {
+/// Stage and pipeline names: they become directory names under `.pipe/out/`.
+pub(super) fn is_valid_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars
         .next()
@@ -99,7 +100,7 @@ pub(super) fn declare<'a>(
 ) -> Option<(Decl<'a>, Vec<MatrixAxis>)> {
     let name = entry.key.as_str();
     let node = &entry.value;
-    if !is_valid_stage_name(name) {
+    if !is_valid_name(name) {
         let mut hint = "stage names use letters, digits, `_`, `.` and `-`, and start with a letter, digit or `_`".to_string();
         if name.contains('@') {
             hint.push_str("; `@` is reserved for the names of matrix expansions");

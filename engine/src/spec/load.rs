@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use pipe_cache::LinkMode;
 
 use super::collect::Diagnostics;
+use super::declare::{self, is_valid_name};
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Scalar, MAX_FILE_BYTES};
-use super::{declare, params, stages, CatalogSource, Loaded};
+use super::{params, stages, CatalogSource, Loaded};
 use crate::dag::Dag;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
@@ -120,7 +121,7 @@ pub(crate) fn load(
     let project_root = project_root(file);
     if let Some(node) = root
         .get("name")
-        .filter(|_| !name.is_empty() && !is_valid_pipeline_name(&name))
+        .filter(|_| !name.is_empty() && !is_valid_name(&name))
     {
         diagnostics.push(
             Diagnostic::new("bad-pipeline-name", format!("invalid pipeline name `{name}`"))
@@ -181,20 +182,11 @@ fn name_from_file_stem(stem: &str) -> String {
             }
         })
         .collect();
-    if is_valid_pipeline_name(&name) {
+    if is_valid_name(&name) {
         name
     } else {
         format!("_{name}")
     }
-}
-
-/// Pipeline names become a directory under `.pipe/out/`.
-fn is_valid_pipeline_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|first| first.is_ascii_alphanumeric() || first == '_')
-        && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
 }
 
 fn spec_error(diagnostic: Diagnostic) -> EngineError {

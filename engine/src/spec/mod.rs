@@ -52,11 +52,9 @@ pub struct ProjectWorkers;
 impl CatalogSource for ProjectWorkers {
     fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog> {
         let project = Project::open(root)?;
-        let for_training = uses.iter().any(|(name, _)| {
-            catalog::TRAINING_STAGE_PREFIXES
-                .iter()
-                .any(|prefix| name.starts_with(prefix))
-        });
+        let for_training = uses
+            .iter()
+            .any(|(name, _)| catalog::is_training_stage(name));
         catalog::load_catalog(&project, for_training)
     }
 }

@@ -53,10 +53,7 @@ pub(super) fn unknown_worker_stage(
     if let Some(suggestion) = did_you_mean(uses, names.iter().copied()) {
         hint = format!("did you mean `{suggestion}@{version}`? {hint}");
     }
-    if crate::catalog::TRAINING_STAGE_PREFIXES
-        .iter()
-        .any(|prefix| uses.starts_with(prefix))
-    {
+    if crate::catalog::is_training_stage(uses) {
         hint = format!(
             "training stages run in the worker `pipe-stage-train`, which links libtorch: a source checkout builds it on first use; \
              an installation needs it beside `pipe-stage` (docs/libtorch.md); {hint}"
@@ -144,6 +141,17 @@ impl<'a> Resolver<'a> {
         let Value::Object(mut given) = with else {
             return None;
         };
+        for spec in &info.params {
+            let Some(source) = &spec.pipeline_param else {
+                continue;
+            };
+            if given.get(&spec.name).is_some_and(|value| !value.is_null()) {
+                continue;
+            }
+            if let Some(value) = self.lookup_param(source).filter(|node| !node.is_null()) {
+                given.insert(spec.name.clone(), params::to_json(value));
+            }
+        }
         let with_node = decl.node.get("with");
         let with_entry = |param: &str| {
             with_node
@@ -161,18 +169,6 @@ impl<'a> Resolver<'a> {
             self.location(span)
         };
 
-        for spec in &info.params {
-            let Some(source) = &spec.pipeline_param else {
-                continue;
-            };
-            if given.get(&spec.name).is_some_and(|value| !value.is_null()) {
-                continue;
-            }
-            if let Some(value) = params::lookup(self.params, source).filter(|node| !node.is_null())
-            {
-                given.insert(spec.name.clone(), params::to_json(value));
-            }
-        }
         let mut resolved = match pipe_protocol::check_params(info, &given) {
             Ok(resolved) => resolved,
             Err(problems) => {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-pub use pipe_test_support::worker::{run_worker, Run};
+pub use pipe_test_support::worker::{read_jsonl, run_worker, Run};
 
 /// Runs `uses@1` with `params` in `run_dir` (its `out/` is the output
 /// directory) with the data worker, on one thread.

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use crate::common::Run;
+use crate::common::{read_jsonl, Run};
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -62,14 +62,6 @@ fn write_archive(path: &Path, entries: &Entries) {
     builder.into_inner().unwrap().finish().unwrap();
 }
 
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 #[test]
 fn extracts_labelled_reviews_sorted_by_split_label_and_id() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,7 +70,7 @@ fn extracts_labelled_reviews_sorted_by_split_label_and_id() {
     let run = run_stage(dir.path(), json!({ "archive": archive }));
     assert!(run.success, "{:?}", run.events);
 
-    let records = lines(&run.output_dir.join("dataset"));
+    let records = read_jsonl(&run.output_dir.join("dataset"));
     let summary: Vec<(i64, &str, u64, u64)> = records
         .iter()
         .map(|record| {
@@ -131,7 +123,7 @@ fn unsup_reviews_come_last_with_label_minus_one_when_asked() {
         json!({ "archive": archive, "include_unsup": true }),
     );
     assert!(run.success, "{:?}", run.events);
-    let records = lines(&run.output_dir.join("dataset"));
+    let records = read_jsonl(&run.output_dir.join("dataset"));
     assert_eq!(records.len(), 8);
     assert_eq!(records[4]["text"], "No label here.");
     assert_eq!(records[4]["label"], -1);

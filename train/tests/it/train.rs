@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use pipe_stages::classification::classification_report;
-use pipe_test_support::worker::{invocation, run_worker, Run};
+use pipe_test_support::worker::{invocation, read_jsonl, run_worker, Run};
 use pipe_train::model::{ModelConfig, SequenceClassifier};
 use serde_json::{json, Value};
 use tch::Device;
@@ -229,14 +229,6 @@ fn first_best(values: &[f64]) -> u64 {
 fn assert_close(actual: &Value, expected: f64) {
     let actual = actual.as_f64().unwrap_or(f64::NAN);
     assert!((actual - expected).abs() < 1e-12, "{actual} != {expected}");
-}
-
-fn read_jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 #[test]
