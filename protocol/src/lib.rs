@@ -48,6 +48,10 @@ pub struct Invocation {
     pub devices: Vec<String>,
     /// CPU threads the stage may use.
     pub threads: usize,
+    /// For a stage that reports on its run (`StageInfo::reads_run`): the
+    /// [`RunContext`] file the engine wrote before starting it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<PathBuf>,
 }
 
 /// One line of a worker's stdout.
@@ -99,6 +103,60 @@ pub struct StageInfo {
     /// GPUs it hands out and those the stage uses cannot disagree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices_param: Option<String>,
+    /// The stage reports on the run it is part of (`report/html`): the
+    /// engine runs it after every other stage of the pipeline, hands it a
+    /// [`RunContext`], and runs it every time, since the run is an input
+    /// no key can name in advance.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reads_run: bool,
+}
+
+/// What a stage that reads its run is told about it; the engine writes it
+/// as JSON and names the file in `Invocation::run`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunContext {
+    pub pipeline: String,
+    pub run_id: i64,
+    /// Milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    #[serde(default)]
+    pub git_commit: Option<String>,
+    #[serde(default)]
+    pub git_dirty: Option<bool>,
+    /// The pipeline's params after `-S` overrides, credentials masked.
+    pub params: Value,
+    /// The stages that finished before this one, in the order they did.
+    pub stages: Vec<RunStage>,
+}
+
+/// One finished stage of a [`RunContext`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStage {
+    /// `train@precision=bf16-mixed`.
+    pub name: String,
+    /// `train`.
+    pub base_name: String,
+    /// The matrix combination, keys in declared order (empty without one).
+    #[serde(default)]
+    pub matrix: Vec<(String, Value)>,
+    /// `train/classifier@1` for a built-in stage.
+    #[serde(default)]
+    pub uses: Option<String>,
+    /// `ran`, `restored`, `fresh`, `failed` or `skipped`.
+    pub status: String,
+    /// What the stage took in this run (a cache hit: the restore).
+    pub duration_ms: u64,
+    /// What making its outputs took, in the run that made them; equal to
+    /// `duration_ms` for a stage that ran, older for a cache hit.
+    #[serde(default)]
+    pub compute_ms: Option<u64>,
+    /// Output name -> absolute path (a built-in stage's output names; a
+    /// command stage's `outs:` names).
+    #[serde(default)]
+    pub outputs: BTreeMap<String, PathBuf>,
+    /// Flattened metrics (`epochs.1.val_acc`).
+    #[serde(default)]
+    pub metrics: BTreeMap<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -430,6 +488,7 @@ mod tests {
             outputs: vec![],
             metrics: vec![],
             devices_param: None,
+            reads_run: false,
         }
     }
 

@@ -59,6 +59,7 @@ pub(super) fn run_worker(
         } else {
             context.jobs
         },
+        run: None,
     };
     // The invocation holds the params unmasked (the worker needs the real
     // URL), so it lives only as long as the stage, readable by us alone,

@@ -130,6 +130,7 @@ impl BuiltinStage for ImdbExtract {
                 "ignored_files".into(),
             ],
             devices_param: None,
+            reads_run: false,
         }
     }
 

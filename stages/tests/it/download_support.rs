@@ -88,6 +88,7 @@ pub fn run_stage(uses: &str, params: Value, env: &[(&str, &str)]) -> Run {
         project_root: dir.path().to_path_buf(),
         devices: vec![],
         threads: 1,
+        run: None,
     };
     let file = dir.path().join("invocation.json");
     std::fs::write(&file, serde_json::to_string(&invocation).unwrap()).unwrap();

@@ -175,6 +175,7 @@ impl BuiltinStage for TrainClassifier {
             .map(|name| name.to_string())
             .collect(),
             devices_param: Some("devices".into()),
+            reads_run: false,
         }
     }
 
