@@ -67,6 +67,7 @@ impl Dag {
             upstream.push(producers);
         }
 
+        wait_for_the_run(pipeline, &mut upstream);
         let mut downstream: Vec<Vec<usize>> = vec![Vec::new(); stages.len()];
         for (index, producers) in upstream.iter().enumerate() {
             for &producer in producers {
@@ -204,6 +205,44 @@ impl Dag {
             }
         }
         text
+    }
+}
+
+/// A stage that reports on its run waits for the run: it depends on every
+/// stage that nothing else waits for, except those that read what a
+/// report wrote (a stage publishing the report comes after it, not
+/// before). Linear in stages and edges.
+fn wait_for_the_run(pipeline: &Pipeline, upstream: &mut [Vec<usize>]) {
+    let readers: Vec<usize> = (0..upstream.len())
+        .filter(|&index| pipeline.stages[index].reads_run())
+        .collect();
+    if readers.is_empty() {
+        return;
+    }
+    let mut downstream: Vec<Vec<usize>> = vec![Vec::new(); upstream.len()];
+    for (index, producers) in upstream.iter().enumerate() {
+        for &producer in producers {
+            downstream[producer].push(index);
+        }
+    }
+    // Readers and whatever reads them, however indirectly.
+    let mut after_a_report = vec![false; upstream.len()];
+    let mut stack = readers.clone();
+    while let Some(index) = stack.pop() {
+        if std::mem::replace(&mut after_a_report[index], true) {
+            continue;
+        }
+        stack.extend(downstream[index].iter().copied());
+    }
+    let waited_for = |index: usize| downstream[index].iter().any(|&down| !after_a_report[down]);
+    let last: Vec<usize> = (0..upstream.len())
+        .filter(|&index| !after_a_report[index] && !waited_for(index))
+        .collect();
+    for reader in readers {
+        let producers = &mut upstream[reader];
+        producers.extend(last.iter().copied());
+        producers.sort_unstable();
+        producers.dedup();
     }
 }
 

@@ -95,7 +95,9 @@ impl<'a> Planner<'a> {
                     let manifest = key::manifest(stage, &digests, None);
                     let key = key::key_of(&manifest);
                     let mut freshness = Freshness::Stale;
-                    if stage.always_run {
+                    if stage.reads_run() {
+                        reasons.push("it reports on the run, so it runs every time".to_string());
+                    } else if stage.always_run {
                         reasons.push("`always_run` is set".to_string());
                     } else if let Some(result) = self.cache.get_action(&key) {
                         let differing = outputs_differing(

@@ -111,6 +111,9 @@ pub struct StageInfo {
     pub reads_run: bool,
 }
 
+/// The file name of the [`RunContext`] in a stage's scratch directory.
+pub const RUN_FILE: &str = "run.json";
+
 /// What a stage that reads its run is told about it; the engine writes it
 /// as JSON and names the file in `Invocation::run`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

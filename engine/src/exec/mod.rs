@@ -10,11 +10,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
-use pipe_protocol::redact::redact_text;
+use pipe_protocol::redact::{redact_text, redacted_json};
+use pipe_protocol::{RunContext, RunStage};
 use serde_json::Value;
 
 use crate::dag::Dag;
-use crate::pipeline::{Pipeline, Stage};
+use crate::pipeline::{Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, RunStatus, StageRecord, StageStatus};
 use crate::{interrupt, EngineError, Result};
@@ -149,12 +150,18 @@ struct Context<'a> {
     jobs: usize,
     /// Process groups of running commands, by stage index, for Ctrl-C.
     running: Mutex<HashMap<usize, u32>>,
+    /// What a stage reporting on the run is told (`StageInfo::reads_run`):
+    /// the run, and the stages finished so far, added as they finish.
+    report: Mutex<RunContext>,
 }
 
 struct StageOutcome {
     index: usize,
     record: StageRecord,
     manifest: Option<Value>,
+    /// What making the outputs took when they were made: this run for a
+    /// stage that ran, the original run for a cache hit.
+    compute_ms: Option<u64>,
 }
 
 pub fn run(
@@ -176,6 +183,16 @@ pub fn run(
     let stat = StatCache::open(&project.stat_db())?;
     let mut db = RunDb::open(&project.runs_db())?;
     let git = git.join().ok().flatten();
+    let started_ms = runs::now_ms();
+    let report = RunContext {
+        pipeline: pipeline.name.clone(),
+        run_id: 0,
+        started_ms,
+        git_commit: git.as_ref().map(|git| git.commit.clone()),
+        git_dirty: git.as_ref().map(|git| git.dirty),
+        params: redacted_json(&pipeline.params),
+        stages: Vec::new(),
+    };
     let run_id = db.start_run(&RunStart {
         pipeline: &pipeline.name,
         argv: &options.argv,
@@ -206,6 +223,7 @@ pub fn run(
         observer,
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
+        report: Mutex::new(RunContext { run_id, ..report }),
     };
     let outcome = schedule(
         &context,
@@ -337,6 +355,7 @@ fn schedule(
                             index,
                             record: failed_record(stage, None, detail, 0),
                             manifest: None,
+                            compute_ms: None,
                         })
                         .ok();
                     continue;
@@ -371,6 +390,17 @@ fn schedule(
             settled[outcome.index] = true;
             let status = outcome.record.status;
             report_finished(context, &outcome.record);
+            context
+                .report
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .stages
+                .push(run_stage(
+                    &stages[outcome.index],
+                    &outcome.record,
+                    outcome.compute_ms,
+                    &context.pipeline.root,
+                ));
             if status.succeeded() {
                 for &down in &dag.downstream[outcome.index] {
                     if in_selection[down] {
@@ -431,6 +461,38 @@ fn schedule(
         RunStatus::Succeeded
     };
     Ok((records, status))
+}
+
+/// A finished stage as a report reads it: its outputs by name, absolute.
+fn run_stage(
+    stage: &Stage,
+    record: &StageRecord,
+    compute_ms: Option<u64>,
+    root: &Path,
+) -> RunStage {
+    let uses = match &stage.kind {
+        StageKind::Worker(worker) => Some(format!("{}@{}", worker.uses, worker.version)),
+        _ => None,
+    };
+    RunStage {
+        name: stage.name.clone(),
+        base_name: stage.base_name.clone(),
+        matrix: stage
+            .matrix
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.clone()))
+            .collect(),
+        uses,
+        status: record.status.as_str().to_string(),
+        duration_ms: record.duration_ms,
+        compute_ms,
+        outputs: stage
+            .outs
+            .iter()
+            .map(|out| (out.name.clone(), root.join(&out.path)))
+            .collect(),
+        metrics: record.metrics.clone(),
+    }
 }
 
 fn save(

@@ -51,6 +51,7 @@ pub(super) fn execute_stage(
                 index,
                 record: failed_record(stage, None, detail, elapsed_ms()),
                 manifest: None,
+                compute_ms: None,
             };
         }
     };
@@ -81,6 +82,7 @@ pub(super) fn execute_stage(
                         index,
                         record,
                         manifest: Some(manifest),
+                        compute_ms: Some(result.duration_ms),
                     };
                 }
                 Err(error) => {
@@ -101,6 +103,7 @@ pub(super) fn execute_stage(
                 index,
                 record: failed_record(stage, Some(&key), detail, elapsed_ms()),
                 manifest: Some(manifest),
+                compute_ms: None,
             }
         }
     }
@@ -113,6 +116,7 @@ pub(super) fn execute_stage(
         rehash_existing,
     ) {
         Ok(result) => {
+            let compute_ms = Some(result.duration_ms);
             let record = StageRecord {
                 stage: stage.name.clone(),
                 key: Some(key.to_hex()),
@@ -126,12 +130,14 @@ pub(super) fn execute_stage(
                 index,
                 record,
                 manifest: Some(manifest),
+                compute_ms,
             }
         }
         Err(detail) => StageOutcome {
             index,
             record: failed_record(stage, Some(&key), detail, elapsed_ms()),
             manifest: Some(manifest),
+            compute_ms: None,
         },
     }
 }

@@ -61,6 +61,26 @@ pub(super) fn run_worker(
         },
         run: None,
     };
+    let invocation = match worker_stage.reads_run {
+        true => {
+            let run_path = scratch_dir.join(pipe_protocol::RUN_FILE);
+            let report = context
+                .report
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone();
+            let text = serde_json::to_vec_pretty(&report)
+                .map_err(|e| StageFailure::io("cannot write the run's record", e.into()))?;
+            std::fs::write(&run_path, text).map_err(|e| {
+                StageFailure::io(format!("cannot write `{}`", run_path.display()), e)
+            })?;
+            pipe_protocol::Invocation {
+                run: Some(run_path),
+                ..invocation
+            }
+        }
+        false => invocation,
+    };
     // The invocation holds the params unmasked (the worker needs the real
     // URL), so it lives only as long as the stage, readable by us alone,
     // in the scratch directory deleted below; never among the logs.

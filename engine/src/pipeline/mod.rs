@@ -99,6 +99,9 @@ pub struct WorkerStage {
     /// Project-relative directory that holds the stage's outputs
     /// (`project::stage_output_dir`).
     pub output_dir: String,
+    /// The stage reports on its run (`StageInfo::reads_run`): it runs after
+    /// every other stage, every time, and is handed the run's record.
+    pub reads_run: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +138,13 @@ pub struct Resources {
 impl Default for Resources {
     fn default() -> Self {
         Resources { cpus: 1, gpus: 0 }
+    }
+}
+
+impl Stage {
+    /// Whether the stage reports on its run (`report/html`).
+    pub fn reads_run(&self) -> bool {
+        matches!(&self.kind, StageKind::Worker(worker) if worker.reads_run)
     }
 }
 

@@ -517,6 +517,9 @@ impl<'a> Resolver<'a> {
             None => kind,
         };
 
+        // A run is an input no key can name before it happens.
+        let always_run =
+            always_run || matches!(&kind, StageKind::Worker(worker) if worker.reads_run);
         Stage {
             name: expansion.name.clone(),
             base_name: decl.name.to_string(),

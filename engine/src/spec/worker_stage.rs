@@ -264,6 +264,7 @@ impl<'a> Resolver<'a> {
             with: resolved,
             path_params,
             output_dir: stage_output_dir(self.pipeline, &expansion.name),
+            reads_run: info.reads_run,
         })
     }
 

@@ -563,3 +563,64 @@ fn a_file_name_that_is_no_directory_name_still_names_the_pipeline() {
         ".pipe/out/my_sweep__v2_/fetch/file"
     );
 }
+
+/// A stage that reports on its run waits for every stage nothing else waits
+/// for, runs every time, and stages that read its output come after it.
+#[test]
+fn a_stage_reading_the_run_comes_after_every_other_stage() {
+    let mut catalog = crate::fixture_catalog();
+    catalog
+        .add(
+            Path::new("/fixture/report-worker"),
+            vec![pipe_protocol::StageInfo {
+                name: "test/report".into(),
+                version: 1,
+                implementation: 1,
+                summary: "a report".into(),
+                params: vec![],
+                outputs: vec![pipe_protocol::OutputSpec {
+                    name: "report".into(),
+                    kind: pipe_protocol::OutputKind::Dir,
+                    doc: "the report".into(),
+                }],
+                metrics: vec![],
+                devices_param: None,
+                reads_run: true,
+            }],
+        )
+        .unwrap();
+    let (_dir, file) = project(
+        "stages:
+  a: { run: echo, outs: [a.txt] }
+  b: { run: echo, deps: [a.txt], outs: [b.txt] }
+  report: { uses: test/report@1 }
+  c: { run: echo, outs: [c.txt] }
+  publish: { run: 'cp -r ${stages.report.outs.report} site', outs: [site] }
+  after_publish: { run: echo, deps: [site], outs: [d.txt] }
+",
+        None,
+    );
+    let loaded = pipe_engine::load(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let (pipeline, dag) = (loaded.pipeline, loaded.dag);
+    let index = |name: &str| pipeline.stages.iter().position(|s| s.name == name).unwrap();
+    let upstream = |name: &str| -> Vec<&str> {
+        dag.upstream[index(name)]
+            .iter()
+            .map(|&i| pipeline.stages[i].name.as_str())
+            .collect()
+    };
+    // `a` is waited for by `b`; the publishing stages read the report.
+    assert_eq!(upstream("report"), ["b", "c"]);
+    assert_eq!(upstream("publish"), ["report"]);
+    assert!(stage(&pipeline, "report").always_run);
+    assert!(!stage(&pipeline, "c").always_run);
+    let order: Vec<&str> = dag
+        .order
+        .iter()
+        .map(|&i| pipeline.stages[i].name.as_str())
+        .collect();
+    assert_eq!(order, ["a", "b", "c", "report", "publish", "after_publish"]);
+    // Only the report's own edges change the picture: running `c` alone
+    // does not pull in the report.
+    assert_eq!(dag.closure(&[index("c")]), [index("c")]);
+}
