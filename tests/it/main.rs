@@ -9,6 +9,7 @@
 
 mod cache_suite;
 mod cache_trust;
+mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;
 mod keys_cover_inputs;
