@@ -449,7 +449,7 @@ mod tests {
         .to_svg()
         .unwrap();
         assert!(svg.starts_with("<svg"), "{svg}");
-        assert_eq!(svg.matches("<polyline").count() >= 2, true, "{svg}");
+        assert!(svg.matches("<polyline").count() >= 2, "{svg}");
         assert!(svg.contains("train &lt;loss&gt;"), "names are escaped");
         assert!(!svg.contains("NaN"));
         // Drawn twice from the same data: the same bytes.
