@@ -158,15 +158,25 @@ impl LineChart {
             let mut chart = ChartBuilder::on(root)
                 .caption(shorten(&self.title, 80), (FONT, 18))
                 .margin(12)
+                .margin_bottom(LEGEND_HEIGHT)
                 .x_label_area_size(40)
                 .y_label_area_size(64)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|e| e.to_string())?;
-            let x_format = |v: &f64| format_number(*v);
+            // Epochs and steps are whole numbers: no label between them.
+            let whole_x = finite.iter().flatten().all(|(x, _)| x.fract() == 0.0);
+            let x_format = |v: &f64| {
+                if whole_x && v.fract() != 0.0 {
+                    String::new()
+                } else {
+                    format_number(*v)
+                }
+            };
             let y_format = |v: &f64| format_number(*v);
             chart
                 .configure_mesh()
-                .light_line_style(RGBColor(0xee, 0xee, 0xee))
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(RGBColor(0xe4, 0xe4, 0xe4))
                 .x_desc(shorten(&self.x_label, 60))
                 .y_desc(shorten(&self.y_label, 40))
                 .x_label_formatter(&x_format)
@@ -175,18 +185,14 @@ impl LineChart {
                 .axis_desc_style((FONT, 13))
                 .draw()
                 .map_err(|e| e.to_string())?;
-            for (index, (series, points)) in self.series.iter().zip(&finite).enumerate() {
+            for (index, points) in finite.iter().enumerate() {
                 let line = colour(index);
                 chart
                     .draw_series(LineSeries::new(
                         points.iter().copied(),
                         line.stroke_width(2),
                     ))
-                    .map_err(|e| e.to_string())?
-                    .label(shorten(&series.name, 40))
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], line.stroke_width(2))
-                    });
+                    .map_err(|e| e.to_string())?;
                 chart
                     .draw_series(
                         points
@@ -195,19 +201,54 @@ impl LineChart {
                     )
                     .map_err(|e| e.to_string())?;
             }
-            if !self.series.is_empty() {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .label_font((FONT, 12))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(RGBColor(0xcc, 0xcc, 0xcc))
-                    .draw()
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
+            let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
+            legend_below(root, &names, LegendMark::Line)
         })
     }
+}
+
+/// Room under a chart's axes for its legend, which lies there rather
+/// than over the data.
+const LEGEND_HEIGHT: u32 = 28;
+
+enum LegendMark {
+    Line,
+    Box,
+}
+
+/// One row of series names with their colours, along the bottom edge.
+fn legend_below(
+    root: &DrawingArea<SVGBackend, Shift>,
+    names: &[&str],
+    mark: LegendMark,
+) -> Result<(), String> {
+    let (_, height) = root.dim_in_pixel();
+    let y = height as i32 - LEGEND_HEIGHT as i32 / 2;
+    let style = (FONT, 12)
+        .into_font()
+        .into_text_style(root)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let mut x = 64;
+    for (index, name) in names.iter().enumerate() {
+        let ink = colour(index);
+        match mark {
+            LegendMark::Line => root.draw(&PathElement::new(
+                vec![(x, y), (x + 18, y)],
+                ink.stroke_width(2),
+            )),
+            LegendMark::Box => root.draw(&Rectangle::new(
+                [(x + 3, y - 6), (x + 15, y + 6)],
+                ink.filled(),
+            )),
+        }
+        .map_err(|e| e.to_string())?;
+        let label = shorten(name, 40);
+        let advance = label.chars().count() as i32 * 7 + 44;
+        root.draw(&Text::new(label, (x + 24, y), style.clone()))
+            .map_err(|e| e.to_string())?;
+        x += advance;
+    }
+    Ok(())
 }
 
 fn no_data(root: &DrawingArea<SVGBackend, Shift>, title: &str) -> Result<(), String> {
@@ -249,7 +290,7 @@ impl BarChart {
         let per_group = self.series.len().max(1);
         let bar_pixels = 16;
         let plot_height = (groups * (per_group * bar_pixels + 12)) as u32;
-        let height = (plot_height + 110).max(160);
+        let height = (plot_height + 110 + LEGEND_HEIGHT).max(160);
         let max = self
             .series
             .iter()
@@ -268,6 +309,7 @@ impl BarChart {
             let mut chart = ChartBuilder::on(root)
                 .caption(shorten(&self.title, 80), (FONT, 18))
                 .margin(12)
+                .margin_bottom(LEGEND_HEIGHT)
                 .x_label_area_size(40)
                 .y_label_area_size(label_width)
                 .build_cartesian_2d(0.0..x_max, groups as f64..0.0)
@@ -277,7 +319,8 @@ impl BarChart {
                 .configure_mesh()
                 .disable_y_mesh()
                 .y_labels(0)
-                .light_line_style(RGBColor(0xee, 0xee, 0xee))
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(RGBColor(0xe4, 0xe4, 0xe4))
                 .x_desc(shorten(&self.value_label, 60))
                 .x_label_formatter(&x_format)
                 .label_style((FONT, 12))
@@ -285,7 +328,7 @@ impl BarChart {
                 .draw()
                 .map_err(|e| e.to_string())?;
             let band = 0.8 / per_group as f64;
-            for (index, (name, values)) in self.series.iter().enumerate() {
+            for (index, (_, values)) in self.series.iter().enumerate() {
                 let fill = colour(index);
                 chart
                     .draw_series(values.iter().enumerate().map(|(group, value)| {
@@ -297,11 +340,7 @@ impl BarChart {
                         };
                         Rectangle::new([(0.0, top), (value, top + band)], fill.filled())
                     }))
-                    .map_err(|e| e.to_string())?
-                    .label(shorten(name, 40))
-                    .legend(move |(x, y)| {
-                        Rectangle::new([(x, y - 5), (x + 12, y + 5)], fill.filled())
-                    });
+                    .map_err(|e| e.to_string())?;
             }
             let label_style = (FONT, 12)
                 .into_font()
@@ -312,23 +351,15 @@ impl BarChart {
                 root.draw(&Text::new(label.clone(), (x - 6, y), label_style.clone()))
                     .map_err(|e| e.to_string())?;
             }
-            if self.series.len() > 1 {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::LowerRight)
-                    .label_font((FONT, 12))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(RGBColor(0xcc, 0xcc, 0xcc))
-                    .draw()
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
+            let names: Vec<&str> = self.series.iter().map(|(name, _)| name.as_str()).collect();
+            legend_below(root, &names, LegendMark::Box)
         })
     }
 }
 
 impl HeatMap {
-    /// The grid as SVG, each cell labelled with its value.
+    /// The grid as SVG, each cell labelled with its value. Laid out in
+    /// pixels rather than on chart axes: square cells, labels beside them.
     pub fn to_svg(&self) -> Result<String> {
         let size = self.labels.len();
         if size == 0 || self.cells.len() != size || self.cells.iter().any(|row| row.len() != size) {
@@ -344,86 +375,106 @@ impl HeatMap {
             .copied()
             .filter(|v| v.is_finite())
             .fold(0.0_f64, f64::max);
-        let side = (size as u32 * 48).clamp(120, 480);
-        let height = side + 120;
-        draw_svg(&self.title, height, |root| {
-            let (width, _) = root.dim_in_pixel();
-            let horizontal_margin = (width - side - 90) / 2;
-            let area = root.margin(10, 10, horizontal_margin, horizontal_margin);
-            let mut chart = ChartBuilder::on(&area)
-                .caption(shorten(&self.title, 60), (FONT, 18))
-                .x_label_area_size(44)
-                .y_label_area_size(90)
-                .build_cartesian_2d(0.0..size as f64, size as f64..0.0)
-                .map_err(|e| e.to_string())?;
-            let low = RGBColor(0xf7, 0xfb, 0xff);
-            let high = RGBColor(0x08, 0x30, 0x6b);
-            let blend = |share: f64| {
-                let mix = |a: u8, b: u8| {
+        let cell = (360 / size as i32).clamp(24, 72);
+        let grid = cell * size as i32;
+        let (left, top) = (120, 56);
+        let width = (left + grid + 40).max(420);
+        let height = top + grid + 64;
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, (width as u32, height as u32))
+                .into_drawing_area();
+            let draw = || -> Result<(), String> {
+                root.fill(&WHITE).map_err(|e| e.to_string())?;
+                let centre = Pos::new(HPos::Center, VPos::Center);
+                let right = Pos::new(HPos::Right, VPos::Center);
+                let text =
+                    |content: String, at: (i32, i32), size: u32, pos: Pos, ink: &RGBColor| {
+                        root.draw(&Text::new(
+                            content,
+                            at,
+                            (FONT, size).into_font().color(ink).pos(pos),
+                        ))
+                        .map_err(|e| e.to_string())
+                    };
+                text(
+                    shorten(&self.title, 60),
+                    (width / 2, 22),
+                    18,
+                    centre,
+                    &BLACK,
+                )?;
+                let low = RGBColor(0xf7, 0xfb, 0xff);
+                let high = RGBColor(0x08, 0x30, 0x6b);
+                let mix = |a: u8, b: u8, share: f64| {
                     (f64::from(a) + (f64::from(b) - f64::from(a)) * share).round() as u8
                 };
-                RGBColor(mix(low.0, high.0), mix(low.1, high.1), mix(low.2, high.2))
-            };
-            let centre = Pos::new(HPos::Center, VPos::Center);
-            for (row, values) in self.cells.iter().enumerate() {
-                for (column, &value) in values.iter().enumerate() {
-                    let share = if max > 0.0 && value.is_finite() {
-                        (value / max).clamp(0.0, 1.0)
-                    } else {
-                        0.0
-                    };
-                    let (x, y) = (column as f64, row as f64);
-                    chart
-                        .draw_series(std::iter::once(Rectangle::new(
-                            [(x, y), (x + 1.0, y + 1.0)],
-                            blend(share).filled(),
-                        )))
+                for (row, values) in self.cells.iter().enumerate() {
+                    for (column, &value) in values.iter().enumerate() {
+                        let share = if max > 0.0 && value.is_finite() {
+                            (value / max).clamp(0.0, 1.0)
+                        } else {
+                            0.0
+                        };
+                        let fill = RGBColor(
+                            mix(low.0, high.0, share),
+                            mix(low.1, high.1, share),
+                            mix(low.2, high.2, share),
+                        );
+                        let x = left + column as i32 * cell;
+                        let y = top + row as i32 * cell;
+                        root.draw(&Rectangle::new(
+                            [(x, y), (x + cell, y + cell)],
+                            fill.filled(),
+                        ))
                         .map_err(|e| e.to_string())?;
-                    let ink = if share > 0.5 { WHITE } else { BLACK };
-                    let (px, py) = chart.backend_coord(&(x + 0.5, y + 0.5));
-                    area.draw(&Text::new(
-                        format_number(value),
-                        (px, py),
-                        (FONT, 13).into_font().color(&ink).pos(centre),
-                    ))
-                    .map_err(|e| e.to_string())?;
+                        let ink = if share > 0.5 { WHITE } else { BLACK };
+                        text(
+                            format_number(value),
+                            (x + cell / 2, y + cell / 2),
+                            13,
+                            centre,
+                            &ink,
+                        )?;
+                    }
                 }
-            }
-            let axis = (FONT, 12).into_font().into_text_style(&area);
-            for (index, label) in self.labels.iter().enumerate() {
-                let label = shorten(label, 12);
-                let (x, y) = chart.backend_coord(&(index as f64 + 0.5, size as f64));
-                area.draw(&Text::new(
-                    label.clone(),
-                    (x, y + 12),
-                    axis.clone().pos(centre),
+                root.draw(&Rectangle::new(
+                    [(left, top), (left + grid, top + grid)],
+                    RGBColor(0x99, 0x99, 0x99).stroke_width(1),
                 ))
                 .map_err(|e| e.to_string())?;
-                let (x, y) = chart.backend_coord(&(0.0, index as f64 + 0.5));
-                area.draw(&Text::new(
-                    label,
-                    (x - 8, y),
-                    axis.clone().pos(Pos::new(HPos::Right, VPos::Center)),
-                ))
-                .map_err(|e| e.to_string())?;
-            }
-            let (left, bottom) = chart.backend_coord(&(0.0, size as f64));
-            let (right, top) = chart.backend_coord(&(size as f64, 0.0));
-            let description = (FONT, 13).into_font().into_text_style(&area);
-            area.draw(&Text::new(
-                shorten(&self.column_label, 40),
-                ((left + right) / 2, bottom + 32),
-                description.clone().pos(centre),
-            ))
-            .map_err(|e| e.to_string())?;
-            area.draw(&Text::new(
-                shorten(&self.row_label, 40),
-                (left - 60, top - 14),
-                description.pos(centre),
-            ))
-            .map_err(|e| e.to_string())?;
-            Ok(())
-        })
+                let grey = RGBColor(0x44, 0x44, 0x44);
+                for (index, label) in self.labels.iter().enumerate() {
+                    let middle = index as i32 * cell + cell / 2;
+                    let label = shorten(label, 14);
+                    text(
+                        label.clone(),
+                        (left + middle, top + grid + 14),
+                        12,
+                        centre,
+                        &grey,
+                    )?;
+                    text(label, (left - 8, top + middle), 12, right, &grey)?;
+                }
+                text(
+                    shorten(&self.column_label, 40),
+                    (left + grid / 2, top + grid + 40),
+                    13,
+                    centre,
+                    &BLACK,
+                )?;
+                text(
+                    shorten(&self.row_label, 16),
+                    (left - 8, top - 12),
+                    13,
+                    right,
+                    &BLACK,
+                )?;
+                root.present().map_err(|e| e.to_string())
+            };
+            draw().map_err(plot_error(&self.title))?;
+        }
+        Ok(svg)
     }
 }
 
