@@ -15,6 +15,9 @@ const WIDTH: u32 = 720;
 const HEIGHT: u32 = 360;
 const FONT: &str = "sans-serif";
 
+/// A line series of more points than this is drawn without markers.
+const MAX_MARKED_POINTS: usize = 100;
+
 /// Series colours, in order (a colour-blind-safe palette); the n-th series
 /// of every chart gets the same one.
 const PALETTE: [RGBColor; 8] = [
@@ -49,8 +52,8 @@ impl Series {
     }
 }
 
-/// Lines over a shared x axis (epochs, steps), one per series, each point
-/// marked so that a one-point series still shows.
+/// Lines over a shared x axis (epochs, steps), one per series; the points
+/// of a short series are marked, so that a one-point series still shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LineChart {
     pub title: String,
@@ -193,13 +196,18 @@ impl LineChart {
                         line.stroke_width(2),
                     ))
                     .map_err(|e| e.to_string())?;
-                chart
-                    .draw_series(
-                        points
-                            .iter()
-                            .map(|&point| Circle::new(point, 3, line.filled())),
-                    )
-                    .map_err(|e| e.to_string())?;
+                // Markers show where the data is when points are few (one
+                // epoch is one point, which a line alone would not show);
+                // on a long series they would only bloat the file.
+                if points.len() <= MAX_MARKED_POINTS {
+                    chart
+                        .draw_series(
+                            points
+                                .iter()
+                                .map(|&point| Circle::new(point, 3, line.filled())),
+                        )
+                        .map_err(|e| e.to_string())?;
+                }
             }
             let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
             legend_below(root, &names, LegendMark::Line)
@@ -519,6 +527,16 @@ mod tests {
             .to_svg()
             .unwrap();
         assert!(one.contains("<circle"), "{one}");
+        let long: Vec<(f64, f64)> = (0..500)
+            .map(|step| (step as f64, 1.0 / (1.0 + step as f64)))
+            .collect();
+        let long = line_chart(vec![Series::new("loss", long)])
+            .to_svg()
+            .unwrap();
+        assert!(
+            !long.contains("<circle") && long.contains("<polyline"),
+            "{long}"
+        );
         let none = line_chart(vec![Series::new("val", vec![(1.0, f64::NAN)])])
             .to_svg()
             .unwrap();

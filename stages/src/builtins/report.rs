@@ -979,6 +979,23 @@ mod tests {
     }
 
     #[test]
+    fn a_long_log_is_thinned_to_every_nth_point_and_the_last() {
+        let steps: Vec<f64> = (1..=10_001).map(f64::from).collect();
+        let columns = Columns {
+            columns: BTreeMap::from([
+                ("step".to_string(), steps.clone()),
+                ("loss".to_string(), steps),
+            ]),
+        };
+        let points = columns.points("step", "loss").unwrap();
+        assert!(points.len() <= MAX_PLOT_POINTS + 1, "{}", points.len());
+        assert_eq!(points.first(), Some(&(1.0, 1.0)));
+        assert_eq!(points.last(), Some(&(10_001.0, 10_001.0)));
+        assert_eq!(points[1].0 - points[0].0, 6.0, "every 6th of 10,001 points");
+        assert_eq!(columns.points("step", "lr"), None);
+    }
+
+    #[test]
     fn a_baseline_is_key_value_pairs() {
         assert_eq!(
             parse_combination("precision=32-true, strategy=single").unwrap(),
