@@ -654,11 +654,17 @@ impl Columns {
             let record = record.map_err(|e| bad(e.to_string()))?;
             let line = record.position().map_or(0, |p| p.line());
             for (name, field) in headers.iter().zip(record.iter()) {
-                let value: f64 = field.trim().parse().map_err(|_| {
-                    bad(format!(
-                        "line {line}, column `{name}`: `{field}` is not a number"
-                    ))
-                })?;
+                // An empty field is a value the writer did not have (no
+                // throughput before the first timed step): a gap, not an
+                // error.
+                let value: f64 = match field.trim() {
+                    "" => f64::NAN,
+                    text => text.parse().map_err(|_| {
+                        bad(format!(
+                            "line {line}, column `{name}`: `{field}` is not a number"
+                        ))
+                    })?,
+                };
                 if let Some(column) = columns.get_mut(name) {
                     column.push(value);
                 }
