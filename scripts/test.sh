@@ -17,5 +17,7 @@ if [[ -z "${LIBTORCH:-}" ]]; then
     export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
 fi
 
+scripts/install-chromium.sh
+
 echo "--- tests (the whole workspace, target/)" >&2
 cargo test --workspace --locked "$@"

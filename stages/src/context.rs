@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pipe_protocol::redact::redact_text;
-use pipe_protocol::{Event, Invocation};
+use pipe_protocol::{Event, Invocation, RunContext};
 use serde_json::Value;
 
 use crate::{Result, StageError};
@@ -103,6 +103,31 @@ impl StageContext {
     /// An input (a `path` param): absolute, as the engine resolved it.
     pub fn input(&self, name: &str) -> Result<PathBuf> {
         Ok(PathBuf::from(self.str(name)?))
+    }
+
+    /// The run this stage reports on (a `reads_run` stage): the file the
+    /// engine named in `Invocation::run`.
+    pub fn run_context(&self) -> Result<RunContext> {
+        let path = self.invocation.run.as_deref().ok_or_else(|| {
+            StageError::input(
+                format!(
+                    "`{}` reports on its run, but the invocation names no run file (`run`)",
+                    self.invocation.uses
+                ),
+                "run it through `pipe run`, whose engine writes the run file for stages that read \
+                 their run; a hand-written invocation needs a `run` path to a RunContext JSON file",
+            )
+        })?;
+        let text = std::fs::read_to_string(path).map_err(|e| StageError::io(path, e))?;
+        serde_json::from_str(&text).map_err(|error| {
+            StageError::input(
+                format!(
+                    "the run file `{}` is not a run context: {error}",
+                    path.display()
+                ),
+                "pipe and its workers disagree on the run file; rebuild both from the same source",
+            )
+        })
     }
 
     /// Where output `name` goes.

@@ -1,9 +1,11 @@
 //! What the integration tests of pipe's crates share, built once instead of
 //! once per test file: [`TestProject`], a temporary project driven through
 //! the real `pipe` binary, and [`http::Server`], the one loopback HTTP
-//! server every download test talks to, and [`worker::run_worker`], which
-//! runs a worker binary on one invocation as the engine would.
+//! server every download test talks to, [`worker::run_worker`], which
+//! runs a worker binary on one invocation as the engine would, and
+//! [`chromium::render`], which renders an HTML page in headless Chromium.
 
+pub mod chromium;
 pub mod http;
 mod project;
 pub mod worker;

@@ -54,9 +54,19 @@ pub fn run_worker(
     seed: Option<u64>,
     threads: usize,
 ) -> Run {
-    std::fs::create_dir_all(run_dir).unwrap();
-    let output_dir = run_dir.join("out");
     let invocation = invocation(run_dir, stage, uses, params, seed, threads);
+    run_invocation(worker, run_dir, &invocation)
+}
+
+/// Runs `invocation` (from [`invocation`], perhaps with fields added, such
+/// as `run`) in `run_dir` with the worker binary `worker`.
+pub fn run_invocation(worker: &str, run_dir: &Path, invocation: &Value) -> Run {
+    std::fs::create_dir_all(run_dir).unwrap();
+    let output_dir = PathBuf::from(
+        invocation["output_dir"]
+            .as_str()
+            .expect("the invocation names its output_dir"),
+    );
     let file = run_dir.join("invocation.json");
     std::fs::write(&file, invocation.to_string()).unwrap();
     let output = Command::new(worker)

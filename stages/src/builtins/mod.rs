@@ -4,6 +4,7 @@ mod csv;
 mod download;
 mod hf;
 mod imdb;
+mod report;
 mod split;
 mod tokenize;
 
@@ -18,5 +19,6 @@ pub fn data_stages() -> Vec<&'static dyn BuiltinStage> {
         &csv::FromCsv,
         &split::Split,
         &tokenize::Tokenize,
+        &report::HtmlReport,
     ]
 }

@@ -15,5 +15,6 @@ mod download;
 mod from_csv;
 mod hf_download;
 mod imdb;
+mod report;
 mod split;
 mod tokenize;

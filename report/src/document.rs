@@ -1,0 +1,456 @@
+//! A report as a list of blocks, rendered twice: one self-contained HTML
+//! page (styles, plots and its small script inline; a Content Security
+//! Policy that forbids loading anything) and a Markdown twin that links
+//! the plots as SVG files beside it.
+
+use std::fmt::Write;
+
+use crate::text::{escape_html, escape_markdown, format_number};
+
+/// What a missing value shows as.
+const MISSING: &str = "–";
+
+/// One table cell: its text, and the number it shows when it shows one
+/// (right-aligned, and sorted by value rather than by text).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub text: String,
+    pub number: Option<f64>,
+}
+
+impl Cell {
+    pub fn text(text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            number: None,
+        }
+    }
+
+    /// A number with four significant digits.
+    pub fn number(value: f64) -> Cell {
+        Cell {
+            text: format_number(value),
+            number: Some(value),
+        }
+    }
+
+    /// A number shown as `text` (`12.3 s`, `2.1x`), sorted by `value`.
+    pub fn number_as(value: f64, text: impl Into<String>) -> Cell {
+        Cell {
+            text: text.into(),
+            number: Some(value),
+        }
+    }
+
+    pub fn missing() -> Cell {
+        Cell::text(MISSING)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Table {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    pub fn new(columns: Vec<String>) -> Table {
+        Table {
+            columns,
+            rows: Vec::new(),
+        }
+    }
+
+    /// A column is numeric when every cell in it that is not missing is a
+    /// number, and at least one is.
+    fn numeric(&self, column: usize) -> bool {
+        let cells = self.rows.iter().filter_map(|row| row.get(column));
+        let mut any = false;
+        for cell in cells {
+            match cell.number {
+                Some(_) => any = true,
+                None if cell.text == MISSING => {}
+                None => return false,
+            }
+        }
+        any
+    }
+}
+
+/// An SVG plot: inline in the HTML, a file beside the Markdown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plot {
+    /// `03-train-loss.svg`: numbered in document order, letters, digits,
+    /// `-` and `.` only, so it is safe as a file name and a relative link.
+    pub file_name: String,
+    pub title: String,
+    pub svg: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    /// A section heading, level 2 or 3.
+    Heading {
+        level: u8,
+        text: String,
+    },
+    Paragraph(String),
+    /// Name/value pairs (the run's facts, a stage's hardware).
+    Facts(Vec<(String, String)>),
+    Table(Table),
+    Plot(Plot),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub title: String,
+    pub blocks: Vec<Block>,
+}
+
+impl Document {
+    pub fn new(title: impl Into<String>) -> Document {
+        Document {
+            title: title.into(),
+            blocks: Vec::new(),
+        }
+    }
+
+    pub fn heading(&mut self, level: u8, text: impl Into<String>) {
+        self.blocks.push(Block::Heading {
+            level: level.clamp(2, 3),
+            text: text.into(),
+        });
+    }
+
+    pub fn paragraph(&mut self, text: impl Into<String>) {
+        self.blocks.push(Block::Paragraph(text.into()));
+    }
+
+    pub fn facts(&mut self, facts: Vec<(String, String)>) {
+        if !facts.is_empty() {
+            self.blocks.push(Block::Facts(facts));
+        }
+    }
+
+    pub fn table(&mut self, table: Table) {
+        self.blocks.push(Block::Table(table));
+    }
+
+    /// Adds a plot; its file name is its place among the document's plots
+    /// and `name` reduced to safe characters (`train@lr=0.1` ->
+    /// `02-train-lr-0.1.svg`).
+    pub fn plot(&mut self, name: &str, title: impl Into<String>, svg: String) {
+        let number = self.plots().count() + 1;
+        let mut slug = String::new();
+        for ch in name.chars() {
+            if ch.is_ascii_alphanumeric() || ch == '.' {
+                slug.push(ch.to_ascii_lowercase());
+            } else if !slug.ends_with('-') {
+                slug.push('-');
+            }
+        }
+        let slug: String = slug.trim_matches(['-', '.']).chars().take(60).collect();
+        let file_name = if slug.is_empty() {
+            format!("{number:02}.svg")
+        } else {
+            format!("{number:02}-{slug}.svg")
+        };
+        self.blocks.push(Block::Plot(Plot {
+            file_name,
+            title: title.into(),
+            svg,
+        }));
+    }
+
+    pub fn plots(&self) -> impl Iterator<Item = &Plot> {
+        self.blocks.iter().filter_map(|block| match block {
+            Block::Plot(plot) => Some(plot),
+            _ => None,
+        })
+    }
+
+    /// The page: one file, nothing loaded from anywhere.
+    pub fn to_html(&self) -> String {
+        let mut html = String::new();
+        let title = escape_html(&self.title);
+        let _ = write!(
+            html,
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
+             style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+             <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n<h1>{title}</h1>\n"
+        );
+        for block in &self.blocks {
+            match block {
+                Block::Heading { level, text } => {
+                    let _ = writeln!(html, "<h{level}>{}</h{level}>", escape_html(text));
+                }
+                Block::Paragraph(text) => {
+                    let _ = writeln!(html, "<p>{}</p>", escape_html(text));
+                }
+                Block::Facts(facts) => {
+                    html.push_str("<table class=\"facts\">\n");
+                    for (name, value) in facts {
+                        let _ = writeln!(
+                            html,
+                            "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
+                            escape_html(name),
+                            escape_html(value)
+                        );
+                    }
+                    html.push_str("</table>\n");
+                }
+                Block::Table(table) => table_html(&mut html, table),
+                Block::Plot(plot) => {
+                    let _ = writeln!(
+                        html,
+                        "<figure class=\"plot\" data-plot=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
+                        escape_html(&plot.file_name),
+                        plot.svg.trim(),
+                        escape_html(&plot.title)
+                    );
+                }
+            }
+        }
+        let _ = write!(
+            html,
+            "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+        );
+        html
+    }
+
+    /// The Markdown twin: the same blocks, plots as links to their files.
+    pub fn to_markdown(&self) -> String {
+        let mut markdown = format!("# {}\n", escape_markdown(&self.title));
+        for block in &self.blocks {
+            markdown.push('\n');
+            match block {
+                Block::Heading { level, text } => {
+                    let _ = writeln!(
+                        markdown,
+                        "{} {}",
+                        "#".repeat(usize::from(*level)),
+                        escape_markdown(text)
+                    );
+                }
+                Block::Paragraph(text) => {
+                    let _ = writeln!(markdown, "{}", escape_markdown(text));
+                }
+                Block::Facts(facts) => {
+                    for (name, value) in facts {
+                        let _ = writeln!(
+                            markdown,
+                            "- {}: {}",
+                            escape_markdown(name),
+                            escape_markdown(value)
+                        );
+                    }
+                }
+                Block::Table(table) => table_markdown(&mut markdown, table),
+                Block::Plot(plot) => {
+                    let _ = writeln!(
+                        markdown,
+                        "![{}]({})",
+                        escape_markdown(&plot.title),
+                        plot.file_name
+                    );
+                }
+            }
+        }
+        markdown
+    }
+}
+
+fn table_html(html: &mut String, table: &Table) {
+    let numeric: Vec<bool> = (0..table.columns.len()).map(|c| table.numeric(c)).collect();
+    html.push_str("<div class=\"scroll\"><table class=\"data sortable\">\n<thead><tr>");
+    for (column, name) in table.columns.iter().enumerate() {
+        let class = if numeric[column] {
+            " class=\"num\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            html,
+            "<th{class} title=\"sort by this column\">{}</th>",
+            escape_html(name)
+        );
+    }
+    html.push_str("</tr></thead>\n<tbody>\n");
+    for row in &table.rows {
+        html.push_str("<tr>");
+        for (column, cell) in row.iter().enumerate() {
+            let class = if numeric.get(column) == Some(&true) {
+                " class=\"num\""
+            } else {
+                ""
+            };
+            match cell.number {
+                Some(value) if value.is_finite() => {
+                    let _ = write!(
+                        html,
+                        "<td{class} data-sort=\"{value:e}\">{}</td>",
+                        escape_html(&cell.text)
+                    );
+                }
+                _ => {
+                    let _ = write!(html, "<td{class}>{}</td>", escape_html(&cell.text));
+                }
+            }
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</tbody>\n</table></div>\n");
+}
+
+fn table_markdown(markdown: &mut String, table: &Table) {
+    let cell = |text: &str| {
+        let escaped = escape_markdown(text);
+        if escaped.is_empty() {
+            " ".to_string()
+        } else {
+            escaped
+        }
+    };
+    markdown.push('|');
+    for name in &table.columns {
+        let _ = write!(markdown, " {} |", cell(name));
+    }
+    markdown.push_str("\n|");
+    for column in 0..table.columns.len() {
+        markdown.push_str(if table.numeric(column) {
+            " ---: |"
+        } else {
+            " --- |"
+        });
+    }
+    markdown.push('\n');
+    for row in &table.rows {
+        markdown.push('|');
+        for column in 0..table.columns.len() {
+            let text = row.get(column).map_or(MISSING, |c| c.text.as_str());
+            let _ = write!(markdown, " {} |", cell(text));
+        }
+        markdown.push('\n');
+    }
+}
+
+/// The page's whole style: system fonts only, nothing fetched.
+const STYLE: &str = "
+body{margin:0;background:#fafafa;color:#222;font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif}
+main{max-width:1000px;margin:0 auto;padding:16px 24px 48px}
+h1{font-size:24px;margin:8px 0 16px}
+h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:16px;margin:20px 0 8px}
+table{border-collapse:collapse;margin:8px 0}
+th,td{padding:4px 10px;border-bottom:1px solid #e4e4e4;text-align:left;vertical-align:top;white-space:pre-wrap}
+table.data th{background:#f0f0f0;cursor:pointer;user-select:none}
+table.data th[aria-sort=ascending]::after{content:' \\25B2'}
+table.data th[aria-sort=descending]::after{content:' \\25BC'}
+.num{text-align:right;font-variant-numeric:tabular-nums}
+table.facts th{font-weight:600;padding-left:0}
+.scroll{overflow-x:auto}
+figure.plot{margin:12px 0;background:#fff;border:1px solid #e4e4e4;padding:8px;display:inline-block;max-width:100%}
+figure.plot svg{display:block;max-width:100%;height:auto}
+figcaption{color:#666;font-size:12px;margin-top:4px}
+";
+
+/// Sorts a table by the clicked column (numbers by value), and records on
+/// each plot the size it was laid out at and how many shapes it drew
+/// (`data-width`, `data-height`, `data-marks`), so that a headless
+/// browser's DOM dump shows whether the plots really rendered.
+const SCRIPT: &str = r#"
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, column) {
+    th.addEventListener('click', function () {
+      var ascending = th.getAttribute('aria-sort') !== 'ascending';
+      table.querySelectorAll('th').forEach(function (other) { other.removeAttribute('aria-sort'); });
+      th.setAttribute('aria-sort', ascending ? 'ascending' : 'descending');
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      var key = function (row) {
+        var cell = row.cells[column];
+        if (!cell) { return ''; }
+        var sort = cell.getAttribute('data-sort');
+        return sort === null ? cell.textContent : parseFloat(sort);
+      };
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        var order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+        return ascending ? order : -order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+document.querySelectorAll('figure.plot').forEach(function (figure) {
+  var svg = figure.querySelector('svg');
+  if (!svg) { return; }
+  var box = svg.getBoundingClientRect();
+  var marks = 0;
+  svg.querySelectorAll('path, polyline, polygon, rect, circle, line').forEach(function (shape) {
+    var shapeBox = shape.getBoundingClientRect();
+    if (shapeBox.width > 0 || shapeBox.height > 0) { marks += 1; }
+  });
+  figure.setAttribute('data-width', String(Math.round(box.width)));
+  figure.setAttribute('data-height', String(Math.round(box.height)));
+  figure.setAttribute('data-marks', String(marks));
+});
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Document {
+        let mut document = Document::new("run <1>");
+        document.heading(2, "Results | all");
+        document.facts(vec![("git".into(), "abc\ndirty".into())]);
+        let mut table = Table::new(vec!["stage".into(), "seconds".into()]);
+        table
+            .rows
+            .push(vec![Cell::text("a|b"), Cell::number(1.23456)]);
+        table.rows.push(vec![Cell::text("c"), Cell::missing()]);
+        document.table(table);
+        document.plot("train@lr=0.1 <x>", "Loss", "<svg></svg>".into());
+        document.plot("", "Empty", "<svg></svg>".into());
+        document
+    }
+
+    #[test]
+    fn plots_get_numbered_safe_file_names() {
+        let names: Vec<_> = sample().plots().map(|p| p.file_name.clone()).collect();
+        assert_eq!(names, ["01-train-lr-0.1-x.svg", "02.svg"]);
+    }
+
+    #[test]
+    fn markdown_tables_keep_their_shape_and_align_numbers() {
+        let markdown = sample().to_markdown();
+        assert!(
+            markdown
+                .contains("| stage | seconds |\n| --- | ---: |\n| a\\|b | 1.235 |\n| c | – |\n"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("- git: abc<br>dirty"), "{markdown}");
+        assert!(
+            markdown.contains("![Loss](01-train-lr-0.1-x.svg)"),
+            "{markdown}"
+        );
+        assert!(markdown.starts_with("# run &lt;1&gt;\n"), "{markdown}");
+    }
+
+    #[test]
+    fn the_page_inlines_plots_and_forbids_loading_anything() {
+        let html = sample().to_html();
+        assert!(html.contains("default-src 'none'"));
+        assert!(html
+            .contains("<figure class=\"plot\" data-plot=\"01-train-lr-0.1-x.svg\">\n<svg></svg>"));
+        assert!(html.contains("<title>run &lt;1&gt;</title>"));
+        assert!(
+            html.contains("<td class=\"num\" data-sort=\"1.23456e0\">1.235</td>"),
+            "{html}"
+        );
+        assert!(!html.contains("src=") && !html.contains("href="));
+    }
+}

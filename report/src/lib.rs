@@ -1,0 +1,29 @@
+//! Reports for pipe, drawn from plain data: SVG plots ([`chart`]: line
+//! charts with named series, grouped bar charts, heat maps), tables, and a
+//! [`Document`] that renders as one self-contained HTML page and as its
+//! Markdown twin, which links the same plots as SVG files.
+//!
+//! Nothing here reads a clock, the machine or the network: the same data
+//! gives byte-identical output, which is what lets reports be snapshotted
+//! and compared. Every text a user could have written (a param, a stage
+//! name) is escaped for the format it lands in ([`text`]).
+
+pub mod chart;
+mod document;
+pub mod text;
+
+pub use chart::{BarChart, HeatMap, LineChart, Series};
+pub use document::{Block, Cell, Document, Plot, Table};
+
+/// Why a report could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// plotters refused to draw a chart (its own message).
+    #[error("cannot draw the plot `{title}`: {message}")]
+    Plot { title: String, message: String },
+    /// The data handed to a chart or table does not fit it.
+    #[error("{0}")]
+    Data(String),
+}
+
+pub type Result<T, E = ReportError> = std::result::Result<T, E>;

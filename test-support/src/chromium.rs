@@ -1,0 +1,139 @@
+//! Renders an HTML file in a real headless Chromium, as a reader's browser
+//! would, and reports what happened: the DOM after the page's scripts ran,
+//! what the page wrote to the console, every request it tried to send
+//! anywhere, and a screenshot.
+//!
+//! Chromium is told to use a proxy on 127.0.0.1 that records each request
+//! and refuses it, so "loads nothing from outside" is checked, not assumed.
+//! The browser's own traffic is switched off, so a recorded request is the
+//! page's: background networking, updates and sync by their switches, the
+//! network time query, the search preconnect and the AI-mode eligibility
+//! check as features; the account check that every profile makes on start
+//! (ListAccounts), which no switch turns off, is sent to a loopback port
+//! nobody listens on (loopback addresses bypass the proxy).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::http::{unreachable_url, Reply, Server};
+
+/// What rendering a page showed.
+pub struct Rendered {
+    /// The DOM, serialized after the page's scripts ran (`--dump-dom`).
+    pub dom: String,
+    /// Every console line of the page (errors, CSP violations, logs): a
+    /// report writes none.
+    pub console: Vec<String>,
+    /// The request lines the proxy received (`GET http://host/x HTTP/1.1`,
+    /// `CONNECT host:443 HTTP/1.1`).
+    pub requests: Vec<String>,
+    pub screenshot: PathBuf,
+    /// Chromium's whole stderr, for failure messages.
+    pub log: String,
+}
+
+/// The Chromium binary on PATH; panics naming the install script when
+/// there is none, so a missing browser fails the tests instead of
+/// skipping them.
+pub fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        for name in ["chromium", "chromium-browser"] {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    panic!(
+        "chromium is not on PATH, and the HTML report tests render pages in it: run \
+         scripts/install-chromium.sh (scripts/test.sh does) and test again"
+    );
+}
+
+/// Where tests keep files for a person to look at afterwards:
+/// `target/test-artefacts/` of the build running the tests.
+pub fn artefact_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/PROFILE/deps/TEST-BINARY
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .expect("the test binary lies in target/PROFILE/deps/")
+        .to_path_buf();
+    let dir = target.join("test-artefacts");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+/// Renders `page` in a window `width` x `height` pixels and saves a
+/// screenshot of it at `screenshot`.
+pub fn render(page: &Path, screenshot: &Path, (width, height): (u32, u32)) -> Rendered {
+    let browser = chromium();
+    let proxy = Server::start(|_, _| Reply::status(502));
+    let profile = tempfile::tempdir().expect("a temporary Chromium profile");
+    if let Some(dir) = screenshot.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    }
+    let _ = std::fs::remove_file(screenshot);
+    let page = page
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", page.display()));
+    let output = Command::new(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-default-apps",
+            "--disable-extensions",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--run-all-compositor-stages-before-draw",
+            "--virtual-time-budget=1000",
+            "--hide-scrollbars",
+            "--disable-features=NetworkTimeServiceQuerying,PreconnectToSearch,AimEnabled,\
+             AimServerEligibilityEnabled",
+        ])
+        .arg(format!("--gaia-url={}", unreachable_url("")))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--proxy-server=http://127.0.0.1:{}", proxy.port()))
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", browser.display()));
+    let log = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{} failed ({}):\n{log}",
+        browser.display(),
+        output.status
+    );
+    assert!(
+        screenshot.is_file(),
+        "Chromium wrote no screenshot at {}:\n{log}",
+        screenshot.display()
+    );
+    let console = log
+        .lines()
+        .filter(|line| line.contains(":CONSOLE") || line.contains("Uncaught"))
+        .map(String::from)
+        .collect();
+    let requests = proxy
+        .requests()
+        .iter()
+        .map(|request| format!("{} {}", request.method, request.path))
+        .collect();
+    Rendered {
+        dom: String::from_utf8_lossy(&output.stdout).into_owned(),
+        console,
+        requests,
+        screenshot: screenshot.to_path_buf(),
+        log,
+    }
+}
