@@ -134,6 +134,8 @@ impl BuiltinWorker {
             "stages/Cargo.toml",
             "protocol/src",
             "protocol/Cargo.toml",
+            "report/src",
+            "report/Cargo.toml",
             "shared-deps/Cargo.toml",
             "Cargo.toml",
             "Cargo.lock",
