@@ -772,6 +772,13 @@ fn ddp_matches_single(fixture: &str, accumulate: u64) {
     {
         assert!((a - b).abs() < 1e-4, "train loss {a} vs {b}");
     }
+    // The same steps, so the same lines of the step curve at the same
+    // rates (the losses differ: ddp's are rank 0's half of each batch).
+    let schedule = |run: &Run| -> Vec<(u64, u64, f64)> {
+        step_lines(run).iter().map(|l| (l.0, l.1, l.3)).collect()
+    };
+    assert_eq!(schedule(&single), schedule(&ddp));
+    assert!(!schedule(&single).is_empty());
     let difference = max_weight_difference(&single, &ddp);
     assert!(
         difference < 1e-5,
