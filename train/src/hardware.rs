@@ -2,7 +2,10 @@
 //! put runs side by side, and a speed-up means nothing without the CPU,
 //! the GPUs and the libtorch build behind it.
 
-use std::process::Command;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tch::Device;
@@ -46,7 +49,10 @@ fn cpu_model_in(cpuinfo: &str) -> Option<String> {
 /// their names, so they come from `nvidia-smi`, asked once for every GPU
 /// of the machine. `cuda:N` is the Nth entry of CUDA_VISIBLE_DEVICES (the
 /// engine sets it to the GPUs it gave the stage), an index or a UUID as
-/// nvidia-smi prints them, or GPU N when the variable is unset.
+/// nvidia-smi prints them, or GPU N when the variable is unset. Not
+/// promised: CUDA numbers devices fastest first (unless
+/// CUDA_DEVICE_ORDER=PCI_BUS_ID) and nvidia-smi by PCI bus, so on a
+/// machine mixing GPU models an index may name another model.
 fn gpu_names(devices: &[Device]) -> Vec<Option<String>> {
     let cuda: Vec<usize> = devices
         .iter()
@@ -59,17 +65,16 @@ fn gpu_names(devices: &[Device]) -> Vec<Option<String>> {
         return Vec::new();
     }
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-    let listing = Command::new("nvidia-smi")
-        .args(["--query-gpu=index,uuid,name", "--format=csv,noheader"])
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .and_then(|output| String::from_utf8(output.stdout).ok())
-        .unwrap_or_default();
-    let gpus = parse_gpu_listing(&listing);
+    let listing = gpu_listing(Path::new("nvidia-smi"), NVIDIA_SMI_PATIENCE).unwrap_or_default();
+    names_of(&cuda, visible.as_deref(), &parse_gpu_listing(&listing))
+}
+
+/// The names of CUDA devices `cuda` (indices as libtorch numbers them)
+/// among `gpus`, through `visible` (CUDA_VISIBLE_DEVICES).
+fn names_of(cuda: &[usize], visible: Option<&str>, gpus: &[GpuListing]) -> Vec<Option<String>> {
     cuda.iter()
         .map(|&index| {
-            let id = match &visible {
+            let id = match visible {
                 Some(list) => list.split(',').nth(index)?.trim().to_string(),
                 None => index.to_string(),
             };
@@ -78,6 +83,42 @@ fn gpu_names(devices: &[Device]) -> Vec<Option<String>> {
                 .map(|gpu| gpu.name.clone())
         })
         .collect()
+}
+
+/// How long `nvidia-smi` may take: a wedged driver can make it hang for
+/// minutes, and a name in the metrics is not worth holding a finished
+/// training run for.
+const NVIDIA_SMI_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The stdout of `nvidia-smi --query-gpu=index,uuid,name`, or None when it
+/// is missing, fails or does not answer within `patience` (it is then
+/// stopped).
+fn gpu_listing(nvidia_smi: &Path, patience: Duration) -> Option<String> {
+    let mut child = Command::new(nvidia_smi)
+        .args(["--query-gpu=index,uuid,name", "--format=csv,noheader"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + patience;
+    loop {
+        match child.try_wait() {
+            // A few lines: they fit in the pipe, so it can exit unread.
+            Ok(Some(status)) if status.success() => {
+                let mut text = String::new();
+                child.stdout.take()?.read_to_string(&mut text).ok()?;
+                return Some(text);
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(Some(_)) => return None,
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
 }
 
 #[derive(Debug, PartialEq)]
@@ -140,6 +181,48 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn cuda_devices_are_named_through_cuda_visible_devices() {
+        let gpus = parse_gpu_listing(
+            "0, GPU-aaa, NVIDIA A100\n1, GPU-bbb, NVIDIA H100\n2, GPU-ccc, NVIDIA H200\n",
+        );
+        let name = |text: &str| Some(text.to_string());
+        // The engine's indices, a UUID, and one device past the list.
+        assert_eq!(
+            names_of(&[0, 1, 2], Some("2,GPU-aaa"), &gpus),
+            [name("NVIDIA H200"), name("NVIDIA A100"), None]
+        );
+        assert_eq!(names_of(&[1], None, &gpus), [name("NVIDIA H100")]);
+        // nvidia-smi missing or silent: a null per device, never an error.
+        assert_eq!(names_of(&[0, 1], None, &[]), [None, None]);
+    }
+
+    /// A stand-in for nvidia-smi: a shell script `name` with `body`.
+    fn fake_nvidia_smi(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn nvidia_smi_that_fails_hangs_or_is_missing_gives_no_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let patience = Duration::from_secs(5);
+        let answers = fake_nvidia_smi(dir.path(), "answers", "echo '0, GPU-aaa, NVIDIA H200'");
+        assert_eq!(
+            gpu_listing(&answers, patience).as_deref(),
+            Some("0, GPU-aaa, NVIDIA H200\n")
+        );
+        let fails = fake_nvidia_smi(dir.path(), "fails", "echo 'NVIDIA-SMI has failed'; exit 9");
+        assert_eq!(gpu_listing(&fails, patience), None);
+        // Stopped once its time is up rather than waited for.
+        let hangs = fake_nvidia_smi(dir.path(), "hangs", "exec sleep 600");
+        assert_eq!(gpu_listing(&hangs, Duration::from_millis(100)), None);
+        assert_eq!(gpu_listing(&dir.path().join("absent"), patience), None);
     }
 
     #[test]
