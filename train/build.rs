@@ -33,6 +33,7 @@ fn main() {
     // torch-sys' `doc-only` feature, where nothing is linked.
     if let Some(lib_dir) = env::var_os("DEP_TCH_LIBTORCH_LIB") {
         autocast_shim(std::path::Path::new(&lib_dir));
+        libtorch_version(std::path::Path::new(&lib_dir));
         let lib_dir = lib_dir.to_string_lossy();
         // RUNPATH rather than old-style RPATH is what modern ld emits; it is
         // still searched before the system directories, and LD_LIBRARY_PATH
@@ -48,6 +49,54 @@ fn main() {
     println!("cargo:rustc-link-arg-bins=-ltorch");
     println!("cargo:rustc-link-arg-examples=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg-examples=-ltorch");
+}
+
+/// Tells the crate, as PIPE_LIBTORCH_VERSION, the version of the libtorch
+/// it links, for the `hardware` metric: read from that libtorch's own files
+/// beside `lib/`, so that it names the build really linked (`+cu130`,
+/// `+cpu`) rather than the version torch-sys was written for. The libtorch
+/// zip has `build-version`; the PyPI wheel's directory has `version.py`;
+/// any libtorch has its headers' version macros (without the build tag).
+/// Absent when none of them reads: the metric is then null.
+fn libtorch_version(lib_dir: &std::path::Path) {
+    let root = lib_dir.parent().unwrap_or(lib_dir);
+    let build_version = root.join("build-version");
+    let wheel_version = root.join("version.py");
+    let header = root.join("include/torch/headeronly/version.h");
+    for file in [&build_version, &wheel_version, &header] {
+        println!("cargo:rerun-if-changed={}", file.display());
+    }
+    let version = std::fs::read_to_string(&build_version)
+        .ok()
+        .map(|text| text.trim().to_string())
+        .filter(|text| !text.is_empty() && !text.contains('\n'))
+        .or_else(|| {
+            let text = std::fs::read_to_string(&wheel_version).ok()?;
+            let line = text
+                .lines()
+                .find(|line| line.trim_start().starts_with("__version__"))?;
+            let (_, value) = line.split_once('=')?;
+            Some(value.trim().trim_matches(['\'', '"']).to_string())
+        })
+        .or_else(|| {
+            let text = std::fs::read_to_string(&header).ok()?;
+            let part = |name: &str| -> Option<u32> {
+                text.lines().find_map(|line| {
+                    let rest = line.trim().strip_prefix("#define ")?.strip_prefix(name)?;
+                    rest.trim().parse().ok()
+                })
+            };
+            Some(format!(
+                "{}.{}.{}",
+                part("TORCH_VERSION_MAJOR")?,
+                part("TORCH_VERSION_MINOR")?,
+                part("TORCH_VERSION_PATCH")?
+            ))
+        })
+        .filter(|version| !version.is_empty());
+    if let Some(version) = version {
+        println!("cargo:rustc-env=PIPE_LIBTORCH_VERSION={version}");
+    }
 }
 
 /// Compiles the C++ shims (autocast, fused AdamW) against the headers of the libtorch that

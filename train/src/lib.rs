@@ -10,6 +10,7 @@
 
 pub mod builtins;
 pub mod ddp;
+pub mod hardware;
 pub mod model;
 pub mod optim;
 pub mod precision;

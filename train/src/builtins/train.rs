@@ -36,6 +36,7 @@ use super::classifier::{
 use crate::ddp::{
     same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
 };
+use crate::hardware;
 use crate::model::{Architecture, SequenceClassifier};
 use crate::optim::{AdamW, OptimError};
 use crate::precision::{self, AutocastGuard, LossScaler, Precision};
@@ -44,6 +45,7 @@ pub struct TrainClassifier;
 
 const CHECKPOINT: &str = "checkpoint";
 const CURVES: &str = "curves";
+const STEPS: &str = "steps";
 const UNIT: &str = "steps";
 pub(super) const STRATEGIES: &[&str] = &["single", "ddp"];
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
@@ -125,6 +127,13 @@ impl BuiltinStage for TrainClassifier {
                     Some(Value::Null),
                     "stop after this many epochs without a better val accuracy; unset: never stop early",
                 ),
+                ParamSpec::new(
+                    "log_every_n_steps",
+                    ParamKind::Integer,
+                    Some(json!(50)),
+                    "a line of the `steps` curve every this many optimizer steps (and at the last step of each epoch)",
+                )
+                .at_least(1.0),
                 ParamSpec::choice(
                     "precision",
                     precision::NAMES,
@@ -152,7 +161,13 @@ impl BuiltinStage for TrainClassifier {
                 OutputSpec {
                     name: CURVES.into(),
                     kind: OutputKind::File,
-                    doc: "CSV, one line per epoch: epoch, train_loss, train_acc, val_loss, val_acc, epoch_seconds, samples_per_s"
+                    doc: "CSV, one line per epoch: epoch, train_loss, train_acc (over the epoch's training rows), val_loss, val_acc (after the epoch), epoch_seconds (its training steps), samples_per_s"
+                        .into(),
+                },
+                OutputSpec {
+                    name: STEPS.into(),
+                    kind: OutputKind::File,
+                    doc: "CSV, one line every `log_every_n_steps` optimizer steps and at the last step of each epoch: step, epoch, loss (mean since the line before), lr, samples_per_s"
                         .into(),
                 },
             ],
@@ -163,6 +178,12 @@ impl BuiltinStage for TrainClassifier {
                 "epochs_run",
                 "stopped_early",
                 "peak_rss_mb",
+                "train_seconds",
+                "samples_per_s",
+                "hardware.cpu",
+                "hardware.cpus",
+                "hardware.gpus",
+                "hardware.libtorch",
                 "epochs.<n>.train_loss",
                 "epochs.<n>.train_acc",
                 "epochs.<n>.val_loss",
@@ -241,6 +262,8 @@ impl BuiltinStage for TrainClassifier {
         let mut epochs: Vec<EpochStats> = Vec::new();
         let mut global_step = 0u64;
         let mut stopped_early = false;
+        let mut step_curve = StepCurve::new(settings.log_every_n_steps);
+        let loop_started = Instant::now();
         for epoch in 0..settings.epochs {
             let phase = format!("train epoch {}", epoch + 1);
             let started = Instant::now();
@@ -266,12 +289,19 @@ impl BuiltinStage for TrainClassifier {
                     (totals.rows * replicas) as f64 / seconds
                 )
             };
-            let report = |done: u64, totals: &TrainTotals| {
-                context.progress_with(&phase, done, Some(steps_per_epoch), UNIT, || {
-                    Some(live(totals, world))
+            let last_step = steps.len() as u64;
+            let mut report = |done: &StepDone| {
+                step_curve.record(
+                    epoch + 1,
+                    plan.first_step + done.index,
+                    done,
+                    done.index == last_step,
+                );
+                context.progress_with(&phase, done.index, Some(steps_per_epoch), UNIT, || {
+                    Some(live(done.epoch, world))
                 })
             };
-            let totals = train_epoch(&mut replicas, &plan, sync.as_ref(), &report)?;
+            let totals = train_epoch(&mut replicas, &plan, sync.as_ref(), &mut report)?;
             global_step += steps.len() as u64;
             context.progress_done_with(&phase, steps_per_epoch, UNIT, Some(live(&totals, 1)));
             let train_seconds = started.elapsed().as_secs_f64();
@@ -296,6 +326,7 @@ impl BuiltinStage for TrainClassifier {
                 val_acc: validation.accuracy(),
                 epoch_seconds: train_seconds,
                 val_seconds: started.elapsed().as_secs_f64() - train_seconds,
+                rows: totals.rows,
                 samples_per_s: totals.rows as f64 / train_seconds.max(1e-9),
                 tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
             };
@@ -328,6 +359,7 @@ impl BuiltinStage for TrainClassifier {
                 break;
             }
         }
+        let train_seconds = loop_started.elapsed().as_secs_f64();
         let model = &replicas[0].model;
 
         let (Some((best_epoch, best_acc)), Some(weights)) = (best.best(), best_weights) else {
@@ -338,6 +370,7 @@ impl BuiltinStage for TrainClassifier {
         let checkpoint = context.output(CHECKPOINT);
         write_checkpoint(&checkpoint, &weights, model, &model_dir, &tokens)?;
         write_curves(&context.output(CURVES), &epochs)?;
+        step_curve.write(&context.output(STEPS))?;
 
         let best_stats = &epochs[best_epoch as usize - 1];
         let mut per_epoch = Map::new();
@@ -357,6 +390,12 @@ impl BuiltinStage for TrainClassifier {
             "strategy": settings.strategy.name(),
             "devices": devices.iter().map(|device| device_name(*device)).collect::<Vec<_>>(),
             "peak_rss_mb": peak_rss_mb(),
+            "train_seconds": round3(train_seconds),
+            "samples_per_s": round3(
+                epochs.iter().map(|stats| stats.rows as f64).sum::<f64>()
+                    / epochs.iter().map(|stats| stats.epoch_seconds).sum::<f64>().max(1e-9)
+            ),
+            "hardware": hardware::describe(&devices),
             "epochs": per_epoch,
         }))?;
         Ok(())
@@ -375,6 +414,7 @@ struct Settings {
     seed: u64,
     limit_train_samples: Option<usize>,
     patience: Option<u32>,
+    log_every_n_steps: u64,
     precision: Precision,
     strategy: Strategy,
     devices: usize,
@@ -460,6 +500,7 @@ impl Settings {
             seed: context.opt_u64("seed")?.unwrap_or(0),
             limit_train_samples: context.opt_u64("limit_train_samples")?.map(|n| n as usize),
             patience,
+            log_every_n_steps: at_least_one("log_every_n_steps", "50 is usual; 1 logs every step")?,
             strategy: match context.str("strategy")? {
                 "single" => Strategy::Single,
                 "ddp" => Strategy::Ddp,
@@ -757,8 +798,25 @@ struct EpochPlan<'a> {
     world: usize,
 }
 
-/// Called by rank 0 after each step with the steps done and its totals.
-type StepReport<'a> = &'a dyn Fn(u64, &TrainTotals);
+/// What rank 0 tells after each optimizer step.
+struct StepDone<'a> {
+    /// 1-based, within the epoch.
+    index: u64,
+    /// The learning rate the step used.
+    lr: f64,
+    /// The step's rows on every replica.
+    rows: usize,
+    /// The step's time on rank 0, from collating its first micro-batch to
+    /// the optimizer's update (after the all-reduce, so every replica's).
+    seconds: f64,
+    /// Rank 0's rows and loss in this step.
+    step: &'a TrainTotals,
+    /// Rank 0's totals so far this epoch.
+    epoch: &'a TrainTotals,
+}
+
+/// Called by rank 0 after each step.
+type StepReport<'a> = &'a mut dyn FnMut(&StepDone);
 
 /// Runs an epoch on every replica: rank 0 on this thread (it reports
 /// progress), the others on threads of their own.
@@ -821,15 +879,18 @@ fn replica_steps(
     replica: &mut Replica,
     plan: &EpochPlan,
     sync: Option<&ReplicaSync>,
-    report: Option<StepReport>,
+    mut report: Option<StepReport>,
 ) -> Result<TrainTotals> {
     let settings = plan.settings;
     let autocast = settings.precision.autocast_kind();
     let mut totals = TrainTotals::default();
     for (index, step) in plan.steps.iter().enumerate() {
+        let step_started = Instant::now();
         let global_step = plan.first_step + index as u64;
         let scale = linear_warmup_decay(global_step, plan.warmup_steps, plan.total_steps);
-        replica.optimizer.set_lr(settings.lr * scale);
+        let lr = settings.lr * scale;
+        replica.optimizer.set_lr(lr);
+        let mut step_totals = TrainTotals::default();
         replica.optimizer.zero_grad().map_err(optim_error)?;
         let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
         for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
@@ -847,7 +908,7 @@ fn replica_steps(
             };
             // Each shard's mean loss over the world size: summed across
             // replicas, the gradient of the mean over the global batch.
-            totals.add(&train_micro_batch(
+            step_totals.add(&train_micro_batch(
                 &replica.model,
                 &batch,
                 weight * loss_scale / plan.world as f64,
@@ -882,8 +943,16 @@ fn replica_steps(
             }
             replica.optimizer.step().map_err(optim_error)?;
         }
-        if let Some(report) = report {
-            report(index as u64 + 1, &totals);
+        totals.add(&step_totals);
+        if let Some(report) = report.as_mut() {
+            report(&StepDone {
+                index: index as u64 + 1,
+                lr,
+                rows: sizes.iter().sum(),
+                seconds: step_started.elapsed().as_secs_f64(),
+                step: &step_totals,
+                epoch: &totals,
+            });
         }
     }
     Ok(totals)
@@ -972,6 +1041,8 @@ struct EpochStats {
     val_acc: f64,
     epoch_seconds: f64,
     val_seconds: f64,
+    /// Rows trained on, every replica's.
+    rows: usize,
     samples_per_s: f64,
     tokens_per_s: f64,
 }
@@ -993,6 +1064,85 @@ impl EpochStats {
 
 fn round3(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
+}
+
+/// The `steps` output: a line every `every` optimizer steps (global
+/// numbering from 1) and at the last step of each epoch, so that a short
+/// run still has a curve. Each line sums up the steps since the line
+/// before it.
+struct StepCurve {
+    every: u64,
+    lines: Vec<StepLine>,
+    since_last: StepWindow,
+}
+
+struct StepLine {
+    step: u64,
+    epoch: u64,
+    /// Mean training loss over rank 0's rows since the line before.
+    loss: f64,
+    /// The learning rate of this line's step.
+    lr: f64,
+    /// Every replica's rows since the line before, over the time their
+    /// steps took (validation and checkpoints between epochs excluded).
+    samples_per_s: f64,
+}
+
+/// What the steps since the last line add up to.
+#[derive(Default)]
+struct StepWindow {
+    loss_sum: f64,
+    lead_rows: usize,
+    rows: usize,
+    seconds: f64,
+    lr: f64,
+}
+
+impl StepCurve {
+    fn new(every: u64) -> StepCurve {
+        StepCurve {
+            every: every.max(1),
+            lines: Vec::new(),
+            since_last: StepWindow::default(),
+        }
+    }
+
+    /// Adds optimizer step `global_step` (from 1) of `epoch` (from 1), and
+    /// makes a line of the window when the step is one of every `every` or
+    /// the epoch's last.
+    fn record(&mut self, epoch: u64, global_step: u64, done: &StepDone, ends_epoch: bool) {
+        let window = &mut self.since_last;
+        window.loss_sum += done.step.loss_sum;
+        window.lead_rows += done.step.rows;
+        window.rows += done.rows;
+        window.seconds += done.seconds;
+        window.lr = done.lr;
+        if !global_step.is_multiple_of(self.every) && !ends_epoch {
+            return;
+        }
+        let window = std::mem::take(&mut self.since_last);
+        self.lines.push(StepLine {
+            step: global_step,
+            epoch,
+            loss: window.loss_sum / window.lead_rows.max(1) as f64,
+            lr: window.lr,
+            samples_per_s: window.rows as f64 / window.seconds.max(1e-9),
+        });
+    }
+
+    fn write(&self, path: &Path) -> Result<()> {
+        let mut text = String::from("step,epoch,loss,lr,samples_per_s\n");
+        for line in &self.lines {
+            // `{}` on the rate prints the shortest text that reads back
+            // as the same f64, never an exponent: the schedule exactly.
+            let _ = writeln!(
+                text,
+                "{},{},{:.6},{},{:.3}",
+                line.step, line.epoch, line.loss, line.lr, line.samples_per_s
+            );
+        }
+        std::fs::write(path, text).map_err(|e| StageError::io(path, e))
+    }
 }
 
 fn write_curves(path: &Path, epochs: &[EpochStats]) -> Result<()> {

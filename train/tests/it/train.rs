@@ -772,6 +772,13 @@ fn ddp_matches_single(fixture: &str, accumulate: u64) {
     {
         assert!((a - b).abs() < 1e-4, "train loss {a} vs {b}");
     }
+    // The same steps, so the same lines of the step curve at the same
+    // rates (the losses differ: ddp's are rank 0's half of each batch).
+    let schedule = |run: &Run| -> Vec<(u64, u64, f64)> {
+        step_lines(run).iter().map(|l| (l.0, l.1, l.3)).collect()
+    };
+    assert_eq!(schedule(&single), schedule(&ddp));
+    assert!(!schedule(&single).is_empty());
     let difference = max_weight_difference(&single, &ddp);
     assert!(
         difference < 1e-5,
@@ -844,4 +851,171 @@ fn device_counts_that_do_not_fit_the_strategy_are_clear_errors() {
     );
     assert!(!run.success);
     assert!(run.error().contains("at least 1"), "{}", run.error());
+}
+
+/// The `steps` CSV as (step, epoch, loss, lr, samples_per_s) lines.
+fn step_lines(run: &Run) -> Vec<(u64, u64, f64, f64, f64)> {
+    let text = std::fs::read_to_string(run.output_dir.join("steps")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("step,epoch,loss,lr,samples_per_s"));
+    lines
+        .map(|line| {
+            let fields: Vec<&str> = line.split(',').collect();
+            assert_eq!(fields.len(), 5, "{line}");
+            (
+                fields[0].parse().unwrap(),
+                fields[1].parse().unwrap(),
+                fields[2].parse().unwrap(),
+                fields[3].parse().unwrap(),
+                fields[4].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// 56 rows in batches of 8: 7 optimizer steps an epoch, 14 in two. A line
+/// every 3 steps counted across epochs, plus each epoch's last step; the
+/// rate of each line's step is the warmup (ceil(0.25 x 14) = 4 steps from
+/// 0) then the linear decay to 0 at step 14; each line's loss is the mean
+/// over the steps since the line before.
+#[test]
+fn the_steps_curve_has_a_line_every_n_steps_and_at_each_epochs_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 8);
+    let peak = 2e-3;
+    let run = train(
+        dir.path(),
+        "train",
+        &tokens,
+        &model,
+        json!({"epochs": 2, "limit_train_samples": 56, "warmup_ratio": 0.25,
+               "log_every_n_steps": 3}),
+    );
+    assert!(run.success, "{}", run.error());
+    let metrics = run.metrics();
+    assert_eq!(metrics["optimizer_steps"], 14);
+    let lines = step_lines(&run);
+    let steps: Vec<(u64, u64)> = lines.iter().map(|l| (l.0, l.1)).collect();
+    assert_eq!(steps, [(3, 1), (6, 1), (7, 1), (9, 2), (12, 2), (14, 2)]);
+    // The rate of 1-based step n: (n-1)/4 of the peak while warming up,
+    // then (14-(n-1))/10 of it.
+    let expected_lr = [
+        2.0 / 4.0,
+        9.0 / 10.0,
+        8.0 / 10.0,
+        6.0 / 10.0,
+        3.0 / 10.0,
+        1.0 / 10.0,
+    ];
+    for (line, fraction) in lines.iter().zip(expected_lr) {
+        let expected = peak * fraction;
+        assert!(
+            (line.3 - expected).abs() < expected * 1e-12,
+            "step {}: lr {} != {expected}",
+            line.0,
+            line.3
+        );
+        assert!(
+            line.2.is_finite() && line.2 > 0.0,
+            "step {}: loss {}",
+            line.0,
+            line.2
+        );
+        assert!(line.4 > 0.0, "step {}: samples/s {}", line.0, line.4);
+    }
+    // Steps of 8 rows each: an epoch's train loss is its lines' losses
+    // weighted by the steps each covers: 1-3, 4-6, 7 in epoch 1; 8-9,
+    // 10-12, 13-14 in epoch 2 (the count of 3 runs across epochs).
+    let train_loss = per_epoch(&metrics, "train_loss");
+    for (epoch, window, weights) in [
+        (0, &lines[0..3], [3.0, 3.0, 1.0]),
+        (1, &lines[3..6], [2.0, 3.0, 2.0]),
+    ] {
+        let weighted: f64 = window
+            .iter()
+            .zip(weights)
+            .map(|(line, weight)| line.2 * weight)
+            .sum::<f64>()
+            / 7.0;
+        assert!(
+            (weighted - train_loss[epoch]).abs() < 1e-5,
+            "epoch {}: lines give {weighted}, curves {}",
+            epoch + 1,
+            train_loss[epoch]
+        );
+    }
+
+    // The facts a report needs.
+    let train_seconds = metrics["train_seconds"].as_f64().unwrap();
+    let epoch_seconds: f64 = per_epoch(&metrics, "epoch_seconds").iter().sum();
+    // Metrics hold seconds to the millisecond: each of the three figures
+    // may be off by half of one.
+    assert!(epoch_seconds > 0.0, "{metrics:#}");
+    assert!(train_seconds + 0.0015 >= epoch_seconds, "{metrics:#}");
+    let samples_per_s = metrics["samples_per_s"].as_f64().unwrap();
+    let (slowest, fastest) = (
+        112.0 / (epoch_seconds + 0.001),
+        112.0 / (epoch_seconds - 0.001),
+    );
+    assert!(
+        samples_per_s + 0.001 >= slowest
+            && (epoch_seconds <= 0.001 || samples_per_s - 0.001 <= fastest),
+        "samples_per_s {samples_per_s}, 112 rows in {epoch_seconds} s"
+    );
+    let hardware = &metrics["hardware"];
+    assert!(hardware["cpus"].as_u64().unwrap_or(0) >= 1, "{hardware}");
+    assert_eq!(hardware["gpus"], json!([]));
+    let libtorch = hardware["libtorch"].as_str().unwrap_or_default();
+    assert!(
+        libtorch.starts_with(|c: char| c.is_ascii_digit()) && libtorch.contains('.'),
+        "{hardware}"
+    );
+    if std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|text| text.contains("model name")) {
+        assert!(
+            !hardware["cpu"].as_str().unwrap_or_default().is_empty(),
+            "{hardware}"
+        );
+    }
+
+    // One epoch shorter than the default 50 steps still has its line.
+    let short = train(
+        dir.path(),
+        "short",
+        &tokens,
+        &model,
+        json!({"epochs": 1, "limit_train_samples": 56}),
+    );
+    assert!(short.success, "{}", short.error());
+    let lines = step_lines(&short);
+    assert_eq!(
+        lines.iter().map(|l| (l.0, l.1)).collect::<Vec<_>>(),
+        [(7, 1)]
+    );
+    let train_loss = per_epoch(&short.metrics(), "train_loss")[0];
+    assert!(
+        (lines[0].2 - train_loss).abs() < 1e-5,
+        "{} vs {train_loss}",
+        lines[0].2
+    );
+    // Without warmup the last step's rate is 1/7 of the peak.
+    assert!(
+        (lines[0].3 - peak / 7.0).abs() < peak * 1e-12,
+        "{}",
+        lines[0].3
+    );
+
+    let zero = train(
+        dir.path(),
+        "zero",
+        &tokens,
+        &model,
+        json!({"log_every_n_steps": 0}),
+    );
+    assert!(!zero.success);
+    assert!(
+        zero.error().contains("log_every_n_steps") && zero.error().contains("at least 1"),
+        "{}",
+        zero.error()
+    );
 }

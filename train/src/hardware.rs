@@ -1,0 +1,235 @@
+//! What a training run ran on, for its metrics: reports and `pipe compare`
+//! put runs side by side, and a speed-up means nothing without the CPU,
+//! the GPUs and the libtorch build behind it.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tch::Device;
+
+/// The libtorch version this binary was built against (and, through its
+/// rpath, links), as `train/build.rs` read it from that libtorch's files.
+pub const LIBTORCH_VERSION: Option<&str> = option_env!("PIPE_LIBTORCH_VERSION");
+
+/// `{"cpu", "cpus", "gpus", "libtorch"}`: the CPU model (null where
+/// /proc/cpuinfo names none), the logical CPUs this process may run on,
+/// the names of the CUDA devices among `devices` in their order (each null
+/// where it cannot be found out), and the libtorch version.
+pub fn describe(devices: &[Device]) -> Value {
+    let cpus = std::thread::available_parallelism()
+        .map(|count| count.get())
+        .ok();
+    json!({
+        "cpu": cpu_model(),
+        "cpus": cpus,
+        "gpus": gpu_names(devices),
+        "libtorch": LIBTORCH_VERSION,
+    })
+}
+
+fn cpu_model() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    cpu_model_in(&text)
+}
+
+/// The first `model name` of a /proc/cpuinfo text (x86 has one per
+/// logical CPU; most ARM kernels have none).
+fn cpu_model_in(cpuinfo: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        let value = value.trim();
+        (key.trim() == "model name" && !value.is_empty()).then(|| value.to_string())
+    })
+}
+
+/// libtorch (through tch) tells how many CUDA devices there are but not
+/// their names, so they come from `nvidia-smi`, asked once for every GPU
+/// of the machine. `cuda:N` is the Nth entry of CUDA_VISIBLE_DEVICES (the
+/// engine sets it to the GPUs it gave the stage), an index or a UUID as
+/// nvidia-smi prints them, or GPU N when the variable is unset. Not
+/// promised: CUDA numbers devices fastest first (unless
+/// CUDA_DEVICE_ORDER=PCI_BUS_ID) and nvidia-smi by PCI bus, so on a
+/// machine mixing GPU models an index may name another model.
+fn gpu_names(devices: &[Device]) -> Vec<Option<String>> {
+    let cuda: Vec<usize> = devices
+        .iter()
+        .filter_map(|device| match device {
+            Device::Cuda(index) => Some(*index),
+            _ => None,
+        })
+        .collect();
+    if cuda.is_empty() {
+        return Vec::new();
+    }
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let listing = gpu_listing(Path::new("nvidia-smi"), NVIDIA_SMI_PATIENCE).unwrap_or_default();
+    names_of(&cuda, visible.as_deref(), &parse_gpu_listing(&listing))
+}
+
+/// The names of CUDA devices `cuda` (indices as libtorch numbers them)
+/// among `gpus`, through `visible` (CUDA_VISIBLE_DEVICES).
+fn names_of(cuda: &[usize], visible: Option<&str>, gpus: &[GpuListing]) -> Vec<Option<String>> {
+    cuda.iter()
+        .map(|&index| {
+            let id = match visible {
+                Some(list) => list.split(',').nth(index)?.trim().to_string(),
+                None => index.to_string(),
+            };
+            gpus.iter()
+                .find(|gpu| gpu.index == id || gpu.uuid == id)
+                .map(|gpu| gpu.name.clone())
+        })
+        .collect()
+}
+
+/// How long `nvidia-smi` may take: a wedged driver can make it hang for
+/// minutes, and a name in the metrics is not worth holding a finished
+/// training run for.
+const NVIDIA_SMI_PATIENCE: Duration = Duration::from_secs(10);
+
+/// The stdout of `nvidia-smi --query-gpu=index,uuid,name`, or None when it
+/// is missing, fails or does not answer within `patience` (it is then
+/// stopped).
+fn gpu_listing(nvidia_smi: &Path, patience: Duration) -> Option<String> {
+    let mut child = Command::new(nvidia_smi)
+        .args(["--query-gpu=index,uuid,name", "--format=csv,noheader"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + patience;
+    loop {
+        match child.try_wait() {
+            // A few lines: they fit in the pipe, so it can exit unread.
+            Ok(Some(status)) if status.success() => {
+                let mut text = String::new();
+                child.stdout.take()?.read_to_string(&mut text).ok()?;
+                return Some(text);
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(Some(_)) => return None,
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct GpuListing {
+    index: String,
+    uuid: String,
+    name: String,
+}
+
+/// Lines of `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`:
+/// `0, GPU-5d3c..., NVIDIA H100 80GB HBM3`. A line that does not have the
+/// three fields is skipped.
+fn parse_gpu_listing(text: &str) -> Vec<GpuListing> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ',').map(str::trim);
+            let (index, uuid, name) = (fields.next()?, fields.next()?, fields.next()?);
+            (!index.is_empty() && !name.is_empty()).then(|| GpuListing {
+                index: index.to_string(),
+                uuid: uuid.to_string(),
+                name: name.to_string(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cpu_model_is_the_first_model_name_line() {
+        let x86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n\
+                   processor\t: 1\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n";
+        assert_eq!(
+            cpu_model_in(x86).as_deref(),
+            Some("Intel(R) Xeon(R) CPU @ 2.20GHz")
+        );
+        let arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n";
+        assert_eq!(cpu_model_in(arm), None);
+        assert_eq!(cpu_model_in("model name\t:   \n"), None);
+    }
+
+    #[test]
+    fn nvidia_smi_lines_give_index_uuid_and_name() {
+        let text = "0, GPU-11111111-aaaa, NVIDIA H200\n1, GPU-22222222-bbbb, NVIDIA A100-SXM4-80GB\n\ngarbage\n";
+        let gpus = parse_gpu_listing(text);
+        assert_eq!(
+            gpus,
+            [
+                GpuListing {
+                    index: "0".into(),
+                    uuid: "GPU-11111111-aaaa".into(),
+                    name: "NVIDIA H200".into()
+                },
+                GpuListing {
+                    index: "1".into(),
+                    uuid: "GPU-22222222-bbbb".into(),
+                    name: "NVIDIA A100-SXM4-80GB".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn cuda_devices_are_named_through_cuda_visible_devices() {
+        let gpus = parse_gpu_listing(
+            "0, GPU-aaa, NVIDIA A100\n1, GPU-bbb, NVIDIA H100\n2, GPU-ccc, NVIDIA H200\n",
+        );
+        let name = |text: &str| Some(text.to_string());
+        // The engine's indices, a UUID, and one device past the list.
+        assert_eq!(
+            names_of(&[0, 1, 2], Some("2,GPU-aaa"), &gpus),
+            [name("NVIDIA H200"), name("NVIDIA A100"), None]
+        );
+        assert_eq!(names_of(&[1], None, &gpus), [name("NVIDIA H100")]);
+        // nvidia-smi missing or silent: a null per device, never an error.
+        assert_eq!(names_of(&[0, 1], None, &[]), [None, None]);
+    }
+
+    /// A stand-in for nvidia-smi: a shell script `name` with `body`.
+    fn fake_nvidia_smi(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn nvidia_smi_that_fails_hangs_or_is_missing_gives_no_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let patience = Duration::from_secs(5);
+        let answers = fake_nvidia_smi(dir.path(), "answers", "echo '0, GPU-aaa, NVIDIA H200'");
+        assert_eq!(
+            gpu_listing(&answers, patience).as_deref(),
+            Some("0, GPU-aaa, NVIDIA H200\n")
+        );
+        let fails = fake_nvidia_smi(dir.path(), "fails", "echo 'NVIDIA-SMI has failed'; exit 9");
+        assert_eq!(gpu_listing(&fails, patience), None);
+        // Stopped once its time is up rather than waited for.
+        let hangs = fake_nvidia_smi(dir.path(), "hangs", "exec sleep 600");
+        assert_eq!(gpu_listing(&hangs, Duration::from_millis(100)), None);
+        assert_eq!(gpu_listing(&dir.path().join("absent"), patience), None);
+    }
+
+    #[test]
+    fn the_cpu_alone_has_no_gpu_names() {
+        assert!(gpu_names(&[Device::Cpu, Device::Cpu]).is_empty());
+        let described = describe(&[Device::Cpu]);
+        assert_eq!(described["gpus"], json!([]));
+        assert!(described["cpus"].as_u64().unwrap_or(0) >= 1, "{described}");
+    }
+}
