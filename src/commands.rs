@@ -246,11 +246,33 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     };
     let progress = Progress::new(args.json, quiet);
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
+    if !quiet && !args.json {
+        print_report_locations(&pipeline, &summary);
+    }
     Ok(match summary.status {
         RunStatus::Succeeded => ExitCode::Ok,
         RunStatus::Interrupted => ExitCode::Interrupted,
         RunStatus::Failed | RunStatus::Running => ExitCode::StageFailed,
     })
+}
+
+/// Where the pages of the run's reports are, once they are in place: the
+/// last thing a run prints, as a path to open.
+fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunSummary) {
+    for record in &summary.stages {
+        let Some(stage) = pipeline.stage(&record.stage) else {
+            continue;
+        };
+        if !stage.reads_run() || !record.status.succeeded() {
+            continue;
+        }
+        for out in &stage.outs {
+            let page = Path::new(&out.path).join("index.html");
+            if pipeline.root.join(&page).is_file() {
+                errln!("{}: {}", stage.name, page.display());
+            }
+        }
+    }
 }
 
 fn looks_like_pipeline_file(argument: &str) -> bool {

@@ -128,7 +128,7 @@ pub struct RunContext {
     pub git_dirty: Option<bool>,
     /// The pipeline's params after `-S` overrides, credentials masked.
     pub params: Value,
-    /// The stages that finished before this one, in the order they did.
+    /// The stages that finished before this one, in the pipeline's order.
     pub stages: Vec<RunStage>,
 }
 

@@ -151,8 +151,11 @@ struct Context<'a> {
     /// Process groups of running commands, by stage index, for Ctrl-C.
     running: Mutex<HashMap<usize, u32>>,
     /// What a stage reporting on the run is told (`StageInfo::reads_run`):
-    /// the run, and the stages finished so far, added as they finish.
-    report: Mutex<RunContext>,
+    /// the run (its `stages` empty here)...
+    run_context: RunContext,
+    /// ...and the stages finished so far, by index: a report lists them in
+    /// the pipeline's order, not in the order parallel stages happened to end.
+    finished: Mutex<BTreeMap<usize, RunStage>>,
 }
 
 struct StageOutcome {
@@ -184,7 +187,7 @@ pub fn run(
     let mut db = RunDb::open(&project.runs_db())?;
     let git = git.join().ok().flatten();
     let started_ms = runs::now_ms();
-    let report = RunContext {
+    let run_context = RunContext {
         pipeline: pipeline.name.clone(),
         run_id: 0,
         started_ms,
@@ -223,7 +226,11 @@ pub fn run(
         observer,
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
-        report: Mutex::new(RunContext { run_id, ..report }),
+        run_context: RunContext {
+            run_id,
+            ..run_context
+        },
+        finished: Mutex::new(BTreeMap::new()),
     };
     let outcome = schedule(
         &context,
@@ -391,16 +398,18 @@ fn schedule(
             let status = outcome.record.status;
             report_finished(context, &outcome.record);
             context
-                .report
+                .finished
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .stages
-                .push(run_stage(
-                    &stages[outcome.index],
-                    &outcome.record,
-                    outcome.compute_ms,
-                    &context.pipeline.root,
-                ));
+                .insert(
+                    outcome.index,
+                    run_stage(
+                        &stages[outcome.index],
+                        &outcome.record,
+                        outcome.compute_ms,
+                        &context.pipeline.root,
+                    ),
+                );
             if status.succeeded() {
                 for &down in &dag.downstream[outcome.index] {
                     if in_selection[down] {

@@ -64,11 +64,17 @@ pub(super) fn run_worker(
     let invocation = match worker_stage.reads_run {
         true => {
             let run_path = scratch_dir.join(pipe_protocol::RUN_FILE);
-            let report = context
-                .report
+            let stages = context
+                .finished
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .clone();
+                .values()
+                .cloned()
+                .collect();
+            let report = pipe_protocol::RunContext {
+                stages,
+                ..context.run_context.clone()
+            };
             let text = serde_json::to_vec_pretty(&report)
                 .map_err(|e| StageFailure::io("cannot write the run's record", e.into()))?;
             std::fs::write(&run_path, text).map_err(|e| {

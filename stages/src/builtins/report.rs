@@ -114,11 +114,13 @@ impl BuiltinStage for HtmlReport {
             write(&plot.file_name, &plot.svg)?;
             plots += 1;
         }
+        // Where it lands is the engine's to say: `dir` is a private
+        // directory that moves into place only on success.
         context.message(format!(
-            "report of run {} ({} stages, {plots} plots): {}",
+            "report of run {}: {} stages, {plots} plot{}",
             run.run_id,
             run.stages.len(),
-            dir.join("index.html").display()
+            if plots == 1 { "" } else { "s" },
         ));
         Ok(())
     }
