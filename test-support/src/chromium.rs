@@ -32,6 +32,50 @@ pub struct Rendered {
     pub log: String,
 }
 
+/// A plot of a pipe-report page as the page's own script measured it
+/// after layout (its `data-` attributes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Figure {
+    /// The plot's file name in the Markdown twin.
+    pub plot: String,
+    pub width: u32,
+    pub height: u32,
+    /// Lines, areas and bars drawn.
+    pub marks: u32,
+}
+
+impl Rendered {
+    /// Every plot of the page, in order.
+    pub fn figures(&self) -> Vec<Figure> {
+        self.dom
+            .split("<figure ")
+            .skip(1)
+            .map(|rest| {
+                let tag = &rest[..rest.find('>').expect("a closed <figure> tag")];
+                let attribute = |name: &str| {
+                    let start = tag
+                        .find(&format!("{name}=\""))
+                        .unwrap_or_else(|| panic!("no {name} in <figure {tag}>"))
+                        + name.len()
+                        + 2;
+                    tag[start..start + tag[start..].find('"').expect("a closed value")].to_string()
+                };
+                let number = |name: &str| {
+                    attribute(name)
+                        .parse::<u32>()
+                        .unwrap_or_else(|e| panic!("{name} of <figure {tag}>: {e}"))
+                };
+                Figure {
+                    plot: attribute("data-plot"),
+                    width: number("data-width"),
+                    height: number("data-height"),
+                    marks: number("data-marks"),
+                }
+            })
+            .collect()
+    }
+}
+
 /// The Chromium binary on PATH; panics naming the install script when
 /// there is none, so a missing browser fails the tests instead of
 /// skipping them.

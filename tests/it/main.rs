@@ -19,6 +19,7 @@ mod parallel;
 mod quickstart;
 mod reports;
 mod resolved_pipeline;
+mod run_report;
 mod secrets;
 mod spec_safety;
 mod stdout_closed;

@@ -258,32 +258,6 @@ fn a_run_without_a_matrix_is_one_row_of_every_plain_metric() {
     insta::assert_snapshot!(report_file(&run, "report.md"));
 }
 
-/// What a plot's figure says about itself after the page's script laid it
-/// out: (file, width, height, drawn shapes).
-fn figures(dom: &str) -> Vec<(String, u32, u32, u32)> {
-    dom.split("<figure ")
-        .skip(1)
-        .map(|rest| {
-            let tag = &rest[..rest.find('>').unwrap()];
-            let attribute = |name: &str| {
-                let start = tag
-                    .find(&format!("{name}=\""))
-                    .unwrap_or_else(|| panic!("no {name} in <figure {tag}>"))
-                    + name.len()
-                    + 2;
-                tag[start..start + tag[start..].find('"').unwrap()].to_string()
-            };
-            let number = |name: &str| attribute(name).parse::<u32>().unwrap();
-            (
-                attribute("data-plot"),
-                number("data-width"),
-                number("data-height"),
-                number("data-marks"),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn the_html_report_renders_in_chromium_and_loads_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -303,14 +277,20 @@ fn the_html_report_renders_in_chromium_and_loads_nothing() {
         "the page loaded from outside"
     );
     assert_eq!(rendered.console, Vec::<String>::new(), "{}", rendered.log);
-    let figures = figures(&rendered.dom);
+    let figures = rendered.figures();
     let plots = linked_plots(&report_file(&run, "report.md"));
     assert_eq!(
-        figures.iter().map(|f| f.0.clone()).collect::<Vec<_>>(),
+        figures.iter().map(|f| f.plot.clone()).collect::<Vec<_>>(),
         plots,
         "one figure per plot, in the Markdown's order"
     );
-    for (plot, width, height, marks) in &figures {
+    for chromium::Figure {
+        plot,
+        width,
+        height,
+        marks,
+    } in &figures
+    {
         assert!(*width > 100 && *height > 100, "{plot} is {width}x{height}");
         assert!(*marks > 0, "{plot} drew nothing");
     }
