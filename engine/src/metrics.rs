@@ -149,10 +149,11 @@ pub fn format_significant(value: f64, digits: usize) -> String {
         return format!("{}", value as i64);
     }
     let digits = digits.max(1);
-    let magnitude = value.abs().log10().floor() as i32;
+    // The exponent after rounding: 0.99996 is 1.000, not 9.9996e-1.
+    let scientific = format!("{:.*e}", digits - 1, value);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let magnitude: i32 = exponent.parse().unwrap_or(0);
     if !(-4..15).contains(&magnitude) {
-        let text = format!("{:.*e}", digits - 1, value);
-        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
         return format!("{}e{exponent}", trim_fraction(mantissa));
     }
     let decimals = (digits as i32 - 1 - magnitude).max(0) as usize;
@@ -275,6 +276,7 @@ mod tests {
         assert_eq!(format_significant(25000.0, 4), "25000");
         assert_eq!(format_significant(1234.5678, 4), "1235");
         assert_eq!(format_significant(0.0000123456, 4), "1.235e-5");
+        assert_eq!(format_significant(0.9013 - 0.9012, 3), "0.0001");
         let close = [0.4196236128689813, 0.4197249507573691];
         assert_eq!(digits_to_tell_apart(&close), 4);
         let closer = [0.41962361, 0.41962999];

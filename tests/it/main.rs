@@ -9,6 +9,7 @@
 
 mod cache_suite;
 mod cache_trust;
+mod compare;
 mod imdb_pipeline;
 mod incremental_property;
 mod keys_cover_inputs;

@@ -805,7 +805,11 @@ fn cell(column: &Column, rows: &[usize], facts: &[RowFacts]) -> Cell {
     if column.kind == ColumnKind::Metric && column.numeric && rows.len() > 1 {
         let numbers: Vec<f64> = values.iter().filter_map(|value| value.as_f64()).collect();
         let n = numbers.len();
-        let mean = (n > 0).then(|| numbers.iter().sum::<f64>() / n as f64);
+        // Equal values have that mean exactly, and no spread from rounding.
+        let mean = match numbers.first() {
+            Some(&first) if numbers.iter().all(|&x| x == first) => Some(first),
+            _ => (n > 0).then(|| numbers.iter().sum::<f64>() / n as f64),
+        };
         let std = mean.filter(|_| n > 1).map(|mean| {
             let squares: f64 = numbers.iter().map(|x| (x - mean).powi(2)).sum();
             (squares / (n - 1) as f64).sqrt()
@@ -1053,18 +1057,19 @@ mod tests {
             .collect();
         assert_eq!(
             names,
+            // Matrix values in order, numbers as numbers.
             [
+                vec!["prepare", "train@p=16,s=a", "eval@p=16"],
                 vec!["prepare", "train@p=32,s=a", "eval@p=32"],
-                vec!["prepare", "train@p=16,s=a", "eval@p=16"]
             ]
         );
         let table = compare_runs(&runs, &CompareOptions::default()).unwrap();
         let accuracy = &table.groups[1].cells["metric:eval.accuracy"];
-        assert!((accuracy.delta.unwrap() + 0.1).abs() < 1e-12);
-        assert_eq!(accuracy.verdict, Some(Verdict::Worse));
+        assert!((accuracy.delta.unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(accuracy.verdict, Some(Verdict::Better));
         assert_eq!(
             table.groups[1].cells["metric:train.loss"].verdict,
-            Some(Verdict::Better)
+            Some(Verdict::Worse)
         );
     }
 
