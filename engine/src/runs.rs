@@ -580,27 +580,28 @@ impl RunDb {
         let also = bind(Sql::Text(
             serde_json::to_string(&selection.also).unwrap_or_default(),
         ));
+        let uses = "json_extract(m.manifest, '$.uses')";
         let data_stage = if outputs_of_uses.is_empty() {
             "0".to_string()
         } else {
             outputs_of_uses
                 .iter()
-                .map(|prefix| format!("instr(m.uses, {}) = 1", bind(Sql::Text(prefix.to_string()))))
+                .map(|prefix| format!("instr({uses}, {}) = 1", bind(Sql::Text(prefix.to_string()))))
                 .collect::<Vec<_>>()
                 .join(" OR ")
         };
+        // The manifest fields are extracted here, for the joined rows only,
+        // so the cost follows the runs selected, not the whole history.
         let query = format!(
             "SELECT r.id, r.pipeline, r.started_ms, r.ended_ms, r.status, r.git_commit, r.git_dirty,
                     r.argv, r.params, r.pid,
                     s.stage, s.status, s.duration_ms, s.metrics,
-                    m.uses, CASE WHEN {data_stage} THEN s.outputs END, m.seed, m.precision
+                    {uses}, CASE WHEN {data_stage} THEN s.outputs END,
+                    json_extract(m.manifest, '$.with.seed'),
+                    json_extract(m.manifest, '$.with.precision')
              FROM runs r
              LEFT JOIN stage_runs s ON s.run_id = r.id
-             LEFT JOIN (SELECT key,
-                               json_extract(manifest, '$.uses') AS uses,
-                               json_extract(manifest, '$.with.seed') AS seed,
-                               json_extract(manifest, '$.with.precision') AS precision
-                        FROM manifests) m ON m.key = s.key
+             LEFT JOIN manifests m ON m.key = s.key
              WHERE r.id IN ({selected}) OR r.id IN (SELECT value FROM json_each({also}))
              ORDER BY r.id, s.rowid"
         );

@@ -899,6 +899,17 @@ fn partition(values: &[(usize, String)], label: &impl Fn(usize) -> String) -> St
         .join("; ")
 }
 
+/// Whether two rows with the same matrix combination have different
+/// values of the hardware field `field`.
+fn differs_within_a_combination(facts: &[RowFacts], field: &str) -> bool {
+    let mut first_of: HashMap<Pairs, &Value> = HashMap::new();
+    facts.iter().any(|row| {
+        row.hardware
+            .get(field)
+            .is_some_and(|value| *first_of.entry(sorted(&row.matrix)).or_insert(value) != value)
+    })
+}
+
 fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) -> Vec<Warning> {
     let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
     let mut warnings = Vec::new();
@@ -945,8 +956,14 @@ fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) ->
     fields.sort();
     fields.dedup();
     for field in fields {
-        // A device count that is a matrix key differs on purpose.
+        // A device count that is a matrix key differs on purpose, and so
+        // does one that differs between the rows of one run (a strategy
+        // axis choosing it): it is compared only between rows of the same
+        // combination.
         if matrix_keys.iter().any(|key| key == field) {
+            continue;
+        }
+        if field == "devices" && !differs_within_a_combination(facts, field) {
             continue;
         }
         let values: Vec<(usize, String)> = facts
@@ -1071,6 +1088,35 @@ mod tests {
             table.groups[1].cells["metric:train.loss"].verdict,
             Some(Verdict::Worse)
         );
+    }
+
+    #[test]
+    fn a_device_count_chosen_by_the_matrix_is_no_hardware_difference() {
+        let matrix_run = |id: i64, ddp_devices: i64| {
+            run(
+                id,
+                json!({}),
+                vec![
+                    stage(
+                        "train@strategy=single",
+                        json!({"devices": 1, "accuracy": 0.8}),
+                    ),
+                    stage(
+                        "train@strategy=ddp",
+                        json!({"devices": ddp_devices, "accuracy": 0.8}),
+                    ),
+                ],
+            )
+        };
+        let one = compare_runs(&[matrix_run(1, 2)], &CompareOptions::default()).unwrap();
+        assert!(one.warnings.is_empty(), "{:?}", one.warnings);
+        let two = compare_runs(
+            &[matrix_run(1, 2), matrix_run(2, 4)],
+            &CompareOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(two.warnings.len(), 1, "{:?}", two.warnings);
+        assert_eq!(two.warnings[0].kind, WarningKind::Hardware);
     }
 
     #[test]
