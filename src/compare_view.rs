@@ -170,7 +170,7 @@ pub fn text(table: &CompareTable, style: Style) -> String {
                 .unwrap_or(0)
         })
         .collect();
-    let width: Vec<usize> = (0..columns)
+    let side_by_side: Vec<usize> = (0..columns)
         .map(|index| {
             let cell = value_width[index]
                 + if change_width[index] > 0 {
@@ -181,6 +181,21 @@ pub fn text(table: &CompareTable, style: Style) -> String {
             cell.max(chars(&header[index]))
         })
         .collect();
+    // Changes beside their values when that fits the terminal; else under
+    // them, one more line per row, so that a few columns still read at 80.
+    let total = |widths: &[usize]| widths.iter().sum::<usize>() + 2 * widths.len();
+    let stacked = total(&side_by_side) > terminal_width();
+    let width: Vec<usize> = if stacked {
+        (0..columns)
+            .map(|index| {
+                value_width[index]
+                    .max(change_width[index])
+                    .max(chars(&header[index]))
+            })
+            .collect()
+    } else {
+        side_by_side
+    };
     let mut out = String::new();
     let heading: Vec<String> = header
         .iter()
@@ -189,30 +204,51 @@ pub fn text(table: &CompareTable, style: Style) -> String {
         .collect();
     let _ = writeln!(out, "{}", heading.join("  ").trim_end());
     for line in &lines {
-        let mut text = String::new();
+        let mut values = String::new();
+        let mut changes = String::new();
         for (index, cell) in line.iter().enumerate() {
             if index > 0 {
-                text.push_str("  ");
+                values.push_str("  ");
+                changes.push_str("  ");
             }
-            let mut plain_cell = format!("{:<width$}", cell.value, width = value_width[index]);
+            let painted = |width: usize| {
+                let change = format!("{:<width$}", cell.change);
+                paint_verdict(style, cell.verdict, &change)
+            };
+            if stacked {
+                values.push_str(&format!("{:<width$}", cell.value, width = width[index]));
+                changes.push_str(&painted(width[index]));
+                continue;
+            }
+            values.push_str(&format!(
+                "{:<width$}",
+                cell.value,
+                width = value_width[index]
+            ));
+            let mut used = value_width[index];
             if change_width[index] > 0 {
-                plain_cell.push(' ');
-                let change = format!("{:<width$}", cell.change, width = change_width[index]);
-                plain_cell.push_str(&paint_verdict(style, cell.verdict, &change));
+                values.push(' ');
+                values.push_str(&painted(change_width[index]));
+                used += change_width[index] + 1;
             }
-            let used = value_width[index]
-                + if change_width[index] > 0 {
-                    change_width[index] + 1
-                } else {
-                    0
-                };
-            text.push_str(&plain_cell);
-            text.push_str(&" ".repeat(width[index].saturating_sub(used)));
+            values.push_str(&" ".repeat(width[index].saturating_sub(used)));
         }
-        let _ = writeln!(out, "{}", text.trim_end());
+        let _ = writeln!(out, "{}", values.trim_end());
+        if stacked && line.iter().any(|cell| !cell.change.is_empty()) {
+            let _ = writeln!(out, "{}", changes.trim_end());
+        }
     }
     let _ = writeln!(out, "baseline: {}", baseline_text(table));
     out
+}
+
+/// `COLUMNS` when the shell exports it, else 80.
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.parse().ok())
+        .filter(|&columns| columns > 0)
+        .unwrap_or(80)
 }
 
 fn plain(value: String) -> Shown {

@@ -90,6 +90,24 @@ fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
         "precision=32-true,strategy=single",
     ]));
     insta::assert_snapshot!("compare_matrix_markdown", markdown);
+    // The terminal table puts changes beside values when they fit the
+    // width, under them when not.
+    let terminal = |columns: &str| {
+        let output = project
+            .std_command()
+            .args([
+                "compare",
+                "last",
+                "--baseline-row",
+                "precision=32-true,strategy=single",
+            ])
+            .env("COLUMNS", columns)
+            .output()
+            .unwrap();
+        stdout(&output)
+    };
+    insta::assert_snapshot!("compare_matrix_text_wide", terminal("200"));
+    insta::assert_snapshot!("compare_matrix_text_80", terminal("80"));
 
     let table = json(
         &project,
