@@ -7,6 +7,7 @@
 //! text, Markdown, CSV and JSON, and an HTML renderer can take it as is.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write;
 
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
@@ -232,12 +233,13 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
             cells: BTreeMap::new(),
         })
         .collect();
-    for (row, &group) in group_of_row.iter().enumerate() {
-        let group = &mut groups[group];
+    let mut runs_of_group: HashSet<(usize, i64)> = HashSet::new();
+    for (row, &group_index) in group_of_row.iter().enumerate() {
+        let group = &mut groups[group_index];
         group.rows.push(row);
         group.n += 1;
         let run = runs[facts[row].run].run.id;
-        if !group.runs.contains(&run) {
+        if runs_of_group.insert((group_index, run)) {
             group.runs.push(run);
         }
     }
@@ -881,20 +883,47 @@ fn sort_column<'a>(columns: &'a [Column], name: &str) -> Result<&'a Column> {
     }
 }
 
-/// "A in #1, #2; B in #3": which rows have which value.
-fn partition(values: &[(usize, String)], label: &impl Fn(usize) -> String) -> String {
+/// How many rows a warning names per value before "and N more".
+const ROWS_NAMED_PER_VALUE: usize = 6;
+
+/// "A in #1, #2; B in #3": which rows have which value. A run whose rows
+/// all have one value is named once (`#3`), not row by row.
+fn partition(values: &[(usize, String)], runs: &[ComparedRun], facts: &[RowFacts]) -> String {
+    let mut value_of_run: HashMap<i64, Option<&str>> = HashMap::new();
+    for (row, value) in values {
+        let run = runs[facts[*row].run].run.id;
+        let entry = value_of_run.entry(run).or_insert(Some(value.as_str()));
+        if *entry != Some(value.as_str()) {
+            *entry = None;
+        }
+    }
     let mut order: Vec<&str> = Vec::new();
     let mut rows_of: HashMap<&str, Vec<String>> = HashMap::new();
+    let mut named_runs: HashSet<(i64, &str)> = HashSet::new();
     for (row, value) in values {
+        let run = runs[facts[*row].run].run.id;
         let rows = rows_of.entry(value.as_str()).or_default();
         if rows.is_empty() {
             order.push(value);
         }
-        rows.push(label(*row));
+        if value_of_run[&run].is_some() {
+            if named_runs.insert((run, value.as_str())) {
+                rows.push(format!("#{run}"));
+            }
+        } else {
+            rows.push(row_label(run, &facts[*row].matrix));
+        }
     }
     order
         .iter()
-        .map(|value| format!("{value} in {}", rows_of[value].join(", ")))
+        .map(|value| {
+            let rows = &rows_of[value];
+            let mut named = rows[..rows.len().min(ROWS_NAMED_PER_VALUE)].join(", ");
+            if rows.len() > ROWS_NAMED_PER_VALUE {
+                let _ = write!(named, " and {} more", rows.len() - ROWS_NAMED_PER_VALUE);
+            }
+            format!("{value} in {named}")
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -911,7 +940,6 @@ fn differs_within_a_combination(facts: &[RowFacts], field: &str) -> bool {
 }
 
 fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) -> Vec<Warning> {
-    let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
     let mut warnings = Vec::new();
 
     let mut data_stages: Vec<(&String, &String)> = facts
@@ -926,27 +954,23 @@ fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) ->
             .enumerate()
             .filter_map(|(index, row)| row.data.get(stage).map(|(_, digests)| (index, digests)))
             .collect();
-        let mut distinct: Vec<&Vec<String>> = Vec::new();
-        for (_, digest) in &digests {
-            if !distinct.contains(digest) {
-                distinct.push(digest);
-            }
-        }
-        if distinct.len() < 2 {
-            continue;
-        }
+        let mut version_of: HashMap<&Vec<String>, usize> = HashMap::new();
         let versions: Vec<(usize, String)> = digests
             .iter()
             .map(|(row, digest)| {
-                let version = distinct.iter().position(|d| d == digest).unwrap_or(0);
-                (*row, format!("output {}", version + 1))
+                let next = version_of.len() + 1;
+                let version = *version_of.entry(digest).or_insert(next);
+                (*row, format!("output {version}"))
             })
             .collect();
+        if version_of.len() < 2 {
+            continue;
+        }
         warnings.push(Warning {
             kind: WarningKind::Data,
             message: format!(
                 "the data differs: stage `{stage}` ({uses}) wrote different outputs: {}",
-                partition(&versions, &label)
+                partition(&versions, runs, facts)
             ),
             rows: digests.iter().map(|(row, _)| *row).collect(),
         });
@@ -986,7 +1010,7 @@ fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) ->
             kind: WarningKind::Hardware,
             message: format!(
                 "the hardware differs: `{field}` is {}",
-                partition(&values, &label)
+                partition(&values, runs, facts)
             ),
             rows: values.iter().map(|(row, _)| *row).collect(),
         });
@@ -1003,7 +1027,7 @@ fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) ->
                 kind: WarningKind::Precision,
                 message: format!(
                     "the precision differs and is not a matrix key: {}",
-                    partition(&values, &label)
+                    partition(&values, runs, facts)
                 ),
                 rows: values.iter().map(|(row, _)| *row).collect(),
             });
