@@ -339,3 +339,38 @@ stages:
         ]
     );
 }
+
+#[test]
+fn diff_shows_the_digits_that_tell_values_apart_and_key_metrics_first() {
+    let project = TestProject::new();
+    let pipeline = |loss: &str, rows: u32| {
+        format!(
+            "stages:\n  train:\n    run: >-\n      echo '{{\"rows\": {rows}, \"val_loss\": {loss}, \"val_acc\": 0.4196236128689813}}' > m.json\n    metrics: m.json\n"
+        )
+    };
+    project.write("pipe.yaml", &pipeline("0.41962361", 10));
+    project.run_ok(&[]);
+    project.write("pipe.yaml", &pipeline("0.41962999", 12));
+    project.run_ok(&[]);
+    let text = stdout(&project.pipe(&["diff"]));
+    let metrics: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != "metrics")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            "  train: val_loss  0.41962 -> 0.41963  +6.38e-6 (+0.0015%) ▲ worse",
+            "  train: rows           10 -> 12       +2       (+20%)     ▲",
+        ],
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&stdout(&project.pipe(&["diff", "--json"]))).unwrap();
+    let rows = &json["metrics"][1];
+    assert_eq!(rows["metric"], "rows");
+    assert_eq!(rows["direction"], "unknown");
+    assert_eq!(rows["verdict"], "changed");
+    assert_eq!(json["metrics"][0]["b"], 0.41962999);
+}
