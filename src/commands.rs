@@ -360,9 +360,10 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         None
     } else {
         let mut ids = Vec::with_capacity(args.runs.len());
+        let mut seen = HashSet::new();
         for query in &args.runs {
             let id = resolve_run(&db, query)?;
-            if !ids.contains(&id) {
+            if seen.insert(id) {
                 ids.push(id);
             }
         }
@@ -410,7 +411,12 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     let mut loaded = db.runs_to_compare(&selection, DATA_STAGE_NAMESPACES)?;
     // Named runs in the order they were named, the baseline first.
     if let Some(named) = &named {
-        loaded.sort_by_key(|run| named.iter().position(|&id| id == run.run.id));
+        let position: HashMap<i64, usize> = named
+            .iter()
+            .enumerate()
+            .map(|(index, &id)| (id, index))
+            .collect();
+        loaded.sort_by_key(|run| position.get(&run.run.id).copied());
     }
     if let Some(baseline) = baseline_run {
         if let Some(index) = loaded.iter().position(|run| run.run.id == baseline) {

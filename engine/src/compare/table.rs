@@ -275,20 +275,14 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
     }
 
     let warnings = warnings(runs, &facts, &matrix_keys);
+    let shown: HashSet<&str> = columns.iter().map(|column| column.id.as_str()).collect();
     let rows: Vec<Row> = facts
         .into_iter()
         .zip(&group_of_row)
         .map(|(facts, &group)| {
             let run = &runs[facts.run].run;
-            let values = columns
-                .iter()
-                .filter_map(|column| {
-                    facts
-                        .values
-                        .get(&column.id)
-                        .map(|value| (column.id.clone(), value.clone()))
-                })
-                .collect();
+            let mut values = facts.values;
+            values.retain(|id, _| shown.contains(id.as_str()));
             Row {
                 run: run.id,
                 pipeline: run.pipeline.clone(),
@@ -800,6 +794,19 @@ pub fn row_label(run: i64, matrix: &Pairs) -> String {
 }
 
 fn cell(column: &Column, rows: &[usize], facts: &[RowFacts]) -> Cell {
+    let is_number = column.kind == ColumnKind::Metric && column.numeric;
+    if let [row] = rows {
+        let value = facts[*row]
+            .values
+            .get(&column.id)
+            .cloned()
+            .unwrap_or(Value::Null);
+        return Cell {
+            n: is_number.then_some(usize::from(!value.is_null())),
+            value,
+            ..Cell::default()
+        };
+    }
     let values: Vec<&Value> = rows
         .iter()
         .filter_map(|&row| facts[row].values.get(&column.id))
