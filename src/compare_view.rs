@@ -296,6 +296,11 @@ pub fn markdown(table: &CompareTable) -> String {
         })
         .collect();
     let _ = writeln!(out, "|{}|", alignment.join("|"));
+    let digits: Vec<usize> = table
+        .columns
+        .iter()
+        .map(|column| digits_of(table, column))
+        .collect();
     for (index, group) in table.groups.iter().enumerate() {
         let mut cells = vec![if index == table.baseline.group {
             format!("{} (baseline)", runs_of(group))
@@ -305,12 +310,8 @@ pub fn markdown(table: &CompareTable) -> String {
         if with_n {
             cells.push(group.n.to_string());
         }
-        for column in &table.columns {
-            let cell = shown(
-                column,
-                group.cells.get(&column.id),
-                digits_of(table, column),
-            );
+        for (column, &digits) in table.columns.iter().zip(&digits) {
+            let cell = shown(column, group.cells.get(&column.id), digits);
             let mut text = markdown_cell(&cell.value);
             if !cell.change.is_empty() {
                 let mark = match cell.verdict {
