@@ -532,7 +532,9 @@ fn row_facts(
         }
         for (metric, value) in &stage.metrics {
             if metric.starts_with("hardware.") || metric == "devices" {
-                hardware.insert(metric.clone(), value.clone());
+                if let Some(value) = hardware_value(value) {
+                    hardware.insert(metric.clone(), value);
+                }
             }
             if metric == "precision" {
                 if let Value::String(text) = value {
@@ -568,6 +570,22 @@ fn row_facts(
         precision,
         hardware,
         data,
+    }
+}
+
+/// A hardware metric as compared: null (not found out) is unknown, and a
+/// list of device names (`hardware.gpus`) is the set of models, so that
+/// two GPUs of a kind are the same hardware as one.
+fn hardware_value(value: &Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::Array(items) => {
+            let mut names: Vec<&Value> = items.iter().filter(|item| !item.is_null()).collect();
+            names.sort_by_key(|item| item.to_string());
+            names.dedup();
+            Some(Value::Array(names.into_iter().cloned().collect()))
+        }
+        other => Some(other.clone()),
     }
 }
 
@@ -1004,6 +1022,14 @@ fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) ->
                 row.hardware.get(field).map(|value| {
                     let text = match value {
                         Value::String(text) => text.clone(),
+                        Value::Array(items) if items.is_empty() => "none".to_string(),
+                        Value::Array(items) => items
+                            .iter()
+                            .map(|item| {
+                                item.as_str().map_or_else(|| item.to_string(), String::from)
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         other => other.to_string(),
                     };
                     (index, text)
@@ -1148,6 +1174,35 @@ mod tests {
         .unwrap();
         assert_eq!(two.warnings.len(), 1, "{:?}", two.warnings);
         assert_eq!(two.warnings[0].kind, WarningKind::Hardware);
+    }
+
+    #[test]
+    fn gpus_are_compared_as_the_set_of_their_models() {
+        let with_gpus = |id: i64, strategy: &str, gpus: Value| {
+            run(
+                id,
+                json!({}),
+                vec![stage(
+                    &format!("train@strategy={strategy}"),
+                    json!({"hardware.gpus": gpus, "hardware.cpu": null, "accuracy": 0.8}),
+                )],
+            )
+        };
+        let same = [
+            with_gpus(1, "single", json!(["H200"])),
+            with_gpus(2, "ddp", json!(["H200", "H200"])),
+        ];
+        let table = compare_runs(&same, &CompareOptions::default()).unwrap();
+        assert!(table.warnings.is_empty(), "{:?}", table.warnings);
+        let other = [
+            with_gpus(1, "single", json!(["H200"])),
+            with_gpus(2, "single", json!([])),
+        ];
+        let table = compare_runs(&other, &CompareOptions::default()).unwrap();
+        assert_eq!(
+            table.warnings[0].message,
+            "the hardware differs: `hardware.gpus` is H200 in #1; none in #2"
+        );
     }
 
     #[test]
