@@ -96,7 +96,12 @@ pub enum Command {
         /// Markdown, for pull requests and CI summaries.
         #[arg(long)]
         md: bool,
+        #[command(flatten)]
+        directions: DirectionArgs,
     },
+    /// Compare runs side by side: one row per run and matrix combination,
+    /// deltas against a baseline, seeds grouped.
+    Compare(CompareArgs),
     /// Restore a run's outputs into the workspace from the cache.
     Checkout {
         run: String,
@@ -155,6 +160,74 @@ pub struct RunArgs {
     /// Print machine-readable events on stdout (JSON lines).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--higher`/`--lower`: which way a metric improves, over the built-in
+/// rules (loss, time, memory lower; accuracy, F1, throughput higher).
+#[derive(Debug, Args, Clone, Default)]
+pub struct DirectionArgs {
+    /// Higher is better for this metric (`val_acc`, `train.val_acc`; repeatable).
+    #[arg(long, value_name = "METRIC")]
+    pub higher: Vec<String>,
+    /// Lower is better for this metric (repeatable).
+    #[arg(long, value_name = "METRIC")]
+    pub lower: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Runs: ids, `last`, `last~N`, git refs (default: the newest 10 that
+    /// match the filters).
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// The N newest runs that match the filters.
+    #[arg(long, value_name = "N", conflicts_with = "runs")]
+    pub last: Option<usize>,
+    /// Only runs of this pipeline.
+    #[arg(long, value_name = "NAME")]
+    pub pipeline: Option<String>,
+    /// Only runs whose param has this value: `--where train.lr=0.001`
+    /// (repeatable; the value is read as a YAML scalar).
+    #[arg(long = "where", value_name = "PARAM=VALUE")]
+    pub where_: Vec<String>,
+    /// Only runs that ended so (comma-separated; `any` for all). Default:
+    /// succeeded, except for runs named as RUN.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "STATUS")]
+    pub status: Vec<StatusArg>,
+    /// The run the others are compared with (default: the first row's).
+    #[arg(long, value_name = "RUN")]
+    pub baseline: Option<String>,
+    /// The baseline's row in a matrix run: `precision=32-true,strategy=single`.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub baseline_row: Option<String>,
+    /// Order rows best first by this metric (`train.val_acc`, or `val_acc`).
+    #[arg(long, value_name = "METRIC")]
+    pub sort: Option<String>,
+    /// One line per seed instead of mean ± std over seeds.
+    #[arg(long)]
+    pub per_seed: bool,
+    /// Every column, also those equal in all rows.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub directions: DirectionArgs,
+    #[arg(long, conflicts_with_all = ["md", "csv"])]
+    pub json: bool,
+    /// Markdown, for a pull-request comment.
+    #[arg(long, conflicts_with = "csv")]
+    pub md: bool,
+    /// One line per row, raw values.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    Succeeded,
+    Failed,
+    Interrupted,
+    Running,
+    Any,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -13,10 +13,14 @@ use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::{self, RunDb, RunStatus};
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
-use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, PipelineArg, RunArgs};
+use crate::cli::{
+    CacheCommand, Cli, Command, CompareArgs, DagFormatArg, DirectionArgs, PipelineArg, RunArgs,
+    StatusArg,
+};
 use crate::output::{errln, out, outln};
 use crate::progress::Progress;
 use crate::render;
+use crate::style::Style;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
@@ -86,7 +90,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::Ok)
         }
-        Command::Diff { a, b, json, md } => {
+        Command::Compare(args) => compare_command(args),
+        Command::Diff {
+            a,
+            b,
+            json,
+            md,
+            directions,
+        } => {
             let db = require_db()?;
             let b_id = resolve_run(&db, b.as_deref().unwrap_or("last"))?;
             let a_id = match a {
@@ -109,7 +120,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let record_b = db
                 .run(b_id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
-            let diff = compare::diff_runs(&db, &record_a, &record_b)?;
+            let diff = compare::diff_runs(&db, &record_a, &record_b, &direction_rules(directions))?;
             if json {
                 outln!(
                     "{}",
@@ -118,7 +129,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             } else if md {
                 out!("{}", render::diff_markdown(&diff));
             } else {
-                out!("{}", render::diff_text(&diff));
+                out!("{}", render::diff_text(&diff, Style::for_stdout()));
             }
             Ok(ExitCode::Ok)
         }
@@ -355,6 +366,184 @@ fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
     let root = Project::find_root(&cwd);
     db.resolve(query, |reference| runs::git_commit_of(&root, reference))
+}
+
+fn direction_rules(args: DirectionArgs) -> pipe_engine::metrics::DirectionRules {
+    pipe_engine::metrics::DirectionRules::new(args.higher, args.lower)
+}
+
+/// How many runs `pipe compare` shows when neither runs nor `--last` are given.
+const DEFAULT_COMPARED_RUNS: usize = 10;
+
+fn compare_command(args: CompareArgs) -> Result<ExitCode> {
+    use compare::table::{self, CompareOptions, DATA_STAGE_NAMESPACES};
+    let db = require_db()?;
+    let named = if args.runs.is_empty() {
+        None
+    } else {
+        let mut ids = Vec::with_capacity(args.runs.len());
+        let mut seen = HashSet::new();
+        for query in &args.runs {
+            let id = resolve_run(&db, query)?;
+            if seen.insert(id) {
+                ids.push(id);
+            }
+        }
+        Some(ids)
+    };
+    let baseline_run = args
+        .baseline
+        .as_deref()
+        .map(|query| resolve_run(&db, query))
+        .transpose()?;
+    let statuses = if args.status.contains(&StatusArg::Any) {
+        None
+    } else if args.status.is_empty() {
+        // Named runs are compared as they ended; a selection by filters
+        // takes the runs that succeeded.
+        named.is_none().then(|| vec![RunStatus::Succeeded])
+    } else {
+        Some(
+            args.status
+                .iter()
+                .map(|status| match status {
+                    StatusArg::Succeeded | StatusArg::Any => RunStatus::Succeeded,
+                    StatusArg::Failed => RunStatus::Failed,
+                    StatusArg::Interrupted => RunStatus::Interrupted,
+                    StatusArg::Running => RunStatus::Running,
+                })
+                .collect(),
+        )
+    };
+    let selection = runs::RunSelection {
+        last: match (&named, args.last) {
+            (Some(_), _) => None,
+            (None, last) => Some(last.unwrap_or(DEFAULT_COMPARED_RUNS)),
+        },
+        named: named.clone(),
+        also: baseline_run.into_iter().collect(),
+        pipeline: args.pipeline.clone(),
+        params_equal: args
+            .where_
+            .iter()
+            .map(|condition| parse_where(condition))
+            .collect::<Result<_>>()?,
+        statuses,
+    };
+    let mut loaded = db.runs_to_compare(&selection, DATA_STAGE_NAMESPACES)?;
+    // Named runs in the order they were named, the baseline first.
+    if let Some(named) = &named {
+        let position: HashMap<i64, usize> = named
+            .iter()
+            .enumerate()
+            .map(|(index, &id)| (id, index))
+            .collect();
+        loaded.sort_by_key(|run| position.get(&run.run.id).copied());
+    }
+    if let Some(baseline) = baseline_run {
+        if let Some(index) = loaded.iter().position(|run| run.run.id == baseline) {
+            let run = loaded.remove(index);
+            loaded.insert(0, run);
+        }
+    }
+    if loaded.is_empty() {
+        return Err(EngineError::usage(
+            "no run matches the selection",
+            "`pipe runs` lists the recorded runs; `--status any` includes those that failed",
+        ));
+    }
+    let options = CompareOptions {
+        rules: direction_rules(args.directions),
+        all_columns: args.all,
+        per_seed: args.per_seed,
+        baseline_run,
+        baseline_row: match &args.baseline_row {
+            Some(text) => parse_pairs(text)?,
+            None => Vec::new(),
+        },
+        sort: args.sort.clone(),
+    };
+    let table = table::compare_runs(&loaded, &options)?;
+    for warning in &table.warnings {
+        errln!("warning: {}", warning.message);
+    }
+    if args.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&table).unwrap_or_default()
+        );
+    } else if args.md {
+        out!("{}", crate::compare_view::markdown(&table));
+    } else if args.csv {
+        out!("{}", crate::compare_view::csv(&table));
+    } else {
+        out!("{}", crate::compare_view::text(&table, Style::for_stdout()));
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// `train.lr=0.001` -> (["train", "lr"], 0.001).
+fn parse_where(condition: &str) -> Result<(Vec<String>, serde_json::Value)> {
+    let bad = |why: &str| {
+        EngineError::usage(
+            format!("bad `--where {condition}`: {why}"),
+            "write PARAM=VALUE with PARAM a dotted path in the params, e.g. `--where train.lr=0.001`",
+        )
+    };
+    let (path, value) = condition.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let names: Vec<String> = path.trim().split('.').map(String::from).collect();
+    if names.iter().any(|name| name.is_empty()) {
+        return Err(bad("the param path has an empty name"));
+    }
+    if names.iter().any(|name| name.contains('"')) {
+        return Err(bad("a param name holds a quote"));
+    }
+    Ok((names, yaml_scalar(value.trim())))
+}
+
+/// A YAML scalar as JSON: `0.001` and `3` are numbers, `true`/`false`
+/// booleans, `null`/`~` null, quoted or other text a string.
+fn yaml_scalar(text: &str) -> serde_json::Value {
+    use serde_json::Value;
+    for quote in ['"', '\''] {
+        if let Some(inner) = text
+            .strip_prefix(quote)
+            .and_then(|rest| rest.strip_suffix(quote))
+        {
+            return Value::String(inner.to_string());
+        }
+    }
+    match text {
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        "null" | "Null" | "NULL" | "~" | "" => return Value::Null,
+        _ => {}
+    }
+    if let Ok(integer) = text.parse::<i64>() {
+        return Value::from(integer);
+    }
+    match text.parse::<f64>() {
+        Ok(number) if number.is_finite() => serde_json::Number::from_f64(number)
+            .map_or_else(|| Value::String(text.to_string()), Value::Number),
+        _ => Value::String(text.to_string()),
+    }
+}
+
+/// `precision=32-true,strategy=single` -> pairs.
+fn parse_pairs(text: &str) -> Result<Vec<(String, String)>> {
+    text.split(',')
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+                .filter(|(key, value)| !key.is_empty() && !value.is_empty())
+                .ok_or_else(|| {
+                    EngineError::usage(
+                        format!("bad `--baseline-row {text}`: `{pair}` is not KEY=VALUE"),
+                        "name matrix values, e.g. `--baseline-row precision=32-true,strategy=single`",
+                    )
+                })
+        })
+        .collect()
 }
 
 fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {

@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod compare_view;
 mod output;
 mod progress;
 mod render;

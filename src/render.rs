@@ -3,13 +3,15 @@
 
 use std::fmt::Write;
 
-use pipe_engine::compare::RunDiff;
+use pipe_engine::compare::{MetricChange, RunDiff};
 use pipe_engine::key::FieldChange;
+use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, StageState, Why};
 use pipe_engine::runs::RunRecord;
 use serde_json::Value;
 
 use crate::progress::format_duration;
+use crate::style::Style;
 
 pub fn bytes(count: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -253,21 +255,65 @@ pub fn show_run(run: &RunRecord) -> String {
     out
 }
 
-fn format_delta(delta: Option<f64>) -> String {
-    match delta {
-        Some(delta) if delta > 0.0 => format!("+{}", trim_float(delta)),
-        Some(delta) => trim_float(delta),
-        None => String::new(),
+/// How one metric change reads: the two values with the digits that tell
+/// them apart, the delta, the percentage and the arrow with its verdict.
+struct MetricLine {
+    a: String,
+    b: String,
+    delta: String,
+    percent: String,
+    arrow: &'static str,
+    verdict: Option<Verdict>,
+}
+
+fn metric_line(change: &MetricChange) -> MetricLine {
+    let numbers = change
+        .a
+        .as_ref()
+        .and_then(Value::as_f64)
+        .zip(change.b.as_ref().and_then(Value::as_f64));
+    let (a, b) = match numbers {
+        Some((a, b)) => {
+            let digits = metrics::digits_to_tell_apart(&[a, b]);
+            (
+                metrics::format_significant(a, digits),
+                metrics::format_significant(b, digits),
+            )
+        }
+        None => (show_value(&change.a), show_value(&change.b)),
+    };
+    let arrow = match change.delta {
+        Some(delta) if delta > 0.0 => "▲",
+        Some(delta) if delta < 0.0 => "▼",
+        _ => "",
+    };
+    MetricLine {
+        a,
+        b,
+        delta: change.delta.map(metrics::format_delta).unwrap_or_default(),
+        percent: change
+            .relative
+            .map(metrics::format_percent)
+            .unwrap_or_default(),
+        arrow,
+        verdict: change.verdict,
     }
 }
 
-fn trim_float(value: f64) -> String {
-    let text = format!("{value:.6}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text == "-0" {
-        "0".to_string()
-    } else {
-        text.to_string()
+fn verdict_word(verdict: Option<Verdict>) -> &'static str {
+    match verdict {
+        Some(Verdict::Better) => "better",
+        Some(Verdict::Worse) => "worse",
+        _ => "",
+    }
+}
+
+/// Green when better, red when worse (on a terminal, without `NO_COLOR`).
+pub fn paint_verdict(style: Style, verdict: Option<Verdict>, text: &str) -> String {
+    match verdict {
+        Some(Verdict::Better) => style.green(text),
+        Some(Verdict::Worse) => style.red(text),
+        _ => text.to_string(),
     }
 }
 
@@ -278,7 +324,7 @@ fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
     format!("{} -> {}", name(change.status_a), name(change.status_b))
 }
 
-pub fn diff_text(diff: &RunDiff) -> String {
+pub fn diff_text(diff: &RunDiff, style: Style) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "run #{} -> run #{}", diff.a, diff.b);
     let _ = writeln!(out, "\nparams");
@@ -290,16 +336,35 @@ pub fn diff_text(diff: &RunDiff) -> String {
     if diff.metrics.is_empty() {
         let _ = writeln!(out, "  (unchanged)");
     }
-    let metric_width = width(diff.metrics.iter().map(|m| m.metric.as_str()));
-    for metric in &diff.metrics {
+    let labels: Vec<String> = diff
+        .metrics
+        .iter()
+        .map(|metric| format!("{}: {}", metric.stage, metric.metric))
+        .collect();
+    let lines: Vec<MetricLine> = diff.metrics.iter().map(metric_line).collect();
+    let label_width = width(labels.iter().map(String::as_str));
+    let values_width = width(lines.iter().map(|line| line.a.as_str())).max(1);
+    let after_width = width(lines.iter().map(|line| line.b.as_str()));
+    let delta_width = width(lines.iter().map(|line| line.delta.as_str()));
+    let percent_width = width(lines.iter().map(|line| line.percent.as_str())) + 2;
+    for (label, line) in labels.iter().zip(&lines) {
+        let percent = if line.percent.is_empty() {
+            String::new()
+        } else {
+            format!("({})", line.percent)
+        };
+        let change = format!(
+            "{:<delta_width$} {percent:<percent_width$} {} {}",
+            line.delta,
+            line.arrow,
+            verdict_word(line.verdict)
+        );
         let _ = writeln!(
             out,
-            "  {}: {:<metric_width$}  {} -> {}  {}",
-            metric.stage,
-            metric.metric,
-            show_value(&metric.a),
-            show_value(&metric.b),
-            format_delta(metric.delta)
+            "  {label:<label_width$}  {:>values_width$} -> {:<after_width$}  {}",
+            line.a,
+            line.b,
+            paint_verdict(style, line.verdict, change.trim_end())
         );
     }
     let _ = writeln!(out, "\nstages");
@@ -363,18 +428,21 @@ pub fn diff_markdown(diff: &RunDiff) -> String {
     } else {
         let _ = writeln!(
             out,
-            "| stage | metric | run #{} | run #{} | Δ |\n|---|---|---|---|---|",
+            "| stage | metric | run #{} | run #{} | Δ | % | |\n|---|---|---|---|--:|--:|---|",
             diff.a, diff.b
         );
         for metric in &diff.metrics {
+            let line = metric_line(metric);
             let _ = writeln!(
                 out,
-                "| {} | `{}` | {} | {} | {} |",
+                "| {} | `{}` | {} | {} | {} | {} | {} |",
                 metric.stage,
                 metric.metric,
-                cell(&metric.a),
-                cell(&metric.b),
-                format_delta(metric.delta)
+                line.a.replace('|', "\\|"),
+                line.b.replace('|', "\\|"),
+                line.delta,
+                line.percent,
+                format!("{} {}", line.arrow, verdict_word(line.verdict)).trim()
             );
         }
         out.push('\n');

@@ -12,6 +12,10 @@ impl Style {
         Style::new(std::io::stderr().is_terminal())
     }
 
+    pub fn for_stdout() -> Style {
+        Style::new(std::io::stdout().is_terminal())
+    }
+
     fn new(terminal: bool) -> Style {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
         Style {

@@ -1,4 +1,7 @@
-//! `pipe diff`: what changed between two recorded runs.
+//! `pipe diff`: what changed between two recorded runs; `table` holds
+//! `pipe compare`, many runs side by side.
+
+pub mod table;
 
 use std::collections::BTreeMap;
 
@@ -6,6 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::key::{self, FieldChange};
+use crate::metrics::{relative_change, Direction, DirectionRules, Verdict};
 use crate::runs::{RunDb, RunRecord, StageStatus};
 use crate::Result;
 
@@ -27,6 +31,11 @@ pub struct MetricChange {
     pub b: Option<Value>,
     /// b - a, when both are numbers.
     pub delta: Option<f64>,
+    /// delta / |a|, when both are numbers and a is not 0.
+    pub relative: Option<f64>,
+    pub direction: Direction,
+    /// Whether b is better than a, when both are numbers.
+    pub verdict: Option<Verdict>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -46,7 +55,15 @@ pub struct OutputChange {
     pub b: Option<String>,
 }
 
-pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
+/// What changed from run `a` to run `b`. Metrics come with key metrics
+/// first (those whose direction is known), then the rest, each part by
+/// stage and name.
+pub fn diff_runs(
+    db: &RunDb,
+    a: &RunRecord,
+    b: &RunRecord,
+    rules: &DirectionRules,
+) -> Result<RunDiff> {
     let params = key::diff_manifests(&a.params, &b.params);
     let stages_a: BTreeMap<&str, _> = a
         .stages
@@ -78,19 +95,19 @@ pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
             if value_a == value_b {
                 continue;
             }
-            let delta = match (
-                value_a.and_then(Value::as_f64),
-                value_b.and_then(Value::as_f64),
-            ) {
-                (Some(x), Some(y)) => Some(y - x),
-                _ => None,
-            };
+            let numbers = value_a
+                .and_then(Value::as_f64)
+                .zip(value_b.and_then(Value::as_f64));
+            let direction = rules.direction(base_name(name), metric);
             metrics.push(MetricChange {
                 stage: name.to_string(),
                 metric: metric.clone(),
                 a: value_a.cloned(),
                 b: value_b.cloned(),
-                delta,
+                delta: numbers.map(|(x, y)| y - x),
+                relative: numbers.and_then(|(x, y)| relative_change(x, y)),
+                direction,
+                verdict: numbers.map(|(x, y)| direction.verdict(x, y)),
             });
         }
 
@@ -134,6 +151,7 @@ pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
             }
         }
     }
+    metrics.sort_by_key(|change| change.direction == Direction::Unknown);
     Ok(RunDiff {
         a: a.id,
         b: b.id,
@@ -142,4 +160,9 @@ pub fn diff_runs(db: &RunDb, a: &RunRecord, b: &RunRecord) -> Result<RunDiff> {
         stages,
         outputs,
     })
+}
+
+/// `train` of `train@precision=bf16-mixed`.
+pub fn base_name(stage: &str) -> &str {
+    stage.split_once('@').map_or(stage, |(base, _)| base)
 }

@@ -18,6 +18,7 @@ pub mod exec;
 pub mod groups;
 pub mod interrupt;
 pub mod key;
+pub mod metrics;
 pub mod pipeline;
 pub mod plan;
 pub mod project;

@@ -456,6 +456,229 @@ impl RunDb {
     }
 }
 
+/// Which runs `RunDb::runs_to_compare` loads.
+#[derive(Debug, Clone, Default)]
+pub struct RunSelection {
+    /// Runs named by the user, compared whatever their status; the filters
+    /// below still narrow them. `None`: every run the filters select.
+    pub named: Option<Vec<i64>>,
+    /// Always loaded, whatever the filters say (the baseline).
+    pub also: Vec<i64>,
+    pub pipeline: Option<String>,
+    /// `--where`: a dotted path in the run's params and the value it must
+    /// have.
+    pub params_equal: Vec<(Vec<String>, Value)>,
+    /// `None`: any status.
+    pub statuses: Option<Vec<RunStatus>>,
+    /// The newest N of the selected runs.
+    pub last: Option<usize>,
+}
+
+/// A run with what a comparison reads of its stages.
+#[derive(Debug, Clone)]
+pub struct ComparedRun {
+    /// Without its stages: they are below.
+    pub run: RunRecord,
+    pub stages: Vec<ComparedStage>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ComparedStage {
+    pub stage: String,
+    pub status: StageStatus,
+    pub duration_ms: u64,
+    pub metrics: BTreeMap<String, Value>,
+    /// `data/split@1`, from the key manifest of a built-in stage.
+    pub uses: Option<String>,
+    /// Loaded only for stages whose `uses` starts with one of the
+    /// prefixes the caller asked for (the data stages).
+    pub outputs: Option<BTreeMap<String, Artifact>>,
+    /// `with.seed` and `with.precision` of a built-in stage.
+    pub with_seed: Option<Value>,
+    pub with_precision: Option<Value>,
+}
+
+impl RunDb {
+    /// Every selected run and its stages, oldest first, in ONE query
+    /// (runs JOIN stage_runs JOIN manifests, filtered in SQL), so that
+    /// comparing 1,000 runs costs one statement, not one per run. Only
+    /// the manifest fields needed are extracted (`json_extract`), and
+    /// outputs only of stages whose `uses` starts with one of
+    /// `outputs_of_uses`.
+    pub fn runs_to_compare(
+        &self,
+        selection: &RunSelection,
+        outputs_of_uses: &[&str],
+    ) -> Result<Vec<ComparedRun>> {
+        use rusqlite::types::Value as Sql;
+        let mut arguments: Vec<Sql> = Vec::new();
+        let mut bind = |value: Sql| {
+            arguments.push(value);
+            format!("?{}", arguments.len())
+        };
+        let mut filters: Vec<String> = Vec::new();
+        if let Some(named) = &selection.named {
+            let list = serde_json::to_string(named).unwrap_or_default();
+            filters.push(format!(
+                "id IN (SELECT value FROM json_each({}))",
+                bind(Sql::Text(list))
+            ));
+        }
+        if let Some(pipeline) = &selection.pipeline {
+            filters.push(format!("pipeline = {}", bind(Sql::Text(pipeline.clone()))));
+        }
+        if let Some(statuses) = &selection.statuses {
+            let mut names: Vec<&str> = statuses.iter().map(|status| status.as_str()).collect();
+            // A run whose process died while it ran is still `running` in
+            // the table; it is told apart below.
+            if statuses.contains(&RunStatus::Interrupted) {
+                names.push(RunStatus::Running.as_str());
+            }
+            let list = serde_json::to_string(&names).unwrap_or_default();
+            filters.push(format!(
+                "status IN (SELECT value FROM json_each({}))",
+                bind(Sql::Text(list))
+            ));
+        }
+        for (path, value) in &selection.params_equal {
+            let json_path = json_path(path);
+            let path = bind(Sql::Text(json_path));
+            let number = bind(value.as_f64().map_or(Sql::Null, Sql::Real));
+            let text = bind(match value {
+                Value::String(text) => Sql::Text(text.clone()),
+                other => Sql::Text(other.to_string()),
+            });
+            let boolean = bind(
+                value
+                    .as_bool()
+                    .map_or(Sql::Null, |b| Sql::Integer(b.into())),
+            );
+            filters.push(format!(
+                "CASE json_type(params, {path})
+                   WHEN 'integer' THEN json_extract(params, {path}) = {number}
+                   WHEN 'real' THEN json_extract(params, {path}) = {number}
+                   WHEN 'text' THEN json_extract(params, {path}) = {text}
+                   WHEN 'true' THEN {boolean} = 1
+                   WHEN 'false' THEN {boolean} = 0
+                   ELSE 0 END"
+            ));
+        }
+        let mut selected = format!(
+            "SELECT id FROM runs WHERE {}",
+            if filters.is_empty() {
+                "1".to_string()
+            } else {
+                filters.join(" AND ")
+            }
+        );
+        if let Some(last) = selection.last {
+            selected = format!(
+                "{selected} ORDER BY id DESC LIMIT {}",
+                bind(Sql::Integer(last.min(i64::MAX as usize) as i64))
+            );
+        }
+        let also = bind(Sql::Text(
+            serde_json::to_string(&selection.also).unwrap_or_default(),
+        ));
+        let uses = "json_extract(m.manifest, '$.uses')";
+        let data_stage = if outputs_of_uses.is_empty() {
+            "0".to_string()
+        } else {
+            outputs_of_uses
+                .iter()
+                .map(|prefix| format!("instr({uses}, {}) = 1", bind(Sql::Text(prefix.to_string()))))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        };
+        // The manifest fields are extracted here, for the joined rows only,
+        // so the cost follows the runs selected, not the whole history.
+        let query = format!(
+            "SELECT r.id, r.pipeline, r.started_ms, r.ended_ms, r.status, r.git_commit, r.git_dirty,
+                    r.argv, r.params, r.pid,
+                    s.stage, s.status, s.duration_ms, s.metrics,
+                    {uses}, CASE WHEN {data_stage} THEN s.outputs END,
+                    json_extract(m.manifest, '$.with.seed'),
+                    json_extract(m.manifest, '$.with.precision')
+             FROM runs r
+             LEFT JOIN stage_runs s ON s.run_id = r.id
+             LEFT JOIN manifests m ON m.key = s.key
+             WHERE r.id IN ({selected}) OR r.id IN (SELECT value FROM json_each({also}))
+             ORDER BY r.id, s.rowid"
+        );
+        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
+        let mut rows = statement
+            .query(rusqlite::params_from_iter(arguments))
+            .map_err(|e| self.error(e))?;
+        let mut runs: Vec<ComparedRun> = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
+            let id: i64 = row.get(0).map_err(|e| self.error(e))?;
+            if runs.last().is_none_or(|last| last.run.id != id) {
+                let run = run_from_row(row).map_err(|e| self.error(e))?;
+                runs.push(ComparedRun {
+                    run,
+                    stages: Vec::new(),
+                });
+            }
+            let Some(stage) = row
+                .get::<_, Option<String>>(10)
+                .map_err(|e| self.error(e))?
+            else {
+                continue;
+            };
+            let compared = compared_stage_from_row(stage, row).map_err(|e| self.error(e))?;
+            if let Some(last) = runs.last_mut() {
+                last.stages.push(compared);
+            }
+        }
+        if let Some(statuses) = &selection.statuses {
+            let named_or_also = |id: i64| selection.also.contains(&id);
+            runs.retain(|compared| {
+                named_or_also(compared.run.id) || statuses.contains(&compared.run.status)
+            });
+        }
+        Ok(runs)
+    }
+}
+
+fn compared_stage_from_row(
+    stage: String,
+    row: &rusqlite::Row<'_>,
+) -> rusqlite::Result<ComparedStage> {
+    let json = |index: usize| -> rusqlite::Result<Option<Value>> {
+        Ok(match row.get::<_, rusqlite::types::Value>(index)? {
+            rusqlite::types::Value::Integer(number) => Some(Value::from(number)),
+            rusqlite::types::Value::Real(number) => {
+                serde_json::Number::from_f64(number).map(Value::Number)
+            }
+            rusqlite::types::Value::Text(text) => Some(Value::String(text)),
+            _ => None,
+        })
+    };
+    Ok(ComparedStage {
+        stage,
+        status: StageStatus::parse(&row.get::<_, String>(11)?),
+        duration_ms: row.get::<_, i64>(12)? as u64,
+        metrics: serde_json::from_str(&row.get::<_, String>(13)?).unwrap_or_default(),
+        uses: row.get(14)?,
+        outputs: row
+            .get::<_, Option<String>>(15)?
+            .map(|text| serde_json::from_str(&text).unwrap_or_default()),
+        with_seed: json(16)?,
+        with_precision: json(17)?,
+    })
+}
+
+/// `["train", "lr"]` as an SQLite JSON path, each name quoted: `$."train"."lr"`.
+fn json_path(names: &[String]) -> String {
+    let mut path = String::from("$");
+    for name in names {
+        path.push_str(".\"");
+        path.push_str(name);
+        path.push('"');
+    }
+    path
+}
+
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     let ended_ms: Option<i64> = row.get(3)?;
     let mut status = RunStatus::parse(&row.get::<_, String>(4)?);

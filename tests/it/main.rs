@@ -9,6 +9,7 @@
 
 mod cache_suite;
 mod cache_trust;
+mod compare;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;

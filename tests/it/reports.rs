@@ -110,6 +110,9 @@ fn diff_of_two_runs_in_text_markdown_and_json() {
         .find(|m| m["metric"] == "val.accuracy")
         .unwrap();
     assert_eq!(delta["delta"], 0.25);
+    assert_eq!(delta["relative"], 0.5);
+    assert_eq!(delta["direction"], "higher");
+    assert_eq!(delta["verdict"], "better");
     assert_eq!(json["params"][0]["field"], "lr");
     let stages: Vec<&str> = json["stages"]
         .as_array()

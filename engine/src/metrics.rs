@@ -1,0 +1,301 @@
+//! What a metric's value means when it changes: which way is better, which
+//! metrics matter most, and how to print a number so that two values can
+//! be told apart. Shared by `pipe diff` and `pipe compare`.
+
+use serde::Serialize;
+
+/// Which way a metric improves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Higher,
+    Lower,
+    Unknown,
+}
+
+/// Whether a change made things better, by the metric's direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Better,
+    Worse,
+    Same,
+    /// Changed, but the metric's direction is unknown.
+    Changed,
+}
+
+/// Rates are checked first: `bytes_per_second` holds `second` but is a
+/// throughput.
+const HIGHER_PHRASES: &[&str] = &[
+    "samples_per_s",
+    "tokens_per_s",
+    "throughput",
+    "_per_s",
+    "_per_sec",
+    "_per_second",
+];
+const LOWER_WORDS: &[&str] = &[
+    "loss", "losses", "error", "errors", "err", "seconds", "secs", "time", "ms", "rss", "memory",
+    "mem",
+];
+const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc"];
+/// The metrics a comparison shows even when they are equal everywhere.
+const KEY_WORDS: &[&str] = &["acc", "accuracy", "f1", "loss"];
+
+impl Direction {
+    /// The built-in rule, from the metric's last dotted segment:
+    /// `val.loss` and `peak_rss_mb` are lower-is-better, `test.accuracy`
+    /// and `samples_per_s` higher-is-better.
+    pub fn of(metric: &str) -> Direction {
+        let name = last_segment(metric).to_ascii_lowercase();
+        if HIGHER_PHRASES.iter().any(|phrase| name.contains(phrase)) {
+            return Direction::Higher;
+        }
+        let has_word = |words: &[&str]| words_of(&name).any(|word| words.contains(&word));
+        if has_word(LOWER_WORDS) {
+            Direction::Lower
+        } else if has_word(HIGHER_WORDS) {
+            Direction::Higher
+        } else {
+            Direction::Unknown
+        }
+    }
+
+    /// What going from `before` to `after` means.
+    pub fn verdict(self, before: f64, after: f64) -> Verdict {
+        if before == after {
+            return Verdict::Same;
+        }
+        match (self, after > before) {
+            (Direction::Unknown, _) => Verdict::Changed,
+            (Direction::Higher, true) | (Direction::Lower, false) => Verdict::Better,
+            _ => Verdict::Worse,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Higher => "higher",
+            Direction::Lower => "lower",
+            Direction::Unknown => "unknown",
+        }
+    }
+}
+
+/// The built-in directions with the user's `--higher`/`--lower` on top.
+/// A name given by the user matches a metric by its full name
+/// (`train.val_acc`), its name inside the stage (`val_acc`) or its last
+/// dotted segment.
+#[derive(Debug, Clone, Default)]
+pub struct DirectionRules {
+    higher: Vec<String>,
+    lower: Vec<String>,
+}
+
+impl DirectionRules {
+    pub fn new(higher: Vec<String>, lower: Vec<String>) -> DirectionRules {
+        DirectionRules { higher, lower }
+    }
+
+    /// The direction of `metric` of `stage` (a base stage name).
+    pub fn direction(&self, stage: &str, metric: &str) -> Direction {
+        let matches = |name: &String| {
+            name == metric
+                || name == last_segment(metric)
+                || name
+                    .strip_prefix(stage)
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    == Some(metric)
+        };
+        if self.lower.iter().any(matches) {
+            Direction::Lower
+        } else if self.higher.iter().any(matches) {
+            Direction::Higher
+        } else {
+            Direction::of(metric)
+        }
+    }
+}
+
+/// Accuracy, F1 and loss: what a comparison shows first.
+#[allow(clippy::let_and_return)] // `name` must outlive the iterator
+pub fn is_key_metric(metric: &str) -> bool {
+    let name = last_segment(metric).to_ascii_lowercase();
+    let key = words_of(&name).any(|word| KEY_WORDS.contains(&word));
+    key
+}
+
+fn last_segment(metric: &str) -> &str {
+    metric.rsplit('.').next().unwrap_or(metric)
+}
+
+fn words_of(name: &str) -> impl Iterator<Item = &str> {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|word| !word.is_empty())
+}
+
+/// Significant digits shown by default.
+pub const SIGNIFICANT_DIGITS: usize = 4;
+/// Enough to print any f64 so that it reads back the same.
+const MAX_SIGNIFICANT_DIGITS: usize = 17;
+
+/// `value` with `digits` significant digits, trailing zeros dropped:
+/// `0.4196236128689813` -> `0.4196`; integers are printed whole.
+pub fn format_significant(value: f64, digits: usize) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    if value == value.trunc() && value.abs() < 1e15 {
+        return format!("{}", value as i64);
+    }
+    let digits = digits.max(1);
+    // The exponent after rounding: 0.99996 is 1.000, not 9.9996e-1.
+    let scientific = format!("{:.*e}", digits - 1, value);
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let magnitude: i32 = exponent.parse().unwrap_or(0);
+    if !(-4..15).contains(&magnitude) {
+        return format!("{}e{exponent}", trim_fraction(mantissa));
+    }
+    let decimals = (digits as i32 - 1 - magnitude).max(0) as usize;
+    trim_fraction(&format!("{value:.decimals$}")).to_string()
+}
+
+fn trim_fraction(text: &str) -> &str {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    }
+}
+
+/// The fewest significant digits, at least [`SIGNIFICANT_DIGITS`], that
+/// print every distinct value of `values` differently.
+pub fn digits_to_tell_apart(values: &[f64]) -> usize {
+    let mut distinct: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    // Only neighbours in sorted order can print alike first.
+    (SIGNIFICANT_DIGITS..MAX_SIGNIFICANT_DIGITS)
+        .find(|&digits| {
+            distinct.windows(2).all(|pair| {
+                format_significant(pair[0], digits) != format_significant(pair[1], digits)
+            })
+        })
+        .unwrap_or(MAX_SIGNIFICANT_DIGITS)
+}
+
+/// A signed change: `+0.0001013`, `-2.5`.
+pub fn format_delta(delta: f64) -> String {
+    let text = format_significant(delta, 3);
+    if delta > 0.0 {
+        format!("+{text}")
+    } else if text == "-0" {
+        "0".to_string()
+    } else {
+        text
+    }
+}
+
+/// A relative change as a signed percentage: `+50%`, `-0.024%`.
+pub fn format_percent(relative: f64) -> String {
+    let percent = relative * 100.0;
+    let text = if percent.abs() >= 10.0 {
+        format!("{percent:.0}")
+    } else if percent.abs() >= 0.1 {
+        trim_fraction(&format!("{percent:.1}")).to_string()
+    } else {
+        format_significant(percent, 2)
+    };
+    if percent > 0.0 {
+        format!("+{text}%")
+    } else {
+        format!("{text}%")
+    }
+}
+
+/// `(after - before) / |before|`, when it means something.
+pub fn relative_change(before: f64, after: f64) -> Option<f64> {
+    (before != 0.0 && before.is_finite() && after.is_finite())
+        .then(|| (after - before) / before.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directions_follow_the_metric_name() {
+        for lower in [
+            "val.loss",
+            "train_loss",
+            "peak_rss_mb",
+            "step_ms",
+            "seconds",
+            "error_rate",
+            "wall_time",
+        ] {
+            assert_eq!(Direction::of(lower), Direction::Lower, "{lower}");
+        }
+        for higher in [
+            "test.accuracy",
+            "val_acc",
+            "f1",
+            "macro.recall",
+            "samples_per_s",
+            "bytes_per_second",
+            "auc",
+        ] {
+            assert_eq!(Direction::of(higher), Direction::Higher, "{higher}");
+        }
+        for unknown in ["rows", "best_epoch", "train.labels.0", "accumulate"] {
+            assert_eq!(Direction::of(unknown), Direction::Unknown, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn user_rules_win_over_the_built_in_ones() {
+        let rules = DirectionRules::new(vec!["train.rows".into()], vec!["val_acc".into()]);
+        assert_eq!(rules.direction("train", "rows"), Direction::Higher);
+        assert_eq!(rules.direction("split", "rows"), Direction::Unknown);
+        assert_eq!(rules.direction("train", "val_acc"), Direction::Lower);
+        assert_eq!(rules.direction("train", "val_loss"), Direction::Lower);
+    }
+
+    #[test]
+    fn verdicts_read_the_direction() {
+        assert_eq!(Direction::Lower.verdict(1.0, 0.5), Verdict::Better);
+        assert_eq!(Direction::Higher.verdict(1.0, 0.5), Verdict::Worse);
+        assert_eq!(Direction::Unknown.verdict(1.0, 0.5), Verdict::Changed);
+        assert_eq!(Direction::Higher.verdict(1.0, 1.0), Verdict::Same);
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits_unless_more_tell_them_apart() {
+        assert_eq!(format_significant(0.4196236128689813, 4), "0.4196");
+        assert_eq!(format_significant(0.5, 4), "0.5");
+        assert_eq!(format_significant(25000.0, 4), "25000");
+        assert_eq!(format_significant(1234.5678, 4), "1235");
+        assert_eq!(format_significant(0.0000123456, 4), "1.235e-5");
+        assert_eq!(format_significant(0.9013 - 0.9012, 3), "0.0001");
+        let close = [0.4196236128689813, 0.4197249507573691];
+        assert_eq!(digits_to_tell_apart(&close), 4);
+        let closer = [0.41962361, 0.41962999];
+        let digits = digits_to_tell_apart(&closer);
+        assert_eq!(digits, 5);
+        assert_ne!(
+            format_significant(closer[0], digits),
+            format_significant(closer[1], digits)
+        );
+    }
+
+    #[test]
+    fn deltas_and_percentages_are_signed() {
+        assert_eq!(format_delta(0.000101337888), "+0.000101");
+        assert_eq!(format_delta(-2.5), "-2.5");
+        assert_eq!(format_percent(0.5), "+50%");
+        assert_eq!(format_percent(-0.00024), "-0.024%");
+        assert_eq!(format_percent(0.0123), "+1.2%");
+        assert_eq!(relative_change(0.0, 1.0), None);
+        assert_eq!(relative_change(-2.0, -1.0), Some(0.5));
+    }
+}

@@ -1,0 +1,376 @@
+//! `pipe compare`: runs made through the real binary with small command
+//! stages that write metrics, read back as one table. Run ids are those of
+//! a fresh project (1, 2, ...), so the snapshots need no filter.
+
+use pipe_test_support::TestProject;
+use serde_json::Value;
+
+/// One run is a 2 x 2 matrix; each combination writes its own accuracy,
+/// loss and time.
+const MATRIX: &str = r#"
+name: study
+params:
+  epochs: 1
+stages:
+  prepare:
+    run: echo rows > rows.txt
+    outs: [rows.txt]
+  train:
+    matrix: { precision: [32-true, bf16-mixed], strategy: [single, ddp] }
+    run: >-
+      case ${matrix.precision}-${matrix.strategy} in
+        32-true-single) a=0.9012; s=120.5;;
+        32-true-ddp) a=0.9007; s=64.25;;
+        bf16-mixed-single) a=0.8991; s=70.125;;
+        bf16-mixed-ddp) a=0.9013; s=38.5;;
+      esac;
+      echo "{\"test\": {\"accuracy\": $a, \"loss\": 0.3}, \"seconds\": $s, \"epochs\": {\"0\": {\"loss\": 1}}, \"rows\": 100}" > m-${matrix.precision}-${matrix.strategy}.json
+    deps: [rows.txt]
+    metrics: m-${matrix.precision}-${matrix.strategy}.json
+"#;
+
+/// A data/split stage that falls back on the pipeline's seed, and a train
+/// stage whose accuracy depends on the seed and the learning rate.
+const SEEDS: &str = r#"
+name: seeds
+params:
+  seed: 1
+  lr: 0.1
+stages:
+  split:
+    uses: data/split@1
+    with:
+      dataset: data.jsonl
+      train: 20
+      val: 10
+      test: 10
+  train:
+    run: >-
+      echo "{\"val_acc\": 0.8${params.seed}, \"val_loss\": 0.${params.seed}5, \"lr_used\": ${params.lr}}" > metrics.json
+    deps: ["${stages.split.outs.dataset}"]
+    metrics: metrics.json
+"#;
+
+fn stdout(output: &std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "command failed ({:?}):\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+fn json(project: &TestProject, args: &[&str]) -> Value {
+    let mut all = vec!["compare", "--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&stdout(&project.pipe(&all))).unwrap()
+}
+
+fn seeds_project() -> TestProject {
+    let project = TestProject::new();
+    let rows: String = (0..40)
+        .map(|id| format!("{{\"text\": \"row {id}\", \"label\": {}}}\n", id % 2))
+        .collect();
+    project.write("data.jsonl", &rows);
+    project.write("pipe.yaml", SEEDS);
+    project
+}
+
+#[test]
+fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", MATRIX);
+    project.run_ok(&[]);
+    let markdown = stdout(&project.pipe(&[
+        "compare",
+        "last",
+        "--md",
+        "--baseline-row",
+        "precision=32-true,strategy=single",
+    ]));
+    insta::assert_snapshot!("compare_matrix_markdown", markdown);
+    // The terminal table puts changes beside values when they fit the
+    // width, under them when not.
+    let terminal = |columns: &str| {
+        let output = project
+            .std_command()
+            .args([
+                "compare",
+                "last",
+                "--baseline-row",
+                "precision=32-true,strategy=single",
+            ])
+            .env("COLUMNS", columns)
+            .output()
+            .unwrap();
+        stdout(&output)
+    };
+    insta::assert_snapshot!("compare_matrix_text_wide", terminal("200"));
+    insta::assert_snapshot!("compare_matrix_text_80", terminal("80"));
+
+    let table = json(
+        &project,
+        &[
+            "last",
+            "--baseline-row",
+            "precision=32-true,strategy=single",
+        ],
+    );
+    let rows = table["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "one row per combination: {table:#}");
+    // Stages without a matrix belong to every row, and the per-epoch
+    // metrics are no columns.
+    let names: Vec<&str> = table["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|column| column["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "precision",
+            "strategy",
+            "train.test.accuracy",
+            "train.test.loss",
+            "train.seconds"
+        ]
+    );
+    let ddp_bf16 = table["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|group| {
+            let row = &rows[group["rows"][0].as_u64().unwrap() as usize];
+            row["matrix"]["precision"] == "bf16-mixed" && row["matrix"]["strategy"] == "ddp"
+        })
+        .unwrap();
+    let seconds = &ddp_bf16["cells"]["metric:train.seconds"];
+    assert_eq!(seconds["value"], 38.5);
+    assert_eq!(seconds["delta"], 38.5 - 120.5);
+    assert_eq!(seconds["verdict"], "better");
+    assert_eq!(table["baseline"]["matrix"]["strategy"], "single");
+
+    // Best first by accuracy; the unknown direction of `rows` must be said.
+    let sorted = json(&project, &["last", "--sort", "test.accuracy"]);
+    let first = sorted["groups"][0]["rows"][0].as_u64().unwrap() as usize;
+    assert_eq!(
+        sorted["rows"][first]["matrix"],
+        serde_json::json!({"precision": "bf16-mixed", "strategy": "ddp"})
+    );
+    let unknown = project.pipe(&["compare", "last", "--sort", "rows", "--all"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("--higher train.rows"),
+        "{}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
+    let higher = json(&project, &["last", "--all", "--higher", "rows"]);
+    assert!(higher["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|column| column["name"] == "train.rows" && column["direction"] == "higher"));
+
+    let bad_row = project.pipe(&["compare", "last", "--baseline-row", "precision=64-true"]);
+    assert_eq!(bad_row.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_row.stderr)
+        .contains("its rows: #1 (precision=32-true,strategy=ddp)"));
+}
+
+#[test]
+fn runs_that_differ_only_in_their_seed_are_one_row_with_mean_std_and_n() {
+    let project = seeds_project();
+    for seed in ["1", "2", "3"] {
+        project.run_ok(&["-S", &format!("seed={seed}")]);
+    }
+    project.run_ok(&["-S", "seed=1", "-S", "lr=0.2"]);
+    let output = project.pipe(&["compare", "--md"]);
+    let markdown = stdout(&output);
+    insta::assert_snapshot!("compare_seeds_markdown", markdown);
+    // The warning is on stderr too, for the terminal.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: the data differs: stage `split` (data/split@1)"),
+        "{stderr}"
+    );
+
+    let table = json(&project, &[]);
+    assert_eq!(table["groups"].as_array().unwrap().len(), 2);
+    let group = &table["groups"][0];
+    assert_eq!(group["n"], 3);
+    let accuracy = &group["cells"]["metric:train.val_acc"];
+    assert!((accuracy["value"].as_f64().unwrap() - 0.82).abs() < 1e-9);
+    assert!((accuracy["std"].as_f64().unwrap() - 0.01).abs() < 1e-9);
+    assert_eq!(table["warnings"][0]["kind"], "data");
+
+    let per_seed = json(&project, &["--per-seed"]);
+    assert_eq!(per_seed["groups"].as_array().unwrap().len(), 4);
+
+    let csv = stdout(&project.pipe(&["compare", "--csv"]));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("run,lr,seed,train.val_acc,train.val_loss,"),
+        "{csv}"
+    );
+    assert!(lines[1].starts_with("1,0.1,1,0.81,0.15,"), "{csv}");
+    assert_eq!(lines.len(), 5, "one line per run, seeds not grouped: {csv}");
+}
+
+#[test]
+fn runs_are_selected_by_pipeline_param_status_and_count() {
+    let project = seeds_project();
+    project.run_ok(&["-S", "seed=1"]);
+    project.run_ok(&["-S", "seed=2", "-S", "lr=0.2"]);
+    project.run_ok(&["-S", "seed=3", "-S", "lr=0.2"]);
+    project.write("pipe.yaml", &SEEDS.replace("name: seeds", "name: other"));
+    project.run_ok(&["-S", "seed=4"]);
+    project.write("pipe.yaml", &SEEDS.replace("echo", "false && echo"));
+    assert_eq!(project.run(&[]).code, 1);
+
+    let runs = |table: &Value| -> Vec<i64> {
+        table["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["run"].as_i64().unwrap())
+            .collect()
+    };
+    // Succeeded runs only by default: the failed #5 is left out.
+    assert_eq!(runs(&json(&project, &["--per-seed"])), [1, 2, 3, 4]);
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "--status", "any"])),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "--status", "failed"])),
+        [5]
+    );
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "--last", "2"])),
+        [3, 4]
+    );
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "--pipeline", "seeds"])),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "--where", "lr=0.2"])),
+        [2, 3]
+    );
+    assert_eq!(
+        runs(&json(
+            &project,
+            &["--per-seed", "--where", "lr=0.2", "--where", "seed=3"]
+        )),
+        [3]
+    );
+    // Named runs come in the order named, whatever their status.
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "last", "1", "last~2"])),
+        [5, 1, 3]
+    );
+    // The baseline is loaded even when the filters leave it out.
+    let table = json(
+        &project,
+        &["--per-seed", "--where", "lr=0.2", "--baseline", "1"],
+    );
+    assert_eq!(runs(&table), [1, 2, 3]);
+    assert_eq!(table["baseline"]["run"], 1);
+
+    let unknown = project.pipe(&["compare", "1", "nosuchref"]);
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "a bad selector is invalid input"
+    );
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(stderr.contains("no run matches `nosuchref`"), "{stderr}");
+    let nothing = project.pipe(&["compare", "--where", "lr=9"]);
+    assert_eq!(nothing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&nothing.stderr).contains("no run matches the selection"));
+    let bad_where = project.pipe(&["compare", "--where", "lr"]);
+    assert_eq!(bad_where.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_where.stderr).contains("bad `--where lr`"));
+}
+
+#[test]
+fn rows_on_other_hardware_or_precision_are_warned_about() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"
+params:
+  precision: 32-true
+  gpu: H200
+stages:
+  train:
+    run: >-
+      echo '{"accuracy": 0.9, "precision": "${params.precision}", "devices": 1, "hardware": {"gpu": "${params.gpu}"}}' > metrics.json
+    metrics: metrics.json
+"#,
+    );
+    project.run_ok(&[]);
+    project.run_ok(&["-S", "precision=bf16-mixed", "-S", "gpu=A100"]);
+    let table = json(&project, &[]);
+    let messages: Vec<(&str, &str)> = table["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|warning| {
+            (
+                warning["kind"].as_str().unwrap(),
+                warning["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            (
+                "hardware",
+                "the hardware differs: `hardware.gpu` is H200 in #1; A100 in #2"
+            ),
+            (
+                "precision",
+                "the precision differs and is not a matrix key: 32-true in #1; bf16-mixed in #2"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn diff_shows_the_digits_that_tell_values_apart_and_key_metrics_first() {
+    let project = TestProject::new();
+    let pipeline = |loss: &str, rows: u32| {
+        format!(
+            "stages:\n  train:\n    run: >-\n      echo '{{\"rows\": {rows}, \"val_loss\": {loss}, \"val_acc\": 0.4196236128689813}}' > m.json\n    metrics: m.json\n"
+        )
+    };
+    project.write("pipe.yaml", &pipeline("0.41962361", 10));
+    project.run_ok(&[]);
+    project.write("pipe.yaml", &pipeline("0.41962999", 12));
+    project.run_ok(&[]);
+    let text = stdout(&project.pipe(&["diff"]));
+    let metrics: Vec<&str> = text
+        .lines()
+        .skip_while(|line| *line != "metrics")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            "  train: val_loss  0.41962 -> 0.41963  +6.38e-6 (+0.0015%) ▲ worse",
+            "  train: rows           10 -> 12       +2       (+20%)     ▲",
+        ],
+        "{text}"
+    );
+    let json: Value = serde_json::from_str(&stdout(&project.pipe(&["diff", "--json"]))).unwrap();
+    let rows = &json["metrics"][1];
+    assert_eq!(rows["metric"], "rows");
+    assert_eq!(rows["direction"], "unknown");
+    assert_eq!(rows["verdict"], "changed");
+    assert_eq!(json["metrics"][0]["b"], 0.41962999);
+}
