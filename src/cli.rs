@@ -217,8 +217,12 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "csv")]
     pub md: bool,
     /// One line per row, raw values.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "html")]
     pub csv: bool,
+    /// One self-contained HTML page: the table, and the per-epoch curves
+    /// of every row overlaid (`pipe compare --html > compare.html`).
+    #[arg(long, conflicts_with_all = ["json", "md"])]
+    pub html: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

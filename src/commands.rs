@@ -476,6 +476,8 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         out!("{}", crate::compare_view::markdown(&table));
     } else if args.csv {
         out!("{}", crate::compare_view::csv(&table));
+    } else if args.html {
+        out!("{}", crate::compare_view::html(&table, &loaded)?);
     } else {
         out!("{}", crate::compare_view::text(&table, Style::for_stdout()));
     }

@@ -3,8 +3,16 @@
 
 use std::fmt::Write;
 
-use pipe_engine::compare::table::{Cell, Column, ColumnKind, CompareTable, Group};
+use std::collections::BTreeMap;
+
+use pipe_engine::compare::table::{
+    parse_stage_name, row_label, Cell, Column, ColumnKind, CompareTable, Group,
+};
 use pipe_engine::metrics::{self, Verdict};
+use pipe_engine::runs::ComparedRun;
+use pipe_engine::{EngineError, Result};
+use pipe_report::{Cell as PageCell, Document, Table};
+use pipe_report::{LineChart, Series};
 use serde_json::Value;
 
 use crate::render::paint_verdict;
@@ -367,4 +375,164 @@ pub fn csv(table: &CompareTable) -> String {
         let _ = writeln!(out, "{}", fields.join(","));
     }
     out
+}
+
+/// The per-epoch metrics drawn as overlaid curves, one chart each per
+/// training stage, one line per row.
+const CURVES: &[(&str, &str)] = &[
+    ("train_loss", "train loss"),
+    ("val_loss", "validation loss"),
+    ("val_acc", "validation accuracy"),
+];
+
+/// One self-contained page (pipe-report's): the table as `--md` has it, the
+/// warnings, and for every training stage the per-epoch curves of all rows
+/// overlaid, read from the runs' recorded metrics (`epochs.N.*`), so a page
+/// can be drawn for runs whose outputs are long gone from the workspace.
+pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
+    let mut page = Document::new(format!(
+        "pipe compare: {} row{}",
+        table.groups.len(),
+        if table.groups.len() == 1 { "" } else { "s" }
+    ));
+    page.paragraph(format!(
+        "Baseline: run {}. Changes are against it; ▲/▼ is the direction of the change, ✓ better and ✗ worse by the metric's direction.",
+        baseline_text(table)
+    ));
+    for warning in &table.warnings {
+        page.paragraph(format!("Warning: {}", warning.message));
+    }
+    let with_n = show_n(table);
+    let mut columns = vec!["run".to_string()];
+    if with_n {
+        columns.push("n".into());
+    }
+    columns.extend(table.columns.iter().map(|column| column.name.clone()));
+    let mut shown_table = Table::new(columns);
+    let digits: Vec<usize> = table
+        .columns
+        .iter()
+        .map(|column| digits_of(table, column))
+        .collect();
+    for group in &table.groups {
+        let first = &table.rows[group.rows[0]];
+        let mut cells = vec![PageCell::text(row_label_of(
+            group,
+            first.run,
+            &first.matrix,
+        ))];
+        if with_n {
+            cells.push(PageCell::number(group.n as f64));
+        }
+        for (column, digits) in table.columns.iter().zip(&digits) {
+            let cell = group.cells.get(&column.id);
+            let shown = shown(column, cell, *digits);
+            let mark = match shown.verdict {
+                Some(Verdict::Better) => " ✓",
+                Some(Verdict::Worse) => " ✗",
+                _ => "",
+            };
+            let text = if shown.change.is_empty() {
+                shown.value
+            } else {
+                format!("{} ({} {}{mark})", shown.value, shown.arrow, shown.change)
+            };
+            cells.push(match cell.and_then(|cell| cell.value.as_f64()) {
+                Some(number) if column.numeric => PageCell::number_as(number, text),
+                _ => PageCell::text(text),
+            });
+        }
+        shown_table.rows.push(cells);
+    }
+    page.heading(2, "Runs");
+    page.table(shown_table);
+
+    let curves = overlaid_curves(table, runs);
+    if !curves.is_empty() {
+        page.heading(2, "Curves");
+    }
+    for ((stage, metric), series) in curves {
+        let label = CURVES
+            .iter()
+            .find(|(name, _)| *name == metric)
+            .map_or(metric, |(_, label)| label);
+        let title = format!("{} per epoch of {stage}", capitalised(label));
+        let chart = LineChart {
+            title: title.clone(),
+            x_label: "epoch".into(),
+            y_label: label.to_string(),
+            series,
+        };
+        let svg = chart
+            .to_svg()
+            .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
+        page.plot(&format!("{stage}-{metric}"), title, svg);
+    }
+    Ok(page.to_html())
+}
+
+fn row_label_of(group: &Group, run: i64, matrix: &pipe_engine::compare::table::Pairs) -> String {
+    if group.runs.len() > 1 {
+        let label = row_label(run, matrix);
+        format!(
+            "{}{}",
+            runs_of(group),
+            label.strip_prefix(&format!("#{run}")).unwrap_or("")
+        )
+    } else {
+        row_label(run, matrix)
+    }
+}
+
+fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// (base stage, metric) -> one series per row that has that curve: the
+/// row's stages are those whose matrix combination its own contains.
+fn overlaid_curves(
+    table: &CompareTable,
+    runs: &[ComparedRun],
+) -> BTreeMap<(String, &'static str), Vec<Series>> {
+    let by_id: BTreeMap<i64, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
+    let mut curves: BTreeMap<(String, &'static str), Vec<Series>> = BTreeMap::new();
+    for row in &table.rows {
+        let Some(run) = by_id.get(&row.run) else {
+            continue;
+        };
+        for stage in &run.stages {
+            let (base, combination) = parse_stage_name(&stage.stage);
+            let in_row = combination
+                .0
+                .iter()
+                .all(|(key, value)| row.matrix.get(key) == Some(value.as_str()));
+            if !in_row {
+                continue;
+            }
+            for (metric, _) in CURVES {
+                let suffix = format!(".{metric}");
+                let mut points: Vec<(f64, f64)> = stage
+                    .metrics
+                    .iter()
+                    .filter_map(|(name, value)| {
+                        let epoch = name.strip_prefix("epochs.")?.strip_suffix(&suffix)?;
+                        Some((epoch.parse::<f64>().ok()?, value.as_f64()?))
+                    })
+                    .collect();
+                if points.is_empty() {
+                    continue;
+                }
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                curves
+                    .entry((base.to_string(), metric))
+                    .or_default()
+                    .push(Series::new(row_label(row.run, &row.matrix), points));
+            }
+        }
+    }
+    curves
 }

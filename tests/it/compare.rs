@@ -374,3 +374,61 @@ fn diff_shows_the_digits_that_tell_values_apart_and_key_metrics_first() {
     assert_eq!(rows["verdict"], "changed");
     assert_eq!(json["metrics"][0]["b"], 0.41962999);
 }
+
+/// Runs of a training stage with per-epoch curves, read as one page: the
+/// table, and each curve of every run overlaid, rendered in a real
+/// headless Chromium that may load nothing.
+#[test]
+fn the_html_page_overlays_every_runs_curves_and_loads_nothing() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"
+name: curves
+params: { lr: 0.1 }
+stages:
+  train:
+    run: >-
+      echo "{\"val_acc\": 0.${params.lr}, \"epochs\": {
+        \"1\": {\"train_loss\": 0.9, \"val_loss\": 0.8, \"val_acc\": 0.6},
+        \"2\": {\"train_loss\": 0.5, \"val_loss\": 0.${params.lr}, \"val_acc\": 0.${params.lr}}}}" > m.json
+    metrics: m.json
+"#,
+    );
+    for lr in ["0.1", "0.7", "0.8"] {
+        project.run_ok(&["-S", &format!("lr={}", lr.trim_start_matches("0."))]);
+    }
+    let page = stdout(&project.pipe(&["compare", "--html"]));
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    let file = project.path("compare.html");
+    std::fs::write(&file, &page).unwrap();
+    let screenshot = pipe_test_support::chromium::artefact_dir().join("compare.png");
+    let rendered = pipe_test_support::chromium::render(&file, &screenshot, (1100, 3000));
+    assert_eq!(
+        rendered.requests,
+        Vec::<String>::new(),
+        "the page loaded from outside"
+    );
+    assert_eq!(rendered.console, Vec::<String>::new(), "{}", rendered.log);
+    let figures = rendered.figures();
+    let plots: Vec<&str> = figures.iter().map(|figure| figure.plot.as_str()).collect();
+    assert_eq!(plots.len(), 3, "{plots:?}");
+    for figure in &figures {
+        assert!(figure.width > 100 && figure.height > 100, "{figure:?}");
+        // Three runs, three lines (each with its point markers).
+        assert!(figure.marks >= 3, "{figure:?}");
+    }
+    // Every run is a row and a line of each chart, named alike.
+    for run in ["#1", "#2", "#3"] {
+        assert!(
+            rendered.dom.contains(&format!("<td>{run}</td>")),
+            "{}",
+            rendered.dom
+        );
+        assert_eq!(
+            rendered.dom.matches(&format!(">\n{run}\n</text>")).count(),
+            3,
+            "{run} in every legend"
+        );
+    }
+}

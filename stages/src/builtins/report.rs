@@ -814,7 +814,12 @@ fn hardware(document: &mut Document, stage: &RunStage) {
         .iter()
         .filter_map(|(metric, label)| {
             let value = stage.metrics.get(*metric)?;
-            Some((label.to_string(), value_cell(Some(value)).text))
+            let text = match value {
+                // Flattened metrics keep an empty list as itself.
+                Value::Array(items) if items.is_empty() => "none".to_string(),
+                _ => value_cell(Some(value)).text,
+            };
+            Some((label.to_string(), text))
         })
         .collect();
     document.facts(facts);
