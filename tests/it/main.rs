@@ -23,6 +23,7 @@ mod resolved_pipeline;
 mod run_report;
 mod secrets;
 mod spec_safety;
+mod speed_study;
 mod stdout_closed;
 mod untrusted_input;
 mod workers;
