@@ -51,7 +51,7 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(
         first.ran(),
-        ["corpus", "dataset", "evaluate", "model", "split", "tokenize", "train"]
+        ["corpus", "dataset", "evaluate", "model", "report", "split", "tokenize", "train"]
     );
 
     // Training shows its loss and rate beside the progress bar.
@@ -131,14 +131,58 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
         "{accuracy} vs {correct}/2562"
     );
 
+    // The report: the accuracy the evaluation measured, and every plot
+    // (stage times, curves per epoch and per step, the confusion matrix)
+    // drawn in a real browser that may load nothing.
+    let report = project.read(".pipe/out/quickstart/report/report/report.md");
+    assert!(
+        report.contains(&format!(
+            "| {} |",
+            pipe_report::text::format_number(accuracy)
+        )),
+        "{report}"
+    );
+    let page = project.path(".pipe/out/quickstart/report/report/index.html");
+    let screenshot = pipe_test_support::chromium::artefact_dir().join("quickstart-report.png");
+    let rendered = pipe_test_support::chromium::render(&page, &screenshot, (1100, 5000));
+    assert_eq!(
+        rendered.requests,
+        Vec::<String>::new(),
+        "the page loaded from outside"
+    );
+    assert_eq!(rendered.console, Vec::<String>::new(), "{}", rendered.log);
+    let plots: Vec<String> = rendered
+        .figures()
+        .into_iter()
+        .inspect(|figure| {
+            assert!(
+                figure.width > 100 && figure.height > 100 && figure.marks > 0,
+                "{figure:?}"
+            )
+        })
+        .map(|figure| figure.plot)
+        .collect();
+    assert_eq!(
+        plots,
+        [
+            "01-stage-times.svg",
+            "02-train-loss-per-epoch.svg",
+            "03-train-accuracy-per-epoch.svg",
+            "04-train-loss-per-step.svg",
+            "05-train-learning-rate-per-step.svg",
+            "06-evaluate-confusion.svg"
+        ]
+    );
+
+    // Nothing changed: nothing runs but the report, which reports run 2.
     let second = project.run(QUICK);
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert!(second.ran().is_empty(), "{:?}", second.stages);
+    assert_eq!(second.ran(), ["report"], "{:?}", second.stages);
 
     // A training param reruns training and evaluation only.
     let mut changed = QUICK.to_vec();
     changed.extend(["-S", "train.lr=2.0e-4"]);
     let third = project.run(&changed);
     assert_eq!(third.code, 0, "{}", third.stderr);
-    assert_eq!(third.ran(), ["evaluate", "train"]);
+    assert_eq!(third.ran(), ["evaluate", "report", "train"]);
 }
