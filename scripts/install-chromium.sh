@@ -47,4 +47,4 @@ command -v chromium >/dev/null 2>&1 || {
     echo "error: apt-get installed chromium, but no \`chromium\` is on PATH" >&2
     exit 1
 }
-echo "chromium: $(command -v chromium)" >&2
+echo "chromium: $(command -v chromium), installed in ${SECONDS} s" >&2

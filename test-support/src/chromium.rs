@@ -9,8 +9,10 @@
 //! page's: background networking, updates and sync by their switches, the
 //! network time query, the search preconnect and the AI-mode eligibility
 //! check as features; the account check that every profile makes on start
-//! (ListAccounts), which no switch turns off, is sent to a loopback port
-//! nobody listens on (loopback addresses bypass the proxy).
+//! (ListAccounts), which no switch turns off, and the component update
+//! check (which Chromium 156 makes despite `--disable-component-update`)
+//! are sent to a loopback port nobody listens on (loopback addresses
+//! bypass the proxy).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -143,6 +145,13 @@ pub fn render(page: &Path, screenshot: &Path, (width, height): (u32, u32)) -> Re
              AimServerEligibilityEnabled",
         ])
         .arg(format!("--gaia-url={}", unreachable_url("")))
+        // Chromium 156 asks its component update server at every start
+        // despite --disable-component-update; pointed at loopback, the
+        // question never reaches the recording proxy.
+        .arg(format!(
+            "--component-updater=url-source={}",
+            unreachable_url("")
+        ))
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--proxy-server=http://127.0.0.1:{}", proxy.port()))
         .arg(format!("--window-size={width},{height}"))
