@@ -120,7 +120,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let record_b = db
                 .run(b_id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
-            let diff = compare::diff_runs(&db, &record_a, &record_b, &direction_rules(directions))?;
+            // The later run's declarations first.
+            let (older, newer) = if a_id < b_id {
+                (&record_a, &record_b)
+            } else {
+                (&record_b, &record_a)
+            };
+            let rules = direction_rules(directions)
+                .declared(&newer.directions)
+                .declared(&older.directions);
+            let diff = compare::diff_runs(&db, &record_a, &record_b, &rules)?;
             if json {
                 outln!(
                     "{}",
@@ -453,7 +462,17 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         ));
     }
     let options = CompareOptions {
-        rules: direction_rules(args.directions),
+        // What the newest run's pipeline declared wins over older ones;
+        // the command line over both.
+        rules: {
+            let mut by_age: Vec<&runs::ComparedRun> = loaded.iter().collect();
+            by_age.sort_by_key(|run| std::cmp::Reverse(run.run.id));
+            by_age
+                .into_iter()
+                .fold(direction_rules(args.directions), |rules, run| {
+                    rules.declared(&run.run.directions)
+                })
+        },
         all_columns: args.all,
         per_seed: args.per_seed,
         baseline_run,

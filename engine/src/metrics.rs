@@ -2,10 +2,12 @@
 //! metrics matter most, and how to print a number so that two values can
 //! be told apart. Shared by `pipe diff` and `pipe compare`.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 
 /// Which way a metric improves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     Higher,
@@ -73,6 +75,15 @@ impl Direction {
         }
     }
 
+    /// `higher` or `lower`, as a pipeline's `directions:` writes them.
+    pub fn parse_declared(text: &str) -> Option<Direction> {
+        match text {
+            "higher" => Some(Direction::Higher),
+            "lower" => Some(Direction::Lower),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::Higher => "higher",
@@ -90,11 +101,29 @@ impl Direction {
 pub struct DirectionRules {
     higher: Vec<String>,
     lower: Vec<String>,
+    /// What the pipelines of the runs declared (`directions:`), below the
+    /// command line's.
+    declared: Vec<(String, Direction)>,
 }
 
 impl DirectionRules {
     pub fn new(higher: Vec<String>, lower: Vec<String>) -> DirectionRules {
-        DirectionRules { higher, lower }
+        DirectionRules {
+            higher,
+            lower,
+            declared: Vec::new(),
+        }
+    }
+
+    /// Adds what a run's pipeline declared; the first declaration of a
+    /// name wins, so give the newest run's first.
+    pub fn declared(mut self, directions: &BTreeMap<String, Direction>) -> DirectionRules {
+        for (name, direction) in directions {
+            if !self.declared.iter().any(|(known, _)| known == name) {
+                self.declared.push((name.clone(), *direction));
+            }
+        }
+        self
     }
 
     /// The direction of `metric` of `stage` (a base stage name).
@@ -111,6 +140,8 @@ impl DirectionRules {
             Direction::Lower
         } else if self.higher.iter().any(matches) {
             Direction::Higher
+        } else if let Some((_, direction)) = self.declared.iter().find(|(name, _)| matches(name)) {
+            *direction
         } else {
             Direction::of(metric)
         }

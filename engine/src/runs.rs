@@ -11,6 +11,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::metrics::Direction;
 use crate::{EngineError, Result};
 
 const SCHEMA: &str = "
@@ -24,7 +25,8 @@ CREATE TABLE IF NOT EXISTS runs (
     git_dirty INTEGER,
     argv TEXT NOT NULL,
     params TEXT NOT NULL,
-    pid INTEGER NOT NULL
+    pid INTEGER NOT NULL,
+    directions TEXT
 );
 CREATE TABLE IF NOT EXISTS stage_runs (
     run_id INTEGER NOT NULL REFERENCES runs(id),
@@ -153,6 +155,9 @@ pub struct RunRecord {
     pub git_dirty: Option<bool>,
     pub argv: Vec<String>,
     pub params: Value,
+    /// What the pipeline declared under `directions:`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub directions: BTreeMap<String, Direction>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageRecord>,
 }
@@ -161,6 +166,7 @@ pub struct RunStart<'a> {
     pub pipeline: &'a str,
     pub argv: &'a [String],
     pub params: &'a Value,
+    pub directions: &'a BTreeMap<String, Direction>,
     pub git: Option<GitState>,
 }
 
@@ -189,7 +195,28 @@ impl RunDb {
         db.connection
             .execute_batch(SCHEMA)
             .map_err(|e| db.error(e))?;
+        db.add_missing_columns()?;
         Ok(db)
+    }
+
+    /// A database written before a column existed gets it (NULL in the
+    /// runs it already holds), so history outlives upgrades.
+    fn add_missing_columns(&self) -> Result<()> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT name FROM pragma_table_info('runs')")
+            .map_err(|e| self.error(e))?;
+        let columns = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        if !columns.iter().any(|name| name == "directions") {
+            self.connection
+                .execute_batch("ALTER TABLE runs ADD COLUMN directions TEXT")
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(())
     }
 
     /// Opens the database only if it exists (read-only commands on a
@@ -214,8 +241,8 @@ impl RunDb {
             start.argv.iter().map(|arg| redact_text(arg)).collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -225,6 +252,8 @@ impl RunDb {
                     redacted_json(start.params).to_string(),
                     std::process::id(),
                     RunStatus::Running.as_str(),
+                    (!start.directions.is_empty())
+                        .then(|| serde_json::to_string(start.directions).unwrap_or_default()),
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -292,7 +321,7 @@ impl RunDb {
         let mut statement = self
             .connection
             .prepare(
-                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid
+                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions
                  FROM runs ORDER BY id DESC LIMIT ?1",
             )
             .map_err(|e| self.error(e))?;
@@ -308,7 +337,7 @@ impl RunDb {
         let run = self
             .connection
             .query_row(
-                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid
+                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions
                  FROM runs WHERE id = ?1",
                 params![run_id],
                 run_from_row,
@@ -598,7 +627,8 @@ impl RunDb {
                     s.stage, s.status, s.duration_ms, s.metrics,
                     {uses}, CASE WHEN {data_stage} THEN s.outputs END,
                     json_extract(m.manifest, '$.with.seed'),
-                    json_extract(m.manifest, '$.with.precision')
+                    json_extract(m.manifest, '$.with.precision'),
+                    r.directions
              FROM runs r
              LEFT JOIN stage_runs s ON s.run_id = r.id
              LEFT JOIN manifests m ON m.key = s.key
@@ -696,6 +726,10 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
         git_dirty: row.get(6)?,
         argv: serde_json::from_str(&row.get::<_, String>(7)?).unwrap_or_default(),
         params: serde_json::from_str(&row.get::<_, String>(8)?).unwrap_or(Value::Null),
+        directions: row
+            .get::<_, Option<String>>("directions")?
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default(),
         stages: Vec::new(),
     })
 }

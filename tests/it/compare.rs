@@ -432,3 +432,110 @@ stages:
         );
     }
 }
+
+/// A pipeline declares which way metrics the built-in rules do not know
+/// improve; diff and compare judge by it, and the command line overrides it.
+#[test]
+fn a_pipeline_declares_the_direction_of_its_own_metrics() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"
+name: asr
+params: { beam: 4 }
+directions: { score.wer: lower, bleu: higher }
+stages:
+  score:
+    run: >-
+      echo "{\"wer\": 0.${params.beam}, \"bleu\": 2${params.beam}}" > m.json
+    metrics: m.json
+"#,
+    );
+    project.run_ok(&["-S", "beam=4"]);
+    project.run_ok(&["-S", "beam=2"]);
+
+    let table = json(&project, &[]);
+    let direction = |name: &str| {
+        table["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|column| column["name"] == name)
+            .unwrap_or_else(|| panic!("no column {name}: {table:#}"))["direction"]
+            .clone()
+    };
+    assert_eq!(direction("score.wer"), "lower");
+    assert_eq!(direction("score.bleu"), "higher");
+    // Run 2 has the lower error and the lower bleu.
+    let cell =
+        |metric: &str| table["groups"][1]["cells"][&format!("metric:score.{metric}")].clone();
+    assert_eq!(cell("wer")["verdict"], "better", "{table:#}");
+    assert_eq!(cell("bleu")["verdict"], "worse", "{table:#}");
+    // Sorting needs a direction: the declared one serves.
+    let sorted = json(&project, &["--sort", "wer"]);
+    assert_eq!(sorted["groups"][0]["runs"], serde_json::json!([2]));
+    // The command line wins.
+    let flipped = json(&project, &["--higher", "wer"]);
+    assert_eq!(
+        flipped["groups"][1]["cells"]["metric:score.wer"]["verdict"],
+        "worse"
+    );
+    let diff: Value = serde_json::from_str(&stdout(&project.pipe(&["diff", "--json"]))).unwrap();
+    let wer = diff["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|change| change["metric"] == "wer")
+        .unwrap()
+        .clone();
+    assert_eq!(wer["direction"], "lower", "{diff:#}");
+    assert_eq!(wer["verdict"], "better", "{diff:#}");
+}
+
+#[test]
+fn a_direction_that_is_neither_higher_nor_lower_is_a_located_error() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "directions: { wer: down }\nstages:\n  a: { run: echo }\n",
+    );
+    let output = project.pipe(&["validate"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error[bad-direction]"), "{stderr}");
+    assert!(stderr.contains("pipe.yaml:1:20"), "{stderr}");
+    assert!(stderr.contains("must be `higher` or `lower`"), "{stderr}");
+}
+
+/// A runs.db from before `directions:` existed keeps its history: the
+/// column is added, old runs have none, new runs record theirs.
+#[test]
+fn a_run_database_from_before_directions_is_upgraded_in_place() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  score:\n    run: >-\n      echo '{\"wer\": 0.5}' > m.json\n    metrics: m.json\n",
+    );
+    project.run_ok(&[]);
+    let status = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); \
+             db.execute('ALTER TABLE runs DROP COLUMN directions'); db.commit()",
+        )
+        .arg(project.path(".pipe/runs.db"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    project.write(
+        "pipe.yaml",
+        "directions: { wer: lower }\nstages:\n  score:\n    run: >-\n      echo '{\"wer\": 0.4}' > m.json\n    metrics: m.json\n",
+    );
+    project.run_ok(&[]);
+    let table = json(&project, &["--status", "any"]);
+    assert_eq!(table["rows"].as_array().unwrap().len(), 2, "{table:#}");
+    assert_eq!(
+        table["groups"][1]["cells"]["metric:score.wer"]["verdict"],
+        "better"
+    );
+}

@@ -200,6 +200,7 @@ pub fn run(
         pipeline: &pipeline.name,
         argv: &options.argv,
         params: &pipeline.params,
+        directions: &pipeline.directions,
         git,
     })?;
 

@@ -30,6 +30,10 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
     /// `cache: { link: [...] }`, when the file sets it.
     pub link: Option<Vec<LinkMode>>,
+    /// `directions: { METRIC: higher | lower }`: which way metrics the
+    /// built-in rules do not know improve, recorded with every run for
+    /// `pipe diff` and `pipe compare`.
+    pub directions: std::collections::BTreeMap<String, crate::metrics::Direction>,
 }
 
 #[derive(Debug, Clone)]

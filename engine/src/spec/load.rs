@@ -1,6 +1,7 @@
 //! The pipeline file as a whole: reading it safely, top-level keys,
 //! params, then the stages.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -13,10 +14,11 @@ use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Scalar, MAX_FILE_BYTES};
 use super::{params, stages, CatalogSource, Loaded};
 use crate::dag::Dag;
+use crate::metrics::Direction;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
 
-const TOP_LEVEL_KEYS: [&str; 4] = ["name", "params", "stages", "cache"];
+const TOP_LEVEL_KEYS: [&str; 5] = ["name", "params", "stages", "cache", "directions"];
 
 const MINIMAL_PIPELINE: &str =
     "stages:\n  train:\n    run: python train.py\n    deps: [train.py]\n    outs: [model.pt]";
@@ -117,6 +119,10 @@ pub(crate) fn load(
     let link = root
         .get("cache")
         .and_then(|node| cache_link(node, &sources, &mut diagnostics));
+    let directions = root
+        .get("directions")
+        .map(|node| metric_directions(node, &sources, &mut diagnostics))
+        .unwrap_or_default();
 
     let project_root = project_root(file);
     if let Some(node) = root
@@ -164,6 +170,7 @@ pub(crate) fn load(
         params: params::to_json(&merged_params),
         stages,
         link,
+        directions,
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;
@@ -354,6 +361,47 @@ fn load_params(
         }
     }
     Some(merged)
+}
+
+/// `directions: { evaluate.accuracy: higher, train.peak_rss_mb: lower }`.
+fn metric_directions(
+    node: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> BTreeMap<String, Direction> {
+    let hint = "write e.g. `directions: { score.wer: lower, score.bleu: higher }`, a metric as `STAGE.METRIC` or `METRIC`";
+    let mut directions = BTreeMap::new();
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(
+            Diagnostic::new(
+                "bad-type",
+                format!("`directions` must be a mapping, found {}", node.describe()),
+            )
+            .at(sources.location(node.span))
+            .with_hint(hint),
+        );
+        return directions;
+    };
+    for entry in entries {
+        match entry.value.as_str().and_then(Direction::parse_declared) {
+            Some(direction) => {
+                directions.insert(entry.key.clone(), direction);
+            }
+            None => diagnostics.push(
+                Diagnostic::new(
+                    "bad-direction",
+                    format!(
+                        "the direction of metric `{}` must be `higher` or `lower`, found {}",
+                        entry.key,
+                        entry.value.describe()
+                    ),
+                )
+                .at(sources.location(entry.value.span))
+                .with_hint(hint),
+            ),
+        }
+    }
+    directions
 }
 
 fn cache_link(
