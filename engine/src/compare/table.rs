@@ -1100,6 +1100,7 @@ mod tests {
                 git_dirty: None,
                 argv: vec![],
                 params,
+                directions: Default::default(),
                 stages: vec![],
             },
             stages,
