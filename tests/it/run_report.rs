@@ -107,6 +107,17 @@ fn a_report_runs_after_every_stage_and_every_time_and_reads_the_run() {
         "{stderr}"
     );
 
+    // Each run's report is cached under its own key: checking out run 1
+    // brings back the page that reported run 1.
+    let checkout = project.pipe(&["checkout", "1"]);
+    assert!(
+        checkout.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checkout.stderr)
+    );
+    let markdown = project.read(".pipe/out/study/report/report/report.md");
+    assert!(markdown.contains("- run: 1"), "{markdown}");
+
     // `pipe status` says why it is never fresh.
     let status = project.pipe(&["why", "report"]);
     let why = String::from_utf8_lossy(&status.stdout);
