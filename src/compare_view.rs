@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::collections::BTreeMap;
 
 use pipe_engine::compare::table::{
-    parse_stage_name, row_label, Cell, Column, ColumnKind, CompareTable, Group,
+    parse_stage_name, row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs,
 };
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::runs::ComparedRun;
@@ -107,19 +107,31 @@ fn show_n(table: &CompareTable) -> bool {
 }
 
 fn baseline_text(table: &CompareTable) -> String {
-    let matrix: Vec<String> = table
-        .baseline
-        .matrix
-        .0
-        .iter()
-        .map(|(key, value)| format!("{key}={value}"))
-        .collect();
-    let group = &table.groups[table.baseline.group];
+    group_label(&table.groups[table.baseline.group], &table.baseline.matrix)
+}
+
+/// `#3,#4` or `#3,#4 (precision=bf16-mixed)`: a group's runs and the
+/// matrix combination they share.
+fn group_label(group: &Group, matrix: &Pairs) -> String {
     let runs = runs_of(group);
-    if matrix.is_empty() {
+    if matrix.0.is_empty() {
         runs
     } else {
-        format!("{runs} ({})", matrix.join(","))
+        let pairs: Vec<String> = matrix
+            .0
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect();
+        format!("{runs} ({})", pairs.join(","))
+    }
+}
+
+/// ` ✓` after a change for the better, ` ✗` for the worse.
+fn verdict_mark(verdict: Option<Verdict>) -> &'static str {
+    match verdict {
+        Some(Verdict::Better) => " ✓",
+        Some(Verdict::Worse) => " ✗",
+        _ => "",
     }
 }
 
@@ -322,11 +334,7 @@ pub fn markdown(table: &CompareTable) -> String {
             let cell = shown(column, group.cells.get(&column.id), digits);
             let mut text = markdown_cell(&cell.value);
             if !cell.change.is_empty() {
-                let mark = match cell.verdict {
-                    Some(Verdict::Better) => " ✓",
-                    Some(Verdict::Worse) => " ✗",
-                    _ => "",
-                };
+                let mark = verdict_mark(cell.verdict);
                 let _ = write!(text, " {} {}{mark}", cell.arrow, cell.change);
             }
             cells.push(text);
@@ -416,22 +424,14 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
         .collect();
     for group in &table.groups {
         let first = &table.rows[group.rows[0]];
-        let mut cells = vec![PageCell::text(row_label_of(
-            group,
-            first.run,
-            &first.matrix,
-        ))];
+        let mut cells = vec![PageCell::text(group_label(group, &first.matrix))];
         if with_n {
             cells.push(PageCell::number(group.n as f64));
         }
         for (column, digits) in table.columns.iter().zip(&digits) {
             let cell = group.cells.get(&column.id);
             let shown = shown(column, cell, *digits);
-            let mark = match shown.verdict {
-                Some(Verdict::Better) => " ✓",
-                Some(Verdict::Worse) => " ✗",
-                _ => "",
-            };
+            let mark = verdict_mark(shown.verdict);
             let text = if shown.change.is_empty() {
                 shown.value
             } else {
@@ -456,7 +456,10 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
             .iter()
             .find(|(name, _)| *name == metric)
             .map_or(metric, |(_, label)| label);
-        let title = format!("{} per epoch of {stage}", capitalised(label));
+        let title = format!(
+            "{} per epoch of {stage}",
+            pipe_report::text::capitalised(label)
+        );
         let chart = LineChart {
             title: title.clone(),
             x_label: "epoch".into(),
@@ -469,27 +472,6 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
         page.plot(&format!("{stage}-{metric}"), title, svg);
     }
     Ok(page.to_html())
-}
-
-fn row_label_of(group: &Group, run: i64, matrix: &pipe_engine::compare::table::Pairs) -> String {
-    if group.runs.len() > 1 {
-        let label = row_label(run, matrix);
-        format!(
-            "{}{}",
-            runs_of(group),
-            label.strip_prefix(&format!("#{run}")).unwrap_or("")
-        )
-    } else {
-        row_label(run, matrix)
-    }
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 /// (base stage, metric) -> one series per row that has that curve: the

@@ -97,6 +97,15 @@ fn trim_zeros(text: &str) -> &str {
     }
 }
 
+/// `text` with its first letter in upper case (a plot's title from its
+/// metric's label).
+pub fn capitalised(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().collect::<String>() + chars.as_str()
+    })
+}
+
 /// A duration in milliseconds as seconds with four significant digits
 /// (`12.35 s`), or minutes and seconds from ten minutes on (`12 min 5 s`).
 pub fn format_duration_ms(ms: u64) -> String {

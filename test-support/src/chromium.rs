@@ -47,6 +47,30 @@ pub struct Figure {
 }
 
 impl Rendered {
+    /// The page's plots, after checking what every page pipe writes must
+    /// be: nothing loaded from outside, nothing on the console, and every
+    /// plot laid out at a readable size with something drawn in it.
+    pub fn checked_figures(&self) -> Vec<Figure> {
+        assert_eq!(
+            self.requests,
+            Vec::<String>::new(),
+            "the page loaded from outside"
+        );
+        assert_eq!(self.console, Vec::<String>::new(), "{}", self.log);
+        let figures = self.figures();
+        for figure in &figures {
+            assert!(
+                figure.width > 100 && figure.height > 100,
+                "{} is {}x{}",
+                figure.plot,
+                figure.width,
+                figure.height
+            );
+            assert!(figure.marks > 0, "{} drew nothing", figure.plot);
+        }
+        figures
+    }
+
     /// Every plot of the page, in order.
     pub fn figures(&self) -> Vec<Figure> {
         self.dom

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 use pipe_test_support::http::Server;
+use pipe_test_support::{RunResult, TestProject};
 
 pub const REVISION: &str = "12040accade4e8a0f71eabdb258fecc2e7e948be";
 
@@ -127,7 +128,18 @@ fn md5_hex(path: &std::path::Path) -> String {
 pub struct Mirror {
     pub server: Server,
     pub archive_md5: String,
+    /// The Hugging Face cache of the runs against this mirror.
+    hf_home: tempfile::TempDir,
     _fixtures: tempfile::TempDir,
+}
+
+/// A project (a git root) holding `pipelines/FILE` as the repository has it.
+pub fn project_with_pipeline(file: &str) -> TestProject {
+    let project = TestProject::new();
+    std::fs::create_dir(project.path(".git")).unwrap();
+    let path = format!("pipelines/{file}");
+    project.write(&path, &std::fs::read_to_string(repo_path(&path)).unwrap());
+    project
 }
 
 impl Mirror {
@@ -153,7 +165,26 @@ impl Mirror {
         Mirror {
             server: Server::serving(files),
             archive_md5,
+            hf_home: tempfile::tempdir().unwrap(),
             _fixtures: fixtures,
         }
+    }
+
+    /// `pipe run --json pipelines/FILE` downloading from this mirror (its
+    /// archive's URL and md5 as params, the hub at `HF_ENDPOINT`), then
+    /// `args`, which may override those.
+    pub fn run(&self, project: &TestProject, file: &str, args: &[&str]) -> RunResult {
+        let pipeline = format!("pipelines/{file}");
+        let url = format!("imdb.url={}", self.server.url("/data/aclImdb_v1.tar.gz"));
+        let md5 = format!("imdb.md5={}", self.archive_md5);
+        let output = project
+            .command()
+            .args(["run", "--json", &pipeline, "-S", &url, "-S", &md5])
+            .args(args)
+            .env("HF_ENDPOINT", self.server.url(""))
+            .env("HF_HOME", self.hf_home.path())
+            .output()
+            .unwrap();
+        RunResult::from_output(output)
     }
 }

@@ -4,35 +4,15 @@
 //! -> extract -> split -> model download -> tokenize -> train per
 //! precision -> evaluate each checkpoint.
 
-use pipe_test_support::{RunResult, TestProject};
-
-use crate::imdb_mirror::{repo_path, Mirror};
+use crate::imdb_mirror::{project_with_pipeline, Mirror};
 
 #[test]
 fn the_imdb_pipeline_runs_against_local_mirrors() {
     let mirror = Mirror::start();
-    let (server, archive_md5) = (&mirror.server, &mirror.archive_md5);
-
-    let project = TestProject::new();
-    std::fs::create_dir(project.path(".git")).unwrap();
-    project.write(
-        "pipelines/imdb.yaml",
-        &std::fs::read_to_string(repo_path("pipelines/imdb.yaml")).unwrap(),
-    );
-    let hf_home = tempfile::tempdir().unwrap();
+    let server = &mirror.server;
+    let project = project_with_pipeline("imdb.yaml");
     let run = |extra: &[&str]| {
-        let url = format!("imdb.url={}", server.url("/data/aclImdb_v1.tar.gz"));
-        let md5 = format!("imdb.md5={archive_md5}");
         let mut args = vec![
-            "run",
-            "--json",
-            "pipelines/imdb.yaml",
-            "-S",
-            &url,
-            "-S",
-            &md5,
-        ];
-        args.extend_from_slice(&[
             "-S",
             "split.train=16",
             "-S",
@@ -41,16 +21,9 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
             "split.test=4",
             "-S",
             "train.epochs=2",
-        ]);
+        ];
         args.extend_from_slice(extra);
-        let output = project
-            .command()
-            .args(&args)
-            .env("HF_ENDPOINT", server.url(""))
-            .env("HF_HOME", hf_home.path())
-            .output()
-            .unwrap();
-        RunResult::from_output(output)
+        mirror.run(&project, "imdb.yaml", &args)
     };
 
     let first = run(&[]);
@@ -160,12 +133,7 @@ fn the_imdb_pipeline_runs_against_local_mirrors() {
 
 #[test]
 fn imdb_training_gpus_and_devices_must_agree() {
-    let project = TestProject::new();
-    std::fs::create_dir(project.path(".git")).unwrap();
-    project.write(
-        "pipelines/imdb.yaml",
-        &std::fs::read_to_string(repo_path("pipelines/imdb.yaml")).unwrap(),
-    );
+    let project = project_with_pipeline("imdb.yaml");
     let output = project
         .command()
         .args(["validate", "pipelines/imdb.yaml", "-S", "train.gpus=2"])

@@ -145,21 +145,9 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     let page = project.path(".pipe/out/quickstart/report/report/index.html");
     let screenshot = pipe_test_support::chromium::artefact_dir().join("quickstart-report.png");
     let rendered = pipe_test_support::chromium::render(&page, &screenshot, (1100, 5000));
-    assert_eq!(
-        rendered.requests,
-        Vec::<String>::new(),
-        "the page loaded from outside"
-    );
-    assert_eq!(rendered.console, Vec::<String>::new(), "{}", rendered.log);
     let plots: Vec<String> = rendered
-        .figures()
+        .checked_figures()
         .into_iter()
-        .inspect(|figure| {
-            assert!(
-                figure.width > 100 && figure.height > 100 && figure.marks > 0,
-                "{figure:?}"
-            )
-        })
         .map(|figure| figure.plot)
         .collect();
     assert_eq!(

@@ -26,7 +26,8 @@ stages:
     outs: [score.txt]
 "#;
 
-fn text(output: &std::process::Output) -> String {
+/// The stdout of a command that must have succeeded.
+pub(crate) fn text(output: &std::process::Output) -> String {
     assert!(
         output.status.success(),
         "command failed ({:?}):\n{}",

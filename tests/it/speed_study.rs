@@ -4,9 +4,7 @@
 //! the same test split, ending in one report whose table reads like the
 //! study's, and `pipe compare` reading the same run as one table.
 
-use pipe_test_support::{RunResult, TestProject};
-
-use crate::imdb_mirror::{repo_path, Mirror};
+use crate::imdb_mirror::{project_with_pipeline, Mirror};
 
 const COMBINATIONS: [&str; 4] = [
     "precision=32-true,setup=single-cpu",
@@ -18,51 +16,32 @@ const COMBINATIONS: [&str; 4] = [
 #[test]
 fn the_speed_study_runs_at_cpu_size_and_reads_as_one_table() {
     let mirror = Mirror::start();
-    let project = TestProject::new();
-    std::fs::create_dir(project.path(".git")).unwrap();
-    project.write(
-        "pipelines/speed-study.yaml",
-        &std::fs::read_to_string(repo_path("pipelines/speed-study.yaml")).unwrap(),
-    );
-    let hf_home = tempfile::tempdir().unwrap();
-    let url = format!("imdb.url={}", mirror.server.url("/data/aclImdb_v1.tar.gz"));
-    let md5 = format!("imdb.md5={}", mirror.archive_md5);
+    let project = project_with_pipeline("speed-study.yaml");
     // The CPU size of the pipeline's header comment, smaller still.
-    let args = [
-        "run",
-        "--json",
-        "pipelines/speed-study.yaml",
-        "-S",
-        &url,
-        "-S",
-        &md5,
-        "-S",
-        "precisions=[32-true, bf16-mixed]",
-        "-S",
-        "setups=[single-cpu, ddp2-cpu]",
-        "-S",
-        "split.train=16",
-        "-S",
-        "split.val=4",
-        "-S",
-        "split.test=4",
-        "-S",
-        "tokenize.max_length=64",
-        "-S",
-        "train.epochs=1",
-        "-S",
-        "train.batch_size=4",
-        "-S",
-        "train.log_every_n_steps=1",
-    ];
-    let output = project
-        .command()
-        .args(args)
-        .env("HF_ENDPOINT", mirror.server.url(""))
-        .env("HF_HOME", hf_home.path())
-        .output()
-        .unwrap();
-    let run = RunResult::from_output(output);
+    let run = mirror.run(
+        &project,
+        "speed-study.yaml",
+        &[
+            "-S",
+            "precisions=[32-true, bf16-mixed]",
+            "-S",
+            "setups=[single-cpu, ddp2-cpu]",
+            "-S",
+            "split.train=16",
+            "-S",
+            "split.val=4",
+            "-S",
+            "split.test=4",
+            "-S",
+            "tokenize.max_length=64",
+            "-S",
+            "train.epochs=1",
+            "-S",
+            "train.batch_size=4",
+            "-S",
+            "train.log_every_n_steps=1",
+        ],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     for combination in COMBINATIONS {
         assert_eq!(run.status(&format!("train@{combination}")), "ran");

@@ -150,12 +150,42 @@ struct Context<'a> {
     jobs: usize,
     /// Process groups of running commands, by stage index, for Ctrl-C.
     running: Mutex<HashMap<usize, u32>>,
-    /// What a stage reporting on the run is told (`StageInfo::reads_run`):
-    /// the run (its `stages` empty here)...
-    run_context: RunContext,
-    /// ...and the stages finished so far, by index: a report lists them in
-    /// the pipeline's order, not in the order parallel stages happened to end.
+    /// What a stage reporting on the run is told (`StageInfo::reads_run`);
+    /// `None` when no selected stage reads the run, so that other runs
+    /// collect nothing.
+    run_so_far: Option<RunSoFar>,
+}
+
+/// The run as far as it has gone, for the stages that report on it.
+struct RunSoFar {
+    /// The run, its `stages` empty.
+    run: RunContext,
+    /// The stages finished so far, by index: a report lists them in the
+    /// pipeline's order, not in the order parallel stages happened to end.
     finished: Mutex<BTreeMap<usize, RunStage>>,
+}
+
+impl RunSoFar {
+    fn finished(&self, index: usize, stage: RunStage) {
+        self.finished
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(index, stage);
+    }
+
+    fn context(&self) -> RunContext {
+        let stages = self
+            .finished
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        RunContext {
+            stages,
+            ..self.run.clone()
+        }
+    }
 }
 
 struct StageOutcome {
@@ -187,15 +217,8 @@ pub fn run(
     let mut db = RunDb::open(&project.runs_db())?;
     let git = git.join().ok().flatten();
     let started_ms = runs::now_ms();
-    let run_context = RunContext {
-        pipeline: pipeline.name.clone(),
-        run_id: 0,
-        started_ms,
-        git_commit: git.as_ref().map(|git| git.commit.clone()),
-        git_dirty: git.as_ref().map(|git| git.dirty),
-        params: redacted_json(&pipeline.params),
-        stages: Vec::new(),
-    };
+    let git_commit = git.as_ref().map(|git| git.commit.clone());
+    let git_dirty = git.as_ref().map(|git| git.dirty);
     let run_id = db.start_run(&RunStart {
         pipeline: &pipeline.name,
         argv: &options.argv,
@@ -213,6 +236,21 @@ pub fn run(
         run_id,
         stages: selected.len(),
     });
+    let run_so_far = selected
+        .iter()
+        .any(|&index| pipeline.stages[index].reads_run())
+        .then(|| RunSoFar {
+            run: RunContext {
+                pipeline: pipeline.name.clone(),
+                run_id,
+                started_ms,
+                git_commit,
+                git_dirty,
+                params: redacted_json(&pipeline.params),
+                stages: Vec::new(),
+            },
+            finished: Mutex::new(BTreeMap::new()),
+        });
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {
         is_forced[index] = true;
@@ -227,11 +265,7 @@ pub fn run(
         observer,
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
-        run_context: RunContext {
-            run_id,
-            ..run_context
-        },
-        finished: Mutex::new(BTreeMap::new()),
+        run_so_far,
     };
     let outcome = schedule(
         &context,
@@ -398,11 +432,8 @@ fn schedule(
             settled[outcome.index] = true;
             let status = outcome.record.status;
             report_finished(context, &outcome.record);
-            context
-                .finished
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .insert(
+            if let Some(run_so_far) = &context.run_so_far {
+                run_so_far.finished(
                     outcome.index,
                     run_stage(
                         &stages[outcome.index],
@@ -411,6 +442,7 @@ fn schedule(
                         &context.pipeline.root,
                     ),
                 );
+            }
             if status.succeeded() {
                 for &down in &dag.downstream[outcome.index] {
                     if in_selection[down] {

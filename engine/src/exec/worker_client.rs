@@ -41,6 +41,19 @@ pub(super) fn run_worker(
     std::fs::create_dir_all(&scratch_dir)
         .map_err(|e| StageFailure::io(format!("cannot create `{}`", scratch_dir.display()), e))?;
 
+    // A report is told the run so far, beside its invocation.
+    let run = match (&context.run_so_far, worker_stage.reads_run) {
+        (Some(run_so_far), true) => {
+            let run_path = scratch_dir.join(pipe_protocol::RUN_FILE);
+            let text = serde_json::to_vec_pretty(&run_so_far.context())
+                .map_err(|e| StageFailure::io("cannot write the run's record", e.into()))?;
+            std::fs::write(&run_path, text).map_err(|e| {
+                StageFailure::io(format!("cannot write `{}`", run_path.display()), e)
+            })?;
+            Some(run_path)
+        }
+        _ => None,
+    };
     let invocation = pipe_protocol::Invocation {
         protocol: pipe_protocol::PROTOCOL_VERSION,
         stage: stage.name.clone(),
@@ -59,33 +72,7 @@ pub(super) fn run_worker(
         } else {
             context.jobs
         },
-        run: None,
-    };
-    let invocation = match worker_stage.reads_run {
-        true => {
-            let run_path = scratch_dir.join(pipe_protocol::RUN_FILE);
-            let stages = context
-                .finished
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .values()
-                .cloned()
-                .collect();
-            let report = pipe_protocol::RunContext {
-                stages,
-                ..context.run_context.clone()
-            };
-            let text = serde_json::to_vec_pretty(&report)
-                .map_err(|e| StageFailure::io("cannot write the run's record", e.into()))?;
-            std::fs::write(&run_path, text).map_err(|e| {
-                StageFailure::io(format!("cannot write `{}`", run_path.display()), e)
-            })?;
-            pipe_protocol::Invocation {
-                run: Some(run_path),
-                ..invocation
-            }
-        }
-        false => invocation,
+        run,
     };
     // The invocation holds the params unmasked (the worker needs the real
     // URL), so it lives only as long as the stage, readable by us alone,

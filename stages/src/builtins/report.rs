@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use pipe_protocol::{ParamSpec, RunContext, RunStage};
-use pipe_report::text::{format_duration_ms, format_number, format_utc};
+use pipe_report::text::{capitalised, format_duration_ms, format_number, format_utc};
 use pipe_report::{BarChart, Cell, Document, HeatMap, LineChart, Series, Table};
 use serde_json::Value;
 
@@ -728,13 +728,6 @@ fn line_plot(
     let svg = chart.to_svg().map_err(draw_error)?;
     document.plot(&format!("{}-{what}", stage.name), title, svg);
     Ok(())
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_uppercase().collect::<String>() + chars.as_str()
-    })
 }
 
 fn training(document: &mut Document, stage: &RunStage) -> Result<()> {
