@@ -7,7 +7,9 @@
 # or LIBTORCH), then one `cargo test` over the whole workspace into
 # target/: the libtorch crate pipe-train (models, training, precision, DDP)
 # and the end-to-end tests, which drive the real `pipe` binary and through
-# it the `pipe-stage-train` of the same build (docs/libtorch.md).
+# it the `pipe-stage-train` of the same build (docs/libtorch.md). The
+# report tests need Chromium and the remote-cache tests a real S3 server
+# (s3s-fs): both are installed once per machine first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,7 @@ if [[ -z "${LIBTORCH:-}" ]]; then
 fi
 
 scripts/install-chromium.sh
+scripts/install-s3.sh
 
 echo "--- tests (the whole workspace, target/)" >&2
 cargo test --workspace --locked "$@"

@@ -160,6 +160,20 @@ pub struct RunArgs {
     /// Print machine-readable events on stdout (JSON lines).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// Which remote cache to use, over `PIPE_REMOTE`, the pipeline's
+/// `cache.remote` and pipe.config.yaml (docs/remote-cache.md).
+#[derive(Debug, Args, Clone, Default)]
+pub struct RemoteArgs {
+    /// The remote cache: s3://BUCKET/PREFIX, file:///PATH, or `off`.
+    #[arg(long, value_name = "URL|off")]
+    pub remote: Option<String>,
+    /// Pull from the remote cache, never write to it (e.g. a fork's pull request).
+    #[arg(long)]
+    pub remote_read_only: bool,
 }
 
 /// `--higher`/`--lower`: which way a metric improves, over the built-in
@@ -267,6 +281,46 @@ pub enum CacheCommand {
         /// Keep entries younger than this many seconds (protects concurrent runs).
         #[arg(long, default_value_t = 3600)]
         grace_secs: u64,
+    },
+    /// Send a run's results (outputs, metrics) and its record to the remote cache.
+    Push {
+        /// A run id, `last`, `last~N` or a git ref (default: the last run).
+        #[arg(value_name = "RUN", conflicts_with = "all")]
+        run: Option<String>,
+        /// Every run recorded here.
+        #[arg(long)]
+        all: bool,
+        /// Read the remote from this pipeline file's `cache.remote`.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Bring run records from the remote cache, and with RUN or --all the
+    /// results they name, so `pipe checkout RUN` works offline.
+    Pull {
+        /// A run id, `last~N` or a git ref (e.g. `main`: the latest run
+        /// recorded at that commit, here or in the remote).
+        #[arg(value_name = "RUN", conflicts_with = "all")]
+        run: Option<String>,
+        /// Every run record in the remote, and every result they name.
+        #[arg(long)]
+        all: bool,
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// What the remote cache holds of a run's results (default: the last run).
+    Status {
+        #[arg(value_name = "RUN")]
+        run: Option<String>,
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+        #[arg(long)]
+        json: bool,
     },
 }
 

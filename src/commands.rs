@@ -19,6 +19,7 @@ use crate::cli::{
 };
 use crate::output::{errln, out, outln};
 use crate::progress::Progress;
+use crate::remote_commands;
 use crate::render;
 use crate::style::Style;
 
@@ -150,6 +151,24 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 keep_runs,
                 grace_secs,
             } => gc(&pipeline, keep_runs, grace_secs),
+            CacheCommand::Push {
+                run,
+                all,
+                file,
+                remote,
+            } => remote_commands::push(run.as_deref(), all, file.as_deref(), &remote),
+            CacheCommand::Pull {
+                run,
+                all,
+                file,
+                remote,
+            } => remote_commands::pull(run.as_deref(), all, file.as_deref(), &remote),
+            CacheCommand::Status {
+                run,
+                file,
+                remote,
+                json,
+            } => remote_commands::status(run.as_deref(), file.as_deref(), &remote, json),
         },
         Command::Stages { name, json } => stages(name.as_deref(), json),
         Command::Completions { shell } => {
@@ -237,8 +256,17 @@ fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMod
             return Ok(modes);
         }
     }
-    Ok(pipeline
-        .and_then(|p| p.link.clone())
+    if let Some(modes) = pipeline.and_then(|p| p.link.clone()) {
+        return Ok(modes);
+    }
+    let root = match pipeline {
+        Some(pipeline) => pipeline.root.clone(),
+        None => {
+            let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+            Project::find_root(&cwd)
+        }
+    };
+    Ok(pipe_engine::spec::project_link_modes(&root)?
         .unwrap_or_else(|| LinkMode::DEFAULT_ORDER.to_vec()))
 }
 
@@ -263,9 +291,18 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
         }),
         link: link_modes(&args.link, Some(&pipeline))?,
         argv: std::env::args().collect(),
+        remote: pipe_engine::remote::resolve(
+            &pipeline.root,
+            pipeline.remote.as_ref(),
+            args.remote.remote.as_deref(),
+            args.remote.remote_read_only,
+        )?,
     };
     let progress = Progress::new(args.json, quiet);
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
+    if let Some(remote) = &summary.remote {
+        remote_commands::print_run_summary(remote, args.json, quiet);
+    }
     if !quiet && !args.json {
         print_report_locations(&pipeline, &summary);
     }
@@ -342,7 +379,7 @@ fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn project_here() -> Result<Project> {
+pub(crate) fn project_here() -> Result<Project> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
     Project::open(&Project::find_root(&cwd))
 }
@@ -353,13 +390,22 @@ fn open_db() -> Result<Option<RunDb>> {
     RunDb::open_existing(&pipe_engine::project::runs_db_of(&root))
 }
 
-fn require_db() -> Result<RunDb> {
-    open_db()?.ok_or_else(|| {
-        EngineError::usage(
-            "no runs recorded in this project yet",
-            "run a pipeline first: `pipe run`",
-        )
-    })
+/// The run database. A clone that never ran but has a remote cache gets
+/// an empty one, so that `pipe show main` can pull main's record into it.
+pub(crate) fn require_db() -> Result<RunDb> {
+    if let Some(db) = open_db()? {
+        return Ok(db);
+    }
+    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+    let root = Project::find_root(&cwd);
+    let remote = remote_commands::configured(&root, None, &crate::cli::RemoteArgs::default());
+    if matches!(remote, Ok(Some(_))) {
+        return RunDb::open(&Project::open(&root)?.runs_db());
+    }
+    Err(EngineError::usage(
+        "no runs recorded in this project yet",
+        "run a pipeline first: `pipe run`",
+    ))
 }
 
 fn no_runs(json: bool) -> Result<ExitCode> {
@@ -371,10 +417,29 @@ fn no_runs(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
+/// A run id, `last`, `last~N` or a git ref; a git ref with no run here is
+/// looked up in the remote cache, if one is configured.
+pub(crate) fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
     let root = Project::find_root(&cwd);
-    db.resolve(query, |reference| runs::git_commit_of(&root, reference))
+    let resolve = || db.resolve(query, |reference| runs::git_commit_of(&root, reference));
+    let resolved = resolve();
+    // A git ref names the committed state: when no run here recorded it
+    // clean, the remote cache may have one (CI's run of that commit).
+    let committed_here = match &resolved {
+        Ok(id) => db.run(*id)?.is_some_and(|run| run.git_dirty != Some(true)),
+        Err(_) => false,
+    };
+    if committed_here
+        || query.trim_start_matches('#').parse::<i64>().is_ok()
+        || query.starts_with("last")
+    {
+        return resolved;
+    }
+    match remote_commands::pull_records_for_ref(&root, query) {
+        Some(new) if new > 0 => resolve(),
+        _ => resolved,
+    }
 }
 
 fn direction_rules(args: DirectionArgs) -> pipe_engine::metrics::DirectionRules {

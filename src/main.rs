@@ -8,6 +8,7 @@ mod commands;
 mod compare_view;
 mod output;
 mod progress;
+mod remote_commands;
 mod render;
 mod style;
 
@@ -72,9 +73,12 @@ fn init_logging(verbose: u8, quiet: bool) {
             _ => "debug",
         }
     };
-    let filter = std::env::var("PIPE_LOG").unwrap_or_else(|_| default.to_string());
+    // The storage client's own retries and failures are summarised by pipe
+    // in one warning; PIPE_LOG shows them in full.
+    let default = format!("{default},opendal=error,reqsign=error,reqwest=error,hyper=error");
+    let filter = std::env::var("PIPE_LOG").unwrap_or_else(|_| default.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&default));
     let color = std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()

@@ -131,7 +131,7 @@ impl Progress {
                     StageStatus::Restored => format!(
                         "{} {stage}  {}",
                         self.style.cyan("↺ restored"),
-                        self.style.dim("from cache")
+                        self.style.dim(detail.unwrap_or("from cache"))
                     ),
                     StageStatus::Skipped => {
                         format!(

@@ -187,7 +187,10 @@ pub fn runs_table(runs: &[RunRecord]) -> String {
             run.status,
             duration,
             git_label(run),
-            run.pipeline
+            match &run.origin {
+                Some(origin) => format!("{}  (pulled from {origin})", run.pipeline),
+                None => run.pipeline.clone(),
+            }
         );
     }
     out

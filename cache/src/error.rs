@@ -21,6 +21,9 @@ pub enum CacheError {
         #[source]
         source: rusqlite::Error,
     },
+    /// The remote cache's configuration is wrong (its URL, its options).
+    #[error("{0}")]
+    RemoteConfig(String),
     #[error("cache at `{path}` has layout `{found}`, this pipe expects `{expected}`")]
     Layout {
         path: PathBuf,

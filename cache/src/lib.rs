@@ -10,6 +10,7 @@ mod digest;
 mod error;
 mod fsutil;
 mod hash;
+pub mod remote;
 mod stat;
 mod store;
 mod tree;
@@ -18,8 +19,8 @@ pub use digest::{ActionKey, Digest, ObjectDigest};
 pub use error::CacheError;
 pub use stat::StatCache;
 pub use store::{
-    ActionResult, Artifact, ArtifactKind, Cache, CorruptObject, GcReport, LinkMode, VerifyReport,
-    LAYOUT_VERSION,
+    ActionResult, Artifact, ArtifactKind, Cache, CorruptObject, GcReport, IncomingObject, LinkMode,
+    VerifyReport, LAYOUT_VERSION,
 };
 
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;

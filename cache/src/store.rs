@@ -158,6 +158,53 @@ pub struct Cache {
     reflink_works: AtomicBool,
 }
 
+/// An object being received; see `Cache::incoming_object`. Dropped
+/// unfinished, it leaves nothing behind.
+pub struct IncomingObject<'a> {
+    cache: &'a Cache,
+    file: std::io::BufWriter<tempfile::NamedTempFile>,
+    hasher: blake3::Hasher,
+    size: u64,
+    expected: ObjectDigest,
+}
+
+impl IncomingObject<'_> {
+    pub fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.hasher.update(bytes);
+        self.size += bytes.len() as u64;
+        self.file
+            .write_all(bytes)
+            .map_err(|error| CacheError::io(&self.cache.tmp_dir, error))
+    }
+
+    /// Files the object under its digest when its bytes match it (and it
+    /// has `size` bytes, when known); otherwise `CacheError::Corrupt` and
+    /// nothing is kept.
+    pub fn finish(self, size: Option<u64>) -> Result<()> {
+        let digest = ObjectDigest::from_bytes(*self.hasher.finalize().as_bytes());
+        if digest != self.expected || size.is_some_and(|size| size != self.size) {
+            return Err(corrupt(
+                &self.expected,
+                format!("received {} bytes hashing to {}", self.size, digest.short()),
+            ));
+        }
+        let file = self
+            .file
+            .into_inner()
+            .map_err(|error| CacheError::io(&self.cache.tmp_dir, error.into_error()))?;
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o444))
+            .map_err(|error| CacheError::io(file.path(), error))?;
+        let dest = self.cache.object_path(&self.expected);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|error| CacheError::io(parent, error))?;
+        }
+        file.persist(&dest)
+            .map_err(|error| CacheError::io(&dest, error.error))?;
+        Ok(())
+    }
+}
+
 /// The outcome of rehashing one object in `verify`.
 struct ObjectCheck {
     bytes: u64,
@@ -217,7 +264,7 @@ fn corrupt(digest: &ObjectDigest, reason: impl Into<String>) -> CacheError {
     }
 }
 
-fn shard_and_rest(hex: &str) -> (&str, &str) {
+pub(crate) fn shard_and_rest(hex: &str) -> (&str, &str) {
     hex.split_at(2)
 }
 
@@ -495,6 +542,28 @@ impl Cache {
         temp.persist(dest)
             .map_err(|error| CacheError::io(dest, error.error))?;
         Ok(())
+    }
+
+    /// True when the object named `digest` is present with `size` bytes.
+    /// Its content is not read (see `restore` and `verify`).
+    pub fn has_object(&self, digest: &ObjectDigest, size: u64) -> bool {
+        std::fs::symlink_metadata(self.object_path(digest))
+            .is_ok_and(|metadata| metadata.is_file() && metadata.len() == size)
+    }
+
+    /// Starts writing the object named `digest`, arriving from elsewhere
+    /// (a remote cache). Its bytes are hashed as they are written, and it
+    /// enters the cache only if they hash to `digest`.
+    pub fn incoming_object(&self, digest: &ObjectDigest) -> Result<IncomingObject<'_>> {
+        let file = tempfile::NamedTempFile::new_in(&self.tmp_dir)
+            .map_err(|error| CacheError::io(&self.tmp_dir, error))?;
+        Ok(IncomingObject {
+            cache: self,
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: blake3::Hasher::new(),
+            size: 0,
+            expected: *digest,
+        })
     }
 
     /// True when every object of `artifact` is present with the right size.

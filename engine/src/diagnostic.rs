@@ -114,11 +114,10 @@ impl fmt::Display for Diagnostic {
 /// The source line as displayed (tabs expanded, long lines windowed), and
 /// where the caret goes on it, in display columns.
 fn excerpt(location: &Location) -> (String, usize, usize) {
-    let chars: Vec<char> = location
-        .source_line
-        .chars()
-        .filter(|c| *c != '\r' && *c != '\n')
-        .collect();
+    // A line that holds a URL with credentials is shown masked: the error
+    // that refuses them must not print them.
+    let shown = pipe_protocol::redact::redact_text(&location.source_line);
+    let chars: Vec<char> = shown.chars().filter(|c| *c != '\r' && *c != '\n').collect();
     let caret_char = location.col.saturating_sub(1).min(chars.len());
     let caret_len = location.len.max(1);
 

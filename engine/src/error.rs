@@ -18,6 +18,9 @@ pub enum ExitCode {
     /// `pipe checkout` would overwrite or delete workspace files that the
     /// cache cannot give back; nothing was changed.
     WouldLoseFiles = 5,
+    /// `pipe cache push|pull|status` could not reach the remote cache, or
+    /// it refused; a run never fails for this (it goes on locally).
+    RemoteUnavailable = 6,
     /// A bug in pipe.
     Internal = 101,
     /// Stopped by Ctrl-C or SIGTERM.
@@ -31,6 +34,10 @@ pub enum EngineError {
     Spec(Vec<Diagnostic>),
     #[error(transparent)]
     Cache(#[from] pipe_cache::CacheError),
+    /// The remote cache could not be reached or refused (`pipe cache
+    /// push|pull|status`; a run goes on without it instead).
+    #[error("{0}")]
+    RemoteUnavailable(String),
     #[error("I/O error on `{path}`: {source}")]
     Io {
         path: PathBuf,
@@ -72,6 +79,7 @@ impl EngineError {
             EngineError::Cache(_) | EngineError::Io { .. } | EngineError::Database { .. } => {
                 ExitCode::Environment
             }
+            EngineError::RemoteUnavailable(_) => ExitCode::RemoteUnavailable,
             EngineError::Interrupted => ExitCode::Interrupted,
             EngineError::Internal(_) => ExitCode::Internal,
         }

@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod plan;
 pub mod project;
+pub mod remote;
 pub mod runs;
 
 pub mod workspace;

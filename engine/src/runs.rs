@@ -8,7 +8,7 @@ use std::time::Duration;
 use pipe_cache::Artifact;
 use pipe_protocol::redact::{redact_text, redacted_json};
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::metrics::Direction;
@@ -48,7 +48,7 @@ CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
 ";
 
 /// How a run ended (or that it has not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Running,
@@ -86,7 +86,7 @@ impl std::fmt::Display for RunStatus {
 }
 
 /// How a stage ended in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StageStatus {
     /// Its outputs were already in the workspace.
@@ -130,7 +130,7 @@ impl StageStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageRecord {
     pub stage: String,
     pub key: Option<String>,
@@ -140,13 +140,23 @@ pub struct StageRecord {
     pub metrics: BTreeMap<String, Value>,
     /// Failure message, or why it ran; credentials already masked where
     /// it is made (`exec::failed_record`), so it is shown and stored as is.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// This database's id; another project's record carries its own.
+    #[serde(default)]
     pub id: i64,
+    /// Unique across machines: how a record pulled from a remote cache is
+    /// recognised when it comes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Where a pulled record came from (the remote's URL); `None` for a
+    /// run of this project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
     pub pipeline: String,
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
@@ -156,10 +166,23 @@ pub struct RunRecord {
     pub argv: Vec<String>,
     pub params: Value,
     /// What the pipeline declared under `directions:`.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub directions: BTreeMap<String, Direction>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageRecord>,
+}
+
+/// A run as it travels to and from a remote cache: its record, stages
+/// included, and the key manifests of those stages (for `pipe diff`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunExport {
+    pub format: String,
+    pub run: RunRecord,
+    pub manifests: BTreeMap<String, Value>,
+}
+
+impl RunExport {
+    pub const FORMAT: &'static str = "pipe-run-v1";
 }
 
 pub struct RunStart<'a> {
@@ -211,11 +234,16 @@ impl RunDb {
             .map_err(|e| self.error(e))?
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| self.error(e))?;
-        if !columns.iter().any(|name| name == "directions") {
-            self.connection
-                .execute_batch("ALTER TABLE runs ADD COLUMN directions TEXT")
-                .map_err(|e| self.error(e))?;
+        for (column, kind) in [("directions", "TEXT"), ("uid", "TEXT"), ("origin", "TEXT")] {
+            if !columns.iter().any(|name| name == column) {
+                self.connection
+                    .execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {kind}"))
+                    .map_err(|e| self.error(e))?;
+            }
         }
+        self.connection
+            .execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid)")
+            .map_err(|e| self.error(e))?;
         Ok(())
     }
 
@@ -241,8 +269,8 @@ impl RunDb {
             start.argv.iter().map(|arg| redact_text(arg)).collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -254,6 +282,7 @@ impl RunDb {
                     RunStatus::Running.as_str(),
                     (!start.directions.is_empty())
                         .then(|| serde_json::to_string(start.directions).unwrap_or_default()),
+                    new_uid(),
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -272,37 +301,12 @@ impl RunDb {
             .connection
             .transaction()
             .map_err(|e| db_error(&path, e))?;
-        {
-            let mut insert_stage = transaction
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO stage_runs
-                     (run_id, stage, key, status, duration_ms, outputs, metrics, detail)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(|e| db_error(&path, e))?;
-            let mut insert_manifest = transaction
-                .prepare_cached("INSERT OR IGNORE INTO manifests (key, manifest) VALUES (?1, ?2)")
-                .map_err(|e| db_error(&path, e))?;
-            for (record, manifest) in stages {
-                insert_stage
-                    .execute(params![
-                        run_id,
-                        record.stage,
-                        record.key,
-                        record.status.as_str(),
-                        record.duration_ms as i64,
-                        serde_json::to_string(&record.outputs).unwrap_or_default(),
-                        serde_json::to_string(&record.metrics).unwrap_or_default(),
-                        record.detail,
-                    ])
-                    .map_err(|e| db_error(&path, e))?;
-                if let (Some(key), Some(manifest)) = (&record.key, manifest) {
-                    insert_manifest
-                        .execute(params![key, manifest.to_string()])
-                        .map_err(|e| db_error(&path, e))?;
-                }
-            }
-        }
+        insert_stages(
+            &transaction,
+            &path,
+            run_id,
+            stages.iter().map(|(record, manifest)| (record, *manifest)),
+        )?;
         transaction.commit().map_err(|e| db_error(&path, e))
     }
 
@@ -321,7 +325,7 @@ impl RunDb {
         let mut statement = self
             .connection
             .prepare(
-                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions
+                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin
                  FROM runs ORDER BY id DESC LIMIT ?1",
             )
             .map_err(|e| self.error(e))?;
@@ -337,7 +341,7 @@ impl RunDb {
         let run = self
             .connection
             .query_row(
-                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions
+                "SELECT id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin
                  FROM runs WHERE id = ?1",
                 params![run_id],
                 run_from_row,
@@ -360,8 +364,10 @@ impl RunDb {
         Ok(Some(run))
     }
 
-    /// Resolves `12`, `last`, `last~2`, or a git ref (the latest run
-    /// recorded at that commit; the caller resolves the ref to a commit).
+    /// Resolves `12`, `last`, `last~2` (runs of this project, not pulled
+    /// ones), or a git ref (the latest run recorded at that commit with no
+    /// uncommitted changes, else the latest with; the caller resolves the
+    /// ref to a commit).
     pub fn resolve(
         &self,
         query: &str,
@@ -386,7 +392,7 @@ impl RunDb {
             return self
                 .connection
                 .query_row(
-                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                    "SELECT id FROM runs WHERE origin IS NULL ORDER BY id DESC LIMIT 1 OFFSET ?1",
                     params![back],
                     |row| row.get(0),
                 )
@@ -401,7 +407,10 @@ impl RunDb {
         };
         self.connection
             .query_row(
-                "SELECT id FROM runs WHERE git_commit = ?1 ORDER BY id DESC LIMIT 1",
+                // The committed state first: a run with uncommitted
+                // changes at that commit is not what the ref names.
+                "SELECT id FROM runs WHERE git_commit = ?1
+                 ORDER BY coalesce(git_dirty, 0), id DESC LIMIT 1",
                 params![commit],
                 |row| row.get(0),
             )
@@ -465,6 +474,132 @@ impl RunDb {
             .optional()
             .map_err(|e| self.error(e))
             .map(|found| found.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    /// Run `run_id` with its stages and their manifests, for a remote
+    /// cache. A run recorded before uids existed gets one now.
+    pub fn export_run(&self, run_id: i64) -> Result<Option<RunExport>> {
+        let Some(mut run) = self.run(run_id)? else {
+            return Ok(None);
+        };
+        if run.uid.is_none() {
+            let uid = new_uid();
+            self.connection
+                .execute(
+                    "UPDATE runs SET uid = ?1 WHERE id = ?2",
+                    params![uid, run_id],
+                )
+                .map_err(|e| self.error(e))?;
+            run.uid = Some(uid);
+        }
+        let mut manifests = BTreeMap::new();
+        for key in run.stages.iter().filter_map(|stage| stage.key.as_deref()) {
+            if let Some(manifest) = self.manifest(key)? {
+                manifests.insert(key.to_string(), manifest);
+            }
+        }
+        Ok(Some(RunExport {
+            format: RunExport::FORMAT.to_string(),
+            run,
+            manifests,
+        }))
+    }
+
+    /// Records a run pulled from `origin`, unless a run with its uid is
+    /// already here; returns the new local id. Its text fields are masked
+    /// again: a record from elsewhere is not trusted to be.
+    pub fn import_run(&mut self, export: &RunExport, origin: &str) -> Result<Option<i64>> {
+        let run = &export.run;
+        let Some(uid) = run.uid.as_deref() else {
+            return Ok(None);
+        };
+        let known = self
+            .connection
+            .query_row("SELECT id FROM runs WHERE uid = ?1", params![uid], |row| {
+                row.get::<_, i64>(0)
+            })
+            .optional()
+            .map_err(|e| self.error(e))?;
+        if known.is_some() {
+            return Ok(None);
+        }
+        let path = self.path.clone();
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&path, e))?;
+        let argv: Vec<std::borrow::Cow<'_, str>> =
+            run.argv.iter().map(|arg| redact_text(arg)).collect();
+        let status = match run.status {
+            RunStatus::Running => RunStatus::Interrupted,
+            other => other,
+        };
+        transaction
+            .execute(
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11)",
+                params![
+                    run.pipeline,
+                    run.started_ms as i64,
+                    run.ended_ms.map(|ms| ms as i64),
+                    status.as_str(),
+                    run.git_commit,
+                    run.git_dirty,
+                    serde_json::to_string(&argv).unwrap_or_default(),
+                    redacted_json(&run.params).to_string(),
+                    (!run.directions.is_empty())
+                        .then(|| serde_json::to_string(&run.directions).unwrap_or_default()),
+                    uid,
+                    origin,
+                ],
+            )
+            .map_err(|e| db_error(&path, e))?;
+        let run_id = transaction.last_insert_rowid();
+        let stages: Vec<(StageRecord, Option<Value>)> = run
+            .stages
+            .iter()
+            .map(|record| {
+                let detail = record
+                    .detail
+                    .as_deref()
+                    .map(|d| redact_text(d).into_owned());
+                let manifest = record
+                    .key
+                    .as_ref()
+                    .and_then(|key| export.manifests.get(key));
+                (
+                    StageRecord {
+                        detail,
+                        ..record.clone()
+                    },
+                    manifest.map(redacted_json),
+                )
+            })
+            .collect();
+        insert_stages(
+            &transaction,
+            &path,
+            run_id,
+            stages
+                .iter()
+                .map(|(record, manifest)| (record, manifest.as_ref())),
+        )?;
+        transaction.commit().map_err(|e| db_error(&path, e))?;
+        Ok(Some(run_id))
+    }
+
+    /// The uids of every run here, local and pulled.
+    pub fn known_uids(&self) -> Result<std::collections::HashSet<String>> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT uid FROM runs WHERE uid IS NOT NULL")
+            .map_err(|e| self.error(e))?;
+        let uids = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(uids)
     }
 
     /// Keys recorded by the newest `runs` runs (for gc).
@@ -628,7 +763,7 @@ impl RunDb {
                     {uses}, CASE WHEN {data_stage} THEN s.outputs END,
                     json_extract(m.manifest, '$.with.seed'),
                     json_extract(m.manifest, '$.with.precision'),
-                    r.directions
+                    r.directions, r.uid, r.origin
              FROM runs r
              LEFT JOIN stage_runs s ON s.run_id = r.id
              LEFT JOIN manifests m ON m.key = s.key
@@ -709,6 +844,45 @@ fn json_path(names: &[String]) -> String {
     path
 }
 
+/// Stage records and the manifests of their keys, inside `transaction`.
+fn insert_stages<'a>(
+    transaction: &rusqlite::Transaction<'_>,
+    path: &Path,
+    run_id: i64,
+    stages: impl Iterator<Item = (&'a StageRecord, Option<&'a Value>)>,
+) -> Result<()> {
+    let mut insert_stage = transaction
+        .prepare_cached(
+            "INSERT OR REPLACE INTO stage_runs
+             (run_id, stage, key, status, duration_ms, outputs, metrics, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(|e| db_error(path, e))?;
+    let mut insert_manifest = transaction
+        .prepare_cached("INSERT OR IGNORE INTO manifests (key, manifest) VALUES (?1, ?2)")
+        .map_err(|e| db_error(path, e))?;
+    for (record, manifest) in stages {
+        insert_stage
+            .execute(params![
+                run_id,
+                record.stage,
+                record.key,
+                record.status.as_str(),
+                record.duration_ms as i64,
+                serde_json::to_string(&record.outputs).unwrap_or_default(),
+                serde_json::to_string(&record.metrics).unwrap_or_default(),
+                record.detail,
+            ])
+            .map_err(|e| db_error(path, e))?;
+        if let (Some(key), Some(manifest)) = (&record.key, manifest) {
+            insert_manifest
+                .execute(params![key, manifest.to_string()])
+                .map_err(|e| db_error(path, e))?;
+        }
+    }
+    Ok(())
+}
+
 fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     let ended_ms: Option<i64> = row.get(3)?;
     let mut status = RunStatus::parse(&row.get::<_, String>(4)?);
@@ -718,6 +892,8 @@ fn run_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
     }
     Ok(RunRecord {
         id: row.get(0)?,
+        uid: row.get("uid")?,
+        origin: row.get("origin")?,
         pipeline: row.get(1)?,
         started_ms: row.get::<_, i64>(2)? as u64,
         ended_ms: ended_ms.map(|ms| ms as u64),
@@ -762,6 +938,24 @@ fn db_error(path: &Path, source: rusqlite::Error) -> EngineError {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// A run id unique across machines: 20 hex digits of blake3 over a
+/// kernel-made random UUID, the process, the time and a counter.
+fn new_uid() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    let random = std::fs::read_to_string("/proc/sys/kernel/random/uuid").unwrap_or_default();
+    let seed = format!(
+        "{random}/{}/{nanos}/{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    );
+    blake3::hash(seed.as_bytes()).to_hex()[..20].to_string()
 }
 
 pub fn now_ms() -> u64 {

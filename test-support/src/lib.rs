@@ -2,12 +2,14 @@
 //! once per test file: [`TestProject`], a temporary project driven through
 //! the real `pipe` binary, and [`http::Server`], the one loopback HTTP
 //! server every download test talks to, [`worker::run_worker`], which
-//! runs a worker binary on one invocation as the engine would, and
-//! [`chromium::render`], which renders an HTML page in headless Chromium.
+//! runs a worker binary on one invocation as the engine would,
+//! [`chromium::render`], which renders an HTML page in headless Chromium,
+//! and [`s3::Server`], a real S3 server for the remote-cache tests.
 
 pub mod chromium;
 pub mod http;
 mod project;
+pub mod s3;
 pub mod worker;
 
 pub use project::{RunResult, TestProject};

@@ -68,7 +68,20 @@ impl TestProject {
             .env_remove("PIPE_CACHE_DIR")
             .env_remove("PIPE_LOG")
             .env_remove("PIPE_LINK")
-            .env_remove("PIPE_GPUS");
+            .env_remove("PIPE_GPUS")
+            .env_remove("PIPE_REMOTE")
+            .env_remove("PIPE_REMOTE_ENDPOINT")
+            .env_remove("PIPE_REMOTE_REGION")
+            .env_remove("PIPE_REMOTE_READ_ONLY")
+            .env_remove("PIPE_REMOTE_CONCURRENCY")
+            // A developer's own cloud settings must not reach the tests'
+            // S3 server; tests that want credentials pass their own.
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("AWS_ENDPOINT_URL_S3");
         command
     }
 
@@ -78,9 +91,18 @@ impl TestProject {
 
     /// `pipe run --json ARGS`; returns the exit code and each stage's status.
     pub fn run(&self, args: &[&str]) -> RunResult {
-        let mut full = vec!["run", "--json"];
-        full.extend_from_slice(args);
-        let output = self.pipe(&full);
+        self.run_with_env(&[], args)
+    }
+
+    /// Like `run`, with these variables set for `pipe` (a remote cache's).
+    pub fn run_with_env(&self, env: &[(String, String)], args: &[&str]) -> RunResult {
+        let output = self
+            .command()
+            .envs(env.iter().map(|(key, value)| (key, value)))
+            .args(["run", "--json"])
+            .args(args)
+            .output()
+            .expect("run pipe");
         RunResult::from_output(output)
     }
 

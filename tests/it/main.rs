@@ -18,6 +18,7 @@ mod kill_safety;
 mod malformed;
 mod parallel;
 mod quickstart;
+mod remote_cache;
 mod reports;
 mod resolved_pipeline;
 mod run_report;

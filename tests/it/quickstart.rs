@@ -34,20 +34,26 @@ const QUICK: &[&str] = &[
     "train.limit_train_samples=256",
 ];
 
-#[test]
-fn quickstart_trains_evaluates_then_reruns_nothing() {
+/// A project holding the repository's quickstart pipeline and the script
+/// its corpus stage runs.
+fn quickstart_project() -> TestProject {
     let project = TestProject::new();
     std::fs::create_dir(project.path(".git")).unwrap();
-    project.write(
-        "pipelines/quickstart.yaml",
-        &repo_file("pipelines/quickstart.yaml"),
-    );
-    project.write(
-        "scripts/fetch_wheel_file.py",
-        &repo_file("scripts/fetch_wheel_file.py"),
-    );
+    for file in ["pipelines/quickstart.yaml", "scripts/fetch_wheel_file.py"] {
+        project.write(file, &repo_file(file));
+    }
+    project
+}
 
-    let first = project.run(QUICK);
+#[test]
+fn quickstart_trains_evaluates_then_reruns_nothing() {
+    let project = quickstart_project();
+
+    // The first run pushes every result to a real S3 server; a clone with
+    // its own empty cache restores them at the end, training included.
+    let server = pipe_test_support::s3::Server::start();
+    let remote = server.env("quickstart");
+    let first = project.run_with_env(&remote, QUICK);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(
         first.ran(),
@@ -161,6 +167,28 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
             "06-evaluate-confusion.svg"
         ]
     );
+
+    // Another clone, sharing only the bucket: nothing runs but the report,
+    // and every output is byte for byte what the first clone made.
+    let clone = quickstart_project();
+    let restored = clone.run_with_env(&remote, QUICK);
+    assert_eq!(restored.code, 0, "{}", restored.stderr);
+    assert_eq!(restored.ran(), ["report"], "{:?}", restored.stages);
+    assert_eq!(restored.status("train"), "restored");
+    for output in [
+        "train/checkpoint/model.safetensors",
+        "train/checkpoint/config.json",
+        "evaluate/predictions",
+        "tokenize/tokens/train.safetensors",
+    ] {
+        let path = format!(".pipe/out/quickstart/{output}");
+        assert_eq!(
+            std::fs::read(project.path(&path)).unwrap(),
+            std::fs::read(clone.path(&path)).unwrap(),
+            "{output} differs in the clone"
+        );
+    }
+    drop(server);
 
     // Nothing changed: nothing runs but the report, which reports run 2.
     let second = project.run(QUICK);

@@ -1092,6 +1092,8 @@ mod tests {
         ComparedRun {
             run: RunRecord {
                 id,
+                uid: None,
+                origin: None,
                 pipeline: "p".into(),
                 started_ms: 0,
                 ended_ms: Some(1),

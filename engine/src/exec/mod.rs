@@ -9,7 +9,8 @@ use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
+use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
+use pipe_cache::{ActionKey, Cache, CacheError, LinkMode, StatCache};
 use pipe_protocol::redact::{redact_text, redacted_json};
 use pipe_protocol::{RunContext, RunStage};
 use serde_json::Value;
@@ -43,6 +44,8 @@ pub struct RunOptions {
     pub link: Vec<LinkMode>,
     /// The command line, for the run record.
     pub argv: Vec<String>,
+    /// The remote cache behind the local one (`remote::resolve`).
+    pub remote: Option<RemoteConfig>,
 }
 
 /// Progress, as it happens, for the CLI to render.
@@ -99,6 +102,29 @@ pub struct RunSummary {
     /// `succeeded`, `failed` or `interrupted`.
     pub status: RunStatus,
     pub stages: Vec<StageRecord>,
+    /// What went to and from the remote cache, when there is one.
+    pub remote: Option<RemoteSummary>,
+}
+
+#[derive(Debug)]
+pub struct RemoteSummary {
+    pub url: String,
+    pub read_only: bool,
+    pub transfers: TransferReport,
+    /// Whether the run's record reached the remote, or why not.
+    pub record: std::result::Result<(), String>,
+}
+
+/// Opens the remote cache of `config` for the local cache at `cache_dir`;
+/// a configuration mistake is the user's to fix (exit 2).
+pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
+    Remote::new(config, cache_dir).map_err(|error| match error {
+        CacheError::RemoteConfig(message) => EngineError::usage(
+            message,
+            "see docs/remote-cache.md for the URL forms and settings",
+        ),
+        other => EngineError::Cache(other),
+    })
 }
 
 /// Resolves stage names given on the command line to indices.
@@ -154,6 +180,9 @@ struct Context<'a> {
     /// `None` when no selected stage reads the run, so that other runs
     /// collect nothing.
     run_so_far: Option<RunSoFar>,
+    /// The second cache level: pulled from on a local miss, pushed to
+    /// after a stage runs.
+    remote: Option<Remote>,
 }
 
 /// The run as far as it has gone, for the stages that report on it.
@@ -213,6 +242,10 @@ pub fn run(
     let root = pipeline.root.clone();
     let git = std::thread::spawn(move || runs::git_state(&root));
     let cache = Cache::open(&project.cache_dir)?;
+    let remote = match &options.remote {
+        Some(config) => Some(open_remote(config, &project.cache_dir)?),
+        None => None,
+    };
     let stat = StatCache::open(&project.stat_db())?;
     let mut db = RunDb::open(&project.runs_db())?;
     let git = git.join().ok().flatten();
@@ -266,6 +299,7 @@ pub fn run(
         jobs: options.jobs.max(1),
         running: Mutex::new(HashMap::new()),
         run_so_far,
+        remote,
     };
     let outcome = schedule(
         &context,
@@ -283,14 +317,60 @@ pub fn run(
     if let Err(error) = context.stat.flush() {
         tracing::warn!("could not save the stat cache: {error}");
     }
+    // Pushes still in flight finish before the run is called done.
+    let transfers = context.remote.as_ref().map(Remote::finish);
     let (records, status) = outcome?;
     db.finish_run(run_id, status)?;
+    let remote = match (context.remote.as_ref(), transfers) {
+        (Some(remote), Some(transfers)) => {
+            // A run that neither pulled nor made a result is a rerun of one
+            // already recorded: it leaves the remote alone, so a no-op run
+            // costs no request at all.
+            let touched = transfers.results_pulled
+                + transfers.results_pushed
+                + transfers.results_already_present
+                + transfers.results_not_pushed
+                > 0;
+            let record = if touched {
+                push_run_record(remote, &db, run_id)
+            } else {
+                Err("nothing new to record".to_string())
+            };
+            Some(RemoteSummary {
+                url: remote.url().to_string(),
+                read_only: remote.read_only(),
+                transfers,
+                record,
+            })
+        }
+        _ => None,
+    };
     observer(Event::RunFinished { run_id, status });
     Ok(RunSummary {
         run_id,
         status,
         stages: records,
+        remote,
     })
+}
+
+/// Sends run `run_id`'s record to the remote, so that `pipe compare` on
+/// another machine shows it.
+pub fn push_run_record(
+    remote: &Remote,
+    db: &RunDb,
+    run_id: i64,
+) -> std::result::Result<(), String> {
+    if remote.read_only() {
+        return Err("the remote is read-only".to_string());
+    }
+    let export = db
+        .export_run(run_id)
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| format!("no run {run_id}"))?;
+    let json = serde_json::to_vec_pretty(&export).map_err(|error| error.to_string())?;
+    let uid = export.run.uid.as_deref().unwrap_or_default();
+    remote.put_run_record(export.run.git_commit.as_deref(), uid, json)
 }
 
 fn schedule(

@@ -8,6 +8,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::Instant;
 
+use pipe_cache::remote::Pulled;
 use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
@@ -66,7 +67,11 @@ pub(super) fn execute_stage(
     // objects by their size.
     let mut rehash_existing = forced;
     if !forced {
-        if let Some(result) = context.cache.get_action(&key) {
+        let cached = match context.cache.get_action(&key) {
+            Some(result) => Some((result, None)),
+            None => pull_from_remote(context, stage, &key),
+        };
+        if let Some((result, pulled_from)) = cached {
             match reuse_cached(context, &result) {
                 Ok(status) => {
                     let record = StageRecord {
@@ -76,7 +81,7 @@ pub(super) fn execute_stage(
                         duration_ms: elapsed_ms(),
                         outputs: result.outputs.clone(),
                         metrics: result.metrics.clone(),
-                        detail: None,
+                        detail: pulled_from,
                     };
                     return StageOutcome {
                         index,
@@ -116,6 +121,10 @@ pub(super) fn execute_stage(
         rehash_existing,
     ) {
         Ok(result) => {
+            // A stage that runs every time has a key no run will ask for again.
+            if let (Some(remote), false) = (&context.remote, stage.always_run) {
+                remote.push_in_background(result.clone());
+            }
             let compute_ms = Some(result.duration_ms);
             let record = StageRecord {
                 stage: stage.name.clone(),
@@ -139,6 +148,39 @@ pub(super) fn execute_stage(
             manifest: Some(manifest),
             compute_ms: None,
         },
+    }
+}
+
+/// On a local miss, the remote cache's result for `key`, brought into the
+/// local cache (every object checked against its digest on the way), with
+/// where it came from. A stage that runs every time is never looked up.
+fn pull_from_remote(
+    context: &Context<'_>,
+    stage: &Stage,
+    key: &ActionKey,
+) -> Option<(ActionResult, Option<String>)> {
+    let remote = context.remote.as_ref()?;
+    if stage.always_run {
+        return None;
+    }
+    match remote.pull_result(key) {
+        Pulled::Hit { objects, bytes } => {
+            tracing::info!(
+                "stage `{}`: pulled from {} ({objects} objects, {bytes} bytes)",
+                stage.name,
+                remote.url()
+            );
+            let result = context.cache.get_action(key)?;
+            Some((result, Some(format!("from {}", remote.url()))))
+        }
+        Pulled::Corrupt(reason) => {
+            tracing::warn!(
+                "stage `{}`: the remote cache's result is corrupt ({reason}); running the stage, and its result replaces the bad one",
+                stage.name
+            );
+            None
+        }
+        Pulled::Miss | Pulled::Unavailable => None,
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
     /// `cache: { link: [...] }`, when the file sets it.
     pub link: Option<Vec<LinkMode>>,
+    /// `cache: { remote: ... }`, when the file sets it.
+    pub remote: Option<crate::remote::RemoteSpec>,
     /// `directions: { METRIC: higher | lower }`: which way metrics the
     /// built-in rules do not know improve, recorded with every run for
     /// `pipe diff` and `pipe compare`.

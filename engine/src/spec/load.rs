@@ -5,14 +5,12 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use pipe_cache::LinkMode;
-
 use super::collect::Diagnostics;
 use super::declare::{self, is_valid_name};
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
-use super::yaml::{self, Node, NodeValue, Scalar, MAX_FILE_BYTES};
-use super::{params, stages, CatalogSource, Loaded};
+use super::yaml::{self, Node, NodeValue, MAX_FILE_BYTES};
+use super::{cache_section, params, stages, CatalogSource, Loaded};
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::pipeline::Pipeline;
@@ -116,9 +114,10 @@ pub(crate) fn load(
     else {
         return Err(EngineError::Spec(diagnostics.into_vec()));
     };
-    let link = root
+    let cache = root
         .get("cache")
-        .and_then(|node| cache_link(node, &sources, &mut diagnostics));
+        .map(|node| cache_section::parse(node, &sources, &mut diagnostics))
+        .unwrap_or_default();
     let directions = root
         .get("directions")
         .map(|node| metric_directions(node, &sources, &mut diagnostics))
@@ -169,7 +168,8 @@ pub(crate) fn load(
         root: project_root,
         params: params::to_json(&merged_params),
         stages,
-        link,
+        link: cache.link,
+        remote: cache.remote,
         directions,
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
@@ -402,87 +402,4 @@ fn metric_directions(
         }
     }
     directions
-}
-
-fn cache_link(
-    node: &Node,
-    sources: &Sources,
-    diagnostics: &mut Diagnostics,
-) -> Option<Vec<LinkMode>> {
-    let modes_hint = "write e.g. `cache: { link: [reflink, copy] }`; modes are tried in order";
-    let Some(entries) = node.as_map() else {
-        diagnostics.push(
-            Diagnostic::new(
-                "bad-type",
-                format!("`cache` must be a mapping, found {}", node.describe()),
-            )
-            .at(sources.location(node.span))
-            .with_hint(modes_hint),
-        );
-        return None;
-    };
-    let mut link = None;
-    for entry in entries {
-        if entry.key != "link" {
-            diagnostics.push(
-                Diagnostic::new(
-                    "unknown-key",
-                    format!("unknown key `{}` in `cache`", entry.key),
-                )
-                .at(sources.location(entry.key_span))
-                .with_hint(hint_with_suggestion(
-                    did_you_mean(&entry.key, ["link"]),
-                    "known keys: link".to_string(),
-                )),
-            );
-            continue;
-        }
-        let items: Vec<&Node> = match &entry.value.value {
-            NodeValue::Seq(items) => items.iter().collect(),
-            NodeValue::Scalar(Scalar { .. }) if entry.value.as_str().is_some() => {
-                vec![&entry.value]
-            }
-            _ => {
-                diagnostics.push(
-                    Diagnostic::new(
-                        "bad-type",
-                        format!(
-                            "`cache.link` must be a list of link modes, found {}",
-                            entry.value.describe()
-                        ),
-                    )
-                    .at(sources.location(entry.value.span))
-                    .with_hint(modes_hint),
-                );
-                continue;
-            }
-        };
-        let mut modes = Vec::new();
-        for item in items {
-            match item.as_str().and_then(LinkMode::parse) {
-                Some(mode) => modes.push(mode),
-                None => {
-                    let text = item.as_scalar().map_or("", |scalar| scalar.text.as_str());
-                    let suggestion = did_you_mean(text, ["reflink", "hardlink", "symlink", "copy"]);
-                    diagnostics.push(
-                        Diagnostic::new("bad-link-mode", format!("unknown link mode `{text}`"))
-                            .at(sources.location(item.span))
-                            .with_hint(hint_with_suggestion(
-                                suggestion,
-                                "link modes: reflink, hardlink, symlink, copy".to_string(),
-                            )),
-                    );
-                }
-            }
-        }
-        if modes.is_empty() {
-            diagnostics.push(
-                Diagnostic::new("bad-type", "`cache.link` names no link mode")
-                    .at(sources.location(entry.value.span))
-                    .with_hint(modes_hint),
-            );
-        }
-        link = Some(modes);
-    }
-    link
 }

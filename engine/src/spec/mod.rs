@@ -13,6 +13,8 @@ use crate::pipeline::Pipeline;
 use crate::project::Project;
 use crate::Result;
 
+pub(crate) mod cache_section;
+pub use cache_section::{pipeline_remote, project_link_modes, PROJECT_CONFIG_FILE};
 mod collect;
 mod declare;
 mod expand;

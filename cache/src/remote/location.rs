@@ -1,0 +1,244 @@
+//! Where a remote cache is: its URL, parsed and checked before anything
+//! connects, and the opendal operator that reaches it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use opendal::layers::{RetryLayer, TimeoutLayer};
+use opendal::{services, Operator};
+
+use crate::CacheError;
+
+/// How a remote cache is configured, from whichever source set it (flag,
+/// environment, pipeline file, project config); see docs/remote-cache.md.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteConfig {
+    /// `s3://bucket/prefix` or `file:///path`. Never carries credentials: those come from the
+    /// storage's own environment variables and profiles.
+    pub url: String,
+    /// An S3-compatible endpoint (`http://127.0.0.1:9000` for a local
+    /// server, with path-style requests).
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    /// Pull, never push: for jobs that must not write (forks' pull requests).
+    pub read_only: bool,
+    /// Objects in flight at once, pulls and pushes each.
+    pub concurrency: usize,
+}
+
+impl RemoteConfig {
+    pub const DEFAULT_CONCURRENCY: usize = 8;
+
+    pub fn new(url: impl Into<String>) -> RemoteConfig {
+        RemoteConfig {
+            url: url.into(),
+            endpoint: None,
+            region: None,
+            read_only: false,
+            concurrency: RemoteConfig::DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
+/// A parsed remote URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A directory (a mounted share, or a test).
+    Fs(PathBuf),
+    S3 {
+        bucket: String,
+        prefix: String,
+    },
+}
+
+const URL_HINT: &str = "write the remote as s3://BUCKET/PREFIX (any S3-compatible store, with `endpoint`) or file:///ABSOLUTE/PATH";
+
+impl Location {
+    pub fn parse(url: &str) -> Result<Location, String> {
+        if url.starts_with('/') {
+            return Ok(Location::Fs(PathBuf::from(url)));
+        }
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(format!(
+                "remote `{url}` is not a URL or an absolute path; {URL_HINT}"
+            ));
+        };
+        if scheme == "file" {
+            if !rest.starts_with('/') {
+                return Err(format!(
+                    "remote `{url}` must name an absolute path: file:///PATH"
+                ));
+            }
+            return Ok(Location::Fs(PathBuf::from(rest)));
+        }
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if authority.contains('@') {
+            return Err(
+                "credentials in the remote URL are refused, since URLs end up in logs and run records; \
+                 set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
+                    .to_string(),
+            );
+        }
+        let prefix = path.trim_matches('/').to_string();
+        if prefix.split('/').any(|part| part == ".." || part == ".") {
+            return Err(format!(
+                "remote `{url}`: `.` and `..` are not allowed in the prefix"
+            ));
+        }
+        let named = |what: &str| -> Result<String, String> {
+            let valid = !authority.is_empty()
+                && authority
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+            if valid {
+                Ok(authority.to_string())
+            } else {
+                Err(format!(
+                    "remote `{url}`: `{authority}` is not a valid {what} name"
+                ))
+            }
+        };
+        match scheme {
+            "s3" => Ok(Location::S3 {
+                bucket: named("bucket")?,
+                prefix,
+            }),
+            "gs" | "gcs" | "azblob" | "ghac" => Err(format!(
+                "remote `{url}`: `{scheme}` is not built into this pipe (opendal supports it, \
+                 but it cannot be tested here and adds dozens of crates to the build); {URL_HINT}"
+            )),
+            other => Err(format!(
+                "remote `{url}`: unknown scheme `{other}`; {URL_HINT}"
+            )),
+        }
+    }
+}
+
+/// How long one request may take before the remote counts as down, and
+/// how long a transfer may stall.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+const IO_TIMEOUT: Duration = Duration::from_secs(20);
+
+pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Operator, CacheError> {
+    opendal_http_transport_reqwest::install_default();
+    // reqwest is built without a default TLS provider (docs/ARCHITECTURE.md);
+    // another part of the process may have installed one already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let invalid =
+        |error: opendal::Error| CacheError::RemoteConfig(format!("{}: {error}", config.url));
+    let root = |prefix: &str| format!("/{prefix}");
+    let operator = match location {
+        Location::Fs(path) => {
+            let mut builder = services::Fs::default().root(&path.to_string_lossy());
+            // Writes land in tmp/ and are renamed into place; a read-only
+            // remote is not written at all, not even that directory.
+            if !config.read_only {
+                std::fs::create_dir_all(path.join("tmp"))
+                    .map_err(|error| CacheError::io(path, error))?;
+                builder = builder.atomic_write_dir(&path.join("tmp").to_string_lossy());
+            }
+            Operator::new(builder).map_err(invalid)?
+        }
+        Location::S3 { bucket, prefix } => {
+            let mut builder = services::S3::default().bucket(bucket).root(&root(prefix));
+            let endpoint = config
+                .endpoint
+                .clone()
+                .or_else(|| env_nonempty("AWS_ENDPOINT_URL_S3"))
+                .or_else(|| env_nonempty("AWS_ENDPOINT_URL"));
+            if let Some(endpoint) = endpoint {
+                builder = builder.endpoint(&endpoint);
+            }
+            let region = config
+                .region
+                .clone()
+                .or_else(|| env_nonempty("AWS_REGION"))
+                .or_else(|| env_nonempty("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|| "us-east-1".to_string());
+            builder = builder.region(&region);
+            Operator::new(builder).map_err(invalid)?
+        }
+    };
+    Ok(operator
+        .layer(
+            TimeoutLayer::new()
+                .with_timeout(REQUEST_TIMEOUT)
+                .with_io_timeout(IO_TIMEOUT),
+        )
+        .layer(
+            RetryLayer::new()
+                .with_max_times(2)
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(2))
+                .with_jitter(),
+        ))
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// Values that must never appear in a message: opendal quotes the
+/// server's error body, and an S3 error names the access key it refused.
+pub(super) fn secrets() -> Vec<String> {
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+    ]
+    .iter()
+    .filter_map(|name| env_nonempty(name))
+    .filter(|value| value.len() >= 4)
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse_into_locations() {
+        assert_eq!(
+            Location::parse("s3://ci-cache/pipe/imdb/").unwrap(),
+            Location::S3 {
+                bucket: "ci-cache".into(),
+                prefix: "pipe/imdb".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("s3://bucket").unwrap(),
+            Location::S3 {
+                bucket: "bucket".into(),
+                prefix: String::new()
+            }
+        );
+        assert_eq!(
+            Location::parse("file:///mnt/cache").unwrap(),
+            Location::Fs("/mnt/cache".into())
+        );
+        assert_eq!(
+            Location::parse("/mnt/cache").unwrap(),
+            Location::Fs("/mnt/cache".into())
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_refused_with_a_way_out() {
+        let credentials = Location::parse("s3://AKIA:secret@bucket/p").unwrap_err();
+        assert!(credentials.contains("AWS_ACCESS_KEY_ID"), "{credentials}");
+        assert!(!credentials.contains("secret@"), "{credentials}");
+        assert!(Location::parse("ftp://host/x")
+            .unwrap_err()
+            .contains("s3://BUCKET/PREFIX"));
+        assert!(Location::parse("cache-dir")
+            .unwrap_err()
+            .contains("absolute"));
+        assert!(Location::parse("file://relative")
+            .unwrap_err()
+            .contains("absolute"));
+        assert!(Location::parse("s3://b/../x").unwrap_err().contains(".."));
+        assert!(Location::parse("s3:///prefix")
+            .unwrap_err()
+            .contains("bucket"));
+    }
+}

@@ -1,0 +1,776 @@
+//! A remote cache: the second level behind the local one, shared by CI
+//! machines and laptops (docs/remote-cache.md).
+//!
+//! The remote holds the local layout: `objects/ab/cdef…` (immutable,
+//! content-addressed) and `actions/ab/cdef….json`, plus `runs/` for run
+//! records. Objects are written before the action that names them, and an
+//! action is written with a conditional put (If-None-Match), so a reader
+//! never sees a result whose objects are missing and two writers of one
+//! key cannot clobber each other. Everything pulled is checked against its
+//! digest before the local cache takes it.
+//!
+//! A remote that cannot be reached, or refuses access, is not an error for
+//! a run: the first failure is reported once and the rest of the run goes
+//! on with the local cache alone.
+
+mod location;
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use opendal::{ErrorKind, Operator};
+use tokio::sync::Semaphore;
+
+pub use location::{Location, RemoteConfig};
+
+use crate::store::shard_and_rest;
+use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, Cache, CacheError, ObjectDigest};
+
+/// Chunk size of streamed transfers; S3 multipart parts are this large.
+const CHUNK: usize = 8 << 20;
+
+/// Where run records live in the remote.
+const RUNS_DIR: &str = "runs";
+
+/// A result as the remote has it, or why not.
+#[derive(Debug)]
+pub enum Pulled {
+    /// The result and every object it names are now in the local cache.
+    Hit { objects: u64, bytes: u64 },
+    /// The remote has no result under that key.
+    Miss,
+    /// The remote's entry is corrupt or incomplete; reported, and it is
+    /// overwritten when this key is pushed again.
+    Corrupt(String),
+    /// The remote is down or refused; reported once per process.
+    Unavailable,
+}
+
+/// What the remote has of one result (`pipe cache status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    Complete,
+    /// The action is there, some of its objects are not.
+    Incomplete,
+    Absent,
+}
+
+/// Totals for one process's transfers, for the end-of-run summary.
+#[derive(Debug, Default, Clone)]
+pub struct TransferReport {
+    pub results_pulled: u64,
+    pub objects_pulled: u64,
+    pub bytes_pulled: u64,
+    pub results_pushed: u64,
+    pub objects_pushed: u64,
+    pub bytes_pushed: u64,
+    /// Objects a push found already in the remote.
+    pub objects_present: u64,
+    /// Results written by another process first (their If-None-Match put lost).
+    pub results_already_present: u64,
+    /// Results that were not pushed because the remote failed or is read-only.
+    pub results_not_pushed: u64,
+    pub corrupt_found: u64,
+    /// Why the remote was given up on, if it was.
+    pub unavailable: Option<String>,
+    /// Why pushing was given up on (the remote refused writes).
+    pub push_refused: Option<String>,
+    pub push_seconds: f64,
+}
+
+/// Why one remote operation failed.
+#[derive(Debug)]
+enum Failure {
+    NotFound,
+    Corrupt(String),
+    /// The remote is unreachable, refuses access, or broke mid-transfer.
+    Remote(opendal::Error),
+    /// The local cache failed (disk full, permissions).
+    Local(CacheError),
+}
+
+impl From<opendal::Error> for Failure {
+    fn from(error: opendal::Error) -> Failure {
+        if error.kind() == ErrorKind::NotFound {
+            Failure::NotFound
+        } else {
+            Failure::Remote(error)
+        }
+    }
+}
+
+impl From<CacheError> for Failure {
+    fn from(error: CacheError) -> Failure {
+        match error {
+            CacheError::Corrupt { digest, reason } => {
+                Failure::Corrupt(format!("object {digest}: {reason}"))
+            }
+            other => Failure::Local(other),
+        }
+    }
+}
+
+struct Shared {
+    url: String,
+    read_only: bool,
+    concurrency: usize,
+    cache: Cache,
+    operator: Operator,
+    transfers: Semaphore,
+    secrets: Vec<String>,
+    /// Remote paths found corrupt by this process: a push overwrites them
+    /// instead of trusting their presence.
+    corrupt: Mutex<HashSet<String>>,
+    report: Mutex<TransferReport>,
+}
+
+/// A connection to one remote cache, attached to a local cache. Cheap to
+/// create: nothing touches the network until a result is looked up or
+/// pushed, so a run whose results are all local pays nothing for it.
+pub struct Remote {
+    shared: Arc<Shared>,
+    runtime: OnceLock<tokio::runtime::Runtime>,
+    pending: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    push_started: Mutex<Option<Instant>>,
+}
+
+impl Remote {
+    /// Checks the configuration (URL, credentials not in it) and prepares
+    /// the client; errors are the user's to fix.
+    pub fn new(config: &RemoteConfig, cache_root: &Path) -> Result<Remote, CacheError> {
+        let location = Location::parse(&config.url).map_err(CacheError::RemoteConfig)?;
+        let operator = location::operator(config, &location)?;
+        let cache = Cache::open(cache_root)?;
+        let concurrency = config.concurrency.clamp(1, 256);
+        Ok(Remote {
+            shared: Arc::new(Shared {
+                url: config.url.clone(),
+                read_only: config.read_only,
+                concurrency,
+                cache,
+                operator,
+                transfers: Semaphore::new(concurrency),
+                secrets: location::secrets(),
+                corrupt: Mutex::new(HashSet::new()),
+                report: Mutex::new(TransferReport::default()),
+            }),
+            runtime: OnceLock::new(),
+            pending: Mutex::new(Vec::new()),
+            push_started: Mutex::new(None),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.shared.url
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    /// Why the remote was given up on in this process, if it was.
+    pub fn unavailable(&self) -> Option<String> {
+        lock(&self.shared.report).unavailable.clone()
+    }
+
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime.get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("pipe-remote")
+                .enable_all()
+                .build()
+                .unwrap_or_else(|error| {
+                    panic!("cannot start the remote cache's I/O threads: {error}")
+                })
+        })
+    }
+
+    /// Looks `key` up in the remote and, on a hit, brings the result and
+    /// every object it names into the local cache, each checked against
+    /// its digest first.
+    pub fn pull_result(&self, key: &ActionKey) -> Pulled {
+        if self.unavailable().is_some() {
+            return Pulled::Unavailable;
+        }
+        let shared = self.shared.clone();
+        let key = *key;
+        let outcome = self
+            .runtime()
+            .block_on(async move { pull_result(&shared, &key).await });
+        match outcome {
+            Ok((objects, bytes)) => {
+                let mut report = lock(&self.shared.report);
+                report.results_pulled += 1;
+                report.objects_pulled += objects;
+                report.bytes_pulled += bytes;
+                Pulled::Hit { objects, bytes }
+            }
+            Err(Failure::NotFound) => Pulled::Miss,
+            Err(Failure::Corrupt(reason)) => {
+                lock(&self.shared.report).corrupt_found += 1;
+                Pulled::Corrupt(reason)
+            }
+            Err(Failure::Remote(error)) => {
+                self.shared.give_up(&error);
+                Pulled::Unavailable
+            }
+            Err(Failure::Local(error)) => Pulled::Corrupt(format!("local cache: {error}")),
+        }
+    }
+
+    /// Pushes `result` in the background: its objects first (those the
+    /// remote lacks), then the action. `finish` waits for it.
+    pub fn push_in_background(&self, result: ActionResult) {
+        if self.shared.read_only {
+            return;
+        }
+        lock(&self.push_started).get_or_insert_with(Instant::now);
+        let shared = self.shared.clone();
+        let handle = self.runtime().spawn(async move {
+            push_and_count(&shared, &result).await;
+        });
+        lock(&self.pending).push(handle);
+    }
+
+    /// Pushes results now, `concurrency` objects at a time across them;
+    /// returns how many of them the remote has afterwards.
+    pub fn push_results(&self, results: Vec<ActionResult>) -> u64 {
+        if self.shared.read_only {
+            lock(&self.shared.report).results_not_pushed += results.len() as u64;
+            return 0;
+        }
+        lock(&self.push_started).get_or_insert_with(Instant::now);
+        let shared = self.shared.clone();
+        let concurrency = self.shared.concurrency;
+        self.runtime().block_on(async move {
+            futures::stream::iter(results)
+                .map(|result| {
+                    let shared = shared.clone();
+                    async move { push_and_count(&shared, &result).await }
+                })
+                .buffer_unordered(concurrency)
+                .filter(|pushed| futures::future::ready(*pushed))
+                .count()
+                .await as u64
+        })
+    }
+
+    /// Waits for background pushes and returns what this process moved.
+    pub fn finish(&self) -> TransferReport {
+        let handles: Vec<_> = lock(&self.pending).drain(..).collect();
+        if !handles.is_empty() {
+            self.runtime().block_on(async {
+                for handle in handles {
+                    let _ = handle.await;
+                }
+            });
+        }
+        let mut report = lock(&self.shared.report).clone();
+        if let Some(started) = *lock(&self.push_started) {
+            report.push_seconds = started.elapsed().as_secs_f64();
+        }
+        report
+    }
+
+    /// What the remote has of `key`'s result, without downloading objects.
+    pub fn presence(&self, key: &ActionKey) -> Result<Presence, String> {
+        let shared = self.shared.clone();
+        let key = *key;
+        let outcome = self
+            .runtime()
+            .block_on(async move { presence(&shared, &key).await });
+        outcome.map_err(|error| self.shared.describe(&error))
+    }
+
+    /// Stores a run record under `runs/COMMIT/UID.json` (unconditionally:
+    /// a record only grows, from running to finished).
+    pub fn put_run_record(
+        &self,
+        commit: Option<&str>,
+        uid: &str,
+        json: Vec<u8>,
+    ) -> Result<(), String> {
+        if self.shared.read_only {
+            return Err("the remote is read-only".to_string());
+        }
+        if let Some(reason) = self.unavailable() {
+            return Err(reason);
+        }
+        let path = run_record_path(commit, uid);
+        let shared = self.shared.clone();
+        self.runtime()
+            .block_on(async move { shared.operator.write(&path, json).await })
+            .map(|_| ())
+            .map_err(|error| self.shared.give_up(&error))
+    }
+
+    /// The paths of the run records stored for `commit`, or for every
+    /// commit.
+    pub fn list_run_records(&self, commit: Option<&str>) -> Result<Vec<String>, String> {
+        let dir = match commit {
+            Some(commit) => format!("{RUNS_DIR}/{}/", safe_component(commit)),
+            None => format!("{RUNS_DIR}/"),
+        };
+        let shared = self.shared.clone();
+        let listed = self
+            .runtime()
+            .block_on(async move { shared.operator.list_with(&dir).recursive(true).await });
+        match listed {
+            Ok(entries) => Ok(entries
+                .into_iter()
+                .filter(|entry| entry.path().ends_with(".json"))
+                .map(|entry| entry.path().to_string())
+                .collect()),
+            Err(error) if error.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+            Err(error) => Err(self.shared.give_up(&error)),
+        }
+    }
+
+    pub fn get_run_record(&self, path: &str) -> Result<Vec<u8>, String> {
+        let shared = self.shared.clone();
+        let path = path.to_string();
+        self.runtime()
+            .block_on(async move { shared.operator.read(&path).await })
+            .map(|buffer| buffer.to_vec())
+            .map_err(|error| self.shared.give_up(&error))
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // Pushes still running when a caller forgot `finish` would be cut
+        // off mid-upload; the conditional put makes that harmless, but wait.
+        if !lock(&self.pending).is_empty() {
+            self.finish();
+        }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+impl Shared {
+    /// A failure as the user may read it: the kind, the message, and no
+    /// credential anywhere in it.
+    fn describe(&self, error: &opendal::Error) -> String {
+        let kind = match error.kind() {
+            ErrorKind::PermissionDenied => "access denied (check the credentials)",
+            ErrorKind::ConfigInvalid => "invalid configuration",
+            ErrorKind::RateLimited => "rate limited",
+            _ => "unreachable or failing",
+        };
+        // opendal's own message and the innermost cause ("Connection
+        // refused"), not its context, which repeats the request.
+        let mut detail = error.message().to_string();
+        let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
+        let mut innermost = None;
+        while let Some(next) = cause {
+            innermost = Some(next.to_string());
+            cause = next.source();
+        }
+        if let Some(innermost) = innermost.filter(|text| !detail.contains(text.as_str())) {
+            detail = format!("{detail}: {innermost}");
+        }
+        let detail = detail.lines().next().unwrap_or_default();
+        let kind = if detail.contains("failed to load signing credential") {
+            "not reachable without credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
+        } else {
+            kind
+        };
+        let mut text = format!("remote cache {} is {kind}: {detail}", self.url);
+        for secret in &self.secrets {
+            text = text.replace(secret.as_str(), "***");
+        }
+        pipe_protocol::redact::redact_text(&text).into_owned()
+    }
+
+    /// Records the first failure and reports it once; later operations in
+    /// this process skip the remote.
+    fn give_up(&self, error: &opendal::Error) -> String {
+        let reason = self.describe(error);
+        let mut report = lock(&self.report);
+        if report.unavailable.is_none() {
+            tracing::warn!("{reason}; going on with the local cache only");
+            report.unavailable = Some(reason.clone());
+        }
+        reason
+    }
+
+    fn is_unavailable(&self) -> bool {
+        lock(&self.report).unavailable.is_some()
+    }
+
+    fn push_refused(&self) -> bool {
+        lock(&self.report).push_refused.is_some()
+    }
+
+    fn refuse_pushes(&self, error: &opendal::Error) {
+        let reason = self.describe(error);
+        let mut report = lock(&self.report);
+        if report.push_refused.is_none() {
+            tracing::warn!(
+                "{reason}; pushing is off for the rest of this run (pulls go on); \
+                 set `read_only: true` for a job that should not write"
+            );
+            report.push_refused = Some(reason);
+        }
+    }
+
+    fn mark_corrupt(&self, path: &str) {
+        lock(&self.corrupt).insert(path.to_string());
+    }
+
+    fn known_corrupt(&self, path: &str) -> bool {
+        lock(&self.corrupt).contains(path)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn object_path(digest: &ObjectDigest) -> String {
+    let hex = digest.to_hex();
+    let (shard, rest) = shard_and_rest(&hex);
+    format!("objects/{shard}/{rest}")
+}
+
+pub fn action_path(key: &ActionKey) -> String {
+    let hex = key.to_hex();
+    let (shard, rest) = shard_and_rest(&hex);
+    format!("actions/{shard}/{rest}.json")
+}
+
+fn run_record_path(commit: Option<&str>, uid: &str) -> String {
+    format!(
+        "{RUNS_DIR}/{}/{}.json",
+        safe_component(commit.unwrap_or("no-commit")),
+        safe_component(uid)
+    )
+}
+
+/// A path component made of what a commit id or uid may hold.
+fn safe_component(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64, u64), Failure> {
+    let path = action_path(key);
+    let bytes = shared.operator.read(&path).await?.to_vec();
+    let result: ActionResult = match serde_json::from_slice(&bytes) {
+        Ok(result) => result,
+        Err(error) => {
+            shared.mark_corrupt(&path);
+            return Err(Failure::Corrupt(format!(
+                "result {}: not valid JSON ({error})",
+                key.short()
+            )));
+        }
+    };
+    if result.key != *key {
+        shared.mark_corrupt(&path);
+        return Err(Failure::Corrupt(format!(
+            "result {} is filed under another key ({})",
+            key.short(),
+            result.key.short()
+        )));
+    }
+    let fetched = fetch_objects(shared, &result).await;
+    if matches!(fetched, Err(Failure::Corrupt(_))) {
+        // The result is rebuilt here and pushed again: its action must be
+        // overwritten too, in case the rebuild is not byte-identical.
+        shared.mark_corrupt(&path);
+    }
+    let (objects, bytes) = fetched?;
+    shared.cache.put_action(&result)?;
+    Ok((objects, bytes))
+}
+
+/// Brings every object `result` names into the local cache, level by
+/// level: a directory's entries are known once its tree is in.
+async fn fetch_objects(shared: &Shared, result: &ActionResult) -> Result<(u64, u64), Failure> {
+    let mut level: Vec<Artifact> = result.outputs.values().cloned().collect();
+    let (mut objects, mut bytes) = (0, 0);
+    while !level.is_empty() {
+        let wanted: Vec<&Artifact> = level
+            .iter()
+            .filter(|artifact| match artifact.kind {
+                ArtifactKind::File => !shared.cache.has_object(&artifact.digest, artifact.size),
+                ArtifactKind::Dir => !shared.cache.object_path(&artifact.digest).is_file(),
+            })
+            .collect();
+        let fetched: Vec<u64> = futures::stream::iter(wanted)
+            .map(|artifact| fetch_object(shared, artifact))
+            .buffer_unordered(shared.concurrency)
+            .try_collect()
+            .await?;
+        objects += fetched.len() as u64;
+        bytes += fetched.iter().sum::<u64>();
+        let mut next = Vec::new();
+        for artifact in level.iter().filter(|a| a.kind == ArtifactKind::Dir) {
+            let entries = shared.cache.read_tree(artifact)?;
+            next.extend(entries.into_iter().map(|(_, child)| child));
+        }
+        level = next;
+    }
+    Ok((objects, bytes))
+}
+
+/// Streams one object into the local cache, checking size and digest.
+async fn fetch_object(shared: &Shared, artifact: &Artifact) -> Result<u64, Failure> {
+    let _permit = shared
+        .transfers
+        .acquire()
+        .await
+        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
+    let path = object_path(&artifact.digest);
+    let reader = shared.operator.reader_with(&path).chunk(CHUNK).await?;
+    let mut stream = reader.into_bytes_stream(..).await?;
+    let mut incoming = shared.cache.incoming_object(&artifact.digest)?;
+    let limit = match artifact.kind {
+        ArtifactKind::File => Some(artifact.size),
+        ArtifactKind::Dir => None,
+    };
+    let mut received = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| {
+            Failure::Remote(opendal::Error::new(
+                ErrorKind::Unexpected,
+                error.to_string(),
+            ))
+        })?;
+        received += chunk.len() as u64;
+        if limit.is_some_and(|limit| received > limit) {
+            shared.mark_corrupt(&path);
+            return Err(Failure::Corrupt(format!(
+                "object {}: longer than its {} bytes",
+                artifact.digest.short(),
+                artifact.size
+            )));
+        }
+        incoming.write(&chunk)?;
+    }
+    match incoming.finish(limit) {
+        Ok(()) => Ok(received),
+        Err(error) => {
+            shared.mark_corrupt(&path);
+            Err(error.into())
+        }
+    }
+}
+
+/// Pushes one result and counts it; false when it did not reach the remote.
+async fn push_and_count(shared: &Shared, result: &ActionResult) -> bool {
+    if shared.is_unavailable() || shared.push_refused() {
+        lock(&shared.report).results_not_pushed += 1;
+        return false;
+    }
+    match push_result(shared, result).await {
+        Ok(()) => true,
+        Err(failure) => {
+            match failure {
+                Failure::Remote(error) if error.kind() == ErrorKind::PermissionDenied => {
+                    shared.refuse_pushes(&error)
+                }
+                Failure::Remote(error) => {
+                    shared.give_up(&error);
+                }
+                Failure::NotFound => {
+                    tracing::warn!(
+                        "remote cache {}: result {} names an object the local cache no longer has; not pushed",
+                        shared.url,
+                        result.key.short()
+                    );
+                }
+                Failure::Corrupt(reason) | Failure::Local(CacheError::Corrupt { reason, .. }) => {
+                    tracing::warn!(
+                        "remote cache {}: result {} not pushed: {reason} (`pipe cache verify --repair` removes it)",
+                        shared.url,
+                        result.key.short()
+                    );
+                }
+                Failure::Local(error) => {
+                    tracing::warn!(
+                        "remote cache {}: result {} not pushed: {error}",
+                        shared.url,
+                        result.key.short()
+                    );
+                }
+            }
+            lock(&shared.report).results_not_pushed += 1;
+            false
+        }
+    }
+}
+
+async fn push_result(shared: &Shared, result: &ActionResult) -> Result<(), Failure> {
+    // Every object the result names, trees included, from the local cache.
+    let mut objects: Vec<(ObjectDigest, Option<u64>)> = Vec::new();
+    let mut level: Vec<Artifact> = result.outputs.values().cloned().collect();
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for artifact in &level {
+            match artifact.kind {
+                ArtifactKind::File => objects.push((artifact.digest, Some(artifact.size))),
+                ArtifactKind::Dir => {
+                    objects.push((artifact.digest, None));
+                    let entries = shared.cache.read_tree(artifact)?;
+                    next.extend(entries.into_iter().map(|(_, child)| child));
+                }
+            }
+        }
+        level = next;
+    }
+    objects.sort_unstable_by_key(|(digest, _)| *digest);
+    objects.dedup_by_key(|(digest, _)| *digest);
+    futures::stream::iter(objects)
+        .map(|(digest, size)| send_object(shared, digest, size))
+        .buffer_unordered(shared.concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
+    // The action last, and only if no one wrote it first, unless what is
+    // there was found corrupt by this process.
+    let path = action_path(&result.key);
+    let json = serde_json::to_vec_pretty(result)
+        .map_err(|error| Failure::Corrupt(format!("cannot encode result: {error}")))?;
+    let overwrite = shared.known_corrupt(&path);
+    match shared
+        .operator
+        .write_with(&path, json)
+        .if_not_exists(!overwrite)
+        .await
+    {
+        Ok(_) => {
+            lock(&shared.report).results_pushed += 1;
+            Ok(())
+        }
+        Err(error) if error.kind() == ErrorKind::ConditionNotMatch => {
+            lock(&shared.report).results_already_present += 1;
+            Ok(())
+        }
+        Err(error) => Err(Failure::Remote(error)),
+    }
+}
+
+/// Uploads one object unless the remote has it at the right size. Its
+/// bytes are hashed on the way: a local object that rotted is not spread.
+async fn send_object(
+    shared: &Shared,
+    digest: ObjectDigest,
+    size: Option<u64>,
+) -> Result<(), Failure> {
+    let _permit = shared
+        .transfers
+        .acquire()
+        .await
+        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
+    let local = shared.cache.object_path(&digest);
+    let local_size = std::fs::metadata(&local)
+        .map_err(|error| match error.kind() {
+            std::io::ErrorKind::NotFound => Failure::NotFound,
+            _ => Failure::Local(CacheError::io(&local, error)),
+        })?
+        .len();
+    if size.is_some_and(|size| size != local_size) {
+        return Err(Failure::Corrupt(format!(
+            "local object {} has {local_size} bytes, expected {}",
+            digest.short(),
+            size.unwrap_or_default()
+        )));
+    }
+    let path = object_path(&digest);
+    if !shared.known_corrupt(&path) {
+        match shared.operator.stat(&path).await {
+            Ok(metadata) if metadata.content_length() == local_size => {
+                lock(&shared.report).objects_present += 1;
+                return Ok(());
+            }
+            Ok(_) => {}
+            Err(error) if error.kind() == ErrorKind::NotFound => {}
+            Err(error) => return Err(Failure::Remote(error)),
+        }
+    }
+    let mut file = std::fs::File::open(&local)
+        .map_err(|error| Failure::Local(CacheError::io(&local, error)))?;
+    let mut writer = shared
+        .operator
+        .writer_with(&path)
+        .chunk(CHUNK)
+        .concurrent(4)
+        .await?;
+    let mut hasher = blake3::Hasher::new();
+    let mut sent = 0u64;
+    loop {
+        let mut buffer = vec![0u8; CHUNK];
+        let mut filled = 0;
+        while filled < CHUNK {
+            let read = file
+                .read(&mut buffer[filled..])
+                .map_err(|error| Failure::Local(CacheError::io(&local, error)))?;
+            if read == 0 {
+                break;
+            }
+            filled += read;
+        }
+        if filled == 0 {
+            break;
+        }
+        buffer.truncate(filled);
+        hasher.update(&buffer);
+        sent += filled as u64;
+        writer.write(buffer).await?;
+        if filled < CHUNK {
+            break;
+        }
+    }
+    if ObjectDigest::from_bytes(*hasher.finalize().as_bytes()) != digest {
+        let _ = writer.abort().await;
+        return Err(Failure::Corrupt(format!(
+            "local object {} does not match its digest",
+            digest.short()
+        )));
+    }
+    writer.close().await?;
+    let mut report = lock(&shared.report);
+    report.objects_pushed += 1;
+    report.bytes_pushed += sent;
+    Ok(())
+}
+
+async fn presence(shared: &Shared, key: &ActionKey) -> Result<Presence, opendal::Error> {
+    let bytes = match shared.operator.read(&action_path(key)).await {
+        Ok(buffer) => buffer.to_vec(),
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Absent),
+        Err(error) => return Err(error),
+    };
+    let Ok(result) = serde_json::from_slice::<ActionResult>(&bytes) else {
+        return Ok(Presence::Incomplete);
+    };
+    // Top-level objects only: a directory's entries would mean fetching trees.
+    for artifact in result.outputs.values() {
+        match shared.operator.stat(&object_path(&artifact.digest)).await {
+            Ok(metadata)
+                if artifact.kind == ArtifactKind::Dir
+                    || metadata.content_length() == artifact.size => {}
+            Ok(_) => return Ok(Presence::Incomplete),
+            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Incomplete),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Presence::Complete)
+}

@@ -1,0 +1,341 @@
+//! The `cache:` section of a pipeline file, and of the project config file
+//! `pipe.config.yaml`: link modes and the remote cache.
+
+use std::path::Path;
+
+use pipe_cache::LinkMode;
+
+use super::collect::Diagnostics;
+use super::source::Sources;
+use super::suggest::{did_you_mean, hint_with_suggestion};
+use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
+use crate::remote::RemoteSpec;
+use crate::{Diagnostic, EngineError, Result};
+
+/// What a `cache:` section says; unset parts fall through to other sources.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CacheSection {
+    pub link: Option<Vec<LinkMode>>,
+    pub remote: Option<RemoteSpec>,
+}
+
+const CACHE_KEYS: [&str; 2] = ["link", "remote"];
+const REMOTE_KEYS: [&str; 5] = ["url", "endpoint", "region", "read_only", "concurrency"];
+const REMOTE_HINT: &str = "write e.g. `remote: s3://bucket/prefix`, or `remote: { url: s3://bucket/prefix, endpoint: http://127.0.0.1:9000, read_only: true }`; `remote: off` turns it off";
+
+pub(crate) fn parse(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> CacheSection {
+    let mut section = CacheSection::default();
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(
+            Diagnostic::new(
+                "bad-type",
+                format!("`cache` must be a mapping, found {}", node.describe()),
+            )
+            .at(sources.location(node.span))
+            .with_hint("write e.g. `cache: { link: [reflink, copy], remote: s3://bucket/prefix }`"),
+        );
+        return section;
+    };
+    for entry in entries {
+        match entry.key.as_str() {
+            "link" => section.link = link_modes(&entry.value, sources, diagnostics),
+            "remote" => section.remote = remote(&entry.value, sources, diagnostics),
+            other => diagnostics.push(
+                Diagnostic::new("unknown-key", format!("unknown key `{other}` in `cache`"))
+                    .at(sources.location(entry.key_span))
+                    .with_hint(hint_with_suggestion(
+                        did_you_mean(other, CACHE_KEYS),
+                        format!("known keys: {}", CACHE_KEYS.join(", ")),
+                    )),
+            ),
+        }
+    }
+    section
+}
+
+fn link_modes(
+    node: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<Vec<LinkMode>> {
+    let modes_hint = "write e.g. `cache: { link: [reflink, copy] }`; modes are tried in order";
+    let items: Vec<&Node> = match &node.value {
+        NodeValue::Seq(items) => items.iter().collect(),
+        NodeValue::Scalar(Scalar { .. }) if node.as_str().is_some() => vec![node],
+        _ => {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-type",
+                    format!(
+                        "`cache.link` must be a list of link modes, found {}",
+                        node.describe()
+                    ),
+                )
+                .at(sources.location(node.span))
+                .with_hint(modes_hint),
+            );
+            return None;
+        }
+    };
+    let mut modes = Vec::new();
+    for item in items {
+        match item.as_str().and_then(LinkMode::parse) {
+            Some(mode) => modes.push(mode),
+            None => {
+                let text = item.as_scalar().map_or("", |scalar| scalar.text.as_str());
+                let suggestion = did_you_mean(text, ["reflink", "hardlink", "symlink", "copy"]);
+                diagnostics.push(
+                    Diagnostic::new("bad-link-mode", format!("unknown link mode `{text}`"))
+                        .at(sources.location(item.span))
+                        .with_hint(hint_with_suggestion(
+                            suggestion,
+                            "link modes: reflink, hardlink, symlink, copy".to_string(),
+                        )),
+                );
+            }
+        }
+    }
+    if modes.is_empty() {
+        diagnostics.push(
+            Diagnostic::new("bad-type", "`cache.link` names no link mode")
+                .at(sources.location(node.span))
+                .with_hint(modes_hint),
+        );
+    }
+    Some(modes)
+}
+
+fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Option<RemoteSpec> {
+    let mut spec = RemoteSpec::default();
+    if let Some(url) = node.as_str() {
+        spec.url = Some(checked_url(url, node, sources, diagnostics)?);
+        return Some(spec);
+    }
+    if node
+        .as_scalar()
+        .is_some_and(|scalar| scalar.resolve() == Resolved::Bool(false))
+    {
+        spec.url = Some("off".to_string());
+        return Some(spec);
+    }
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(
+            Diagnostic::new(
+                "bad-type",
+                format!(
+                    "`cache.remote` must be a URL or a mapping, found {}",
+                    node.describe()
+                ),
+            )
+            .at(sources.location(node.span))
+            .with_hint(REMOTE_HINT),
+        );
+        return None;
+    };
+    let mut ok = true;
+    for entry in entries {
+        let value = &entry.value;
+        let mut bad_type = |expected: &str| {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-type",
+                    format!(
+                        "`cache.remote.{}` must be {expected}, found {}",
+                        entry.key,
+                        value.describe()
+                    ),
+                )
+                .at(sources.location(value.span))
+                .with_hint(REMOTE_HINT),
+            );
+        };
+        match entry.key.as_str() {
+            "url" => match value.as_str() {
+                Some(url) => match checked_url(url, value, sources, diagnostics) {
+                    Some(url) => spec.url = Some(url),
+                    None => ok = false,
+                },
+                None => {
+                    bad_type("a URL");
+                    ok = false;
+                }
+            },
+            "endpoint" => match value.as_str() {
+                Some(endpoint) if endpoint.contains('@') => {
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "credentials-in-remote",
+                            "`cache.remote.endpoint` carries credentials",
+                        )
+                        .at(sources.location(value.span))
+                        .with_hint("remove them: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"),
+                    );
+                    ok = false;
+                }
+                Some(endpoint) => spec.endpoint = Some(endpoint.to_string()),
+                None => {
+                    bad_type("a URL such as http://127.0.0.1:9000");
+                    ok = false;
+                }
+            },
+            "region" => match value.as_str() {
+                Some(region) => spec.region = Some(region.to_string()),
+                None => {
+                    bad_type("text such as us-east-1");
+                    ok = false;
+                }
+            },
+            "read_only" => match value.as_scalar().map(Scalar::resolve) {
+                Some(Resolved::Bool(read_only)) => spec.read_only = Some(read_only),
+                _ => {
+                    bad_type("true or false");
+                    ok = false;
+                }
+            },
+            "concurrency" => match value.as_scalar().map(Scalar::resolve) {
+                Some(Resolved::Int(n)) if (1..=256).contains(&n) => {
+                    spec.concurrency = Some(n as usize)
+                }
+                _ => {
+                    bad_type("a whole number from 1 to 256");
+                    ok = false;
+                }
+            },
+            other => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "unknown-key",
+                        format!("unknown key `{other}` in `cache.remote`"),
+                    )
+                    .at(sources.location(entry.key_span))
+                    .with_hint(hint_with_suggestion(
+                        did_you_mean(other, REMOTE_KEYS),
+                        format!("known keys: {}", REMOTE_KEYS.join(", ")),
+                    )),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(spec)
+}
+
+/// The URL checked the way the remote will parse it, so a mistake is
+/// reported at its line, not when the run first needs the remote.
+fn checked_url(
+    url: &str,
+    node: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<String> {
+    if url == "off" || !url.contains("://") {
+        // `off`, or a directory (relative ones are the project's).
+        return Some(url.to_string());
+    }
+    match pipe_cache::remote::Location::parse(url) {
+        Ok(_) => Some(url.to_string()),
+        Err(message) => {
+            let message = if url.contains('@') {
+                "the remote URL carries credentials".to_string()
+            } else {
+                message
+            };
+            diagnostics.push(
+                Diagnostic::new("bad-remote", message)
+                    .at(sources.location(node.span))
+                    .with_hint(REMOTE_HINT),
+            );
+            None
+        }
+    }
+}
+
+/// The project config file's name, at the project root.
+pub const PROJECT_CONFIG_FILE: &str = "pipe.config.yaml";
+
+/// Reads `pipe.config.yaml` at `root`, if there is one: the settings every
+/// pipeline of the project shares (a pipeline's own `cache:` overrides it).
+pub(crate) fn load_project_config(root: &Path) -> Result<CacheSection> {
+    read_cache_section(&root.join(PROJECT_CONFIG_FILE), true)
+}
+
+/// `cache.link` of pipe.config.yaml, for a pipeline that sets none and for
+/// `pipe checkout`.
+pub fn project_link_modes(root: &Path) -> Result<Option<Vec<LinkMode>>> {
+    Ok(load_project_config(root)?.link)
+}
+
+/// The `cache:` section of a pipeline file alone, for commands that need
+/// its remote but not its stages (`pipe cache push -f FILE`).
+pub fn pipeline_remote(file: &Path) -> Result<Option<RemoteSpec>> {
+    if !file.is_file() {
+        return Err(EngineError::usage(
+            format!("pipeline file `{}` does not exist", file.display()),
+            "check the path, or leave out -f",
+        ));
+    }
+    Ok(read_cache_section(file, false)?.remote)
+}
+
+fn read_cache_section(path: &Path, config_file: bool) -> Result<CacheSection> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(CacheSection::default())
+        }
+        Err(error) => return Err(EngineError::io(path, error)),
+    };
+    if text.len() as u64 > yaml::MAX_FILE_BYTES {
+        return Err(EngineError::usage(
+            format!(
+                "`{}` is larger than {} bytes",
+                path.display(),
+                yaml::MAX_FILE_BYTES
+            ),
+            "a settings file is a few lines",
+        ));
+    }
+    let mut sources = Sources::default();
+    let mut diagnostics = Diagnostics::default();
+    let file = sources.add(Some(path.to_path_buf()), text);
+    let Some(root_node) = yaml::parse(&sources, file).map_err(EngineError::Spec)? else {
+        return Ok(CacheSection::default());
+    };
+    let mut section = CacheSection::default();
+    match root_node.as_map() {
+        Some(entries) => {
+            for entry in entries {
+                if entry.key == "cache" {
+                    section = parse(&entry.value, &sources, &mut diagnostics);
+                } else if config_file {
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "unknown-key",
+                            format!("unknown key `{}` in {PROJECT_CONFIG_FILE}", entry.key),
+                        )
+                        .at(sources.location(entry.key_span))
+                        .with_hint("the project config holds `cache:` (link, remote)"),
+                    );
+                }
+            }
+        }
+        None if root_node.is_null() => {}
+        None => diagnostics.push(
+            Diagnostic::new(
+                "bad-type",
+                format!(
+                    "`{}` must be a mapping, found {}",
+                    path.display(),
+                    root_node.describe()
+                ),
+            )
+            .at(sources.location(root_node.span))
+            .with_hint("write e.g. `cache: { remote: s3://bucket/prefix }`"),
+        ),
+    }
+    let diagnostics = diagnostics.into_vec();
+    if !diagnostics.is_empty() {
+        return Err(EngineError::Spec(diagnostics));
+    }
+    Ok(section)
+}
