@@ -43,12 +43,17 @@ fn main() {
     // libtorch.so is a thin library whose DT_NEEDED entries pull in
     // libtorch_cpu and, on CUDA wheels, libtorch_cuda; forcing it to be
     // needed keeps those even though no symbol of theirs is referenced.
-    // The worker and the benchmark examples run on a GPU
-    // (scripts/bench/gpu_train.sh); the tests need only the CPU.
+    // The worker, the benchmark examples and the tests all run on a GPU in
+    // scripts/gpu-check.sh; tests/it/linking.rs checks that each of them
+    // needs libtorch.so.
     println!("cargo:rustc-link-arg-bins=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg-bins=-ltorch");
     println!("cargo:rustc-link-arg-examples=-Wl,--no-as-needed");
     println!("cargo:rustc-link-arg-examples=-ltorch");
+    // The tests too: tests/it/cuda.rs uses CUDA tensors in the test process
+    // itself when scripts/gpu-check.sh runs it on a GPU machine.
+    println!("cargo:rustc-link-arg-tests=-Wl,--no-as-needed");
+    println!("cargo:rustc-link-arg-tests=-ltorch");
 }
 
 /// Tells the crate, as PIPE_LIBTORCH_VERSION, the version of the libtorch

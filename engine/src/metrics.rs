@@ -38,9 +38,9 @@ const HIGHER_PHRASES: &[&str] = &[
 ];
 const LOWER_WORDS: &[&str] = &[
     "loss", "losses", "error", "errors", "err", "seconds", "secs", "time", "ms", "rss", "memory",
-    "mem",
+    "mem", "bytes",
 ];
-const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc"];
+const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc", "mfu"];
 /// The metrics a comparison shows even when they are equal everywhere.
 const KEY_WORDS: &[&str] = &["acc", "accuracy", "f1", "loss"];
 
@@ -264,6 +264,8 @@ mod tests {
             "seconds",
             "error_rate",
             "wall_time",
+            "memory.optimizer_bytes",
+            "throughput.forward_ms",
         ] {
             assert_eq!(Direction::of(lower), Direction::Lower, "{lower}");
         }
@@ -275,6 +277,7 @@ mod tests {
             "samples_per_s",
             "bytes_per_second",
             "auc",
+            "throughput.mfu",
         ] {
             assert_eq!(Direction::of(higher), Direction::Higher, "{higher}");
         }

@@ -1,16 +1,21 @@
 //! pipelines/speed-study.yaml at its CPU size through the real binary,
 //! against the local IMDB mirror: every precision under every setup
-//! (single, and ddp on 2 CPU replicas standing in for GPUs), each scored on
+//! (single, and ddp and the two sharded strategies on 2 CPU replicas
+//! standing in for GPUs), each scored on
 //! the same test split, ending in one report whose table reads like the
 //! study's, and `pipe compare` reading the same run as one table.
 
 use crate::imdb_mirror::{project_with_pipeline, Mirror};
 
-const COMBINATIONS: [&str; 4] = [
+const COMBINATIONS: [&str; 8] = [
     "precision=32-true,setup=single-cpu",
     "precision=32-true,setup=ddp2-cpu",
+    "precision=32-true,setup=zero2-2-cpu",
+    "precision=32-true,setup=fsdp2-cpu",
     "precision=bf16-mixed,setup=single-cpu",
     "precision=bf16-mixed,setup=ddp2-cpu",
+    "precision=bf16-mixed,setup=zero2-2-cpu",
+    "precision=bf16-mixed,setup=fsdp2-cpu",
 ];
 
 #[test]
@@ -25,7 +30,7 @@ fn the_speed_study_runs_at_cpu_size_and_reads_as_one_table() {
             "-S",
             "precisions=[32-true, bf16-mixed]",
             "-S",
-            "setups=[single-cpu, ddp2-cpu]",
+            "setups=[single-cpu, ddp2-cpu, zero2-2-cpu, fsdp2-cpu]",
             "-S",
             "split.train=16",
             "-S",
@@ -64,6 +69,17 @@ fn the_speed_study_runs_at_cpu_size_and_reads_as_one_table() {
         train("precision=32-true,setup=single-cpu")["strategy"],
         "single"
     );
+    // The sharded setups hold half of ddp's optimizer state per replica.
+    let optimizer_bytes = |combination: &str| {
+        train(combination)["memory"]["optimizer_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    let ddp_state = optimizer_bytes("precision=32-true,setup=ddp2-cpu");
+    for setup in ["zero2-2-cpu", "fsdp2-cpu"] {
+        let ratio = optimizer_bytes(&format!("precision=32-true,setup={setup}")) * 2.0 / ddp_state;
+        assert!((0.98..1.03).contains(&ratio), "{setup}: {ratio}");
+    }
 
     // The study's table: one row per combination, in the pipeline's order,
     // the baseline (fp32, one device) first with a speed-up of 1x.
@@ -72,17 +88,23 @@ fn the_speed_study_runs_at_cpu_size_and_reads_as_one_table() {
         .lines()
         .find(|line| line.starts_with("| precision | setup |"))
         .unwrap_or_else(|| panic!("no results table:\n{report}"));
-    for column in ["train.train\\_seconds", "evaluate.accuracy", "speed-up"] {
+    for column in [
+        "train.train\\_seconds",
+        "evaluate.accuracy",
+        "train.throughput.mfu",
+        "speed-up",
+    ] {
         assert!(header.contains(column), "{header}");
     }
     let rows: Vec<&str> = report
         .lines()
         .filter(|line| line.starts_with("| 32-true |") || line.starts_with("| bf16-mixed |"))
         .collect();
-    assert_eq!(rows.len(), 4, "{report}");
+    assert_eq!(rows.len(), 8, "{report}");
     assert!(rows[0].starts_with("| 32-true | single-cpu |"), "{report}");
     assert!(rows[0].trim_end().ends_with("| 1x |"), "{report}");
-    assert!(rows[3].starts_with("| bf16-mixed | ddp2-cpu |"), "{report}");
+    assert!(rows[5].starts_with("| bf16-mixed | ddp2-cpu |"), "{report}");
+    assert!(rows[7].starts_with("| bf16-mixed | fsdp2-cpu |"), "{report}");
     assert!(
         project.exists(".pipe/out/speed-study/report/report/index.html"),
         "the HTML twin"
@@ -100,5 +122,5 @@ fn the_speed_study_runs_at_cpu_size_and_reads_as_one_table() {
         String::from_utf8_lossy(&compare.stderr)
     );
     let table: serde_json::Value = serde_json::from_slice(&compare.stdout).unwrap();
-    assert_eq!(table["rows"].as_array().unwrap().len(), 4, "{table:#}");
+    assert_eq!(table["rows"].as_array().unwrap().len(), 8, "{table:#}");
 }

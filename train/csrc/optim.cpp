@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "guarded.h"
@@ -36,6 +38,28 @@ extern "C" int pipe_fused_adamw(void* const* params, void* const* grads, void* c
     at::_fused_adamw_(tensors(params, count), tensors(grads, count), tensors(exp_avgs, count),
                       tensors(exp_avg_sqs, count), {}, tensors(steps, count), lr, beta1, beta2,
                       weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+    return 0;
+  });
+}
+
+// `param.grad = None`, which tch cannot say (it only zeroes): the sharded
+// strategies free a replica's full gradients once they are reduce-scattered.
+extern "C" int pipe_clear_grad(void* tensor, char* error, int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    static_cast<at::Tensor*>(tensor)->mutable_grad().reset();
+    return 0;
+  });
+}
+
+// Seeds the default generator of one CUDA device. `torch.manual_seed`
+// seeds every device alike, which gives replicas on different GPUs the
+// same dropout masks; ddp wants each rank its own.
+extern "C" int pipe_seed_cuda_device(int index, uint64_t seed, char* error, int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    auto generator = at::globalContext().defaultGenerator(
+        c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_current_seed(seed);
     return 0;
   });
 }

@@ -130,29 +130,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let samples = (batch * iters) as f64;
-    // Model FLOPs utilisation, as the PaLM paper counts it: 6 FLOPs per
-    // non-embedding parameter per token for a training step (2 forward),
-    // plus the attention's 12 x layers x seq x hidden (4 forward).
-    if let Some(peak) = std::env::var("PIPE_BENCH_PEAK_TFLOPS")
-        .ok()
-        .and_then(|text| text.parse::<f64>().ok())
-    {
-        let parameters: i64 = model
-            .vs
-            .variables()
-            .iter()
-            .filter(|(name, _)| !name.contains("embeddings"))
-            .map(|(_, tensor)| tensor.numel() as i64)
-            .sum();
-        let (per_parameter, per_attention) = if train { (6.0, 12.0) } else { (2.0, 4.0) };
-        let config = &model.config;
-        let flops_per_token = per_parameter * parameters as f64
-            + per_attention * (config.num_hidden_layers * seq * config.hidden_size) as f64;
-        let achieved = flops_per_token * samples * seq as f64 / seconds / 1e12;
+    // Model FLOPs utilisation as the train stage reports it
+    // (`SequenceClassifier::train_flops`, `hardware::peak_flops`: a known
+    // GPU's datasheet peak for this precision, else a measured matmul);
+    // PIPE_BENCH_PEAK_TFLOPS overrides the peak. Train steps only.
+    if train {
+        let peak = match std::env::var("PIPE_BENCH_PEAK_TFLOPS")
+            .ok()
+            .and_then(|text| text.parse::<f64>().ok())
+        {
+            Some(tflops) => pipe_train::hardware::PeakFlops {
+                per_device: tflops * 1e12,
+                source: "PIPE_BENCH_PEAK_TFLOPS".to_string(),
+            },
+            None => pipe_train::hardware::peak_flops(
+                &[device],
+                precision.compute_kind(),
+                tch::get_num_threads() as usize,
+            ),
+        };
+        let flops = model.train_flops(batch as usize, seq as usize) * iters as f64;
+        let achieved = flops / seconds;
         println!(
-            "{parameters} non-embedding parameters, {:.1} GFLOP per token: {achieved:.1} TFLOP/s, MFU {:.1}% of {peak} TFLOP/s",
-            flops_per_token / 1e9,
-            100.0 * achieved / peak
+            "model FLOPs {:.2} TFLOP/s, MFU {:.1}% of {:.1} TFLOP/s ({})",
+            achieved / 1e12,
+            100.0 * achieved / peak.per_device.max(1.0),
+            peak.per_device / 1e12,
+            peak.source
         );
     }
     println!(

@@ -3,9 +3,10 @@
 //! each optimizer step the gradients are summed across replicas in buckets,
 //! so every replica steps with the same gradient and stays identical.
 //!
-//! Communication goes through [`Collective`], the three calls DDP needs.
-//! [`LocalCollective`] implements them for replicas that are threads of
-//! one process (CPU replicas for testing, or several GPUs of one machine);
+//! Communication goes through [`Collective`]: the all-reduce and broadcast
+//! DDP needs, and the reduce-scatter and all-gather of the sharded
+//! strategies (`crate::shard`). [`LocalCollective`] implements them for
+//! replicas that are threads of one process (CPU replicas for testing, or several GPUs of one machine);
 //! an NCCL backend would implement the same trait with one communicator per
 //! device, and nothing else in the training loop would change.
 //!
@@ -21,6 +22,8 @@ use tch::Tensor;
 pub enum CollectiveError {
     #[error("another replica failed, so this one stopped")]
     Aborted,
+    #[error("internal: collective call with mismatched sizes: {0}")]
+    Shape(String),
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
 }
@@ -41,6 +44,29 @@ pub trait Collective: Send + Sync {
         rank: usize,
         root: usize,
         tensor: &mut Tensor,
+    ) -> Result<(), CollectiveError>;
+
+    /// Sums `input` (the same length `world_size * output.numel()` on every
+    /// rank) over the ranks and gives rank `r` only the `r`-th equal part of
+    /// the sum, in `output`: the gradient exchange of ZeRO stage 2, which
+    /// leaves each rank the summed gradients of its own shard. The additions
+    /// run in rank order, as [`Collective::all_reduce_sum`]'s, so a shard of
+    /// the result has the same bits as that slice of an all-reduce.
+    fn reduce_scatter_sum(
+        &self,
+        rank: usize,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<(), CollectiveError>;
+
+    /// Concatenates every rank's `input` (the same length on every rank) in
+    /// rank order into `output` (`world_size` times as long) on every rank:
+    /// how the sharded strategies put the updated shards back together.
+    fn all_gather(
+        &self,
+        rank: usize,
+        input: &Tensor,
+        output: &mut Tensor,
     ) -> Result<(), CollectiveError>;
 
     /// Makes every waiting and later call return [`CollectiveError::Aborted`],
@@ -231,6 +257,90 @@ impl Collective for LocalCollective {
         })
     }
 
+    fn reduce_scatter_sum(
+        &self,
+        rank: usize,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<(), CollectiveError> {
+        let part = output.numel() as i64;
+        if input.numel() as i64 != part * self.world_size as i64 {
+            self.abort();
+            return Err(CollectiveError::Shape(format!(
+                "reduce-scatter of {} elements over {} ranks into {part}",
+                input.numel(),
+                self.world_size
+            )));
+        }
+        tch::no_grad(|| {
+            if self.world_size == 1 {
+                output.f_copy_(&input.f_reshape([-1])?)?;
+                return Ok(());
+            }
+            self.post(rank, Some(input));
+            self.barrier.wait()?;
+            // Every rank sums its own part: the work is spread over the
+            // ranks instead of falling on rank 0 as in the all-reduce.
+            self.or_abort(|| {
+                let start = rank as i64 * part;
+                for source in 0..self.world_size {
+                    let slice = self
+                        .posted_by(source)?
+                        .f_reshape([-1])?
+                        .f_narrow(0, start, part)?
+                        .f_to_device(output.device())?;
+                    if source == 0 {
+                        output.f_copy_(&slice)?;
+                    } else {
+                        let _ = output.f_add_(&slice)?;
+                    }
+                }
+                Ok(())
+            })?;
+            // No rank may change its input until every rank has read it.
+            self.barrier.wait()?;
+            self.post(rank, None);
+            Ok(())
+        })
+    }
+
+    fn all_gather(
+        &self,
+        rank: usize,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<(), CollectiveError> {
+        let part = input.numel() as i64;
+        if output.numel() as i64 != part * self.world_size as i64 {
+            self.abort();
+            return Err(CollectiveError::Shape(format!(
+                "all-gather of {part} elements over {} ranks into {}",
+                self.world_size,
+                output.numel()
+            )));
+        }
+        tch::no_grad(|| {
+            self.post(rank, Some(input));
+            self.barrier.wait()?;
+            self.or_abort(|| {
+                let flat = output.f_view([-1])?;
+                for source in 0..self.world_size {
+                    let shard = if source == rank {
+                        input.shallow_clone()
+                    } else {
+                        self.posted_by(source)?
+                    };
+                    flat.f_narrow(0, source as i64 * part, part)?
+                        .f_copy_(&shard.f_reshape([-1])?)?;
+                }
+                Ok(())
+            })?;
+            self.barrier.wait()?;
+            self.post(rank, None);
+            Ok(())
+        })
+    }
+
     fn abort(&self) {
         self.barrier.abort();
     }
@@ -310,27 +420,17 @@ impl GradientBuckets {
     pub const DEFAULT_CAP_BYTES: usize = 25 << 20;
 
     pub fn new(variables: &[Tensor], cap_bytes: usize) -> GradientBuckets {
-        let mut buckets: Vec<Vec<Tensor>> = Vec::new();
-        let mut bytes = 0;
-        for variable in variables.iter().rev() {
-            let size = variable.numel() * variable.kind().elt_size_in_bytes();
-            let fits = buckets.last().is_some_and(|bucket| {
-                let first = &bucket[0];
-                first.kind() == variable.kind()
-                    && first.device() == variable.device()
-                    && bytes + size <= cap_bytes
-            });
-            if fits {
-                bytes += size;
-            } else {
-                buckets.push(Vec::new());
-                bytes = size;
-            }
-            if let Some(bucket) = buckets.last_mut() {
-                bucket.push(variable.shallow_clone());
-            }
+        GradientBuckets {
+            buckets: bucket_indices(variables, cap_bytes)
+                .into_iter()
+                .map(|members| {
+                    members
+                        .into_iter()
+                        .map(|index| variables[index].shallow_clone())
+                        .collect()
+                })
+                .collect(),
         }
-        GradientBuckets { buckets }
     }
 
     pub fn len(&self) -> usize {
@@ -380,6 +480,33 @@ impl GradientBuckets {
             Ok(())
         })
     }
+}
+
+/// The buckets of [`GradientBuckets`] as indices into `variables`: the
+/// reverse of creation order, cut at `cap_bytes`, never mixing kinds or
+/// devices. The sharded strategies cut their shards from the same buckets.
+pub fn bucket_indices(variables: &[Tensor], cap_bytes: usize) -> Vec<Vec<usize>> {
+    let mut buckets: Vec<Vec<usize>> = Vec::new();
+    let mut bytes = 0;
+    for (index, variable) in variables.iter().enumerate().rev() {
+        let size = variable.numel() * variable.kind().elt_size_in_bytes();
+        let fits = buckets.last().is_some_and(|bucket| {
+            let first = &variables[bucket[0]];
+            first.kind() == variable.kind()
+                && first.device() == variable.device()
+                && bytes + size <= cap_bytes
+        });
+        if fits {
+            bytes += size;
+        } else {
+            buckets.push(Vec::new());
+            bytes = size;
+        }
+        if let Some(bucket) = buckets.last_mut() {
+            bucket.push(index);
+        }
+    }
+    buckets
 }
 
 /// Whether two replicas hold the same bits in every variable (the check
@@ -453,6 +580,81 @@ mod tests {
                 assert_eq!(rank_sums[round], expected, "round {round}");
             }
         }
+    }
+
+    /// Values whose float sums depend on the order of the additions, so
+    /// that an order other than the all-reduce's would show in the bits.
+    fn awkward(rank: usize, len: usize) -> Tensor {
+        let values: Vec<f32> = (0..len)
+            .map(|i| ((i * 7919 + rank * 104_729) % 1000) as f32 * 1.0e-3 + 1.0e7 * (rank % 2) as f32)
+            .collect();
+        Tensor::from_slice(&values)
+    }
+
+    #[test]
+    fn reduce_scatter_gives_each_rank_its_slice_of_the_all_reduce_bit_for_bit() {
+        for world in [2, 3] {
+            let part = 5;
+            let collective = LocalCollective::new(world);
+            let results = on_ranks(world, |rank| {
+                let input = awkward(rank, part * world);
+                let mut reduced = input.copy();
+                collective.all_reduce_sum(rank, &mut reduced).unwrap();
+                let mut shard = Tensor::zeros([part as i64], (Kind::Float, Device::Cpu));
+                collective
+                    .reduce_scatter_sum(rank, &input, &mut shard)
+                    .unwrap();
+                let expected = reduced.narrow(0, (rank * part) as i64, part as i64);
+                (
+                    Vec::<f32>::try_from(&shard).unwrap(),
+                    Vec::<f32>::try_from(&expected).unwrap(),
+                )
+            });
+            for (rank, (shard, expected)) in results.iter().enumerate() {
+                let same_bits = shard
+                    .iter()
+                    .zip(expected)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same_bits, "world {world} rank {rank}: {shard:?} vs {expected:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_gather_puts_the_shards_together_in_rank_order_on_every_rank() {
+        let collective = LocalCollective::new(3);
+        let results = on_ranks(3, |rank| {
+            let mut gathered = Vec::new();
+            for round in 0..20i64 {
+                let shard = Tensor::from_slice(&[rank as i64 * 10 + round, rank as i64]);
+                let mut all = Tensor::zeros([6], (Kind::Int64, Device::Cpu));
+                collective.all_gather(rank, &shard, &mut all).unwrap();
+                gathered.push(Vec::<i64>::try_from(&all).unwrap());
+            }
+            gathered
+        });
+        for rank_rounds in &results {
+            for (round, all) in rank_rounds.iter().enumerate() {
+                let r = round as i64;
+                assert_eq!(all, &[r, 0, 10 + r, 1, 20 + r, 2]);
+            }
+        }
+    }
+
+    #[test]
+    fn mismatched_sizes_are_an_error_that_releases_the_other_ranks() {
+        let collective = LocalCollective::new(2);
+        let results = on_ranks(2, |rank| {
+            let input = Tensor::zeros([4 + rank as i64], (Kind::Float, Device::Cpu));
+            let mut output = Tensor::zeros([2], (Kind::Float, Device::Cpu));
+            match collective.reduce_scatter_sum(rank, &input, &mut output) {
+                Err(CollectiveError::Shape(_)) => "shape",
+                Err(CollectiveError::Aborted) => "aborted",
+                _ => "other",
+            }
+        });
+        assert_eq!(results[1], "shape");
+        assert!(matches!(results[0], "aborted"), "{results:?}");
     }
 
     #[test]

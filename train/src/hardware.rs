@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tch::Device;
+use tch::{Device, Kind, Tensor};
 
 /// The libtorch version this binary was built against (and, through its
 /// rpath, links), as `train/build.rs` read it from that libtorch's files.
@@ -145,9 +145,163 @@ fn parse_gpu_listing(text: &str) -> Vec<GpuListing> {
         .collect()
 }
 
+/// Why libtorch sees no CUDA device, as far as can be told without it: a
+/// CPU build of libtorch, no NVIDIA driver loaded, or a driver older than
+/// the CUDA 13 builds of torch 2.11 need (R580).
+pub fn why_no_cuda() -> String {
+    if LIBTORCH_VERSION.is_some_and(|version| version.ends_with("+cpu")) {
+        return format!(
+            "this worker links a CPU-only libtorch ({}); build it against a CUDA one",
+            LIBTORCH_VERSION.unwrap_or_default()
+        );
+    }
+    match std::fs::read_to_string("/proc/driver/nvidia/version") {
+        Err(_) => "no NVIDIA driver is loaded (/proc/driver/nvidia/version is absent)".to_string(),
+        Ok(text) => match driver_major(&text) {
+            Some(major) if major < CUDA13_DRIVER => format!(
+                "the NVIDIA driver is R{major}, older than the R{CUDA13_DRIVER} that libtorch's CUDA 13 build needs; \
+                 update the driver or use a libtorch built for an older CUDA"
+            ),
+            Some(major) => format!(
+                "the NVIDIA driver (R{major}) is loaded but libtorch found no device: check CUDA_VISIBLE_DEVICES and nvidia-smi"
+            ),
+            None => "the NVIDIA driver's version could not be read: check nvidia-smi".to_string(),
+        },
+    }
+}
+
+/// The oldest driver branch CUDA 13 runs on.
+const CUDA13_DRIVER: u32 = 580;
+
+/// The driver's major version in /proc/driver/nvidia/version's first line
+/// ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  ...").
+fn driver_major(text: &str) -> Option<u32> {
+    let line = text.lines().next()?;
+    line.split_whitespace()
+        .find_map(|word| {
+            let (major, rest) = word.split_once('.')?;
+            (rest.chars().next()?.is_ascii_digit()).then_some(major)?.parse().ok()
+        })
+}
+
+/// The peak FLOP rate MFU divides by: per device, for the kind of the
+/// matmuls (`Precision::compute_kind`), and where the figure came from.
+#[derive(Debug, Clone)]
+pub struct PeakFlops {
+    pub per_device: f64,
+    pub source: String,
+}
+
+/// The datasheet's dense (no sparsity) tensor-core peak of a known GPU for
+/// `kind` matmuls, by the name nvidia-smi gives. fp32 is the non-tensor
+/// rate: libtorch runs fp32 matmuls without TF32 unless asked.
+pub fn datasheet_peak(name: &str, kind: Kind) -> Option<f64> {
+    let name = name.to_ascii_uppercase();
+    // (marker in the name, bf16/fp16, fp32), most specific first.
+    const TABLE: &[(&str, f64, f64)] = &[
+        ("H200", 989.4e12, 66.9e12),
+        ("H100 PCIE", 756.0e12, 51.2e12),
+        ("H100", 989.4e12, 66.9e12),
+        ("A100", 312.0e12, 19.5e12),
+        ("L40S", 362.05e12, 91.6e12),
+        ("L4", 121.0e12, 30.3e12),
+        ("A10", 125.0e12, 31.2e12),
+    ];
+    let (_, half, single) = TABLE.iter().find(|(marker, _, _)| name.contains(marker))?;
+    match kind {
+        Kind::BFloat16 | Kind::Half => Some(*half),
+        Kind::Float => Some(*single),
+        _ => None,
+    }
+}
+
+/// The peak of the first of `devices` (replicas use one kind of device):
+/// a known GPU's datasheet figure, else the best rate of a square `kind`
+/// matmul measured there (on the CPU with the stage's threads: a CPU's
+/// datasheet depends on its vector units and clocks, which nothing here
+/// reads reliably). The measurement takes a fraction of a second.
+pub fn peak_flops(devices: &[Device], kind: Kind, threads: usize) -> PeakFlops {
+    let device = devices.first().copied().unwrap_or(Device::Cpu);
+    if let Device::Cuda(_) = device {
+        if let Some(Some(name)) = gpu_names(&[device]).first() {
+            if let Some(peak) = datasheet_peak(name, kind) {
+                return PeakFlops {
+                    per_device: peak,
+                    source: format!("datasheet {name} ({kind:?}, dense)"),
+                };
+            }
+        }
+    }
+    let size = if device == Device::Cpu { 1024 } else { 8192 };
+    match measured_gemm(device, kind, size) {
+        Ok(rate) => PeakFlops {
+            per_device: rate,
+            source: match device {
+                Device::Cpu => format!(
+                    "measured {size}x{size} {kind:?} matmul on {threads} thread{}",
+                    if threads == 1 { "" } else { "s" }
+                ),
+                other => format!("measured {size}x{size} {kind:?} matmul on {other:?}"),
+            },
+        },
+        Err(error) => PeakFlops {
+            per_device: 0.0,
+            source: format!("unknown: the matmul probe failed: {error}"),
+        },
+    }
+}
+
+/// The best of a few timed `size`^3 matmuls, in FLOP/s.
+fn measured_gemm(device: Device, kind: Kind, size: i64) -> Result<f64, tch::TchError> {
+    tch::no_grad(|| {
+        let a = Tensor::f_ones([size, size], (kind, device))?;
+        let b = Tensor::f_ones([size, size], (kind, device))?;
+        let settle = || {
+            if let Device::Cuda(index) = device {
+                tch::Cuda::synchronize(index as i64);
+            }
+        };
+        let _ = a.f_matmul(&b)?;
+        settle();
+        let mut best = f64::INFINITY;
+        for _ in 0..4 {
+            let started = Instant::now();
+            let _ = a.f_matmul(&b)?;
+            settle();
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        Ok(2.0 * (size as f64).powi(3) / best.max(1e-9))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_driver_version_is_read_off_the_kernel_modules_line() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 22 2025\nGCC version: gcc 12.2.0\n";
+        assert_eq!(driver_major(text), Some(570));
+        assert_eq!(driver_major("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build"), Some(580));
+        assert_eq!(driver_major("garbage"), None);
+    }
+
+    #[test]
+    fn known_gpus_have_datasheet_peaks_per_precision() {
+        assert_eq!(datasheet_peak("NVIDIA H200", Kind::BFloat16), Some(989.4e12));
+        assert_eq!(datasheet_peak("NVIDIA H100 PCIe", Kind::BFloat16), Some(756.0e12));
+        assert_eq!(datasheet_peak("NVIDIA A100-SXM4-80GB", Kind::Float), Some(19.5e12));
+        assert_eq!(datasheet_peak("NVIDIA L40S", Kind::Half), Some(362.05e12));
+        assert_eq!(datasheet_peak("NVIDIA L4", Kind::BFloat16), Some(121.0e12));
+        assert_eq!(datasheet_peak("Tesla T4", Kind::BFloat16), None);
+    }
+
+    #[test]
+    fn the_cpu_peak_is_a_measured_matmul_rate() {
+        let peak = peak_flops(&[Device::Cpu], Kind::Float, 1);
+        assert!(peak.per_device > 1e8, "{peak:?}");
+        assert!(peak.source.starts_with("measured 1024x1024 Float matmul"), "{peak:?}");
+    }
 
     #[test]
     fn the_cpu_model_is_the_first_model_name_line() {

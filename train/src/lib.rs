@@ -14,3 +14,4 @@ pub mod hardware;
 pub mod model;
 pub mod optim;
 pub mod precision;
+pub mod shard;

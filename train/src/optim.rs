@@ -40,7 +40,20 @@ pub enum OptimError {
 /// its device).
 struct Slot {
     param: Tensor,
+    /// Where the gradient is when it is not `param.grad()`: the sharded
+    /// strategies step views of a shard, whose gradients come from the
+    /// reduce-scatter, not from autograd.
+    grad: Option<Tensor>,
     state: Option<[Tensor; 3]>,
+}
+
+impl Slot {
+    fn grad(&self) -> Tensor {
+        match &self.grad {
+            Some(grad) => grad.shallow_clone(),
+            None => self.param.grad(),
+        }
+    }
 }
 
 struct Group {
@@ -77,11 +90,59 @@ impl AdamW {
                     weight_decay,
                     slots: params
                         .into_iter()
-                        .map(|param| Slot { param, state: None })
+                        .map(|param| Slot {
+                            param,
+                            grad: None,
+                            state: None,
+                        })
                         .collect(),
                 })
                 .collect(),
         }
+    }
+
+    /// As [`AdamW::new`], but each parameter comes with the tensor that
+    /// holds its gradient.
+    pub fn with_gradients(
+        groups: Vec<(Vec<(Tensor, Tensor)>, f64)>,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+    ) -> AdamW {
+        AdamW {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            groups: groups
+                .into_iter()
+                .map(|(pairs, weight_decay)| Group {
+                    weight_decay,
+                    slots: pairs
+                        .into_iter()
+                        .map(|(param, grad)| Slot {
+                            param,
+                            grad: Some(grad),
+                            state: None,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Bytes of optimizer state held (the two moments and the step count
+    /// of every parameter that has stepped): what the sharded strategies
+    /// cut to 1/N per replica.
+    pub fn state_bytes(&self) -> usize {
+        self.groups
+            .iter()
+            .flat_map(|group| &group.slots)
+            .filter_map(|slot| slot.state.as_ref())
+            .flatten()
+            .map(|tensor| tensor.numel() * tensor.kind().elt_size_in_bytes())
+            .sum()
     }
 
     pub fn set_lr(&mut self, lr: f64) {
@@ -136,7 +197,16 @@ impl AdamW {
 
     /// One AdamW step over every parameter that has a gradient.
     pub fn step(&mut self) -> Result<(), OptimError> {
+        self.step_active(None)
+    }
+
+    /// [`AdamW::step`], skipping the parameters whose entry of `active`
+    /// (one per parameter, groups in order) is false: a sharded replica's
+    /// views always have a gradient tensor, even where the variable had
+    /// none.
+    pub fn step_active(&mut self, active: Option<&[bool]>) -> Result<(), OptimError> {
         let (lr, beta1, beta2, eps) = (self.lr, self.beta1, self.beta2, self.eps);
+        let mut slot_index = 0usize;
         for group in &mut self.groups {
             let mut params = Vec::new();
             let mut grads = Vec::new();
@@ -144,7 +214,12 @@ impl AdamW {
             let mut squares = Vec::new();
             let mut steps = Vec::new();
             for slot in &mut group.slots {
-                let grad = slot.param.grad();
+                let index = slot_index;
+                slot_index += 1;
+                if active.is_some_and(|active| !active.get(index).copied().unwrap_or(true)) {
+                    continue;
+                }
+                let grad = slot.grad();
                 if !grad.defined() {
                     continue;
                 }

@@ -58,6 +58,15 @@ impl Precision {
         }
     }
 
+    /// The dtype the matmuls run in: what MFU's peak is for.
+    pub fn compute_kind(self) -> Kind {
+        match self {
+            Precision::Fp32 => Kind::Float,
+            Precision::Fp16Mixed => Kind::Half,
+            _ => Kind::BFloat16,
+        }
+    }
+
     /// The dtype of the weights and optimizer state.
     pub fn weight_kind(self) -> Kind {
         match self {
@@ -71,6 +80,26 @@ impl Precision {
     /// precision than asked would make the run's numbers mean something
     /// else than its config says.
     pub fn check_device(self, device: Device) -> Result<(), PrecisionError> {
+        // First whether the device is there at all: a matmul probe (or
+        // tch's weight initialisation) on a missing GPU fails with a
+        // message about dtypes or panics.
+        if let Device::Cuda(index) = device {
+            let visible = if tch::Cuda::is_available() {
+                usize::try_from(tch::Cuda::device_count()).unwrap_or(0)
+            } else {
+                0
+            };
+            if index >= visible {
+                return Err(PrecisionError::NoDevice {
+                    device: format!("cuda:{index}"),
+                    reason: if visible == 0 {
+                        crate::hardware::why_no_cuda()
+                    } else {
+                        format!("libtorch sees {visible} CUDA device(s)")
+                    },
+                });
+            }
+        }
         if self == Precision::Fp16Mixed && device == Device::Cpu {
             return Err(PrecisionError::Unsupported {
                 precision: self.name(),
@@ -120,6 +149,8 @@ pub enum PrecisionError {
         reason: String,
         hint: &'static str,
     },
+    #[error("{device} is not available: {reason}")]
+    NoDevice { device: String, reason: String },
     #[error("autocast: {0}")]
     Autocast(String),
     #[error("libtorch: {0}")]
@@ -130,6 +161,7 @@ impl PrecisionError {
     pub fn hint(&self) -> &'static str {
         match self {
             PrecisionError::Unsupported { hint, .. } => hint,
+            PrecisionError::NoDevice { .. } => "run on a machine with a CUDA GPU, or train on the CPU",
             PrecisionError::Autocast(_) | PrecisionError::Torch(_) => "",
         }
     }
@@ -323,11 +355,18 @@ impl LossScaler {
     /// Divides every defined gradient by the scale, in place, and says
     /// whether any of them holds inf or NaN. One host sync for all of them.
     pub fn unscale(&self, parameters: &[Tensor]) -> Result<bool, tch::TchError> {
+        let grads: Vec<Tensor> = parameters.iter().map(Tensor::grad).collect();
+        self.unscale_gradients(&grads)
+    }
+
+    /// [`LossScaler::unscale`] of gradient tensors themselves (a sharded
+    /// replica's shard of them); undefined ones are skipped.
+    pub fn unscale_gradients(&self, grads: &[Tensor]) -> Result<bool, tch::TchError> {
         let inverse = 1.0 / self.scale;
         let mut non_finite: Option<Tensor> = None;
         tch::no_grad(|| -> Result<(), tch::TchError> {
-            for parameter in parameters {
-                let mut grad = parameter.grad();
+            for grad in grads {
+                let mut grad = grad.shallow_clone();
                 if !grad.defined() {
                     continue;
                 }

@@ -17,6 +17,7 @@ pub(super) fn precision_error(error: PrecisionError) -> StageError {
         PrecisionError::Unsupported { .. } => {
             StageError::param("precision", error.to_string(), error.hint())
         }
+        PrecisionError::NoDevice { .. } => StageError::input(error.to_string(), error.hint()),
         PrecisionError::Autocast(_) | PrecisionError::Torch(_) => {
             StageError::Other(error.to_string())
         }
@@ -49,8 +50,9 @@ pub(super) fn device(context: &StageContext) -> Result<Device> {
     if !tch::Cuda::is_available() {
         return Err(StageError::input(
             format!(
-                "the stage was given GPU {} but libtorch sees no CUDA device",
-                devices[0]
+                "the stage was given GPU {} but libtorch sees no CUDA device: {}",
+                devices[0],
+                crate::hardware::why_no_cuda()
             ),
             "check the NVIDIA driver (nvidia-smi) and that the worker was built against a CUDA libtorch; \
              or drop `resources.gpus` to train on the CPU",

@@ -8,7 +8,8 @@
 //! epoch, the best epoch by validation accuracy kept in memory (as
 //! Lightning's `ModelCheckpoint(monitor="val_acc", mode="max")`) and early
 //! stopping. Precision as Lightning's (see `crate::precision`); strategy
-//! `single` or `ddp` (see `crate::ddp`). Validation is the prediction
+//! `single`, `ddp` (see `crate::ddp`), or one of the sharded ones,
+//! `deepspeed_stage_2` and `fsdp_shard_grad_op` (see `crate::shard`). Validation is the prediction
 //! loop that `eval/classifier@1` uses too (`super::classifier`).
 
 use std::collections::{HashMap, HashSet};
@@ -36,7 +37,8 @@ use super::classifier::{
 use crate::ddp::{
     same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
 };
-use crate::hardware;
+use crate::hardware::{self, PeakFlops};
+use crate::shard::{variable_bytes, MemoryUse, ShardError, ShardedOptimizer, Sharding};
 use crate::model::{Architecture, SequenceClassifier};
 use crate::optim::{AdamW, OptimError};
 use crate::precision::{self, AutocastGuard, LossScaler, Precision};
@@ -47,7 +49,7 @@ const CHECKPOINT: &str = "checkpoint";
 const CURVES: &str = "curves";
 const STEPS: &str = "steps";
 const UNIT: &str = "steps";
-pub(super) const STRATEGIES: &[&str] = &["single", "ddp"];
+pub(super) const STRATEGIES: &[&str] = &["single", "ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"];
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
 /// tokenizer.json; copied into the checkpoint when the model has them.
 const TOKENIZER_EXTRAS: &[&str] = &[
@@ -142,13 +144,13 @@ impl BuiltinStage for TrainClassifier {
                 ParamSpec::choice(
                     "strategy",
                     STRATEGIES,
-                    "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing)",
+                    "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing); deepspeed_stage_2: as ddp, with gradients reduce-scattered and AdamW's state sharded 1/N per replica (ZeRO stage 2); fsdp_shard_grad_op: as deepspeed_stage_2, and the parameters sharded between steps too (FSDP's SHARD_GRAD_OP; FULL_SHARD is not offered)",
                 ),
                 ParamSpec::new(
                     "devices",
                     ParamKind::Integer,
                     Some(json!(1)),
-                    "replicas under ddp (1 under single); with GPUs, equal to the stage's `resources.gpus`",
+                    "replicas under ddp and the sharded strategies (1 under single); with GPUs, equal to the stage's `resources.gpus`",
                 ),
             ],
             outputs: vec![
@@ -180,6 +182,24 @@ impl BuiltinStage for TrainClassifier {
                 "peak_rss_mb",
                 "train_seconds",
                 "samples_per_s",
+                "memory.params_bytes",
+                "memory.grads_bytes",
+                "memory.optimizer_bytes",
+                "throughput.samples_per_s",
+                "throughput.tokens_per_s",
+                "throughput.padded_tokens_per_s",
+                "throughput.flops_per_step",
+                "throughput.flops_per_s",
+                "throughput.peak_flops_per_s",
+                "throughput.peak_source",
+                "throughput.mfu",
+                "throughput.forward_ms",
+                "throughput.backward_ms",
+                "throughput.collective_ms",
+                "throughput.optimizer_ms",
+                "throughput.other_ms",
+                "throughput.timed_steps",
+                "memory.peak_rss_bytes",
                 "hardware.cpu",
                 "hardware.cpus",
                 "hardware.gpus",
@@ -255,7 +275,8 @@ impl BuiltinStage for TrainClassifier {
             describe_devices(settings.strategy, &devices),
             settings.precision,
         ));
-        let sync = (world > 1).then(|| ReplicaSync::new(&devices));
+        let sync = (world > 1 || settings.strategy.is_sharded()).then(|| ReplicaSync::new(&devices));
+        let peak = hardware::peak_flops(&devices, settings.precision.compute_kind(), context.threads());
 
         let mut best = BestEpoch::new(settings.patience, 0.0);
         let mut best_weights: Option<Snapshot> = None;
@@ -327,6 +348,10 @@ impl BuiltinStage for TrainClassifier {
                 epoch_seconds: train_seconds,
                 val_seconds: started.elapsed().as_secs_f64() - train_seconds,
                 rows: totals.rows,
+                tokens: totals.tokens,
+                padded_tokens: totals.padded_tokens,
+                flops: totals.flops,
+                steps: steps.len() as u64,
                 samples_per_s: totals.rows as f64 / train_seconds.max(1e-9),
                 tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
             };
@@ -396,6 +421,8 @@ impl BuiltinStage for TrainClassifier {
                     / epochs.iter().map(|stats| stats.epoch_seconds).sum::<f64>().max(1e-9)
             ),
             "hardware": hardware::describe(&devices),
+            "memory": memory_json(&replicas),
+            "throughput": throughput_json(&epochs, &replicas[0], world, &peak),
             "epochs": per_epoch,
         }))?;
         Ok(())
@@ -424,6 +451,8 @@ struct Settings {
 enum Strategy {
     Single,
     Ddp,
+    DeepSpeedStage2,
+    FsdpShardGradOp,
 }
 
 impl Strategy {
@@ -431,7 +460,21 @@ impl Strategy {
         match self {
             Strategy::Single => "single",
             Strategy::Ddp => "ddp",
+            Strategy::DeepSpeedStage2 => "deepspeed_stage_2",
+            Strategy::FsdpShardGradOp => "fsdp_shard_grad_op",
         }
+    }
+
+    fn sharding(self) -> Option<Sharding> {
+        match self {
+            Strategy::Single | Strategy::Ddp => None,
+            Strategy::DeepSpeedStage2 => Some(Sharding::Zero2),
+            Strategy::FsdpShardGradOp => Some(Sharding::ShardGradOp),
+        }
+    }
+
+    fn is_sharded(self) -> bool {
+        self.sharding().is_some()
     }
 }
 
@@ -504,6 +547,8 @@ impl Settings {
             strategy: match context.str("strategy")? {
                 "single" => Strategy::Single,
                 "ddp" => Strategy::Ddp,
+                "deepspeed_stage_2" => Strategy::DeepSpeedStage2,
+                "fsdp_shard_grad_op" => Strategy::FsdpShardGradOp,
                 // A Choice param the engine has checked; this guards the day
                 // a choice is added to the list before the code handles it.
                 other => {
@@ -514,7 +559,7 @@ impl Settings {
                     ))
                 }
             },
-            devices: at_least_one("devices", "1 for one device; N for ddp on N devices")? as usize,
+            devices: at_least_one("devices", "1 for one device; N for ddp or a sharded strategy on N devices")? as usize,
             precision: {
                 let name = context.str("precision")?;
                 Precision::parse(name).ok_or_else(|| {
@@ -555,6 +600,29 @@ impl Settings {
 /// `get_decay_parameter_names`), betas 0.9/0.999, eps 1e-8; fused
 /// (`crate::optim`). Parameters in the store's creation order.
 fn adamw(vs: &VarStore, lr: f64, weight_decay: f64) -> Result<AdamW> {
+    let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
+    for (tensor, decays) in decay_flags(vs)? {
+        if decays {
+            decayed.push(tensor);
+        } else {
+            undecayed.push(tensor);
+        }
+    }
+    Ok(AdamW::new(
+        vec![(decayed, weight_decay), (undecayed, 0.0)],
+        lr,
+        ADAM_BETAS.0,
+        ADAM_BETAS.1,
+        ADAM_BETAS.2,
+    ))
+}
+
+/// AdamW's betas and eps, as Hugging Face's Trainer has them.
+const ADAM_BETAS: (f64, f64, f64) = (0.9, 0.999, 1e-8);
+
+/// The trainable variables in creation order, each with whether weight
+/// decay applies to it (not to biases and LayerNorm weights).
+fn decay_flags(vs: &VarStore) -> Result<Vec<(Tensor, bool)>> {
     let no_decay = |name: &str| {
         name.ends_with("bias") || name.contains("LayerNorm") || name.contains("layer_norm")
     };
@@ -568,21 +636,14 @@ fn adamw(vs: &VarStore, lr: f64, weight_decay: f64) -> Result<AdamW> {
         .filter(|(name, _)| no_decay(name))
         .map(|(_, tensor)| tensor.data_ptr() as usize)
         .collect();
-    let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
-    for var in &variables.trainable_variables {
-        if exempt.contains(&(var.tensor.data_ptr() as usize)) {
-            undecayed.push(var.tensor.shallow_clone());
-        } else {
-            decayed.push(var.tensor.shallow_clone());
-        }
-    }
-    Ok(AdamW::new(
-        vec![(decayed, weight_decay), (undecayed, 0.0)],
-        lr,
-        0.9,
-        0.999,
-        1e-8,
-    ))
+    Ok(variables
+        .trainable_variables
+        .iter()
+        .map(|var| {
+            let decays = !exempt.contains(&(var.tensor.data_ptr() as usize));
+            (var.tensor.shallow_clone(), decays)
+        })
+        .collect())
 }
 
 fn optim_error(error: OptimError) -> StageError {
@@ -619,15 +680,17 @@ fn replica_devices(context: &StageContext, settings: &Settings) -> Result<Vec<De
     if !tch::Cuda::is_available() {
         return Err(StageError::input(
             format!(
-                "the stage was given GPUs {} but libtorch sees no CUDA device",
-                given.join(", ")
+                "the stage was given GPUs {} but libtorch sees no CUDA device: {}",
+                given.join(", "),
+                hardware::why_no_cuda()
             ),
             "check the NVIDIA driver (nvidia-smi) and that the worker was built against a CUDA libtorch; \
              or drop `resources.gpus` to train CPU replicas",
         ));
     }
     let visible = usize::try_from(tch::Cuda::device_count()).unwrap_or(0);
-    if visible < wanted {
+    let distinct_given = given.iter().collect::<HashSet<_>>().len();
+    if visible < distinct_given {
         return Err(StageError::param(
             "devices",
             format!("is {wanted}, but libtorch sees only {visible} CUDA device(s)"),
@@ -635,8 +698,22 @@ fn replica_devices(context: &StageContext, settings: &Settings) -> Result<Vec<De
         ));
     }
     // The engine sets CUDA_VISIBLE_DEVICES to the GPUs it gave, so they
-    // are cuda:0..N-1 here whatever their numbers on the machine.
-    Ok((0..wanted).map(Device::Cuda).collect())
+    // are cuda:0..N-1 here whatever their numbers on the machine. A GPU
+    // named twice (the tests and scripts/gpu-check.sh do it; the engine
+    // never does) puts two replicas on it.
+    let mut distinct: Vec<&String> = Vec::new();
+    let mut indices = Vec::with_capacity(wanted);
+    for gpu in given {
+        let index = match distinct.iter().position(|seen| *seen == gpu) {
+            Some(index) => index,
+            None => {
+                distinct.push(gpu);
+                distinct.len() - 1
+            }
+        };
+        indices.push(index);
+    }
+    Ok(indices.into_iter().map(Device::Cuda).collect())
 }
 
 fn device_name(device: Device) -> String {
@@ -652,11 +729,13 @@ fn describe_devices(strategy: Strategy, devices: &[Device]) -> String {
     match (strategy, devices) {
         (Strategy::Single, [device]) => device_name(*device),
         _ if devices.iter().all(|device| *device == Device::Cpu) => format!(
-            "ddp over {} CPU replicas (taking turns: for testing; give the stage GPUs with `resources.gpus`)",
+            "{} over {} CPU replicas (taking turns: for testing; give the stage GPUs with `resources.gpus`)",
+            strategy.name(),
             devices.len()
         ),
         _ => format!(
-            "ddp over {}",
+            "{} over {}",
+            strategy.name(),
             devices
                 .iter()
                 .map(|device| device_name(*device))
@@ -672,9 +751,24 @@ struct Replica {
     rank: usize,
     device: Device,
     model: SequenceClassifier,
-    optimizer: AdamW,
+    updater: Updater,
     scaler: Option<LossScaler>,
-    buckets: Option<GradientBuckets>,
+    /// What the replica held after its first optimizer step.
+    memory: Option<MemoryUse>,
+    /// Where its steps' time went.
+    phases: PhaseTimes,
+}
+
+/// How a replica turns its gradients into an update.
+enum Updater {
+    /// `single` and `ddp`: the whole optimizer state on every replica, and
+    /// under ddp the gradients all-reduced in buckets.
+    Replicated {
+        optimizer: AdamW,
+        buckets: Option<GradientBuckets>,
+    },
+    /// `deepspeed_stage_2`, `fsdp_shard_grad_op` (see `crate::shard`).
+    Sharded(ShardedOptimizer),
 }
 
 impl Replica {
@@ -702,7 +796,7 @@ impl Replica {
             }
             // Each replica its own masks: the same ones on every replica
             // would correlate the shards' dropout.
-            model.seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            model.seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))?;
             if settings.precision.weight_kind() == Kind::BFloat16 {
                 // Before the optimizer exists, so that its state is bf16
                 // too. In place (set_data): the store's variables stay the
@@ -710,23 +804,57 @@ impl Replica {
                 // groups rely on.
                 model.vs.bfloat16();
             }
-            let optimizer = adamw(&model.vs, settings.lr, settings.weight_decay)?;
-            let buckets = (devices.len() > 1).then(|| {
-                GradientBuckets::new(
-                    &model.vs.trainable_variables(),
-                    GradientBuckets::DEFAULT_CAP_BYTES,
-                )
-            });
+            let updater = match settings.strategy.sharding() {
+                None => Updater::Replicated {
+                    optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
+                    buckets: (devices.len() > 1).then(|| {
+                        GradientBuckets::new(
+                            &model.vs.trainable_variables(),
+                            GradientBuckets::DEFAULT_CAP_BYTES,
+                        )
+                    }),
+                },
+                Some(sharding) => Updater::Sharded(
+                    ShardedOptimizer::new(
+                        &decay_flags(&model.vs)?,
+                        rank,
+                        devices.len(),
+                        sharding,
+                        GradientBuckets::DEFAULT_CAP_BYTES,
+                        settings.lr,
+                        settings.weight_decay,
+                        ADAM_BETAS,
+                    )
+                    .map_err(shard_error)?,
+                ),
+            };
             replicas.push(Replica {
                 rank,
                 device,
                 model,
-                optimizer,
+                updater,
                 scaler: (settings.precision == Precision::Fp16Mixed).then(LossScaler::default),
-                buckets,
+                memory: None,
+                phases: PhaseTimes::default(),
             });
         }
         Ok(replicas)
+    }
+
+    /// What this replica holds now, between steps.
+    fn memory_now(&self) -> MemoryUse {
+        match &self.updater {
+            Updater::Replicated { optimizer, .. } => {
+                let (params_bytes, grads_bytes) =
+                    variable_bytes(&self.model.vs.trainable_variables());
+                MemoryUse {
+                    params_bytes,
+                    grads_bytes,
+                    optimizer_bytes: optimizer.state_bytes(),
+                }
+            }
+            Updater::Sharded(sharded) => sharded.memory(),
+        }
     }
 
     /// Every variable by name, sorted: what [`same_weights`] compares.
@@ -778,10 +906,21 @@ impl ReplicaSync {
     }
 }
 
+fn shard_error(error: ShardError) -> StageError {
+    match error {
+        ShardError::Collective(error) => collective_error(error),
+        ShardError::Optim(error) => optim_error(error),
+        ShardError::Torch(error) => torch(error),
+        other => StageError::Other(other.to_string()),
+    }
+}
+
 fn collective_error(error: CollectiveError) -> StageError {
     match error {
         CollectiveError::Torch(error) => torch(error),
-        CollectiveError::Aborted => StageError::Other(error.to_string()),
+        CollectiveError::Aborted | CollectiveError::Shape(_) => {
+            StageError::Other(error.to_string())
+        }
     }
 }
 
@@ -829,8 +968,13 @@ fn train_epoch(
     let Some((lead, others)) = replicas.split_first_mut() else {
         return Err(StageError::Other("internal: no replica".to_string()));
     };
-    let Some(sync) = sync.filter(|_| !others.is_empty()) else {
-        return replica_steps(lead, plan, None, Some(report));
+    if others.is_empty() {
+        return replica_steps(lead, plan, sync, Some(report));
+    }
+    let Some(sync) = sync else {
+        return Err(StageError::Other(
+            "internal: replicas without a collective".to_string(),
+        ));
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = others
@@ -883,15 +1027,33 @@ fn replica_steps(
 ) -> Result<TrainTotals> {
     let settings = plan.settings;
     let autocast = settings.precision.autocast_kind();
+    let collective = sync.map(|sync| &sync.collective as &dyn Collective);
+    let sharded_collective = || {
+        collective.ok_or_else(|| StageError::Other("internal: sharded without a collective".to_string()))
+    };
     let mut totals = TrainTotals::default();
     for (index, step) in plan.steps.iter().enumerate() {
         let step_started = Instant::now();
         let global_step = plan.first_step + index as u64;
+        // Phases are timed on every CPU step; on a GPU only on every
+        // PHASE_SAMPLE-th, because timing one needs a device sync per phase.
+        let timed = replica.device == Device::Cpu || global_step % PHASE_SAMPLE == 0;
+        let mut clock = PhaseClock::new(replica.device, timed);
         let scale = linear_warmup_decay(global_step, plan.warmup_steps, plan.total_steps);
         let lr = settings.lr * scale;
-        replica.optimizer.set_lr(lr);
         let mut step_totals = TrainTotals::default();
-        replica.optimizer.zero_grad().map_err(optim_error)?;
+        match &mut replica.updater {
+            Updater::Replicated { optimizer, .. } => {
+                optimizer.set_lr(lr);
+                optimizer.zero_grad().map_err(optim_error)?;
+            }
+            Updater::Sharded(sharded) => {
+                sharded.set_lr(lr);
+                // Gathers the parameters sharded at rest (fsdp_shard_grad_op).
+                sharded.materialize(sharded_collective()?).map_err(shard_error)?;
+                clock.lap(Phase::Collective);
+            }
+        }
         let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
         for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
             let batch = if plan.world == 1 {
@@ -906,6 +1068,7 @@ fn replica_steps(
                 Some(turns) => Some(turns.take(replica.rank).map_err(collective_error)?),
                 None => None,
             };
+            clock.lap(Phase::Other);
             // Each shard's mean loss over the world size: summed across
             // replicas, the gradient of the mean over the global batch.
             step_totals.add(&train_micro_batch(
@@ -914,35 +1077,70 @@ fn replica_steps(
                 weight * loss_scale / plan.world as f64,
                 autocast,
                 replica.device,
+                &mut clock,
             )?);
         }
-        if let (Some(sync), Some(buckets)) = (sync, &replica.buckets) {
-            buckets
-                .all_reduce_sum(&sync.collective, replica.rank)
-                .map_err(collective_error)?;
-        }
-        // The scaler unscales before clipping so that the clip threshold
-        // applies to the true gradients, as GradScaler users must do by
-        // hand. After the all-reduce, every replica sees the same
-        // gradients and so makes the same overflow decision.
-        let step_ok = match replica.scaler.as_mut() {
-            Some(scaler) => {
-                let overflow = scaler
-                    .unscale(&replica.model.vs.trainable_variables())
-                    .map_err(torch)?;
-                scaler.update(overflow)
+        let step_ok = match &mut replica.updater {
+            Updater::Replicated { optimizer, buckets } => {
+                if let (Some(sync), Some(buckets)) = (sync, buckets.as_ref()) {
+                    buckets
+                        .all_reduce_sum(&sync.collective, replica.rank)
+                        .map_err(collective_error)?;
+                }
+                clock.lap(Phase::Collective);
+                // The scaler unscales before clipping so that the clip
+                // threshold applies to the true gradients, as GradScaler
+                // users must do by hand. After the all-reduce, every replica
+                // sees the same gradients and so makes the same overflow
+                // decision.
+                let step_ok = match replica.scaler.as_mut() {
+                    Some(scaler) => {
+                        let overflow = scaler
+                            .unscale(&replica.model.vs.trainable_variables())
+                            .map_err(torch)?;
+                        scaler.update(overflow)
+                    }
+                    None => true,
+                };
+                if step_ok {
+                    if let Some(max_norm) = settings.clip {
+                        optimizer.clip_grad_norm(max_norm).map_err(optim_error)?;
+                    }
+                    optimizer.step().map_err(optim_error)?;
+                }
+                clock.lap(Phase::Optimizer);
+                step_ok
             }
-            None => true,
+            Updater::Sharded(sharded) => {
+                let collective = sharded_collective()?;
+                sharded.reduce_gradients(collective).map_err(shard_error)?;
+                clock.lap(Phase::Collective);
+                // The overflow flag is all-reduced, so every replica skips
+                // or steps alike although each saw only its shard.
+                let step_ok = match replica.scaler.as_mut() {
+                    Some(scaler) => {
+                        let overflow = sharded.unscale(scaler, collective).map_err(shard_error)?;
+                        scaler.update(overflow)
+                    }
+                    None => true,
+                };
+                if step_ok {
+                    if let Some(max_norm) = settings.clip {
+                        sharded
+                            .clip_grad_norm(max_norm, collective)
+                            .map_err(shard_error)?;
+                    }
+                }
+                sharded.step(step_ok, collective).map_err(shard_error)?;
+                clock.lap(Phase::Optimizer);
+                step_ok
+            }
         };
-        if step_ok {
-            if let Some(max_norm) = settings.clip {
-                replica
-                    .optimizer
-                    .clip_grad_norm(max_norm)
-                    .map_err(optim_error)?;
-            }
-            replica.optimizer.step().map_err(optim_error)?;
+        let _ = step_ok;
+        if replica.memory.is_none() {
+            replica.memory = Some(replica.memory_now());
         }
+        replica.phases.add(&clock, step_started.elapsed().as_secs_f64());
         totals.add(&step_totals);
         if let Some(report) = report.as_mut() {
             report(&StepDone {
@@ -954,6 +1152,10 @@ fn replica_steps(
                 epoch: &totals,
             });
         }
+    }
+    // Validation and the checkpoint read rank 0's full parameters.
+    if let Updater::Sharded(sharded) = &mut replica.updater {
+        sharded.materialize(sharded_collective()?).map_err(shard_error)?;
     }
     Ok(totals)
 }
@@ -977,6 +1179,10 @@ fn check_in_step(replicas: &[Replica], epoch: u64) -> Result<()> {
 struct TrainTotals {
     rows: usize,
     tokens: usize,
+    /// Positions computed, padding included.
+    padded_tokens: usize,
+    /// Model FLOPs of forward and backward (`SequenceClassifier::train_flops`).
+    flops: f64,
     correct: i64,
     loss_sum: f64,
 }
@@ -985,6 +1191,8 @@ impl TrainTotals {
     fn add(&mut self, other: &TrainTotals) {
         self.rows += other.rows;
         self.tokens += other.tokens;
+        self.padded_tokens += other.padded_tokens;
+        self.flops += other.flops;
         self.correct += other.correct;
         self.loss_sum += other.loss_sum;
     }
@@ -1001,6 +1209,7 @@ fn train_micro_batch(
     weight: f64,
     autocast: Option<Kind>,
     device: Device,
+    clock: &mut PhaseClock,
 ) -> Result<TrainTotals> {
     let (ids, mask, labels) = batch_tensors(batch, device)?;
     let (logits, loss) = {
@@ -1014,9 +1223,11 @@ fn train_micro_batch(
             .map_err(torch)?;
         (logits, loss)
     };
+    clock.lap(Phase::Forward);
     loss.f_mul_scalar(weight)
         .and_then(|scaled| scaled.f_backward())
         .map_err(torch)?;
+    clock.lap(Phase::Backward);
     let correct = tch::no_grad(|| {
         logits
             .f_argmax(-1, false)
@@ -1025,11 +1236,15 @@ fn train_micro_batch(
             .map(|hits| hits.int64_value(&[]))
     })
     .map_err(torch)?;
+    let loss_sum = loss.f_double_value(&[]).map_err(torch)? * batch.rows as f64;
+    clock.lap(Phase::Other);
     Ok(TrainTotals {
         rows: batch.rows,
         tokens: batch.real_tokens,
+        padded_tokens: batch.padded_tokens(),
+        flops: model.train_flops(batch.rows, batch.seq_len),
         correct,
-        loss_sum: loss.double_value(&[]) * batch.rows as f64,
+        loss_sum,
     })
 }
 
@@ -1043,6 +1258,13 @@ struct EpochStats {
     val_seconds: f64,
     /// Rows trained on, every replica's.
     rows: usize,
+    /// Real tokens, positions computed (padding included) and model FLOPs,
+    /// every replica's.
+    tokens: usize,
+    padded_tokens: usize,
+    flops: f64,
+    /// Optimizer steps.
+    steps: u64,
     samples_per_s: f64,
     tokens_per_s: f64,
 }
@@ -1060,6 +1282,134 @@ impl EpochStats {
             "tokens_per_s": round3(self.tokens_per_s),
         })
     }
+}
+
+/// On a GPU, phases are timed on one step in this many (see `PhaseClock`).
+const PHASE_SAMPLE: u64 = 10;
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    Forward,
+    Backward,
+    Collective,
+    Optimizer,
+    /// Collating, waiting for a CPU replica's turn, the rest.
+    Other,
+}
+
+/// Splits one step's time into phases. GPU work is asynchronous, so a
+/// phase's end is only known after a device sync: a timed step on a GPU
+/// syncs at every lap (which slows that step a little), an untimed one
+/// records nothing. On the CPU every step is timed, for free.
+struct PhaseClock {
+    device: Device,
+    timed: bool,
+    last: Instant,
+    seconds: [f64; 5],
+}
+
+impl PhaseClock {
+    fn new(device: Device, timed: bool) -> PhaseClock {
+        PhaseClock {
+            device,
+            timed,
+            last: Instant::now(),
+            seconds: [0.0; 5],
+        }
+    }
+
+    /// Ends the phase running since the last lap, which was `phase`.
+    fn lap(&mut self, phase: Phase) {
+        if !self.timed {
+            return;
+        }
+        if let Device::Cuda(index) = self.device {
+            tch::Cuda::synchronize(index as i64);
+        }
+        let now = Instant::now();
+        self.seconds[phase as usize] += (now - self.last).as_secs_f64();
+        self.last = now;
+    }
+}
+
+/// A replica's phase times summed over its timed steps.
+#[derive(Debug, Default)]
+struct PhaseTimes {
+    steps: u64,
+    seconds: [f64; 5],
+}
+
+impl PhaseTimes {
+    fn add(&mut self, clock: &PhaseClock, step_seconds: f64) {
+        if !clock.timed {
+            return;
+        }
+        self.steps += 1;
+        let counted: f64 = clock.seconds.iter().sum();
+        for (total, phase) in self.seconds.iter_mut().zip(clock.seconds) {
+            *total += phase;
+        }
+        // Whatever no lap caught (the step's bookkeeping) is `other`.
+        self.seconds[Phase::Other as usize] += (step_seconds - counted).max(0.0);
+    }
+
+    fn to_json(&self) -> Value {
+        let steps = self.steps.max(1) as f64;
+        let ms = |phase: Phase| round3(1000.0 * self.seconds[phase as usize] / steps);
+        json!({
+            "forward_ms": ms(Phase::Forward),
+            "backward_ms": ms(Phase::Backward),
+            "collective_ms": ms(Phase::Collective),
+            "optimizer_ms": ms(Phase::Optimizer),
+            "other_ms": ms(Phase::Other),
+            "timed_steps": self.steps,
+        })
+    }
+}
+
+/// `memory`: the most any replica held between two steps (after its
+/// first), in bytes; peak RSS of the whole process.
+fn memory_json(replicas: &[Replica]) -> Value {
+    let held = replicas
+        .iter()
+        .filter_map(|replica| replica.memory)
+        .fold(MemoryUse::default(), MemoryUse::max);
+    json!({
+        "params_bytes": held.params_bytes,
+        "grads_bytes": held.grads_bytes,
+        "optimizer_bytes": held.optimizer_bytes,
+        "peak_rss_bytes": peak_rss_mb().map(|mb| (mb * 1024.0 * 1024.0).round() as u64),
+    })
+}
+
+/// `throughput`: rates over the training steps of every epoch (validation
+/// excluded), the model FLOPs they did, the fraction of the devices' peak
+/// that is (MFU), and rank 0's time per step by phase.
+fn throughput_json(epochs: &[EpochStats], lead: &Replica, world: usize, peak: &PeakFlops) -> Value {
+    let seconds = epochs.iter().map(|e| e.epoch_seconds).sum::<f64>().max(1e-9);
+    let rows = epochs.iter().map(|e| e.rows).sum::<usize>() as f64;
+    let tokens = epochs.iter().map(|e| e.tokens).sum::<usize>() as f64;
+    let padded = epochs.iter().map(|e| e.padded_tokens).sum::<usize>() as f64;
+    let flops = epochs.iter().map(|e| e.flops).sum::<f64>();
+    let steps: u64 = epochs.iter().map(|e| e.steps).sum();
+    let flops_per_s = flops / seconds;
+    // CPU replicas share the machine's cores, so its peak counts once;
+    // GPUs each bring their own.
+    let peak_total = peak.per_device * if lead.device == Device::Cpu { 1.0 } else { world as f64 };
+    let mut throughput = json!({
+        "samples_per_s": round3(rows / seconds),
+        "tokens_per_s": round3(tokens / seconds),
+        "padded_tokens_per_s": round3(padded / seconds),
+        "flops_per_step": (flops / steps.max(1) as f64).round(),
+        "flops_per_s": flops_per_s.round(),
+        "peak_flops_per_s": peak_total.round(),
+        "peak_source": peak.source,
+        "mfu": (peak_total > 0.0).then(|| (flops_per_s / peak_total * 1e5).round() / 1e5),
+    });
+    if let (Value::Object(throughput), Value::Object(phases)) = (&mut throughput, lead.phases.to_json()) {
+        throughput.extend(phases);
+    }
+    throughput
 }
 
 fn round3(value: f64) -> f64 {

@@ -152,10 +152,34 @@ impl SequenceClassifier {
         load_safetensors(&self.vs, self.config.architecture.model_type(), path)
     }
 
-    /// Seeds dropout on the CPU (see [`DropoutMasks`]); on a GPU dropout
-    /// draws from libtorch's generator, seeded by `tch::manual_seed`.
-    pub fn seed_dropout(&self, seed: u64) {
+    /// Seeds dropout: on the CPU our masks (see [`DropoutMasks`]); on a GPU
+    /// libtorch's generator of the model's device, which libtorch's own
+    /// dropout draws from. `tch::manual_seed` would seed every GPU alike,
+    /// giving ddp replicas on different GPUs the same masks.
+    pub fn seed_dropout(&self, seed: u64) -> Result<(), ModelError> {
         self.masks.reseed(seed);
+        if let Device::Cuda(index) = self.vs.device() {
+            seed_cuda_device(index, seed)?;
+        }
+        Ok(())
+    }
+
+    /// Model FLOPs of one training step (forward and backward, taken as
+    /// three forwards) on `rows` sequences padded to `seq_len`, counting
+    /// the matrix multiplications only, as the PaLM paper's MFU does:
+    /// per layer and position the Q, K, V and output projections (4 H^2
+    /// multiply-adds) and the feed-forward pair (2 H I), the attention
+    /// scores and the weighted sum (2 seq H); per sequence the head.
+    /// Embeddings, LayerNorm and softmax are not counted.
+    pub fn train_flops(&self, rows: usize, seq_len: usize) -> f64 {
+        let config = &self.config;
+        let (hidden, inner) = (config.hidden_size as f64, config.intermediate_size as f64);
+        let (layers, seq) = (config.num_hidden_layers as f64, seq_len as f64);
+        let per_position = layers * (4.0 * hidden * hidden + 2.0 * hidden * inner + 2.0 * seq * hidden);
+        // BERT's pooler or DistilBERT's pre-classifier, then the classifier.
+        let per_sequence = hidden * hidden + hidden * self.num_labels as f64;
+        let multiply_adds = rows as f64 * (seq * per_position + per_sequence);
+        3.0 * 2.0 * multiply_adds
     }
 
     pub fn num_labels(&self) -> i64 {
@@ -250,4 +274,35 @@ impl SequenceClassifier {
         };
         Ok(logits)
     }
+}
+
+extern "C" {
+    fn pipe_seed_cuda_device(
+        index: std::ffi::c_int,
+        seed: u64,
+        error: *mut std::ffi::c_char,
+        error_length: std::ffi::c_int,
+    ) -> std::ffi::c_int;
+}
+
+fn seed_cuda_device(index: usize, seed: u64) -> Result<(), ModelError> {
+    let mut error = [0 as std::ffi::c_char; 512];
+    // SAFETY: the shim seeds one device's generator under its lock and
+    // reports C++ exceptions through `error`, which it NUL-terminates.
+    let status = unsafe {
+        pipe_seed_cuda_device(
+            index as std::ffi::c_int,
+            seed,
+            error.as_mut_ptr(),
+            error.len() as std::ffi::c_int,
+        )
+    };
+    if status != 0 {
+        let message = unsafe { std::ffi::CStr::from_ptr(error.as_ptr()) };
+        return Err(ModelError::Input(format!(
+            "seeding cuda:{index}: {}",
+            message.to_string_lossy()
+        )));
+    }
+    Ok(())
 }

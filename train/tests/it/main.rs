@@ -1,8 +1,12 @@
 //! The tests of `pipe-train`, linked into one binary: the models against
-//! `transformers` outputs (`model_parity`), and the training and eval
-//! stages through the real `pipe-stage-train` worker (`train`). Modules
+//! `transformers` outputs (`model_parity`), the training and eval stages
+//! through the real `pipe-stage-train` worker (`train`), the same on a GPU
+//! where there is one (`cuda`), and what the libtorch binaries link
+//! (`linking`). Modules
 //! share one process: a test sets env vars on the child it starts, never
 //! on itself.
 
+mod cuda;
+mod linking;
 mod model_parity;
 mod train;

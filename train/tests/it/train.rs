@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use pipe_stages::classification::classification_report;
-use pipe_test_support::worker::{invocation, read_jsonl, run_worker, Run};
+use pipe_test_support::worker::{invocation, read_jsonl, run_invocation, Run};
 use pipe_train::model::{ModelConfig, SequenceClassifier};
 use serde_json::{json, Value};
 use tch::Device;
 
 static TORCH_RNG: Mutex<()> = Mutex::new(());
 
-fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
@@ -24,18 +24,35 @@ fn tokenizer_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../stages/tests/fixtures/tokenize/tokenizer.json")
 }
 
+/// The training worker: the one cargo built with these tests, or
+/// PIPE_TRAIN_WORKER where the tests run from a copy on another machine
+/// (scripts/gpu-check.sh).
+fn worker() -> String {
+    std::env::var("PIPE_TRAIN_WORKER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pipe-stage-train").to_string())
+}
+
 /// Runs one training stage in `dir/NAME` (invocation, output, scratch)
 /// through the worker binary, on two threads.
 fn run_stage(dir: &Path, name: &str, uses: &str, params: Value, seed: Option<u64>) -> Run {
-    run_worker(
-        env!("CARGO_BIN_EXE_pipe-stage-train"),
-        &dir.join(name),
-        name,
-        uses,
-        params,
-        seed,
-        2,
-    )
+    run_stage_on(dir, name, uses, params, seed, &[])
+}
+
+/// [`run_stage`] with the GPUs the engine would give the stage (their
+/// numbers in CUDA_VISIBLE_DEVICES; a number twice puts two replicas on one
+/// GPU).
+pub(crate) fn run_stage_on(
+    dir: &Path,
+    name: &str,
+    uses: &str,
+    params: Value,
+    seed: Option<u64>,
+    gpus: &[&str],
+) -> Run {
+    let run_dir = dir.join(name);
+    let mut invocation = invocation(&run_dir, name, uses, params, seed, 2);
+    invocation["devices"] = json!(gpus);
+    run_invocation(&worker(), &run_dir, &invocation)
 }
 
 /// Runs `text/tokenize@1` in this process, with the code `pipe-stage` runs:
@@ -104,7 +121,7 @@ fn write_split(path: &Path, rows: usize, rng: &mut Rng) {
 }
 
 /// The toy dataset tokenized at max_length 32: returns the tokens dir.
-fn tokens(dir: &Path) -> PathBuf {
+pub(crate) fn tokens(dir: &Path) -> PathBuf {
     let dataset = dir.join("dataset");
     std::fs::create_dir_all(&dataset).unwrap();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
@@ -125,12 +142,12 @@ fn tokens(dir: &Path) -> PathBuf {
 /// A model directory: the tiny fixture's config resized to the MiniLM
 /// vocabulary (the tiny fixtures have 100 ids), without labels, and fresh
 /// weights drawn from `seed`, plus the tokenizer.
-fn model_dir(dir: &Path, fixture: &str, seed: i64) -> PathBuf {
+pub(crate) fn model_dir(dir: &Path, fixture: &str, seed: i64) -> PathBuf {
     model_dir_with(dir, fixture, seed, json!({}))
 }
 
 /// As [`model_dir`], with some config.json fields replaced.
-fn model_dir_with(dir: &Path, fixture: &str, seed: i64, overrides: Value) -> PathBuf {
+pub(crate) fn model_dir_with(dir: &Path, fixture: &str, seed: i64, overrides: Value) -> PathBuf {
     let text = std::fs::read_to_string(fixtures().join("model").join(fixture).join("config.json"))
         .unwrap();
     let mut config: serde_json::Map<String, Value> = serde_json::from_str(&text).unwrap();
@@ -165,7 +182,7 @@ fn model_dir_with(dir: &Path, fixture: &str, seed: i64, overrides: Value) -> Pat
     model_dir
 }
 
-fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: Value) -> Run {
+pub(crate) fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: Value) -> Run {
     let mut params = json!({
         "tokens": tokens,
         "model": model,
@@ -190,7 +207,7 @@ fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: Value) -> R
     run_stage(dir, name, "train/classifier", params, Some(123))
 }
 
-fn eval(dir: &Path, name: &str, checkpoint: &Path, tokens: &Path, split: &str) -> Run {
+pub(crate) fn eval(dir: &Path, name: &str, checkpoint: &Path, tokens: &Path, split: &str) -> Run {
     run_stage(
         dir,
         name,
@@ -201,7 +218,7 @@ fn eval(dir: &Path, name: &str, checkpoint: &Path, tokens: &Path, split: &str) -
 }
 
 /// Per-epoch values of one metric, epoch 1 first.
-fn per_epoch(metrics: &Value, field: &str) -> Vec<f64> {
+pub(crate) fn per_epoch(metrics: &Value, field: &str) -> Vec<f64> {
     let epochs = metrics["epochs_run"].as_u64().unwrap();
     (1..=epochs)
         .map(|epoch| {
@@ -531,7 +548,7 @@ fn missing_splits_bad_params_and_non_checkpoints_are_clear_errors() {
 }
 
 /// The dtype of every tensor in a checkpoint's model.safetensors.
-fn checkpoint_dtypes(run: &Run) -> Vec<safetensors::Dtype> {
+pub(crate) fn checkpoint_dtypes(run: &Run) -> Vec<safetensors::Dtype> {
     let bytes = std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     file.tensors()
@@ -682,7 +699,7 @@ fn the_loss_scaler_skips_on_overflow_backs_off_and_grows() {
 }
 
 /// Every tensor of a checkpoint as f32 values, by name.
-fn checkpoint_values(run: &Run) -> Vec<(String, Vec<f32>)> {
+pub(crate) fn checkpoint_values(run: &Run) -> Vec<(String, Vec<f32>)> {
     let bytes = std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let mut tensors: Vec<(String, Vec<f32>)> = file
@@ -704,7 +721,7 @@ fn checkpoint_values(run: &Run) -> Vec<(String, Vec<f32>)> {
 
 /// The largest absolute difference between two checkpoints' weights, but
 /// for the attention key biases.
-fn max_weight_difference(a: &Run, b: &Run) -> f32 {
+pub(crate) fn max_weight_difference(a: &Run, b: &Run) -> f32 {
     let (a, b) = (checkpoint_values(a), checkpoint_values(b));
     assert_eq!(a.len(), b.len());
     let mut worst = 0f32;
@@ -727,7 +744,7 @@ fn max_weight_difference(a: &Run, b: &Run) -> f32 {
 
 /// No dropout, so that a replica's shard sees the same function as the
 /// whole batch does on one device.
-fn without_dropout(fixture: &str) -> Value {
+pub(crate) fn without_dropout(fixture: &str) -> Value {
     match fixture {
         "tiny-bert" => json!({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
         _ => json!({"dropout": 0.0, "attention_dropout": 0.0, "seq_classif_dropout": 0.0}),
@@ -736,53 +753,56 @@ fn without_dropout(fixture: &str) -> Value {
 
 /// DDP's contract: 2 replicas on B/2 rows each, gradients summed, step the
 /// same as one device on B rows. Only float rounding may differ (the sum of
-/// two half-batch means is not bit-equal to one mean).
-fn ddp_matches_single(fixture: &str, accumulate: u64) {
+/// two half-batch means is not bit-equal to one mean). The sharded
+/// strategies promise the same.
+fn strategy_matches_single(fixture: &str, strategy: &str, replicas: usize, accumulate: u64) {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let model = model_dir_with(dir.path(), fixture, 4, without_dropout(fixture));
     let common = json!({"epochs": 3, "accumulate_grad_batches": accumulate, "gradient_clip_val": 1.0,
                         "warmup_ratio": 0.1});
     let mut single_params = common.clone();
-    single_params["batch_size"] = json!(8);
-    let mut ddp_params = common;
-    ddp_params["batch_size"] = json!(4);
-    ddp_params["strategy"] = json!("ddp");
-    ddp_params["devices"] = json!(2);
+    single_params["batch_size"] = json!(12);
+    let mut parallel_params = common;
+    parallel_params["batch_size"] = json!(12 / replicas);
+    parallel_params["strategy"] = json!(strategy);
+    parallel_params["devices"] = json!(replicas);
     let single = train(dir.path(), "single", &tokens, &model, single_params);
-    let ddp = train(dir.path(), "ddp", &tokens, &model, ddp_params);
+    let parallel = train(dir.path(), strategy, &tokens, &model, parallel_params);
     assert!(single.success, "{}", single.error());
-    assert!(ddp.success, "{}", ddp.error());
+    assert!(parallel.success, "{}", parallel.error());
 
-    let (single_metrics, ddp_metrics) = (single.metrics(), ddp.metrics());
-    assert_eq!(ddp_metrics["strategy"], "ddp");
-    assert_eq!(ddp_metrics["devices"], json!(["cpu", "cpu"]));
+    let (single_metrics, parallel_metrics) = (single.metrics(), parallel.metrics());
+    assert_eq!(parallel_metrics["strategy"], strategy);
+    assert_eq!(parallel_metrics["devices"], json!(vec!["cpu"; replicas]));
     assert_eq!(single_metrics["devices"], json!(["cpu"]));
     assert_eq!(
-        ddp_metrics["optimizer_steps"], single_metrics["optimizer_steps"],
+        parallel_metrics["optimizer_steps"], single_metrics["optimizer_steps"],
         "the same global batches, so the same steps"
     );
-    assert!(ddp
-        .messages()
-        .iter()
-        .any(|m| m.contains("ddp over 2 CPU replicas")));
+    let described = format!("{strategy} over {replicas} CPU replicas");
+    assert!(
+        parallel.messages().iter().any(|m| m.contains(&described)),
+        "{:?}",
+        parallel.messages()
+    );
     for (a, b) in per_epoch(&single_metrics, "train_loss")
         .iter()
-        .zip(per_epoch(&ddp_metrics, "train_loss"))
+        .zip(per_epoch(&parallel_metrics, "train_loss"))
     {
         assert!((a - b).abs() < 1e-4, "train loss {a} vs {b}");
     }
     // The same steps, so the same lines of the step curve at the same
-    // rates (the losses differ: ddp's are rank 0's half of each batch).
+    // rates (the losses differ: a replica's are rank 0's share of each batch).
     let schedule = |run: &Run| -> Vec<(u64, u64, f64)> {
         step_lines(run).iter().map(|l| (l.0, l.1, l.3)).collect()
     };
-    assert_eq!(schedule(&single), schedule(&ddp));
+    assert_eq!(schedule(&single), schedule(&parallel));
     assert!(!schedule(&single).is_empty());
-    let difference = max_weight_difference(&single, &ddp);
+    let difference = max_weight_difference(&single, &parallel);
     assert!(
         difference < 1e-5,
-        "ddp weights differ from single by up to {difference}"
+        "{strategy} weights differ from single by up to {difference}"
     );
     // And training did move the weights, so the comparison means something.
     assert!(
@@ -793,12 +813,145 @@ fn ddp_matches_single(fixture: &str, accumulate: u64) {
 
 #[test]
 fn ddp_on_two_cpu_replicas_steps_as_single_on_the_whole_batch() {
-    ddp_matches_single("tiny-bert", 1);
+    strategy_matches_single("tiny-bert", "ddp", 2, 1);
 }
 
 #[test]
 fn ddp_with_gradient_accumulation_matches_single_for_distilbert() {
-    ddp_matches_single("tiny-distilbert", 2);
+    strategy_matches_single("tiny-distilbert", "ddp", 2, 2);
+}
+
+#[test]
+fn deepspeed_stage_2_on_two_and_three_replicas_steps_as_single() {
+    strategy_matches_single("tiny-bert", "deepspeed_stage_2", 2, 1);
+    strategy_matches_single("tiny-distilbert", "deepspeed_stage_2", 3, 2);
+}
+
+#[test]
+fn fsdp_shard_grad_op_on_two_and_three_replicas_steps_as_single() {
+    strategy_matches_single("tiny-distilbert", "fsdp_shard_grad_op", 2, 2);
+    strategy_matches_single("tiny-bert", "fsdp_shard_grad_op", 3, 1);
+}
+
+/// The bytes of a run's checkpoint.
+pub(crate) fn checkpoint_bytes(run: &Run) -> Vec<u8> {
+    std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap()
+}
+
+/// With dropout on and no clipping, a sharded strategy is ddp's arithmetic
+/// cut into shards: the reduce-scatter adds in the all-reduce's order and
+/// AdamW is element-wise, so the weights are ddp's bit for bit. Clipping's
+/// norm is summed in another order, so with it only a tolerance holds.
+#[test]
+fn sharded_strategies_write_the_bytes_of_ddp_with_dropout_and_the_same_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 9);
+    for precision in ["32-true", "bf16-true"] {
+        let settings = json!({"epochs": 2, "batch_size": 4, "devices": 3, "limit_train_samples": 120,
+                              "precision": precision});
+        let run = |strategy: &str| {
+            let mut params = settings.clone();
+            params["strategy"] = json!(strategy);
+            let run = train(dir.path(), &format!("{strategy}-{precision}"), &tokens, &model, params);
+            assert!(run.success, "{strategy} {precision}: {}", run.error());
+            run
+        };
+        let ddp = run("ddp");
+        for strategy in ["deepspeed_stage_2", "fsdp_shard_grad_op"] {
+            let sharded = run(strategy);
+            assert!(
+                checkpoint_bytes(&sharded) == checkpoint_bytes(&ddp),
+                "{strategy} under {precision}: not ddp's bytes (max difference {})",
+                max_weight_difference(&sharded, &ddp)
+            );
+        }
+    }
+}
+
+/// What a replica holds between steps, from the metrics: the sharded
+/// strategies keep 1/N of ddp's optimizer state and gradients, and
+/// fsdp_shard_grad_op 1/N of its parameters as well.
+#[test]
+fn sharded_strategies_hold_a_replicas_share_of_the_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-distilbert", 10);
+    let memory = |strategy: &str, devices: usize| -> [f64; 3] {
+        let run = train(
+            dir.path(),
+            &format!("{strategy}-{devices}"),
+            &tokens,
+            &model,
+            json!({"epochs": 1, "batch_size": 4, "strategy": strategy, "devices": devices,
+                   "limit_train_samples": 48}),
+        );
+        assert!(run.success, "{strategy}: {}", run.error());
+        let metrics = run.metrics();
+        let bytes = |name: &str| metrics["memory"][name].as_f64().unwrap();
+        assert!(metrics["memory"]["peak_rss_bytes"].as_f64().unwrap() > 0.0);
+        [bytes("params_bytes"), bytes("grads_bytes"), bytes("optimizer_bytes")]
+    };
+    for devices in [2usize, 3] {
+        let [params, grads, optimizer] = memory("ddp", devices);
+        assert!(optimizer > 2.0 * params * 0.99, "AdamW keeps two moments: {optimizer} vs {params}");
+        assert!(grads == params, "ddp keeps every gradient: {grads} vs {params}");
+        // A 1/N share, up to the padding of each bucket's last part and a
+        // step counter per piece of a parameter.
+        let share = |sharded: f64, whole: f64| {
+            let ratio = sharded * devices as f64 / whole;
+            assert!((0.98..1.03).contains(&ratio), "{sharded} is not 1/{devices} of {whole} ({ratio})");
+        };
+        let [z_params, z_grads, z_optimizer] = memory("deepspeed_stage_2", devices);
+        assert_eq!(z_params, params, "ZeRO-2 keeps the parameters whole");
+        share(z_grads, grads);
+        share(z_optimizer, optimizer);
+        let [f_params, f_grads, f_optimizer] = memory("fsdp_shard_grad_op", devices);
+        share(f_params, params);
+        share(f_grads, grads);
+        share(f_optimizer, optimizer);
+    }
+}
+
+/// Every run reports its throughput: rates, model FLOPs, MFU against a
+/// measured CPU peak, and where a step's time went.
+#[test]
+fn every_training_run_reports_throughput_flops_mfu_and_phases() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 11);
+    for strategy in ["single", "deepspeed_stage_2"] {
+        let devices = if strategy == "single" { 1 } else { 2 };
+        let run = train(
+            dir.path(),
+            strategy,
+            &tokens,
+            &model,
+            json!({"epochs": 1, "batch_size": 4, "strategy": strategy, "devices": devices,
+                   "limit_train_samples": 64}),
+        );
+        assert!(run.success, "{}", run.error());
+        let metrics = run.metrics();
+        let throughput = &metrics["throughput"];
+        let number = |value: &Value| value.as_f64().unwrap_or_else(|| panic!("{throughput:#}"));
+        assert!(number(&throughput["samples_per_s"]) > 0.0);
+        assert!(number(&throughput["padded_tokens_per_s"]) >= number(&throughput["tokens_per_s"]));
+        assert!(number(&throughput["tokens_per_s"]) > number(&throughput["samples_per_s"]));
+        // tiny-bert: 2 layers of hidden 32 and feed-forward 37 tokens long at
+        // most: a step of 8 rows is tens of MFLOPs, not zero and not GFLOPs.
+        let per_step = number(&throughput["flops_per_step"]);
+        assert!((1e5..1e9).contains(&per_step), "{throughput:#}");
+        let mfu = number(&throughput["mfu"]);
+        assert!(mfu > 0.0 && mfu < 1.0, "{throughput:#}");
+        assert!(throughput["peak_source"].as_str().unwrap().starts_with("measured"));
+        for phase in ["forward_ms", "backward_ms", "optimizer_ms"] {
+            assert!(number(&throughput[phase]) > 0.0, "{phase}: {throughput:#}");
+        }
+        assert_eq!(throughput["timed_steps"], metrics["optimizer_steps"], "every CPU step is timed");
+        if strategy != "single" {
+            assert!(number(&throughput["collective_ms"]) > 0.0, "{throughput:#}");
+        }
+    }
 }
 
 #[test]
@@ -841,6 +994,16 @@ fn device_counts_that_do_not_fit_the_strategy_are_clear_errors() {
     let error = run.error();
     assert!(error.contains("devices"), "{error}");
     assert!(error.contains("strategy: ddp"), "{error}");
+
+    let run = train(
+        dir.path(),
+        "fsdp",
+        &tokens,
+        &model,
+        json!({"strategy": "fsdp", "devices": 2}),
+    );
+    assert!(!run.success);
+    assert!(run.error().contains("fsdp_shard_grad_op"), "{}", run.error());
 
     let run = train(
         dir.path(),

@@ -1,0 +1,472 @@
+//! The sharded data-parallel strategies: DeepSpeed's ZeRO stage 2
+//! (`deepspeed_stage_2`) and FSDP's `SHARD_GRAD_OP` (`fsdp_shard_grad_op`).
+//!
+//! Both run the replicas of `ddp` (one per device, each on its shard of
+//! every batch) and differ from it in who keeps what between steps:
+//!
+//! - **ddp**: every replica holds all parameters, all gradients and the
+//!   whole optimizer state (AdamW's two moments), and every replica makes
+//!   the same update.
+//! - **deepspeed_stage_2**: after backward the gradients are
+//!   reduce-scattered, so each replica keeps the summed gradients of its
+//!   1/N shard only (the full gradients are freed); it holds AdamW's state
+//!   for that shard only, updates that shard of the parameters in place,
+//!   and the updated shards are all-gathered back into every replica's full
+//!   parameters.
+//! - **fsdp_shard_grad_op**: as ZeRO-2, and the parameters are sharded at
+//!   rest as well: between steps a replica keeps only its shard of them;
+//!   at the start of a step the shards are all-gathered into full
+//!   parameters, which live through forward and backward and are freed
+//!   after the gradients are reduce-scattered.
+//!
+//! What neither achieves, and why: PyTorch's `FULL_SHARD` also frees each
+//! layer's gathered parameters right after that layer's forward and
+//! gathers them again for its backward, so that the peak holds one layer's
+//! parameters rather than all. That needs a hook per layer in backward,
+//! which tch does not offer, or per-layer recomputation written into the
+//! model code; until then the full parameters and the full gradients are
+//! both alive at the end of backward, in every strategy here. The savings
+//! are the optimizer state and the gradients at rest (both), and the
+//! parameters at rest (`fsdp_shard_grad_op`).
+//!
+//! Shards are cut per bucket of `crate::ddp::GradientBuckets`' grouping
+//! (the same order and cap as ddp's all-reduce): bucket `b` of `n`
+//! elements is padded to `N * ceil(n / N)` and replica `r` owns the `r`-th
+//! part. A part may cut a parameter in two; the optimizer then steps the
+//! two views separately, which AdamW, being element-wise, does not notice.
+//! So with the same seed and no gradient clipping the weights are those of
+//! ddp bit for bit: the reduce-scatter adds in ddp's order, the update is
+//! the same arithmetic per element. Clipping's global norm is summed in
+//! another order and may differ in the last bits.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use tch::{Device, Kind, Tensor};
+
+use crate::ddp::{bucket_indices, Collective, CollectiveError};
+use crate::optim::{AdamW, OptimError};
+use crate::precision::LossScaler;
+
+extern "C" {
+    fn pipe_clear_grad(tensor: *mut c_void, error: *mut c_char, error_length: c_int) -> c_int;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+    #[error(transparent)]
+    Optim(#[from] OptimError),
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+    #[error("freeing a gradient: {0}")]
+    ClearGrad(String),
+}
+
+impl From<ShardError> for CollectiveError {
+    fn from(error: ShardError) -> Self {
+        match error {
+            ShardError::Collective(error) => error,
+            ShardError::Torch(error) => CollectiveError::Torch(error),
+            other => CollectiveError::Shape(other.to_string()),
+        }
+    }
+}
+
+/// Which of the sharded strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharding {
+    /// Gradients and optimizer state sharded; parameters replicated.
+    Zero2,
+    /// Gradients, optimizer state and, between steps, parameters sharded.
+    ShardGradOp,
+}
+
+/// Bytes a replica holds, between two optimizer steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    pub params_bytes: usize,
+    pub grads_bytes: usize,
+    pub optimizer_bytes: usize,
+}
+
+impl MemoryUse {
+    /// The larger of each figure: what the most loaded replica needs.
+    pub fn max(self, other: MemoryUse) -> MemoryUse {
+        MemoryUse {
+            params_bytes: self.params_bytes.max(other.params_bytes),
+            grads_bytes: self.grads_bytes.max(other.grads_bytes),
+            optimizer_bytes: self.optimizer_bytes.max(other.optimizer_bytes),
+        }
+    }
+}
+
+fn bytes_of(tensor: &Tensor) -> usize {
+    if tensor.defined() {
+        tensor.numel() * tensor.kind().elt_size_in_bytes()
+    } else {
+        0
+    }
+}
+
+/// Bytes of the variables' data and of their gradients, as held now.
+pub fn variable_bytes(variables: &[Tensor]) -> (usize, usize) {
+    variables.iter().fold((0, 0), |(params, grads), variable| {
+        (params + bytes_of(variable), grads + bytes_of(&variable.grad()))
+    })
+}
+
+/// Drops a variable's gradient (`param.grad = None`): tch can only zero it.
+pub fn clear_grad(variable: &Tensor) -> Result<(), ShardError> {
+    let mut error = [0 as c_char; 512];
+    // SAFETY: a live tensor handle; the shim resets its grad field and
+    // reports C++ exceptions through `error`, which it NUL-terminates.
+    let status = unsafe {
+        pipe_clear_grad(
+            variable.as_ptr() as *mut c_void,
+            error.as_mut_ptr(),
+            error.len() as c_int,
+        )
+    };
+    if status != 0 {
+        let message = unsafe { CStr::from_ptr(error.as_ptr()) };
+        return Err(ShardError::ClearGrad(message.to_string_lossy().into_owned()));
+    }
+    Ok(())
+}
+
+/// One bucket's variables and this replica's part of them.
+struct Bucket {
+    variables: Vec<Tensor>,
+    /// Each variable's offset in the bucket's flat order.
+    offsets: Vec<i64>,
+    /// Each variable's shape, kept for when its data is released.
+    sizes: Vec<Vec<i64>>,
+    numel: i64,
+    /// Elements per replica: `ceil(numel / world)`.
+    part: i64,
+    kind: Kind,
+    device: Device,
+    /// The summed gradients of this replica's part, written by the
+    /// reduce-scatter; zero past the bucket's end.
+    grad_shard: Tensor,
+    /// This replica's part of the parameters, where they are sharded at
+    /// rest (`ShardGradOp`); under `Zero2` the optimizer steps views of
+    /// the full parameters instead.
+    param_shard: Option<Tensor>,
+}
+
+/// A replica's optimizer under a sharded strategy: it owns the gradient
+/// exchange, the clipping, the unscaling and the step, in place of
+/// `GradientBuckets` and a replica-wide `AdamW`.
+pub struct ShardedOptimizer {
+    rank: usize,
+    sharding: Sharding,
+    buckets: Vec<Bucket>,
+    optimizer: AdamW,
+    /// For each of the optimizer's slots, in its order: the variable
+    /// (bucket, index) it is a piece of, to skip those without gradient.
+    slot_owners: Vec<(usize, usize)>,
+    /// Whether each variable (bucket, index) had a gradient at the last
+    /// exchange: one unused by the forward is not stepped, as in ddp.
+    had_grad: Vec<Vec<bool>>,
+    /// Whether the full parameters are present (always under `Zero2`).
+    materialized: bool,
+}
+
+impl ShardedOptimizer {
+    /// `variables`: the replica's trainable variables in creation order,
+    /// each with whether AdamW's weight decay applies to it. Every replica
+    /// must pass the same shapes in the same order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        variables: &[(Tensor, bool)],
+        rank: usize,
+        world: usize,
+        sharding: Sharding,
+        cap_bytes: usize,
+        lr: f64,
+        weight_decay: f64,
+        (beta1, beta2, eps): (f64, f64, f64),
+    ) -> Result<ShardedOptimizer, ShardError> {
+        let tensors: Vec<Tensor> = variables.iter().map(|(t, _)| t.shallow_clone()).collect();
+        let mut buckets = Vec::new();
+        let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
+        let (mut decayed_owners, mut undecayed_owners) = (Vec::new(), Vec::new());
+        let mut had_grad = Vec::new();
+        tch::no_grad(|| -> Result<(), ShardError> {
+            for (bucket_index, members) in bucket_indices(&tensors, cap_bytes).into_iter().enumerate() {
+                let first = &tensors[members[0]];
+                let (kind, device) = (first.kind(), first.device());
+                let mut offsets = Vec::with_capacity(members.len());
+                let mut numel = 0i64;
+                for &member in &members {
+                    offsets.push(numel);
+                    numel += tensors[member].numel() as i64;
+                }
+                let part = (numel + world as i64 - 1) / world as i64;
+                let (low, high) = (rank as i64 * part, ((rank as i64 + 1) * part).min(numel));
+                let grad_shard = Tensor::f_zeros([part], (kind, device))?;
+                let param_shard = match sharding {
+                    Sharding::Zero2 => None,
+                    Sharding::ShardGradOp => Some(Tensor::f_zeros([part], (kind, device))?),
+                };
+                for (index, &member) in members.iter().enumerate() {
+                    let (variable, decays) = &variables[member];
+                    let start = offsets[index];
+                    let end = start + variable.numel() as i64;
+                    let (from, to) = (start.max(low), end.min(high));
+                    if from >= to {
+                        continue;
+                    }
+                    let in_variable = variable.f_detach()?.f_view([-1])?.f_narrow(0, from - start, to - from)?;
+                    let param = match &param_shard {
+                        Some(shard) => {
+                            let mut piece = shard.f_narrow(0, from - low, to - from)?;
+                            piece.f_copy_(&in_variable)?;
+                            piece
+                        }
+                        None => in_variable,
+                    };
+                    let grad = grad_shard.f_narrow(0, from - low, to - from)?;
+                    if *decays {
+                        decayed.push((param, grad));
+                        decayed_owners.push((bucket_index, index));
+                    } else {
+                        undecayed.push((param, grad));
+                        undecayed_owners.push((bucket_index, index));
+                    }
+                }
+                had_grad.push(vec![true; members.len()]);
+                buckets.push(Bucket {
+                    variables: members.iter().map(|&m| tensors[m].shallow_clone()).collect(),
+                    offsets,
+                    sizes: members.iter().map(|&m| tensors[m].size()).collect(),
+                    numel,
+                    part,
+                    kind,
+                    device,
+                    grad_shard,
+                    param_shard,
+                });
+            }
+            Ok(())
+        })?;
+        let mut slot_owners = decayed_owners;
+        slot_owners.extend(undecayed_owners);
+        Ok(ShardedOptimizer {
+            rank,
+            sharding,
+            buckets,
+            optimizer: AdamW::with_gradients(
+                vec![(decayed, weight_decay), (undecayed, 0.0)],
+                lr,
+                beta1,
+                beta2,
+                eps,
+            ),
+            slot_owners,
+            had_grad,
+            materialized: true,
+        })
+    }
+
+    pub fn set_lr(&mut self, lr: f64) {
+        self.optimizer.set_lr(lr);
+    }
+
+    /// Makes the full parameters present for forward, validation or a
+    /// checkpoint: under `ShardGradOp` the shards are all-gathered (every
+    /// replica must call this together); otherwise nothing.
+    pub fn materialize(&mut self, collective: &dyn Collective) -> Result<(), ShardError> {
+        if self.materialized {
+            return Ok(());
+        }
+        tch::no_grad(|| -> Result<(), ShardError> {
+            for bucket in &self.buckets {
+                let Some(shard) = &bucket.param_shard else {
+                    continue;
+                };
+                let world = collective.world_size() as i64;
+                let mut full = Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
+                collective.all_gather(self.rank, shard, &mut full)?;
+                for ((variable, &offset), size) in
+                    bucket.variables.iter().zip(&bucket.offsets).zip(&bucket.sizes)
+                {
+                    let numel: i64 = size.iter().product();
+                    // A view into the gathered bucket: one allocation per
+                    // bucket, freed when the last variable lets go of it.
+                    let data = full.f_narrow(0, offset, numel)?.f_view(size.as_slice())?;
+                    variable.shallow_clone().f_set_data(&data)?;
+                }
+            }
+            Ok(())
+        })?;
+        self.materialized = true;
+        Ok(())
+    }
+
+    /// Frees the full parameters where they are sharded at rest.
+    fn release(&mut self) -> Result<(), ShardError> {
+        if self.sharding != Sharding::ShardGradOp {
+            return Ok(());
+        }
+        for bucket in &self.buckets {
+            for variable in &bucket.variables {
+                let empty = Tensor::f_empty([0], (bucket.kind, bucket.device))?;
+                variable.shallow_clone().f_set_data(&empty)?;
+            }
+        }
+        self.materialized = false;
+        Ok(())
+    }
+
+    /// After backward: sums the gradients across replicas into each
+    /// replica's shard and frees the full gradients.
+    pub fn reduce_gradients(&mut self, collective: &dyn Collective) -> Result<(), ShardError> {
+        let world = collective.world_size() as i64;
+        tch::no_grad(|| -> Result<(), ShardError> {
+            for (bucket, had_grad) in self.buckets.iter_mut().zip(&mut self.had_grad) {
+                let mut parts = Vec::with_capacity(bucket.variables.len() + 1);
+                for (variable, had) in bucket.variables.iter().zip(had_grad.iter_mut()) {
+                    let grad = variable.grad();
+                    *had = grad.defined();
+                    parts.push(if grad.defined() {
+                        grad.f_reshape([-1])?
+                    } else {
+                        Tensor::f_zeros([variable.numel() as i64], (bucket.kind, bucket.device))?
+                    });
+                }
+                let padding = bucket.part * world - bucket.numel;
+                if padding > 0 {
+                    parts.push(Tensor::f_zeros([padding], (bucket.kind, bucket.device))?);
+                }
+                let flat = Tensor::f_cat(&parts, 0)?;
+                drop(parts);
+                collective.reduce_scatter_sum(self.rank, &flat, &mut bucket.grad_shard)?;
+                for variable in &bucket.variables {
+                    clear_grad(variable)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn shard_gradients(&self) -> Vec<Tensor> {
+        self.buckets.iter().map(|b| b.grad_shard.shallow_clone()).collect()
+    }
+
+    /// Unscales the shard's gradients (16-mixed) and tells whether any
+    /// replica found inf or NaN, so that all skip or all step.
+    pub fn unscale(
+        &self,
+        scaler: &LossScaler,
+        collective: &dyn Collective,
+    ) -> Result<bool, ShardError> {
+        let local = scaler.unscale_gradients(&self.shard_gradients())?;
+        let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
+        let mut flag = Tensor::f_from_slice(&[f32::from(u8::from(local))])?.f_to_device(device)?;
+        collective.all_reduce_sum(self.rank, &mut flag)?;
+        Ok(flag.f_double_value(&[0])? > 0.0)
+    }
+
+    /// Scales the gradients so that the global L2 norm over every replica's
+    /// shard is at most `max_norm`, as `clip_grad_norm_`; returns the norm.
+    pub fn clip_grad_norm(
+        &self,
+        max_norm: f64,
+        collective: &dyn Collective,
+    ) -> Result<f64, ShardError> {
+        let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
+        let mut squares = Tensor::f_zeros([1], (Kind::Float, device))?;
+        tch::no_grad(|| -> Result<(), ShardError> {
+            for grad in self.shard_gradients() {
+                let norm = grad.f_norm()?.f_to_kind(Kind::Float)?;
+                let _ = squares.f_add_(&norm.f_square()?.f_reshape([1])?)?;
+            }
+            Ok(())
+        })?;
+        collective.all_reduce_sum(self.rank, &mut squares)?;
+        let total = squares.f_double_value(&[0])?.sqrt();
+        let coefficient = max_norm / (total + 1e-6);
+        if coefficient < 1.0 {
+            tch::no_grad(|| -> Result<(), ShardError> {
+                for mut grad in self.shard_gradients() {
+                    let _ = grad.f_mul_scalar_(coefficient)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(total)
+    }
+
+    /// Steps this replica's shard (when `update`; a step skipped for
+    /// overflow only frees), then makes the parameters what the strategy
+    /// keeps at rest: every replica's updated shard gathered into the full
+    /// parameters (`Zero2`), or only the shard (`ShardGradOp`).
+    pub fn step(&mut self, update: bool, collective: &dyn Collective) -> Result<(), ShardError> {
+        if update {
+            let active: Vec<bool> = self
+                .slot_owners
+                .iter()
+                .map(|&(bucket, index)| self.had_grad[bucket][index])
+                .collect();
+            self.optimizer.step_active(Some(&active))?;
+        }
+        match self.sharding {
+            Sharding::Zero2 => self.gather_into_variables(collective),
+            Sharding::ShardGradOp => self.release(),
+        }
+    }
+
+    fn gather_into_variables(&self, collective: &dyn Collective) -> Result<(), ShardError> {
+        let world = collective.world_size() as i64;
+        tch::no_grad(|| -> Result<(), ShardError> {
+            for bucket in &self.buckets {
+                let (low, high) = (
+                    self.rank as i64 * bucket.part,
+                    ((self.rank as i64 + 1) * bucket.part).min(bucket.numel),
+                );
+                // This replica's part of the bucket's flat parameters.
+                let mut pieces = Vec::new();
+                for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
+                    let end = offset + variable.numel() as i64;
+                    let (from, to) = (offset.max(low), end.min(high));
+                    if from < to {
+                        pieces.push(variable.f_detach()?.f_view([-1])?.f_narrow(0, from - offset, to - from)?);
+                    }
+                }
+                let filled = (high - low).max(0);
+                if filled < bucket.part {
+                    pieces.push(Tensor::f_zeros([bucket.part - filled], (bucket.kind, bucket.device))?);
+                }
+                let shard = Tensor::f_cat(&pieces, 0)?;
+                let mut full = Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
+                collective.all_gather(self.rank, &shard, &mut full)?;
+                for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
+                    let numel = variable.numel() as i64;
+                    variable
+                        .f_detach()?
+                        .f_view([-1])?
+                        .f_copy_(&full.f_narrow(0, offset, numel)?)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// What this replica holds now (call between steps).
+    pub fn memory(&self) -> MemoryUse {
+        let mut use_ = MemoryUse {
+            optimizer_bytes: self.optimizer.state_bytes(),
+            ..MemoryUse::default()
+        };
+        for bucket in &self.buckets {
+            let (params, grads) = variable_bytes(&bucket.variables);
+            use_.params_bytes += params + bucket.param_shard.as_ref().map_or(0, bytes_of);
+            use_.grads_bytes += grads + bytes_of(&bucket.grad_shard);
+        }
+        use_
+    }
+}
+

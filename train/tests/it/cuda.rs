@@ -1,0 +1,213 @@
+//! The training stage on a GPU, through the real worker.
+//!
+//! Where libtorch sees a CUDA device (scripts/gpu-check.sh runs this
+//! binary on one) every test trains there and checks the run against the
+//! same run on the CPU. Where it sees none, the same tests check the other
+//! half of the promise instead: a stage given a GPU it cannot use fails at
+//! once, with an error that says why (no driver, a driver too old for CUDA
+//! 13, a CPU-only libtorch) and no output, never a panic and never a silent
+//! CPU run. Nothing is skipped: each test prints which half it checked.
+
+use std::path::Path;
+
+use pipe_test_support::worker::Run;
+use serde_json::{json, Value};
+use tch::{Device, Kind, Tensor};
+
+use super::train::{
+    checkpoint_dtypes, max_weight_difference, model_dir, model_dir_with, per_epoch,
+    run_stage_on, tokens, without_dropout,
+};
+use pipe_train::precision::{LossScaler, Precision};
+
+fn cuda() -> bool {
+    let available = tch::Cuda::is_available();
+    eprintln!(
+        "{}",
+        if available {
+            "CUDA: on the GPU"
+        } else {
+            "no CUDA device: checking that GPU runs fail clearly"
+        }
+    );
+    available
+}
+
+/// The train stage's params of `train::train`, with `extra` on top.
+fn params(tokens: &Path, model: &Path, extra: Value) -> Value {
+    let mut params = json!({
+        "tokens": tokens, "model": model, "num_labels": 2, "epochs": 4, "batch_size": 8,
+        "lr": 2e-3, "weight_decay": 0.01, "warmup_ratio": 0.0, "accumulate_grad_batches": 1,
+        "gradient_clip_val": 1.0, "seed": null, "limit_train_samples": null,
+        "early_stopping_patience": null, "precision": "32-true", "strategy": "single", "devices": 1,
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        params[key] = value.clone();
+    }
+    params
+}
+
+fn train_on(dir: &Path, name: &str, gpus: &[&str], params: Value) -> Run {
+    run_stage_on(dir, name, "train/classifier", params, Some(123), gpus)
+}
+
+/// Without CUDA: the run failed before training, saying why.
+fn assert_fails_for_want_of_cuda(run: &Run) {
+    assert!(!run.success, "a GPU run without CUDA succeeded");
+    let error = run.error();
+    assert!(error.contains("no CUDA device"), "{error}");
+    let reasons = [
+        "CPU-only libtorch",
+        "no NVIDIA driver",
+        "older than the R580",
+        "found no device",
+        "could not be read",
+    ];
+    assert!(
+        reasons.iter().any(|reason| error.contains(reason)),
+        "the error does not say why: {error}"
+    );
+    assert!(
+        !run.output_dir.join("checkpoint").exists(),
+        "a failed run left a checkpoint"
+    );
+}
+
+/// The same fp32 training without dropout on the GPU and on the CPU: the
+/// same checkpoint format (names, shapes, fp32) and weights within what
+/// different matmul kernels explain.
+#[test]
+fn a_gpu_run_matches_the_cpu_run_in_format_and_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir_with(dir.path(), "tiny-bert", 21, without_dropout("tiny-bert"));
+    let gpu = train_on(dir.path(), "gpu", &["0"], params(&tokens, &model, json!({})));
+    if !cuda() {
+        assert_fails_for_want_of_cuda(&gpu);
+        return;
+    }
+    let cpu = train_on(dir.path(), "cpu", &[], params(&tokens, &model, json!({})));
+    assert!(gpu.success, "{}", gpu.error());
+    assert!(cpu.success, "{}", cpu.error());
+    assert_eq!(gpu.metrics()["devices"], json!(["cuda:0"]));
+    assert_eq!(checkpoint_dtypes(&gpu), checkpoint_dtypes(&cpu));
+    let difference = max_weight_difference(&gpu, &cpu);
+    assert!(difference < 2e-3, "GPU and CPU weights differ by {difference}");
+    let throughput = &gpu.metrics()["throughput"];
+    assert!(throughput["mfu"].as_f64().unwrap() > 0.0, "{throughput:#}");
+}
+
+/// Every precision learns on the GPU and saves fp32; 16-mixed's loss
+/// scaler runs there (its overflow path in the next test).
+#[test]
+fn every_precision_learns_on_the_gpu_and_saves_fp32() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 22);
+    for precision in ["bf16-mixed", "16-mixed", "bf16-true"] {
+        let run = train_on(
+            dir.path(),
+            precision,
+            &["0"],
+            params(&tokens, &model, json!({"precision": precision, "epochs": 6})),
+        );
+        if !cuda() {
+            assert_fails_for_want_of_cuda(&run);
+            continue;
+        }
+        assert!(run.success, "{precision}: {}", run.error());
+        let metrics = run.metrics();
+        let loss = per_epoch(&metrics, "train_loss");
+        assert!(loss[loss.len() - 1] < loss[0], "{precision}: {loss:?}");
+        // bf16-true barely moves BERT-sized weights at fine-tuning rates
+        // (docs/libtorch.md); the toy task's lr is 40 times larger.
+        assert!(metrics["val_acc"].as_f64().unwrap() > 0.8, "{precision}: {metrics:#}");
+        assert!(
+            checkpoint_dtypes(&run)
+                .iter()
+                .all(|&d| d == safetensors::Dtype::F32),
+            "{precision}"
+        );
+    }
+}
+
+/// The loss scaler on CUDA gradients: an overflow is found, the step
+/// skipped and the scale halved; finite gradients come back unscaled.
+#[test]
+fn the_loss_scaler_finds_a_forced_overflow_on_the_gpu() {
+    if !cuda() {
+        let refused = Precision::Fp16Mixed.check_device(Device::Cuda(0));
+        let error = refused.expect_err("16-mixed accepted a GPU that is not there");
+        assert!(error.to_string().contains("cuda:0 is not available"), "{error}");
+        return;
+    }
+    let device = Device::Cuda(0);
+    let mut scaler = LossScaler::new(65536.0, 2.0, 0.5, 2000);
+    let weight = Tensor::from_slice(&[1.0f32, 2.0]).to_device(device).set_requires_grad(true);
+    let huge = Tensor::from_slice(&[3.0e38f32, 1.0]).to_device(device);
+    let loss = (&weight * &huge).sum(Kind::Float);
+    scaler.scale_loss(&loss).unwrap().backward();
+    let overflow = scaler.unscale(&[weight.shallow_clone()]).unwrap();
+    assert!(overflow, "3e38 * 65536 is not finite in fp32");
+    assert!(!scaler.update(overflow), "an overflowing step must be skipped");
+    assert_eq!(scaler.scale(), 32768.0);
+    assert_eq!(scaler.skipped_steps(), 1);
+
+    weight.grad().zero_();
+    let loss = (&weight * Tensor::from_slice(&[0.5f32, 0.25]).to_device(device)).sum(Kind::Float);
+    scaler.scale_loss(&loss).unwrap().backward();
+    assert!(!scaler.unscale(&[weight.shallow_clone()]).unwrap());
+    let grad = Vec::<f32>::try_from(weight.grad().to_device(Device::Cpu)).unwrap();
+    assert_eq!(grad, [0.5, 0.25]);
+}
+
+/// ddp and both sharded strategies with two replicas on one GPU: they
+/// step as one replica on the whole batch does, and the sharded ones hold
+/// their share of the state.
+#[test]
+fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir_with(dir.path(), "tiny-distilbert", 23, without_dropout("tiny-distilbert"));
+    let single = train_on(
+        dir.path(),
+        "single",
+        &["0"],
+        params(&tokens, &model, json!({"batch_size": 8, "epochs": 3})),
+    );
+    if !cuda() {
+        assert_fails_for_want_of_cuda(&single);
+        let ddp = train_on(
+            dir.path(),
+            "ddp",
+            &["0", "0"],
+            params(&tokens, &model, json!({"strategy": "ddp", "devices": 2})),
+        );
+        assert_fails_for_want_of_cuda(&ddp);
+        return;
+    }
+    assert!(single.success, "{}", single.error());
+    let mut optimizer_bytes = Vec::new();
+    for strategy in ["ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"] {
+        let run = train_on(
+            dir.path(),
+            strategy,
+            &["0", "0"],
+            params(
+                &tokens,
+                &model,
+                json!({"batch_size": 4, "epochs": 3, "strategy": strategy, "devices": 2}),
+            ),
+        );
+        assert!(run.success, "{strategy}: {}", run.error());
+        let metrics = run.metrics();
+        assert_eq!(metrics["devices"], json!(["cuda:0", "cuda:0"]), "{strategy}");
+        let difference = max_weight_difference(&single, &run);
+        assert!(difference < 2e-3, "{strategy} differs from single by {difference}");
+        optimizer_bytes.push(metrics["memory"]["optimizer_bytes"].as_f64().unwrap());
+    }
+    for sharded in &optimizer_bytes[1..] {
+        let ratio = sharded * 2.0 / optimizer_bytes[0];
+        assert!((0.98..1.03).contains(&ratio), "{optimizer_bytes:?}");
+    }
+}
