@@ -677,8 +677,12 @@ mod tests {
         let turns = Turns::new(3);
         let results = on_ranks(3, |rank| {
             if rank == 1 {
-                collective.abort();
+                // Turns first: the others go on to take a turn only once
+                // they saw the collective aborted, and must find the turns
+                // aborted by then (the other order let rank 0, whose turn
+                // comes first, take it in between).
                 turns.abort();
+                collective.abort();
                 return "failed".to_string();
             }
             let mut tensor = Tensor::from_slice(&[1.0f32]);

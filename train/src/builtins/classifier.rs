@@ -4,6 +4,8 @@
 //! with it every epoch; eval scores the checkpoint with it, so the two
 //! agree on the same data by construction).
 
+use std::path::Path;
+
 use pipe_stages::batches::{to_row_order, Batch, Collator, EvalSampler};
 use pipe_stages::token_file::TokenizedSplit;
 use pipe_stages::{Result, StageContext, StageError};
@@ -83,7 +85,11 @@ pub(super) fn check_labels(split: &TokenizedSplit, num_labels: i64) -> Result<()
 
 /// A row longer than the position table would fail mid-epoch; say so up
 /// front, with the fix.
+/// Checks that every row fits the model's positions and every token id its
+/// vocabulary, on the host, once per split: the model then skips its
+/// per-batch check on the device (`SequenceClassifier::vouch_for_ids`).
 pub(super) fn check_lengths(split: &TokenizedSplit, model: &SequenceClassifier) -> Result<()> {
+    check_ids(split, model)?;
     let positions = model.config.max_position_embeddings as usize;
     let longest = split.lengths().into_iter().max().unwrap_or(0);
     if longest > positions {
@@ -93,6 +99,40 @@ pub(super) fn check_lengths(split: &TokenizedSplit, model: &SequenceClassifier) 
                 split.path().display()
             ),
             format!("tokenize with `max_length: {positions}` or less"),
+        ));
+    }
+    Ok(())
+}
+
+/// The pad id the collator fills with must be a row of the embedding too.
+pub(super) fn check_pad_id(pad: u32, tokens: &Path, model: &SequenceClassifier) -> Result<()> {
+    if i64::from(pad) >= model.config.vocab_size {
+        return Err(StageError::input(
+            format!(
+                "the tokenizer in `{}` pads with id {pad}, outside the model's vocabulary of {}",
+                tokens.display(),
+                model.config.vocab_size
+            ),
+            "tokenize with the model's own tokenizer (`tokenizer:` the model's directory)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_ids(split: &TokenizedSplit, model: &SequenceClassifier) -> Result<()> {
+    let vocabulary = model.config.vocab_size;
+    let highest = (0..split.len())
+        .filter_map(|row| split.sequence(row).iter().max())
+        .max()
+        .copied()
+        .unwrap_or(0);
+    if i64::from(highest) >= vocabulary {
+        return Err(StageError::input(
+            format!(
+                "`{}` has token id {highest}, outside the model's vocabulary of {vocabulary}",
+                split.path().display()
+            ),
+            "tokenize with the model's own tokenizer (`tokenizer:` the model's directory)",
         ));
     }
     Ok(())

@@ -15,7 +15,7 @@ use pipe_stages::classification::classification_report;
 use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
 use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
-use super::classifier::{check_labels, check_lengths, device, predict};
+use super::classifier::{check_labels, check_lengths, check_pad_id, device, predict};
 use crate::model::SequenceClassifier;
 
 pub struct EvalClassifier;
@@ -108,7 +108,10 @@ impl BuiltinStage for EvalClassifier {
         let num_labels = model.num_labels();
         check_labels(&split, num_labels)?;
         check_lengths(&split, &model)?;
-        let collator = Collator::new(pad_id(&tokens.join(TOKENIZER_FILE))?);
+        let pad = pad_id(&tokens.join(TOKENIZER_FILE))?;
+        check_pad_id(pad, &tokens, &model)?;
+        model.vouch_for_ids();
+        let collator = Collator::new(pad);
 
         let phase = format!("eval {split_name}");
         context.progress(&phase, 0, Some(split.len() as u64), "rows");

@@ -32,7 +32,8 @@ use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
 use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
 use super::classifier::{
-    batch_tensors, check_labels, check_lengths, device, precision_error, predict, torch,
+    batch_tensors, check_labels, check_lengths, check_pad_id, device, precision_error, predict,
+    torch,
 };
 use crate::ddp::{
     same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
@@ -236,7 +237,8 @@ impl BuiltinStage for TrainClassifier {
         let val = open_split(&tokens, "val")?;
         check_labels(&train, settings.num_labels)?;
         check_labels(&val, settings.num_labels)?;
-        let collator = Collator::new(pad_id(&tokens.join(TOKENIZER_FILE))?);
+        let pad = pad_id(&tokens.join(TOKENIZER_FILE))?;
+        let collator = Collator::new(pad);
 
         let model_dir = context.input("model")?;
         // Seeds the head's fresh initialisation here and dropout below.
@@ -245,6 +247,11 @@ impl BuiltinStage for TrainClassifier {
         let model = &replicas[0].model;
         check_lengths(&train, model)?;
         check_lengths(&val, model)?;
+        check_pad_id(pad, &tokens, model)?;
+        // Every id of both splits and the pad are in the vocabulary.
+        for replica in &replicas {
+            replica.model.vouch_for_ids();
+        }
 
         let world = devices.len();
         let rows = limit(

@@ -1182,3 +1182,19 @@ fn the_steps_curve_has_a_line_every_n_steps_and_at_each_epochs_end() {
         zero.error()
     );
 }
+
+/// Token ids are checked against the model's vocabulary on the host, once
+/// per split, before any training: the model then skips its check on the
+/// device, where each one is a sync with the GPU.
+#[test]
+fn token_ids_outside_the_models_vocabulary_are_a_clear_error_before_training() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir_with(dir.path(), "tiny-bert", 12, json!({"vocab_size": 1000}));
+    let run = train(dir.path(), "small-vocabulary", &tokens, &model, json!({"epochs": 1}));
+    assert!(!run.success);
+    let error = run.error();
+    assert!(error.contains("outside the model's vocabulary of 1000"), "{error}");
+    assert!(error.contains("tokenize with the model's own tokenizer"), "{error}");
+    assert!(!run.output_dir.join("checkpoint").exists());
+}
