@@ -153,7 +153,7 @@ fn the_loss_scaler_finds_a_forced_overflow_on_the_gpu() {
     assert_eq!(scaler.scale(), 32768.0);
     assert_eq!(scaler.skipped_steps(), 1);
 
-    weight.grad().zero_();
+    let _ = weight.grad().zero_();
     let loss = (&weight * Tensor::from_slice(&[0.5f32, 0.25]).to_device(device)).sum(Kind::Float);
     scaler.scale_loss(&loss).unwrap().backward();
     assert!(!scaler.unscale(&[weight.shallow_clone()]).unwrap());
