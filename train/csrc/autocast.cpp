@@ -9,6 +9,7 @@
 // undefined behaviour. Errors come back as nonzero codes with the message
 // copied into the caller's buffer.
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 
 #include "guarded.h"
@@ -137,3 +138,12 @@ int pipe_autocast_is_enabled(int device) {
 }
 
 }  // extern "C"
+
+// `torch.set_float32_matmul_precision("high")`: fp32 matmuls may run on
+// TF32 tensor cores. The train stage's `tf32` opt-in under 32-true.
+extern "C" int pipe_allow_tf32(char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
+    at::globalContext().setFloat32MatmulPrecision("high");
+    return 0;
+  });
+}

@@ -63,3 +63,58 @@ extern "C" int pipe_seed_cuda_device(int index, uint64_t seed, char* error, int 
     return 0;
   });
 }
+
+// The optimizer phase as torch.optim does it since 2.x: one foreach call
+// per list instead of a kernel (or several) per gradient, and nothing that
+// waits for the device. BERT-base has about 200 gradient tensors; under
+// 16-mixed the per-tensor path launched about 2,000 kernels per step and
+// read the clipping norm and the overflow count back to the host.
+
+// `optimizer.zero_grad(set_to_none=False)`.
+extern "C" int pipe_foreach_zero(void* const* grads, int count, char* error, int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    c10::AutoGradMode no_grad(false);
+    auto list = tensors(grads, count);
+    at::_foreach_zero_(list);
+    return 0;
+  });
+}
+
+// The global L2 norm of every tensor, in fp32 whatever their dtype, into
+// `out` (a 0-dim float tensor on their device), as clip_grad_norm_ sums it.
+extern "C" int pipe_foreach_norm(void* const* grads, int count, void* out, char* error,
+                                 int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    c10::AutoGradMode no_grad(false);
+    auto list = tensors(grads, count);
+    auto norms = at::_foreach_norm(list, 2, at::kFloat);
+    auto total = at::linalg_vector_norm(at::stack(norms), 2);
+    static_cast<at::Tensor*>(out)->copy_(total);
+    return 0;
+  });
+}
+
+// Every tensor times `factor`, a 0-dim tensor on their device (the clip
+// coefficient, computed there).
+extern "C" int pipe_foreach_mul(void* const* grads, int count, void* factor, char* error,
+                                int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    c10::AutoGradMode no_grad(false);
+    auto list = tensors(grads, count);
+    at::_foreach_mul_(list, *static_cast<const at::Tensor*>(factor));
+    return 0;
+  });
+}
+
+// GradScaler's unscale: every gradient times `inv_scale` (a 1-element
+// float tensor), `found_inf` (likewise) set to 1 where any is inf or NaN.
+extern "C" int pipe_foreach_unscale(void* const* grads, int count, void* found_inf, void* inv_scale,
+                                    char* error, int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    c10::AutoGradMode no_grad(false);
+    auto list = tensors(grads, count);
+    at::_amp_foreach_non_finite_check_and_unscale_(list, *static_cast<at::Tensor*>(found_inf),
+                                                   *static_cast<const at::Tensor*>(inv_scale));
+    return 0;
+  });
+}

@@ -146,6 +146,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => pipe_train::hardware::peak_flops(
                 &[device],
                 precision.compute_kind(),
+                false,
                 tch::get_num_threads() as usize,
             ),
         };

@@ -192,24 +192,27 @@ pub struct PeakFlops {
     pub source: String,
 }
 
-/// The datasheet's dense (no sparsity) tensor-core peak of a known GPU for
-/// `kind` matmuls, by the name nvidia-smi gives. fp32 is the non-tensor
-/// rate: libtorch runs fp32 matmuls without TF32 unless asked.
-pub fn datasheet_peak(name: &str, kind: Kind) -> Option<f64> {
+/// The datasheet's dense (no sparsity) peak of a known GPU for `kind`
+/// matmuls, by the name nvidia-smi gives: tensor cores for bf16 and fp16,
+/// and for fp32 under `tf32`; the plain fp32 rate otherwise, which is what
+/// libtorch runs fp32 matmuls at unless TF32 is asked for.
+pub fn datasheet_peak(name: &str, kind: Kind, tf32: bool) -> Option<f64> {
     let name = name.to_ascii_uppercase();
-    // (marker in the name, bf16/fp16, fp32), most specific first.
-    const TABLE: &[(&str, f64, f64)] = &[
-        ("H200", 989.4e12, 66.9e12),
-        ("H100 PCIE", 756.0e12, 51.2e12),
-        ("H100", 989.4e12, 66.9e12),
-        ("A100", 312.0e12, 19.5e12),
-        ("L40S", 362.05e12, 91.6e12),
-        ("L4", 121.0e12, 30.3e12),
-        ("A10", 125.0e12, 31.2e12),
+    // (marker in the name, bf16/fp16, tf32, fp32), most specific first.
+    const TABLE: &[(&str, f64, f64, f64)] = &[
+        ("H200", 989.4e12, 494.7e12, 66.9e12),
+        ("H100 PCIE", 756.0e12, 378.0e12, 51.2e12),
+        ("H100", 989.4e12, 494.7e12, 66.9e12),
+        ("A100", 312.0e12, 156.0e12, 19.5e12),
+        ("L40S", 362.05e12, 183.0e12, 91.6e12),
+        ("L4", 121.0e12, 60.0e12, 30.3e12),
+        ("A10", 125.0e12, 62.5e12, 31.2e12),
     ];
-    let (_, half, single) = TABLE.iter().find(|(marker, _, _)| name.contains(marker))?;
+    let (_, half, tensor_float, single) =
+        TABLE.iter().find(|(marker, ..)| name.contains(marker))?;
     match kind {
         Kind::BFloat16 | Kind::Half => Some(*half),
+        Kind::Float if tf32 => Some(*tensor_float),
         Kind::Float => Some(*single),
         _ => None,
     }
@@ -220,14 +223,19 @@ pub fn datasheet_peak(name: &str, kind: Kind) -> Option<f64> {
 /// matmul measured there (on the CPU with the stage's threads: a CPU's
 /// datasheet depends on its vector units and clocks, which nothing here
 /// reads reliably). The measurement takes a fraction of a second.
-pub fn peak_flops(devices: &[Device], kind: Kind, threads: usize) -> PeakFlops {
+pub fn peak_flops(devices: &[Device], kind: Kind, tf32: bool, threads: usize) -> PeakFlops {
     let device = devices.first().copied().unwrap_or(Device::Cpu);
     if let Device::Cuda(_) = device {
         if let Some(Some(name)) = gpu_names(&[device]).first() {
-            if let Some(peak) = datasheet_peak(name, kind) {
+            if let Some(peak) = datasheet_peak(name, kind, tf32) {
+                let mode = if kind == Kind::Float && tf32 {
+                    "TF32".to_string()
+                } else {
+                    format!("{kind:?}")
+                };
                 return PeakFlops {
                     per_device: peak,
-                    source: format!("datasheet {name} ({kind:?}, dense)"),
+                    source: format!("datasheet {name} ({mode}, dense)"),
                 };
             }
         }
@@ -288,17 +296,18 @@ mod tests {
 
     #[test]
     fn known_gpus_have_datasheet_peaks_per_precision() {
-        assert_eq!(datasheet_peak("NVIDIA H200", Kind::BFloat16), Some(989.4e12));
-        assert_eq!(datasheet_peak("NVIDIA H100 PCIe", Kind::BFloat16), Some(756.0e12));
-        assert_eq!(datasheet_peak("NVIDIA A100-SXM4-80GB", Kind::Float), Some(19.5e12));
-        assert_eq!(datasheet_peak("NVIDIA L40S", Kind::Half), Some(362.05e12));
-        assert_eq!(datasheet_peak("NVIDIA L4", Kind::BFloat16), Some(121.0e12));
-        assert_eq!(datasheet_peak("Tesla T4", Kind::BFloat16), None);
+        assert_eq!(datasheet_peak("NVIDIA H200", Kind::BFloat16, false), Some(989.4e12));
+        assert_eq!(datasheet_peak("NVIDIA H200", Kind::Float, true), Some(494.7e12));
+        assert_eq!(datasheet_peak("NVIDIA H100 PCIe", Kind::BFloat16, false), Some(756.0e12));
+        assert_eq!(datasheet_peak("NVIDIA A100-SXM4-80GB", Kind::Float, false), Some(19.5e12));
+        assert_eq!(datasheet_peak("NVIDIA L40S", Kind::Half, false), Some(362.05e12));
+        assert_eq!(datasheet_peak("NVIDIA L4", Kind::BFloat16, false), Some(121.0e12));
+        assert_eq!(datasheet_peak("Tesla T4", Kind::BFloat16, false), None);
     }
 
     #[test]
     fn the_cpu_peak_is_a_measured_matmul_rate() {
-        let peak = peak_flops(&[Device::Cpu], Kind::Float, 1);
+        let peak = peak_flops(&[Device::Cpu], Kind::Float, false, 1);
         assert!(peak.per_device > 1e8, "{peak:?}");
         assert!(peak.source.starts_with("measured 1024x1024 Float matmul"), "{peak:?}");
     }

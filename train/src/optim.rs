@@ -27,6 +27,148 @@ extern "C" {
     ) -> c_int;
 }
 
+/// libtorch's `_foreach_*` kernels (csrc/optim.cpp), which tch does not
+/// bind: one call per list of tensors, nothing read back to the host.
+pub mod foreach {
+    use std::ffi::{c_char, c_int, c_void, CStr};
+
+    use tch::{Kind, TchError, Tensor};
+
+    extern "C" {
+        fn pipe_foreach_zero(
+            tensors: *const *mut c_void,
+            count: c_int,
+            error: *mut c_char,
+            error_length: c_int,
+        ) -> c_int;
+        fn pipe_foreach_norm(
+            tensors: *const *mut c_void,
+            count: c_int,
+            out: *mut c_void,
+            error: *mut c_char,
+            error_length: c_int,
+        ) -> c_int;
+        fn pipe_foreach_mul(
+            tensors: *const *mut c_void,
+            count: c_int,
+            factor: *mut c_void,
+            error: *mut c_char,
+            error_length: c_int,
+        ) -> c_int;
+        fn pipe_foreach_unscale(
+            tensors: *const *mut c_void,
+            count: c_int,
+            found_inf: *mut c_void,
+            inv_scale: *mut c_void,
+            error: *mut c_char,
+            error_length: c_int,
+        ) -> c_int;
+    }
+
+    fn pointers(tensors: &[Tensor]) -> Vec<*mut c_void> {
+        tensors
+            .iter()
+            .map(|tensor| tensor.as_ptr() as *mut c_void)
+            .collect()
+    }
+
+    /// Runs a shim with an error buffer; its message becomes a TchError.
+    fn call(body: impl FnOnce(*mut c_char, c_int) -> c_int) -> Result<(), TchError> {
+        let mut error = [0 as c_char; 512];
+        let status = body(error.as_mut_ptr(), error.len() as c_int);
+        if status != 0 {
+            // SAFETY: the shims always NUL-terminate within the buffer.
+            let message = unsafe { CStr::from_ptr(error.as_ptr()) };
+            return Err(TchError::Torch(message.to_string_lossy().into_owned()));
+        }
+        Ok(())
+    }
+
+    /// Zeroes every tensor in place.
+    pub fn zero(tensors: &[Tensor]) -> Result<(), TchError> {
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let list = pointers(tensors);
+        // SAFETY: `list` holds live handles and outlives the call; the shim
+        // copies them and reports C++ exceptions through the buffer.
+        call(|error, length| unsafe {
+            pipe_foreach_zero(list.as_ptr(), list.len() as c_int, error, length)
+        })
+    }
+
+    /// The L2 norm of all the tensors together, as a 0-dim fp32 tensor on
+    /// their device (zero for none).
+    pub fn norm(tensors: &[Tensor]) -> Result<Tensor, TchError> {
+        let Some(first) = tensors.first() else {
+            return Tensor::f_zeros([], (Kind::Float, tch::Device::Cpu));
+        };
+        let out = Tensor::f_zeros([], (Kind::Float, first.device()))?;
+        let list = pointers(tensors);
+        // SAFETY: as in `zero`; `out` is a live tensor the shim copies into.
+        call(|error, length| unsafe {
+            pipe_foreach_norm(
+                list.as_ptr(),
+                list.len() as c_int,
+                out.as_ptr() as *mut c_void,
+                error,
+                length,
+            )
+        })?;
+        Ok(out)
+    }
+
+    /// Multiplies every tensor in place by `factor`, a 0-dim tensor on
+    /// their device.
+    pub fn mul(tensors: &[Tensor], factor: &Tensor) -> Result<(), TchError> {
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let list = pointers(tensors);
+        // SAFETY: as in `zero`.
+        call(|error, length| unsafe {
+            pipe_foreach_mul(
+                list.as_ptr(),
+                list.len() as c_int,
+                factor.as_ptr() as *mut c_void,
+                error,
+                length,
+            )
+        })
+    }
+
+    /// Multiplies every tensor by `inv_scale` and sets `found_inf` to 1
+    /// where any holds inf or NaN (both 1-element fp32 tensors on the
+    /// tensors' device), as `GradScaler.unscale_`. The tensors must be of
+    /// one device; fp32 or fp16.
+    pub fn unscale(tensors: &[Tensor], found_inf: &Tensor, inv_scale: &Tensor) -> Result<(), TchError> {
+        if tensors.is_empty() {
+            return Ok(());
+        }
+        let list = pointers(tensors);
+        // SAFETY: as in `zero`.
+        call(|error, length| unsafe {
+            pipe_foreach_unscale(
+                list.as_ptr(),
+                list.len() as c_int,
+                found_inf.as_ptr() as *mut c_void,
+                inv_scale.as_ptr() as *mut c_void,
+                error,
+                length,
+            )
+        })
+    }
+}
+
+/// `max_norm / (norm + 1e-6)`, at most 1, computed on the norm's device:
+/// the factor `clip_grad_norm_` multiplies the gradients by.
+pub fn clip_coefficient(norm: &Tensor, max_norm: f64) -> Result<Tensor, TchError> {
+    norm.f_add_scalar(1e-6)?
+        .f_reciprocal()?
+        .f_mul_scalar(max_norm)?
+        .f_clamp_max(1.0)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OptimError {
     #[error("fused AdamW: {0}")]
@@ -155,42 +297,29 @@ impl AdamW {
             .flat_map(|group| group.slots.iter().map(|slot| &slot.param))
     }
 
-    /// Zeroes every gradient in place (the buffers stay allocated).
+    fn defined_grads(&self) -> Vec<Tensor> {
+        self.params()
+            .map(Tensor::grad)
+            .filter(Tensor::defined)
+            .collect()
+    }
+
+    /// Zeroes every gradient in place (the buffers stay allocated), in one
+    /// foreach call.
     pub fn zero_grad(&self) -> Result<(), OptimError> {
-        for param in self.params() {
-            let mut grad = param.grad();
-            if grad.defined() {
-                let _ = grad.f_detach_()?.f_zero_()?;
-            }
-        }
+        foreach::zero(&self.defined_grads())?;
         Ok(())
     }
 
     /// Scales the gradients down so that their global L2 norm is at most
-    /// `max_norm`, as `torch.nn.utils.clip_grad_norm_` (same epsilon), and
-    /// returns the norm before clipping.
-    pub fn clip_grad_norm(&self, max_norm: f64) -> Result<f64, OptimError> {
-        let grads: Vec<Tensor> = self
-            .params()
-            .map(Tensor::grad)
-            .filter(Tensor::defined)
-            .collect();
-        if grads.is_empty() {
-            return Ok(0.0);
-        }
-        let norms = grads
-            .iter()
-            .map(|grad| grad.f_norm()?.f_to_kind(Kind::Float))
-            .collect::<Result<Vec<_>, _>>()?;
-        let total = Tensor::f_stack(&norms, 0)?.f_norm()?.f_double_value(&[])?;
-        let coefficient = max_norm / (total + 1e-6);
-        if coefficient < 1.0 {
-            tch::no_grad(|| -> Result<(), TchError> {
-                for grad in &grads {
-                    let _ = grad.shallow_clone().f_mul_scalar_(coefficient)?;
-                }
-                Ok(())
-            })?;
+    /// `max_norm`, as `torch.nn.utils.clip_grad_norm_` (same epsilon, fp32
+    /// norms), and returns the norm before clipping as a 0-dim tensor on
+    /// the gradients' device: nothing waits for the device here.
+    pub fn clip_grad_norm(&self, max_norm: f64) -> Result<Tensor, OptimError> {
+        let grads = self.defined_grads();
+        let total = foreach::norm(&grads)?;
+        if !grads.is_empty() {
+            foreach::mul(&grads, &clip_coefficient(&total, max_norm)?)?;
         }
         Ok(total)
     }
@@ -370,12 +499,12 @@ mod tests {
             0.999,
             1e-8,
         );
-        let norm = optimizer.clip_grad_norm(1.0).unwrap();
+        let norm = optimizer.clip_grad_norm(1.0).unwrap().double_value(&[]);
         assert!((norm - 5.0).abs() < 1e-6);
         let clipped = Vec::<f32>::try_from(a.grad()).unwrap();
         assert!((clipped[0] - 0.6).abs() < 1e-5, "{clipped:?}");
         // Under the threshold nothing changes.
-        assert!((optimizer.clip_grad_norm(10.0).unwrap() - 1.0).abs() < 1e-5);
+        assert!((optimizer.clip_grad_norm(10.0).unwrap().double_value(&[]) - 1.0).abs() < 1e-5);
         assert!((Vec::<f32>::try_from(b.grad()).unwrap()[0] - 0.8).abs() < 1e-5);
     }
 }

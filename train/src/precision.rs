@@ -134,6 +134,23 @@ impl Precision {
     }
 }
 
+extern "C" {
+    fn pipe_allow_tf32(error: *mut c_char, error_size: usize) -> c_int;
+}
+
+/// Lets fp32 matmuls run on TF32 tensor cores for the rest of the process
+/// (`torch.set_float32_matmul_precision("high")`): the `tf32` opt-in of
+/// the train stage under 32-true.
+pub fn allow_tf32() -> Result<(), PrecisionError> {
+    let mut error = [0 as c_char; 512];
+    // SAFETY: the shim sets one libtorch global and reports C++ exceptions
+    // through `error`, which it NUL-terminates.
+    if unsafe { pipe_allow_tf32(error.as_mut_ptr(), error.len()) } != 0 {
+        return Err(PrecisionError::Autocast(error_text(&error)));
+    }
+    Ok(())
+}
+
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -362,27 +379,45 @@ impl LossScaler {
     /// [`LossScaler::unscale`] of gradient tensors themselves (a sharded
     /// replica's shard of them); undefined ones are skipped.
     pub fn unscale_gradients(&self, grads: &[Tensor]) -> Result<bool, tch::TchError> {
-        let inverse = 1.0 / self.scale;
-        let mut non_finite: Option<Tensor> = None;
-        tch::no_grad(|| -> Result<(), tch::TchError> {
-            for grad in grads {
-                let mut grad = grad.shallow_clone();
-                if !grad.defined() {
-                    continue;
-                }
-                let _ = grad.f_mul_scalar_(inverse)?;
-                let count = grad.f_isfinite()?.f_logical_not()?.f_sum(Kind::Int64)?;
-                non_finite = Some(match non_finite.take() {
-                    Some(total) => total.f_add(&count)?,
-                    None => count,
-                });
-            }
-            Ok(())
-        })?;
-        Ok(match non_finite {
-            Some(total) => total.f_int64_value(&[])? > 0,
+        let found = self.unscale_on_device(grads)?;
+        Ok(match found {
+            Some(found) => found.f_double_value(&[0])? > 0.0,
             None => false,
         })
+    }
+
+    /// Divides the gradients by the scale in one foreach call per dtype
+    /// (`GradScaler.unscale_`), leaving the verdict on the device: a
+    /// 1-element fp32 tensor, nonzero when any gradient holds inf or NaN
+    /// (None when there is no gradient). The caller reads it once, or
+    /// all-reduces it first (sharded replicas).
+    pub fn unscale_on_device(&self, grads: &[Tensor]) -> Result<Option<Tensor>, tch::TchError> {
+        let defined: Vec<Tensor> = grads
+            .iter()
+            .filter(|grad| grad.defined())
+            .map(Tensor::shallow_clone)
+            .collect();
+        let Some(first) = defined.first() else {
+            return Ok(None);
+        };
+        let device = first.device();
+        let found = Tensor::f_zeros([1], (Kind::Float, device))?;
+        let inverse = Tensor::f_full([1], 1.0 / self.scale, (Kind::Float, device))?;
+        let mut kinds: Vec<Kind> = Vec::new();
+        for grad in &defined {
+            if !kinds.contains(&grad.kind()) {
+                kinds.push(grad.kind());
+            }
+        }
+        for kind in kinds {
+            let of_kind: Vec<Tensor> = defined
+                .iter()
+                .filter(|grad| grad.kind() == kind)
+                .map(Tensor::shallow_clone)
+                .collect();
+            crate::optim::foreach::unscale(&of_kind, &found, &inverse)?;
+        }
+        Ok(Some(found))
     }
 
     /// Records a step's outcome and adjusts the scale: returns whether the

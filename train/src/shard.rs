@@ -44,7 +44,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use tch::{Device, Kind, Tensor};
 
 use crate::ddp::{bucket_indices, Collective, CollectiveError};
-use crate::optim::{AdamW, OptimError};
+use crate::optim::{clip_coefficient, foreach, AdamW, OptimError};
 use crate::precision::LossScaler;
 
 extern "C" {
@@ -357,46 +357,35 @@ impl ShardedOptimizer {
     }
 
     /// Unscales the shard's gradients (16-mixed) and tells whether any
-    /// replica found inf or NaN, so that all skip or all step.
+    /// replica found inf or NaN, so that all skip or all step: the flags
+    /// are all-reduced on the device and read once.
     pub fn unscale(
         &self,
         scaler: &LossScaler,
         collective: &dyn Collective,
     ) -> Result<bool, ShardError> {
-        let local = scaler.unscale_gradients(&self.shard_gradients())?;
         let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
-        let mut flag = Tensor::f_from_slice(&[f32::from(u8::from(local))])?.f_to_device(device)?;
-        collective.all_reduce_sum(self.rank, &mut flag)?;
-        Ok(flag.f_double_value(&[0])? > 0.0)
+        let mut found = match scaler.unscale_on_device(&self.shard_gradients())? {
+            Some(found) => found,
+            None => Tensor::f_zeros([1], (Kind::Float, device))?,
+        };
+        collective.all_reduce_sum(self.rank, &mut found)?;
+        Ok(found.f_double_value(&[0])? > 0.0)
     }
 
     /// Scales the gradients so that the global L2 norm over every replica's
-    /// shard is at most `max_norm`, as `clip_grad_norm_`; returns the norm.
+    /// shard is at most `max_norm`, as `clip_grad_norm_`; returns the norm,
+    /// on the device (nothing here waits for it).
     pub fn clip_grad_norm(
         &self,
         max_norm: f64,
         collective: &dyn Collective,
-    ) -> Result<f64, ShardError> {
-        let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
-        let mut squares = Tensor::f_zeros([1], (Kind::Float, device))?;
-        tch::no_grad(|| -> Result<(), ShardError> {
-            for grad in self.shard_gradients() {
-                let norm = grad.f_norm()?.f_to_kind(Kind::Float)?;
-                let _ = squares.f_add_(&norm.f_square()?.f_reshape([1])?)?;
-            }
-            Ok(())
-        })?;
+    ) -> Result<Tensor, ShardError> {
+        let grads = self.shard_gradients();
+        let mut squares = foreach::norm(&grads)?.f_square()?.f_reshape([1])?;
         collective.all_reduce_sum(self.rank, &mut squares)?;
-        let total = squares.f_double_value(&[0])?.sqrt();
-        let coefficient = max_norm / (total + 1e-6);
-        if coefficient < 1.0 {
-            tch::no_grad(|| -> Result<(), ShardError> {
-                for mut grad in self.shard_gradients() {
-                    let _ = grad.f_mul_scalar_(coefficient)?;
-                }
-                Ok(())
-            })?;
-        }
+        let total = squares.f_sqrt()?.f_reshape([])?;
+        foreach::mul(&grads, &clip_coefficient(&total, max_norm)?)?;
         Ok(total)
     }
 

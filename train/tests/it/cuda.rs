@@ -95,6 +95,13 @@ fn a_gpu_run_matches_the_cpu_run_in_format_and_weights() {
     assert!(difference < 2e-3, "GPU and CPU weights differ by {difference}");
     let throughput = &gpu.metrics()["throughput"];
     assert!(throughput["mfu"].as_f64().unwrap() > 0.0, "{throughput:#}");
+
+    // TF32, the opt-in: the same training within TF32's precision.
+    let tf32 = train_on(dir.path(), "tf32", &["0"], params(&tokens, &model, json!({"tf32": true})));
+    assert!(tf32.success, "{}", tf32.error());
+    assert_eq!(tf32.metrics()["tf32"], true);
+    let difference = max_weight_difference(&tf32, &cpu);
+    assert!(difference < 2e-2, "TF32 and CPU weights differ by {difference}");
 }
 
 /// Every precision learns on the GPU and saves fp32; 16-mixed's loss

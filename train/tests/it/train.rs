@@ -1199,3 +1199,25 @@ fn token_ids_outside_the_models_vocabulary_are_a_clear_error_before_training() {
     assert!(error.contains("tokenize with the model's own tokenizer"), "{error}");
     assert!(!run.output_dir.join("checkpoint").exists());
 }
+
+/// TF32 is an explicit opt-in for fp32 matmuls on a GPU: asked for where
+/// it cannot apply, it is refused rather than ignored, so that a run's
+/// config says what it ran.
+#[test]
+fn tf32_is_refused_on_the_cpu_and_with_other_precisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 13);
+    let run = train(dir.path(), "tf32-cpu", &tokens, &model, json!({"tf32": true, "epochs": 1}));
+    assert!(!run.success);
+    assert!(run.error().contains("the CPU, which has no TF32"), "{}", run.error());
+    let run = train(
+        dir.path(),
+        "tf32-bf16",
+        &tokens,
+        &model,
+        json!({"tf32": true, "precision": "bf16-mixed", "epochs": 1}),
+    );
+    assert!(!run.success);
+    assert!(run.error().contains("set `precision: 32-true`"), "{}", run.error());
+}
