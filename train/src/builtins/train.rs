@@ -334,21 +334,22 @@ impl BuiltinStage for TrainClassifier {
                 let seconds = started.elapsed().as_secs_f64().max(1e-9);
                 format!(
                     "loss {:.4}  {:.1} samples/s",
-                    totals.loss_sum / totals.rows.max(1) as f64,
+                    totals.mean_loss().unwrap_or(f64::NAN),
                     (totals.rows * replicas) as f64 / seconds
                 )
             };
             let last_step = steps.len() as u64;
-            let mut report = |done: &StepDone| {
+            let mut report = |done: &StepDone| -> Result<()> {
                 step_curve.record(
                     epoch + 1,
                     plan.first_step + done.index,
                     done,
                     done.index == last_step,
-                );
+                )?;
                 context.progress_with(&phase, done.index, Some(steps_per_epoch), UNIT, || {
                     Some(live(done.epoch, world))
-                })
+                });
+                Ok(())
             };
             let totals = train_epoch(&mut replicas, &plan, sync.as_ref(), &mut report)?;
             global_step += steps.len() as u64;
@@ -369,8 +370,8 @@ impl BuiltinStage for TrainClassifier {
             )?;
             let stats = EpochStats {
                 epoch: epoch + 1,
-                train_loss: totals.loss_sum / totals.rows.max(1) as f64,
-                train_acc: totals.correct as f64 / totals.rows.max(1) as f64,
+                train_loss: totals.mean_loss()?,
+                train_acc: totals.correct.value()? / totals.rows.max(1) as f64,
                 val_loss: validation.mean_loss(),
                 val_acc: validation.accuracy(),
                 epoch_seconds: train_seconds,
@@ -996,7 +997,7 @@ struct StepDone<'a> {
 }
 
 /// Called by rank 0 after each step.
-type StepReport<'a> = &'a mut dyn FnMut(&StepDone);
+type StepReport<'a> = &'a mut dyn FnMut(&StepDone) -> Result<()>;
 
 /// Runs an epoch on every replica: rank 0 on this thread (it reports
 /// progress), the others on threads of their own.
@@ -1051,7 +1052,7 @@ fn train_epoch(
         }
         let mut totals = TrainTotals::default();
         for result in results {
-            totals.add(&result?);
+            totals.add(&result?)?;
         }
         Ok(totals)
     })
@@ -1119,7 +1120,7 @@ fn replica_steps(
                 autocast,
                 replica.device,
                 &mut clock,
-            )?);
+            )?)?;
         }
         let step_ok = match &mut replica.updater {
             Updater::Replicated { optimizer, buckets } => {
@@ -1182,7 +1183,7 @@ fn replica_steps(
             replica.memory = Some(replica.memory_now());
         }
         replica.phases.add(&clock, step_started.elapsed().as_secs_f64());
-        totals.add(&step_totals);
+        totals.add(&step_totals)?;
         if let Some(report) = report.as_mut() {
             report(&StepDone {
                 index: index as u64 + 1,
@@ -1191,7 +1192,7 @@ fn replica_steps(
                 seconds: step_started.elapsed().as_secs_f64(),
                 step: &step_totals,
                 epoch: &totals,
-            });
+            })?;
         }
     }
     // Validation and the checkpoint read rank 0's full parameters.
@@ -1224,18 +1225,68 @@ struct TrainTotals {
     padded_tokens: usize,
     /// Model FLOPs of forward and backward (`SequenceClassifier::train_flops`).
     flops: f64,
-    correct: i64,
-    loss_sum: f64,
+    correct: LazySum,
+    loss_sum: LazySum,
 }
 
 impl TrainTotals {
-    fn add(&mut self, other: &TrainTotals) {
+    fn add(&mut self, other: &TrainTotals) -> Result<()> {
         self.rows += other.rows;
         self.tokens += other.tokens;
         self.padded_tokens += other.padded_tokens;
         self.flops += other.flops;
-        self.correct += other.correct;
-        self.loss_sum += other.loss_sum;
+        self.correct.add(&other.correct)?;
+        self.loss_sum.add(&other.loss_sum)?;
+        Ok(())
+    }
+
+    fn mean_loss(&self) -> Result<f64> {
+        Ok(self.loss_sum.value()? / self.rows.max(1) as f64)
+    }
+}
+
+/// A sum of per-micro-batch values (loss, correct predictions) kept on the
+/// device until someone reads it: reading a GPU value waits for the GPU,
+/// and the loop used to do it twice per micro-batch. Read when a step
+/// line, a progress line or an epoch's stats need it.
+#[derive(Default)]
+struct LazySum {
+    host: f64,
+    /// A 0-dim f64 tensor on the device, not yet added into `host`.
+    device: Option<Tensor>,
+}
+
+impl LazySum {
+    fn of(value: Tensor) -> LazySum {
+        LazySum {
+            host: 0.0,
+            device: Some(value),
+        }
+    }
+
+    fn add(&mut self, other: &LazySum) -> Result<()> {
+        self.host += other.host;
+        let Some(theirs) = &other.device else {
+            return Ok(());
+        };
+        self.device = Some(match self.device.take() {
+            // Replicas on different devices add up on the host.
+            Some(ours) if ours.device() != theirs.device() => {
+                self.host += ours.f_double_value(&[]).map_err(torch)?;
+                theirs.shallow_clone()
+            }
+            Some(ours) => ours.f_add(theirs).map_err(torch)?,
+            None => theirs.shallow_clone(),
+        });
+        Ok(())
+    }
+
+    fn value(&self) -> Result<f64> {
+        Ok(self.host
+            + match &self.device {
+                Some(tensor) => tensor.f_double_value(&[]).map_err(torch)?,
+                None => 0.0,
+            })
     }
 }
 
@@ -1269,15 +1320,18 @@ fn train_micro_batch(
         .and_then(|scaled| scaled.f_backward())
         .map_err(torch)?;
     clock.lap(Phase::Backward);
-    let correct = tch::no_grad(|| {
-        logits
-            .f_argmax(-1, false)
-            .and_then(|predicted| predicted.f_eq_tensor(&labels))
-            .and_then(|hits| hits.f_sum(Kind::Int64))
-            .map(|hits| hits.int64_value(&[]))
+    let (correct, loss_sum) = tch::no_grad(|| -> std::result::Result<_, tch::TchError> {
+        let correct = logits
+            .f_argmax(-1, false)?
+            .f_eq_tensor(&labels)?
+            .f_sum(Kind::Double)?;
+        let loss_sum = loss
+            .f_detach()?
+            .f_to_kind(Kind::Double)?
+            .f_mul_scalar(batch.rows as f64)?;
+        Ok((LazySum::of(correct), LazySum::of(loss_sum)))
     })
     .map_err(torch)?;
-    let loss_sum = loss.f_double_value(&[]).map_err(torch)? * batch.rows as f64;
     clock.lap(Phase::Other);
     Ok(TrainTotals {
         rows: batch.rows,
@@ -1482,7 +1536,7 @@ struct StepLine {
 /// What the steps since the last line add up to.
 #[derive(Default)]
 struct StepWindow {
-    loss_sum: f64,
+    loss_sum: LazySum,
     lead_rows: usize,
     rows: usize,
     seconds: f64,
@@ -1501,24 +1555,31 @@ impl StepCurve {
     /// Adds optimizer step `global_step` (from 1) of `epoch` (from 1), and
     /// makes a line of the window when the step is one of every `every` or
     /// the epoch's last.
-    fn record(&mut self, epoch: u64, global_step: u64, done: &StepDone, ends_epoch: bool) {
+    fn record(
+        &mut self,
+        epoch: u64,
+        global_step: u64,
+        done: &StepDone,
+        ends_epoch: bool,
+    ) -> Result<()> {
         let window = &mut self.since_last;
-        window.loss_sum += done.step.loss_sum;
+        window.loss_sum.add(&done.step.loss_sum)?;
         window.lead_rows += done.step.rows;
         window.rows += done.rows;
         window.seconds += done.seconds;
         window.lr = done.lr;
         if !global_step.is_multiple_of(self.every) && !ends_epoch {
-            return;
+            return Ok(());
         }
         let window = std::mem::take(&mut self.since_last);
         self.lines.push(StepLine {
             step: global_step,
             epoch,
-            loss: window.loss_sum / window.lead_rows.max(1) as f64,
+            loss: window.loss_sum.value()? / window.lead_rows.max(1) as f64,
             lr: window.lr,
             samples_per_s: window.rows as f64 / window.seconds.max(1e-9),
         });
+        Ok(())
     }
 
     fn write(&self, path: &Path) -> Result<()> {
