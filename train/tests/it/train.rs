@@ -841,10 +841,13 @@ pub(crate) fn checkpoint_bytes(run: &Run) -> Vec<u8> {
 
 /// With dropout on and no clipping, a sharded strategy is ddp's arithmetic
 /// cut into shards: the reduce-scatter adds in the all-reduce's order and
-/// AdamW is element-wise, so the weights are ddp's bit for bit. Clipping's
-/// norm is summed in another order, so with it only a tolerance holds.
+/// AdamW is element-wise, so the weights are ddp's. Bit for bit here; in
+/// general the last bit of a few elements may differ where a shard cuts a
+/// parameter (the fused AdamW kernel rounds its vectorised body and its
+/// scalar tail differently), so the check is a tolerance far below any
+/// training effect, and the bytes are compared as well for this fixture.
 #[test]
-fn sharded_strategies_write_the_bytes_of_ddp_with_dropout_and_the_same_seed() {
+fn sharded_strategies_train_the_weights_of_ddp_with_dropout_and_the_same_seed() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let model = model_dir(dir.path(), "tiny-bert", 9);
@@ -861,10 +864,14 @@ fn sharded_strategies_write_the_bytes_of_ddp_with_dropout_and_the_same_seed() {
         let ddp = run("ddp");
         for strategy in ["deepspeed_stage_2", "fsdp_shard_grad_op"] {
             let sharded = run(strategy);
+            let difference = max_weight_difference(&sharded, &ddp);
+            assert!(
+                difference <= 1e-6,
+                "{strategy} under {precision}: weights differ from ddp's by {difference}"
+            );
             assert!(
                 checkpoint_bytes(&sharded) == checkpoint_bytes(&ddp),
-                "{strategy} under {precision}: not ddp's bytes (max difference {})",
-                max_weight_difference(&sharded, &ddp)
+                "{strategy} under {precision}: not ddp's bytes (max difference {difference})"
             );
         }
     }
