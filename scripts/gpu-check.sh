@@ -119,24 +119,14 @@ one_epoch() {
         local summary
         summary=$(cd "$project" && "$bin/pipe" show --json | python3 -c '
 import json, sys
-def find(value):
-    if isinstance(value, dict):
-        if "throughput" in value and "val_acc" in value:
-            return value
-        for item in value.values():
-            found = find(item)
-            if found: return found
-    if isinstance(value, list):
-        for item in value:
-            found = find(item)
-            if found: return found
-metrics = find(json.load(sys.stdin)) or {}
-t = metrics.get("throughput", {})
-m = metrics.get("memory", {})
-print("%s rows in %.1f s: %.0f samples/s, MFU %.1f%%, val_acc %.3f, step ms %s, peak RSS %.0f MiB" % (
-    metrics.get("train_rows"), metrics.get("train_seconds", 0), t.get("samples_per_s", 0),
-    100 * (t.get("mfu") or 0), metrics.get("val_acc", 0), t.get("step_ms"),
-    (m.get("peak_rss_bytes") or 0) / 2**20))')
+run = json.load(sys.stdin)
+m = next(s["metrics"] for s in run["stages"] if s["stage"] == "train")
+print("%d rows in %.1f s: %.0f samples/s, %.0f tokens/s, MFU %.1f%% (%s), val_acc %.3f; "
+      "ms per step: forward %.1f, backward %.1f, optimizer %.1f, other %.1f; peak RSS %.0f MiB" % (
+    m["train_rows"], m["train_seconds"], m["throughput.samples_per_s"], m["throughput.tokens_per_s"],
+    100 * (m.get("throughput.mfu") or 0), m["throughput.peak_source"], m["val_acc"],
+    m["throughput.forward_ms"], m["throughput.backward_ms"], m["throughput.optimizer_ms"],
+    m["throughput.other_ms"], (m.get("memory.peak_rss_bytes") or 0) / 2**20))')
         echo "$summary"
         row "one epoch through pipe ($((SECONDS - started)) s in all)" ok "$summary"
     else

@@ -36,4 +36,5 @@ cp "$tests" .gpu/bin/pipe-train-tests
 strip --strip-debug .gpu/bin/*
 pwd > .gpu/build-root
 echo "built in $(( $(date +%s) - started )) s; .gpu/ holds:" >&2
-du -sh .gpu/bin/* .gpu >&2
+du -sh .gpu/bin/* >&2
+du -sh .gpu | sed 's/^/in all: /' >&2
