@@ -24,7 +24,7 @@ count=0
 for strategy in $strategies; do
     devices=2
     [[ $strategy == single ]] && devices=1
-    "$pipe" run pipelines/quickstart.yaml evaluate -S "train.strategy=$strategy" \
+    "$pipe" run pipelines/quickstart.yaml evaluate --force train -S "train.strategy=$strategy" \
         -S "train.devices=$devices" -S "train.limit_train_samples=$rows" >&2
     count=$((count + 1))
 done

@@ -392,19 +392,22 @@ impl ShardedOptimizer {
         Ok(total)
     }
 
-    /// Steps this replica's shard (when `update`; a step skipped for
-    /// overflow only frees), then makes the parameters what the strategy
-    /// keeps at rest: every replica's updated shard gathered into the full
-    /// parameters (`Zero2`), or only the shard (`ShardGradOp`).
-    pub fn step(&mut self, update: bool, collective: &dyn Collective) -> Result<(), ShardError> {
-        if update {
-            let active: Vec<bool> = self
-                .slot_owners
-                .iter()
-                .map(|&(bucket, index)| self.had_grad[bucket][index])
-                .collect();
-            self.optimizer.step_active(Some(&active))?;
-        }
+    /// Steps this replica's shard of the parameters (AdamW on the views).
+    pub fn step(&mut self) -> Result<(), ShardError> {
+        let active: Vec<bool> = self
+            .slot_owners
+            .iter()
+            .map(|&(bucket, index)| self.had_grad[bucket][index])
+            .collect();
+        self.optimizer.step_active(Some(&active))?;
+        Ok(())
+    }
+
+    /// After the step (or a step skipped for overflow), makes the
+    /// parameters what the strategy keeps at rest: every replica's updated
+    /// shard gathered into the full parameters (`Zero2`), or only the
+    /// shard (`ShardGradOp`).
+    pub fn settle(&mut self, collective: &dyn Collective) -> Result<(), ShardError> {
         match self.sharding {
             Sharding::Zero2 => self.gather_into_variables(collective),
             Sharding::ShardGradOp => self.release(),

@@ -1172,9 +1172,11 @@ fn replica_steps(
                             .clip_grad_norm(max_norm, collective)
                             .map_err(shard_error)?;
                     }
+                    sharded.step().map_err(shard_error)?;
                 }
-                sharded.step(step_ok, collective).map_err(shard_error)?;
                 clock.lap(Phase::Optimizer);
+                sharded.settle(collective).map_err(shard_error)?;
+                clock.lap(Phase::Collective);
                 step_ok
             }
         };
