@@ -104,7 +104,10 @@ fn the_speed_study_runs_at_cpu_size_and_reads_as_one_table() {
     assert!(rows[0].starts_with("| 32-true | single-cpu |"), "{report}");
     assert!(rows[0].trim_end().ends_with("| 1x |"), "{report}");
     assert!(rows[5].starts_with("| bf16-mixed | ddp2-cpu |"), "{report}");
-    assert!(rows[7].starts_with("| bf16-mixed | fsdp2-cpu |"), "{report}");
+    assert!(
+        rows[7].starts_with("| bf16-mixed | fsdp2-cpu |"),
+        "{report}"
+    );
     assert!(
         project.exists(".pipe/out/speed-study/report/report/index.html"),
         "the HTML twin"

@@ -586,7 +586,9 @@ mod tests {
     /// that an order other than the all-reduce's would show in the bits.
     fn awkward(rank: usize, len: usize) -> Tensor {
         let values: Vec<f32> = (0..len)
-            .map(|i| ((i * 7919 + rank * 104_729) % 1000) as f32 * 1.0e-3 + 1.0e7 * (rank % 2) as f32)
+            .map(|i| {
+                ((i * 7919 + rank * 104_729) % 1000) as f32 * 1.0e-3 + 1.0e7 * (rank % 2) as f32
+            })
             .collect();
         Tensor::from_slice(&values)
     }
@@ -615,7 +617,10 @@ mod tests {
                     .iter()
                     .zip(expected)
                     .all(|(a, b)| a.to_bits() == b.to_bits());
-                assert!(same_bits, "world {world} rank {rank}: {shard:?} vs {expected:?}");
+                assert!(
+                    same_bits,
+                    "world {world} rank {rank}: {shard:?} vs {expected:?}"
+                );
             }
         }
     }

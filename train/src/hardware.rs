@@ -177,11 +177,13 @@ const CUDA13_DRIVER: u32 = 580;
 /// ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  ...").
 fn driver_major(text: &str) -> Option<u32> {
     let line = text.lines().next()?;
-    line.split_whitespace()
-        .find_map(|word| {
-            let (major, rest) = word.split_once('.')?;
-            (rest.chars().next()?.is_ascii_digit()).then_some(major)?.parse().ok()
-        })
+    line.split_whitespace().find_map(|word| {
+        let (major, rest) = word.split_once('.')?;
+        (rest.chars().next()?.is_ascii_digit())
+            .then_some(major)?
+            .parse()
+            .ok()
+    })
 }
 
 /// The peak FLOP rate MFU divides by: per device, for the kind of the
@@ -294,18 +296,41 @@ mod tests {
     fn the_driver_version_is_read_off_the_kernel_modules_line() {
         let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Wed Jan 22 2025\nGCC version: gcc 12.2.0\n";
         assert_eq!(driver_major(text), Some(570));
-        assert_eq!(driver_major("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build"), Some(580));
+        assert_eq!(
+            driver_major(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release Build"
+            ),
+            Some(580)
+        );
         assert_eq!(driver_major("garbage"), None);
     }
 
     #[test]
     fn known_gpus_have_datasheet_peaks_per_precision() {
-        assert_eq!(datasheet_peak("NVIDIA H200", Kind::BFloat16, false), Some(989.4e12));
-        assert_eq!(datasheet_peak("NVIDIA H200", Kind::Float, true), Some(494.7e12));
-        assert_eq!(datasheet_peak("NVIDIA H100 PCIe", Kind::BFloat16, false), Some(756.0e12));
-        assert_eq!(datasheet_peak("NVIDIA A100-SXM4-80GB", Kind::Float, false), Some(19.5e12));
-        assert_eq!(datasheet_peak("NVIDIA L40S", Kind::Half, false), Some(362.05e12));
-        assert_eq!(datasheet_peak("NVIDIA L4", Kind::BFloat16, false), Some(121.0e12));
+        assert_eq!(
+            datasheet_peak("NVIDIA H200", Kind::BFloat16, false),
+            Some(989.4e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA H200", Kind::Float, true),
+            Some(494.7e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA H100 PCIe", Kind::BFloat16, false),
+            Some(756.0e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA A100-SXM4-80GB", Kind::Float, false),
+            Some(19.5e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA L40S", Kind::Half, false),
+            Some(362.05e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA L4", Kind::BFloat16, false),
+            Some(121.0e12)
+        );
         assert_eq!(datasheet_peak("Tesla T4", Kind::BFloat16, false), None);
     }
 
@@ -313,7 +338,10 @@ mod tests {
     fn the_cpu_peak_is_a_measured_matmul_rate() {
         let peak = peak_flops(&[Device::Cpu], Kind::Float, false, 1);
         assert!(peak.per_device > 1e8, "{peak:?}");
-        assert!(peak.source.starts_with("measured 1024x1024 Float matmul"), "{peak:?}");
+        assert!(
+            peak.source.starts_with("measured 1024x1024 Float matmul"),
+            "{peak:?}"
+        );
     }
 
     #[test]

@@ -141,7 +141,11 @@ pub mod foreach {
     /// where any holds inf or NaN (both 1-element fp32 tensors on the
     /// tensors' device), as `GradScaler.unscale_`. The tensors must be of
     /// one device; fp32 or fp16.
-    pub fn unscale(tensors: &[Tensor], found_inf: &Tensor, inv_scale: &Tensor) -> Result<(), TchError> {
+    pub fn unscale(
+        tensors: &[Tensor],
+        found_inf: &Tensor,
+        inv_scale: &Tensor,
+    ) -> Result<(), TchError> {
         if tensors.is_empty() {
             return Ok(());
         }

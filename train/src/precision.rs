@@ -178,7 +178,9 @@ impl PrecisionError {
     pub fn hint(&self) -> &'static str {
         match self {
             PrecisionError::Unsupported { hint, .. } => hint,
-            PrecisionError::NoDevice { .. } => "run on a machine with a CUDA GPU, or train on the CPU",
+            PrecisionError::NoDevice { .. } => {
+                "run on a machine with a CUDA GPU, or train on the CPU"
+            }
             PrecisionError::Autocast(_) | PrecisionError::Torch(_) => "",
         }
     }

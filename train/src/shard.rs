@@ -115,7 +115,10 @@ fn bytes_of(tensor: &Tensor) -> usize {
 /// Bytes of the variables' data and of their gradients, as held now.
 pub fn variable_bytes(variables: &[Tensor]) -> (usize, usize) {
     variables.iter().fold((0, 0), |(params, grads), variable| {
-        (params + bytes_of(variable), grads + bytes_of(&variable.grad()))
+        (
+            params + bytes_of(variable),
+            grads + bytes_of(&variable.grad()),
+        )
     })
 }
 
@@ -133,7 +136,9 @@ pub fn clear_grad(variable: &Tensor) -> Result<(), ShardError> {
     };
     if status != 0 {
         let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-        return Err(ShardError::ClearGrad(message.to_string_lossy().into_owned()));
+        return Err(ShardError::ClearGrad(
+            message.to_string_lossy().into_owned(),
+        ));
     }
     Ok(())
 }
@@ -198,7 +203,9 @@ impl ShardedOptimizer {
         let (mut decayed_owners, mut undecayed_owners) = (Vec::new(), Vec::new());
         let mut had_grad = Vec::new();
         tch::no_grad(|| -> Result<(), ShardError> {
-            for (bucket_index, members) in bucket_indices(&tensors, cap_bytes).into_iter().enumerate() {
+            for (bucket_index, members) in
+                bucket_indices(&tensors, cap_bytes).into_iter().enumerate()
+            {
                 let first = &tensors[members[0]];
                 let (kind, device) = (first.kind(), first.device());
                 let mut offsets = Vec::with_capacity(members.len());
@@ -222,7 +229,11 @@ impl ShardedOptimizer {
                     if from >= to {
                         continue;
                     }
-                    let in_variable = variable.f_detach()?.f_view([-1])?.f_narrow(0, from - start, to - from)?;
+                    let in_variable =
+                        variable
+                            .f_detach()?
+                            .f_view([-1])?
+                            .f_narrow(0, from - start, to - from)?;
                     let param = match &param_shard {
                         Some(shard) => {
                             let mut piece = shard.f_narrow(0, from - low, to - from)?;
@@ -242,7 +253,10 @@ impl ShardedOptimizer {
                 }
                 had_grad.push(vec![true; members.len()]);
                 buckets.push(Bucket {
-                    variables: members.iter().map(|&m| tensors[m].shallow_clone()).collect(),
+                    variables: members
+                        .iter()
+                        .map(|&m| tensors[m].shallow_clone())
+                        .collect(),
                     offsets,
                     sizes: members.iter().map(|&m| tensors[m].size()).collect(),
                     numel,
@@ -291,10 +305,14 @@ impl ShardedOptimizer {
                     continue;
                 };
                 let world = collective.world_size() as i64;
-                let mut full = Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
+                let mut full =
+                    Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
                 collective.all_gather(self.rank, shard, &mut full)?;
-                for ((variable, &offset), size) in
-                    bucket.variables.iter().zip(&bucket.offsets).zip(&bucket.sizes)
+                for ((variable, &offset), size) in bucket
+                    .variables
+                    .iter()
+                    .zip(&bucket.offsets)
+                    .zip(&bucket.sizes)
                 {
                     let numel: i64 = size.iter().product();
                     // A view into the gathered bucket: one allocation per
@@ -356,7 +374,10 @@ impl ShardedOptimizer {
     }
 
     fn shard_gradients(&self) -> Vec<Tensor> {
-        self.buckets.iter().map(|b| b.grad_shard.shallow_clone()).collect()
+        self.buckets
+            .iter()
+            .map(|b| b.grad_shard.shallow_clone())
+            .collect()
     }
 
     /// Unscales the shard's gradients (16-mixed) and tells whether any
@@ -428,15 +449,23 @@ impl ShardedOptimizer {
                     let end = offset + variable.numel() as i64;
                     let (from, to) = (offset.max(low), end.min(high));
                     if from < to {
-                        pieces.push(variable.f_detach()?.f_view([-1])?.f_narrow(0, from - offset, to - from)?);
+                        pieces.push(variable.f_detach()?.f_view([-1])?.f_narrow(
+                            0,
+                            from - offset,
+                            to - from,
+                        )?);
                     }
                 }
                 let filled = (high - low).max(0);
                 if filled < bucket.part {
-                    pieces.push(Tensor::f_zeros([bucket.part - filled], (bucket.kind, bucket.device))?);
+                    pieces.push(Tensor::f_zeros(
+                        [bucket.part - filled],
+                        (bucket.kind, bucket.device),
+                    )?);
                 }
                 let shard = Tensor::f_cat(&pieces, 0)?;
-                let mut full = Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
+                let mut full =
+                    Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
                 collective.all_gather(self.rank, &shard, &mut full)?;
                 for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
                     let numel = variable.numel() as i64;
@@ -464,4 +493,3 @@ impl ShardedOptimizer {
         use_
     }
 }
-

@@ -39,10 +39,10 @@ use crate::ddp::{
     same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
 };
 use crate::hardware::{self, PeakFlops};
-use crate::shard::{variable_bytes, MemoryUse, ShardError, ShardedOptimizer, Sharding};
 use crate::model::{Architecture, SequenceClassifier};
 use crate::optim::{AdamW, OptimError};
 use crate::precision::{self, AutocastGuard, LossScaler, Precision};
+use crate::shard::{variable_bytes, MemoryUse, ShardError, ShardedOptimizer, Sharding};
 
 pub struct TrainClassifier;
 
@@ -50,7 +50,8 @@ const CHECKPOINT: &str = "checkpoint";
 const CURVES: &str = "curves";
 const STEPS: &str = "steps";
 const UNIT: &str = "steps";
-pub(super) const STRATEGIES: &[&str] = &["single", "ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"];
+pub(super) const STRATEGIES: &[&str] =
+    &["single", "ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"];
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
 /// tokenizer.json; copied into the checkpoint when the model has them.
 const TOKENIZER_EXTRAS: &[&str] = &[
@@ -232,7 +233,7 @@ impl BuiltinStage for TrainClassifier {
         let devices = replica_devices(context, &settings)?;
         tch::set_num_threads(context.threads() as i32);
         if settings.tf32 {
-            if devices.iter().any(|device| *device == Device::Cpu) {
+            if devices.contains(&Device::Cpu) {
                 return Err(StageError::param(
                     "tf32",
                     "is true, but the stage trains on the CPU, which has no TF32",
@@ -298,7 +299,8 @@ impl BuiltinStage for TrainClassifier {
             describe_devices(settings.strategy, &devices),
             settings.precision,
         ));
-        let sync = (world > 1 || settings.strategy.is_sharded()).then(|| ReplicaSync::new(&devices));
+        let sync =
+            (world > 1 || settings.strategy.is_sharded()).then(|| ReplicaSync::new(&devices));
         let peak = hardware::peak_flops(
             &devices,
             settings.precision.compute_kind(),
@@ -591,7 +593,10 @@ impl Settings {
                     ))
                 }
             },
-            devices: at_least_one("devices", "1 for one device; N for ddp or a sharded strategy on N devices")? as usize,
+            devices: at_least_one(
+                "devices",
+                "1 for one device; N for ddp or a sharded strategy on N devices",
+            )? as usize,
             precision: {
                 let name = context.str("precision")?;
                 Precision::parse(name).ok_or_else(|| {
@@ -838,7 +843,8 @@ impl Replica {
             }
             // Each replica its own masks: the same ones on every replica
             // would correlate the shards' dropout.
-            model.seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))?;
+            model
+                .seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))?;
             if settings.precision.weight_kind() == Kind::BFloat16 {
                 // Before the optimizer exists, so that its state is bf16
                 // too. In place (set_data): the store's variables stay the
@@ -1071,7 +1077,8 @@ fn replica_steps(
     let autocast = settings.precision.autocast_kind();
     let collective = sync.map(|sync| &sync.collective as &dyn Collective);
     let sharded_collective = || {
-        collective.ok_or_else(|| StageError::Other("internal: sharded without a collective".to_string()))
+        collective
+            .ok_or_else(|| StageError::Other("internal: sharded without a collective".to_string()))
     };
     let mut totals = TrainTotals::default();
     for (index, step) in plan.steps.iter().enumerate() {
@@ -1079,7 +1086,7 @@ fn replica_steps(
         let global_step = plan.first_step + index as u64;
         // Phases are timed on every CPU step; on a GPU only on every
         // PHASE_SAMPLE-th, because timing one needs a device sync per phase.
-        let timed = replica.device == Device::Cpu || global_step % PHASE_SAMPLE == 0;
+        let timed = replica.device == Device::Cpu || global_step.is_multiple_of(PHASE_SAMPLE);
         let mut clock = PhaseClock::new(replica.device, timed);
         let scale = linear_warmup_decay(global_step, plan.warmup_steps, plan.total_steps);
         let lr = settings.lr * scale;
@@ -1092,7 +1099,9 @@ fn replica_steps(
             Updater::Sharded(sharded) => {
                 sharded.set_lr(lr);
                 // Gathers the parameters sharded at rest (fsdp_shard_grad_op).
-                sharded.materialize(sharded_collective()?).map_err(shard_error)?;
+                sharded
+                    .materialize(sharded_collective()?)
+                    .map_err(shard_error)?;
                 clock.lap(Phase::Collective);
             }
         }
@@ -1184,7 +1193,9 @@ fn replica_steps(
         if replica.memory.is_none() {
             replica.memory = Some(replica.memory_now());
         }
-        replica.phases.add(&clock, step_started.elapsed().as_secs_f64());
+        replica
+            .phases
+            .add(&clock, step_started.elapsed().as_secs_f64());
         totals.add(&step_totals)?;
         if let Some(report) = report.as_mut() {
             report(&StepDone {
@@ -1199,7 +1210,9 @@ fn replica_steps(
     }
     // Validation and the checkpoint read rank 0's full parameters.
     if let Updater::Sharded(sharded) = &mut replica.updater {
-        sharded.materialize(sharded_collective()?).map_err(shard_error)?;
+        sharded
+            .materialize(sharded_collective()?)
+            .map_err(shard_error)?;
     }
     Ok(totals)
 }
@@ -1483,7 +1496,11 @@ fn memory_json(replicas: &[Replica]) -> Value {
 /// excluded), the model FLOPs they did, the fraction of the devices' peak
 /// that is (MFU), and rank 0's time per step by phase.
 fn throughput_json(epochs: &[EpochStats], lead: &Replica, world: usize, peak: &PeakFlops) -> Value {
-    let seconds = epochs.iter().map(|e| e.epoch_seconds).sum::<f64>().max(1e-9);
+    let seconds = epochs
+        .iter()
+        .map(|e| e.epoch_seconds)
+        .sum::<f64>()
+        .max(1e-9);
     let rows = epochs.iter().map(|e| e.rows).sum::<usize>() as f64;
     let tokens = epochs.iter().map(|e| e.tokens).sum::<usize>() as f64;
     let padded = epochs.iter().map(|e| e.padded_tokens).sum::<usize>() as f64;
@@ -1492,7 +1509,12 @@ fn throughput_json(epochs: &[EpochStats], lead: &Replica, world: usize, peak: &P
     let flops_per_s = flops / seconds;
     // CPU replicas share the machine's cores, so its peak counts once;
     // GPUs each bring their own.
-    let peak_total = peak.per_device * if lead.device == Device::Cpu { 1.0 } else { world as f64 };
+    let peak_total = peak.per_device
+        * if lead.device == Device::Cpu {
+            1.0
+        } else {
+            world as f64
+        };
     let mut throughput = json!({
         "samples_per_s": round3(rows / seconds),
         "tokens_per_s": round3(tokens / seconds),
@@ -1503,7 +1525,9 @@ fn throughput_json(epochs: &[EpochStats], lead: &Replica, world: usize, peak: &P
         "peak_source": peak.source,
         "mfu": (peak_total > 0.0).then(|| (flops_per_s / peak_total * 1e5).round() / 1e5),
     });
-    if let (Value::Object(throughput), Value::Object(phases)) = (&mut throughput, lead.phases.to_json()) {
+    if let (Value::Object(throughput), Value::Object(phases)) =
+        (&mut throughput, lead.phases.to_json())
+    {
         throughput.extend(phases);
     }
     throughput

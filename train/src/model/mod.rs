@@ -180,7 +180,8 @@ impl SequenceClassifier {
         let config = &self.config;
         let (hidden, inner) = (config.hidden_size as f64, config.intermediate_size as f64);
         let (layers, seq) = (config.num_hidden_layers as f64, seq_len as f64);
-        let per_position = layers * (4.0 * hidden * hidden + 2.0 * hidden * inner + 2.0 * seq * hidden);
+        let per_position =
+            layers * (4.0 * hidden * hidden + 2.0 * hidden * inner + 2.0 * seq * hidden);
         // BERT's pooler or DistilBERT's pre-classifier, then the classifier.
         let per_sequence = hidden * hidden + hidden * self.num_labels as f64;
         let multiply_adds = rows as f64 * (seq * per_position + per_sequence);

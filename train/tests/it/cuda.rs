@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use tch::{Device, Kind, Tensor};
 
 use super::train::{
-    checkpoint_dtypes, max_weight_difference, model_dir, model_dir_with, per_epoch,
-    run_stage_on, tokens, without_dropout,
+    checkpoint_dtypes, max_weight_difference, model_dir, model_dir_with, per_epoch, run_stage_on,
+    tokens, without_dropout,
 };
 use pipe_train::precision::{LossScaler, Precision};
 
@@ -81,7 +81,12 @@ fn a_gpu_run_matches_the_cpu_run_in_format_and_weights() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let model = model_dir_with(dir.path(), "tiny-bert", 21, without_dropout("tiny-bert"));
-    let gpu = train_on(dir.path(), "gpu", &["0"], params(&tokens, &model, json!({})));
+    let gpu = train_on(
+        dir.path(),
+        "gpu",
+        &["0"],
+        params(&tokens, &model, json!({})),
+    );
     if !cuda() {
         assert_fails_for_want_of_cuda(&gpu);
         return;
@@ -92,16 +97,27 @@ fn a_gpu_run_matches_the_cpu_run_in_format_and_weights() {
     assert_eq!(gpu.metrics()["devices"], json!(["cuda:0"]));
     assert_eq!(checkpoint_dtypes(&gpu), checkpoint_dtypes(&cpu));
     let difference = max_weight_difference(&gpu, &cpu);
-    assert!(difference < 2e-3, "GPU and CPU weights differ by {difference}");
+    assert!(
+        difference < 2e-3,
+        "GPU and CPU weights differ by {difference}"
+    );
     let throughput = &gpu.metrics()["throughput"];
     assert!(throughput["mfu"].as_f64().unwrap() > 0.0, "{throughput:#}");
 
     // TF32, the opt-in: the same training within TF32's precision.
-    let tf32 = train_on(dir.path(), "tf32", &["0"], params(&tokens, &model, json!({"tf32": true})));
+    let tf32 = train_on(
+        dir.path(),
+        "tf32",
+        &["0"],
+        params(&tokens, &model, json!({"tf32": true})),
+    );
     assert!(tf32.success, "{}", tf32.error());
     assert_eq!(tf32.metrics()["tf32"], true);
     let difference = max_weight_difference(&tf32, &cpu);
-    assert!(difference < 2e-2, "TF32 and CPU weights differ by {difference}");
+    assert!(
+        difference < 2e-2,
+        "TF32 and CPU weights differ by {difference}"
+    );
 }
 
 /// Every precision learns on the GPU and saves fp32; 16-mixed's loss
@@ -116,7 +132,11 @@ fn every_precision_learns_on_the_gpu_and_saves_fp32() {
             dir.path(),
             precision,
             &["0"],
-            params(&tokens, &model, json!({"precision": precision, "epochs": 6})),
+            params(
+                &tokens,
+                &model,
+                json!({"precision": precision, "epochs": 6}),
+            ),
         );
         if !cuda() {
             assert_fails_for_want_of_cuda(&run);
@@ -128,7 +148,10 @@ fn every_precision_learns_on_the_gpu_and_saves_fp32() {
         assert!(loss[loss.len() - 1] < loss[0], "{precision}: {loss:?}");
         // bf16-true barely moves BERT-sized weights at fine-tuning rates
         // (docs/libtorch.md); the toy task's lr is 40 times larger.
-        assert!(metrics["val_acc"].as_f64().unwrap() > 0.8, "{precision}: {metrics:#}");
+        assert!(
+            metrics["val_acc"].as_f64().unwrap() > 0.8,
+            "{precision}: {metrics:#}"
+        );
         assert!(
             checkpoint_dtypes(&run)
                 .iter()
@@ -145,18 +168,26 @@ fn the_loss_scaler_finds_a_forced_overflow_on_the_gpu() {
     if !cuda() {
         let refused = Precision::Fp16Mixed.check_device(Device::Cuda(0));
         let error = refused.expect_err("16-mixed accepted a GPU that is not there");
-        assert!(error.to_string().contains("cuda:0 is not available"), "{error}");
+        assert!(
+            error.to_string().contains("cuda:0 is not available"),
+            "{error}"
+        );
         return;
     }
     let device = Device::Cuda(0);
     let mut scaler = LossScaler::new(65536.0, 2.0, 0.5, 2000);
-    let weight = Tensor::from_slice(&[1.0f32, 2.0]).to_device(device).set_requires_grad(true);
+    let weight = Tensor::from_slice(&[1.0f32, 2.0])
+        .to_device(device)
+        .set_requires_grad(true);
     let huge = Tensor::from_slice(&[3.0e38f32, 1.0]).to_device(device);
     let loss = (&weight * &huge).sum(Kind::Float);
     scaler.scale_loss(&loss).unwrap().backward();
     let overflow = scaler.unscale(&[weight.shallow_clone()]).unwrap();
     assert!(overflow, "3e38 * 65536 is not finite in fp32");
-    assert!(!scaler.update(overflow), "an overflowing step must be skipped");
+    assert!(
+        !scaler.update(overflow),
+        "an overflowing step must be skipped"
+    );
     assert_eq!(scaler.scale(), 32768.0);
     assert_eq!(scaler.skipped_steps(), 1);
 
@@ -175,7 +206,12 @@ fn the_loss_scaler_finds_a_forced_overflow_on_the_gpu() {
 fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
-    let model = model_dir_with(dir.path(), "tiny-distilbert", 23, without_dropout("tiny-distilbert"));
+    let model = model_dir_with(
+        dir.path(),
+        "tiny-distilbert",
+        23,
+        without_dropout("tiny-distilbert"),
+    );
     let single = train_on(
         dir.path(),
         "single",
@@ -208,9 +244,16 @@ fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
         );
         assert!(run.success, "{strategy}: {}", run.error());
         let metrics = run.metrics();
-        assert_eq!(metrics["devices"], json!(["cuda:0", "cuda:0"]), "{strategy}");
+        assert_eq!(
+            metrics["devices"],
+            json!(["cuda:0", "cuda:0"]),
+            "{strategy}"
+        );
         let difference = max_weight_difference(&single, &run);
-        assert!(difference < 2e-3, "{strategy} differs from single by {difference}");
+        assert!(
+            difference < 2e-3,
+            "{strategy} differs from single by {difference}"
+        );
         optimizer_bytes.push(metrics["memory"]["optimizer_bytes"].as_f64().unwrap());
         // The copy backend's cost per step, for the GPU check's log.
         let throughput = &metrics["throughput"];

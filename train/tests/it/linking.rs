@@ -44,7 +44,9 @@ fn assert_links_libtorch(binary: &Path) {
         binary.display()
     );
     assert!(
-        runpath.iter().any(|dir| Path::new(dir).join("libtorch.so").is_file()),
+        runpath
+            .iter()
+            .any(|dir| Path::new(dir).join("libtorch.so").is_file()),
         "{}'s RUNPATH {runpath:?} has no libtorch.so",
         binary.display()
     );
@@ -62,6 +64,9 @@ fn every_libtorch_binary_needs_libtorch_so_and_finds_it() {
     if example.is_file() {
         assert_links_libtorch(&example);
     } else {
-        eprintln!("{} is not built: checked the worker and the tests only", example.display());
+        eprintln!(
+            "{} is not built: checked the worker and the tests only",
+            example.display()
+        );
     }
 }

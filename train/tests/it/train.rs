@@ -857,7 +857,13 @@ fn sharded_strategies_train_the_weights_of_ddp_with_dropout_and_the_same_seed() 
         let run = |strategy: &str| {
             let mut params = settings.clone();
             params["strategy"] = json!(strategy);
-            let run = train(dir.path(), &format!("{strategy}-{precision}"), &tokens, &model, params);
+            let run = train(
+                dir.path(),
+                &format!("{strategy}-{precision}"),
+                &tokens,
+                &model,
+                params,
+            );
             assert!(run.success, "{strategy} {precision}: {}", run.error());
             run
         };
@@ -898,17 +904,30 @@ fn sharded_strategies_hold_a_replicas_share_of_the_state() {
         let metrics = run.metrics();
         let bytes = |name: &str| metrics["memory"][name].as_f64().unwrap();
         assert!(metrics["memory"]["peak_rss_bytes"].as_f64().unwrap() > 0.0);
-        [bytes("params_bytes"), bytes("grads_bytes"), bytes("optimizer_bytes")]
+        [
+            bytes("params_bytes"),
+            bytes("grads_bytes"),
+            bytes("optimizer_bytes"),
+        ]
     };
     for devices in [2usize, 3] {
         let [params, grads, optimizer] = memory("ddp", devices);
-        assert!(optimizer > 2.0 * params * 0.99, "AdamW keeps two moments: {optimizer} vs {params}");
-        assert!(grads == params, "ddp keeps every gradient: {grads} vs {params}");
+        assert!(
+            optimizer > 2.0 * params * 0.99,
+            "AdamW keeps two moments: {optimizer} vs {params}"
+        );
+        assert!(
+            grads == params,
+            "ddp keeps every gradient: {grads} vs {params}"
+        );
         // A 1/N share, up to the padding of each bucket's last part and a
         // step counter per piece of a parameter.
         let share = |sharded: f64, whole: f64| {
             let ratio = sharded * devices as f64 / whole;
-            assert!((0.98..1.03).contains(&ratio), "{sharded} is not 1/{devices} of {whole} ({ratio})");
+            assert!(
+                (0.98..1.03).contains(&ratio),
+                "{sharded} is not 1/{devices} of {whole} ({ratio})"
+            );
         };
         let [z_params, z_grads, z_optimizer] = memory("deepspeed_stage_2", devices);
         assert_eq!(z_params, params, "ZeRO-2 keeps the parameters whole");
@@ -951,11 +970,17 @@ fn every_training_run_reports_throughput_flops_mfu_and_phases() {
         assert!((1e5..1e9).contains(&per_step), "{throughput:#}");
         let mfu = number(&throughput["mfu"]);
         assert!(mfu > 0.0 && mfu < 1.0, "{throughput:#}");
-        assert!(throughput["peak_source"].as_str().unwrap().starts_with("measured"));
+        assert!(throughput["peak_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("measured"));
         for phase in ["forward_ms", "backward_ms", "optimizer_ms"] {
             assert!(number(&throughput[phase]) > 0.0, "{phase}: {throughput:#}");
         }
-        assert_eq!(throughput["timed_steps"], metrics["optimizer_steps"], "every CPU step is timed");
+        assert_eq!(
+            throughput["timed_steps"], metrics["optimizer_steps"],
+            "every CPU step is timed"
+        );
         if strategy != "single" {
             assert!(number(&throughput["collective_ms"]) > 0.0, "{throughput:#}");
         }
@@ -1011,7 +1036,11 @@ fn device_counts_that_do_not_fit_the_strategy_are_clear_errors() {
         json!({"strategy": "fsdp", "devices": 2}),
     );
     assert!(!run.success);
-    assert!(run.error().contains("fsdp_shard_grad_op"), "{}", run.error());
+    assert!(
+        run.error().contains("fsdp_shard_grad_op"),
+        "{}",
+        run.error()
+    );
 
     let run = train(
         dir.path(),
@@ -1199,11 +1228,23 @@ fn token_ids_outside_the_models_vocabulary_are_a_clear_error_before_training() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let model = model_dir_with(dir.path(), "tiny-bert", 12, json!({"vocab_size": 1000}));
-    let run = train(dir.path(), "small-vocabulary", &tokens, &model, json!({"epochs": 1}));
+    let run = train(
+        dir.path(),
+        "small-vocabulary",
+        &tokens,
+        &model,
+        json!({"epochs": 1}),
+    );
     assert!(!run.success);
     let error = run.error();
-    assert!(error.contains("outside the model's vocabulary of 1000"), "{error}");
-    assert!(error.contains("tokenize with the model's own tokenizer"), "{error}");
+    assert!(
+        error.contains("outside the model's vocabulary of 1000"),
+        "{error}"
+    );
+    assert!(
+        error.contains("tokenize with the model's own tokenizer"),
+        "{error}"
+    );
     assert!(!run.output_dir.join("checkpoint").exists());
 }
 
@@ -1215,9 +1256,19 @@ fn tf32_is_refused_on_the_cpu_and_with_other_precisions() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let model = model_dir(dir.path(), "tiny-bert", 13);
-    let run = train(dir.path(), "tf32-cpu", &tokens, &model, json!({"tf32": true, "epochs": 1}));
+    let run = train(
+        dir.path(),
+        "tf32-cpu",
+        &tokens,
+        &model,
+        json!({"tf32": true, "epochs": 1}),
+    );
     assert!(!run.success);
-    assert!(run.error().contains("the CPU, which has no TF32"), "{}", run.error());
+    assert!(
+        run.error().contains("the CPU, which has no TF32"),
+        "{}",
+        run.error()
+    );
     let run = train(
         dir.path(),
         "tf32-bf16",
@@ -1226,5 +1277,9 @@ fn tf32_is_refused_on_the_cpu_and_with_other_precisions() {
         json!({"tf32": true, "precision": "bf16-mixed", "epochs": 1}),
     );
     assert!(!run.success);
-    assert!(run.error().contains("set `precision: 32-true`"), "{}", run.error());
+    assert!(
+        run.error().contains("set `precision: 32-true`"),
+        "{}",
+        run.error()
+    );
 }
