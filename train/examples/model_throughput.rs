@@ -106,11 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..2 {
         run()?;
     }
-    let synchronize = || {
-        if let Device::Cuda(index) = device {
-            tch::Cuda::synchronize(index as i64);
-        }
-    };
+    let synchronize = || pipe_train::hardware::synchronize(device);
     synchronize();
     let start = Instant::now();
     for _ in 0..iters {

@@ -261,27 +261,31 @@ pub fn peak_flops(devices: &[Device], kind: Kind, tf32: bool, threads: usize) ->
     }
 }
 
+/// Waits until `device` has finished its queued work (a no-op on the
+/// CPU, whose ops finish before they return): what any timing of GPU work
+/// needs first.
+pub fn synchronize(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
 /// The best of a few timed `size`^3 matmuls, in FLOP/s.
 fn measured_gemm(device: Device, kind: Kind, size: i64) -> Result<f64, tch::TchError> {
     tch::no_grad(|| {
         let a = Tensor::f_ones([size, size], (kind, device))?;
         let b = Tensor::f_ones([size, size], (kind, device))?;
-        let settle = || {
-            if let Device::Cuda(index) = device {
-                tch::Cuda::synchronize(index as i64);
-            }
-        };
         for _ in 0..2 {
             let _ = a.f_matmul(&b)?;
         }
-        settle();
+        synchronize(device);
         // The best of several: a shared machine's neighbours only ever
         // slow a round down.
         let mut best = f64::INFINITY;
         for _ in 0..8 {
             let started = Instant::now();
             let _ = a.f_matmul(&b)?;
-            settle();
+            synchronize(device);
             best = best.min(started.elapsed().as_secs_f64());
         }
         Ok(2.0 * (size as f64).powi(3) / best.max(1e-9))

@@ -225,32 +225,40 @@ impl AdamW {
         beta2: f64,
         eps: f64,
     ) -> AdamW {
-        AdamW {
-            lr,
-            beta1,
-            beta2,
-            eps,
-            groups: groups
-                .into_iter()
-                .map(|(params, weight_decay)| Group {
+        let groups = groups
+            .into_iter()
+            .map(|(params, weight_decay)| {
+                (
+                    params.into_iter().map(|param| (param, None)).collect(),
                     weight_decay,
-                    slots: params
-                        .into_iter()
-                        .map(|param| Slot {
-                            param,
-                            grad: None,
-                            state: None,
-                        })
-                        .collect(),
-                })
-                .collect(),
-        }
+                )
+            })
+            .collect();
+        AdamW::of_slots(groups, lr, beta1, beta2, eps)
     }
 
     /// As [`AdamW::new`], but each parameter comes with the tensor that
     /// holds its gradient.
     pub fn with_gradients(
         groups: Vec<(Vec<(Tensor, Tensor)>, f64)>,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+    ) -> AdamW {
+        let groups = groups
+            .into_iter()
+            .map(|(pairs, weight_decay)| {
+                let slots = pairs.into_iter().map(|(param, grad)| (param, Some(grad)));
+                (slots.collect(), weight_decay)
+            })
+            .collect();
+        AdamW::of_slots(groups, lr, beta1, beta2, eps)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn of_slots(
+        groups: Vec<(Vec<(Tensor, Option<Tensor>)>, f64)>,
         lr: f64,
         beta1: f64,
         beta2: f64,
@@ -263,13 +271,13 @@ impl AdamW {
             eps,
             groups: groups
                 .into_iter()
-                .map(|(pairs, weight_decay)| Group {
+                .map(|(slots, weight_decay)| Group {
                     weight_decay,
-                    slots: pairs
+                    slots: slots
                         .into_iter()
                         .map(|(param, grad)| Slot {
                             param,
-                            grad: Some(grad),
+                            grad,
                             state: None,
                         })
                         .collect(),

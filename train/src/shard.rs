@@ -66,16 +66,6 @@ pub enum ShardError {
     ClearGrad(String),
 }
 
-impl From<ShardError> for CollectiveError {
-    fn from(error: ShardError) -> Self {
-        match error {
-            ShardError::Collective(error) => error,
-            ShardError::Torch(error) => CollectiveError::Torch(error),
-            other => CollectiveError::Shape(other.to_string()),
-        }
-    }
-}
-
 /// Which of the sharded strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharding {
@@ -143,6 +133,12 @@ pub fn clear_grad(variable: &Tensor) -> Result<(), ShardError> {
     Ok(())
 }
 
+/// A variable's data as one flat view, outside autograd: what the shards
+/// are cut from and gathered back into.
+fn flat(variable: &Tensor) -> Result<Tensor, tch::TchError> {
+    variable.f_detach()?.f_view([-1])
+}
+
 /// One bucket's variables and this replica's part of them.
 struct Bucket {
     variables: Vec<Tensor>,
@@ -153,6 +149,10 @@ struct Bucket {
     numel: i64,
     /// Elements per replica: `ceil(numel / world)`.
     part: i64,
+    /// This replica's part in the bucket's flat order, `[low, high)`:
+    /// shorter than `part` (or empty) at the bucket's end.
+    low: i64,
+    high: i64,
     kind: Kind,
     device: Device,
     /// The summed gradients of this replica's part, written by the
@@ -261,6 +261,8 @@ impl ShardedOptimizer {
                     sizes: members.iter().map(|&m| tensors[m].size()).collect(),
                     numel,
                     part,
+                    low,
+                    high,
                     kind,
                     device,
                     grad_shard,
@@ -439,21 +441,14 @@ impl ShardedOptimizer {
         let world = collective.world_size() as i64;
         tch::no_grad(|| -> Result<(), ShardError> {
             for bucket in &self.buckets {
-                let (low, high) = (
-                    self.rank as i64 * bucket.part,
-                    ((self.rank as i64 + 1) * bucket.part).min(bucket.numel),
-                );
+                let (low, high) = (bucket.low, bucket.high);
                 // This replica's part of the bucket's flat parameters.
                 let mut pieces = Vec::new();
                 for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
                     let end = offset + variable.numel() as i64;
                     let (from, to) = (offset.max(low), end.min(high));
                     if from < to {
-                        pieces.push(variable.f_detach()?.f_view([-1])?.f_narrow(
-                            0,
-                            from - offset,
-                            to - from,
-                        )?);
+                        pieces.push(flat(variable)?.f_narrow(0, from - offset, to - from)?);
                     }
                 }
                 let filled = (high - low).max(0);
@@ -469,10 +464,7 @@ impl ShardedOptimizer {
                 collective.all_gather(self.rank, &shard, &mut full)?;
                 for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
                     let numel = variable.numel() as i64;
-                    variable
-                        .f_detach()?
-                        .f_view([-1])?
-                        .f_copy_(&full.f_narrow(0, offset, numel)?)?;
+                    flat(variable)?.f_copy_(&full.f_narrow(0, offset, numel)?)?;
                 }
             }
             Ok(())

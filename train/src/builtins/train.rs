@@ -1433,9 +1433,7 @@ impl PhaseClock {
         if !self.timed {
             return;
         }
-        if let Device::Cuda(index) = self.device {
-            tch::Cuda::synchronize(index as i64);
-        }
+        hardware::synchronize(self.device);
         let now = Instant::now();
         self.seconds[phase as usize] += (now - self.last).as_secs_f64();
         self.last = now;
