@@ -8,8 +8,10 @@
 # target/: the libtorch crate pipe-train (models, training, precision, DDP)
 # and the end-to-end tests, which drive the real `pipe` binary and through
 # it the `pipe-stage-train` of the same build (docs/libtorch.md). The
-# report tests need Chromium and the remote-cache tests a real S3 server
-# (s3s-fs): both are installed once per machine first.
+# report tests need Chromium, the remote-cache tests a real S3 server
+# (s3s-fs) and the Slurm tests a real Slurm (slurm-wlm and munge from
+# Debian): each is installed once per machine first, and the single-node
+# cluster runs only while the tests do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,10 @@ fi
 
 scripts/install-chromium.sh
 scripts/install-s3.sh
+scripts/install-slurm.sh >&2
+slurm_dir="$PWD/target/slurm"
+eval "$(scripts/slurm.sh start "$slurm_dir")"
+trap 'scripts/slurm.sh stop "$slurm_dir"' EXIT
 
 echo "--- tests (the whole workspace, target/)" >&2
 cargo test --workspace --locked "$@"

@@ -147,16 +147,18 @@ pub struct RunArgs {
     /// Show what would run, and why, without running it.
     #[arg(long)]
     pub dry_run: bool,
-    /// Parallel CPU slots (default: the number of cores).
+    /// Parallel CPU slots (default: the number of cores); under Slurm, the
+    /// most jobs in the queue at once (default 100).
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Link modes to restore outputs with, in order: reflink, hardlink,
     /// symlink, copy (default: reflink,copy).
     #[arg(long, value_delimiter = ',', value_name = "MODES")]
     pub link: Vec<String>,
-    /// Where stages run.
-    #[arg(long, value_enum, default_value_t = ExecutorArg::Local)]
-    pub executor: ExecutorArg,
+    /// Where stages run: here, or one Slurm batch job per stage (over
+    /// PIPE_EXECUTOR, the pipeline's `executor:` and pipe.config.yaml).
+    #[arg(long, value_enum)]
+    pub executor: Option<ExecutorArg>,
     /// Print machine-readable events on stdout (JSON lines).
     #[arg(long)]
     pub json: bool,
@@ -251,6 +253,7 @@ pub enum StatusArg {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ExecutorArg {
     Local,
+    Slurm,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
+use pipe_engine::executor::{Executor, ExecutorKind};
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Freshness, Planner};
 use pipe_engine::project::{Project, RunLock};
@@ -14,8 +15,8 @@ use pipe_engine::runs::{self, RunDb, RunStatus};
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
 use crate::cli::{
-    CacheCommand, Cli, Command, CompareArgs, DagFormatArg, DirectionArgs, PipelineArg, RunArgs,
-    StatusArg,
+    CacheCommand, Cli, Command, CompareArgs, DagFormatArg, DirectionArgs, ExecutorArg, PipelineArg,
+    RunArgs, StatusArg,
 };
 use crate::output::{errln, out, outln};
 use crate::progress::Progress;
@@ -280,15 +281,27 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets);
     }
+    let executor = pipe_engine::executor::resolve(
+        &pipeline.root,
+        pipeline.executor.as_ref(),
+        args.executor.map(|executor| match executor {
+            ExecutorArg::Local => ExecutorKind::Local,
+            ExecutorArg::Slurm => ExecutorKind::Slurm,
+        }),
+    )?;
+    // On a cluster, -j bounds the jobs in the queue, not this machine's cores.
+    let default_jobs = match executor {
+        Executor::Slurm(_) => 100,
+        Executor::Local => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    };
     let options = RunOptions {
         targets,
         force: args.force.clone(),
         force_all: args.force_all,
-        jobs: args.jobs.unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
-        }),
+        jobs: args.jobs.unwrap_or(default_jobs),
+        executor,
         link: link_modes(&args.link, Some(&pipeline))?,
         argv: std::env::args().collect(),
         remote: pipe_engine::remote::resolve(

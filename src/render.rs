@@ -226,11 +226,19 @@ pub fn show_run(run: &RunRecord) -> String {
     let _ = writeln!(out, "stages");
     let stage_width = width(run.stages.iter().map(|stage| stage.stage.as_str()));
     for stage in &run.stages {
-        let detail = stage
+        let mut detail = stage
             .detail
             .as_deref()
             .map(|detail| format!("  {detail}"))
             .unwrap_or_default();
+        if let Some(job) = &stage.job {
+            let node = stage
+                .node
+                .as_deref()
+                .map(|node| format!(" on {node}"))
+                .unwrap_or_default();
+            detail = format!("  [Slurm job {job}{node}]{detail}");
+        }
         let _ = writeln!(
             out,
             "  {:<stage_width$}  {:<8}  {:>7}{detail}",

@@ -15,6 +15,7 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 pub mod catalog;
 pub mod compare;
 pub mod exec;
+pub mod executor;
 pub mod groups;
 pub mod interrupt;
 pub mod key;

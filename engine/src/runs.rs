@@ -142,6 +142,12 @@ pub struct StageRecord {
     /// it is made (`exec::failed_record`), so it is shown and stored as is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The Slurm job that ran it (`123`, `123_4` for a task of an array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// The node its job ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -238,6 +244,22 @@ impl RunDb {
             if !columns.iter().any(|name| name == column) {
                 self.connection
                     .execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {kind}"))
+                    .map_err(|e| self.error(e))?;
+            }
+        }
+        let mut statement = self
+            .connection
+            .prepare("SELECT name FROM pragma_table_info('stage_runs')")
+            .map_err(|e| self.error(e))?;
+        let columns = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        for column in ["job", "node"] {
+            if !columns.iter().any(|name| name == column) {
+                self.connection
+                    .execute_batch(&format!("ALTER TABLE stage_runs ADD COLUMN {column} TEXT"))
                     .map_err(|e| self.error(e))?;
             }
         }
@@ -352,7 +374,7 @@ impl RunDb {
         let mut statement = self
             .connection
             .prepare(
-                "SELECT stage, key, status, duration_ms, outputs, metrics, detail
+                "SELECT stage, key, status, duration_ms, outputs, metrics, detail, job, node
                  FROM stage_runs WHERE run_id = ?1 ORDER BY rowid",
             )
             .map_err(|e| self.error(e))?;
@@ -854,8 +876,8 @@ fn insert_stages<'a>(
     let mut insert_stage = transaction
         .prepare_cached(
             "INSERT OR REPLACE INTO stage_runs
-             (run_id, stage, key, status, duration_ms, outputs, metrics, detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             (run_id, stage, key, status, duration_ms, outputs, metrics, detail, job, node)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )
         .map_err(|e| db_error(path, e))?;
     let mut insert_manifest = transaction
@@ -872,6 +894,8 @@ fn insert_stages<'a>(
                 serde_json::to_string(&record.outputs).unwrap_or_default(),
                 serde_json::to_string(&record.metrics).unwrap_or_default(),
                 record.detail,
+                record.job,
+                record.node,
             ])
             .map_err(|e| db_error(path, e))?;
         if let (Some(key), Some(manifest)) = (&record.key, manifest) {
@@ -919,6 +943,8 @@ fn stage_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StageRecord> {
         outputs: serde_json::from_str(&row.get::<_, String>(4)?).unwrap_or_default(),
         metrics: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
         detail: row.get(6)?,
+        job: row.get(7)?,
+        node: row.get(8)?,
     })
 }
 

@@ -4,12 +4,14 @@
 //! server every download test talks to, [`worker::run_worker`], which
 //! runs a worker binary on one invocation as the engine would,
 //! [`chromium::render`], which renders an HTML page in headless Chromium,
-//! and [`s3::Server`], a real S3 server for the remote-cache tests.
+//! [`s3::Server`], a real S3 server for the remote-cache tests, and
+//! [`slurm`], the real Slurm cluster of the Slurm tests.
 
 pub mod chromium;
 pub mod http;
 mod project;
 pub mod s3;
+pub mod slurm;
 pub mod worker;
 
 pub use project::{RunResult, TestProject};

@@ -69,6 +69,7 @@ impl TestProject {
             .env_remove("PIPE_LOG")
             .env_remove("PIPE_LINK")
             .env_remove("PIPE_GPUS")
+            .env_remove("PIPE_EXECUTOR")
             .env_remove("PIPE_REMOTE")
             .env_remove("PIPE_REMOTE_ENDPOINT")
             .env_remove("PIPE_REMOTE_REGION")

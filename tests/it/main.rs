@@ -23,6 +23,7 @@ mod reports;
 mod resolved_pipeline;
 mod run_report;
 mod secrets;
+mod slurm;
 mod spec_safety;
 mod speed_study;
 mod stdout_closed;

@@ -41,6 +41,11 @@ pub enum StageFailure {
     Cache { what: String, source: CacheError },
     /// Ctrl-C or SIGTERM stopped it.
     Interrupted,
+    /// Slurm would not take its job (`sbatch`'s own words).
+    Submit(String),
+    /// Its Slurm job ended without its command finishing: time limit,
+    /// memory, cancellation, a failed node.
+    Job { job: String, what: String },
 }
 
 impl StageFailure {
@@ -84,6 +89,8 @@ impl fmt::Display for StageFailure {
             StageFailure::Io { what, source } => write!(f, "{what}: {source}"),
             StageFailure::Cache { what, source } => write!(f, "{what}: {source}"),
             StageFailure::Interrupted => f.write_str("interrupted"),
+            StageFailure::Submit(message) => write!(f, "cannot submit the stage to Slurm: {message}"),
+            StageFailure::Job { job, what } => write!(f, "{job} {what}"),
         }
     }
 }

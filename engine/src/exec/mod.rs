@@ -16,6 +16,7 @@ use pipe_protocol::{RunContext, RunStage};
 use serde_json::Value;
 
 use crate::dag::Dag;
+use crate::executor::Executor;
 use crate::pipeline::{Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, RunStatus, StageRecord, StageStatus};
@@ -24,6 +25,7 @@ use crate::{interrupt, EngineError, Result};
 mod failure;
 mod gpus;
 mod process;
+mod slurm;
 mod stage;
 mod worker_client;
 
@@ -46,6 +48,8 @@ pub struct RunOptions {
     pub argv: Vec<String>,
     /// The remote cache behind the local one (`remote::resolve`).
     pub remote: Option<RemoteConfig>,
+    /// Where stages that miss the cache run (`executor::resolve`).
+    pub executor: Executor,
 }
 
 /// Progress, as it happens, for the CLI to render.
@@ -183,6 +187,18 @@ struct Context<'a> {
     /// The second cache level: pulled from on a local miss, pushed to
     /// after a stage runs.
     remote: Option<Remote>,
+    /// The cluster that runs the stages not marked `local`, under
+    /// `executor: slurm`.
+    cluster: Option<slurm::Cluster>,
+    /// Where each stage's job ran, by stage index, until its record is made.
+    placements: Mutex<HashMap<usize, slurm::Placement>>,
+}
+
+impl Context<'_> {
+    /// The cluster, when `stage` runs on it.
+    fn cluster_for(&self, stage: &Stage) -> Option<&slurm::Cluster> {
+        self.cluster.as_ref().filter(|_| !stage.local)
+    }
 }
 
 /// The run as far as it has gone, for the stages that report on it.
@@ -239,6 +255,19 @@ pub fn run(
         observer(Event::WaitingForLock { holder })
     })?;
 
+    if let Executor::Slurm(settings) = &options.executor {
+        let selected = if targets.is_empty() {
+            dag.order.clone()
+        } else {
+            dag.closure(&targets)
+        };
+        let on_cluster: Vec<&Stage> = selected
+            .iter()
+            .map(|&index| &pipeline.stages[index])
+            .filter(|stage| !stage.local)
+            .collect();
+        slurm::check_requests(settings, &on_cluster)?;
+    }
     let root = pipeline.root.clone();
     let git = std::thread::spawn(move || runs::git_state(&root));
     let cache = Cache::open(&project.cache_dir)?;
@@ -284,6 +313,18 @@ pub fn run(
             },
             finished: Mutex::new(BTreeMap::new()),
         });
+    let cluster = match &options.executor {
+        Executor::Local => None,
+        Executor::Slurm(settings) => {
+            match slurm::Cluster::start(settings, &pipeline.root, &project.state_dir, run_id) {
+                Ok(cluster) => Some(cluster),
+                Err(error) => {
+                    db.finish_run(run_id, RunStatus::Failed)?;
+                    return Err(error);
+                }
+            }
+        }
+    };
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {
         is_forced[index] = true;
@@ -300,6 +341,8 @@ pub fn run(
         running: Mutex::new(HashMap::new()),
         run_so_far,
         remote,
+        cluster,
+        placements: Mutex::new(HashMap::new()),
     };
     let outcome = schedule(
         &context,
@@ -316,6 +359,9 @@ pub fn run(
     // The stat cache only speeds things up: failing to save it loses nothing.
     if let Err(error) = context.stat.flush() {
         tracing::warn!("could not save the stat cache: {error}");
+    }
+    if let Some(cluster) = &context.cluster {
+        cluster.finish();
     }
     // Pushes still in flight finish before the run is called done.
     let transfers = context.remote.as_ref().map(Remote::finish);
@@ -400,9 +446,11 @@ fn schedule(
         .filter(|&index| waiting_on[index] == 0)
         .map(Reverse)
         .collect();
+    // A stage on the cluster gets its GPUs from Slurm, not from this machine.
+    let runs_here = |index: usize| context.cluster_for(&stages[index]).is_none();
     let gpu_pool = if selected
         .iter()
-        .any(|&index| stages[index].resources.gpus > 0)
+        .any(|&index| runs_here(index) && stages[index].resources.gpus > 0)
     {
         available_gpus()
     } else {
@@ -451,6 +499,9 @@ fn schedule(
                 interrupted = true;
                 ready.clear();
                 terminate_running(context, libc::SIGTERM);
+                if let Some(cluster) = &context.cluster {
+                    cluster.cancel_all();
+                }
                 killed_at = Some(Instant::now());
             }
             if interrupted && held.is_empty() {
@@ -466,7 +517,12 @@ fn schedule(
             let mut deferred = Vec::new();
             while let Some(Reverse(index)) = ready.pop() {
                 let stage = &stages[index];
-                let gpus = stage.resources.gpus as usize;
+                let here = runs_here(index);
+                let gpus = if here {
+                    stage.resources.gpus as usize
+                } else {
+                    0
+                };
                 if gpus > gpu_pool.len() {
                     let detail = StageFailure::NotEnoughGpus {
                         needed: gpus,
@@ -482,8 +538,13 @@ fn schedule(
                         .ok();
                     continue;
                 }
-                // A stage wider than -j still runs, alone.
-                let slots = (stage.resources.cpus as usize).clamp(1, jobs);
+                // A stage wider than -j still runs, alone; one on the
+                // cluster costs this machine a waiting thread.
+                let slots = if here {
+                    (stage.resources.cpus as usize).clamp(1, jobs)
+                } else {
+                    1
+                };
                 if slots > free_slots || gpus > free_gpus.len() {
                     deferred.push(Reverse(index));
                     continue;
@@ -497,7 +558,7 @@ fn schedule(
             }
             ready.extend(deferred);
 
-            let outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
+            let mut outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
                 Ok(outcome) => outcome,
                 Err(mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -510,6 +571,15 @@ fn schedule(
             }
             remaining -= 1;
             settled[outcome.index] = true;
+            let placement = context
+                .placements
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .remove(&outcome.index);
+            if let Some(placement) = placement {
+                outcome.record.job = Some(placement.job_id);
+                outcome.record.node = placement.node;
+            }
             let status = outcome.record.status;
             report_finished(context, &outcome.record);
             if let Some(run_so_far) = &context.run_so_far {
@@ -552,6 +622,8 @@ fn schedule(
                                 detail: Some(format!(
                                     "upstream stage `{upstream}` did not succeed"
                                 )),
+                                job: None,
+                                node: None,
                             };
                             report_finished(context, &record);
                             records.push(record.clone());
@@ -678,5 +750,7 @@ fn failed_record(
         outputs: BTreeMap::new(),
         metrics: BTreeMap::new(),
         detail: Some(redact_text(&failure.to_string()).into_owned()),
+        job: None,
+        node: None,
     }
 }

@@ -2,12 +2,15 @@
 //! `kill -9` recovery), dying with pipe, Ctrl-C, and nothing left running
 //! after it exits.
 
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::failure::StageFailure;
+use super::slurm::JobOutput;
 use super::{Context, Event};
 use crate::groups::{self, GroupRecord};
 use crate::interrupt;
@@ -38,17 +41,69 @@ pub(super) fn command_process(kind: &StageKind, root: &Path) -> Result<Command, 
     }
 }
 
+/// Reads a worker's event stream (its stdout) as it comes.
+pub(super) type ReadEvents<'a> = &'a mut dyn FnMut(&mut dyn Read) -> Result<(), StageFailure>;
+
+/// Runs `command` for `stage` where the run's executor puts it: as a
+/// Slurm job, or here (`spawn_and_wait`). `read_events` is given the
+/// command's stdout when the caller piped it (a worker's events).
+pub(super) fn run_process(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    gpus: &[String],
+    command: Command,
+    log_path: &Path,
+    read_events: Option<ReadEvents<'_>>,
+) -> Result<std::process::ExitStatus, StageFailure> {
+    let Some(cluster) = context.cluster_for(stage) else {
+        return spawn_and_wait(context, index, stage, gpus, command, log_path, read_events);
+    };
+    let mut argv = vec![command.get_program().to_string_lossy().into_owned()];
+    argv.extend(
+        command
+            .get_args()
+            .map(|arg| arg.to_string_lossy().into_owned()),
+    );
+    (context.observer)(Event::StageRunning {
+        stage: &stage.name,
+        log: log_path,
+    });
+    let output = match read_events {
+        Some(read) => JobOutput::Events(read),
+        None => JobOutput::Log,
+    };
+    let placement = Mutex::new(None);
+    let ended = cluster.run(
+        index,
+        stage,
+        context.run_id,
+        &argv,
+        log_path,
+        output,
+        &placement,
+    );
+    if let Some(placement) = placement.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        context
+            .placements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(index, placement);
+    }
+    ended
+}
+
 /// Starts `command` for `stage` in its own process group with the stage's
-/// environment, lets `read_output` consume the child (its stdout, if piped),
-/// and waits for it and for every process it left in its group.
-pub(super) fn spawn_and_wait(
+/// environment, lets `read_events` consume its stdout (if piped), and
+/// waits for it and for every process it left in its group.
+fn spawn_and_wait(
     context: &Context<'_>,
     index: usize,
     stage: &Stage,
     gpus: &[String],
     mut command: Command,
     log_path: &Path,
-    read_output: impl FnOnce(&mut std::process::Child) -> Result<(), StageFailure>,
+    read_events: Option<ReadEvents<'_>>,
 ) -> Result<std::process::ExitStatus, StageFailure> {
     command
         .current_dir(&context.pipeline.root)
@@ -114,7 +169,10 @@ pub(super) fn spawn_and_wait(
             libc::kill(-(group as libc::pid_t), libc::SIGTERM);
         }
     }
-    let read = read_output(&mut child);
+    let read = match (read_events, child.stdout.as_mut()) {
+        (Some(read), Some(stdout)) => read(stdout),
+        _ => Ok(()),
+    };
     let status = child.wait();
     let leftovers = stop_leftovers(stage, group, log_path);
     context

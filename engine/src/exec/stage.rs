@@ -13,7 +13,7 @@ use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
 use super::failure::StageFailure;
-use super::process::{check_exit, command_process, spawn_and_wait};
+use super::process::{check_exit, command_process, run_process};
 use super::worker_client::run_worker;
 use super::{failed_record, Context, StageOutcome};
 use crate::key;
@@ -82,6 +82,8 @@ pub(super) fn execute_stage(
                         outputs: result.outputs.clone(),
                         metrics: result.metrics.clone(),
                         detail: pulled_from,
+                        job: None,
+                        node: None,
                     };
                     return StageOutcome {
                         index,
@@ -134,6 +136,8 @@ pub(super) fn execute_stage(
                 outputs: result.outputs,
                 metrics: result.metrics,
                 detail: None,
+                job: None,
+                node: None,
             };
             StageOutcome {
                 index,
@@ -246,8 +250,7 @@ pub(super) fn run_command(
                 .try_clone()
                 .map_err(|e| StageFailure::io("cannot open log", e))?;
             process.stdout(log).stderr(log_for_stderr);
-            let status =
-                spawn_and_wait(context, index, stage, gpus, process, &log_path, |_| Ok(()))?;
+            let status = run_process(context, index, stage, gpus, process, &log_path, None)?;
             check_exit(status, "command")
         }
         StageKind::Worker(worker) => {

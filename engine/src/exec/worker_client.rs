@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use pipe_protocol::redact::redact_text;
 
 use super::failure::StageFailure;
-use super::process::{check_exit, spawn_and_wait};
+use super::process::{check_exit, run_process};
 use super::{Context, Event};
 use crate::pipeline::{Stage, WorkerStage};
 use crate::project::partial_output_dir;
@@ -54,6 +54,7 @@ pub(super) fn run_worker(
         }
         _ => None,
     };
+    let on_cluster = context.cluster_for(stage).is_some();
     let invocation = pipe_protocol::Invocation {
         protocol: pipe_protocol::PROTOCOL_VERSION,
         stage: stage.name.clone(),
@@ -64,11 +65,22 @@ pub(super) fn run_worker(
         output_dir: partial_dir.clone(),
         scratch_dir: scratch_dir.clone(),
         project_root: root.clone(),
-        devices: gpus.to_vec(),
-        // Built-in stages parallelise inside (tokenize, training): they may
-        // use every slot of the run unless the pipeline sets their cpus.
-        threads: if stage.resources.cpus > 1 {
-            stage.resources.cpus as usize
+        // On the cluster, Slurm picks the GPUs and shows the job only
+        // those (CUDA_VISIBLE_DEVICES): they are 0..N there.
+        devices: if on_cluster {
+            (0..stage.resources.gpus)
+                .map(|gpu| gpu.to_string())
+                .collect()
+        } else {
+            gpus.to_vec()
+        },
+        // Built-in stages parallelise inside (tokenize, training): here they
+        // may use every slot of the run unless the pipeline sets their
+        // cpus; on the cluster, the CPUs of their job.
+        threads: if stage.resources.cpus > 1 || on_cluster {
+            stage.resources.cpus.max(1) as usize
+        } else if context.cluster.is_some() {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
             context.jobs
         },
@@ -91,11 +103,8 @@ pub(super) fn run_worker(
         .map_err(|e| StageFailure::io("cannot open log", e))?;
     command.stdout(Stdio::piped()).stderr(stderr_log);
     let mut outcome: Option<Result<(), StageFailure>> = None;
-    let status = spawn_and_wait(context, index, stage, gpus, command, log_path, |child| {
+    let mut read_events = |stdout: &mut dyn std::io::Read| {
         use std::io::{BufRead, Write};
-        let Some(stdout) = child.stdout.take() else {
-            return Ok(());
-        };
         for line in std::io::BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             match serde_json::from_str::<pipe_protocol::Event>(&line) {
@@ -138,7 +147,16 @@ pub(super) fn run_worker(
             }
         }
         Ok(())
-    });
+    };
+    let status = run_process(
+        context,
+        index,
+        stage,
+        gpus,
+        command,
+        log_path,
+        Some(&mut read_events),
+    );
     let result = match (status, outcome) {
         (Err(detail), _) => Err(detail),
         (Ok(_), Some(Err(detail))) => Err(detail),

@@ -36,6 +36,8 @@ pub struct Pipeline {
     /// built-in rules do not know improve, recorded with every run for
     /// `pipe diff` and `pipe compare`.
     pub directions: std::collections::BTreeMap<String, crate::metrics::Direction>,
+    /// `executor:`, when the file sets it.
+    pub executor: Option<crate::executor::ExecutorSpec>,
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +69,9 @@ pub struct Stage {
     pub resources: Resources,
     /// Rerun every time (DVC's `always_changed`).
     pub always_run: bool,
+    /// Runs on the machine that runs `pipe` whatever the executor
+    /// (`local: true`: a download on a login node with internet access).
+    pub local: bool,
     /// Where the stage is declared, for runtime messages.
     pub location: Option<Location>,
 }
@@ -135,15 +140,27 @@ pub struct Out {
     pub location: Option<Location>,
 }
 
+/// What a stage asks of the machine that runs it. Not part of its key:
+/// where and with how much a stage runs does not change what it makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resources {
     pub cpus: u32,
     pub gpus: u32,
+    /// Memory in MiB (`mem: 4G`); asked of Slurm, not enforced locally.
+    pub mem_mb: Option<u64>,
+    /// Wall-clock limit in seconds (`time: 2h`); asked of Slurm, not
+    /// enforced locally.
+    pub time_s: Option<u64>,
 }
 
 impl Default for Resources {
     fn default() -> Self {
-        Resources { cpus: 1, gpus: 0 }
+        Resources {
+            cpus: 1,
+            gpus: 0,
+            mem_mb: None,
+            time_s: None,
+        }
     }
 }
 

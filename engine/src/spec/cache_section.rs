@@ -14,17 +14,19 @@ use crate::{Diagnostic, EngineError, Result};
 
 /// What a `cache:` section says; unset parts fall through to other sources.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CacheSection {
+pub(crate) struct FileSettings {
     pub link: Option<Vec<LinkMode>>,
     pub remote: Option<RemoteSpec>,
+    /// `executor:` of pipe.config.yaml (a pipeline's own is read by `load`).
+    pub executor: Option<crate::executor::ExecutorSpec>,
 }
 
 const CACHE_KEYS: [&str; 2] = ["link", "remote"];
 const REMOTE_KEYS: [&str; 5] = ["url", "endpoint", "region", "read_only", "concurrency"];
 const REMOTE_HINT: &str = "write e.g. `remote: s3://bucket/prefix`, or `remote: { url: s3://bucket/prefix, endpoint: http://127.0.0.1:9000, read_only: true }`; `remote: off` turns it off";
 
-pub(crate) fn parse(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> CacheSection {
-    let mut section = CacheSection::default();
+pub(crate) fn parse(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> FileSettings {
+    let mut section = FileSettings::default();
     let Some(entries) = node.as_map() else {
         diagnostics.push(
             Diagnostic::new(
@@ -255,7 +257,7 @@ pub const PROJECT_CONFIG_FILE: &str = "pipe.config.yaml";
 
 /// Reads `pipe.config.yaml` at `root`, if there is one: the settings every
 /// pipeline of the project shares (a pipeline's own `cache:` overrides it).
-pub(crate) fn load_project_config(root: &Path) -> Result<CacheSection> {
+pub(crate) fn load_project_config(root: &Path) -> Result<FileSettings> {
     read_cache_section(&root.join(PROJECT_CONFIG_FILE), true)
 }
 
@@ -277,11 +279,11 @@ pub fn pipeline_remote(file: &Path) -> Result<Option<RemoteSpec>> {
     Ok(read_cache_section(file, false)?.remote)
 }
 
-fn read_cache_section(path: &Path, config_file: bool) -> Result<CacheSection> {
+fn read_cache_section(path: &Path, config_file: bool) -> Result<FileSettings> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(CacheSection::default())
+            return Ok(FileSettings::default())
         }
         Err(error) => return Err(EngineError::io(path, error)),
     };
@@ -299,14 +301,19 @@ fn read_cache_section(path: &Path, config_file: bool) -> Result<CacheSection> {
     let mut diagnostics = Diagnostics::default();
     let file = sources.add(Some(path.to_path_buf()), text);
     let Some(root_node) = yaml::parse(&sources, file).map_err(EngineError::Spec)? else {
-        return Ok(CacheSection::default());
+        return Ok(FileSettings::default());
     };
-    let mut section = CacheSection::default();
+    let mut section = FileSettings::default();
     match root_node.as_map() {
         Some(entries) => {
             for entry in entries {
                 if entry.key == "cache" {
+                    let executor = section.executor.take();
                     section = parse(&entry.value, &sources, &mut diagnostics);
+                    section.executor = executor;
+                } else if entry.key == "executor" && config_file {
+                    section.executor =
+                        super::executor_section::parse(&entry.value, &sources, &mut diagnostics);
                 } else if config_file {
                     diagnostics.push(
                         Diagnostic::new(
@@ -314,7 +321,9 @@ fn read_cache_section(path: &Path, config_file: bool) -> Result<CacheSection> {
                             format!("unknown key `{}` in {PROJECT_CONFIG_FILE}", entry.key),
                         )
                         .at(sources.location(entry.key_span))
-                        .with_hint("the project config holds `cache:` (link, remote)"),
+                        .with_hint(
+                            "the project config holds `cache:` (link, remote) and `executor:`",
+                        ),
                     );
                 }
             }

@@ -13,7 +13,7 @@ use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
 use crate::Diagnostic;
 
-pub(crate) const STAGE_KEYS: [&str; 12] = [
+pub(crate) const STAGE_KEYS: [&str; 13] = [
     "run",
     "uses",
     "with",
@@ -26,6 +26,7 @@ pub(crate) const STAGE_KEYS: [&str; 12] = [
     "matrix",
     "desc",
     "always_run",
+    "local",
 ];
 
 /// Keys other tools use, and what they are called here.

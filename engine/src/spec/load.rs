@@ -10,13 +10,21 @@ use super::declare::{self, is_valid_name};
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, MAX_FILE_BYTES};
-use super::{cache_section, params, stages, CatalogSource, Loaded};
+use super::{cache_section, executor_section, params, stages, CatalogSource, Loaded};
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
 
-const TOP_LEVEL_KEYS: [&str; 5] = ["name", "params", "stages", "cache", "directions"];
+const TOP_LEVEL_KEYS: [&str; 7] = [
+    "name",
+    "params",
+    "stages",
+    "cache",
+    "directions",
+    "executor",
+    "resources",
+];
 
 const MINIMAL_PIPELINE: &str =
     "stages:\n  train:\n    run: python train.py\n    deps: [train.py]\n    outs: [model.pt]";
@@ -118,6 +126,9 @@ pub(crate) fn load(
         .get("cache")
         .map(|node| cache_section::parse(node, &sources, &mut diagnostics))
         .unwrap_or_default();
+    let executor = root
+        .get("executor")
+        .and_then(|node| executor_section::parse(node, &sources, &mut diagnostics));
     let directions = root
         .get("directions")
         .map(|node| metric_directions(node, &sources, &mut diagnostics))
@@ -145,6 +156,7 @@ pub(crate) fn load(
                 root: &project_root,
                 pipeline: &name,
                 catalogs,
+                default_resources: root.get("resources"),
             },
             node,
             &mut diagnostics,
@@ -171,6 +183,7 @@ pub(crate) fn load(
         link: cache.link,
         remote: cache.remote,
         directions,
+        executor,
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;

@@ -14,6 +14,7 @@ use crate::project::Project;
 use crate::Result;
 
 pub(crate) mod cache_section;
+mod executor_section;
 pub use cache_section::{pipeline_remote, project_link_modes, PROJECT_CONFIG_FILE};
 mod collect;
 mod declare;

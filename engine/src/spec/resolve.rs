@@ -103,6 +103,7 @@ pub(super) struct Resolver<'a> {
     /// Every expansion looks up the same few params; mappings are
     /// searched linearly, so each path is looked up once.
     pub(super) param_cache: HashMap<String, Option<&'a Node>>,
+    pub(super) default_resources: Option<&'a Node>,
 }
 
 impl<'a> Resolver<'a> {
@@ -133,6 +134,7 @@ impl<'a> Resolver<'a> {
             expansions_by_base,
             outputs_by_stage: Vec::new(),
             param_cache: HashMap::new(),
+            default_resources: cx.default_resources,
         }
     }
 
@@ -495,6 +497,22 @@ impl<'a> Resolver<'a> {
             },
         };
 
+        let local = match decl.node.get("local") {
+            None => false,
+            Some(node) => match node.as_scalar().map(|scalar| scalar.resolve()) {
+                Some(Resolved::Bool(value)) => value,
+                _ => {
+                    diagnostics.push(type_error(
+                        self.sources,
+                        node,
+                        format!("`local` of stage `{}` must be `true` or `false`", decl.name),
+                        "write `local: true` to run the stage on this machine whatever the executor",
+                    ));
+                    false
+                }
+            },
+        };
+
         // References to other stages' outputs outside `deps:` are
         // dependencies too, named by the reference text.
         for (reference, path, span) in std::mem::take(&mut effects.stage_refs) {
@@ -534,6 +552,7 @@ impl<'a> Resolver<'a> {
             params_used: effects.params_used,
             resources,
             always_run,
+            local,
             location: self.location(decl.name_span),
         }
     }
@@ -720,62 +739,123 @@ impl<'a> Resolver<'a> {
         diagnostics: &mut Diagnostics,
     ) -> Resources {
         let mut resources = Resources::default();
-        let Some(node) = decl.node.get("resources") else {
-            return resources;
-        };
-        let Some(entries) = node.as_map() else {
-            diagnostics.push(type_error(
-                self.sources,
-                node,
-                format!("`resources` of stage `{}` must be a mapping", decl.name),
-                "write e.g. `resources: { cpus: 4, gpus: 1 }`",
-            ));
-            return resources;
-        };
-        for entry in entries {
-            let slot = match entry.key.as_str() {
-                "cpus" => &mut resources.cpus,
-                "gpus" => &mut resources.gpus,
-                other => {
-                    let suggestion = did_you_mean(other, ["cpus", "gpus"]);
-                    diagnostics.push(
-                        Diagnostic::new(
-                            "unknown-key",
-                            format!("unknown resource `{other}` in stage `{}`", decl.name),
-                        )
-                        .at(self.location(entry.key_span))
-                        .with_hint(hint_with_suggestion(
-                            suggestion,
-                            "known resources: cpus, gpus".to_string(),
-                        )),
-                    );
-                    continue;
-                }
-            };
-            let value = if entry.value.as_str().is_some() {
-                self.resolve_json(scope, &entry.value, effects, diagnostics)
+        let nodes = [
+            (self.default_resources, "the pipeline's"),
+            (decl.node.get("resources"), "stage"),
+        ];
+        for (node, whose) in nodes {
+            let Some(node) = node else { continue };
+            let owner = if whose == "stage" {
+                format!("stage `{}`", decl.name)
             } else {
-                params::to_json(&entry.value)
+                whose.to_string()
             };
-            let count = match &value {
-                Value::Number(number) => number.as_u64(),
-                Value::String(text) => text.trim().parse::<u64>().ok(),
-                _ => None,
+            let Some(entries) = node.as_map() else {
+                // The top-level section is reported once, with the first stage.
+                if whose == "stage" || self.reports_default_resources(decl) {
+                    diagnostics.push(type_error(
+                        self.sources,
+                        node,
+                        format!("`resources` of {owner} must be a mapping"),
+                        "write e.g. `resources: { cpus: 4, gpus: 1, mem: 8G, time: 2h }`",
+                    ));
+                }
+                continue;
             };
-            match count.and_then(|count| u32::try_from(count).ok()) {
-                Some(count) => *slot = count,
-                None if value.is_null() && entry.value.as_str().is_some() => {} // reported while resolving
-                None => diagnostics.push(
-                    Diagnostic::new(
-                        "bad-type",
-                        format!("`resources.{}` of stage `{}` must be a whole number of 0 or more, found `{}`", entry.key, decl.name, json_text(&value)),
-                    )
-                    .at(self.location(entry.value.span))
-                    .with_hint(format!("write e.g. `{}: 1`, or `{}: ${{params.NAME}}` naming such a param", entry.key, entry.key)),
-                ),
+            for entry in entries {
+                self.resource(&mut resources, entry, &owner, scope, effects, diagnostics);
             }
         }
         resources
+    }
+
+    /// The first stage reports what is wrong in the top-level `resources:`
+    /// that every stage reads, so that it is said once.
+    fn reports_default_resources(&self, decl: &Decl) -> bool {
+        self.decls
+            .first()
+            .is_some_and(|first| first.name == decl.name)
+    }
+
+    fn resource(
+        &mut self,
+        resources: &mut Resources,
+        entry: &Entry,
+        owner: &str,
+        scope: &Scope,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) {
+        const KNOWN: [&str; 4] = ["cpus", "gpus", "mem", "time"];
+        if !KNOWN.contains(&entry.key.as_str()) {
+            let suggestion = did_you_mean(&entry.key, KNOWN);
+            diagnostics.push(
+                Diagnostic::new(
+                    "unknown-key",
+                    format!("unknown resource `{}` in {owner}", entry.key),
+                )
+                .at(self.location(entry.key_span))
+                .with_hint(hint_with_suggestion(
+                    suggestion,
+                    "known resources: cpus, gpus, mem (`8G`), time (`2h`, `30m`, `1-00:00:00`)"
+                        .to_string(),
+                )),
+            );
+            return;
+        }
+        let value = if entry.value.as_str().is_some() {
+            self.resolve_json(scope, &entry.value, effects, diagnostics)
+        } else {
+            params::to_json(&entry.value)
+        };
+        if value.is_null() && entry.value.as_str().is_some() {
+            return; // reported while resolving
+        }
+        let text = match &value {
+            Value::Number(number) => number.to_string(),
+            Value::String(text) => text.trim().to_string(),
+            _ => String::new(),
+        };
+        let (parsed, example) = match entry.key.as_str() {
+            "mem" => (
+                crate::executor::parse_memory_mb(&text).map(|mb| resources.mem_mb = Some(mb)),
+                "a size such as `8G` or `512M` (a bare number is MiB)",
+            ),
+            "time" => (
+                crate::executor::parse_time_limit_s(&text).map(|s| resources.time_s = Some(s)),
+                "a time limit such as `30m`, `2h`, `1h30m` or `1-00:00:00` (a bare number is minutes)",
+            ),
+            key => {
+                let slot = if key == "cpus" { &mut resources.cpus } else { &mut resources.gpus };
+                (
+                    text.parse::<u32>().ok().map(|count| *slot = count),
+                    "a whole number of 0 or more",
+                )
+            }
+        };
+        if parsed.is_none() {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-type",
+                    format!(
+                        "`resources.{}` of {owner} must be {example}, found `{}`",
+                        entry.key,
+                        json_text(&value)
+                    ),
+                )
+                .at(self.location(entry.value.span))
+                .with_hint(format!(
+                    "write e.g. `{}: {}`, or `{}: ${{params.NAME}}` naming such a param",
+                    entry.key,
+                    match entry.key.as_str() {
+                        "mem" => "8G",
+                        "time" => "2h",
+                        _ => "1",
+                    },
+                    entry.key
+                )),
+            );
+        }
     }
 
     pub(super) fn params_list(

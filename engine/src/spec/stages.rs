@@ -30,6 +30,8 @@ pub(crate) struct Context<'a> {
     /// The pipeline's name: its namespace under `.pipe/out/`.
     pub pipeline: &'a str,
     pub catalogs: &'a dyn CatalogSource,
+    /// The top-level `resources:`: every stage's, under its own.
+    pub default_resources: Option<&'a Node>,
 }
 
 pub(crate) fn build(

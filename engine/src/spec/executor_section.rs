@@ -1,0 +1,151 @@
+//! The `executor:` section of a pipeline file or of `pipe.config.yaml`:
+//! `executor: slurm`, or a mapping with the Slurm settings.
+
+use super::collect::Diagnostics;
+use super::source::Sources;
+use super::suggest::{did_you_mean, hint_with_suggestion};
+use super::yaml::{Node, NodeValue};
+use crate::executor::{parse_suffixed_duration, ExecutorKind, ExecutorSpec};
+use crate::Diagnostic;
+
+const EXECUTOR_KEYS: [&str; 6] = ["type", "partition", "account", "qos", "flags", "poll"];
+const EXECUTOR_HINT: &str = "write `executor: slurm`, or e.g. `executor: { type: slurm, partition: gpu, account: ml-lab, flags: [--constraint=a100] }`";
+
+pub(crate) fn parse(
+    node: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<ExecutorSpec> {
+    let kind = |value: &Node, diagnostics: &mut Diagnostics| match value
+        .as_str()
+        .and_then(ExecutorKind::parse)
+    {
+        Some(kind) => Some(kind),
+        None => {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-executor",
+                    format!(
+                        "unknown executor {}",
+                        value.as_str().map_or_else(
+                            || value.describe().to_string(),
+                            |text| format!("`{text}`")
+                        )
+                    ),
+                )
+                .at(sources.location(value.span))
+                .with_hint(
+                    "executors: local (this machine, the default), slurm (a batch job per stage)",
+                ),
+            );
+            None
+        }
+    };
+    if node.as_str().is_some() {
+        return kind(node, diagnostics).map(|kind| ExecutorSpec {
+            kind: Some(kind),
+            ..ExecutorSpec::default()
+        });
+    }
+    let Some(entries) = node.as_map() else {
+        diagnostics.push(
+            Diagnostic::new(
+                "bad-type",
+                format!(
+                    "`executor` must be a name or a mapping, found {}",
+                    node.describe()
+                ),
+            )
+            .at(sources.location(node.span))
+            .with_hint(EXECUTOR_HINT),
+        );
+        return None;
+    };
+    let mut spec = ExecutorSpec::default();
+    let mut ok = true;
+    for entry in entries {
+        let value = &entry.value;
+        let bad = |what: &str| {
+            Diagnostic::new(
+                "bad-type",
+                format!(
+                    "`executor.{}` must be {what}, found {}",
+                    entry.key,
+                    value.describe()
+                ),
+            )
+            .at(sources.location(value.span))
+            .with_hint(EXECUTOR_HINT)
+        };
+        let text = value
+            .as_str()
+            .filter(|text| !text.is_empty() && !value.is_null());
+        match entry.key.as_str() {
+            "type" => match kind(value, diagnostics) {
+                Some(kind) => spec.kind = Some(kind),
+                None => ok = false,
+            },
+            "partition" | "account" | "qos" => match text {
+                Some(text) if !text.starts_with('-') && !text.contains(char::is_whitespace) => {
+                    let text = Some(text.to_string());
+                    match entry.key.as_str() {
+                        "partition" => spec.partition = text,
+                        "account" => spec.account = text,
+                        _ => spec.qos = text,
+                    }
+                }
+                _ => {
+                    diagnostics.push(bad("a name without spaces"));
+                    ok = false;
+                }
+            },
+            "flags" => match &value.value {
+                NodeValue::Seq(items) => {
+                    let flags: Option<Vec<String>> = items
+                        .iter()
+                        .map(|item| {
+                            item.as_str()
+                                .filter(|flag| flag.starts_with('-'))
+                                .map(str::to_string)
+                        })
+                        .collect();
+                    match flags {
+                        Some(flags) => spec.flags = Some(flags),
+                        None => {
+                            diagnostics.push(bad("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)"));
+                            ok = false;
+                        }
+                    }
+                }
+                _ => {
+                    diagnostics.push(bad(
+                        "a list of sbatch options (`flags: [--constraint=a100]`)",
+                    ));
+                    ok = false;
+                }
+            },
+            "poll" => match text.and_then(parse_suffixed_duration) {
+                Some(poll) if poll.as_millis() >= 100 => spec.poll = Some(poll),
+                _ => {
+                    diagnostics.push(bad("a duration of 100ms or more (`poll: 5s`)"));
+                    ok = false;
+                }
+            },
+            other => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "unknown-key",
+                        format!("unknown key `{other}` in `executor`"),
+                    )
+                    .at(sources.location(entry.key_span))
+                    .with_hint(hint_with_suggestion(
+                        did_you_mean(other, EXECUTOR_KEYS),
+                        format!("known keys: {}", EXECUTOR_KEYS.join(", ")),
+                    )),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(spec)
+}

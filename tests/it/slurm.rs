@@ -1,0 +1,452 @@
+//! The Slurm executor through the real binary against a real single-node
+//! Slurm (slurmctld, slurmd and munged on 127.0.0.1, started by
+//! scripts/slurm.sh): a chained pipeline with a built-in worker gives the
+//! bytes a local run gives and a rerun submits nothing; a failing job's
+//! dependents never start; time limits, `scancel`, Ctrl-C and `kill -9` of
+//! pipe; a request no node can meet is refused before anything is
+//! submitted; a matrix goes out as one array.
+
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use pipe_test_support::slurm::{self, Job};
+use pipe_test_support::{RunResult, TestProject};
+use serde_json::Value;
+
+fn rows(count: usize) -> String {
+    (0..count)
+        .map(|id| format!("{{\"text\": \"row {id}\", \"label\": {}}}\n", id % 2))
+        .collect()
+}
+
+/// Three command stages and a built-in worker, chained.
+const CHAINED: &str = r#"params: { seed: 3 }
+stages:
+  make:
+    run: mkdir -p out && cp rows.src out/rows.jsonl && hostname -s > out/made-on.txt
+    deps: [rows.src]
+    outs: { rows: out/rows.jsonl, made: out/made-on.txt }
+  split:
+    uses: data/split@1
+    with:
+      dataset: ${stages.make.outs.rows}
+      train: 12
+      val: 4
+      test: 4
+  count:
+    run: wc -l < .pipe/out/pipe/split/dataset/train.jsonl > count.txt && echo "$PIPE_STAGE $GREETING" > env.txt
+    deps: [.pipe/out/pipe/split/dataset]
+    env: { GREETING: "it's \"quoted\" $HOME" }
+    outs: [count.txt, env.txt]
+  local_summary:
+    local: true
+    run: cat count.txt > summary.txt
+    deps: [count.txt]
+    outs: [summary.txt]
+"#;
+
+fn on_slurm(project: &TestProject, args: &[&str]) -> RunResult {
+    let conf = slurm::conf().to_string_lossy().into_owned();
+    let mut all = vec!["--executor", "slurm"];
+    all.extend_from_slice(args);
+    project.run_with_env(&[("SLURM_CONF".to_string(), conf)], &all)
+}
+
+fn pipe_on_slurm(project: &TestProject) -> std::process::Command {
+    let mut command = project.std_command();
+    command.env("SLURM_CONF", slurm::conf());
+    command
+}
+
+fn show(project: &TestProject, run: &str) -> Value {
+    let output = pipe_on_slurm(project)
+        .args(["show", run, "--json"])
+        .output()
+        .expect("pipe show");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("show --json")
+}
+
+fn stage_record<'a>(run: &'a Value, stage: &str) -> &'a Value {
+    run["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|record| record["stage"] == stage))
+        .unwrap_or_else(|| panic!("no record of `{stage}` in {run:#}"))
+}
+
+fn detail<'a>(result: &'a RunResult, stage: &str) -> &'a str {
+    result
+        .events
+        .iter()
+        .find(|event| event["event"] == "stage_finished" && event["stage"] == stage)
+        .and_then(|event| event["detail"].as_str())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_chained_pipeline_runs_on_slurm_as_it_runs_here_and_a_rerun_submits_nothing() {
+    let local = TestProject::new();
+    let cluster = TestProject::new();
+    for project in [&local, &cluster] {
+        project.write("pipe.yaml", CHAINED);
+        project.write("rows.src", &rows(20));
+    }
+    local.run_ok(&[]);
+    let first = on_slurm(&cluster, &[]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.ran().len(), 4, "{:?}", first.stages);
+    for file in [
+        "out/rows.jsonl",
+        ".pipe/out/pipe/split/dataset/train.jsonl",
+        ".pipe/out/pipe/split/dataset/val.jsonl",
+        ".pipe/out/pipe/split/dataset/test.jsonl",
+        "count.txt",
+        "env.txt",
+        "summary.txt",
+    ] {
+        assert_eq!(local.read(file), cluster.read(file), "{file} differs");
+    }
+    assert_eq!(cluster.read("env.txt"), "count it's \"quoted\" $HOME\n");
+
+    // Every stage but the local one went out as a job, recorded with its node.
+    let node = cluster.read("out/made-on.txt").trim().to_string();
+    let record = show(&cluster, "last");
+    for stage in ["make", "split", "count"] {
+        let stage = stage_record(&record, stage);
+        assert!(
+            stage["job"]
+                .as_str()
+                .is_some_and(|id| id.parse::<u64>().is_ok()),
+            "{stage:#}"
+        );
+        assert_eq!(stage["node"].as_str(), Some(node.as_str()), "{stage:#}");
+    }
+    assert_eq!(stage_record(&record, "local_summary").get("job"), None);
+    let jobs = slurm::jobs_of(cluster.root());
+    assert_eq!(jobs.len(), 3, "{jobs:#?}");
+    assert!(jobs.iter().all(|job| job.state == "COMPLETED"), "{jobs:#?}");
+    let text = pipe_on_slurm(&cluster)
+        .args(["show", "last"])
+        .output()
+        .expect("pipe show");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("[Slurm job {} on {node}]", jobs[0].id)),
+        "{text}"
+    );
+
+    let again = on_slurm(&cluster, &[]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.ran().is_empty(), "{:?}", again.stages);
+    assert_eq!(
+        slurm::jobs_of(cluster.root()).len(),
+        3,
+        "a no-op rerun submitted a job"
+    );
+}
+
+#[test]
+fn a_failing_job_fails_its_stage_and_its_dependents_never_start() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"stages:
+  broken:
+    run: echo "about to fail" && exit 3
+    outs: [never.txt]
+  after:
+    run: touch after.txt
+    deps: [never.txt]
+    outs: [after.txt]
+  independent:
+    run: echo fine > fine.txt
+    outs: [fine.txt]
+"#,
+    );
+    let result = on_slurm(&project, &[]);
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert_eq!(result.status("broken"), "failed");
+    assert_eq!(result.status("after"), "skipped");
+    assert_eq!(result.status("independent"), "ran");
+    assert!(
+        detail(&result, "broken").contains("exited with code 3"),
+        "{}",
+        detail(&result, "broken")
+    );
+    assert!(
+        result.stderr.contains("about to fail"),
+        "the log's tail is shown:\n{}",
+        result.stderr
+    );
+    let jobs = slurm::jobs_of(project.root());
+    assert_eq!(jobs.len(), 2, "`after` must never be submitted: {jobs:#?}");
+    assert!(jobs.iter().any(|job| job.state == "FAILED"), "{jobs:#?}");
+    assert!(!project.exists("after.txt"));
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_reported_as_timed_out() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"stages:
+  slow:
+    run: sleep 600 && touch slow.txt
+    outs: [slow.txt]
+    resources: { time: 1m }
+"#,
+    );
+    let result = on_slurm(&project, &[]);
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert_eq!(result.status("slow"), "failed");
+    let detail = detail(&result, "slow");
+    assert!(
+        detail.contains("timed out") && detail.contains("resources.time"),
+        "{detail}"
+    );
+    assert!(detail.contains("0-00:01:00"), "{detail}");
+    let jobs = slurm::jobs_of(project.root());
+    assert_eq!(
+        jobs.iter()
+            .map(|job| job.state.as_str())
+            .collect::<Vec<_>>(),
+        ["TIMEOUT"]
+    );
+    assert!(!project.exists("slow.txt"));
+}
+
+/// Starts `pipe run --executor slurm --json` in the background.
+fn spawn_run(project: &TestProject) -> Child {
+    pipe_on_slurm(project)
+        .args(["run", "--executor", "slurm", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pipe")
+}
+
+fn finish(child: Child) -> (RunResult, Output) {
+    let output = child.wait_with_output().expect("wait for pipe");
+    (RunResult::from_output(output.clone()), output)
+}
+
+fn running(jobs: &[Job], count: usize) -> bool {
+    jobs.iter().filter(|job| job.state == "RUNNING").count() >= count
+}
+
+#[test]
+fn a_job_cancelled_with_scancel_is_reported_as_cancelled() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"stages:
+  victim:
+    run: sleep 300 && touch victim.txt
+    outs: [victim.txt]
+  after:
+    run: touch after.txt
+    deps: [victim.txt]
+    outs: [after.txt]
+"#,
+    );
+    let child = spawn_run(&project);
+    let jobs = slurm::wait_for_jobs(
+        project.root(),
+        Duration::from_secs(60),
+        "the job to run",
+        |jobs| running(jobs, 1),
+    );
+    let status = slurm::command("scancel")
+        .arg(&jobs[0].id)
+        .status()
+        .expect("scancel");
+    assert!(status.success());
+    let (result, _) = finish(child);
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert_eq!(result.status("victim"), "failed");
+    assert_eq!(result.status("after"), "skipped");
+    let detail = detail(&result, "victim");
+    assert!(
+        detail.contains(&format!("Slurm job {}", jobs[0].id)) && detail.contains("was cancelled"),
+        "{detail}"
+    );
+}
+
+fn sleepers(count: usize) -> String {
+    let mut text = String::from("stages:\n");
+    for index in 0..count {
+        text.push_str(&format!(
+            "  sleep{index}:\n    run: sleep 300 && touch s{index}.txt\n    outs: [s{index}.txt]\n"
+        ));
+    }
+    text
+}
+
+#[test]
+fn ctrl_c_cancels_the_runs_queued_and_running_jobs() {
+    let project = TestProject::new();
+    // The node has 8 CPUs: 8 run, 4 wait in the queue.
+    project.write("pipe.yaml", &sleepers(12));
+    let child = spawn_run(&project);
+    slurm::wait_for_jobs(
+        project.root(),
+        Duration::from_secs(60),
+        "12 jobs, some running",
+        |jobs| jobs.len() == 12 && running(jobs, 1),
+    );
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: signals the pipe this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let (result, _) = finish(child);
+    assert_eq!(result.code, 130, "{}", result.stderr);
+    let jobs = slurm::wait_for_jobs(
+        project.root(),
+        Duration::from_secs(30),
+        "every job cancelled",
+        |jobs| jobs.iter().all(|job| job.state == "CANCELLED"),
+    );
+    assert_eq!(jobs.len(), 12);
+    let record = show(&project, "last");
+    assert_eq!(record["status"], "interrupted", "{record:#}");
+}
+
+#[test]
+fn a_killed_pipe_leaves_no_job_behind() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", &sleepers(3));
+    let mut child = spawn_run(&project);
+    slurm::wait_for_jobs(
+        project.root(),
+        Duration::from_secs(60),
+        "3 running jobs",
+        |jobs| jobs.len() == 3 && running(jobs, 3),
+    );
+    child.kill().expect("kill -9 pipe");
+    let _ = child.wait();
+    slurm::wait_for_jobs(
+        project.root(),
+        Duration::from_secs(30),
+        "the jobs of a killed pipe cancelled",
+        |jobs| jobs.iter().all(|job| job.state == "CANCELLED"),
+    );
+}
+
+#[test]
+fn a_request_no_node_can_meet_is_refused_before_anything_is_submitted() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  fine:\n    run: touch fine.txt\n    outs: [fine.txt]\n  huge:\n    run: touch huge.txt\n    outs: [huge.txt]\n    resources: { cpus: 64, mem: 4T }\n",
+    );
+    let output = pipe_on_slurm(&project)
+        .args(["run", "--executor", "slurm"])
+        .output()
+        .expect("run pipe");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pipe.yaml:5:3"), "says where:\n{stderr}");
+    assert!(
+        stderr.contains(
+            "stage `huge` asks for 64 CPUs, but the largest node of the default partition has 8"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("MiB of memory"), "{stderr}");
+    assert!(stderr.contains("lower the stage's `resources`"), "{stderr}");
+    assert!(
+        slurm::jobs_of(project.root()).is_empty(),
+        "nothing may be submitted"
+    );
+    assert!(!project.exists("fine.txt"));
+}
+
+#[test]
+fn a_matrix_goes_out_as_one_job_array() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"stages:
+  square:
+    matrix: { n: [2, 3, 4] }
+    run: echo $(( ${matrix.n} * ${matrix.n} )) > sq-${matrix.n}.txt
+    outs: ["sq-${matrix.n}.txt"]
+"#,
+    );
+    let result = on_slurm(&project, &[]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    for (n, square) in [(2, 4), (3, 9), (4, 16)] {
+        assert_eq!(project.read(&format!("sq-{n}.txt")), format!("{square}\n"));
+    }
+    let record = show(&project, "last");
+    let ids: Vec<&str> = record["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|stage| stage["job"].as_str().expect("a job id"))
+        .collect();
+    let arrays: Vec<&str> = ids
+        .iter()
+        .map(|id| id.split('_').next().unwrap_or_default())
+        .collect();
+    assert!(
+        ids.iter().all(|id| id.contains('_')),
+        "array task ids: {ids:?}"
+    );
+    assert!(
+        arrays.iter().all(|array| *array == arrays[0]),
+        "one array: {ids:?}"
+    );
+}
+
+#[test]
+fn the_executor_is_checked_where_it_is_written() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "executor: { type: slurmm, partiton: gpu }\nstages:\n  a:\n    run: touch a\n    outs: [a]\n    resources: { mem: lots }\n",
+    );
+    let output = project.pipe(&["run"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("pipe.yaml:1:19") && stderr.contains("unknown executor `slurmm`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("pipe.yaml:1:27") && stderr.contains("did you mean `partition`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("pipe.yaml:6:23")
+            && stderr.contains("`resources.mem` of stage `a` must be a size"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_project_config_sends_every_pipeline_to_slurm_and_the_flag_brings_it_back() {
+    let project = TestProject::new();
+    project.write("pipe.config.yaml", "executor: { type: slurm, poll: 1s }\n");
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    run: hostname > a.txt\n    outs: [a.txt]\n",
+    );
+    let conf = slurm::conf().to_string_lossy().into_owned();
+    let env = [("SLURM_CONF".to_string(), conf)];
+    let result = project.run_with_env(&env, &[]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert_eq!(slurm::jobs_of(project.root()).len(), 1);
+    let result = project.run_with_env(&env, &["--executor", "local", "--force-all"]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert_eq!(
+        slurm::jobs_of(project.root()).len(),
+        1,
+        "--executor local submits nothing"
+    );
+    assert!(Path::new(&project.path("a.txt")).exists());
+}
