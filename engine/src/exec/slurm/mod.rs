@@ -84,7 +84,6 @@ pub(super) struct Cluster {
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Cancels the run's jobs if pipe dies without saying goodbye.
     reaper: Mutex<Option<std::process::Child>>,
-    cancelled: AtomicBool,
 }
 
 /// How long a job that Slurm calls COMPLETED may take to show its exit
@@ -107,6 +106,7 @@ impl Cluster {
         state_dir: &Path,
         run_id: i64,
     ) -> Result<Cluster> {
+        settle_leftover_jobs(state_dir);
         let dir = state_dir.join("jobs").join(run_id.to_string());
         std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
         let token = format!(
@@ -140,7 +140,6 @@ impl Cluster {
             submitter: Mutex::new(Some(sender)),
             threads: Mutex::new(threads),
             reaper: Mutex::new(reaper),
-            cancelled: AtomicBool::new(false),
         })
     }
 
@@ -314,7 +313,7 @@ impl Cluster {
                     if read_exit_file(&files.exit).is_some() {
                         continue;
                     }
-                    if interrupt::requested() || self.cancelled.load(Ordering::SeqCst) {
+                    if interrupt::requested() || self.queue.is_cancelled() {
                         return Err(StageFailure::Interrupted);
                     }
                     return Err(StageFailure::Job {
@@ -363,7 +362,7 @@ impl Cluster {
 
     /// Cancels every queued and running job of the run (Ctrl-C, SIGTERM).
     pub(super) fn cancel_all(&self) {
-        if self.cancelled.swap(true, Ordering::SeqCst) {
+        if self.queue.cancel() {
             return;
         }
         // Nothing submitted after this point.
@@ -422,6 +421,58 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+fn cancel_job(job_id: &str) {
+    if let Err(error) = Command::new("scancel").arg(job_id).stdin(Stdio::null()).status() {
+        tracing::warn!("cannot cancel Slurm job {job_id}: {error}");
+    }
+}
+
+/// Jobs of an earlier run of this project that are still queued or
+/// running: a `pipe` killed together with its reaper (a lost login node)
+/// leaves them. They would write into outputs this run is about to make,
+/// so they are cancelled, and waited for, before anything starts; the
+/// local executor does the same with the process groups of a killed run.
+fn settle_leftover_jobs(state_dir: &Path) {
+    let prefix = state_dir.join("jobs");
+    let prefix = prefix.to_string_lossy();
+    let look = || -> Vec<String> {
+        let mut squeue = Command::new("squeue");
+        squeue.args(["--noheader", "--me", "--format=%i|%T|%o"]);
+        let Ok(text) = queue::run_with_timeout(squeue, Duration::from_secs(60)) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.trim().splitn(3, '|').collect();
+                let [id, state, script] = fields.as_slice() else {
+                    return None;
+                };
+                let active = !matches!(
+                    *state,
+                    "COMPLETED" | "FAILED" | "CANCELLED" | "TIMEOUT" | "OUT_OF_MEMORY"
+                        | "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" | "DEADLINE"
+                );
+                (active && script.starts_with(&*prefix)).then(|| id.to_string())
+            })
+            .collect()
+    };
+    let leftovers = look();
+    if leftovers.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        "Slurm jobs of an earlier run of this project are still in the queue ({}); cancelling them before this run starts",
+        leftovers.join(", ")
+    );
+    for job in &leftovers {
+        cancel_job(job);
+    }
+    let started = Instant::now();
+    while !look().is_empty() && started.elapsed() < CANCEL_WAIT * 8 {
+        std::thread::sleep(Duration::from_millis(500));
     }
 }
 
@@ -673,6 +724,10 @@ impl SubmitContext {
             for group in groups {
                 let indices: Vec<usize> = group.iter().map(|s| s.index).collect();
                 let submitted = self.submit(&indices, &group[0].resources, &group[0].secret_env);
+                if let (Ok(job_id), true) = (&submitted, queue.is_cancelled()) {
+                    // Submitted while the run's jobs were being cancelled.
+                    cancel_job(job_id);
+                }
                 queue.submitted(submitted.as_ref().map_or(0, |_| indices.len()));
                 for submission in group {
                     let answer = submitted.as_ref().map(|id| match indices.len() {
@@ -701,6 +756,9 @@ impl SubmitContext {
             .arg("--open-mode=truncate")
             // A requeued job would rerun over a half-written first attempt.
             .arg("--no-requeue")
+            // The job gets the stage's credentials from sbatch's
+            // environment, whatever the site's SBATCH_EXPORT says.
+            .arg("--export=ALL")
             .args(script::resource_flags(resources, &self.settings));
         let script_path = if let [index] = indices {
             sbatch.arg(format!(

@@ -39,6 +39,9 @@ const SQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(super) struct Queue {
     job_name: String,
+    /// The run's jobs were cancelled: a job submitted after that must be
+    /// cancelled on its own.
+    cancelled: std::sync::atomic::AtomicBool,
     slowest: Duration,
     view: Mutex<View>,
     changed: Condvar,
@@ -60,6 +63,7 @@ impl Queue {
     pub(super) fn new(job_name: String, slowest: Duration) -> Queue {
         Queue {
             job_name,
+            cancelled: std::sync::atomic::AtomicBool::new(false),
             slowest: slowest.max(FASTEST),
             view: Mutex::new(View::default()),
             changed: Condvar::new(),
@@ -79,6 +83,15 @@ impl Queue {
         view.submitted += count;
         view.woken = true;
         self.changed.notify_all();
+    }
+
+    /// Marks the run cancelled; whether it already was.
+    pub(super) fn cancel(&self) -> bool {
+        self.cancelled.swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(super) fn wake(&self) {
@@ -256,7 +269,7 @@ fn expand_array_ids(id: &str) -> Vec<String> {
 }
 
 /// Runs a Slurm client command; its stdout, or why it failed.
-fn run_with_timeout(
+pub(super) fn run_with_timeout(
     mut command: Command,
     timeout: Duration,
 ) -> std::result::Result<String, String> {

@@ -63,7 +63,7 @@ pub(super) fn task_script(task: &Task<'_>) -> String {
     // Renamed into place: pipe never reads half an exit file.
     let _ = writeln!(
         script,
-        "printf '%s %s %s %s\\n' \"$code\" \"$(hostname -s 2>/dev/null || hostname)\" \"$started\" \"$(date +%s%3N)\" >{exit_tmp} && mv -f {exit_tmp} {exit}"
+        "printf '%s %s %s %s\\n' \"$code\" \"${{SLURMD_NODENAME:-$(hostname -s)}}\" \"$started\" \"$(date +%s%3N)\" >{exit_tmp} && mv -f {exit_tmp} {exit}"
     );
     let _ = writeln!(script, "exit \"$code\"");
     script
