@@ -454,13 +454,16 @@ fn a_project_config_sends_every_pipeline_to_slurm_and_the_flag_brings_it_back() 
 /// The pid of the process that cancels the jobs named `job_name` when
 /// their pipe dies.
 fn reaper_of(job_name: &str) -> Option<libc::pid_t> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: libc::pid_t = entry.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        let words: Vec<&[u8]> = cmdline.split(|&byte| byte == 0).collect();
-        (words.contains(&b"pipe-reaper".as_slice()) && words.contains(&job_name.as_bytes()))
-            .then_some(pid)
-    })
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: libc::pid_t = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let words: Vec<&[u8]> = cmdline.split(|&byte| byte == 0).collect();
+            (words.contains(&b"pipe-reaper".as_slice()) && words.contains(&job_name.as_bytes()))
+                .then_some(pid)
+        })
 }
 
 #[test]
@@ -472,7 +475,12 @@ fn jobs_a_lost_pipe_left_running_are_cancelled_before_the_next_run_writes() {
     );
     project.write("slow", "");
     let mut child = spawn_run(&project);
-    let jobs = slurm::wait_for_jobs(project.root(), Duration::from_secs(60), "the job to run", |jobs| running(jobs, 1));
+    let jobs = slurm::wait_for_jobs(
+        project.root(),
+        Duration::from_secs(60),
+        "the job to run",
+        |jobs| running(jobs, 1),
+    );
     // The head and its reaper both die, as with a lost login node.
     let reaper = reaper_of(&jobs[0].name).expect("the reaper process");
     // SAFETY: kills the reaper this test's pipe started.
@@ -480,12 +488,20 @@ fn jobs_a_lost_pipe_left_running_are_cancelled_before_the_next_run_writes() {
     child.kill().expect("kill -9 pipe");
     let _ = child.wait();
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(slurm::jobs_of(project.root())[0].state, "RUNNING", "the orphan job still runs");
+    assert_eq!(
+        slurm::jobs_of(project.root())[0].state,
+        "RUNNING",
+        "the orphan job still runs"
+    );
 
     std::fs::remove_file(project.path("slow")).expect("remove marker");
     let again = on_slurm(&project, &[]);
     assert_eq!(again.code, 0, "{}", again.stderr);
-    assert!(again.stderr.contains("still in the queue"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("still in the queue"),
+        "{}",
+        again.stderr
+    );
     let orphan = slurm::jobs_of(project.root())
         .into_iter()
         .find(|job| job.id == jobs[0].id)

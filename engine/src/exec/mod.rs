@@ -189,14 +189,14 @@ struct Context<'a> {
     remote: Option<Remote>,
     /// The cluster that runs the stages not marked `local`, under
     /// `executor: slurm`.
-    cluster: Option<slurm::Cluster>,
+    cluster: Option<slurm::LazyCluster>,
     /// Where each stage's job ran, by stage index, until its record is made.
     placements: Mutex<HashMap<usize, slurm::Placement>>,
 }
 
 impl Context<'_> {
     /// The cluster, when `stage` runs on it.
-    fn cluster_for(&self, stage: &Stage) -> Option<&slurm::Cluster> {
+    fn cluster_for(&self, stage: &Stage) -> Option<&slurm::LazyCluster> {
         self.cluster.as_ref().filter(|_| !stage.local)
     }
 }
@@ -315,15 +315,10 @@ pub fn run(
         });
     let cluster = match &options.executor {
         Executor::Local => None,
-        Executor::Slurm(settings) => {
-            match slurm::Cluster::start(settings, &pipeline.root, &project.state_dir, run_id) {
-                Ok(cluster) => Some(cluster),
-                Err(error) => {
-                    db.finish_run(run_id, RunStatus::Failed)?;
-                    return Err(error);
-                }
-            }
-        }
+        Executor::Slurm(settings) => Some({
+            slurm::settle_leftover_jobs(&project.state_dir);
+            slurm::LazyCluster::new(settings, &pipeline.root, &project.state_dir, run_id)
+        }),
     };
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {

@@ -59,6 +59,7 @@ pub(super) fn run_process(
     let Some(cluster) = context.cluster_for(stage) else {
         return spawn_and_wait(context, index, stage, gpus, command, log_path, read_events);
     };
+    let cluster = cluster.get()?;
     let mut argv = vec![command.get_program().to_string_lossy().into_owned()];
     argv.extend(
         command

@@ -70,6 +70,59 @@ pub(super) enum JobOutput<'a> {
     Events(&'a mut dyn FnMut(&mut dyn Read) -> std::result::Result<(), StageFailure>),
 }
 
+/// The run's cluster, connected when the first stage needs a job: a run
+/// whose stages are all cached starts no thread and no process for Slurm.
+pub(super) struct LazyCluster {
+    settings: SlurmSettings,
+    root: PathBuf,
+    state_dir: PathBuf,
+    run_id: i64,
+    cell: std::sync::OnceLock<std::result::Result<Cluster, String>>,
+}
+
+impl LazyCluster {
+    pub(super) fn new(
+        settings: &SlurmSettings,
+        root: &Path,
+        state_dir: &Path,
+        run_id: i64,
+    ) -> Self {
+        LazyCluster {
+            settings: settings.clone(),
+            root: root.to_path_buf(),
+            state_dir: state_dir.to_path_buf(),
+            run_id,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
+    pub(super) fn get(&self) -> std::result::Result<&Cluster, StageFailure> {
+        let started = self.cell.get_or_init(|| {
+            Cluster::start(&self.settings, &self.root, &self.state_dir, self.run_id)
+                .map_err(|error| error.to_string())
+        });
+        started
+            .as_ref()
+            .map_err(|message| StageFailure::Submit(message.clone()))
+    }
+
+    fn started(&self) -> Option<&Cluster> {
+        self.cell.get().and_then(|started| started.as_ref().ok())
+    }
+
+    pub(super) fn cancel_all(&self) {
+        if let Some(cluster) = self.started() {
+            cluster.cancel_all();
+        }
+    }
+
+    pub(super) fn finish(&self) {
+        if let Some(cluster) = self.started() {
+            cluster.finish();
+        }
+    }
+}
+
 /// One run's connection to the cluster.
 pub(super) struct Cluster {
     /// Every job of the run carries it: one `squeue --name` sees them all,
@@ -100,13 +153,12 @@ const ARRAY_WINDOW: Duration = Duration::from_millis(200);
 const MAX_ARRAY_INDEX: usize = 1000;
 
 impl Cluster {
-    pub(super) fn start(
+    fn start(
         settings: &SlurmSettings,
         root: &Path,
         state_dir: &Path,
         run_id: i64,
     ) -> Result<Cluster> {
-        settle_leftover_jobs(state_dir);
         let dir = state_dir.join("jobs").join(run_id.to_string());
         std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
         let token = format!(
@@ -425,7 +477,11 @@ impl Drop for Cluster {
 }
 
 fn cancel_job(job_id: &str) {
-    if let Err(error) = Command::new("scancel").arg(job_id).stdin(Stdio::null()).status() {
+    if let Err(error) = Command::new("scancel")
+        .arg(job_id)
+        .stdin(Stdio::null())
+        .status()
+    {
         tracing::warn!("cannot cancel Slurm job {job_id}: {error}");
     }
 }
@@ -435,8 +491,13 @@ fn cancel_job(job_id: &str) {
 /// leaves them. They would write into outputs this run is about to make,
 /// so they are cancelled, and waited for, before anything starts; the
 /// local executor does the same with the process groups of a killed run.
-fn settle_leftover_jobs(state_dir: &Path) {
+/// A run that ended leaves no job directory unless a stage failed, so
+/// Slurm is asked only when there is one.
+pub(super) fn settle_leftover_jobs(state_dir: &Path) {
     let prefix = state_dir.join("jobs");
+    if std::fs::read_dir(&prefix).map_or(true, |mut entries| entries.next().is_none()) {
+        return;
+    }
     let prefix = prefix.to_string_lossy();
     let look = || -> Vec<String> {
         let mut squeue = Command::new("squeue");
@@ -452,8 +513,15 @@ fn settle_leftover_jobs(state_dir: &Path) {
                 };
                 let active = !matches!(
                     *state,
-                    "COMPLETED" | "FAILED" | "CANCELLED" | "TIMEOUT" | "OUT_OF_MEMORY"
-                        | "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" | "DEADLINE"
+                    "COMPLETED"
+                        | "FAILED"
+                        | "CANCELLED"
+                        | "TIMEOUT"
+                        | "OUT_OF_MEMORY"
+                        | "NODE_FAIL"
+                        | "BOOT_FAIL"
+                        | "PREEMPTED"
+                        | "DEADLINE"
                 );
                 (active && script.starts_with(&*prefix)).then(|| id.to_string())
             })

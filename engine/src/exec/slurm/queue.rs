@@ -87,7 +87,8 @@ impl Queue {
 
     /// Marks the run cancelled; whether it already was.
     pub(super) fn cancel(&self) -> bool {
-        self.cancelled.swap(true, std::sync::atomic::Ordering::SeqCst)
+        self.cancelled
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
     }
 
     pub(super) fn is_cancelled(&self) -> bool {
