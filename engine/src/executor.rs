@@ -128,7 +128,7 @@ pub fn parse_memory_mb(text: &str) -> Option<u64> {
         _ => return None,
     };
     let mb = (number * factor).ceil();
-    (mb >= 1.0 && mb < 1e12).then_some(mb as u64)
+    (1.0..1e12).contains(&mb).then_some(mb as u64)
 }
 
 /// A time limit: `90s`, `30m`, `2h`, `1d`, `1h30m`, Slurm's own forms
