@@ -72,6 +72,16 @@ fn show(project: &TestProject, run: &str) -> Value {
     serde_json::from_slice(&output.stdout).expect("show --json")
 }
 
+fn show_with(project: &TestProject, conf: &Path) -> Value {
+    let output = project
+        .std_command()
+        .env("SLURM_CONF", conf)
+        .args(["show", "last", "--json"])
+        .output()
+        .expect("pipe show");
+    serde_json::from_slice(&output.stdout).expect("show --json")
+}
+
 fn stage_record<'a>(run: &'a Value, stage: &str) -> &'a Value {
     run["stages"]
         .as_array()
@@ -507,4 +517,102 @@ fn jobs_a_lost_pipe_left_running_are_cancelled_before_the_next_run_writes() {
         .find(|job| job.id == jobs[0].id)
         .expect("the orphan's record");
     assert_eq!(orphan.state, "CANCELLED");
+}
+
+/// A cluster of the test's own, which it may break.
+struct PrivateCluster {
+    dir: tempfile::TempDir,
+}
+
+impl PrivateCluster {
+    fn start() -> PrivateCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let status = std::process::Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm.sh"))
+            .arg("start")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .status()
+            .expect("scripts/slurm.sh");
+        assert!(status.success());
+        PrivateCluster { dir }
+    }
+
+    fn conf(&self) -> std::path::PathBuf {
+        self.dir.path().join("slurm.conf")
+    }
+
+    fn kill_controller(&self) {
+        let pid = std::fs::read_to_string(self.dir.path().join("slurmctld.pid")).expect("pid file");
+        let pid: libc::pid_t = pid.trim().parse().expect("a pid");
+        // SAFETY: the controller this test started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+
+    fn start_controller(&self) {
+        let status = std::process::Command::new("slurmctld")
+            .env("SLURM_CONF", self.conf())
+            .arg("-f")
+            .arg(self.conf())
+            .status()
+            .expect("slurmctld");
+        assert!(status.success());
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/slurm.sh"))
+            .arg("stop")
+            .arg(self.dir.path())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn a_controller_that_goes_away_mid_run_and_comes_back_costs_nothing_but_time() {
+    let cluster = PrivateCluster::start();
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  first:\n    run: sleep 4 && echo one > one.txt\n    outs: [one.txt]\n  second:\n    run: cat one.txt > two.txt\n    deps: [one.txt]\n    outs: [two.txt]\n",
+    );
+    let child = project
+        .std_command()
+        .env("SLURM_CONF", cluster.conf())
+        .args(["run", "--executor", "slurm", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start pipe");
+    let squeue_running = || {
+        std::process::Command::new("squeue")
+            .env("SLURM_CONF", cluster.conf())
+            .args(["--noheader", "--states=RUNNING", "--format=%i"])
+            .output()
+            .is_ok_and(|output| !output.stdout.is_empty())
+    };
+    let waited = std::time::Instant::now();
+    while !squeue_running() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the first job never ran"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The first job ends while nobody answers for the cluster, and the
+    // second is submitted into the silence.
+    cluster.kill_controller();
+    std::thread::sleep(Duration::from_secs(8));
+    cluster.start_controller();
+    let (result, _) = finish(child);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert_eq!(result.ran(), ["first", "second"]);
+    assert_eq!(project.read("two.txt"), "one\n");
+    let record = show_with(&project, &cluster.conf());
+    for stage in ["first", "second"] {
+        assert!(stage_record(&record, stage)["job"].is_string(), "{record:#}");
+    }
 }

@@ -647,7 +647,9 @@ fn describe_end(state: &str, reason: Option<&str>, resources: &Resources) -> Str
             format!("failed because its node failed{reason}; run again")
         }
         "PREEMPTED" => format!("was preempted by a job of higher priority{reason}; run again"),
-        "FAILED" => format!("failed before its command finished{reason}"),
+        "FAILED" => format!(
+            "failed before its command finished{reason}; a node that cannot see the project directory fails so, and nothing of the job reaches this machine: the nodes must share it (docs/scale-out.md)"
+        ),
         other => format!("ended as {other}{reason}"),
     }
 }
@@ -791,7 +793,8 @@ impl SubmitContext {
             }
             for group in groups {
                 let indices: Vec<usize> = group.iter().map(|s| s.index).collect();
-                let submitted = self.submit(&indices, &group[0].resources, &group[0].secret_env);
+                let submitted =
+                    self.submit(&indices, &group[0].resources, &group[0].secret_env, queue);
                 if let (Ok(job_id), true) = (&submitted, queue.is_cancelled()) {
                     // Submitted while the run's jobs were being cancelled.
                     cancel_job(job_id);
@@ -815,6 +818,7 @@ impl SubmitContext {
         indices: &[usize],
         resources: &Resources,
         secret_env: &BTreeMap<String, String>,
+        queue: &Queue,
     ) -> std::result::Result<String, String> {
         let mut sbatch = Command::new("sbatch");
         sbatch
@@ -850,27 +854,53 @@ impl SubmitContext {
             .envs(secret_env)
             .arg(&script_path)
             .stdin(Stdio::null());
-        let output = sbatch.output().map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => "`sbatch` is not on PATH: run pipe on a machine that can submit to the cluster (a login node), or use `--executor local`".to_string(),
-            _ => format!("cannot run sbatch: {error}"),
-        })?;
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let job_id = stdout
-            .trim()
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        if !output.status.success()
-            || job_id.is_empty()
-            || !job_id.bytes().all(|b| b.is_ascii_digit())
-        {
+        let started = Instant::now();
+        let mut pause = Duration::from_secs(1);
+        let job_id = loop {
+            let output = sbatch.output().map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => "`sbatch` is not on PATH: run pipe on a machine that can submit to the cluster (a login node), or use `--executor local`".to_string(),
+                _ => format!("cannot run sbatch: {error}"),
+            })?;
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let job_id = stdout
+                .trim()
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            if output.status.success()
+                && !job_id.is_empty()
+                && job_id.bytes().all(|b| b.is_ascii_digit())
+            {
+                break job_id;
+            }
             let stderr = String::from_utf8_lossy(&output.stderr);
-            return Err(format!(
-                "sbatch refused the job: {}",
-                stderr.trim().lines().last().unwrap_or("no message")
-            ));
-        }
+            let message = stderr
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("no message")
+                .to_string();
+            // A controller that restarts or is overloaded refuses for a while.
+            let transient = [
+                "Unable to contact slurm controller",
+                "Socket timed out",
+                "temporarily unable",
+                "Connection refused",
+            ]
+            .iter()
+            .any(|sign| message.contains(sign));
+            if !transient
+                || started.elapsed() > UNREACHABLE_LIMIT
+                || queue.is_cancelled()
+                || interrupt::requested()
+            {
+                return Err(format!("sbatch refused the job: {message}"));
+            }
+            tracing::warn!("sbatch: {message}; trying again in {} s", pause.as_secs());
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(30));
+        };
         Ok(job_id)
     }
 }
