@@ -613,6 +613,90 @@ fn a_controller_that_goes_away_mid_run_and_comes_back_costs_nothing_but_time() {
     assert_eq!(project.read("two.txt"), "one\n");
     let record = show_with(&project, &cluster.conf());
     for stage in ["first", "second"] {
-        assert!(stage_record(&record, stage)["job"].is_string(), "{record:#}");
+        assert!(
+            stage_record(&record, stage)["job"].is_string(),
+            "{record:#}"
+        );
+    }
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn a_credential_reaches_the_job_but_no_file_pipe_writes_for_it() {
+    let project = TestProject::new();
+    let token = "tok-3f9a1c77e2b54d0b";
+    project.write(
+        "pipe.yaml",
+        r#"stages:
+  use_it:
+    run: >-
+      test "$(printf %s "$TOKEN" | sha256sum | cut -c1-16)" = 17e8120db68c7027
+      && echo "the job saw it" && exit 4
+    env:
+      TOKEN: { from_env: PIPE_TEST_TOKEN, secret: true }
+      PLAIN: visible
+    outs: [never.txt]
+"#,
+    );
+    let conf = slurm::conf().to_string_lossy().into_owned();
+    let result = project.run_with_env(
+        &[
+            ("SLURM_CONF".to_string(), conf),
+            ("PIPE_TEST_TOKEN".to_string(), token.to_string()),
+        ],
+        &["--executor", "slurm"],
+    );
+    // Exit 4 after comparing the token's hash (the pipeline file must not
+    // hold the token itself): the job had the token, and a failed stage
+    // keeps its job files, so they can be searched.
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert!(
+        detail(&result, "use_it").contains("exited with code 4"),
+        "{}",
+        detail(&result, "use_it")
+    );
+    assert!(
+        result.stderr.contains("the job saw it"),
+        "{}",
+        result.stderr
+    );
+    let files = files_under(&project.path(".pipe"));
+    let scripts: Vec<_> = files
+        .iter()
+        .filter(|path| path.extension().is_some_and(|e| e == "sh"))
+        .collect();
+    assert_eq!(
+        scripts.len(),
+        1,
+        "the failed stage's script is kept: {files:?}"
+    );
+    assert!(std::fs::read_to_string(scripts[0])
+        .expect("script")
+        .contains("export PLAIN='visible'"));
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        assert!(
+            !bytes
+                .windows(token.len())
+                .any(|window| window == token.as_bytes()),
+            "{} holds the credential",
+            file.display()
+        );
     }
 }
