@@ -129,6 +129,22 @@ pub enum Command {
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },
+    /// Start a project: a pipeline from a template, its helper scripts and
+    /// a .gitignore, in DIR (default: here); never overwrites a file.
+    Init {
+        #[arg(value_name = "DIR")]
+        path: Option<PathBuf>,
+        /// quickstart: fine-tune MiniLM on Rotten Tomatoes snippets (the
+        /// repository's quickstart); commands: shell-command stages, Python only.
+        #[arg(long, value_enum, default_value_t = TemplateArg::Quickstart)]
+        template: TemplateArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TemplateArg {
+    Quickstart,
+    Commands,
 }
 
 #[derive(Debug, Args)]

@@ -172,6 +172,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             } => remote_commands::status(run.as_deref(), file.as_deref(), &remote, json),
         },
         Command::Stages { name, json } => stages(name.as_deref(), json),
+        Command::Init { path, template } => crate::init::init(path.as_deref(), template),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
             // clap_complete panics when its writer fails; write it out ourselves.

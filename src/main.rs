@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod compare_view;
+mod init;
 mod output;
 mod progress;
 mod remote_commands;

@@ -16,7 +16,8 @@ pub enum ExitCode {
     /// `pipe cache verify` found corrupt entries.
     CorruptCache = 4,
     /// `pipe checkout` would overwrite or delete workspace files that the
-    /// cache cannot give back; nothing was changed.
+    /// cache cannot give back, or `pipe init` would overwrite a file;
+    /// nothing was changed.
     WouldLoseFiles = 5,
     /// `pipe cache push|pull|status` could not reach the remote cache, or
     /// it refused; a run never fails for this (it goes on locally).

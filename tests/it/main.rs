@@ -13,6 +13,7 @@ mod compare;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;
+mod init;
 mod keys_cover_inputs;
 mod kill_safety;
 mod malformed;

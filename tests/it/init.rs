@@ -1,0 +1,131 @@
+//! `pipe init` through the real binary: each template gives a project that
+//! loads (and the command template runs) where it was created, even inside
+//! another git repository; nothing existing is overwritten.
+
+use std::path::Path;
+
+use pipe_test_support::TestProject;
+
+fn init(cwd: &Path, args: &[&str]) -> std::process::Output {
+    let project = TestProject::new();
+    project
+        .std_command()
+        .current_dir(cwd)
+        .arg("init")
+        .args(args)
+        .output()
+        .expect("pipe init")
+}
+
+#[test]
+fn the_command_template_runs_where_it_was_created_even_inside_another_repository() {
+    let outer = TestProject::new();
+    std::fs::create_dir(outer.path(".git")).expect("a repository around it");
+    let output = init(outer.root(), &["experiment", "--template", "commands"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("cd experiment") && stdout.contains("pipe run"),
+        "{stdout}"
+    );
+
+    let project = outer.path("experiment");
+    let gitignore = std::fs::read_to_string(project.join(".gitignore")).expect(".gitignore");
+    assert!(
+        gitignore.lines().any(|line| line == ".pipe/"),
+        "{gitignore}"
+    );
+    assert!(gitignore.lines().any(|line| line == "out/"), "{gitignore}");
+    let run = outer
+        .std_command()
+        .current_dir(&project)
+        .args(["run", "--json"])
+        .output()
+        .expect("pipe run");
+    let result = pipe_test_support::RunResult::from_output(run);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert_eq!(result.ran().len(), 5, "{:?}", result.stages);
+    let metrics = std::fs::read_to_string(project.join("out/metrics.json")).expect("metrics");
+    assert!(metrics.contains("accuracy"), "{metrics}");
+    assert!(
+        !outer.exists("out"),
+        "outputs belong to the new project, not the repository around it"
+    );
+}
+
+#[test]
+fn init_never_overwrites_and_adds_only_missing_ignore_lines() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", "mine\n");
+    let output = init(project.root(), &[]);
+    assert_eq!(output.status.code(), Some(5));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("would overwrite 1 file") && stderr.contains("pipe.yaml"),
+        "{stderr}"
+    );
+    assert_eq!(project.read("pipe.yaml"), "mine\n");
+    assert!(
+        !project.exists("scripts/fetch_wheel_file.py"),
+        "nothing is written when anything would be overwritten"
+    );
+
+    let other = TestProject::new();
+    other.write(".gitignore", "target/\n.pipe/");
+    let output = init(other.root(), &["--template", "quickstart"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let gitignore = other.read(".gitignore");
+    assert!(gitignore.starts_with("target/\n.pipe/\n"), "{gitignore}");
+    assert_eq!(
+        gitignore.matches(".pipe/").count(),
+        2,
+        "once as a line, once in the comment: {gitignore}"
+    );
+    assert!(gitignore.lines().any(|line| line == "data/"), "{gitignore}");
+}
+
+#[test]
+fn the_quickstart_template_is_the_repositorys_quickstart_and_loads() {
+    let project = TestProject::new();
+    let output = init(project.root(), &[]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let original =
+        std::fs::read_to_string(repo.join("pipelines/quickstart.yaml")).expect("quickstart");
+    let written = project.read("pipe.yaml");
+    assert_eq!(
+        written,
+        original.replace(
+            "cargo run --release -- run pipelines/quickstart.yaml",
+            "pipe run"
+        )
+    );
+    assert_eq!(
+        project.read("scripts/fetch_wheel_file.py"),
+        std::fs::read_to_string(repo.join("scripts/fetch_wheel_file.py")).expect("helper")
+    );
+    let dag = project.pipe(&["dag"]);
+    assert!(
+        dag.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dag.stderr)
+    );
+    let dag = String::from_utf8_lossy(&dag.stdout);
+    for stage in [
+        "corpus", "model", "dataset", "split", "tokenize", "train", "evaluate",
+    ] {
+        assert!(dag.contains(stage), "{stage} missing from:\n{dag}");
+    }
+}
