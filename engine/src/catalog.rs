@@ -473,10 +473,27 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
         }
     }
     let mut catalog = Catalog::default();
+    let data_worker = fresh.first().map(|described| described.worker.clone());
     for described in fresh {
         catalog.add(&described.worker, described.stages)?;
     }
+    // Without the training worker (an installation without libtorch) its
+    // stages are still known, from the description it gives (checked
+    // against the real worker by `training_stages_json_is_what_the_worker_describes`):
+    // the pipeline loads, every other stage runs, and the first training
+    // stage fails saying what to install.
+    let has_training = catalog.stages.keys().any(|id| is_training_stage(id));
+    if let (false, Some(data_worker)) = (has_training, data_worker) {
+        let absent = data_worker.with_file_name(BuiltinWorker::Training.binary());
+        catalog.add(&absent, training_stages())?;
+    }
     Ok(catalog)
+}
+
+/// What `pipe-stage-train describe` answers, for when it is not installed.
+fn training_stages() -> Vec<StageInfo> {
+    // Checked in and compared with the worker by a test, so never stale.
+    serde_json::from_str(include_str!("training_stages.json")).unwrap_or_default()
 }
 
 fn describe(worker: &Path) -> Result<Vec<StageInfo>> {

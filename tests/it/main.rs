@@ -14,6 +14,7 @@ mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;
 mod init;
+mod install;
 mod keys_cover_inputs;
 mod kill_safety;
 mod malformed;

@@ -27,6 +27,21 @@ pub(super) fn run_worker(
     mut log: File,
     log_path: &Path,
 ) -> Result<(), StageFailure> {
+    if !worker_stage.worker.is_file() {
+        return Err(StageFailure::Reported {
+            message: format!(
+                "`{}` runs in the training worker `{}`, which is not installed",
+                worker_stage.uses,
+                worker_stage.worker.display()
+            ),
+            hint: Some(
+                "install the training worker beside `pipe` (it links libtorch): \
+                 `cargo install --locked --git REPO pipe-train` with torch 2.11.0's Python first on PATH and \
+                 LIBTORCH_USE_PYTORCH=1, or LIBTORCH set (docs/install.md)"
+                    .to_string(),
+            ),
+        });
+    }
     let root = &context.pipeline.root;
     let final_dir = root.join(&worker_stage.output_dir);
     let partial_dir = partial_output_dir(root, &worker_stage.output_dir);
