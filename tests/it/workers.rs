@@ -257,8 +257,10 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
     let project = TestProject::new();
     project.write(
         "pipe.yaml",
-        "stages:\n  train:\n    uses: train/classifier@1\n    with: { tokens: tokens, model: model }\n",
+        "stages:\n  other:\n    run: echo fine > fine.txt\n    outs: [fine.txt]\n  train:\n    uses: train/classifier@1\n    with: { tokens: tokens, model: model }\n",
     );
+    project.write("tokens/train.safetensors", "");
+    project.write("model/config.json", "{}");
     // As an installation without the libtorch worker: PIPE_WORKER names
     // the data worker, so nothing is built from the checkout, in a
     // directory of its own (the target directory holds both workers).
@@ -270,18 +272,35 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
         &data_worker,
     )
     .unwrap();
-    let output = project
+    // The pipeline is valid: its training stage is known without the worker.
+    let validate = project
         .command()
         .arg("validate")
         .env("PIPE_WORKER", &data_worker)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("pipe.yaml:3:11")
-            && stderr.contains("pipe-stage-train")
-            && stderr.contains("docs/libtorch.md"),
+        validate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&validate.stderr)
+    );
+    // Every other stage runs; the training stage says what to install.
+    let output = project
+        .command()
+        .args(["run", "--json"])
+        .env("PIPE_WORKER", &data_worker)
+        .output()
+        .unwrap();
+    let result = pipe_test_support::RunResult::from_output(output);
+    assert_eq!(result.code, 1, "{}", result.stderr);
+    assert_eq!(result.status("other"), "ran");
+    assert_eq!(result.status("train"), "failed");
+    let stderr = &result.stderr;
+    assert!(
+        stderr.contains("runs in the training worker")
+            && stderr.contains("installed/pipe-stage-train")
+            && stderr.contains("which is not installed")
+            && stderr.contains("docs/install.md"),
         "{stderr}"
     );
     assert!(!stderr.contains("building"), "{stderr}");
