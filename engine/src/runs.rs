@@ -231,41 +231,32 @@ impl RunDb {
     /// A database written before a column existed gets it (NULL in the
     /// runs it already holds), so history outlives upgrades.
     fn add_missing_columns(&self) -> Result<()> {
-        let mut statement = self
-            .connection
-            .prepare("SELECT name FROM pragma_table_info('runs')")
-            .map_err(|e| self.error(e))?;
-        let columns = statement
-            .query_map([], |row| row.get::<_, String>(0))
-            .map_err(|e| self.error(e))?
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))?;
-        for (column, kind) in [("directions", "TEXT"), ("uid", "TEXT"), ("origin", "TEXT")] {
-            if !columns.iter().any(|name| name == column) {
-                self.connection
-                    .execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {kind}"))
-                    .map_err(|e| self.error(e))?;
-            }
-        }
-        let mut statement = self
-            .connection
-            .prepare("SELECT name FROM pragma_table_info('stage_runs')")
-            .map_err(|e| self.error(e))?;
-        let columns = statement
-            .query_map([], |row| row.get::<_, String>(0))
-            .map_err(|e| self.error(e))?
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))?;
-        for column in ["job", "node"] {
-            if !columns.iter().any(|name| name == column) {
-                self.connection
-                    .execute_batch(&format!("ALTER TABLE stage_runs ADD COLUMN {column} TEXT"))
-                    .map_err(|e| self.error(e))?;
-            }
-        }
+        self.add_columns("runs", &["directions", "uid", "origin"])?;
+        self.add_columns("stage_runs", &["job", "node"])?;
         self.connection
             .execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid)")
             .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Adds to `table` the TEXT columns of `wanted` it lacks.
+    fn add_columns(&self, table: &str, wanted: &[&str]) -> Result<()> {
+        let mut statement = self
+            .connection
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+            .map_err(|e| self.error(e))?;
+        let columns = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))?;
+        for column in wanted {
+            if !columns.iter().any(|name| name == column) {
+                self.connection
+                    .execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+                    .map_err(|e| self.error(e))?;
+            }
+        }
         Ok(())
     }
 

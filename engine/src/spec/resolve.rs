@@ -481,37 +481,18 @@ impl<'a> Resolver<'a> {
                     None
                 }
             });
-        let always_run = match decl.node.get("always_run") {
-            None => false,
-            Some(node) => match node.as_scalar().map(|scalar| scalar.resolve()) {
-                Some(Resolved::Bool(value)) => value,
-                _ => {
-                    diagnostics.push(type_error(
-                        self.sources,
-                        node,
-                        format!("`always_run` of stage `{}` must be `true` or `false`", decl.name),
-                        "write `always_run: true` (without quotes; `yes` and `on` are strings in YAML 1.2)",
-                    ));
-                    false
-                }
-            },
-        };
-
-        let local = match decl.node.get("local") {
-            None => false,
-            Some(node) => match node.as_scalar().map(|scalar| scalar.resolve()) {
-                Some(Resolved::Bool(value)) => value,
-                _ => {
-                    diagnostics.push(type_error(
-                        self.sources,
-                        node,
-                        format!("`local` of stage `{}` must be `true` or `false`", decl.name),
-                        "write `local: true` to run the stage on this machine whatever the executor",
-                    ));
-                    false
-                }
-            },
-        };
+        let always_run = self.flag(
+            decl,
+            "always_run",
+            "write `always_run: true` (without quotes; `yes` and `on` are strings in YAML 1.2)",
+            diagnostics,
+        );
+        let local = self.flag(
+            decl,
+            "local",
+            "write `local: true` to run the stage on this machine whatever the executor",
+            diagnostics,
+        );
 
         // References to other stages' outputs outside `deps:` are
         // dependencies too, named by the reference text.
@@ -554,6 +535,25 @@ impl<'a> Resolver<'a> {
             always_run,
             local,
             location: self.location(decl.name_span),
+        }
+    }
+
+    /// A `true`/`false` key of the stage, `false` when absent.
+    fn flag(&self, decl: &Decl, key: &str, hint: &str, diagnostics: &mut Diagnostics) -> bool {
+        let Some(node) = decl.node.get(key) else {
+            return false;
+        };
+        match node.as_scalar().map(|scalar| scalar.resolve()) {
+            Some(Resolved::Bool(value)) => value,
+            _ => {
+                diagnostics.push(type_error(
+                    self.sources,
+                    node,
+                    format!("`{key}` of stage `{}` must be `true` or `false`", decl.name),
+                    hint,
+                ));
+                false
+            }
         }
     }
 
