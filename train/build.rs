@@ -68,8 +68,13 @@ fn libtorch_version(lib_dir: &std::path::Path) {
     let build_version = root.join("build-version");
     let wheel_version = root.join("version.py");
     let header = root.join("include/torch/headeronly/version.h");
+    // Only those that exist: cargo takes a missing one as changed, and
+    // would rebuild this crate on every invocation (the wheel's directory
+    // has no `build-version`).
     for file in [&build_version, &wheel_version, &header] {
-        println!("cargo:rerun-if-changed={}", file.display());
+        if file.exists() {
+            println!("cargo:rerun-if-changed={}", file.display());
+        }
     }
     let version = std::fs::read_to_string(&build_version)
         .ok()

@@ -23,6 +23,7 @@ use std::process::Command;
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
+use crate::libtorch::Libtorch;
 use crate::project::Project;
 use crate::{EngineError, Result};
 
@@ -31,6 +32,25 @@ use crate::{EngineError, Result};
 pub struct CatalogEntry {
     pub info: StageInfo,
     pub worker: PathBuf,
+    pub launch: Launch,
+}
+
+/// How a worker is started, beyond its path.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Launch {
+    /// Put first on its library path: the libtorch of a wheel install
+    /// (crate::libtorch).
+    pub library_dir: Option<PathBuf>,
+    /// Why it cannot start and what to install: its stages are known (the
+    /// pipeline loads, every other stage runs) but fail when they run.
+    pub unavailable: Option<Box<Unavailable>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unavailable {
+    /// Follows the stage's name: "`train/classifier@1` REASON".
+    pub reason: String,
+    pub hint: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -47,6 +67,16 @@ impl Catalog {
     /// Adds the stages `worker` offers (its `describe` answer). A stage
     /// two workers offer is refused: which one runs it would be a guess.
     pub fn add(&mut self, worker: &Path, stages: Vec<StageInfo>) -> Result<()> {
+        self.add_started_as(worker, &Launch::default(), stages)
+    }
+
+    /// `add`, for a worker that needs more than its path to start.
+    pub fn add_started_as(
+        &mut self,
+        worker: &Path,
+        launch: &Launch,
+        stages: Vec<StageInfo>,
+    ) -> Result<()> {
         for info in stages {
             let id = format!("{}@{}", info.name, info.version);
             if let Some(existing) = self.stages.get(&id) {
@@ -64,6 +94,7 @@ impl Catalog {
                 CatalogEntry {
                     info,
                     worker: worker.to_path_buf(),
+                    launch: launch.clone(),
                 },
             );
         }
@@ -443,8 +474,16 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
         .collect();
     workers.extend(external);
     let mut fresh: Vec<CachedDescribe> = Vec::with_capacity(workers.len());
+    let mut launches: Vec<Launch> = Vec::with_capacity(workers.len());
+    let mut unusable_training: Option<(PathBuf, Launch)> = None;
     let mut changed = false;
     for worker in workers {
+        let launch = launch_of(&worker);
+        if launch.unavailable.is_some() {
+            // Starting it would only fail in the dynamic loader.
+            unusable_training = Some((worker, launch));
+            continue;
+        }
         let metadata = std::fs::metadata(&worker).map_err(|e| EngineError::io(&worker, e))?;
         let mtime_ns = metadata.mtime() as i128 * 1_000_000_000 + metadata.mtime_nsec() as i128;
         let hit = cached.iter().find(|entry| {
@@ -454,9 +493,10 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
             Some(entry) => entry.stages.clone(),
             None => {
                 changed = true;
-                describe(&worker)?
+                describe(&worker, &launch)?
             }
         };
+        launches.push(launch);
         fresh.push(CachedDescribe {
             worker,
             size: metadata.len(),
@@ -474,20 +514,77 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
     }
     let mut catalog = Catalog::default();
     let data_worker = fresh.first().map(|described| described.worker.clone());
-    for described in fresh {
-        catalog.add(&described.worker, described.stages)?;
+    for (described, launch) in fresh.into_iter().zip(&launches) {
+        catalog.add_started_as(&described.worker, launch, described.stages)?;
     }
-    // Without the training worker (an installation without libtorch) its
-    // stages are still known, from the description it gives (checked
-    // against the real worker by `training_stages_json_is_what_the_worker_describes`):
-    // the pipeline loads, every other stage runs, and the first training
-    // stage fails saying what to install.
+    // Without a usable training worker (an installation without it, or a
+    // wheel installed without torch) its stages are still known, from the
+    // description it gives (checked against the real worker by
+    // `training_stages_json_is_what_the_worker_describes`): the pipeline
+    // loads, every other stage runs, and the first training stage fails
+    // saying what to install.
     let has_training = catalog.stages.keys().any(|id| is_training_stage(id));
     if let (false, Some(data_worker)) = (has_training, data_worker) {
-        let absent = data_worker.with_file_name(BuiltinWorker::Training.binary());
-        catalog.add(&absent, training_stages())?;
+        let (worker, launch) = unusable_training.unwrap_or_else(|| {
+            let absent = data_worker.with_file_name(BuiltinWorker::Training.binary());
+            let launch = Launch {
+                library_dir: None,
+                unavailable: Some(Box::new(Unavailable {
+                    reason: format!(
+                        "runs in the training worker `{}`, which is not installed",
+                        absent.display()
+                    ),
+                    hint: "install the training worker beside `pipe` (it links libtorch): \
+                           `pip install 'pipe-ml[train]'` for the wheel, or \
+                           `cargo install --locked --git REPO pipe-train` with torch 2.11.0's \
+                           Python first on PATH and LIBTORCH_USE_PYTORCH=1, or LIBTORCH set \
+                           (docs/install.md)"
+                        .to_string(),
+                })),
+            };
+            (absent, launch)
+        });
+        catalog.add_started_as(&worker, &launch, training_stages())?;
     }
     Ok(catalog)
+}
+
+/// How to start `worker`: only the training worker needs more than its
+/// path, and only when installed from the wheel (crate::libtorch).
+fn launch_of(worker: &Path) -> Launch {
+    if worker.file_name() != Some(BuiltinWorker::Training.binary().as_ref()) {
+        return Launch::default();
+    }
+    let libtorch = Libtorch::for_worker(worker);
+    match (&libtorch, libtorch.missing_reason()) {
+        (_, Some((reason, hint))) => Launch {
+            library_dir: None,
+            unavailable: Some(Box::new(Unavailable { reason, hint })),
+        },
+        (Libtorch::At(dir), None) => Launch {
+            library_dir: Some(dir.clone()),
+            unavailable: None,
+        },
+        _ => Launch::default(),
+    }
+}
+
+impl Launch {
+    /// Sets what `command`, which starts the worker, needs.
+    pub fn apply(&self, command: &mut Command) {
+        if let Some(path) = self.library_dir.as_deref().and_then(library_path_with) {
+            command.env("LD_LIBRARY_PATH", path);
+        }
+    }
+}
+
+/// `dir`, then the library path pipe was started with.
+fn library_path_with(dir: &Path) -> Option<std::ffi::OsString> {
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Some(existing) = std::env::var_os("LD_LIBRARY_PATH") {
+        dirs.extend(std::env::split_paths(&existing));
+    }
+    std::env::join_paths(dirs).ok()
 }
 
 /// What `pipe-stage-train describe` answers, for when it is not installed.
@@ -496,8 +593,10 @@ fn training_stages() -> Vec<StageInfo> {
     serde_json::from_str(include_str!("training_stages.json")).unwrap_or_default()
 }
 
-fn describe(worker: &Path) -> Result<Vec<StageInfo>> {
-    let output = Command::new(worker)
+fn describe(worker: &Path, launch: &Launch) -> Result<Vec<StageInfo>> {
+    let mut command = Command::new(worker);
+    launch.apply(&mut command);
+    let output = command
         .arg("describe")
         .stdin(std::process::Stdio::null())
         .output()

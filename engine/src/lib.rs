@@ -19,6 +19,7 @@ pub mod executor;
 pub mod groups;
 pub mod interrupt;
 pub mod key;
+pub mod libtorch;
 pub mod metrics;
 pub mod pipeline;
 pub mod plan;

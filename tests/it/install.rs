@@ -1,4 +1,7 @@
-//! The `cargo install` route (docs/install.md), through the real commands:
+//! The two ways to install pipe (docs/install.md), through the real
+//! commands.
+//!
+//! The `cargo install` route:
 //! `pipe` and `pipe-stage` installed from this repository into a temporary
 //! root, then used in an empty directory outside the repository with
 //! nothing of the checkout on PATH: `pipe init`, then the quickstart, which
@@ -11,6 +14,16 @@
 //! that it reuses what the suite compiled and takes seconds. (The `--git`
 //! form builds the same crates from a clone cargo makes; its cold time is
 //! in docs/performance.md.)
+//!
+//! The wheel route: scripts/build-wheel.sh packs the suite's debug build
+//! into the wheel `pipe-ml`, which is installed into a fresh virtual
+//! environment without torch (every stage but training runs; training
+//! says to install the `train` extra), then with the suite's torch made
+//! visible to it by a `.pth` file rather than downloaded again, and the
+//! extra installed offline: the run finishes with a test accuracy.
+//!
+//! Both run the quickstart with small validation and test splits (1% and
+//! 2%): what is tested is the installation, not the model.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -43,6 +56,16 @@ fn cargo_install(root: &Path, crate_dir: &str, env: &[(&str, String)]) {
 /// installation, a Python of its own (for the quickstart's `pip download`)
 /// and the system's directories.
 fn installed_pipe(root: &Path, python: &Path, dir: &Path, args: &[&str]) -> std::process::Output {
+    installed_pipe_with(root, python, dir, args, &[])
+}
+
+fn installed_pipe_with(
+    root: &Path,
+    python: &Path,
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> std::process::Output {
     Command::new(root.join("bin/pipe"))
         .current_dir(dir)
         .env_clear()
@@ -56,6 +79,7 @@ fn installed_pipe(root: &Path, python: &Path, dir: &Path, args: &[&str]) -> std:
                 python.display()
             ),
         )
+        .envs(env.iter().copied())
         .args(args)
         .output()
         .expect("run the installed pipe")
@@ -93,13 +117,8 @@ fn cargo_install_gives_a_pipe_that_starts_and_runs_a_project_anywhere() {
         String::from_utf8_lossy(&init.stderr)
     );
 
-    let quick = ["run", "--json", "-S", "train.limit_train_samples=256"];
-    let first = RunResult::from_output(installed_pipe(root.path(), &python, &project, &quick));
-    assert_eq!(first.code, 1, "{}", first.stderr);
-    for stage in ["corpus", "model", "dataset", "split", "tokenize"] {
-        assert_eq!(first.status(stage), "ran", "{stage}: {}", first.stderr);
-    }
-    assert_eq!(first.status("train"), "failed");
+    let first = RunResult::from_output(installed_pipe(root.path(), &python, &project, &QUICK));
+    assert_runs_all_but_training(&first);
     assert!(
         first.stderr.contains("which is not installed")
             && first
@@ -127,7 +146,40 @@ fn cargo_install_gives_a_pipe_that_starts_and_runs_a_project_anywhere() {
     }
     cargo_install(root.path(), "train", &env);
 
-    let second = RunResult::from_output(installed_pipe(root.path(), &python, &project, &quick));
+    let second = RunResult::from_output(installed_pipe(root.path(), &python, &project, &QUICK));
+    assert_trains_to_a_test_accuracy(&second, &|args| {
+        installed_pipe(root.path(), &python, &project, args)
+    });
+}
+
+/// The quickstart, small: 256 training samples, validation and test 1%
+/// and 2% of the corpus.
+const QUICK: [&str; 10] = [
+    "run",
+    "--json",
+    "-S",
+    "train.limit_train_samples=256",
+    "-S",
+    "split.train=0.97",
+    "-S",
+    "split.val=0.01",
+    "-S",
+    "split.test=0.02",
+];
+
+fn assert_runs_all_but_training(first: &RunResult) {
+    assert_eq!(first.code, 1, "{}", first.stderr);
+    for stage in ["corpus", "model", "dataset", "split", "tokenize"] {
+        assert_eq!(first.status(stage), "ran", "{stage}: {}", first.stderr);
+    }
+    assert_eq!(first.status("train"), "failed");
+    assert_eq!(first.status("evaluate"), "skipped");
+}
+
+fn assert_trains_to_a_test_accuracy(
+    second: &RunResult,
+    pipe: &dyn Fn(&[&str]) -> std::process::Output,
+) {
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert_eq!(
         second.ran(),
@@ -135,7 +187,7 @@ fn cargo_install_gives_a_pipe_that_starts_and_runs_a_project_anywhere() {
         "{:?}",
         second.stages
     );
-    let show = installed_pipe(root.path(), &python, &project, &["show", "--json"]);
+    let show = pipe(&["show", "--json"]);
     let record: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
     let evaluate = record["stages"]
         .as_array()
@@ -145,6 +197,136 @@ fn cargo_install_gives_a_pipe_that_starts_and_runs_a_project_anywhere() {
         .as_f64()
         .expect("a test accuracy");
     assert!((0.0..=1.0).contains(&accuracy), "{accuracy}");
+}
+
+/// `python3 -m venv DIR`: with PATH as the suite sets it, the Python of
+/// the suite's `.venv`, so the same version.
+fn fresh_venv(dir: &Path) {
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(dir)
+        .status()
+        .expect("python3 -m venv");
+    assert!(status.success());
+}
+
+/// `DIR/lib/python3.X/site-packages`.
+fn site_packages(venv: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(venv.join("lib"))
+        .ok()?
+        .flatten()
+        .map(|entry| entry.path().join("site-packages"))
+        .find(|site| site.is_dir())
+}
+
+fn pip_install(venv: &Path, requirement: &str) {
+    let output = Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--no-index",
+            "--quiet",
+            "--disable-pip-version-check",
+            requirement,
+        ])
+        .output()
+        .expect("pip install");
+    assert!(
+        output.status.success(),
+        "pip install {requirement}:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() {
+    let wheels = tempfile::tempdir().expect("wheel dir");
+    let build = Command::new("bash")
+        .arg(repository().join("scripts/build-wheel.sh"))
+        .args(["--profile", "dev", "--out"])
+        .arg(wheels.path())
+        .output()
+        .expect("scripts/build-wheel.sh");
+    assert!(
+        build.status.success(),
+        "scripts/build-wheel.sh failed:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let wheel = String::from_utf8(build.stdout).expect("a path");
+    let wheel = wheel.trim();
+    assert!(
+        Path::new(wheel).is_file() && wheel.contains("pipe_ml-"),
+        "{wheel}"
+    );
+
+    // pip install pipe-ml: no torch.
+    let venv = tempfile::tempdir().expect("venv dir");
+    fresh_venv(venv.path());
+    pip_install(venv.path(), wheel);
+    let bin = venv.path().join("bin");
+    for binary in ["pipe", "pipe-stage", "pipe-stage-train"] {
+        assert!(bin.join(binary).is_file(), "{binary} not installed");
+    }
+
+    let work = tempfile::tempdir().expect("an empty directory");
+    let project = work.path().join("sentiment");
+    let init = installed_pipe(venv.path(), &bin, work.path(), &["init", "sentiment"]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let first = RunResult::from_output(installed_pipe(venv.path(), &bin, &project, &QUICK));
+    assert_runs_all_but_training(&first);
+    assert!(
+        first
+            .stderr
+            .contains("which is not installed in the Python environment")
+            && first.stderr.contains("install 'pipe-ml[train]'"),
+        "{}",
+        first.stderr
+    );
+
+    // pip install 'pipe-ml[train]': torch 2.11.0 is the suite's, seen
+    // through a .pth file, so pip finds the extra satisfied offline.
+    let Some(suite_site) =
+        site_packages(&repository().join(".venv")).filter(|site| site.join("torch").is_dir())
+    else {
+        panic!("the suite's torch is not in .venv/ (scripts/bootstrap-libtorch.sh puts it there)");
+    };
+    let site = site_packages(venv.path()).expect("the venv's site-packages");
+    std::fs::write(
+        site.join("suite-torch.pth"),
+        format!("{}\n", suite_site.display()),
+    )
+    .expect("a .pth file");
+    pip_install(venv.path(), &format!("{wheel}[train]"));
+
+    let second = RunResult::from_output(installed_pipe(venv.path(), &bin, &project, &QUICK));
+    assert_trains_to_a_test_accuracy(&second, &|args| {
+        installed_pipe(venv.path(), &bin, &project, args)
+    });
+
+    // On the cluster the job starts the worker with the same library
+    // path (`env LD_LIBRARY_PATH=… pipe-stage-train run …`).
+    let mut args = QUICK.to_vec();
+    args.extend(["--executor", "slurm", "--force", "evaluate"]);
+    let conf = pipe_test_support::slurm::conf();
+    let on_slurm = RunResult::from_output(installed_pipe_with(
+        venv.path(),
+        &bin,
+        &project,
+        &args,
+        &[("SLURM_CONF", conf.as_os_str())],
+    ));
+    assert_eq!(on_slurm.code, 0, "{}", on_slurm.stderr);
+    assert_eq!(on_slurm.status("evaluate"), "ran", "{}", on_slurm.stderr);
+    let show = installed_pipe(venv.path(), &bin, &project, &["show", "--json"]);
+    let record: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
+    let evaluate = record["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|stage| stage["stage"] == "evaluate"))
+        .expect("evaluate's record");
+    assert!(evaluate["job"].is_string(), "{evaluate:#}");
 }
 
 /// Without `pipe-stage-train`, pipe knows its stages from a description

@@ -60,7 +60,25 @@ pub(super) fn run_process(
         return spawn_and_wait(context, index, stage, gpus, command, log_path, read_events);
     };
     let cluster = cluster.get()?;
-    let mut argv = vec![command.get_program().to_string_lossy().into_owned()];
+    // What the command sets for itself (the training worker's library
+    // path) travels as `env NAME=VALUE` before it: the job's script runs
+    // argv, and the job's environment is the submitting shell's.
+    let mut argv: Vec<String> = Vec::new();
+    let own_env: Vec<String> = command
+        .get_envs()
+        .filter_map(|(name, value)| {
+            Some(format!(
+                "{}={}",
+                name.to_string_lossy(),
+                value?.to_string_lossy()
+            ))
+        })
+        .collect();
+    if !own_env.is_empty() {
+        argv.push("env".to_string());
+        argv.extend(own_env);
+    }
+    argv.push(command.get_program().to_string_lossy().into_owned());
     argv.extend(
         command
             .get_args()

@@ -27,19 +27,10 @@ pub(super) fn run_worker(
     mut log: File,
     log_path: &Path,
 ) -> Result<(), StageFailure> {
-    if !worker_stage.worker.is_file() {
+    if let Some(unavailable) = &worker_stage.launch.unavailable {
         return Err(StageFailure::Reported {
-            message: format!(
-                "`{}` runs in the training worker `{}`, which is not installed",
-                worker_stage.uses,
-                worker_stage.worker.display()
-            ),
-            hint: Some(
-                "install the training worker beside `pipe` (it links libtorch): \
-                 `cargo install --locked --git REPO pipe-train` with torch 2.11.0's Python first on PATH and \
-                 LIBTORCH_USE_PYTORCH=1, or LIBTORCH set (docs/install.md)"
-                    .to_string(),
-            ),
+            message: format!("`{}` {}", worker_stage.uses, unavailable.reason),
+            hint: Some(unavailable.hint.clone()),
         });
     }
     let root = &context.pipeline.root;
@@ -112,6 +103,7 @@ pub(super) fn run_worker(
     })?;
 
     let mut command = Command::new(&worker_stage.worker);
+    worker_stage.launch.apply(&mut command);
     command.arg("run").arg("--invocation").arg(&invocation_path);
     let stderr_log = log
         .try_clone()

@@ -100,6 +100,8 @@ pub struct WorkerStage {
     pub implementation: u32,
     /// The executable that runs it.
     pub worker: PathBuf,
+    /// What starting it needs beyond its path, or why it cannot start.
+    pub launch: crate::catalog::Launch,
     /// `with:` after interpolation, checked against the catalog, defaults
     /// filled in, params the stage takes from the pipeline (`seed`) filled
     /// in, and `path` params project-relative.

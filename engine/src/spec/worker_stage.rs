@@ -261,6 +261,7 @@ impl<'a> Resolver<'a> {
             version: *version,
             implementation: info.implementation,
             worker: entry.worker.clone(),
+            launch: entry.launch.clone(),
             with: resolved,
             path_params,
             output_dir: stage_output_dir(self.pipeline, &expansion.name),
