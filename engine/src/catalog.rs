@@ -584,13 +584,15 @@ fn launch_of(worker: &Path) -> Launch {
         return Launch::default();
     }
     let libtorch = Libtorch::for_worker(worker);
-    match (&libtorch, libtorch.missing_reason()) {
-        (_, Some((reason, hint))) => Launch {
+    if let Some((reason, hint)) = libtorch.missing_reason() {
+        return Launch {
             library_dir: None,
             unavailable: Some(Box::new(Unavailable { reason, hint })),
-        },
-        (Libtorch::At(dir), None) => Launch {
-            library_dir: Some(dir.clone()),
+        };
+    }
+    match libtorch {
+        Libtorch::At(dir) => Launch {
+            library_dir: Some(dir),
             unavailable: None,
         },
         _ => Launch::default(),

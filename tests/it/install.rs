@@ -102,25 +102,12 @@ fn cargo_install_gives_a_pipe_that_starts_and_runs_a_project_anywhere() {
     // A Python outside the checkout, with pip, for the wheels the
     // quickstart's first stages fetch.
     let venv = tempfile::tempdir().expect("venv dir");
-    let status = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(venv.path())
-        .status()
-        .expect("python3 -m venv");
-    assert!(status.success());
+    fresh_venv(venv.path());
     let python = venv.path().join("bin");
 
-    let work = tempfile::tempdir().expect("an empty directory");
-    let project = work.path().join("sentiment");
-    let init = installed_pipe(root.path(), &python, work.path(), &["init", "sentiment"]);
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-
-    let first = RunResult::from_output(installed_pipe(root.path(), &python, &project, &QUICK));
-    assert_runs_all_but_training(&first);
+    let (_work, project, first) = init_then_run_without_training(&|dir, args| {
+        installed_pipe(root.path(), &python, dir, args)
+    });
     assert!(
         first.stderr.contains("which is not installed")
             && first
@@ -169,6 +156,24 @@ const QUICK: [&str; 10] = [
     "split.test=0.02",
 ];
 
+/// `pipe init sentiment` in an empty directory, then the quickstart, which
+/// runs every stage but training: the directory, the project and that run.
+fn init_then_run_without_training(
+    pipe: &dyn Fn(&Path, &[&str]) -> std::process::Output,
+) -> (tempfile::TempDir, PathBuf, RunResult) {
+    let work = tempfile::tempdir().expect("an empty directory");
+    let project = work.path().join("sentiment");
+    let init = pipe(work.path(), &["init", "sentiment"]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let first = RunResult::from_output(pipe(&project, &QUICK));
+    assert_runs_all_but_training(&first);
+    (work, project, first)
+}
+
 fn assert_runs_all_but_training(first: &RunResult) {
     assert_eq!(first.code, 1, "{}", first.stderr);
     for stage in ["corpus", "model", "dataset", "split", "tokenize"] {
@@ -189,16 +194,25 @@ fn assert_trains_to_a_test_accuracy(
         "{:?}",
         second.stages
     );
-    let show = pipe(&["show", "--json"]);
-    let record: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
-    let evaluate = record["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|stage| stage["stage"] == "evaluate"))
-        .expect("evaluate's record");
+    let evaluate = last_record_of(pipe, "evaluate");
     let accuracy = evaluate["metrics"]["accuracy"]
         .as_f64()
         .expect("a test accuracy");
     assert!((0.0..=1.0).contains(&accuracy), "{accuracy}");
+}
+
+/// `stage`'s record in the last run (`pipe show --json`).
+fn last_record_of(
+    pipe: &dyn Fn(&[&str]) -> std::process::Output,
+    stage: &str,
+) -> serde_json::Value {
+    let show = pipe(&["show", "--json"]);
+    let record: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
+    record["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|found| found["stage"] == stage))
+        .unwrap_or_else(|| panic!("no record of `{stage}` in {record:#}"))
+        .clone()
 }
 
 /// `python3 -m venv DIR`: with PATH as the suite sets it, the Python of
@@ -271,16 +285,8 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
         assert!(bin.join(binary).is_file(), "{binary} not installed");
     }
 
-    let work = tempfile::tempdir().expect("an empty directory");
-    let project = work.path().join("sentiment");
-    let init = installed_pipe(venv.path(), &bin, work.path(), &["init", "sentiment"]);
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
-    let first = RunResult::from_output(installed_pipe(venv.path(), &bin, &project, &QUICK));
-    assert_runs_all_but_training(&first);
+    let (_work, project, first) =
+        init_then_run_without_training(&|dir, args| installed_pipe(venv.path(), &bin, dir, args));
     assert!(
         first
             .stderr
@@ -324,12 +330,10 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
     ));
     assert_eq!(on_slurm.code, 0, "{}", on_slurm.stderr);
     assert_eq!(on_slurm.status("evaluate"), "ran", "{}", on_slurm.stderr);
-    let show = installed_pipe(venv.path(), &bin, &project, &["show", "--json"]);
-    let record: serde_json::Value = serde_json::from_slice(&show.stdout).expect("show --json");
-    let evaluate = record["stages"]
-        .as_array()
-        .and_then(|stages| stages.iter().find(|stage| stage["stage"] == "evaluate"))
-        .expect("evaluate's record");
+    let evaluate = last_record_of(
+        &|args| installed_pipe(venv.path(), &bin, &project, args),
+        "evaluate",
+    );
     assert!(evaluate["job"].is_string(), "{evaluate:#}");
 }
 
