@@ -13,6 +13,7 @@ mod remote_commands;
 mod render;
 mod style;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -21,7 +22,17 @@ use pipe_engine::EngineError;
 use crate::output::errln;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version are data on stdout like any command's, so a
+        // closed or full stdout fails them the same way (clap would drop
+        // the error). On a terminal clap prints them in colour.
+        Err(error) if !error.use_stderr() && !std::io::stdout().is_terminal() => {
+            output::print(format_args!("{}", error.render()));
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => error.exit(),
+    };
     init_logging(cli.verbose, cli.quiet);
     pipe_engine::interrupt::install_handlers();
     if let Some(directory) = &cli.directory {

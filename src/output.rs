@@ -4,12 +4,13 @@
 //! A reader that goes away (`pipe runs | head -1`) ends pipe quietly with
 //! exit code 141, the status a shell reports for `git log | head`, whose
 //! git dies of SIGPIPE. Any other failure to write data (stdout on a full
-//! disk) ends pipe with an error on stderr and exit code 3. `pipe run`
-//! does not end on the spot: its stages are stopped as on Ctrl-C and the
-//! run is recorded as interrupted first.
+//! disk, or no stdout at all: `pipe runs >&-`) ends pipe with an error on
+//! stderr and exit code 3. `pipe run` does not end on the spot: its stages
+//! are stopped as on Ctrl-C and the run is recorded as interrupted first.
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use pipe_engine::ExitCode;
@@ -19,6 +20,25 @@ pub const READER_GONE: u8 = 141;
 
 /// The first failed write of a run's output, if any.
 static RUN_OUTPUT_FAILURE: Mutex<Option<io::Error>> = Mutex::new(None);
+
+/// Whether pipe was started without a stdout (`pipe runs >&-`). Rust's
+/// runtime opens /dev/null on a closed stdout before `main`, so that every
+/// write would succeed and the data vanish; this is read before that, by
+/// the function below, which the loader calls before the runtime starts.
+static STDOUT_WAS_CLOSED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn note_closed_stdout() {
+    // SAFETY: F_GETFD on a descriptor number only asks whether it is open.
+    if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+        STDOUT_WAS_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Run by the dynamic loader (glibc and musl both run `.init_array`)
+/// before Rust's runtime replaces closed standard descriptors.
+#[used]
+#[link_section = ".init_array"]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
 
 /// `print!` for data on stdout; ends pipe if stdout fails.
 macro_rules! out {
@@ -57,6 +77,9 @@ pub fn eprint(text: fmt::Arguments<'_>) {
 /// Writes and flushes, so that a failure shows here and not, unnoticed,
 /// when pipe exits.
 pub fn try_print(text: fmt::Arguments<'_>) -> io::Result<()> {
+    if STDOUT_WAS_CLOSED.load(Ordering::Relaxed) {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
     let mut stdout = io::stdout().lock();
     stdout.write_fmt(text)?;
     stdout.flush()

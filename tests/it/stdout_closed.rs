@@ -1,6 +1,7 @@
 //! A reader that goes away (`pipe runs | head -1`) ends pipe quietly with
 //! exit code 141, as a shell reports for `git log | head`; a stdout that
-//! cannot be written for another reason is an error with exit code 3.
+//! cannot be written for another reason (a full disk, or no stdout at all:
+//! `pipe runs >&-`) is an error with exit code 3.
 //! Never a panic.
 
 use std::process::{Output, Stdio};
@@ -106,5 +107,51 @@ fn a_stdout_that_cannot_be_written_is_an_error_not_a_panic() {
     assert!(
         stderr.contains("error: cannot write to stdout: No space left on device"),
         "{stderr}"
+    );
+}
+
+/// Runs pipe with no stdout at all, as `pipe runs >&-` does.
+fn with_stdout_closed(project: &TestProject, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = project.std_command();
+    command.args(args).stderr(Stdio::piped());
+    // SAFETY: close(2) is async-signal-safe; the child closes its own
+    // inherited descriptor 1 just before exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::close(libc::STDOUT_FILENO);
+            Ok(())
+        });
+    }
+    command.output().expect("run pipe")
+}
+
+#[test]
+fn every_data_command_fails_with_3_when_it_has_no_stdout() {
+    let project = project_with_history();
+    let also: &[&[&str]] = &[&["compare"], &["--version"], &["runs", "--help"]];
+    for args in DATA_COMMANDS.iter().chain(also) {
+        let output = with_stdout_closed(&project, args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "pipe {}: {:?}\n{stderr}",
+            args.join(" "),
+            output.status
+        );
+        assert!(
+            stderr.contains("error: cannot write to stdout: Bad file descriptor"),
+            "pipe {}: {stderr}",
+            args.join(" ")
+        );
+    }
+    // A command that writes nothing on stdout has nothing to lose.
+    let output = with_stdout_closed(&project, &["validate"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
     );
 }
