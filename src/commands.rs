@@ -649,7 +649,7 @@ fn parse_pairs(text: &str) -> Result<Vec<(String, String)>> {
 fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
     let project = project_here()?;
     // It writes outputs, as a run does: the two take turns.
-    let _lock = RunLock::acquire(&project, |holder| {
+    let lock = RunLock::acquire(&project, |holder| {
         let who = holder
             .map(|pid| format!(" (pid {pid})"))
             .unwrap_or_default();
@@ -673,6 +673,12 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
                 .map(|(path, artifact)| (stage.stage.as_str(), path.as_str(), artifact))
         })
         .collect();
+
+    let mut sites = pipe_cache::RestoreSites::default();
+    for (_, path, _) in &outputs {
+        sites.output(path);
+    }
+    lock.remove_restore_leftovers(&project.root, &sites);
 
     // As git does: refuse to destroy what only the workspace holds.
     if !force {

@@ -11,12 +11,14 @@ mod error;
 mod fsutil;
 mod hash;
 pub mod remote;
+mod staging;
 mod stat;
 mod store;
 mod tree;
 
 pub use digest::{ActionKey, Digest, ObjectDigest};
 pub use error::CacheError;
+pub use staging::RestoreSites;
 pub use stat::StatCache;
 pub use store::{
     ActionResult, Artifact, ArtifactKind, Cache, CorruptObject, GcReport, IncomingObject, LinkMode,

@@ -691,9 +691,10 @@ impl Cache {
         };
 
         std::fs::create_dir_all(parent).map_err(|error| CacheError::io(parent, error))?;
-        let short_name: String = name.to_string_lossy().chars().take(64).collect();
+        // Named for `dest`, so a run after a killed restore finds it
+        // (`RestoreSites`).
         let staging_dir = tempfile::Builder::new()
-            .prefix(&format!(".{short_name}.pipe-tmp-"))
+            .prefix(&crate::staging::prefix(name))
             .tempdir_in(parent)
             .map_err(|error| CacheError::io(parent, error))?;
         // Our own removal handles read-only directories, TempDir's does not.

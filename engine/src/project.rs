@@ -148,4 +148,21 @@ impl RunLock {
         }
         Ok(RunLock { _file: file })
     }
+
+    /// Removes the staging directories (`.NAME.pipe-tmp-XXXXXX/`) that
+    /// restores killed mid-way left beside the outputs in `sites`. Only the
+    /// lock's holder may: no other restore can be running in the project.
+    pub fn remove_restore_leftovers(&self, root: &Path, sites: &pipe_cache::RestoreSites<'_>) {
+        let removed = sites.remove_leftovers(root);
+        if !removed.is_empty() {
+            tracing::warn!(
+                "removed {} staging director{} that a killed restore had left beside outputs",
+                removed.len(),
+                if removed.len() == 1 { "y" } else { "ies" }
+            );
+            for path in &removed {
+                tracing::info!("removed {}", path.display());
+            }
+        }
+    }
 }

@@ -292,3 +292,88 @@ fn runs_started_together_take_turns_and_each_sees_the_clean_result() {
     assert_same_outputs(&expected, &project, "after three concurrent runs");
     assert_eq!(project.pipe(&["cache", "verify"]).status.code(), Some(0));
 }
+
+/// What a restore killed between making its staging directory and its
+/// final rename leaves beside the output: `.NAME.pipe-tmp-XXXXXX/new`.
+fn leave_staging_dir(project: &TestProject, output: &str, random: &str) -> std::path::PathBuf {
+    let path = project.path(output);
+    let name = path
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    let staging = path.with_file_name(format!(".{name}.pipe-tmp-{random}"));
+    std::fs::create_dir_all(staging.join("new/part")).expect("staging dir");
+    std::fs::write(staging.join("new/part/half.bin"), vec![7u8; 4096]).expect("half a file");
+    // Restored directories may be read-only.
+    std::fs::set_permissions(
+        staging.join("new/part"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o555),
+    )
+    .expect("chmod");
+    staging
+}
+
+#[test]
+fn what_a_killed_restore_left_beside_an_output_is_removed_by_the_next_run_and_checkout() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  make:\n    run: mkdir -p out/data && seq 1 1000 > out/model.bin && seq 1 10 > out/data/a.txt\n    outs: [out/model.bin, out/data]\n",
+    );
+    project.run_ok(&[]);
+    std::fs::remove_file(project.path("out/model.bin")).expect("remove output");
+    std::fs::remove_dir_all(project.path("out/data")).expect("remove output");
+    let leftovers = [
+        leave_staging_dir(&project, "out/model.bin", "a1B2c3"),
+        leave_staging_dir(&project, "out/data", "Zz9Yy8"),
+    ];
+    // Not pipe's: another file's name, the wrong pattern, a plain file.
+    let strangers = [
+        leave_staging_dir(&project, "out/notes.txt", "a1B2c3"),
+        leave_staging_dir(&project, "out/model.bin", "mine"),
+    ];
+    project.write(
+        "out/.model.bin.pipe-tmp-q1w2e3",
+        "a file, not a staging directory\n",
+    );
+
+    let run = project.run_ok(&[]);
+    assert_eq!(run.status("make"), "restored", "{}", run.stderr);
+    for leftover in &leftovers {
+        assert!(!leftover.exists(), "{} is still there", leftover.display());
+    }
+    for stranger in &strangers {
+        assert!(stranger.exists(), "{} was removed", stranger.display());
+    }
+    assert!(project.exists("out/.model.bin.pipe-tmp-q1w2e3"));
+    assert!(
+        run.stderr
+            .contains("removed 2 staging directories that a killed restore had left"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(project.read("out/data/a.txt").lines().count(), 10);
+
+    // `pipe checkout` writes outputs as a run does, and cleans up the same way.
+    std::fs::remove_file(project.path("out/model.bin")).expect("remove output");
+    let leftover = leave_staging_dir(&project, "out/model.bin", "Qq7Ww6");
+    let checkout = project.pipe(&["checkout", "1"]);
+    assert!(
+        checkout.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checkout.stderr)
+    );
+    assert!(!leftover.exists(), "{} is still there", leftover.display());
+    assert_eq!(project.read("out/model.bin").lines().count(), 1000);
+    // Nothing left to remove: the next run says nothing about it.
+    let quiet = project.run_ok(&[]);
+    assert!(!quiet.stderr.contains("staging"), "{}", quiet.stderr);
+    for stranger in &strangers {
+        std::fs::set_permissions(
+            stranger.join("new/part"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .expect("chmod back, so the project can be removed");
+    }
+}

@@ -251,9 +251,10 @@ pub fn run(
     let project = Project::open(&pipeline.root)?;
     let targets = select_stages(pipeline, &options.targets)?;
     let forced: Vec<usize> = select_stages(pipeline, &options.force)?;
-    let _lock = RunLock::acquire(&project, |holder| {
+    let lock = RunLock::acquire(&project, |holder| {
         observer(Event::WaitingForLock { holder })
     })?;
+    lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
 
     if let Executor::Slurm(settings) = &options.executor {
         let selected = if targets.is_empty() {

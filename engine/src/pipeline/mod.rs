@@ -193,4 +193,19 @@ impl Pipeline {
     pub fn stage(&self, name: &str) -> Option<&Stage> {
         self.stages.iter().find(|stage| stage.name == name)
     }
+
+    /// Every place a restore may write: each output and metrics file, and
+    /// each built-in stage's output directory, which is pipe's alone.
+    pub fn restore_sites(&self) -> pipe_cache::RestoreSites<'_> {
+        let mut sites = pipe_cache::RestoreSites::default();
+        for stage in &self.stages {
+            if let StageKind::Worker(worker) = &stage.kind {
+                sites.owned_dir(&worker.output_dir);
+            }
+            for out in stage.outs.iter().chain(&stage.metrics) {
+                sites.output(&out.path);
+            }
+        }
+        sites
+    }
 }
