@@ -674,6 +674,24 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
         })
         .collect();
 
+    // A record may come from a remote (`pipe cache pull`): every place is
+    // checked before anything is written, and one bad place writes nothing.
+    let refused: Vec<String> = outputs
+        .iter()
+        .filter_map(|(stage, path, _)| {
+            pipe_engine::workspace::check_restore_target(&project.root, path)
+                .err()
+                .map(|problem| format!("stage `{stage}`: {problem}"))
+        })
+        .collect();
+    if !refused.is_empty() {
+        for problem in &refused {
+            errln!("error: {problem}");
+        }
+        errln!("hint: run #{id}'s record names places pipe does not write; nothing was changed");
+        return Ok(ExitCode::CorruptCache);
+    }
+
     let mut sites = pipe_cache::RestoreSites::default();
     for (_, path, _) in &outputs {
         sites.output(path);

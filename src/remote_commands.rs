@@ -304,6 +304,19 @@ fn pull_records(
             Ok(export)
                 if export.format == RunExport::FORMAT && export.run.uid.as_deref() == Some(uid) =>
             {
+                // A record names outputs that `pipe checkout` writes: only
+                // plain project-relative places are taken in.
+                let bad_path = export.run.stages.iter().find_map(|stage| {
+                    stage.outputs.keys().find_map(|output| {
+                        pipe_cache::check_relative_path(output)
+                            .err()
+                            .map(|problem| format!("`{output:.80}` {problem}"))
+                    })
+                });
+                if let Some(problem) = bad_path {
+                    errln!("warning: run record {path} in the remote names an output that {problem}; skipped");
+                    continue;
+                }
                 if let Some(id) = db.import_run(&export, remote.url())? {
                     new.push(id);
                 }

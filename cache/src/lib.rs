@@ -6,6 +6,7 @@
 //! The on-disk layout (see docs/cache-format.md) is the same in a project's
 //! `.pipe/cache`, a shared `PIPE_CACHE_DIR`, or a remote.
 
+mod action;
 mod digest;
 mod error;
 mod fsutil;
@@ -16,13 +17,14 @@ mod stat;
 mod store;
 mod tree;
 
+pub use action::{check_relative_path, ActionResult};
 pub use digest::{ActionKey, Digest, ObjectDigest};
 pub use error::CacheError;
 pub use staging::RestoreSites;
 pub use stat::StatCache;
 pub use store::{
-    ActionResult, Artifact, ArtifactKind, Cache, CorruptObject, GcReport, IncomingObject, LinkMode,
-    VerifyReport, LAYOUT_VERSION,
+    Artifact, ArtifactKind, Cache, CorruptObject, GcReport, IncomingObject, LinkMode, VerifyReport,
+    LAYOUT_VERSION,
 };
 
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::action::{self, ActionResult};
 use crate::digest::Digest;
 use crate::fsutil::{self, TempPath};
 use crate::hash::{self, Node};
@@ -68,20 +69,6 @@ impl LinkMode {
             _ => None,
         }
     }
-}
-
-/// What a successful stage produced, stored under its key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ActionResult {
-    pub key: ActionKey,
-    /// Project-relative output path -> stored artifact.
-    pub outputs: BTreeMap<String, Artifact>,
-    /// Flattened metrics (`a.b.c` -> value).
-    pub metrics: BTreeMap<String, serde_json::Value>,
-    /// The canonical key manifest this key is the digest of.
-    pub manifest: serde_json::Value,
-    pub created_unix_ms: u64,
-    pub duration_ms: u64,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -796,6 +783,35 @@ impl Cache {
         Ok(())
     }
 
+    /// The bytes of a stored file (a metrics file), read once and checked
+    /// against its digest: what is returned is exactly what was stored.
+    /// A file over `max_bytes` is refused before it is read.
+    pub fn read_file_object(&self, artifact: &Artifact, max_bytes: u64) -> Result<Vec<u8>> {
+        let digest = &artifact.digest;
+        if artifact.kind != ArtifactKind::File {
+            return Err(corrupt(digest, "expected a file, found a directory"));
+        }
+        if artifact.size > max_bytes {
+            return Err(corrupt(
+                digest,
+                format!("{} bytes, more than the {max_bytes} allowed", artifact.size),
+            ));
+        }
+        let object = self.object_path(digest);
+        let bytes = match std::fs::read(&object) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return Err(corrupt(digest, "object is missing"))
+            }
+            Err(error) => return Err(CacheError::io(&object, error)),
+        };
+        if bytes.len() as u64 != artifact.size || ObjectDigest::of(&bytes) != *digest {
+            self.discard_corrupt_object(&object);
+            return Err(corrupt(digest, "object content does not match its digest"));
+        }
+        Ok(bytes)
+    }
+
     /// A corrupt object would otherwise stay forever: `store` skips
     /// objects that are present with the right size.
     fn discard_corrupt_object(&self, object: &Path) {
@@ -882,19 +898,21 @@ impl Cache {
     }
 
     pub fn put_action(&self, result: &ActionResult) -> Result<()> {
-        let path = self.action_path(&result.key);
-        let json = serde_json::to_vec_pretty(result).map_err(|error| {
-            CacheError::io(&path, io::Error::new(io::ErrorKind::InvalidData, error))
-        })?;
-        self.write_atomic(&path, &json, 0o644)
+        self.write_atomic(
+            &self.action_path(&result.key),
+            &action::encode(result),
+            0o644,
+        )
     }
 
-    fn read_action_file(path: &Path) -> std::result::Result<ActionResult, String> {
+    fn read_action_file(path: &Path, key: &ActionKey) -> std::result::Result<ActionResult, String> {
         let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
-        serde_json::from_slice(&bytes).map_err(|error| error.to_string())
+        action::decode(&bytes, key)
     }
 
-    /// `None` when absent, unreadable, or when an object it names is gone.
+    /// `None` when absent, unreadable, damaged, not its key's, naming a
+    /// path its manifest does not declare, or when an object it names is
+    /// gone (see `action::decode`).
     pub fn get_action(&self, key: &ActionKey) -> Option<ActionResult> {
         let path = self.action_path(key);
         let bytes = match std::fs::read(&path) {
@@ -905,17 +923,17 @@ impl Cache {
                 return None;
             }
         };
-        let result: ActionResult = match serde_json::from_slice(&bytes) {
+        let result = match action::decode(&bytes, key) {
             Ok(result) => result,
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "unparsable action result; treating it as a miss");
+            Err(reason) => {
+                tracing::warn!(
+                    "cached result {} ({}) cannot be used: {reason}; treating it as a miss",
+                    key.short(),
+                    path.display()
+                );
                 return None;
             }
         };
-        if result.key != *key {
-            tracing::warn!(path = %path.display(), found = %result.key, "action result is filed under another key");
-            return None;
-        }
         for (output, artifact) in &result.outputs {
             if let Err(reason) = self.check_present(artifact, OnCorrupt::Discard) {
                 tracing::debug!(key = %key.short(), output, reason, "action result names a missing object");
@@ -1081,13 +1099,13 @@ impl Cache {
         key: Option<&ActionKey>,
         corrupt_digests: &HashSet<ObjectDigest>,
     ) -> Option<String> {
-        let result = match Self::read_action_file(path) {
-            Ok(result) => result,
-            Err(error) => return Some(format!("unparsable: {error}")),
+        let Some(key) = key else {
+            return Some("not named by a key".to_string());
         };
-        if key != Some(&result.key) {
-            return Some(format!("holds key {} under another name", result.key));
-        }
+        let result = match Self::read_action_file(path, key) {
+            Ok(result) => result,
+            Err(error) => return Some(error),
+        };
         for artifact in result.outputs.values() {
             if let Err(reason) = self.check_present(artifact, OnCorrupt::Keep) {
                 return Some(reason);
@@ -1134,7 +1152,7 @@ impl Cache {
             if wanted || !fsutil::older_than(&metadata, grace, now) {
                 report.actions_kept += 1;
                 // Young actions of a concurrent run keep their objects too.
-                if let Ok(result) = Self::read_action_file(&path) {
+                if let Some(Ok(result)) = key.map(|key| Self::read_action_file(&path, &key)) {
                     for artifact in result.outputs.values() {
                         self.mark_reachable(artifact, &mut reachable);
                     }

@@ -92,8 +92,13 @@ fn action(key: ActionKey, outputs: &[(&str, &Artifact)]) -> ActionResult {
             .iter()
             .map(|(name, artifact)| (name.to_string(), (*artifact).clone()))
             .collect(),
-        metrics: BTreeMap::new(),
-        manifest: serde_json::json!({"stage": "test"}),
+        manifest: serde_json::json!({
+            "stage": "test",
+            "outs": outputs
+                .iter()
+                .map(|(name, _)| (name.to_string(), serde_json::json!(name)))
+                .collect::<serde_json::Map<_, _>>(),
+        }),
         created_unix_ms: 1,
         duration_ms: 2,
     }
@@ -389,11 +394,12 @@ fn get_action_misses_on_truncated_missing_or_bad_entries() {
     fs::write(&path, b"{\"key\": ").expect("write");
     assert!(fixture.cache.get_action(&key).is_none());
     let other = ActionKey::of(b"someone else");
-    fs::write(
-        &path,
-        serde_json::to_vec(&action(other, &[])).expect("json"),
-    )
-    .expect("write");
+    fixture
+        .cache
+        .put_action(&action(other, &[]))
+        .expect("put other");
+    fs::copy(fixture.cache.action_path(&other), &path).expect("file it under this key");
+    fs::remove_file(fixture.cache.action_path(&other)).expect("rm other");
     assert!(fixture.cache.get_action(&key).is_none());
     let report = fixture.cache.verify().expect("verify");
     assert_eq!(report.corrupt_actions, vec![key.to_hex()]);

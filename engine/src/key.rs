@@ -9,8 +9,9 @@ use serde_json::{json, Map, Value};
 
 use crate::pipeline::{Stage, StageKind};
 
-/// Bumped when the manifest's shape changes, so old keys stop matching.
-const MANIFEST_VERSION: u64 = 1;
+/// Bumped when the manifest's shape changes, so old keys stop matching
+/// (2: results hold their metrics as files and carry a checksum).
+const MANIFEST_VERSION: u64 = 2;
 
 /// The content digest of each dependency, by dep name.
 pub type DepDigests = BTreeMap<String, Artifact>;
@@ -72,12 +73,13 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
         .map(|out| (out.name.clone(), json!(out.path)))
         .collect();
     manifest.insert("outs".into(), Value::Object(outs));
-    let metrics: Vec<&str> = stage
-        .metrics
-        .iter()
-        .map(|metric| metric.path.as_str())
-        .collect();
-    manifest.insert("metrics".into(), json!(metrics));
+    // A built-in stage's `metrics.json` too: the paths listed here (and
+    // under `outs`) are the only ones a result filed under this key may
+    // hold (`pipe_cache::ActionResult::check_paths`).
+    manifest.insert(
+        "metrics".into(),
+        json!(crate::workspace::metrics_paths(stage)),
+    );
     let env: Map<String, Value> = stage
         .env
         .iter()

@@ -11,7 +11,7 @@ use crate::key::{self, FieldChange};
 use crate::pipeline::Pipeline;
 use crate::project::Project;
 use crate::runs::RunDb;
-use crate::workspace::{hash_deps, outputs_differing};
+use crate::workspace::{check_action_fits, hash_deps, outputs_differing};
 use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -99,7 +99,11 @@ impl<'a> Planner<'a> {
                         reasons.push("it reports on the run, so it runs every time".to_string());
                     } else if stage.always_run {
                         reasons.push("`always_run` is set".to_string());
-                    } else if let Some(result) = self.cache.get_action(&key) {
+                    } else if let Some(result) = self
+                        .cache
+                        .get_action(&key)
+                        .filter(|result| check_action_fits(stage, result).is_ok())
+                    {
                         let differing = outputs_differing(
                             &self.pipeline.root,
                             &result,

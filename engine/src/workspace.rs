@@ -1,12 +1,13 @@
 //! What a stage sees of the workspace: its dependencies' digests, and
 //! whether its outputs there match a cached result.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use pipe_cache::{ActionResult, Cache, StatCache};
 
 use crate::key::DepDigests;
-use crate::pipeline::{Out, Stage};
+use crate::pipeline::{Out, Stage, StageKind};
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
 #[derive(Debug, Clone)]
@@ -51,6 +52,105 @@ pub fn hash_deps(
 /// All declared outputs and metric files, which the cache stores alike.
 pub fn declared_outputs(stage: &Stage) -> impl Iterator<Item = &Out> {
     stage.outs.iter().chain(stage.metrics.iter())
+}
+
+/// The `metrics.json` a built-in stage's worker may write beside its
+/// outputs: stored, restored and verified like them, when it is there.
+pub fn worker_metrics_path(stage: &Stage) -> Option<String> {
+    match &stage.kind {
+        StageKind::Worker(worker) => Some(format!(
+            "{}/{}",
+            worker.output_dir,
+            pipe_protocol::METRICS_FILE
+        )),
+        _ => None,
+    }
+}
+
+/// Every metrics file of a stage, in the order their values are merged:
+/// the worker's `metrics.json`, then the stage's `metrics:` files.
+pub fn metrics_paths(stage: &Stage) -> Vec<String> {
+    worker_metrics_path(stage)
+        .into_iter()
+        .chain(stage.metrics.iter().map(|metric| metric.path.clone()))
+        .collect()
+}
+
+/// Whether a cached result may be used for `stage`: it holds every
+/// declared output and nothing but declared outputs and metrics files.
+/// The cache has already refused paths the result's own manifest does not
+/// declare; this holds the result to the stage actually being run, so a
+/// result written elsewhere (a shared directory, a remote) under this key
+/// cannot make pipe write anything the pipeline does not name.
+pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), String> {
+    let worker_metrics = worker_metrics_path(stage);
+    for path in result.outputs.keys() {
+        let declared = declared_outputs(stage).any(|out| out.path == *path)
+            || worker_metrics.as_deref() == Some(path.as_str());
+        if !declared {
+            return Err(format!(
+                "cached result {} names `{}`, which stage `{}` does not declare",
+                result.key.short(),
+                shown(path),
+                stage.name
+            ));
+        }
+    }
+    if let Some(out) = declared_outputs(stage).find(|out| !result.outputs.contains_key(&out.path)) {
+        return Err(format!(
+            "cached result {} lacks the declared output `{}` of stage `{}`",
+            result.key.short(),
+            out.path,
+            stage.name
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a place a cached output is about to be written to: a plain
+/// project-relative path outside `.git/` and `.pipe/` (but `.pipe/out/`),
+/// whose directories lead nowhere else through a symbolic link. Run right
+/// before each restore, as the links may have changed since the
+/// pipeline was loaded.
+pub fn check_restore_target(root: &Path, path: &str) -> Result<(), String> {
+    pipe_cache::check_relative_path(path)
+        .map_err(|problem| format!("refusing to restore `{}`, which {problem}", shown(path)))?;
+    crate::spec::paths::check_output_location(root, path)
+}
+
+/// A metrics file is a small JSON document; a bigger one is not read.
+const MAX_METRICS_BYTES: u64 = 16 << 20;
+
+/// The flattened metrics of a result (`a.b.c` -> value), read from its
+/// stored metrics files, each checked against its digest. This is the one
+/// source of the metrics that runs record and `show`, `diff` and
+/// `compare` print, whether the stage ran or was restored.
+pub fn read_metrics(
+    cache: &Cache,
+    stage: &Stage,
+    result: &ActionResult,
+) -> Result<BTreeMap<String, serde_json::Value>, String> {
+    let mut metrics = BTreeMap::new();
+    for path in metrics_paths(stage) {
+        let Some(artifact) = result.outputs.get(&path) else {
+            continue;
+        };
+        let bytes = cache
+            .read_file_object(artifact, MAX_METRICS_BYTES)
+            .map_err(|error| format!("metrics file `{path}`: {error}"))?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|error| format!("metrics file `{path}` is not valid JSON ({error})"))?;
+        metrics.extend(crate::key::flatten(&value));
+    }
+    Ok(metrics)
+}
+
+/// At most 80 characters of a path read from a cache entry.
+fn shown(path: &str) -> String {
+    match path.char_indices().nth(80) {
+        None => path.to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", &path[..end], path.len()),
+    }
 }
 
 /// The outputs of `result` whose workspace copy is missing or differs.

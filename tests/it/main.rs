@@ -7,6 +7,7 @@
 //! gives an environment variable or a working directory to the child's
 //! `Command`, never to the test process, where it would leak into others.
 
+mod action_trust;
 mod cache_suite;
 mod cache_trust;
 mod compare;

@@ -223,6 +223,14 @@ impl Remote {
         }
     }
 
+    /// The remote's result for `key` was refused by a check above the cache
+    /// (it names outputs the stage does not declare): the next push of
+    /// this key replaces it instead of yielding to it.
+    pub fn distrust(&self, key: &ActionKey) {
+        self.shared.mark_corrupt(&action_path(key));
+        lock(&self.shared.report).corrupt_found += 1;
+    }
+
     /// Pushes `result` in the background: its objects first (those the
     /// remote lacks), then the action. `finish` waits for it.
     pub fn push_in_background(&self, result: ActionResult) {
@@ -472,24 +480,18 @@ fn safe_component(text: &str) -> String {
 async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64, u64), Failure> {
     let path = action_path(key);
     let bytes = shared.operator.read(&path).await?.to_vec();
-    let result: ActionResult = match serde_json::from_slice(&bytes) {
+    // Checked before a single object is fetched: a result naming a path
+    // its manifest does not declare is refused here, whoever wrote it.
+    let result = match crate::action::decode(&bytes, key) {
         Ok(result) => result,
-        Err(error) => {
+        Err(reason) => {
             shared.mark_corrupt(&path);
             return Err(Failure::Corrupt(format!(
-                "result {}: not valid JSON ({error})",
+                "result {}: {reason}",
                 key.short()
             )));
         }
     };
-    if result.key != *key {
-        shared.mark_corrupt(&path);
-        return Err(Failure::Corrupt(format!(
-            "result {} is filed under another key ({})",
-            key.short(),
-            result.key.short()
-        )));
-    }
     let fetched = fetch_objects(shared, &result).await;
     if matches!(fetched, Err(Failure::Corrupt(_))) {
         // The result is rebuilt here and pushed again: its action must be
@@ -646,8 +648,7 @@ async fn push_result(shared: &Shared, result: &ActionResult) -> Result<(), Failu
     // The action last, and only if no one wrote it first, unless what is
     // there was found corrupt by this process.
     let path = action_path(&result.key);
-    let json = serde_json::to_vec_pretty(result)
-        .map_err(|error| Failure::Corrupt(format!("cannot encode result: {error}")))?;
+    let json = crate::action::encode(result);
     let overwrite = shared.known_corrupt(&path);
     match shared
         .operator
@@ -758,7 +759,7 @@ async fn presence(shared: &Shared, key: &ActionKey) -> Result<Presence, opendal:
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Absent),
         Err(error) => return Err(error),
     };
-    let Ok(result) = serde_json::from_slice::<ActionResult>(&bytes) else {
+    let Ok(result) = crate::action::decode(&bytes, key) else {
         return Ok(Presence::Incomplete);
     };
     // Top-level objects only: a directory's entries would mean fetching trees.

@@ -19,8 +19,11 @@ use super::{failed_record, Context, StageOutcome};
 use crate::key;
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
-use crate::spec::paths::check_output_location;
-use crate::workspace::{declared_outputs, hash_deps, outputs_differing, remove_path};
+use crate::spec::paths::{check_output_after_command, check_output_location};
+use crate::workspace::{
+    check_action_fits, check_restore_target, declared_outputs, hash_deps, outputs_differing,
+    read_metrics, remove_path, worker_metrics_path,
+};
 
 pub(super) fn execute_stage(
     context: &Context<'_>,
@@ -71,16 +74,36 @@ pub(super) fn execute_stage(
             Some(result) => Some((result, None)),
             None => pull_from_remote(context, stage, &key),
         };
+        let cached =
+            cached.filter(
+                |(result, pulled_from)| match check_action_fits(stage, result) {
+                    Ok(()) => true,
+                    Err(problem) => {
+                        tracing::warn!(
+                            "{problem}; running the stage, and its result replaces this one"
+                        );
+                        if let (Some(remote), Some(_)) = (&context.remote, pulled_from) {
+                            remote.distrust(&key);
+                        }
+                        false
+                    }
+                },
+            );
         if let Some((result, pulled_from)) = cached {
-            match reuse_cached(context, &result) {
-                Ok(status) => {
+            let reused = read_metrics(&context.cache, stage, &result)
+                .map_err(|problem| {
+                    CacheError::io(&context.pipeline.root, std::io::Error::other(problem))
+                })
+                .and_then(|metrics| Ok((reuse_cached(context, &result)?, metrics)));
+            match reused {
+                Ok((status, metrics)) => {
                     let record = StageRecord {
                         stage: stage.name.clone(),
                         key: Some(key.to_hex()),
                         status,
                         duration_ms: elapsed_ms(),
                         outputs: result.outputs.clone(),
-                        metrics: result.metrics.clone(),
+                        metrics,
                         detail: pulled_from,
                         job: None,
                         node: None,
@@ -122,7 +145,7 @@ pub(super) fn execute_stage(
         elapsed_ms(),
         rehash_existing,
     ) {
-        Ok(result) => {
+        Ok((result, metrics)) => {
             // A stage that runs every time has a key no run will ask for again.
             if let (Some(remote), false) = (&context.remote, stage.always_run) {
                 remote.push_in_background(result.clone());
@@ -134,7 +157,7 @@ pub(super) fn execute_stage(
                 status: StageStatus::Ran,
                 duration_ms: elapsed_ms(),
                 outputs: result.outputs,
-                metrics: result.metrics,
+                metrics,
                 detail: None,
                 job: None,
                 node: None,
@@ -201,7 +224,7 @@ pub(super) fn reuse_cached(
     for path in differing {
         let artifact = &result.outputs[path];
         let destination = root.join(path);
-        check_output_location(root, path)
+        check_restore_target(root, path)
             .map_err(|message| CacheError::io(&destination, std::io::Error::other(message)))?;
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent).map_err(|e| CacheError::io(parent, e))?;
@@ -264,6 +287,9 @@ pub(super) fn log_name(stage: &str) -> String {
     format!("{}.log", stage.replace('/', "_"))
 }
 
+/// Checks what the command left, stores every declared output (and a
+/// built-in stage's `metrics.json`) and records the result under `key`.
+/// Returns the result and its metrics, read back from the stored files.
 pub(super) fn store_outputs(
     context: &Context<'_>,
     stage: &Stage,
@@ -271,69 +297,97 @@ pub(super) fn store_outputs(
     manifest: &Value,
     duration_ms: u64,
     rehash_existing: bool,
-) -> Result<ActionResult, StageFailure> {
+) -> Result<(ActionResult, BTreeMap<String, Value>), StageFailure> {
     let root = &context.pipeline.root;
-    let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
+    // Everything is checked before anything is read: a command that made
+    // an output (or a directory above it) a link to outside the project
+    // gets nothing from there stored or pushed.
+    let mut to_store: Vec<String> = Vec::new();
     for out in declared_outputs(stage) {
-        let path = root.join(&out.path);
-        if std::fs::symlink_metadata(&path).is_err() {
+        if std::fs::symlink_metadata(root.join(&out.path)).is_err() {
             return Err(StageFailure::Contract(format!(
                 "the command succeeded but did not write its declared output `{}`; nothing was cached",
                 out.path
             )));
         }
+        to_store.push(out.path.clone());
+    }
+    if let StageKind::Worker(worker_stage) = &stage.kind {
+        check_worker_output_dir(root, stage, &worker_stage.output_dir)?;
+        if let Some(metrics) = worker_metrics_path(stage) {
+            if std::fs::symlink_metadata(root.join(&metrics)).is_ok() {
+                to_store.push(metrics);
+            }
+        }
+    }
+    for path in &to_store {
+        check_output_after_command(root, path).map_err(StageFailure::OutputRefused)?;
+    }
+    let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
+    for out_path in to_store {
+        let path = root.join(&out_path);
         let stored = if rehash_existing {
             context.cache.store_rehashing_existing(&path, &context.stat)
         } else {
             context.cache.store(&path, &context.stat)
         };
         let artifact = stored.map_err(|e| {
-            StageFailure::cache(
-                format!("cannot store output `{}` in the cache", out.path),
-                e,
-            )
+            StageFailure::cache(format!("cannot store output `{out_path}` in the cache"), e)
         })?;
-        outputs.insert(out.path.clone(), artifact);
-    }
-    let mut metrics = BTreeMap::new();
-    if let StageKind::Worker(worker_stage) = &stage.kind {
-        let path = root
-            .join(&worker_stage.output_dir)
-            .join(pipe_protocol::METRICS_FILE);
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            let value: Value = serde_json::from_str(&text).map_err(|e| {
-                StageFailure::Contract(format!(
-                    "the stage wrote invalid metrics ({e}); nothing was cached"
-                ))
-            })?;
-            metrics.extend(key::flatten(&value));
-        }
-    }
-    for metric in &stage.metrics {
-        let path = root.join(&metric.path);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| StageFailure::io(format!("cannot read metrics `{}`", metric.path), e))?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| {
-            StageFailure::Contract(format!(
-                "metrics file `{}` is not valid JSON ({e}); nothing was cached",
-                metric.path
-            ))
-        })?;
-        metrics.extend(key::flatten(&value));
+        outputs.insert(out_path, artifact);
     }
     let result = ActionResult {
         key,
         outputs,
-        metrics,
         manifest: manifest.clone(),
         created_unix_ms: runs::now_ms(),
         duration_ms,
     };
+    let metrics = read_metrics(&context.cache, stage, &result).map_err(|problem| {
+        StageFailure::Contract(format!(
+            "the stage wrote bad metrics: {problem}; nothing was cached"
+        ))
+    })?;
     context
         .cache
         .put_action(&result)
         .map_err(|e| StageFailure::cache("cannot record the result in the cache", e))?;
-    Ok(result)
+    Ok((result, metrics))
+}
+
+/// A built-in stage's output directory holds its declared outputs and its
+/// `metrics.json`, nothing else: a restore puts back exactly that, so a
+/// run must leave exactly that too.
+fn check_worker_output_dir(
+    root: &Path,
+    stage: &Stage,
+    output_dir: &str,
+) -> Result<(), StageFailure> {
+    let dir = root.join(output_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(StageFailure::io(
+                format!("cannot list `{output_dir}`"),
+                error,
+            ))
+        }
+    };
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| StageFailure::io(format!("cannot list `{output_dir}`"), e))?;
+        let name = entry.file_name();
+        let path = format!("{output_dir}/{}", name.to_string_lossy());
+        let known = declared_outputs(stage).any(|out| out.path == path)
+            || name == pipe_protocol::METRICS_FILE;
+        if !known {
+            return Err(StageFailure::Contract(format!(
+                "the stage wrote `{path}`, which is none of its outputs; nothing was cached"
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub(super) fn read_tail(path: &Path, lines: usize) -> Option<String> {

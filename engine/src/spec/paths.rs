@@ -250,6 +250,43 @@ pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), S
     }
 }
 
+/// Checks an output a stage's command has just written, before pipe reads
+/// it: its directories as `check_output_location` wants them, and the
+/// output itself, should the command have made it a symbolic link,
+/// leading to a place inside the project and outside `.git/` and `.pipe/`.
+/// So a command that swaps a directory for a link (`ln -s /outside d`)
+/// gets nothing outside the project read, stored or pushed.
+pub(crate) fn check_output_after_command(root: &Path, out_path: &str) -> Result<(), String> {
+    check_output_location(root, out_path)?;
+    let full = root.join(out_path);
+    let is_link = std::fs::symlink_metadata(&full)
+        .map(|metadata| metadata.file_type().is_symlink())
+        .unwrap_or(false);
+    if !is_link {
+        return Ok(());
+    }
+    let target = full.canonicalize().map_err(|error| {
+        format!("output `{out_path}` is a symbolic link that leads nowhere ({error}); write the output itself")
+    })?;
+    let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let inside = target
+        .strip_prefix(&real_root)
+        .ok()
+        .and_then(|inside| inside.to_str());
+    match inside {
+        None => Err(format!(
+            "output `{out_path}` is a symbolic link to `{}`, outside the project; pipe does not read or store files it does not own. Write the output itself, or copy the file into the project",
+            target.display()
+        )),
+        Some(inside) => match protected_dir(inside) {
+            None => Ok(()),
+            Some(dir) => Err(format!(
+                "output `{out_path}` is a symbolic link into `{dir}/` (`{inside}`); pipe does not store files from there. Write the output itself"
+            )),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

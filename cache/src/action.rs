@@ -1,0 +1,268 @@
+//! Action results: what a stage produced, stored under its key, and the
+//! checks that decide whether one read back (from disk or a remote) may
+//! be used at all.
+//!
+//! An action file is read from places pipe does not control (a shared
+//! directory, a bucket others write to), so nothing in it is taken on
+//! faith:
+//! - its bytes are covered by a checksum, so a flipped bit anywhere is a
+//!   miss, never a wrong figure;
+//! - it must be filed under its own key;
+//! - every output path must be one its manifest declares (the key is the
+//!   digest of that manifest, so a writer cannot add a path without
+//!   changing the key), plain and project-relative, outside `.git/` and
+//!   outside `.pipe/` except `.pipe/out/`.
+//!
+//! The engine checks the paths once more against the stage it is running
+//! (`pipe_engine::workspace::check_action_fits`): this module does not
+//! know stages, only what the action says of itself.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ActionKey, Artifact};
+
+/// What a successful stage produced, stored under its key. Metrics are
+/// not kept here: they are outputs (`metrics.json` and the stage's
+/// `metrics:` files), stored, restored and verified as objects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionResult {
+    pub key: ActionKey,
+    /// Project-relative output path -> stored artifact.
+    pub outputs: BTreeMap<String, Artifact>,
+    /// The canonical key manifest this key is the digest of. Its `outs`
+    /// (name -> path) and `metrics` (paths) are the only paths an action
+    /// may hold.
+    pub manifest: serde_json::Value,
+    pub created_unix_ms: u64,
+    pub duration_ms: u64,
+}
+
+/// The fixed start of an action file, before the checksum.
+const HEADER: &[u8] = b"{\"format\":\"pipe-action-v2\",\"checksum\":\"";
+/// Between the checksum and the action's own JSON.
+const BODY_START: &[u8] = b"\",\"action\":";
+const CHECKSUM_HEX_LEN: usize = 64;
+
+/// The bytes of an action file: a JSON object holding the format, the
+/// blake3 of the action's JSON exactly as written, and that JSON.
+pub(crate) fn encode(result: &ActionResult) -> Vec<u8> {
+    // Serialising plain data (maps with string keys, numbers) cannot fail.
+    let body = serde_json::to_vec_pretty(result).unwrap_or_default();
+    let checksum = blake3::hash(&body).to_hex();
+    let mut bytes = Vec::with_capacity(HEADER.len() + 64 + BODY_START.len() + body.len() + 2);
+    bytes.extend_from_slice(HEADER);
+    bytes.extend_from_slice(checksum.as_bytes());
+    bytes.extend_from_slice(BODY_START);
+    bytes.extend_from_slice(&body);
+    bytes.extend_from_slice(b"}\n");
+    bytes
+}
+
+/// Reads an action file filed under `key`, refusing anything `encode`
+/// would not have written for that key, or whose paths are not its own.
+pub(crate) fn decode(bytes: &[u8], key: &ActionKey) -> Result<ActionResult, String> {
+    let rest = bytes.strip_prefix(HEADER).ok_or_else(|| {
+        "not a pipe-action-v2 file (written by another version of pipe, or damaged)".to_string()
+    })?;
+    if rest.len() < CHECKSUM_HEX_LEN {
+        return Err("truncated".to_string());
+    }
+    let (checksum, rest) = rest.split_at(CHECKSUM_HEX_LEN);
+    let body = rest
+        .strip_prefix(BODY_START)
+        .and_then(|rest| rest.strip_suffix(b"}\n"))
+        .ok_or_else(|| "damaged framing".to_string())?;
+    if blake3::hash(body).to_hex().as_bytes() != checksum {
+        return Err("its content does not match its checksum".to_string());
+    }
+    let result: ActionResult =
+        serde_json::from_slice(body).map_err(|error| format!("not a valid result ({error})"))?;
+    if result.key != *key {
+        return Err(format!("holds key {} under another name", result.key));
+    }
+    result.check_paths()?;
+    Ok(result)
+}
+
+impl ActionResult {
+    /// The paths the manifest declares: its `outs` and its `metrics`.
+    pub fn declared_paths(&self) -> Vec<&str> {
+        let outs = self
+            .manifest
+            .get("outs")
+            .and_then(|outs| outs.as_object())
+            .into_iter()
+            .flat_map(|outs| outs.values().filter_map(|path| path.as_str()));
+        let metrics = self
+            .manifest
+            .get("metrics")
+            .and_then(|metrics| metrics.as_array())
+            .into_iter()
+            .flat_map(|metrics| metrics.iter().filter_map(|path| path.as_str()));
+        outs.chain(metrics).collect()
+    }
+
+    /// Every output path is plain, inside the project, and declared by
+    /// the manifest; every declared `outs` path is there.
+    pub fn check_paths(&self) -> Result<(), String> {
+        let declared = self.declared_paths();
+        for path in self.outputs.keys() {
+            if let Err(problem) = check_relative_path(path) {
+                return Err(format!("names output `{}`, which {problem}", shown(path)));
+            }
+            if !declared.contains(&path.as_str()) {
+                return Err(format!(
+                    "names output `{}`, which its manifest does not declare",
+                    shown(path)
+                ));
+            }
+        }
+        if let Some(outs) = self.manifest.get("outs").and_then(|outs| outs.as_object()) {
+            for path in outs.values().filter_map(|path| path.as_str()) {
+                if !self.outputs.contains_key(path) {
+                    return Err(format!("lacks its declared output `{}`", shown(path)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// At most 80 characters of a path from an untrusted file.
+fn shown(path: &str) -> String {
+    if path.chars().count() <= 80 {
+        path.to_string()
+    } else {
+        let start: String = path.chars().take(80).collect();
+        format!("{start}… ({} bytes)", path.len())
+    }
+}
+
+/// Why `path` cannot be a project-relative output, if it cannot: it must
+/// be relative and normal (no `.`, `..` or empty components), hold no NUL
+/// or control character, and stay out of `.git/` and of `.pipe/` except
+/// `.pipe/out/` (where built-in stages write).
+pub fn check_relative_path(path: &str) -> Result<(), &'static str> {
+    if path.is_empty() {
+        return Err("is empty");
+    }
+    if path.starts_with('/') {
+        return Err("is absolute");
+    }
+    if path.chars().any(|ch| ch.is_control()) {
+        return Err("holds a control character");
+    }
+    let components: Vec<&str> = path.split('/').collect();
+    for component in &components {
+        match *component {
+            "" | "." => return Err("is not in normal form"),
+            ".." => return Err("leaves the project"),
+            // Case-insensitive file systems (macOS) make `.GIT` the same.
+            git if git.eq_ignore_ascii_case(".git") => return Err("is inside `.git/`"),
+            _ => {}
+        }
+    }
+    let in_state_dir = components[0].eq_ignore_ascii_case(".pipe");
+    if in_state_dir && (components[0] != ".pipe" || components.len() < 3 || components[1] != "out")
+    {
+        return Err("is inside `.pipe/` but not under `.pipe/out/`");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ArtifactKind, ObjectDigest};
+
+    fn artifact() -> Artifact {
+        Artifact {
+            kind: ArtifactKind::File,
+            digest: ObjectDigest::of(b"x"),
+            size: 1,
+            files: 1,
+            executable: false,
+        }
+    }
+
+    fn result(paths: &[&str]) -> ActionResult {
+        ActionResult {
+            key: ActionKey::of(b"k"),
+            outputs: paths
+                .iter()
+                .map(|path| (path.to_string(), artifact()))
+                .collect(),
+            manifest: serde_json::json!({
+                "outs": {"model": "out/model.bin"},
+                "metrics": [".pipe/out/p/train/metrics.json"],
+            }),
+            created_unix_ms: 1,
+            duration_ms: 2,
+        }
+    }
+
+    #[test]
+    fn a_written_action_reads_back() {
+        let written = result(&["out/model.bin", ".pipe/out/p/train/metrics.json"]);
+        let bytes = encode(&written);
+        assert_eq!(decode(&bytes, &written.key), Ok(written));
+    }
+
+    #[test]
+    fn every_flipped_bit_is_refused() {
+        let written = result(&["out/model.bin"]);
+        let bytes = encode(&written);
+        for index in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut flipped = bytes.clone();
+                flipped[index] ^= 1 << bit;
+                assert!(
+                    decode(&flipped, &written.key).is_err(),
+                    "a flip of bit {bit} of byte {index} was accepted"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn undeclared_or_escaping_paths_are_refused() {
+        for path in [
+            "/abs/victim.txt",
+            "../escaped.txt",
+            ".git/hooks/post-checkout",
+            ".pipe/x",
+            "out/./model.bin",
+            "other.txt",
+        ] {
+            let bad = result(&["out/model.bin", path]);
+            let error = decode(&encode(&bad), &bad.key).expect_err(path);
+            assert!(error.contains("names output"), "{path}: {error}");
+        }
+        let missing = result(&[]);
+        assert!(decode(&encode(&missing), &missing.key)
+            .expect_err("missing output")
+            .contains("lacks its declared output"));
+    }
+
+    #[test]
+    fn a_result_under_another_key_is_refused() {
+        let written = result(&["out/model.bin"]);
+        let error = decode(&encode(&written), &ActionKey::of(b"other")).unwrap_err();
+        assert!(error.contains("under another name"), "{error}");
+    }
+
+    #[test]
+    fn relative_paths_are_checked_component_by_component() {
+        assert!(check_relative_path("data/train.csv").is_ok());
+        assert!(check_relative_path(".pipe/out/p/s/model").is_ok());
+        assert!(check_relative_path("a/.git/config").is_err());
+        assert!(check_relative_path("a//b").is_err());
+        assert!(check_relative_path("a\0b").is_err());
+        assert!(check_relative_path(".pipe/out").is_err());
+        assert!(check_relative_path(".PIPE/out/p/s").is_err());
+        assert!(check_relative_path("a/.Git/hooks").is_err());
+    }
+}
