@@ -204,3 +204,99 @@ fn a_restore_through_a_new_symlink_is_refused() {
     let kept = std::fs::read_to_string(elsewhere.path().join("important.txt")).unwrap();
     assert_eq!(kept, "keep me");
 }
+
+/// A NUL byte cannot be part of a path, a command, an argument, an
+/// environment value or a setting passed to a program: a YAML escape
+/// (`"\0"`) or a `-S` value that brings one is a located error, exit 2,
+/// before anything runs, never a failure half-way through the run.
+#[test]
+fn a_nul_byte_is_refused_where_it_is_written_before_anything_runs() {
+    let stage = |body: &str| {
+        format!("params: {{ x: plain }}\nstages:\n  first:\n    run: touch first.txt\n    outs: [first.txt]\n  s:\n{body}")
+    };
+    let cases: &[(&str, String, &[&str], &str)] = &[
+        (
+            "an output from -S",
+            stage("    run: touch out.txt\n    outs: [\"out/${params.x}.txt\"]\n"),
+            &["-S", r#"x="a\0b""#],
+            "pipe.yaml:8:",
+        ),
+        (
+            "an output in YAML",
+            stage("    run: touch out.txt\n    outs: [\"out/a\\0b.txt\"]\n"),
+            &[],
+            "pipe.yaml:8:",
+        ),
+        (
+            "metrics",
+            stage("    run: touch out.txt\n    metrics: [\"m\\0.json\"]\n"),
+            &[],
+            "pipe.yaml:8:",
+        ),
+        (
+            "a dependency from -S",
+            stage("    deps: [\"in/${params.x}\"]\n    run: touch out.txt\n"),
+            &["-S", r#"x="a\0b""#],
+            "pipe.yaml:7:",
+        ),
+        (
+            "a command in YAML",
+            stage("    run: \"echo a\\0b > out.txt\"\n"),
+            &[],
+            "pipe.yaml:7:",
+        ),
+        (
+            "an argument",
+            stage("    run: [touch, \"a\\0b\"]\n"),
+            &[],
+            "pipe.yaml:7:",
+        ),
+        (
+            "an argument from -S",
+            stage("    run: [touch, \"${params.x}\"]\n"),
+            &["-S", r#"x="a\0b""#],
+            "pipe.yaml:7:",
+        ),
+        (
+            "an env value from -S",
+            stage("    run: touch out.txt\n    env: { X: \"v${params.x}\" }\n"),
+            &["-S", r#"x="a\0b""#],
+            "pipe.yaml:8:",
+        ),
+        (
+            "the remote's directory",
+            format!(
+                "cache: {{ remote: \"/tmp/r\\0x\" }}\n{}",
+                stage("    run: touch out.txt\n")
+            ),
+            &[],
+            "pipe.yaml:1:",
+        ),
+        (
+            "a Slurm setting",
+            format!(
+                "executor: {{ type: slurm, partition: \"a\\0b\" }}\n{}",
+                stage("    run: touch out.txt\n")
+            ),
+            &[],
+            "pipe.yaml:1:",
+        ),
+    ];
+    for (what, yaml, extra, place) in cases {
+        let project = TestProject::new();
+        project.write("pipe.yaml", yaml);
+        let mut args = vec!["run"];
+        args.extend_from_slice(extra);
+        let output = project.pipe(&args);
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(2), "{what}:\n{stderr}");
+        assert!(stderr.contains("NUL byte"), "{what}:\n{stderr}");
+        assert!(stderr.contains(place), "{what}: not at {place}\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{what}:\n{stderr}");
+        assert!(!project.exists("first.txt"), "{what}: a stage ran");
+        assert!(
+            !project.exists(".pipe/runs.db"),
+            "{what}: a run was recorded"
+        );
+    }
+}

@@ -137,6 +137,18 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
     let mut ok = true;
     for entry in entries {
         let value = &entry.value;
+        if value.as_str().is_some_and(|text| text.contains('\0')) {
+            diagnostics.push(
+                Diagnostic::new(
+                    "nul-byte",
+                    format!("`cache.remote.{}` holds a NUL byte", entry.key),
+                )
+                .at(sources.location(value.span))
+                .with_hint(super::resolve::NUL_HINT),
+            );
+            ok = false;
+            continue;
+        }
         let mut bad_type = |expected: &str| {
             diagnostics.push(
                 Diagnostic::new(
@@ -230,6 +242,14 @@ fn checked_url(
     sources: &Sources,
     diagnostics: &mut Diagnostics,
 ) -> Option<String> {
+    if url.contains('\0') {
+        diagnostics.push(
+            Diagnostic::new("nul-byte", "the remote's URL or directory holds a NUL byte")
+                .at(sources.location(node.span))
+                .with_hint(super::resolve::NUL_HINT),
+        );
+        return None;
+    }
     if url == "off" || !url.contains("://") {
         // `off`, or a directory (relative ones are the project's).
         return Some(url.to_string());

@@ -65,6 +65,24 @@ pub(crate) fn parse(
     let mut ok = true;
     for entry in entries {
         let value = &entry.value;
+        let holds_nul = |node: &Node| node.as_str().is_some_and(|text| text.contains('\0'));
+        let items_hold_nul = match &value.value {
+            NodeValue::Seq(items) => items.iter().any(holds_nul),
+            _ => holds_nul(value),
+        };
+        if items_hold_nul {
+            // Each setting becomes an argument of `sbatch`.
+            diagnostics.push(
+                Diagnostic::new(
+                    "nul-byte",
+                    format!("`executor.{}` holds a NUL byte", entry.key),
+                )
+                .at(sources.location(value.span))
+                .with_hint(super::resolve::NUL_HINT),
+            );
+            ok = false;
+            continue;
+        }
         let bad = |what: &str| {
             Diagnostic::new(
                 "bad-type",

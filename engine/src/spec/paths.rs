@@ -15,6 +15,8 @@ pub(crate) enum PathProblem {
     Absolute,
     EscapesRoot,
     IsRoot,
+    /// A NUL byte, which no file name can hold (a YAML `"\0"`, or a param).
+    Nul,
 }
 
 /// `./a//b/` -> `a/b`, `a/../b` -> `b`. Paths are compared as text
@@ -22,6 +24,9 @@ pub(crate) enum PathProblem {
 pub(crate) fn normalize(path: &str) -> Result<String, PathProblem> {
     if path.trim().is_empty() {
         return Err(PathProblem::Empty);
+    }
+    if path.contains('\0') {
+        return Err(PathProblem::Nul);
     }
     if path.starts_with('/') || path.starts_with('~') || looks_like_windows_drive(path) {
         return Err(PathProblem::Absolute);

@@ -65,6 +65,9 @@ pub(super) struct Failure {
     pub(super) hint: String,
 }
 
+/// For a value that holds a NUL byte where the system cannot take one.
+pub(super) const NUL_HINT: &str = "no path, command, argument or environment value can hold a NUL byte (`\\0` in a double-quoted YAML string, or in a param's value); remove it";
+
 pub(super) fn failure(message: impl Into<String>, hint: impl Into<String>) -> Failure {
     Failure {
         message: message.into(),
@@ -149,6 +152,14 @@ impl<'a> Resolver<'a> {
 
     pub(super) fn location(&self, span: Span) -> Option<crate::Location> {
         self.sources.location(span)
+    }
+
+    /// `what` (a command, an argument, an env value) holds a NUL byte,
+    /// which `exec` cannot pass on: refused at `node`, before anything runs.
+    pub(super) fn nul_byte(&self, what: String, node: &Node) -> Diagnostic {
+        Diagnostic::new("nul-byte", format!("{what} holds a NUL byte"))
+            .at(self.location(node.span))
+            .with_hint(NUL_HINT)
     }
 
     /// `outs` (mapping name -> path, list of paths, or one path) or
@@ -317,6 +328,17 @@ impl<'a> Resolver<'a> {
                 ));
                 None
             }
+            Err(PathProblem::Nul) => {
+                diagnostics.push(located(
+                    "bad-path",
+                    format!(
+                        "`{field}` path `{}` of stage `{stage}` holds a NUL byte",
+                        text.escape_debug()
+                    ),
+                    NUL_HINT,
+                ));
+                None
+            }
         }
     }
 
@@ -364,6 +386,10 @@ impl<'a> Resolver<'a> {
                             PathProblem::Empty => (
                                 format!("empty path in `deps` of stage `{}`", decl.name),
                                 "write a project-relative path such as `data/train.csv`",
+                            ),
+                            PathProblem::Nul => (
+                                format!("dependency `{}` of stage `{}` holds a NUL byte", text.escape_debug(), decl.name),
+                                NUL_HINT,
                             ),
                         };
                         diagnostics.push(
@@ -413,6 +439,10 @@ impl<'a> Resolver<'a> {
                         diagnostics,
                     )
                     .unwrap_or_default();
+                if command.contains('\0') {
+                    diagnostics
+                        .push(self.nul_byte(format!("`run` of stage `{}`", decl.name), node));
+                }
                 StageKind::Command { command }
             }
             DeclKind::Argv(node) => {
@@ -616,6 +646,13 @@ impl<'a> Resolver<'a> {
                 continue;
             }
             if let Some(text) = self.resolve_string(scope, value, effects, diagnostics) {
+                if text.contains('\0') {
+                    diagnostics.push(self.nul_byte(
+                        format!("env `{}` of stage `{}`", entry.key, decl.name),
+                        value,
+                    ));
+                    continue;
+                }
                 env.insert(entry.key.clone(), text);
             }
         }
@@ -1003,6 +1040,7 @@ impl<'a> Resolver<'a> {
         let mut argv = Vec::with_capacity(items.len());
         let mut ok = true;
         for item in items {
+            let before = argv.len();
             let whole_reference =
                 item.as_str()
                     .and_then(|text| match interp::parse(text).ok()?.as_slice() {
@@ -1031,6 +1069,10 @@ impl<'a> Resolver<'a> {
                         ok = false;
                     }
                 }
+            }
+            if argv[before..].iter().any(|arg| arg.contains('\0')) {
+                diagnostics.push(self.nul_byte(format!("`run` of stage `{}`", scope.stage), item));
+                ok = false;
             }
         }
         ok.then_some(argv)

@@ -205,6 +205,23 @@ impl<'a> Resolver<'a> {
             let Some(value) = resolved.get(&spec.name).and_then(Value::as_str) else {
                 continue;
             };
+            if value.contains('\0') {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "bad-path",
+                        format!(
+                            "stage `{}`: `{}` holds a NUL byte: `{}`",
+                            expansion.name,
+                            spec.name,
+                            value.escape_debug()
+                        ),
+                    )
+                    .at(place(&spec.name, false))
+                    .with_hint(super::resolve::NUL_HINT),
+                );
+                ok = false;
+                continue;
+            }
             let Some(path) = self.project_relative(value) else {
                 diagnostics.push(
                     Diagnostic::new(

@@ -305,3 +305,22 @@ fn errors_in_params_yaml_point_into_params_yaml() {
         *dir.path().join("params.yaml")
     );
 }
+
+#[test]
+fn a_nul_byte_in_a_with_path_is_refused_at_its_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pipe.yaml");
+    std::fs::write(
+        &file,
+        "params: { rows: rows.jsonl }\nstages:\n  split:\n    uses: data/split@1\n    with:\n      dataset: \"data/${params.rows}\"\n      train: 0.8\n      val: 0.2\n",
+    )
+    .unwrap();
+    let diagnostics = diagnostics_for(&file, &[r#"rows="a\0b""#]);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert!(
+        diagnostics[0].message.contains("NUL byte"),
+        "{diagnostics:#?}"
+    );
+    let location = diagnostics[0].location.as_ref().unwrap();
+    assert_eq!((location.line, location.col), (6, 16), "{diagnostics:#?}");
+}
