@@ -241,8 +241,9 @@ fn assert_remote_consistent(server: &Server, prefix: &str) -> usize {
     }
     let actions = snapshot(&root.join("actions"));
     for (name, bytes) in &actions {
-        let action: Value = serde_json::from_slice(bytes).unwrap();
-        for artifact in action["outputs"].as_object().unwrap().values() {
+        let file: Value = serde_json::from_slice(bytes).unwrap();
+        assert_eq!(file["format"], "pipe-action-v2", "action {name}");
+        for artifact in file["action"]["outputs"].as_object().unwrap().values() {
             let digest = artifact["digest"].as_str().unwrap();
             let object = root.join(format!("objects/{}/{}", &digest[..2], &digest[2..]));
             assert!(object.is_file(), "action {name} names a missing object");
