@@ -1,7 +1,9 @@
 //! Credentials inside URLs, masked wherever pipe shows or stores text.
 //!
 //! A URL may carry a password (`https://user:pass@host/`) or a token in
-//! its query (`?access_token=...`, an S3 presigned `X-Amz-Signature`).
+//! its query (`?access_token=...`, an S3 presigned `X-Amz-Signature`) or
+//! in its fragment (`#access_token=...`, as OAuth's implicit flow returns
+//! it); query and fragment are masked by the same rules.
 //! The engine and the workers print URLs in messages, record them in the
 //! run database and in key manifests that live in a shared cache; every
 //! such text goes through [`redact_text`] (or [`redact_json`]) first. The
@@ -52,8 +54,8 @@ pub fn is_secret_query_param(name: &str) -> bool {
         .any(|secret| secret.eq_ignore_ascii_case(name))
 }
 
-/// `text` with the userinfo and secret query values of every URL in it
-/// replaced by [`MASK`]. Borrowed when there was nothing to mask.
+/// `text` with the userinfo and the secret query and fragment values of
+/// every URL in it replaced by [`MASK`]. Borrowed when there was nothing to mask.
 pub fn redact_text(text: &str) -> Cow<'_, str> {
     if !text.contains("://") {
         return Cow::Borrowed(text);
@@ -88,8 +90,8 @@ pub fn redact_text(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// One URL (`scheme://...`) with its userinfo and secret query values
-/// masked. Borrowed when there was nothing to mask.
+/// One URL (`scheme://...`) with its userinfo and the secret values of
+/// its query and fragment masked. Borrowed when there was nothing to mask.
 pub fn redact_url(url: &str) -> Cow<'_, str> {
     let Some(separator) = url.find("://") else {
         return Cow::Borrowed(url);
@@ -101,12 +103,18 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
     let userinfo_end = url[authority_start..authority_end]
         .rfind('@')
         .map(|at| authority_start + at);
-    let query = url[authority_end..].find('?').map(|at| authority_end + at);
-    let masked_query = query.and_then(|start| {
-        let end = url[start..].find('#').map_or(url.len(), |at| start + at);
-        mask_query(&url[start + 1..end]).map(|masked| (start + 1, end, masked))
+    // The fragment starts at the first `#`; a `?` after it is no query.
+    let fragment_start = url[authority_end..].find('#').map(|at| authority_end + at);
+    let query_end = fragment_start.unwrap_or(url.len());
+    let masked_query = url[authority_end..query_end].find('?').and_then(|at| {
+        let start = authority_end + at + 1;
+        mask_query(&url[start..query_end]).map(|masked| (start, query_end, masked))
     });
-    if userinfo_end.is_none() && masked_query.is_none() {
+    let masked_fragment = fragment_start.and_then(|at| {
+        let start = at + 1;
+        mask_fragment(&url[start..]).map(|masked| (start, url.len(), masked))
+    });
+    if userinfo_end.is_none() && masked_query.is_none() && masked_fragment.is_none() {
         return Cow::Borrowed(url);
     }
     let mut out = String::with_capacity(url.len());
@@ -118,15 +126,28 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
         }
         None => out.push_str(&url[..authority_end]),
     }
-    match masked_query {
-        Some((start, end, masked)) => {
-            out.push_str(&url[authority_end..start]);
-            out.push_str(&masked);
-            out.push_str(&url[end..]);
-        }
-        None => out.push_str(&url[authority_end..]),
+    let mut copied = authority_end;
+    for (start, end, masked) in [masked_query, masked_fragment].into_iter().flatten() {
+        out.push_str(&url[copied..start]);
+        out.push_str(&masked);
+        copied = end;
     }
+    out.push_str(&url[copied..]);
     Cow::Owned(out)
+}
+
+/// Masks the secret values in a fragment (without `#`) by the rules of a
+/// query: OAuth's implicit flow returns `#access_token=...&token_type=...`,
+/// and a single-page app's route may come first (`#/callback?id_token=...`),
+/// so the pairs after a `?` are masked too. `None` when it holds none, so a
+/// plain `#section` stays as it is.
+fn mask_fragment(fragment: &str) -> Option<String> {
+    let whole = mask_query(fragment);
+    let masked = whole.as_deref().unwrap_or(fragment);
+    let after_route = masked.find('?').and_then(|at| {
+        mask_query(&masked[at + 1..]).map(|pairs| format!("{}{pairs}", &masked[..=at]))
+    });
+    after_route.or(whole)
 }
 
 /// Masks the values of secret parameters in a query (without `?`); `None`
@@ -215,11 +236,52 @@ mod tests {
     }
 
     #[test]
+    fn secret_fragment_values_are_masked_by_the_rules_of_the_query() {
+        assert_eq!(
+            redact_url("https://host/data.csv#access_token=TOKEN"),
+            "https://host/data.csv#access_token=***"
+        );
+        assert_eq!(
+            redact_url("https://h/cb#state=s1&ID_Token=eyJ.x.y&token_type=bearer"),
+            "https://h/cb#state=s1&ID_Token=***&token_type=bearer"
+        );
+        assert_eq!(
+            redact_url("https://h#/callback?access_token=T&x=1"),
+            "https://h#/callback?access_token=***&x=1"
+        );
+        assert_eq!(
+            redact_url("https://u:p@h/f?sig=S&page=2#frag=1&token=T"),
+            "https://***@h/f?sig=***&page=2#frag=1&token=***"
+        );
+        // A `?` after the `#` starts no query: the part before it is kept.
+        assert_eq!(
+            redact_url("https://h/f#top?password=pw"),
+            "https://h/f#top?password=***"
+        );
+        assert_eq!(
+            redact_url("https://h/f#a=1?token=T"),
+            "https://h/f#a=1?token=***"
+        );
+        assert_eq!(
+            redact_url("https://h/f#token=ab?cd&x=1"),
+            "https://h/f#token=***&x=1"
+        );
+        assert_eq!(
+            redact_text("fetch 'https://h/d.csv#access_token=TOKEN' now"),
+            "fetch 'https://h/d.csv#access_token=***' now"
+        );
+    }
+
+    #[test]
     fn urls_without_credentials_are_borrowed_unchanged() {
         for url in [
             "https://example.com/a@b/c?key=data&page=2",
             "file:///tmp/x.csv",
             "https://h/p?tokens=5",
+            "https://h/p#frag",
+            "https://h/p?page=2#section-3",
+            "https://h/p#page=2&tokens=5",
+            "https://h/p#access_token=***",
         ] {
             assert!(matches!(redact_url(url), Cow::Borrowed(_)), "{url}");
         }

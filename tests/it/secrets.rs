@@ -12,6 +12,7 @@ use pipe_test_support::{RunResult, TestProject};
 const URL_PASSWORD: &str = "pa55w0rd-xyzzy";
 const URL_TOKEN: &str = "SECRET123-url-token";
 const ENV_TOKEN: &str = "SECRET789-env-token";
+const FRAGMENT_TOKEN: &str = "SECRET456-fragment-token";
 const DATA: &[u8] = b"id,text\n1,hello\n";
 const DATA_SHA256: &str = "b4fd5c2b999894bb6a3a78e61a5f5c5343d8cba7ab3f7e0b63287acc2f370362";
 
@@ -55,9 +56,9 @@ fn hex(text: &str) -> String {
     text.bytes().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Every secret this test hands to pipe.
-fn secrets() -> [&'static str; 3] {
-    [URL_PASSWORD, URL_TOKEN, ENV_TOKEN]
+/// Every secret these tests hand to pipe.
+fn secrets() -> [&'static str; 4] {
+    [URL_PASSWORD, URL_TOKEN, ENV_TOKEN, FRAGMENT_TOKEN]
 }
 
 fn assert_no_secret(what: &str, bytes: &[u8]) {
@@ -180,6 +181,104 @@ fn credentials_reach_the_stage_but_nothing_pipe_prints_or_stores() {
 
     let checked = assert_tree_clean(&project.path(".pipe"));
     assert!(checked > 10, "only {checked} files under .pipe");
+}
+
+/// A download whose URL carries its token in the fragment, as OAuth's
+/// implicit flow hands it over (no client sends a fragment to the server),
+/// and a command that writes the hex form of the URL it was given.
+fn fragment_pipeline(server: &Server, token: &str) -> String {
+    format!(
+        r#"
+params:
+  source: "http://127.0.0.1:{port}/data.csv#access_token={token}&token_type=bearer"
+stages:
+  fetch:
+    uses: data/download@1
+    with:
+      url: "${{params.source}}"
+      sha256: {DATA_SHA256}
+  echo_url:
+    run: printf %s "${{params.source}}" | od -An -tx1 | tr -d ' \n' > url.hex
+    outs: [url.hex]
+"#,
+        port = server.port()
+    )
+}
+
+#[test]
+fn a_token_in_a_url_fragment_reaches_the_stage_but_nothing_pipe_prints_or_stores() {
+    let mut files = HashMap::new();
+    files.insert("/data.csv".to_string(), DATA.to_vec());
+    let server = Server::serving(files);
+    let project = TestProject::new();
+    project.write("pipe.yaml", &fragment_pipeline(&server, FRAGMENT_TOKEN));
+    let url = format!(
+        "http://127.0.0.1:{}/data.csv#access_token={FRAGMENT_TOKEN}&token_type=bearer",
+        server.port()
+    );
+    let source = format!("source={url}");
+
+    let first = run_with(&project, ENV_TOKEN, &["run", "-v", "--set", &source]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_output_clean("run", &first);
+    assert_eq!(
+        std::fs::read(project.path(".pipe/out/pipe/fetch/file")).unwrap(),
+        DATA
+    );
+    assert_eq!(project.read("url.hex"), hex(&url));
+    let second = run_with(&project, ENV_TOKEN, &["run", "--json", "--force-all"]);
+    assert!(
+        second.status.success(),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_output_clean("run --json --force-all", &second);
+    for args in [
+        vec!["show"],
+        vec!["show", "--json"],
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["why", "fetch"],
+        vec!["why", "echo_url", "--json"],
+        vec!["diff"],
+        vec!["diff", "--json"],
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["run", "--dry-run"],
+    ] {
+        let output = run_with(&project, ENV_TOKEN, &args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_output_clean(&args.join(" "), &output);
+    }
+    let actions = all_text(&project.path(".pipe/cache/actions"));
+    assert!(
+        actions.contains(&format!(
+            "http://127.0.0.1:{}/data.csv#access_token=***&token_type=bearer",
+            server.port()
+        )),
+        "{actions}"
+    );
+    let checked = assert_tree_clean(&project.path(".pipe"));
+    assert!(checked > 10, "only {checked} files under .pipe");
+
+    // As for a token in the query: another token is the same file.
+    project.write(
+        "pipe.yaml",
+        &fragment_pipeline(&server, "other-fragment-token"),
+    );
+    let fetches = server.requests().len();
+    let rotated = RunResult::from_output(run_with(&project, ENV_TOKEN, &["run", "--json"]));
+    assert_eq!(rotated.code, 0, "{}", rotated.stderr);
+    assert_eq!(rotated.status("fetch"), "fresh");
+    assert_eq!(server.requests().len(), fetches);
 }
 
 #[test]

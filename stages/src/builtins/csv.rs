@@ -180,9 +180,7 @@ impl BuiltinStage for FromCsv {
                 Some(mapping) => match mapping.get(label_value.trim()) {
                     Some(class) => *class,
                     None => {
-                        // Kept as shown, so that huge distinct values cost
-                        // no more than their excerpts.
-                        *stats.unmapped_values.entry(excerpt(label_value.trim())).or_default() += 1;
+                        stats.unmapped.add(label_value.trim());
                         continue;
                     }
                 },
@@ -233,13 +231,15 @@ impl BuiltinStage for FromCsv {
                 ),
                 format!(
                     "check `labels:` and `filter:` against the values in the file{}",
-                    unmapped_summary(&stats.unmapped_values, &options.label_column)
+                    stats
+                        .unmapped
+                        .summary(&options.label_column)
                         .map(|text| format!(" ({text})"))
                         .unwrap_or_default()
                 ),
             ));
         }
-        if let Some(summary) = unmapped_summary(&stats.unmapped_values, &options.label_column) {
+        if let Some(summary) = stats.unmapped.summary(&options.label_column) {
             context.message(format!("dropped {summary}"));
         }
         if invalid_utf8_rows > 0 {
@@ -247,7 +247,7 @@ impl BuiltinStage for FromCsv {
                 "{invalid_utf8_rows} rows had invalid UTF-8, replaced by U+FFFD"
             ));
         }
-        let unmapped: u64 = stats.unmapped_values.values().sum();
+        let unmapped = stats.unmapped.rows();
         let per_label: Map<String, Value> = stats
             .per_label
             .iter()
@@ -284,33 +284,70 @@ struct Stats {
     kept: u64,
     filtered: u64,
     empty_text: u64,
-    unmapped_values: BTreeMap<String, u64>,
+    unmapped: Unmapped,
     per_label: BTreeMap<i64, u64>,
 }
 
-/// `3 rows whose `category` is not in `labels`: plot (2), ? (1)`.
-fn unmapped_summary(unmapped: &BTreeMap<String, u64>, column: &str) -> Option<String> {
-    let total: u64 = unmapped.values().sum();
-    if total == 0 {
-        return None;
+/// The most distinct label values outside `labels` counted one by one:
+/// a file may hold millions (an id column taken for the label), and each
+/// would cost memory for the whole run.
+const MAX_UNMAPPED_VALUES: usize = 10_000;
+
+/// Rows dropped for a label value outside `labels`, counted per value for
+/// the first [`MAX_UNMAPPED_VALUES`] distinct values; rows of any later
+/// new value are only counted. Values are kept as shown (their excerpts),
+/// so a huge value costs no more than its excerpt.
+#[derive(Default)]
+struct Unmapped {
+    per_value: BTreeMap<String, u64>,
+    untracked_rows: u64,
+}
+
+impl Unmapped {
+    fn add(&mut self, value: &str) {
+        let shown = excerpt(value);
+        if let Some(rows) = self.per_value.get_mut(shown.as_str()) {
+            *rows += 1;
+        } else if self.per_value.len() < MAX_UNMAPPED_VALUES {
+            self.per_value.insert(shown, 1);
+        } else {
+            self.untracked_rows += 1;
+        }
     }
-    let mut values: Vec<(&String, &u64)> = unmapped.iter().collect();
-    values.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let shown: Vec<String> = values
-        .iter()
-        .take(5)
-        .map(|(value, rows)| format!("`{value}` ({rows})"))
-        .collect();
-    let more = if values.len() > 5 {
-        format!(" and {} more values", values.len() - 5)
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "{total} rows whose `{}` is not in `labels`: {}{more}",
-        excerpt(column),
-        shown.join(", ")
-    ))
+
+    fn rows(&self) -> u64 {
+        self.per_value.values().sum::<u64>() + self.untracked_rows
+    }
+
+    /// `3 rows whose `category` is not in `labels`: plot (2), ? (1)`.
+    fn summary(&self, column: &str) -> Option<String> {
+        let total = self.rows();
+        if total == 0 {
+            return None;
+        }
+        let mut values: Vec<(&String, &u64)> = self.per_value.iter().collect();
+        values.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let shown: Vec<String> = values
+            .iter()
+            .take(5)
+            .map(|(value, rows)| format!("`{value}` ({rows})"))
+            .collect();
+        let others = values.len() - shown.len();
+        let more = if self.untracked_rows > 0 {
+            format!(
+                " and more than {others} more values (counted one by one: the first {MAX_UNMAPPED_VALUES})"
+            )
+        } else if others > 0 {
+            format!(" and {others} more values")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{total} rows whose `{}` is not in `labels`: {}{more}",
+            excerpt(column),
+            shown.join(", ")
+        ))
+    }
 }
 
 struct Options {

@@ -263,3 +263,53 @@ fn a_truncated_bzip2_file_is_an_input_error() {
     );
     assert!(run.error().contains("cannot read"), "{}", run.error());
 }
+
+#[test]
+fn millions_of_distinct_unmapped_labels_are_counted_in_bounded_memory() {
+    // An id column taken for the label: every row's value is new. Each
+    // value of 80 characters was kept until the end of the run.
+    const ROWS: u64 = 1_500_000;
+    const PEAK_LIMIT: u64 = 60_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ids.csv.gz");
+    let mut encoder = flate2::write::GzEncoder::new(
+        std::io::BufWriter::new(std::fs::File::create(&file).unwrap()),
+        flate2::Compression::default(),
+    );
+    let mut rows = String::from("text,label\n");
+    for row in 0..ROWS {
+        rows.push_str(&format!("some text,{row:v>80}\n"));
+        if rows.len() > 1 << 20 || row + 1 == ROWS {
+            encoder.write_all(rows.as_bytes()).unwrap();
+            rows.clear();
+        }
+    }
+    encoder.finish().unwrap().flush().unwrap();
+    let invocation = pipe_test_support::worker::invocation(
+        dir.path(),
+        "reviews",
+        "data/from-csv",
+        json!({
+            "file": file,
+            "text_column": "text",
+            "label_column": "label",
+            "labels": { "pos": 1 },
+        }),
+        None,
+        1,
+    );
+    let (success, events, peak) = common::run_measuring_peak_rss(dir.path(), &invocation);
+    assert!(!success);
+    assert!(
+        peak < PEAK_LIMIT,
+        "the worker peaked at {} MB of resident memory",
+        peak / 1_000_000
+    );
+    let hint = events.last().unwrap()["hint"].as_str().unwrap().to_string();
+    assert!(
+        hint.contains(&format!("{ROWS} rows whose `label` is not in `labels`"))
+            && hint
+                .contains("and more than 9995 more values (counted one by one: the first 10000)"),
+        "{hint}"
+    );
+}

@@ -4,6 +4,7 @@
 use crate::common;
 
 use crate::common::{read_jsonl, Run};
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -251,6 +252,24 @@ fn a_file_that_is_not_an_archive_is_an_input_error() {
 }
 
 #[test]
+fn a_review_that_is_there_twice_is_refused_and_leaves_no_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("aclImdb_v1.tar.gz");
+    let mut entries = acl_imdb_entries();
+    // The same review again, under a path without the top folder.
+    entries.push(("train/pos/2_8.txt".to_string(), b"Fine.".to_vec()));
+    write_archive(&archive, &entries);
+    let run = run_stage(dir.path(), json!({ "archive": archive }));
+    assert!(!run.success);
+    let message = error_message(&run);
+    assert!(
+        message.contains("holds review train/pos/2 twice") && message.contains("not the official"),
+        "{message}"
+    );
+    assert!(!run.output_dir.join("dataset").exists());
+}
+
+#[test]
 fn an_archive_without_reviews_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let archive = dir.path().join("other.tar.gz");
@@ -261,4 +280,90 @@ fn an_archive_without_reviews_is_refused() {
     let run = run_stage(dir.path(), json!({ "archive": archive }));
     assert!(!run.success);
     assert!(error_message(&run).contains("no labelled reviews"));
+}
+
+/// A gzip-compressed tar of `count` reviews of `size` bytes of one letter
+/// each, written as it is built (the test never holds a review either):
+/// 20 of 60 MiB compress to about 1.2 MB.
+fn write_bomb(path: &Path, count: u64, size: u64) {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let encoder = flate2::write::GzEncoder::new(file, flate2::Compression::default());
+    let mut builder = tar::Builder::new(encoder);
+    for index in 0..count {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(size);
+        header.set_mode(0o644);
+        builder
+            .append_data(
+                &mut header,
+                format!("aclImdb/train/pos/{index}_9.txt"),
+                std::io::repeat(b'a').take(size),
+            )
+            .unwrap();
+    }
+    builder.into_inner().unwrap().finish().unwrap();
+}
+
+#[test]
+fn an_archive_of_many_large_reviews_is_extracted_in_bounded_memory() {
+    const REVIEWS: u64 = 20;
+    const REVIEW_BYTES: u64 = 60 << 20;
+    // One review (60 MiB, under the 64 MiB record limit) and its reading
+    // buffers fit; 20 of them (1.2 GB) held at once do not.
+    const PEAK_LIMIT: u64 = 400_000_000;
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("aclImdb_v1.tar.gz");
+    write_bomb(&archive, REVIEWS, REVIEW_BYTES);
+    let compressed = std::fs::metadata(&archive).unwrap().len();
+    assert!(compressed < 4 << 20, "the bomb is {compressed} bytes");
+
+    let invocation = pipe_test_support::worker::invocation(
+        dir.path(),
+        "imdb",
+        "imdb/extract",
+        json!({ "archive": archive }),
+        None,
+        1,
+    );
+    let (success, events, peak) = common::run_measuring_peak_rss(dir.path(), &invocation);
+    assert!(success, "{events:?}");
+    assert_eq!(events.last().unwrap()["event"], "done");
+
+    // Every review arrived whole, in order, without reading the 1.2 GB back.
+    let out = dir.path().join("out");
+    let metrics: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("metrics.json")).unwrap()).unwrap();
+    assert_eq!(metrics["rows"], REVIEWS);
+    assert_eq!(metrics["train"]["pos"], REVIEWS);
+    let line_bytes = |id: u64| {
+        let record = format!(r#"{{"text":"","label":1,"split":"train","rating":9,"id":{id}}}"#);
+        record.len() as u64 + REVIEW_BYTES + 1
+    };
+    let dataset = out.join("dataset");
+    assert_eq!(
+        std::fs::metadata(&dataset).unwrap().len(),
+        (0..REVIEWS).map(line_bytes).sum::<u64>()
+    );
+    let mut tail = String::new();
+    let mut file = std::fs::File::open(&dataset).unwrap();
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::End(-70)).unwrap();
+    file.read_to_string(&mut tail).unwrap();
+    assert!(
+        tail.ends_with(concat!(
+            r#"aaa","label":1,"split":"train","rating":9,"id":19}"#,
+            "\n"
+        )),
+        "{tail}"
+    );
+
+    assert!(
+        peak < PEAK_LIMIT,
+        "the worker peaked at {} MB of resident memory extracting {compressed} bytes",
+        peak / 1_000_000
+    );
+    eprintln!(
+        "imdb/extract of {REVIEWS} reviews of {} MiB ({compressed} bytes compressed): peak RSS {} MB",
+        REVIEW_BYTES >> 20,
+        peak / 1_000_000
+    );
 }
