@@ -31,6 +31,118 @@ fn a_hostile_param_is_text_not_shell() {
     assert_eq!(project.read("single.txt"), format!("<{hostile}>|"));
 }
 
+/// A refused run: exit 2 before anything ran, with a located message that
+/// names the reference and the way out (`${raw:...}`).
+fn assert_refused_at(output: &std::process::Output, reference: &str, line: usize) {
+    let stderr = stderr_of(output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("pipe.yaml:{line}:")), "{stderr}");
+    assert!(stderr.contains(reference), "{stderr}");
+    assert!(stderr.contains("${raw:"), "{stderr}");
+}
+
+fn assert_nothing_ran(project: &TestProject) {
+    for marker in ["PWNED", "PWNED2", "PWNED3"] {
+        assert!(
+            !project.exists(marker),
+            "the value ran as a command: {marker}"
+        );
+    }
+}
+
+#[test]
+fn a_value_in_a_command_substitution_inside_double_quotes_is_text() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: hello }\nstages:\n  subst:\n    run: printf '%s|' \"$(echo ${params.x})\" > subst.txt\n    outs: [subst.txt]\n  backquote:\n    run: printf '%s|' \"`echo ${params.x}`\" > backquote.txt\n    outs: [backquote.txt]\n  bare_backquote:\n    run: x=`echo ${params.x}`; printf '%s|' \"$x\" > bare_backquote.txt\n    outs: [bare_backquote.txt]\n",
+    );
+    let hostile = "a; touch PWNED `touch PWNED2` $(touch PWNED3) \\ it's \"q\"";
+    project.run_ok(&["-S", &format!("x={hostile}")]);
+    assert_nothing_ran(&project);
+    for file in ["subst.txt", "backquote.txt", "bare_backquote.txt"] {
+        assert_eq!(project.read(file), format!("{hostile}|"), "{file}");
+    }
+}
+
+#[test]
+fn a_value_in_an_unquoted_here_document_is_text() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: hello }\nstages:\n  s:\n    run: |\n      cat > out.txt <<EOF\n      <${params.x}>\n      EOF\n    outs: [out.txt]\n",
+    );
+    let hostile = "$(touch PWNED) `touch PWNED2` \\ $HOME it's \"q\"";
+    project.run_ok(&["-S", &format!("x={hostile}")]);
+    assert_nothing_ran(&project);
+    assert_eq!(project.read("out.txt"), format!("<{hostile}>\n"));
+}
+
+#[test]
+fn a_value_that_would_end_a_quoted_here_document_is_refused() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: \"a\\nEOF\\ntouch PWNED #\"\nstages:\n  s:\n    run: |\n      cat > out.txt <<'EOF'\n      ${params.x}\n      EOF\n    outs: [out.txt]\n",
+    );
+    let output = project.pipe(&["run"]);
+    assert_nothing_ran(&project);
+    assert!(!project.exists("out.txt"));
+    // A block scalar's reference is located at the block's first line.
+    assert_refused_at(&output, "${params.x}", 6);
+    assert!(
+        stderr_of(&output).contains("here-document ending at `EOF`"),
+        "{}",
+        stderr_of(&output)
+    );
+    // Any other value arrives as it is: nothing in the body is syntax.
+    let other = "$(touch PWNED) `x` \\ it's";
+    project.run_ok(&["-S", &format!("x={other}")]);
+    assert_nothing_ran(&project);
+    assert_eq!(project.read("out.txt"), format!("{other}\n"));
+}
+
+#[test]
+fn a_backslash_before_a_reference_cannot_disarm_its_quoting() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: abc }\nstages:\n  bare:\n    run: printf '%s|' \\${params.x} > bare.txt\n    outs: [bare.txt]\n  double:\n    run: printf '%s|' \"\\${params.x}\" > double.txt\n    outs: [double.txt]\n",
+    );
+    let output = project.pipe(&["run", "-S", "x=$(touch PWNED)'"]);
+    assert_nothing_ran(&project);
+    assert_refused_at(&output, "${params.x}", 4);
+    assert_refused_at(&output, "${params.x}", 7);
+    assert!(
+        stderr_of(&output).contains("after a backslash"),
+        "{}",
+        stderr_of(&output)
+    );
+    // A plain value has nothing for the backslash to disarm.
+    project.run_ok(&[]);
+    assert_eq!(project.read("bare.txt"), "abc|");
+    assert_eq!(project.read("double.txt"), "\\abc|");
+}
+
+#[test]
+fn only_a_number_goes_into_shell_arithmetic() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: \"41\" }\nstages:\n  s:\n    run: echo $(( ${params.x} + 1 )) > n.txt\n    outs: [n.txt]\n",
+    );
+    let output = project.pipe(&["run", "-S", "x=a[$(touch PWNED)]"]);
+    assert_nothing_ran(&project);
+    assert_refused_at(&output, "${params.x}", 4);
+    assert!(
+        stderr_of(&output).contains("arithmetic"),
+        "{}",
+        stderr_of(&output)
+    );
+    project.run_ok(&[]);
+    assert_eq!(project.read("n.txt"), "42\n");
+}
+
 #[test]
 fn plain_commands_keep_working_and_raw_splices_words() {
     let project = TestProject::new();

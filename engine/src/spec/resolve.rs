@@ -13,7 +13,7 @@ use super::expand::Expansion;
 use super::interp::{self, Piece, Reference};
 use super::params;
 use super::paths::{self, PathProblem};
-use super::shell::{self, QuoteContext, QuoteTracker};
+use super::shell::QuoteTracker;
 use super::source::{Sources, Span};
 use super::stages::Context;
 use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
@@ -1171,7 +1171,7 @@ impl<'a> Resolver<'a> {
                                     words.map(|words| words.join(" "))
                                 }
                                 Interpolation::Shell => words.and_then(|words| {
-                                    shell_words(quotes.context(), &words, reference, scope)
+                                    shell_words(&quotes, &words, reference, scope)
                                 }),
                             }
                         }
@@ -1436,30 +1436,32 @@ impl<'a> Resolver<'a> {
     }
 }
 
-/// `values` quoted as shell words for `context`, separated by spaces.
+/// `values` quoted as shell words for where `quotes` stands, separated by
+/// spaces; a value that no quoting keeps text there is refused at the
+/// reference.
 pub(super) fn shell_words(
-    context: QuoteContext,
+    quotes: &QuoteTracker,
     values: &[String],
     reference: &Reference,
     scope: &Scope,
 ) -> Result<String, Failure> {
-    if context == QuoteContext::AnsiC {
-        return Err(failure(
+    if values.iter().any(|value| value.contains('\0')) {
+        // The command then holds the NUL, and is refused as a whole
+        // (`nul-byte`) like any other command that holds one.
+        return Ok(values.join(" "));
+    }
+    quotes.quote(values).map_err(|refusal| {
+        failure(
             format!(
-                "`${{{}}}` inside `$'...'` in `run` of stage `{}`, where a value cannot be quoted safely",
-                reference.expr, scope.stage
+                "`${{{}}}` in `run` of stage `{}` lands {}, where its value cannot be put as text: {}",
+                reference.expr, scope.stage, refusal.place, refusal.why
             ),
             format!(
-                "put the reference outside `$'...'` (pipe quotes it), or inside \"...\"; to splice the text unquoted write `${{raw:{}}}`",
+                "move the reference to a plain place (bare, or inside \"...\"), or pass the value through `env:` and write \"$NAME\" there; to splice the text as shell syntax on purpose write `${{raw:{}}}`",
                 reference.expr
             ),
-        ));
-    }
-    let quoted: Vec<String> = values
-        .iter()
-        .map(|value| shell::quote_for(context, value))
-        .collect();
-    Ok(quoted.join(" "))
+        )
+    })
 }
 
 /// A param as it appears in a command: a scalar as written, a list as one
