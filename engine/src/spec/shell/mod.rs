@@ -1,0 +1,118 @@
+//! Putting interpolated values into a `run:` command string so that each
+//! stays what it was: text, never shell syntax.
+//!
+//! [`QuoteTracker`] reads the command's literal text as bash 5 will (pipe
+//! runs `run:` strings with `bash -c`), keeping a stack of the places it is
+//! in: a command (top level, `$(...)`, `<(...)` or a backquote's), `"..."`,
+//! `'...'`, `$'...'`, a comment, a `${...}` parameter expansion, arithmetic
+//! (`$((...))`, `((...))`, `$[...]`), a here-document body (quoted or not,
+//! `<<-` too; inside `$(...)` bash also ends one at a line that starts with
+//! the delimiter and holds a `)`) and a pending backslash. A backquote's
+//! text is read the way bash reads it: up to the next unescaped backquote,
+//! its `\\`, `` \` `` and `\$` undone, then parsed as a command of its own,
+//! so a backquote is a layer of its own in the tracker. Where bash's reading
+//! is too irregular to follow (a `case` inside `$(...)`), the tracker stops
+//! and every later value is refused.
+//!
+//! [`QuoteTracker::quote`] then gives the text under which a value arrives
+//! byte for byte as one word where it lands, or a [`Refusal`] saying why no
+//! such text exists there: inside arithmetic only a plain number is safe,
+//! a here-document ends at a line equal to its delimiter, a backslash the
+//! user wrote escapes the first character of whatever follows it, and so
+//! on. A value in a backquote is quoted for where it lands inside, then
+//! escaped for the backquote; a value inside a here-document must leave
+//! every line of it unequal to the delimiter. Plain values (letters,
+//! digits, `_-./:@%+,`) stay as they are where they can, so commands and
+//! their cache keys read as before.
+//!
+//! This module holds only what `resolve` uses. The tracker's state is in
+//! `frames`, the reading that moves it in `tracker`, here-documents (which
+//! end at a line, not a character) in `heredoc`, and the rules for each
+//! place in `quote`.
+
+mod frames;
+mod heredoc;
+mod quote;
+mod tracker;
+
+use quote::Inherited;
+use tracker::Layer;
+
+/// Why a value cannot be put where it lands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// Where the value lands: "inside an arithmetic expression ...".
+    pub(crate) place: String,
+    /// What about the value (or the place) makes it unsafe there.
+    pub(crate) why: String,
+}
+
+fn refuse(place: impl Into<String>, why: impl Into<String>) -> Refusal {
+    Refusal {
+        place: place.into(),
+        why: why.into(),
+    }
+}
+
+/// Follows a command string as its literal pieces and inserted values are
+/// appended, so that the next value is quoted for the context it lands in.
+#[derive(Debug, Clone)]
+pub(crate) struct QuoteTracker {
+    layer: Layer,
+    /// Set once the text holds shell syntax the tracker does not follow
+    /// (a `case` inside `$(...)`, a here-document opened inside a nested
+    /// command before its body): every later value is refused.
+    lost: Option<&'static str>,
+}
+
+impl Default for QuoteTracker {
+    fn default() -> Self {
+        QuoteTracker {
+            layer: Layer::new(false),
+            lost: None,
+        }
+    }
+}
+
+impl QuoteTracker {
+    /// Advances over `text` as the shell will read it.
+    pub(crate) fn feed(&mut self, text: &str) {
+        for ch in text.chars() {
+            if self.lost.is_some() {
+                return;
+            }
+            if let Err(reason) = self.layer.step(ch) {
+                self.lost = Some(reason);
+            }
+        }
+    }
+
+    /// `words` (one value, or a list param's items) as text that makes each
+    /// arrive as one word, byte for byte, where the tracker stands; the
+    /// words are separated by spaces.
+    pub(crate) fn quote(&self, words: &[String]) -> Result<String, Refusal> {
+        if words.iter().any(|word| word.contains('\0')) {
+            return Err(refuse(
+                "in a `run` command",
+                "the value holds a NUL character, which no command line can carry",
+            ));
+        }
+        if let Some(reason) = self.lost {
+            return Err(refuse(
+                format!("after {reason}, which pipe does not follow far enough to know where a value lands"),
+                "pipe cannot tell how the shell would read it there",
+            ));
+        }
+        self.layer.quote(words, Inherited::default())
+    }
+
+    /// The innermost place the next value lands in (for tests and
+    /// messages).
+    #[cfg(test)]
+    fn place(&self) -> &'static str {
+        self.layer.place()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,370 @@
+//! The text that makes a value arrive as one word, byte for byte, in the
+//! place the tracker stands, or the [`Refusal`] saying why no such text
+//! exists there. Each rule answers to one way bash would read a value as
+//! syntax; they sit together so that every place's rule can be compared
+//! with the others and with the refusal messages users see.
+
+use super::frames::{Command, Frame, ParamPart, Redirect};
+use super::tracker::{Layer, Pending, RESERVED};
+use super::{refuse, Refusal};
+
+/// What the places below the innermost one add: a value anywhere inside
+/// arithmetic is evaluated as arithmetic in the end, one inside `[[ ... ]]`
+/// may be.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Inherited {
+    arithmetic: bool,
+    double_bracket: bool,
+    /// Inside the replacement of `${x/pattern/replacement}`.
+    replacement: bool,
+}
+
+const ARITHMETIC: &str = "inside shell arithmetic (`$((...))`, `((...))`, `$[...]`, an array subscript or a `${x:offset}`), where bash evaluates the text and runs the `$(...)` of any subscript in it";
+
+impl Layer {
+    pub(super) fn quote(&self, words: &[String], below: Inherited) -> Result<String, Refusal> {
+        let mut inherited = below;
+        for frame in &self.frames {
+            match frame {
+                Frame::Arith(_) => inherited.arithmetic = true,
+                Frame::Param(param)
+                    if matches!(
+                        param.part,
+                        ParamPart::Subscript(_) | ParamPart::Offset | ParamPart::Colon
+                    ) =>
+                {
+                    inherited.arithmetic = true
+                }
+                Frame::Param(param) if param.part == ParamPart::Replacement => {
+                    inherited.replacement = true
+                }
+                Frame::Command(command) if command.double_bracket => {
+                    inherited.double_bracket = true
+                }
+                _ => {}
+            }
+        }
+        let text = match self.top() {
+            Frame::Backquote(backquote) => {
+                if backquote.escaped {
+                    return Err(after_backslash());
+                }
+                escape_for_backquote(&backquote.inner.quote(words, inherited)?)
+            }
+            _ => self.quote_here(words, inherited)?,
+        };
+        for frame in &self.frames {
+            if let Frame::HereDoc(heredoc) = frame {
+                heredoc.check_insert(&text)?;
+            }
+        }
+        Ok(text)
+    }
+
+    /// `words` quoted for the innermost frame of this layer.
+    fn quote_here(&self, words: &[String], inherited: Inherited) -> Result<String, Refusal> {
+        if matches!(self.top(), Frame::Comment) {
+            // The shell never reads it; a line break would end the comment.
+            return Ok(words.join(" ").replace(['\n', '\r'], " "));
+        }
+        if self.pending == Pending::Dollar {
+            return Err(refuse(
+                "right after a `$`",
+                "the `$` and the value would read as a parameter, or its quoting as `$'...'`",
+            ));
+        }
+        if matches!(
+            self.top(),
+            Frame::Command(Command {
+                redirect: Redirect::HereDoc { .. } | Redirect::Delimiter(_),
+                ..
+            })
+        ) {
+            return Err(refuse(
+                "in a here-document's delimiter (the word after `<<`)",
+                "the value would decide where the here-document ends and whether its body is expanded",
+            ));
+        }
+        if matches!(self.top(), Frame::Param(param) if param.part == ParamPart::Colon)
+            && words.iter().any(|word| word.starts_with('-'))
+        {
+            return Err(refuse(
+                "right after the `:` of a `${...}`",
+                "a leading `-` would make `:-` the default-value operator",
+            ));
+        }
+        if inherited.arithmetic {
+            if let Some(word) = words.iter().find(|word| !is_number(word)) {
+                return Err(refuse(
+                    ARITHMETIC,
+                    format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(word)),
+                ));
+            }
+            return Ok(words.join(" "));
+        }
+        if inherited.double_bracket && words.iter().any(|word| word.contains('[')) {
+            return Err(refuse(
+                "inside `[[ ... ]]`, whose arithmetic comparisons (`-eq`, `-lt`, ...) evaluate the text and run the `$(...)` of a subscript in it",
+                "the value holds a `[`",
+            ));
+        }
+        if inherited.replacement {
+            if let Some(bad) = words
+                .iter()
+                .find(|word| !word.is_empty() && !is_plain_word(word))
+            {
+                return Err(refuse(
+                    "in the replacement of a `${x/pattern/replacement}`",
+                    format!("bash splits and globs the result and reads `&` there whatever the quotes, so only letters, digits and `_-./:@%+,` are safe, and {} is more", describe(bad)),
+                ));
+            }
+            return Ok(words.join(" "));
+        }
+        if self.pending == Pending::Angle && words.first().is_some_and(|word| word.starts_with('('))
+        {
+            return Err(refuse(
+                "right after a `<` or `>` in a `${...}`",
+                "a value starting with `(` would make it a process substitution `<(...)`",
+            ));
+        }
+        if let Frame::Command(command) = self.top() {
+            if command.inert {
+                return Err(refuse(
+                    "inside a `<(...)` in a `${...}` inside \"...\", which bash parses as a command but prints as written",
+                    "no quoting makes the value arrive there as it is",
+                ));
+            }
+        }
+        if self.escaped {
+            // `\` + a plain character is that character (or, inside quotes,
+            // the backslash and it): nothing for the backslash to disarm.
+            if words.iter().all(|word| is_plain_word(word)) {
+                return Ok(words.join(" "));
+            }
+            return Err(after_backslash());
+        }
+        let quoted: Vec<String> = match self.top() {
+            // `$(` with nothing after it yet: the start of a command.
+            _ if self.pending == Pending::DollarParen => words
+                .iter()
+                .enumerate()
+                .map(|(index, word)| quote_bare(word, index == 0 && RESERVED.contains(&word.as_str())))
+                .collect(),
+            Frame::Command(command) => {
+                let word = &command.word;
+                if word.brackets > 0 {
+                    if let Some(bad) = words.iter().find(|value| !is_number(value)) {
+                        return Err(refuse(
+                            format!("{ARITHMETIC}: here inside the `[...]` of the word `{}`", word.text),
+                            format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(bad)),
+                        ));
+                    }
+                }
+                // A `~` starting the word takes what follows up to a `/`
+                // as a user name; a `{` before it makes `,` and `..` brace
+                // expansion.
+                let tilde = !word.quoted && word.text.starts_with('~') && !word.text.contains('/');
+                // A whole word where a command starts: `if` would be syntax.
+                let keyword = !word.started && command.keyword_words > 0;
+                words
+                    .iter()
+                    .enumerate()
+                    .map(|(index, value)| {
+                        let force = index == 0
+                            && ((keyword && RESERVED.contains(&value.as_str()))
+                                || tilde
+                                || (word.braces > 0
+                                    && (value.contains(',') || value.contains(".."))));
+                        quote_bare(value, force)
+                    })
+                    .collect()
+            }
+            Frame::Double => words.iter().map(|word| quote_double(word)).collect(),
+            Frame::Single => {
+                // Inside `"${x:-'...'}"` (or a here-document's `${...}`)
+                // bash pairs the quotes but reads what is between them as
+                // if in "...".
+                if matches!(self.frames.iter().rev().nth(1), Some(Frame::Param(param)) if param.in_double)
+                {
+                    if let Some(bad) = words.iter().find(|word| !is_plain_word(word)) {
+                        return Err(refuse(
+                            "inside `'...'` in a `${...}` that is inside \"...\" or a here-document",
+                            format!("there only letters, digits and `_-./:@%+,` are sure to be read as text, and {} is more", describe(bad)),
+                        ));
+                    }
+                }
+                words.iter().map(|word| word.replace('\'', r"'\''")).collect()
+            }
+            Frame::AnsiC => {
+                return Err(refuse(
+                    "inside `$'...'`",
+                    "bash reads backslash escapes there, so pipe puts no value into one",
+                ))
+            }
+            Frame::Param(param) => match param.part {
+                ParamPart::Word
+                    if param.in_double && words.iter().any(|word| word.contains('\'')) =>
+                {
+                    return Err(refuse(
+                        "in the word of a `${...}` inside \"...\" or a here-document",
+                        "the value holds a `'`, which bash pairs with another there though it prints it",
+                    ))
+                }
+                ParamPart::Word
+                    if param.in_double
+                        && words.iter().any(|word| {
+                            word.contains("<(")
+                                || word.contains(">(")
+                                || word.ends_with(['<', '>'])
+                        }) =>
+                {
+                    return Err(refuse(
+                        "in the word of a `${...}` inside \"...\" or a here-document",
+                        "bash would parse a `<(` or `>(` of it as a process substitution",
+                    ))
+                }
+                ParamPart::Word if param.in_double => words
+                    .iter()
+                    .map(|word| quote_double(word).replace('}', r"\}"))
+                    .collect(),
+                ParamPart::Word => words.iter().map(|word| quote_bare(word, false)).collect(),
+                ParamPart::Replacement => unreachable!("a replacement is handled above"),
+                ParamPart::Pattern { op, begun } => {
+                    // Right after the operator a value starting with it
+                    // would double it (`%` + `%a` is `%%a`).
+                    let literal = |word: &String| {
+                        is_plain_word(word)
+                            && !word.contains('/')
+                            && (begun || !word.starts_with(op))
+                    };
+                    if param.in_double {
+                        if let Some(bad) = words.iter().find(|word| !literal(word)) {
+                            return Err(refuse(
+                                "in the pattern of a `${...}` inside \"...\"",
+                                format!("there only letters, digits and `_-.:@%+,` are sure to be read as text, and {} is more", describe(bad)),
+                            ));
+                        }
+                        words.to_vec()
+                    } else {
+                        words
+                            .iter()
+                            .map(|word| quote_bare(word, !literal(word)))
+                            .collect()
+                    }
+                }
+                ParamPart::Name | ParamPart::Transform => {
+                    return Err(refuse(
+                        "in the name or operator of a `${...}` parameter expansion",
+                        "the value would name a variable or an operation",
+                    ))
+                }
+                ParamPart::Subscript(_) | ParamPart::Offset | ParamPart::Colon => {
+                    unreachable!("arithmetic is handled above")
+                }
+            },
+            Frame::Arith(_) => unreachable!("arithmetic is handled above"),
+            Frame::HereDoc(heredoc) if heredoc.spec.quoted => words.to_vec(),
+            Frame::HereDoc(_) => words
+                .iter()
+                .map(|word| {
+                    let mut escaped = String::with_capacity(word.len());
+                    for ch in word.chars() {
+                        if matches!(ch, '$' | '`' | '\\') {
+                            escaped.push('\\');
+                        }
+                        escaped.push(ch);
+                    }
+                    escaped
+                })
+                .collect(),
+            Frame::Comment | Frame::Backquote(_) => unreachable!("handled above"),
+        };
+        Ok(quoted.join(" "))
+    }
+}
+
+fn after_backslash() -> Refusal {
+    refuse(
+        "right after a backslash in the command",
+        "the backslash would escape the first character of the value's quoting; only a plain value (letters, digits, `_-./:@%+,`) is safe there",
+    )
+}
+
+/// The value in a message: short ones whole, long ones by their start.
+fn describe(value: &str) -> String {
+    const SHOWN: usize = 40;
+    let count = value.chars().count();
+    if count <= SHOWN {
+        format!("`{}`", value.escape_debug())
+    } else {
+        let start: String = value.chars().take(SHOWN).collect();
+        format!("`{}...` ({count} characters)", start.escape_debug())
+    }
+}
+
+/// Text that a backquote's reading turns back into `text`.
+fn escape_for_backquote(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if matches!(ch, '$' | '`' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(ch);
+    }
+    escaped
+}
+
+/// Characters that mean nothing to the shell in an unquoted word. `=` is
+/// handled apart: `NAME=value` as the first word is an assignment.
+fn is_plain(ch: char) -> bool {
+    ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.' | '/' | ':' | '@' | '%' | '+' | ',')
+}
+
+fn is_plain_word(word: &str) -> bool {
+    !word.is_empty() && word.chars().all(is_plain)
+}
+
+/// A number bash's arithmetic reads as it is written.
+fn is_number(word: &str) -> bool {
+    let digits = word.strip_prefix('-').unwrap_or(word);
+    !digits.is_empty() && digits.chars().all(|ch| ch.is_ascii_digit())
+}
+
+pub(super) fn looks_like_assignment(value: &str) -> bool {
+    value.split_once('=').is_some_and(|(name, _)| {
+        let mut chars = name.chars();
+        chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+            && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    })
+}
+
+/// `value` as one unquoted-context word. A plain value (`5.0e-5`,
+/// `data/train.csv`) is left as it is unless `force`, so commands and their
+/// keys read as before; anything else goes inside `'...'`.
+fn quote_bare(value: &str, force: bool) -> String {
+    let plain = !force
+        && !value.is_empty()
+        && value.chars().all(|ch| is_plain(ch) || ch == '=')
+        && !looks_like_assignment(value);
+    if plain {
+        value.to_string()
+    } else {
+        // Inside '...' nothing is special but `'` itself, which is
+        // closed, escaped and reopened.
+        format!("'{}'", value.replace('\'', r"'\''"))
+    }
+}
+
+/// `value` for the inside of `"..."`: `$`, `` ` ``, `"` and `\` escaped.
+fn quote_double(value: &str) -> String {
+    let mut quoted = String::with_capacity(value.len() + 2);
+    for ch in value.chars() {
+        if matches!(ch, '$' | '`' | '"' | '\\') {
+            quoted.push('\\');
+        }
+        quoted.push(ch);
+    }
+    quoted
+}

@@ -1,0 +1,607 @@
+//! Reading the command's literal text character by character as bash
+//! does, so that at any point the stack of [`Frame`]s says where the next
+//! value would land. Only the reading lives here; what may be put in each
+//! place is decided in `quote`, so that the grammar bash reads and the
+//! rules for making a value text there can each be checked on their own.
+
+use super::frames::{Arith, Backquote, Command, Frame, Param, ParamPart, Redirect, Word};
+use super::heredoc::{Delimiter, HereDoc, LineEnd};
+use super::quote::looks_like_assignment;
+
+/// One text the shell parses as a command: the whole string, or a
+/// backquote's content.
+#[derive(Debug, Clone)]
+pub(super) struct Layer {
+    pub(super) frames: Vec<Frame>,
+    /// The previous character was a backslash that escapes this one.
+    pub(super) escaped: bool,
+    pub(super) pending: Pending,
+}
+
+/// A character that means something only with the one after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pending {
+    None,
+    /// `$`: `$(`, `${`, `$[`, `$'` or a plain `$`.
+    Dollar,
+    /// `$(`: `$((` is arithmetic, anything else a command substitution.
+    DollarParen,
+    /// `(` in a command: `((` is arithmetic, anything else a subshell.
+    Paren,
+    /// `<` or `>` in the word of a `${...}`: `<(` there is a process
+    /// substitution, which bash parses (and, outside "...", runs).
+    Angle,
+}
+
+/// Bash's reserved words made only of plain characters: as a whole
+/// unquoted word where a command starts, each is syntax.
+pub(super) const RESERVED: &[&str] = &[
+    "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
+    "select", "then", "time", "until", "while",
+];
+
+pub(super) fn is_blank(ch: char) -> bool {
+    ch == ' ' || ch == '\t'
+}
+
+/// Characters that end an unquoted word (with blanks and newlines).
+pub(super) fn is_operator(ch: char) -> bool {
+    matches!(ch, ';' | '&' | '|' | '<' | '>' | '(' | ')')
+}
+
+impl Layer {
+    pub(super) fn new(in_parens: bool) -> Layer {
+        Layer {
+            frames: vec![Frame::Command(Command::new(in_parens))],
+            escaped: false,
+            pending: Pending::None,
+        }
+    }
+
+    fn push(&mut self, frame: Frame) {
+        self.frames.push(frame);
+        self.escaped = false;
+        self.pending = Pending::None;
+    }
+
+    fn pop(&mut self) {
+        // The bottom command of a layer is closed by the layer's end.
+        if self.frames.len() > 1 {
+            self.frames.pop();
+        }
+        self.escaped = false;
+        self.pending = Pending::None;
+    }
+
+    pub(super) fn top(&self) -> &Frame {
+        self.frames.last().expect("a layer always has its command")
+    }
+
+    fn top_mut(&mut self) -> &mut Frame {
+        self.frames
+            .last_mut()
+            .expect("a layer always has its command")
+    }
+
+    pub(super) fn step(&mut self, ch: char) -> Result<(), &'static str> {
+        // A here-document ends at its delimiter line whatever is open
+        // inside it: bash reads the body line by line before expanding it.
+        let mut ended = None;
+        for (index, frame) in self.frames.iter_mut().enumerate() {
+            if let Frame::HereDoc(heredoc) = frame {
+                match heredoc.line_step(ch) {
+                    LineEnd::No => {}
+                    end => {
+                        ended = Some((index, end));
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some((index, end)) = ended {
+            let Frame::HereDoc(heredoc) = self.frames.remove(index) else {
+                unreachable!("the frame was a here-document");
+            };
+            self.frames.truncate(index);
+            self.escaped = false;
+            self.pending = Pending::None;
+            if let LineEnd::EndedBefore(rest_of_line) = end {
+                if !heredoc.rest.is_empty() {
+                    return Err("a here-document ended early inside `$(...)` before the next one");
+                }
+                for ch in rest_of_line.chars() {
+                    self.read(ch)?;
+                }
+                return self.read('\n');
+            }
+            if let Some((next, rest)) = heredoc.rest.split_first() {
+                self.push(Frame::HereDoc(HereDoc::new(
+                    next.clone(),
+                    rest.to_vec(),
+                    heredoc.in_comsub,
+                )));
+            }
+            return Ok(());
+        }
+        self.read(ch)
+    }
+
+    /// `ch` read by the innermost frame of this layer, or by its backquote.
+    fn read(&mut self, ch: char) -> Result<(), &'static str> {
+        if let Frame::Backquote(backquote) = self.top_mut() {
+            if backquote.escaped {
+                backquote.escaped = false;
+                let in_double = backquote.in_double;
+                if matches!(ch, '$' | '`' | '\\') || (in_double && ch == '"') {
+                    return backquote.inner.step(ch);
+                }
+                backquote.inner.step('\\')?;
+                return backquote.inner.step(ch);
+            }
+            match ch {
+                '\\' => backquote.escaped = true,
+                '`' => self.pop(),
+                _ => backquote.inner.step(ch)?,
+            }
+            return Ok(());
+        }
+        self.dispatch(ch)
+    }
+
+    /// `ch` read by the innermost frame of this layer.
+    fn dispatch(&mut self, ch: char) -> Result<(), &'static str> {
+        if self.escaped {
+            self.escaped = false;
+            if let Frame::Command(command) = self.top_mut() {
+                if ch != '\n' {
+                    command.word.started = true;
+                    command.word.quoted = true;
+                }
+            }
+            return Ok(());
+        }
+        match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::None => {}
+            Pending::Dollar => match ch {
+                '(' => {
+                    self.pending = Pending::DollarParen;
+                    return Ok(());
+                }
+                '{' => {
+                    let in_double = self.in_double();
+                    self.push(Frame::Param(Param {
+                        part: ParamPart::Name,
+                        in_double,
+                        braces: 0,
+                        name: String::new(),
+                    }));
+                    return Ok(());
+                }
+                '[' => {
+                    self.push(Frame::Arith(Arith::new(']')));
+                    return Ok(());
+                }
+                '\'' if self.reads_ansi_c() => {
+                    self.push(Frame::AnsiC);
+                    return Ok(());
+                }
+                // `$$`, `$#`, `$?`, `$1`: a special parameter, whose name
+                // means nothing more.
+                '$' | '#' | '?' | '!' | '@' | '*' | '-' | '0'..='9' => return Ok(()),
+                _ => {}
+            },
+            Pending::DollarParen => {
+                if ch == '(' {
+                    self.push(Frame::Arith(Arith::new(')')));
+                    return Ok(());
+                }
+                self.push(Frame::Command(Command::new(true)));
+            }
+            Pending::Angle => {
+                if ch == '(' {
+                    let inert = self.in_double();
+                    self.push(Frame::Command(Command {
+                        inert,
+                        ..Command::new(true)
+                    }));
+                    return Ok(());
+                }
+            }
+            Pending::Paren => {
+                if ch == '(' {
+                    if let Frame::Command(command) = self.top_mut() {
+                        command.parens.pop();
+                    }
+                    self.push(Frame::Arith(Arith::new(')')));
+                    return Ok(());
+                }
+            }
+        }
+        match self.top() {
+            Frame::Command(_) => self.command_char(ch),
+            Frame::Double => {
+                match ch {
+                    '"' => self.pop(),
+                    '\\' => self.escaped = true,
+                    '$' => self.pending = Pending::Dollar,
+                    '`' => self.push(Frame::Backquote(Box::new(Backquote::new(true)))),
+                    _ => {}
+                }
+                Ok(())
+            }
+            Frame::Single => {
+                if ch == '\'' {
+                    self.pop();
+                }
+                Ok(())
+            }
+            Frame::AnsiC => {
+                match ch {
+                    '\\' => self.escaped = true,
+                    '\'' => self.pop(),
+                    _ => {}
+                }
+                Ok(())
+            }
+            Frame::Comment => {
+                if ch == '\n' {
+                    self.pop();
+                    return self.dispatch(ch);
+                }
+                Ok(())
+            }
+            Frame::Param(_) => self.param_char(ch),
+            Frame::Arith(_) => self.arith_char(ch),
+            Frame::HereDoc(heredoc) => {
+                if !heredoc.spec.quoted {
+                    match ch {
+                        '\\' => self.escaped = true,
+                        '$' => self.pending = Pending::Dollar,
+                        '`' => self.push(Frame::Backquote(Box::new(Backquote::new(false)))),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            Frame::Backquote(_) => unreachable!("a backquote's text goes to its layer"),
+        }
+    }
+
+    /// Whether a `${` opened now is inside `"..."` (or an unquoted
+    /// here-document body, which reads like it).
+    fn in_double(&self) -> bool {
+        match self.top() {
+            Frame::Double => true,
+            Frame::HereDoc(_) => true,
+            Frame::Param(param) => param.in_double,
+            _ => false,
+        }
+    }
+
+    /// Whether `$'` opens an ANSI-C string here.
+    fn reads_ansi_c(&self) -> bool {
+        match self.top() {
+            Frame::Command(_) => true,
+            Frame::Param(param) => !param.in_double,
+            _ => false,
+        }
+    }
+
+    fn command_char(&mut self, ch: char) -> Result<(), &'static str> {
+        let Frame::Command(command) = self.top_mut() else {
+            unreachable!("called for a command");
+        };
+        // The redirections of a here-document come first.
+        match std::mem::take(&mut command.redirect) {
+            Redirect::None => {}
+            Redirect::Less => {
+                if ch == '<' {
+                    command.redirect = Redirect::HereDoc {
+                        strip_tabs: false,
+                        blank: false,
+                    };
+                    return Ok(());
+                }
+                if ch == '(' {
+                    command.parens.push(true);
+                    command.keyword_words = 1;
+                    return Ok(());
+                }
+            }
+            Redirect::Greater => {
+                if ch == '(' {
+                    command.parens.push(true);
+                    command.keyword_words = 1;
+                    return Ok(());
+                }
+            }
+            Redirect::HereDoc { strip_tabs, blank } => {
+                if ch == '<' && !strip_tabs && !blank {
+                    // `<<<`: a here-string, whose word is an ordinary one.
+                    return Ok(());
+                }
+                if ch == '-' && !strip_tabs && !blank {
+                    command.redirect = Redirect::HereDoc {
+                        strip_tabs: true,
+                        blank,
+                    };
+                    return Ok(());
+                }
+                if is_blank(ch) {
+                    command.redirect = Redirect::HereDoc {
+                        strip_tabs,
+                        blank: true,
+                    };
+                    return Ok(());
+                }
+                if ch == '\n' || is_operator(ch) {
+                    return Err("a `<<` without a delimiter word");
+                }
+                command.redirect = Redirect::Delimiter(Delimiter::new(strip_tabs));
+                return self.command_char(ch);
+            }
+            Redirect::Delimiter(mut delimiter) => {
+                if !delimiter.step(ch)? {
+                    command.redirect = Redirect::Delimiter(delimiter);
+                    return Ok(());
+                }
+                command.heredocs.push(delimiter.into_spec());
+            }
+        }
+        match ch {
+            ' ' | '\t' => command.end_word()?,
+            '>' => {
+                command.end_word()?;
+                command.redirect = Redirect::Greater;
+            }
+            ';' | '&' | '|' => {
+                command.end_word()?;
+                command.keyword_words = 1;
+            }
+            '\n' => {
+                command.end_word()?;
+                command.keyword_words = 1;
+                let heredocs = std::mem::take(&mut command.heredocs);
+                let in_comsub = command.in_parens || command.parens.contains(&true);
+                let below = self.frames.len() - 1;
+                if self.frames[..below].iter().any(
+                    |frame| matches!(frame, Frame::Command(command) if !command.heredocs.is_empty()),
+                ) {
+                    return Err("a line break inside a command substitution on the line of a `<<`");
+                }
+                if let Some((first, rest)) = heredocs.split_first() {
+                    self.push(Frame::HereDoc(HereDoc::new(
+                        first.clone(),
+                        rest.to_vec(),
+                        in_comsub,
+                    )));
+                }
+            }
+            '<' => {
+                command.end_word()?;
+                command.redirect = Redirect::Less;
+            }
+            '(' => {
+                command.end_word()?;
+                command.keyword_words = 1;
+                command.parens.push(false);
+                self.pending = Pending::Paren;
+            }
+            ')' => {
+                command.end_word()?;
+                command.keyword_words = 1;
+                if command.in_parens && command.parens.is_empty() {
+                    self.pop();
+                } else {
+                    command.parens.pop();
+                }
+            }
+            '#' if !command.word.started => self.push(Frame::Comment),
+            '\\' => {
+                self.escaped = true;
+            }
+            '\'' | '"' | '`' | '$' => {
+                command.word.started = true;
+                command.word.quoted = true;
+                match ch {
+                    '\'' => self.push(Frame::Single),
+                    '"' => self.push(Frame::Double),
+                    '`' => self.push(Frame::Backquote(Box::new(Backquote::new(false)))),
+                    _ => self.pending = Pending::Dollar,
+                }
+            }
+            _ => command.word.push(ch),
+        }
+        Ok(())
+    }
+
+    fn param_char(&mut self, ch: char) -> Result<(), &'static str> {
+        let Frame::Param(param) = self.top_mut() else {
+            unreachable!("called for a parameter expansion");
+        };
+        match param.part {
+            ParamPart::Name => match ch {
+                '}' => self.pop(),
+                _ if ch.is_ascii_alphanumeric() || ch == '_' => param.name.push(ch),
+                '@' | '*' | '?' | '-' | '$' | '!' | '#' if param.name.is_empty() => {
+                    param.name.push(ch)
+                }
+                '[' => param.part = ParamPart::Subscript(0),
+                ':' => param.part = ParamPart::Colon,
+                '-' | '=' | '+' | '?' => param.part = ParamPart::Word,
+                '#' | '%' | '^' | ',' | '/' => {
+                    param.part = ParamPart::Pattern {
+                        op: ch,
+                        begun: false,
+                    }
+                }
+                '@' => param.part = ParamPart::Transform,
+                _ => return Err("a `${...}` that is not a parameter expansion"),
+            },
+            ParamPart::Subscript(depth) => match ch {
+                '[' => param.part = ParamPart::Subscript(depth + 1),
+                ']' if depth == 0 => param.part = ParamPart::Name,
+                ']' => param.part = ParamPart::Subscript(depth - 1),
+                _ => self.nested_char(ch),
+            },
+            ParamPart::Colon => {
+                if matches!(ch, '-' | '=' | '+' | '?') {
+                    param.part = ParamPart::Word;
+                } else {
+                    param.part = ParamPart::Offset;
+                    return self.param_char(ch);
+                }
+            }
+            ParamPart::Offset => match ch {
+                '}' => self.pop(),
+                _ => self.nested_char(ch),
+            },
+            // `##`, `%%`, `^^`, `,,`, `//`, `/#`, `/%`: the operator goes on.
+            ParamPart::Pattern { op, begun: false }
+                if ch == op || (op == '/' && matches!(ch, '#' | '%')) => {}
+            ParamPart::Pattern { op: '/', .. } if ch == '/' => param.part = ParamPart::Replacement,
+            ParamPart::Word | ParamPart::Pattern { .. } | ParamPart::Replacement => match ch {
+                '{' => param.braces += 1,
+                '}' if param.braces == 0 => self.pop(),
+                '}' => param.braces -= 1,
+                '<' | '>' => {
+                    if let ParamPart::Pattern { op, .. } = param.part {
+                        param.part = ParamPart::Pattern { op, begun: true };
+                    }
+                    self.pending = Pending::Angle;
+                }
+                _ => {
+                    if let ParamPart::Pattern { op, .. } = param.part {
+                        param.part = ParamPart::Pattern { op, begun: true };
+                    }
+                    self.nested_char(ch)
+                }
+            },
+            ParamPart::Transform => {
+                if ch == '}' {
+                    self.pop();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What quotes, escapes and expansions do inside a `${...}` or
+    /// arithmetic.
+    fn nested_char(&mut self, ch: char) {
+        match ch {
+            '\\' => self.escaped = true,
+            '$' => self.pending = Pending::Dollar,
+            '`' => {
+                let in_double = self.in_double();
+                self.push(Frame::Backquote(Box::new(Backquote::new(in_double))));
+            }
+            '"' => self.push(Frame::Double),
+            '\'' => self.push(Frame::Single),
+            _ => {}
+        }
+    }
+
+    fn arith_char(&mut self, ch: char) -> Result<(), &'static str> {
+        let Frame::Arith(arith) = self.top_mut() else {
+            unreachable!("called for arithmetic");
+        };
+        if arith.closing {
+            if ch == ')' {
+                self.pop();
+                return Ok(());
+            }
+            // `$((a) b)` is a command substitution after all.
+            return Err("a `((` that is not arithmetic");
+        }
+        match ch {
+            '(' => arith.parens += 1,
+            ')' if arith.parens > 0 => arith.parens -= 1,
+            ')' if arith.closer == ')' => arith.closing = true,
+            ')' => return Err("an unmatched `)` inside `$[...]`"),
+            '[' => arith.brackets += 1,
+            ']' if arith.brackets > 0 => arith.brackets -= 1,
+            ']' if arith.closer == ']' => self.pop(),
+            _ => self.nested_char(ch),
+        }
+        Ok(())
+    }
+
+    /// The innermost place, for tests.
+    #[cfg(test)]
+    pub(super) fn place(&self) -> &'static str {
+        match self.top() {
+            Frame::Backquote(backquote) => backquote.inner.place(),
+            Frame::Command(command) => match command.redirect {
+                Redirect::HereDoc { .. } | Redirect::Delimiter(_) => "delimiter",
+                _ if self.escaped => "escaped",
+                _ if self.pending == Pending::Dollar => "dollar",
+                _ => "bare",
+            },
+            _ if self.escaped => "escaped",
+            _ if self.pending == Pending::DollarParen => "bare",
+            Frame::Double => "double",
+            Frame::Single => "single",
+            Frame::AnsiC => "ansi-c",
+            Frame::Comment => "comment",
+            Frame::Param(param) => match param.part {
+                ParamPart::Word if param.in_double => "param-word-double",
+                ParamPart::Word => "param-word",
+                ParamPart::Pattern { .. } if param.in_double => "param-pattern-double",
+                ParamPart::Pattern { .. } => "param-pattern",
+                ParamPart::Replacement => "param-replacement",
+                ParamPart::Subscript(_) | ParamPart::Offset | ParamPart::Colon => "arithmetic",
+                ParamPart::Name | ParamPart::Transform => "param-name",
+            },
+            Frame::Arith(_) => "arithmetic",
+            Frame::HereDoc(heredoc) if heredoc.spec.quoted => "heredoc-quoted",
+            Frame::HereDoc(_) => "heredoc",
+        }
+    }
+}
+
+impl Command {
+    fn end_word(&mut self) -> Result<(), &'static str> {
+        let word = std::mem::take(&mut self.word);
+        if !word.started {
+            return Ok(());
+        }
+        let reserved = !word.quoted && RESERVED.contains(&word.text.as_str());
+        if !word.quoted {
+            match word.text.as_str() {
+                // Its `pattern)` would look like the end of the `$(...)`.
+                "case" if self.in_parens => return Err("a `case` inside `$(...)`"),
+                "[[" => self.double_bracket = true,
+                "]]" => self.double_bracket = false,
+                _ => {}
+            }
+        }
+        self.keyword_words = if reserved && self.keyword_words > 0 {
+            // `for NAME in`, `case WORD in`, `select NAME in`.
+            if matches!(word.text.as_str(), "for" | "case" | "select") {
+                2
+            } else {
+                1
+            }
+        } else if looks_like_assignment(&word.text) && self.keyword_words > 0 {
+            1
+        } else {
+            self.keyword_words.saturating_sub(1)
+        };
+        Ok(())
+    }
+}
+
+impl Word {
+    fn push(&mut self, ch: char) {
+        self.started = true;
+        self.text.push(ch);
+        match ch {
+            '{' => self.braces += 1,
+            '}' => self.braces = self.braces.saturating_sub(1),
+            '[' => self.brackets += 1,
+            ']' => self.brackets = self.brackets.saturating_sub(1),
+            _ => {}
+        }
+    }
+}
