@@ -1,6 +1,7 @@
 //! One function per subcommand.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write as _;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -359,7 +360,7 @@ fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCod
     };
     let planner = Planner::new(pipeline)?;
     let states = planner.states(dag, &order)?;
-    out!("{}", render::status_text(&states, true));
+    render::status_text(&states, true, |piece| out!("{piece}"));
     Ok(ExitCode::Ok)
 }
 
@@ -368,12 +369,13 @@ fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool) -> Result<ExitCod
     let planner = Planner::new(&pipeline)?;
     let states = planner.states(&dag, &dag.order)?;
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&states).unwrap_or_default()
-        );
+        // Streamed: a million stages' JSON is never one string in memory.
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, crate::output::DataStdout);
+        let _ = serde_json::to_writer_pretty(&mut out, &states);
+        let _ = writeln!(out);
+        let _ = out.flush();
     } else {
-        out!("{}", render::status_text(&states, false));
+        render::status_text(&states, false, |piece| out!("{piece}"));
     }
     Ok(ExitCode::Ok)
 }

@@ -70,6 +70,32 @@ pub fn print(text: fmt::Arguments<'_>) {
     }
 }
 
+/// stdout as an `io::Write`, for data written in pieces (a serializer
+/// streaming a large document): a failure ends pipe as `print` does.
+/// Wrap it in a `BufWriter`.
+pub struct DataStdout;
+
+impl Write for DataStdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let written = if STDOUT_WAS_CLOSED.load(Ordering::Relaxed) {
+            Err(io::Error::from_raw_os_error(libc::EBADF))
+        } else {
+            io::stdout().lock().write_all(buf)
+        };
+        if let Err(error) = written {
+            std::process::exit(i32::from(exit_code(&error)));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if let Err(error) = io::stdout().lock().flush() {
+            std::process::exit(i32::from(exit_code(&error)));
+        }
+        Ok(())
+    }
+}
+
 pub fn eprint(text: fmt::Arguments<'_>) {
     let _ = try_eprint(text);
 }

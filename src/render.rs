@@ -32,8 +32,11 @@ fn width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
     names.map(|name| name.chars().count()).max().unwrap_or(0)
 }
 
-pub fn status_text(states: &[StageState], dry_run: bool) -> String {
-    let mut out = String::new();
+/// The status table, handed to `emit` in pieces of about 64 KiB, so that
+/// a million stages are never one string in memory.
+pub fn status_text(states: &[StageState], dry_run: bool, mut emit: impl FnMut(&str)) {
+    const PIECE: usize = 64 * 1024;
+    let mut out = String::with_capacity(PIECE + 1024);
     let name_width = width(states.iter().map(|state| state.stage.as_str()));
     for state in states {
         let label = match (state.freshness, dry_run) {
@@ -49,6 +52,10 @@ pub fn status_text(states: &[StageState], dry_run: bool) -> String {
             format!("  {}", state.reasons.join("; "))
         };
         let _ = writeln!(out, "{:<name_width$}  {label}{reasons}", state.stage);
+        if out.len() >= PIECE {
+            emit(&out);
+            out.clear();
+        }
     }
     let stale = states
         .iter()
@@ -64,7 +71,7 @@ pub fn status_text(states: &[StageState], dry_run: bool) -> String {
         states.len(),
         states.len() - stale - restorable
     );
-    out
+    emit(&out);
 }
 
 fn show_value(value: &Option<Value>) -> String {

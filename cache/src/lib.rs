@@ -7,6 +7,7 @@
 //! `.pipe/cache`, a shared `PIPE_CACHE_DIR`, or a remote.
 
 mod action;
+mod action_lookup;
 mod digest;
 mod error;
 mod fsutil;
@@ -18,6 +19,7 @@ mod store;
 mod tree;
 
 pub use action::{check_relative_path, ActionResult};
+pub use action_lookup::ActionLookup;
 pub use digest::{ActionKey, Digest, ObjectDigest};
 pub use error::CacheError;
 pub use staging::RestoreSites;

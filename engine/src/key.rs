@@ -118,7 +118,7 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
                 if index > 0 {
                     out.push(b',');
                 }
-                out.extend_from_slice(Value::String(name.clone()).to_string().as_bytes());
+                write_json(name.as_str(), out);
                 out.push(b':');
                 write_canonical(item, out);
             }
@@ -134,8 +134,16 @@ pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        scalar => out.extend_from_slice(scalar.to_string().as_bytes()),
+        Value::String(text) => write_json(text.as_str(), out),
+        scalar => write_json(scalar, out),
     }
+}
+
+/// serde_json's own text for `value` (what `to_string` gives), written
+/// straight into `out`.
+fn write_json<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a string or a scalar into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
 }
 
 /// One field that differs between two manifests.
@@ -217,6 +225,20 @@ mod tests {
         assert_eq!(key_of(&a), key_of(&b));
         let c: Value = serde_json::from_str(r#"{"a":{"x":"s","y":[2,1]},"b":1}"#).unwrap();
         assert_ne!(key_of(&a), key_of(&c));
+    }
+
+    /// Keys must not change: the canonical bytes of a document whose keys
+    /// are already sorted are serde_json's compact text of it, escapes and
+    /// numbers included.
+    #[test]
+    fn canonical_bytes_are_serde_jsons_compact_text() {
+        let value: Value = serde_json::from_str(
+            r#"{"a\"b":"tab\tquote\"nul\u0000é😀","n":[-1,0.5,1e300,18446744073709551615,null,true],"z":{"":{}}}"#,
+        )
+        .unwrap();
+        let mut canonical = Vec::new();
+        write_canonical(&value, &mut canonical);
+        assert_eq!(canonical, serde_json::to_vec(&value).unwrap());
     }
 
     #[test]

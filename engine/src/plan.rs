@@ -2,7 +2,7 @@
 //! `pipe run --dry-run` and gc. Keys are computed from what the workspace
 //! holds now, as DVC does.
 
-use pipe_cache::{ActionKey, Cache, StatCache};
+use pipe_cache::{ActionKey, ActionLookup, Cache, StatCache};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -33,6 +33,7 @@ pub struct StageState {
     pub reasons: Vec<String>,
     #[serde(skip)]
     pub key: Option<ActionKey>,
+    /// Kept only for `why`.
     #[serde(skip)]
     pub manifest: Option<Value>,
 }
@@ -58,11 +59,31 @@ impl<'a> Planner<'a> {
         })
     }
 
-    /// States of the given stages (indices in topological order).
+    /// States of the given stages (indices in topological order), without
+    /// their manifests: a million-stage sweep must not hold a million
+    /// manifests to print one line per stage.
     pub fn states(&self, dag: &Dag, order: &[usize]) -> Result<Vec<StageState>> {
+        self.states_keeping_manifests(dag, order, false)
+    }
+
+    fn states_keeping_manifests(
+        &self,
+        dag: &Dag,
+        order: &[usize],
+        keep_manifests: bool,
+    ) -> Result<Vec<StageState>> {
+        match &self.db {
+            // Each stage asks for its last run: one snapshot for them all.
+            Some(db) => db.reading(|| self.walk(dag, order, keep_manifests)),
+            None => self.walk(dag, order, keep_manifests),
+        }
+    }
+
+    fn walk(&self, dag: &Dag, order: &[usize], keep_manifests: bool) -> Result<Vec<StageState>> {
         let stages = &self.pipeline.stages;
         let mut freshness: Vec<Option<Freshness>> = vec![None; stages.len()];
         let mut states = Vec::with_capacity(order.len());
+        let mut actions = ActionLookup::new(&self.cache);
         for &index in order {
             let stage = &stages[index];
             let mut reasons = Vec::new();
@@ -99,9 +120,8 @@ impl<'a> Planner<'a> {
                         reasons.push("it reports on the run, so it runs every time".to_string());
                     } else if stage.always_run {
                         reasons.push("`always_run` is set".to_string());
-                    } else if let Some(result) = self
-                        .cache
-                        .get_action(&key)
+                    } else if let Some(result) = actions
+                        .get(&key)
                         .filter(|result| check_action_fits(stage, result).is_ok())
                     {
                         let differing = outputs_differing(
@@ -134,11 +154,14 @@ impl<'a> Planner<'a> {
                         freshness,
                         reasons,
                         key: Some(key),
-                        manifest: Some(manifest),
+                        manifest: keep_manifests.then_some(manifest),
                     }
                 }
             };
             freshness[index] = Some(state.freshness);
+            let mut state = state;
+            // One reason is the rule; a pushed-to vector has room for four.
+            state.reasons.shrink_to_fit();
             states.push(state);
         }
         tracing::info!(
@@ -208,7 +231,7 @@ pub struct Why {
 
 pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> {
     let order = dag.closure(&[stage_index]);
-    let states = planner.states(dag, &order)?;
+    let states = planner.states_keeping_manifests(dag, &order, true)?;
     let state = states
         .into_iter()
         .last()

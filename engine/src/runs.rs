@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use pipe_cache::Artifact;
 use pipe_protocol::redact::{redact_text, redacted_json};
+use rusqlite::config::DbConfig;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -217,6 +218,12 @@ impl RunDb {
         let db = RunDb { connection, path };
         db.connection
             .busy_timeout(Duration::from_secs(30))
+            .map_err(|e| db.error(e))?;
+        // A plan that does not depend on the values bound: with the bundled
+        // SQLite's STAT4, a statement asked once per stage (`last_manifest`
+        // for `pipe status`) was otherwise compiled again at every call.
+        db.connection
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(|e| db.error(e))?;
         db.connection
             .execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
@@ -445,6 +452,19 @@ impl RunDb {
             .map_err(|e| self.error(e))
     }
 
+    /// Runs `read` inside one read transaction, so that many lookups in a
+    /// row (one per stage of a large pipeline) share one snapshot and one
+    /// lock of the write-ahead log instead of taking one each.
+    pub fn reading<T>(&self, read: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.connection
+            .execute_batch("BEGIN")
+            .map_err(|e| self.error(e))?;
+        let result = read();
+        // Nothing was written: ending the transaction cannot lose anything.
+        let _ = self.connection.execute_batch("COMMIT");
+        result
+    }
+
     /// The last recorded key and manifest of `stage` in a run of
     /// `pipeline` (newest first), skipping runs where it did not get a key.
     /// Another pipeline's stage of the same name is a stranger: comparing
@@ -454,20 +474,22 @@ impl RunDb {
         pipeline: &str,
         stage: &str,
     ) -> Result<Option<(i64, String, Value)>> {
+        // Asked once per stage by `status`: prepared once, not per call.
         self.connection
-            .query_row(
+            .prepare_cached(
                 "SELECT s.run_id, s.key, m.manifest FROM stage_runs s
                  JOIN manifests m ON m.key = s.key JOIN runs r ON r.id = s.run_id
                  WHERE s.stage = ?2 AND r.pipeline = ?1 ORDER BY s.run_id DESC LIMIT 1",
-                params![pipeline, stage],
-                |row| {
+            )
+            .and_then(|mut statement| {
+                statement.query_row(params![pipeline, stage], |row| {
                     Ok((
                         row.get::<_, i64>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, String>(2)?,
                     ))
-                },
-            )
+                })
+            })
             .optional()
             .map_err(|e| self.error(e))
             .map(|found| {

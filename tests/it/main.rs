@@ -29,6 +29,7 @@ mod secrets;
 mod slurm;
 mod spec_safety;
 mod speed_study;
+mod status_scale;
 mod stdout_closed;
 mod untrusted_input;
 mod workers;

@@ -86,8 +86,10 @@ pub enum StageKind {
     /// each item one argument.
     Argv { argv: Vec<String> },
     /// `uses: name@version`: a stage that a worker (`pipe-stage`, or a
-    /// third-party `pipe-stage-*`) offers in its catalog.
-    Worker(WorkerStage),
+    /// third-party `pipe-stage-*`) offers in its catalog. Boxed: most
+    /// stages are commands, and a million-stage sweep of them should not
+    /// each carry a worker stage's worth of inline fields.
+    Worker(Box<WorkerStage>),
 }
 
 /// A `uses:` stage as the catalog resolved it: what its key hashes and what

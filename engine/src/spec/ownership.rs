@@ -153,11 +153,22 @@ pub(super) fn find_producers(
             }
         }
     }
+    // The outputs of a matrix stage's expansions mostly share their
+    // directory: its ancestors are looked up once per run of them.
+    let mut last_dir: Option<(&str, Option<&(usize, &str)>)> = None;
     for stage in stages.iter() {
         for out in stage.outs.iter().chain(&stage.metrics) {
-            if let Some((owner_index, owner_out)) =
-                paths::ancestors(&out.path).find_map(|ancestor| owners.get(ancestor))
-            {
+            let dir = out.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            let owner = match last_dir {
+                Some((last, owner)) if last == dir => owner,
+                _ => {
+                    let owner =
+                        paths::ancestors(&out.path).find_map(|ancestor| owners.get(ancestor));
+                    last_dir = Some((dir, owner));
+                    owner
+                }
+            };
+            if let Some((owner_index, owner_out)) = owner {
                 let owner = &stages[*owner_index];
                 let owner_path = owner
                     .outs

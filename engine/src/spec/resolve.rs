@@ -65,6 +65,15 @@ pub(super) struct Failure {
     pub(super) hint: String,
 }
 
+/// "`FIELD` of stage `STAGE`", where a reference is, for messages.
+struct Place<'s>(&'s str, &'s str);
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` of stage `{}`", self.0, self.1)
+    }
+}
+
 /// For a value that holds a NUL byte where the system cannot take one.
 pub(super) const NUL_HINT: &str = "no path, command, argument or environment value can hold a NUL byte (`\\0` in a double-quoted YAML string, or in a param's value); remove it";
 
@@ -107,6 +116,11 @@ pub(super) struct Resolver<'a> {
     /// searched linearly, so each path is looked up once.
     pub(super) param_cache: HashMap<String, Option<&'a Node>>,
     pub(super) default_resources: Option<&'a Node>,
+    /// Every expansion of a matrix stage interpolates the same strings of
+    /// the file: each is parsed once, by the address of its node (every
+    /// node interpolated belongs to the file's tree or the params, which
+    /// outlive the resolver, so an address names one node).
+    pub(super) templates: HashMap<*const Node, std::rc::Rc<[Piece]>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -138,6 +152,7 @@ impl<'a> Resolver<'a> {
             outputs_by_stage: Vec::new(),
             param_cache: HashMap::new(),
             default_resources: cx.default_resources,
+            templates: HashMap::new(),
         }
     }
 
@@ -207,6 +222,8 @@ impl<'a> Resolver<'a> {
                 location: self.location(path_node.span),
             });
         }
+        // Kept for the whole command: no spare capacity per stage.
+        outs.shrink_to_fit();
         outs
     }
 
@@ -542,13 +559,17 @@ impl<'a> Resolver<'a> {
         let kind = match worker_with {
             Some(with) => self
                 .worker_stage(decl, expansion, with, &mut deps, &resources, diagnostics)
-                .map_or(kind, StageKind::Worker),
+                .map_or(kind, |worker| StageKind::Worker(Box::new(worker))),
             None => kind,
         };
 
         // A run is an input no key can name before it happens.
         let always_run =
             always_run || matches!(&kind, StageKind::Worker(worker) if worker.reads_run);
+        // Held for the whole command: no spare capacity per stage.
+        deps.shrink_to_fit();
+        let mut metrics = metrics;
+        metrics.shrink_to_fit();
         Stage {
             name: expansion.name.clone(),
             base_name: decl.name.to_string(),
@@ -1106,7 +1127,16 @@ impl<'a> Resolver<'a> {
         diagnostics: &mut Diagnostics,
     ) -> Option<String> {
         let scalar = node.as_scalar()?;
-        let pieces = match interp::parse(&scalar.text) {
+        let parsed = match self.templates.get(&std::ptr::from_ref(node)) {
+            Some(pieces) => Ok(std::rc::Rc::clone(pieces)),
+            None => interp::parse(&scalar.text).map(|pieces| {
+                let pieces: std::rc::Rc<[Piece]> = pieces.into();
+                self.templates
+                    .insert(std::ptr::from_ref(node), std::rc::Rc::clone(&pieces));
+                pieces
+            }),
+        };
+        let pieces = match parsed {
             Ok(pieces) => pieces,
             Err(error) => {
                 let span = match scalar.verbatim_col {
@@ -1134,7 +1164,7 @@ impl<'a> Resolver<'a> {
         let mut text = String::with_capacity(scalar.text.len());
         let mut quotes = QuoteTracker::default();
         let mut ok = true;
-        for piece in &pieces {
+        for piece in pieces.iter() {
             match piece {
                 Piece::Text(literal) => {
                     text.push_str(literal);
@@ -1215,7 +1245,8 @@ impl<'a> Resolver<'a> {
         span: Span,
         effects: &mut Effects,
     ) -> Result<Evaluated<'a>, Failure> {
-        let place = format!("`{}` of stage `{}`", scope.field, scope.stage);
+        // Written out only into a message: evaluating is per stage.
+        let place = Place(scope.field, scope.stage);
         let substituted;
         let expr = if reference.expr.contains("${") {
             if !scope.has_matrix {
@@ -1347,7 +1378,7 @@ impl<'a> Resolver<'a> {
                     ));
                 };
                 let Some(&target) = self.index_by_name.get(stage_name) else {
-                    return Err(self.unknown_stage(stage_name, &place));
+                    return Err(self.unknown_stage(stage_name, &place.to_string()));
                 };
                 let out_names: Vec<&str> = self
                     .outputs_by_stage
