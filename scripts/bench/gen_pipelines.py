@@ -11,6 +11,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--stages", type=int, default=100)
 parser.add_argument("--width", type=int, default=10)
 parser.add_argument("--out", required=True)
+# Each pipe stage also writes a metrics file (`metrics:`), which a cached
+# result holds as an object and a no-op reads back to record its figures.
+parser.add_argument("--metrics", action="store_true")
 args = parser.parse_args()
 
 width = args.width
@@ -43,6 +46,10 @@ for layer in range(layers):
         out = f"outs/{stage}.txt"
         command = f"cat {' '.join(deps)} > {out}"
         pipe += [f"  {stage}:", f"    run: {command}", f"    deps: [{', '.join(deps)}]", f"    outs: [{out}]"]
+        if args.metrics:
+            metric = f"outs/{stage}.json"
+            pipe[-3] = f"    run: {command} && echo '{{\"column\":{column}}}' > {metric}"
+            pipe.append(f"    metrics: [{metric}]")
         dvc += [f"  {stage}:", f"    cmd: {command}", "    deps:"] + [f"    - {d}" for d in deps] + ["    outs:", f"    - {out}"]
         snake += []
 for column in range(width):

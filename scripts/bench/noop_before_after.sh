@@ -3,6 +3,7 @@
 # builds of pipe side by side in one hyperfine run, each in its own copy of
 # the project: what a change to the engine costs the millisecond no-op.
 # Usage: scripts/bench/noop_before_after.sh BEFORE_PIPE AFTER_PIPE [STAGES]
+#   GEN_ARGS=--metrics: every stage also writes a metrics file.
 #   e.g. git worktree add /tmp/base <commit> && (cd /tmp/base &&
 #        cargo build --release) && scripts/bench/noop_before_after.sh \
 #        /tmp/base/target/release/pipe target/release/pipe
@@ -15,7 +16,8 @@ command -v hyperfine >/dev/null || apt-get install -y -qq hyperfine >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for side in before after; do
-    python3 "$repo/scripts/bench/gen_pipelines.py" --stages "$stages" --out "$work/$side" >/dev/null
+    # shellcheck disable=SC2086
+    python3 "$repo/scripts/bench/gen_pipelines.py" --stages "$stages" ${GEN_ARGS:-} --out "$work/$side" >/dev/null
 done
 (cd "$work/before" && "$before" run -q -j 2 && "$before" run -q -j 2)
 (cd "$work/after" && "$after" run -q -j 2 && "$after" run -q -j 2)
