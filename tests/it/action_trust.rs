@@ -271,19 +271,13 @@ fn a_restored_builtin_stage_leaves_the_output_directory_a_run_leaves() {
 
 /// Every file under `dir`, relative, with its bytes.
 fn tree_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(next) = pending.pop() {
-        for entry in std::fs::read_dir(&next).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                files.push((name, std::fs::read(&path).unwrap()));
-            }
-        }
-    }
+    let mut files: Vec<(String, Vec<u8>)> = walk_files(dir)
+        .into_iter()
+        .map(|path| {
+            let name = path.strip_prefix(dir).unwrap().display().to_string();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
     files.sort();
     files
 }

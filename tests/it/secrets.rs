@@ -147,27 +147,7 @@ fn credentials_reach_the_stage_but_nothing_pipe_prints_or_stores() {
     );
     assert_output_clean("run --json --force-all", &second);
 
-    for args in [
-        vec!["show"],
-        vec!["show", "--json"],
-        vec!["runs"],
-        vec!["runs", "--json"],
-        vec!["why", "fetch"],
-        vec!["why", "use_token", "--json"],
-        vec!["diff"],
-        vec!["diff", "--json"],
-        vec!["status"],
-        vec!["status", "--json"],
-        vec!["run", "--dry-run"],
-    ] {
-        let output = run_with(&project, ENV_TOKEN, &args);
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_output_clean(&args.join(" "), &output);
-    }
+    assert_every_reader_clean(&project, "use_token");
     // The manifests stored with the results say what was masked.
     let actions = all_text(&project.path(".pipe/cache/actions"));
     assert!(actions.contains(r#""TOKEN": "***""#), "{actions}");
@@ -237,27 +217,7 @@ fn a_token_in_a_url_fragment_reaches_the_stage_but_nothing_pipe_prints_or_stores
         String::from_utf8_lossy(&second.stderr)
     );
     assert_output_clean("run --json --force-all", &second);
-    for args in [
-        vec!["show"],
-        vec!["show", "--json"],
-        vec!["runs"],
-        vec!["runs", "--json"],
-        vec!["why", "fetch"],
-        vec!["why", "echo_url", "--json"],
-        vec!["diff"],
-        vec!["diff", "--json"],
-        vec!["status"],
-        vec!["status", "--json"],
-        vec!["run", "--dry-run"],
-    ] {
-        let output = run_with(&project, ENV_TOKEN, &args);
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert_output_clean(&args.join(" "), &output);
-    }
+    assert_every_reader_clean(&project, "echo_url");
     let actions = all_text(&project.path(".pipe/cache/actions"));
     assert!(
         actions.contains(&format!(
@@ -385,5 +345,31 @@ fn a_malformed_secret_env_is_a_located_error() {
         assert!(stderr.contains(location), "{entry}: {stderr}");
         assert!(stderr.contains(message), "{entry}: {stderr}");
         assert!(stderr.contains("hint:"), "{entry}: {stderr}");
+    }
+}
+
+/// `show`, `runs`, `why`, `diff`, `status` and a dry run, each as text and
+/// JSON where it has both, succeed and print no credential.
+fn assert_every_reader_clean(project: &TestProject, command_stage: &str) {
+    for args in [
+        vec!["show"],
+        vec!["show", "--json"],
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["why", "fetch"],
+        vec!["why", command_stage, "--json"],
+        vec!["diff"],
+        vec!["diff", "--json"],
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["run", "--dry-run"],
+    ] {
+        let output = run_with(project, ENV_TOKEN, &args);
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_output_clean(&args.join(" "), &output);
     }
 }
