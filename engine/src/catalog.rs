@@ -486,6 +486,32 @@ fn external_workers(project: &Project) -> Vec<PathBuf> {
     workers
 }
 
+/// The first line of `.pipe/catalog.json`, before the blake3 of the rest.
+const CATALOG_HEADER: &str = "pipe-catalog-v2 ";
+
+/// The cached catalog framed with a checksum of its exact bytes: a flipped
+/// bit could otherwise turn a `path` param into a string (no dependency,
+/// no edge) or change an implementation version (another key), and
+/// nothing would say so.
+fn checked_catalog(body: &[u8]) -> Vec<u8> {
+    let mut bytes = format!("{CATALOG_HEADER}{}\n", blake3::hash(body).to_hex()).into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// The cached descriptions, or `None` (ask every worker again) when the
+/// file is damaged or from another version.
+fn read_checked_catalog(bytes: &[u8]) -> Option<Vec<CachedDescribe>> {
+    let rest = bytes.strip_prefix(CATALOG_HEADER.as_bytes())?;
+    let newline = rest.iter().position(|&byte| byte == b'\n')?;
+    let (checksum, body) = (&rest[..newline], &rest[newline + 1..]);
+    if blake3::hash(body).to_hex().as_bytes() != checksum {
+        tracing::warn!("`.pipe/catalog.json` is damaged; asking the workers again");
+        return None;
+    }
+    serde_json::from_slice(body).ok()
+}
+
 /// Loads the catalog of every worker, asking only those that changed.
 /// `for_training`: the pipeline uses a training stage, so a checkout
 /// without the libtorch worker builds it.
@@ -493,7 +519,7 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
     let cache_path = project.state_dir.join("catalog.json");
     let cached: Vec<CachedDescribe> = std::fs::read(&cache_path)
         .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .and_then(|bytes| read_checked_catalog(&bytes))
         .unwrap_or_default();
     let mut workers = builtin_workers(for_training)?;
     let external: Vec<PathBuf> = external_workers(project)
@@ -533,7 +559,7 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
         });
     }
     if changed {
-        if let Ok(text) = serde_json::to_vec_pretty(&fresh) {
+        if let Ok(text) = serde_json::to_vec_pretty(&fresh).map(|body| checked_catalog(&body)) {
             let temporary = cache_path.with_extension(format!("json.tmp-{}", std::process::id()));
             if std::fs::write(&temporary, text).is_ok() {
                 let _ = std::fs::rename(&temporary, &cache_path);

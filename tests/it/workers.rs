@@ -330,3 +330,30 @@ fn a_stage_device_count_must_match_its_gpus() {
     let (code, stderr) = validate(&project);
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+#[test]
+fn a_flipped_byte_in_the_cached_catalog_is_caught_and_the_workers_asked_again() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  table:\n    uses: data/from-csv@1\n    with: { file: data.csv, text_column: text, label_column: label }\n",
+    );
+    project.write("data.csv", "text,label\ngood film,1\nbad film,0\n");
+    project.run_ok(&[]);
+    let catalog = project.path(".pipe/catalog.json");
+    let text = std::fs::read_to_string(&catalog).unwrap();
+    // One bit of each `1` (0x31 -> 0x33): still valid JSON, and a stage's
+    // implementation version, which is in its key, would change.
+    let damaged = text.replace("\"implementation\": 1", "\"implementation\": 3");
+    assert_ne!(damaged, text);
+    std::fs::write(&catalog, damaged).unwrap();
+    let rerun = project.run_ok(&[]);
+    assert_eq!(rerun.status("table"), "fresh", "{}", rerun.stderr);
+    assert!(
+        rerun.stderr.contains("`.pipe/catalog.json` is damaged"),
+        "{}",
+        rerun.stderr
+    );
+    // Rewritten from the workers' own answers, as it was.
+    assert_eq!(project.read(".pipe/catalog.json"), text);
+}
