@@ -7,7 +7,8 @@
 # Build here, carry the binary and the venv's torch libraries, run there:
 #   cargo build --release -p pipe-train --example model_throughput
 #   scripts/bench/gpu_train.sh [BINARY]
-# Env: PEAK_TFLOPS (default 989: H100/H200 SXM dense bf16), BATCHES
+# Env: PEAK_TFLOPS (default: the first GPU's dense bf16 datasheet peak,
+# 989 for H100/H200 SXM, 835 for their NVL parts), BATCHES
 # (default "8 16 32"), ITERS (default 20), PRECISIONS (default
 # "bf16-mixed 32-true").
 set -euo pipefail
@@ -22,13 +23,18 @@ cat > "$model/config.json" <<'JSON'
  "activation": "gelu", "initializer_range": 0.02, "pad_token_id": 0}
 JSON
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+case "$gpu_name" in
+    *"H200 NVL"* | *"H100 NVL"*) default_peak=835 ;;
+    *) default_peak=989 ;;
+esac
 date -u +%F
 # REFERENCE=1 alternates each configuration with the same step in
 # transformers (scripts/bench/gpu_train_reference.py), for a side-by-side
 # ratio from one session.
 for precision in ${PRECISIONS:-bf16-mixed 32-true}; do
     for batch in ${BATCHES:-8 16 32}; do
-        PIPE_BENCH_DEVICE=cuda PIPE_BENCH_PEAK_TFLOPS=${PEAK_TFLOPS:-989} \
+        PIPE_BENCH_DEVICE=cuda PIPE_BENCH_PEAK_TFLOPS=${PEAK_TFLOPS:-$default_peak} \
             "$binary" "$model" "$batch" 512 "${ITERS:-20}" train "$precision"
         if [[ ${REFERENCE:-0} == 1 ]]; then
             python3 "$repo/scripts/bench/gpu_train_reference.py" "$model" "$batch" 512 \

@@ -202,6 +202,11 @@ pub fn datasheet_peak(name: &str, kind: Kind, tf32: bool) -> Option<f64> {
     let name = name.to_ascii_uppercase();
     // (marker in the name, bf16/fp16, tf32, fp32), most specific first.
     const TABLE: &[(&str, f64, f64, f64)] = &[
+        // The NVL (PCIe) parts run lower clocks than the SXM ones; their
+        // datasheets give 1,671 (bf16) and 835 (TF32) TFLOP/s with
+        // sparsity, half that dense.
+        ("H200 NVL", 835.5e12, 417.5e12, 60.0e12),
+        ("H100 NVL", 835.5e12, 417.5e12, 60.0e12),
         ("H200", 989.4e12, 494.7e12, 66.9e12),
         ("H100 PCIE", 756.0e12, 378.0e12, 51.2e12),
         ("H100", 989.4e12, 494.7e12, 66.9e12),
@@ -322,6 +327,18 @@ mod tests {
         assert_eq!(
             datasheet_peak("NVIDIA H100 PCIe", Kind::BFloat16, false),
             Some(756.0e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA H200 NVL", Kind::BFloat16, false),
+            Some(835.5e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA H100 NVL", Kind::Float, true),
+            Some(417.5e12)
+        );
+        assert_eq!(
+            datasheet_peak("NVIDIA H200 NVL", Kind::Float, false),
+            Some(60.0e12)
         );
         assert_eq!(
             datasheet_peak("NVIDIA A100-SXM4-80GB", Kind::Float, false),
