@@ -90,11 +90,10 @@ pub(super) fn execute_stage(
                 },
             );
         if let Some((result, pulled_from)) = cached {
-            let reused = read_metrics(&context.cache, stage, &result)
-                .map_err(|problem| {
-                    CacheError::io(&context.pipeline.root, std::io::Error::other(problem))
-                })
-                .and_then(|metrics| Ok((reuse_cached(context, &result)?, metrics)));
+            let reused = read_metrics(&context.cache, stage, &result).and_then(|metrics| {
+                let status = reuse_cached(context, &result).map_err(|error| error.to_string())?;
+                Ok((status, metrics))
+            });
             match reused {
                 Ok((status, metrics)) => {
                     let record = StageRecord {

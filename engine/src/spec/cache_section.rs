@@ -138,14 +138,10 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
     for entry in entries {
         let value = &entry.value;
         if value.as_str().is_some_and(|text| text.contains('\0')) {
-            diagnostics.push(
-                Diagnostic::new(
-                    "nul-byte",
-                    format!("`cache.remote.{}` holds a NUL byte", entry.key),
-                )
-                .at(sources.location(value.span))
-                .with_hint(super::resolve::NUL_HINT),
-            );
+            diagnostics.push(super::resolve::nul_byte(
+                &format!("`cache.remote.{}`", entry.key),
+                sources.location(value.span),
+            ));
             ok = false;
             continue;
         }
@@ -243,11 +239,10 @@ fn checked_url(
     diagnostics: &mut Diagnostics,
 ) -> Option<String> {
     if url.contains('\0') {
-        diagnostics.push(
-            Diagnostic::new("nul-byte", "the remote's URL or directory holds a NUL byte")
-                .at(sources.location(node.span))
-                .with_hint(super::resolve::NUL_HINT),
-        );
+        diagnostics.push(super::resolve::nul_byte(
+            "the remote's URL or directory",
+            sources.location(node.span),
+        ));
         return None;
     }
     if url == "off" || !url.contains("://") {

@@ -72,14 +72,10 @@ pub(crate) fn parse(
         };
         if items_hold_nul {
             // Each setting becomes an argument of `sbatch`.
-            diagnostics.push(
-                Diagnostic::new(
-                    "nul-byte",
-                    format!("`executor.{}` holds a NUL byte", entry.key),
-                )
-                .at(sources.location(value.span))
-                .with_hint(super::resolve::NUL_HINT),
-            );
+            diagnostics.push(super::resolve::nul_byte(
+                &format!("`executor.{}`", entry.key),
+                sources.location(value.span),
+            ));
             ok = false;
             continue;
         }

@@ -77,6 +77,14 @@ impl std::fmt::Display for Place<'_> {
 /// For a value that holds a NUL byte where the system cannot take one.
 pub(super) const NUL_HINT: &str = "no path, command, argument or environment value can hold a NUL byte (`\\0` in a double-quoted YAML string, or in a param's value); remove it";
 
+/// `what` holds a NUL byte, refused at `location` before anything runs:
+/// one message wherever the spec finds one (stages, `cache:`, `executor:`).
+pub(super) fn nul_byte(what: &str, location: Option<crate::Location>) -> Diagnostic {
+    Diagnostic::new("nul-byte", format!("{what} holds a NUL byte"))
+        .at(location)
+        .with_hint(NUL_HINT)
+}
+
 pub(super) fn failure(message: impl Into<String>, hint: impl Into<String>) -> Failure {
     Failure {
         message: message.into(),
@@ -172,9 +180,7 @@ impl<'a> Resolver<'a> {
     /// `what` (a command, an argument, an env value) holds a NUL byte,
     /// which `exec` cannot pass on: refused at `node`, before anything runs.
     pub(super) fn nul_byte(&self, what: String, node: &Node) -> Diagnostic {
-        Diagnostic::new("nul-byte", format!("{what} holds a NUL byte"))
-            .at(self.location(node.span))
-            .with_hint(NUL_HINT)
+        nul_byte(&what, self.location(node.span))
     }
 
     /// `outs` (mapping name -> path, list of paths, or one path) or
