@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use pipe_protocol::excerpt as shown;
 use serde::{Deserialize, Serialize};
 
 use crate::{ActionKey, Artifact};
@@ -128,16 +129,6 @@ impl ActionResult {
             }
         }
         Ok(())
-    }
-}
-
-/// At most 80 characters of a path from an untrusted file.
-fn shown(path: &str) -> String {
-    if path.chars().count() <= 80 {
-        path.to_string()
-    } else {
-        let start: String = path.chars().take(80).collect();
-        format!("{start}… ({} bytes)", path.len())
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use pipe_cache::{ActionResult, Cache, StatCache};
+use pipe_protocol::excerpt as shown;
 
 use crate::key::DepDigests;
 use crate::pipeline::{Out, Stage, StageKind};
@@ -143,14 +144,6 @@ pub fn read_metrics(
         metrics.extend(crate::key::flatten(&value));
     }
     Ok(metrics)
-}
-
-/// At most 80 characters of a path read from a cache entry.
-fn shown(path: &str) -> String {
-    match path.char_indices().nth(80) {
-        None => path.to_string(),
-        Some((end, _)) => format!("{}… ({} bytes)", &path[..end], path.len()),
-    }
 }
 
 /// The outputs of `result` whose workspace copy is missing or differs.
