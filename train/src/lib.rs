@@ -9,8 +9,11 @@
 //! stage protocol come from `pipe-stages`, which does not know this crate.
 
 pub mod builtins;
+pub mod c10d;
 pub mod ddp;
+pub mod distributed;
 pub mod hardware;
+pub mod launch;
 pub mod model;
 pub mod optim;
 pub mod precision;

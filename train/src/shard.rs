@@ -168,7 +168,6 @@ struct Bucket {
 /// exchange, the clipping, the unscaling and the step, in place of
 /// `GradientBuckets` and a replica-wide `AdamW`.
 pub struct ShardedOptimizer {
-    rank: usize,
     sharding: Sharding,
     buckets: Vec<Bucket>,
     optimizer: AdamW,
@@ -274,7 +273,6 @@ impl ShardedOptimizer {
         let mut slot_owners = decayed_owners;
         slot_owners.extend(undecayed_owners);
         Ok(ShardedOptimizer {
-            rank,
             sharding,
             buckets,
             optimizer: AdamW::with_gradients(
@@ -309,7 +307,7 @@ impl ShardedOptimizer {
                 let world = collective.world_size() as i64;
                 let mut full =
                     Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
-                collective.all_gather(self.rank, shard, &mut full)?;
+                collective.all_gather(shard, &mut full)?;
                 for ((variable, &offset), size) in bucket
                     .variables
                     .iter()
@@ -366,7 +364,7 @@ impl ShardedOptimizer {
                 }
                 let flat = Tensor::f_cat(&parts, 0)?;
                 drop(parts);
-                collective.reduce_scatter_sum(self.rank, &flat, &mut bucket.grad_shard)?;
+                collective.reduce_scatter_sum(&flat, &mut bucket.grad_shard)?;
                 for variable in &bucket.variables {
                     clear_grad(variable)?;
                 }
@@ -395,7 +393,7 @@ impl ShardedOptimizer {
             Some(found) => found,
             None => Tensor::f_zeros([1], (Kind::Float, device))?,
         };
-        collective.all_reduce_sum(self.rank, &mut found)?;
+        collective.all_reduce_sum(&mut found)?;
         Ok(found.f_double_value(&[0])? > 0.0)
     }
 
@@ -409,7 +407,7 @@ impl ShardedOptimizer {
     ) -> Result<Tensor, ShardError> {
         let grads = self.shard_gradients();
         let mut squares = foreach::norm(&grads)?.f_square()?.f_reshape([1])?;
-        collective.all_reduce_sum(self.rank, &mut squares)?;
+        collective.all_reduce_sum(&mut squares)?;
         let total = squares.f_sqrt()?.f_reshape([])?;
         foreach::mul(&grads, &clip_coefficient(&total, max_norm)?)?;
         Ok(total)
@@ -461,7 +459,7 @@ impl ShardedOptimizer {
                 let shard = Tensor::f_cat(&pieces, 0)?;
                 let mut full =
                     Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
-                collective.all_gather(self.rank, &shard, &mut full)?;
+                collective.all_gather(&shard, &mut full)?;
                 for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
                     let numel = variable.numel() as i64;
                     flat(variable)?.f_copy_(&full.f_narrow(0, offset, numel)?)?;

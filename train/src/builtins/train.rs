@@ -15,8 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
 use safetensors::{Dtype, View};
@@ -35,10 +34,11 @@ use super::classifier::{
     batch_tensors, check_labels, check_lengths, check_pad_id, device, precision_error, predict,
     torch,
 };
-use crate::ddp::{
-    same_weights, Collective, CollectiveError, GradientBuckets, LocalCollective, Turns,
-};
+use crate::c10d::{self, ProcessGroup};
+use crate::ddp::{Collective, CollectiveError, GradientBuckets, Solo};
+use crate::distributed::{self, RankPlace, Role};
 use crate::hardware::{self, PeakFlops};
+use crate::launch;
 use crate::model::{Architecture, SequenceClassifier};
 use crate::optim::{AdamW, OptimError};
 use crate::precision::{self, AutocastGuard, LossScaler, Precision};
@@ -52,6 +52,7 @@ const STEPS: &str = "steps";
 const UNIT: &str = "steps";
 pub(super) const STRATEGIES: &[&str] =
     &["single", "ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"];
+const PROCESS_GROUP_BACKENDS: &[&str] = &["auto", "gloo", "nccl"];
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
 /// tokenizer.json; copied into the checkpoint when the model has them.
 const TOKENIZER_EXTRAS: &[&str] = &[
@@ -67,7 +68,8 @@ impl BuiltinStage for TrainClassifier {
             version: 1,
             // 2: CPU dropout masks from our own generator, fused QKV.
             // 3: fused AdamW kernel (float rounding of every update).
-            implementation: 3,
+            // 4: replicas are processes; c10d (Gloo, NCCL) sums the gradients.
+            implementation: 4,
             summary: "Fine-tune a BERT/DistilBERT sequence classifier (libtorch) and keep the best epoch by val accuracy"
                 .into(),
             params: vec![
@@ -158,8 +160,20 @@ impl BuiltinStage for TrainClassifier {
                     "devices",
                     ParamKind::Integer,
                     Some(json!(1)),
-                    "replicas under ddp and the sharded strategies (1 under single); with GPUs, equal to the stage's `resources.gpus`",
+                    "replicas per node under ddp and the sharded strategies, one process each (1 under single); with GPUs, equal to the stage's `resources.gpus`",
                 ),
+                ParamSpec::choice(
+                    "process_group_backend",
+                    PROCESS_GROUP_BACKENDS,
+                    "the torch.distributed backend between replicas: auto is NCCL between GPUs and Gloo between CPU replicas; gloo or nccl to choose (Lightning's `process_group_backend`)",
+                ),
+                ParamSpec::new(
+                    "collective_timeout",
+                    ParamKind::Integer,
+                    Some(json!(60)),
+                    "seconds a replica waits for the others (to start, or in a collective) before the run fails, naming the replica that stopped answering",
+                )
+                .at_least(1.0),
             ],
             outputs: vec![
                 OutputSpec {
@@ -230,8 +244,20 @@ impl BuiltinStage for TrainClassifier {
 
     fn run(&self, context: &StageContext) -> Result<()> {
         let settings = Settings::read(context)?;
+        let per_node = if settings.strategy == Strategy::Single {
+            1
+        } else {
+            settings.devices
+        };
+        let environment: HashMap<String, String> = std::env::vars().collect();
+        let role = distributed::role(per_node, settings.timeout, &environment).map_err(|problem| {
+            StageError::input(
+                format!("cannot tell this replica's place in the run: {problem}"),
+                "under Slurm, give the stage `resources: {nodes: M, gpus: G}` with `devices: G`, \
+                 and let pipe submit it; by hand, run one srun task per device",
+            )
+        })?;
         let devices = replica_devices(context, &settings)?;
-        tch::set_num_threads(context.threads() as i32);
         if settings.tf32 {
             if devices.contains(&Device::Cpu) {
                 return Err(StageError::param(
@@ -248,7 +274,35 @@ impl BuiltinStage for TrainClassifier {
                 .check_device(device)
                 .map_err(precision_error)?;
         }
+        match role {
+            Role::Launcher => launch::run_ranks(context, devices.len(), settings.timeout),
+            Role::Solo => train(context, &settings, &devices, None),
+            Role::Rank(place) => train(context, &settings, &devices, Some(&place)),
+        }
+    }
+}
 
+/// Trains one replica: the only one (`place` None), or rank `place.rank`
+/// of a process group. Rank 0 writes the outputs.
+fn train(
+    context: &StageContext,
+    settings: &Settings,
+    devices: &[Device],
+    place: Option<&RankPlace>,
+) -> Result<()> {
+        let rank = place.map_or(0, |place| place.rendezvous.rank);
+        let lead = rank == 0;
+        let device = match place {
+            None => devices[0],
+            Some(place) => *devices.get(place.local_rank).ok_or_else(|| {
+                StageError::Other(format!(
+                    "internal: local rank {} of {} devices",
+                    place.local_rank,
+                    devices.len()
+                ))
+            })?,
+        };
+        tch::set_num_threads(context.threads() as i32);
         let tokens = context.input("tokens")?;
         let train = open_split(&tokens, "train")?;
         let val = open_split(&tokens, "val")?;
@@ -260,17 +314,54 @@ impl BuiltinStage for TrainClassifier {
         let model_dir = context.input("model")?;
         // Seeds the head's fresh initialisation here and dropout below.
         tch::manual_seed(settings.seed as i64);
-        let mut replicas = Replica::create_all(context, &settings, &model_dir, &devices)?;
-        let model = &replicas[0].model;
-        check_lengths(&train, model)?;
-        check_lengths(&val, model)?;
-        check_pad_id(pad, &tokens, model)?;
+        let (model, report) =
+            SequenceClassifier::from_pretrained(&model_dir, Some(settings.num_labels), device)?;
+        check_lengths(&train, &model)?;
+        check_lengths(&val, &model)?;
+        check_pad_id(pad, &tokens, &model)?;
         // Every id of both splits and the pad are in the vocabulary.
-        for replica in &replicas {
-            replica.model.vouch_for_ids();
+        model.vouch_for_ids();
+        if lead && !report.missing.is_empty() {
+            context.message(format!(
+                "initialised fresh (seed {}): {}",
+                settings.seed,
+                report.missing.join(", ")
+            ));
         }
+        let collective: Box<dyn Collective> = match place {
+            None => Box::new(Solo),
+            Some(place) => {
+                let backend = settings.backend_for(device)?;
+                let group = ProcessGroup::join(&place.rendezvous, backend).map_err(|error| {
+                    StageError::input(
+                        format!(
+                            "rank {} of {} could not join the others at {}:{}: {error}",
+                            place.rendezvous.rank,
+                            place.rendezvous.world_size,
+                            place.rendezvous.host,
+                            place.rendezvous.port
+                        ),
+                        "every rank must start within `collective_timeout` seconds; under Slurm, \
+                         the first node must be reachable from the others on that port",
+                    )
+                })?;
+                if lead {
+                    context.message(format!(
+                        "{} ranks joined over {} ({} node{}, started by {})",
+                        place.rendezvous.world_size,
+                        backend.name(),
+                        place.nodes,
+                        if place.nodes == 1 { "" } else { "s" },
+                        place.launched_by
+                    ));
+                }
+                Box::new(group)
+            }
+        };
+        let collective = collective.as_ref();
+        let mut replica = Replica::create(settings, model, device, collective)?;
 
-        let world = devices.len();
+        let world = collective.world_size();
         let rows = limit(
             train.len(),
             settings.limit_train_samples.unwrap_or(usize::MAX),
@@ -289,20 +380,20 @@ impl BuiltinStage for TrainClassifier {
         let steps_per_epoch = sampler.batches_per_epoch().div_ceil(settings.accumulate) as u64;
         let total_steps = steps_per_epoch * settings.epochs;
         let warmup_steps = (settings.warmup_ratio * total_steps as f64).ceil() as u64;
-        context.message(format!(
-            "training on {train_rows} rows ({} batches of {}, {steps_per_epoch} optimizer steps per epoch), \
-             validating on {} rows, {} on {} in {}",
-            sampler.batches_per_epoch(),
-            settings.batch_size * world,
-            val.len(),
-            model.config.architecture.model_type(),
-            describe_devices(settings.strategy, &devices),
-            settings.precision,
-        ));
-        let sync =
-            (world > 1 || settings.strategy.is_sharded()).then(|| ReplicaSync::new(&devices));
+        if lead {
+            context.message(format!(
+                "training on {train_rows} rows ({} batches of {}, {steps_per_epoch} optimizer steps per epoch), \
+                 validating on {} rows, {} on {} in {}",
+                sampler.batches_per_epoch(),
+                settings.batch_size * world,
+                val.len(),
+                replica.model.config.architecture.model_type(),
+                describe_devices(settings.strategy, devices),
+                settings.precision,
+            ));
+        }
         let peak = hardware::peak_flops(
-            &devices,
+            devices,
             settings.precision.compute_kind(),
             settings.tf32,
             context.threads(),
@@ -318,14 +409,16 @@ impl BuiltinStage for TrainClassifier {
         for epoch in 0..settings.epochs {
             let phase = format!("train epoch {}", epoch + 1);
             let started = Instant::now();
-            context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
+            if lead {
+                context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
+            }
             let steps = accumulation_steps(sampler.epoch(epoch), settings.accumulate)?;
             let plan = EpochPlan {
                 steps: &steps,
                 first_step: global_step,
                 total_steps,
                 warmup_steps,
-                settings: &settings,
+                settings,
                 split: &train,
                 collator: &collator,
                 world,
@@ -353,29 +446,41 @@ impl BuiltinStage for TrainClassifier {
                 });
                 Ok(())
             };
-            let totals = train_epoch(&mut replicas, &plan, sync.as_ref(), &mut report)?;
+            let totals = replica_steps(
+                &mut replica,
+                &plan,
+                collective,
+                if lead { Some(&mut report) } else { None },
+            )?;
+            let totals = totals.summed(collective)?;
             global_step += steps.len() as u64;
-            context.progress_done_with(&phase, steps_per_epoch, UNIT, Some(live(&totals, 1)));
+            if lead {
+                context.progress_done_with(&phase, steps_per_epoch, UNIT, Some(live(&totals, 1)));
+            }
             let train_seconds = started.elapsed().as_secs_f64();
             if world > 1 {
-                check_in_step(&replicas, epoch + 1)?;
+                check_in_step(&replica, collective, epoch + 1)?;
             }
 
-            let lead = &replicas[0];
+            // Every rank validates (no rank waits on rank 0 longer than a
+            // collective may), and all take rank 0's figures, so that they
+            // agree on the best epoch and on stopping.
             let validation = predict(
-                &lead.model,
+                &replica.model,
                 &val,
                 &collator,
                 settings.batch_size,
                 settings.precision.autocast_kind(),
-                lead.device,
+                replica.device,
             )?;
+            let (val_loss, val_acc) =
+                rank0_pair(collective, validation.mean_loss(), validation.accuracy())?;
             let stats = EpochStats {
                 epoch: epoch + 1,
                 train_loss: totals.mean_loss()?,
                 train_acc: totals.correct.value()? / totals.rows.max(1) as f64,
-                val_loss: validation.mean_loss(),
-                val_acc: validation.accuracy(),
+                val_loss,
+                val_acc,
                 epoch_seconds: train_seconds,
                 val_seconds: started.elapsed().as_secs_f64() - train_seconds,
                 rows: totals.rows,
@@ -387,9 +492,10 @@ impl BuiltinStage for TrainClassifier {
                 tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
             };
             let verdict = best.record(epoch as u32 + 1, stats.val_acc);
-            if verdict == EpochVerdict::Improved {
-                best_weights = Some(Snapshot::of(&lead.model.vs)?);
+            if verdict == EpochVerdict::Improved && lead {
+                best_weights = Some(Snapshot::of(&replica.model.vs)?);
             }
+            if lead {
             context.message(format!(
                 "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {:.1} s, {:.1} samples/s, {:.0} tokens/s",
                 stats.epoch,
@@ -403,10 +509,11 @@ impl BuiltinStage for TrainClassifier {
                 stats.samples_per_s,
                 stats.tokens_per_s,
             ));
+            }
             epochs.push(stats);
             if verdict == EpochVerdict::Stop {
                 stopped_early = epoch + 1 < settings.epochs;
-                if stopped_early {
+                if stopped_early && lead {
                     context.message(format!(
                         "early stopping: no better val accuracy for {} epochs",
                         settings.patience.unwrap_or(0)
@@ -416,7 +523,12 @@ impl BuiltinStage for TrainClassifier {
             }
         }
         let train_seconds = loop_started.elapsed().as_secs_f64();
-        let model = &replicas[0].model;
+        // Memory: the most any replica held, each process's own peak.
+        let memory = memory_json(&replica, collective)?;
+        if !lead {
+            return Ok(());
+        }
+        let model = &replica.model;
 
         let (Some((best_epoch, best_acc)), Some(weights)) = (best.best(), best_weights) else {
             return Err(StageError::Other(
@@ -443,7 +555,7 @@ impl BuiltinStage for TrainClassifier {
             "optimizer_steps": global_step,
             "precision": settings.precision.name(),
             "tf32": settings.tf32,
-            "skipped_steps": replicas[0].scaler.as_ref().map_or(0, LossScaler::skipped_steps),
+            "skipped_steps": replica.scaler.as_ref().map_or(0, LossScaler::skipped_steps),
             "strategy": settings.strategy.name(),
             "devices": devices.iter().map(|device| device_name(*device)).collect::<Vec<_>>(),
             "peak_rss_mb": peak_rss_mb(),
@@ -453,12 +565,22 @@ impl BuiltinStage for TrainClassifier {
                     / epochs.iter().map(|stats| stats.epoch_seconds).sum::<f64>().max(1e-9)
             ),
             "hardware": hardware::describe(&devices),
-            "memory": memory_json(&replicas),
-            "throughput": throughput_json(&epochs, &replicas[0], world, &peak),
+            "memory": memory,
+            "throughput": throughput_json(&epochs, &replica, world, &peak),
             "epochs": per_epoch,
         }))?;
         Ok(())
+}
+
+/// Rank 0's two figures on every rank.
+fn rank0_pair(collective: &dyn Collective, a: f64, b: f64) -> Result<(f64, f64)> {
+    if collective.world_size() == 1 {
+        return Ok((a, b));
     }
+    let mut pair = Tensor::from_slice(&[a, b]);
+    collective.broadcast(0, &mut pair).map_err(collective_error)?;
+    let values = Vec::<f64>::try_from(&pair).map_err(torch)?;
+    Ok((values[0], values[1]))
 }
 
 struct Settings {
@@ -478,6 +600,9 @@ struct Settings {
     tf32: bool,
     strategy: Strategy,
     devices: usize,
+    backend: Option<c10d::Backend>,
+    /// How long a replica waits for the others (`collective_timeout`).
+    timeout: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -504,10 +629,6 @@ impl Strategy {
             Strategy::DeepSpeedStage2 => Some(Sharding::Zero2),
             Strategy::FsdpShardGradOp => Some(Sharding::ShardGradOp),
         }
-    }
-
-    fn is_sharded(self) -> bool {
-        self.sharding().is_some()
     }
 }
 
@@ -597,6 +718,15 @@ impl Settings {
                 "devices",
                 "1 for one device; N for ddp or a sharded strategy on N devices",
             )? as usize,
+            backend: match context.str("process_group_backend")? {
+                "gloo" => Some(c10d::Backend::Gloo),
+                "nccl" => Some(c10d::Backend::Nccl),
+                _ => None,
+            },
+            timeout: Duration::from_secs(at_least_one(
+                "collective_timeout",
+                "60 is the default; raise it for slow shared file systems",
+            )?),
             precision: {
                 let name = context.str("precision")?;
                 Precision::parse(name).ok_or_else(|| {
@@ -639,6 +769,23 @@ impl Settings {
             ));
         }
         Ok(settings)
+    }
+}
+
+impl Settings {
+    /// The process group's backend on `device`: NCCL between GPUs and Gloo
+    /// between CPU replicas unless `process_group_backend` says otherwise.
+    fn backend_for(&self, device: Device) -> Result<c10d::Backend> {
+        match (self.backend, device) {
+            (Some(c10d::Backend::Nccl), Device::Cpu) => Err(StageError::param(
+                "process_group_backend",
+                "is nccl, but the replicas are on the CPU; NCCL moves CUDA tensors only",
+                "leave it at auto (Gloo on CPUs), or give the stage GPUs with `resources.gpus`",
+            )),
+            (Some(backend), _) => Ok(backend),
+            (None, Device::Cuda(_)) => Ok(c10d::Backend::Nccl),
+            (None, _) => Ok(c10d::Backend::Gloo),
+        }
     }
 }
 
@@ -776,7 +923,7 @@ fn describe_devices(strategy: Strategy, devices: &[Device]) -> String {
     match (strategy, devices) {
         (Strategy::Single, [device]) => device_name(*device),
         _ if devices.iter().all(|device| *device == Device::Cpu) => format!(
-            "{} over {} CPU replicas (taking turns: for testing; give the stage GPUs with `resources.gpus`)",
+            "{} over {} CPU replicas (one process each; give the stage GPUs with `resources.gpus`)",
             strategy.name(),
             devices.len()
         ),
@@ -819,74 +966,68 @@ enum Updater {
 }
 
 impl Replica {
-    /// Loads the model once per device. Every replica then starts from
-    /// rank 0's weights, fresh head included, as DDP broadcasts them at
-    /// construction.
-    fn create_all(
-        context: &StageContext,
+    /// The replica of this process around its loaded `model`. Every
+    /// replica starts from rank 0's weights, fresh head included, as DDP
+    /// broadcasts them at construction.
+    fn create(
         settings: &Settings,
-        model_dir: &Path,
-        devices: &[Device],
-    ) -> Result<Vec<Replica>> {
-        let mut replicas: Vec<Replica> = Vec::with_capacity(devices.len());
-        for (rank, &device) in devices.iter().enumerate() {
-            let (mut model, report) =
-                SequenceClassifier::from_pretrained(model_dir, Some(settings.num_labels), device)?;
-            match replicas.first() {
-                None if !report.missing.is_empty() => context.message(format!(
-                    "initialised fresh (seed {}): {}",
-                    settings.seed,
-                    report.missing.join(", ")
-                )),
-                None => {}
-                Some(lead) => model.vs.copy(&lead.model.vs).map_err(torch)?,
-            }
-            // Each replica its own masks: the same ones on every replica
-            // would correlate the shards' dropout.
-            model
-                .seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))?;
-            if settings.precision.weight_kind() == Kind::BFloat16 {
-                // Before the optimizer exists, so that its state is bf16
-                // too. In place (set_data): the store's variables stay the
-                // same tensors, which the optimizer and the no-decay
-                // groups rely on.
-                model.vs.bfloat16();
-            }
-            let updater = match settings.strategy.sharding() {
-                None => Updater::Replicated {
-                    optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
-                    buckets: (devices.len() > 1).then(|| {
-                        GradientBuckets::new(
-                            &model.vs.trainable_variables(),
-                            GradientBuckets::DEFAULT_CAP_BYTES,
-                        )
-                    }),
-                },
-                Some(sharding) => Updater::Sharded(
-                    ShardedOptimizer::new(
-                        &decay_flags(&model.vs)?,
-                        rank,
-                        devices.len(),
-                        sharding,
-                        GradientBuckets::DEFAULT_CAP_BYTES,
-                        settings.lr,
-                        settings.weight_decay,
-                        ADAM_BETAS,
-                    )
-                    .map_err(shard_error)?,
-                ),
-            };
-            replicas.push(Replica {
-                rank,
-                device,
-                model,
-                updater,
-                scaler: (settings.precision == Precision::Fp16Mixed).then(LossScaler::default),
-                memory: None,
-                phases: PhaseTimes::default(),
-            });
+        mut model: SequenceClassifier,
+        device: Device,
+        collective: &dyn Collective,
+    ) -> Result<Replica> {
+        let (rank, world) = (collective.rank(), collective.world_size());
+        if world > 1 {
+            tch::no_grad(|| -> Result<()> {
+                for mut variable in named_variables(&model.vs).into_iter().map(|(_, v)| v) {
+                    collective
+                        .broadcast(0, &mut variable)
+                        .map_err(collective_error)?;
+                }
+                Ok(())
+            })?;
         }
-        Ok(replicas)
+        // Each replica its own masks: the same ones on every replica would
+        // correlate the shards' dropout.
+        model.seed_dropout(settings.seed ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))?;
+        if settings.precision.weight_kind() == Kind::BFloat16 {
+            // Before the optimizer exists, so that its state is bf16 too. In
+            // place (set_data): the store's variables stay the same tensors,
+            // which the optimizer and the no-decay groups rely on.
+            model.vs.bfloat16();
+        }
+        let updater = match settings.strategy.sharding() {
+            None => Updater::Replicated {
+                optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
+                buckets: (world > 1).then(|| {
+                    GradientBuckets::new(
+                        &model.vs.trainable_variables(),
+                        GradientBuckets::DEFAULT_CAP_BYTES,
+                    )
+                }),
+            },
+            Some(sharding) => Updater::Sharded(
+                ShardedOptimizer::new(
+                    &decay_flags(&model.vs)?,
+                    rank,
+                    world,
+                    sharding,
+                    GradientBuckets::DEFAULT_CAP_BYTES,
+                    settings.lr,
+                    settings.weight_decay,
+                    ADAM_BETAS,
+                )
+                .map_err(shard_error)?,
+            ),
+        };
+        Ok(Replica {
+            rank,
+            device,
+            model,
+            updater,
+            scaler: (settings.precision == Precision::Fp16Mixed).then(LossScaler::default),
+            memory: None,
+            phases: PhaseTimes::default(),
+        })
     }
 
     /// What this replica holds now, between steps.
@@ -905,53 +1046,13 @@ impl Replica {
         }
     }
 
-    /// Every variable by name, sorted: what [`same_weights`] compares.
-    fn named_variables(&self) -> Vec<(String, Tensor)> {
-        let mut variables: Vec<(String, Tensor)> = self.model.vs.variables().into_iter().collect();
-        variables.sort_by(|a, b| a.0.cmp(&b.0));
-        variables
-    }
 }
 
-/// What the replicas of a ddp run share.
-struct ReplicaSync {
-    collective: LocalCollective,
-    /// Only when every replica is on the CPU (see `crate::ddp`).
-    turns: Option<Turns>,
-    /// The rank that failed first: its error is the run's error, the
-    /// others only stopped because of it.
-    first_failure: Mutex<Option<usize>>,
-}
-
-impl ReplicaSync {
-    fn new(devices: &[Device]) -> ReplicaSync {
-        ReplicaSync {
-            collective: LocalCollective::new(devices.len()),
-            turns: devices
-                .iter()
-                .all(|device| *device == Device::Cpu)
-                .then(|| Turns::new(devices.len())),
-            first_failure: Mutex::new(None),
-        }
-    }
-
-    fn fail(&self, rank: usize) {
-        self.first_failure
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get_or_insert(rank);
-        self.collective.abort();
-        if let Some(turns) = &self.turns {
-            turns.abort();
-        }
-    }
-
-    fn first_failure(&self) -> Option<usize> {
-        *self
-            .first_failure
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+/// Every variable by name, sorted: the same order on every replica.
+fn named_variables(vs: &VarStore) -> Vec<(String, Tensor)> {
+    let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    variables
 }
 
 fn shard_error(error: ShardError) -> StageError {
@@ -966,9 +1067,11 @@ fn shard_error(error: ShardError) -> StageError {
 fn collective_error(error: CollectiveError) -> StageError {
     match error {
         CollectiveError::Torch(error) => torch(error),
-        CollectiveError::Aborted | CollectiveError::Shape(_) => {
-            StageError::Other(error.to_string())
-        }
+        CollectiveError::Backend(message) => StageError::input(
+            format!("torch.distributed: {message}"),
+            "another rank probably failed first: its error is the run's",
+        ),
+        CollectiveError::Shape(_) => StageError::Other(error.to_string()),
     }
 }
 
@@ -1005,81 +1108,17 @@ struct StepDone<'a> {
 /// Called by rank 0 after each step.
 type StepReport<'a> = &'a mut dyn FnMut(&StepDone) -> Result<()>;
 
-/// Runs an epoch on every replica: rank 0 on this thread (it reports
-/// progress), the others on threads of their own.
-fn train_epoch(
-    replicas: &mut [Replica],
-    plan: &EpochPlan,
-    sync: Option<&ReplicaSync>,
-    report: StepReport,
-) -> Result<TrainTotals> {
-    let Some((lead, others)) = replicas.split_first_mut() else {
-        return Err(StageError::Other("internal: no replica".to_string()));
-    };
-    if others.is_empty() {
-        return replica_steps(lead, plan, sync, Some(report));
-    }
-    let Some(sync) = sync else {
-        return Err(StageError::Other(
-            "internal: replicas without a collective".to_string(),
-        ));
-    };
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = others
-            .iter_mut()
-            .map(|replica| {
-                scope.spawn(move || {
-                    let rank = replica.rank;
-                    let result = replica_steps(replica, plan, Some(sync), None);
-                    if result.is_err() {
-                        sync.fail(rank);
-                    }
-                    result
-                })
-            })
-            .collect();
-        let mut results = vec![replica_steps(lead, plan, Some(sync), Some(report))];
-        if results[0].is_err() {
-            sync.fail(0);
-        }
-        for handle in handles {
-            results.push(handle.join().unwrap_or_else(|_| {
-                Err(StageError::Other(
-                    "internal: a replica thread panicked".to_string(),
-                ))
-            }));
-        }
-        if let Some(rank) = sync.first_failure() {
-            // Every rank after the first failed only because it stopped.
-            return Err(results
-                .swap_remove(rank)
-                .err()
-                .unwrap_or_else(|| StageError::Other("internal: a replica failed".to_string())));
-        }
-        let mut totals = TrainTotals::default();
-        for result in results {
-            totals.add(&result?)?;
-        }
-        Ok(totals)
-    })
-}
-
 /// The steps of one epoch on one replica: its shard of each micro-batch
 /// forward and backward, the gradients summed across replicas, then
 /// unscale (16-mixed), clip and step, which every replica does alike.
 fn replica_steps(
     replica: &mut Replica,
     plan: &EpochPlan,
-    sync: Option<&ReplicaSync>,
+    collective: &dyn Collective,
     mut report: Option<StepReport>,
 ) -> Result<TrainTotals> {
     let settings = plan.settings;
     let autocast = settings.precision.autocast_kind();
-    let collective = sync.map(|sync| &sync.collective as &dyn Collective);
-    let sharded_collective = || {
-        collective
-            .ok_or_else(|| StageError::Other("internal: sharded without a collective".to_string()))
-    };
     let mut totals = TrainTotals::default();
     for (index, step) in plan.steps.iter().enumerate() {
         let step_started = Instant::now();
@@ -1099,9 +1138,7 @@ fn replica_steps(
             Updater::Sharded(sharded) => {
                 sharded.set_lr(lr);
                 // Gathers the parameters sharded at rest (fsdp_shard_grad_op).
-                sharded
-                    .materialize(sharded_collective()?)
-                    .map_err(shard_error)?;
+                sharded.materialize(collective).map_err(shard_error)?;
                 clock.lap(Phase::Collective);
             }
         }
@@ -1115,10 +1152,6 @@ fn replica_steps(
                     .swap_remove(replica.rank)
             };
             let loss_scale = replica.scaler.as_ref().map_or(1.0, LossScaler::scale);
-            let _turn = match sync.and_then(|sync| sync.turns.as_ref()) {
-                Some(turns) => Some(turns.take(replica.rank).map_err(collective_error)?),
-                None => None,
-            };
             clock.lap(Phase::Other);
             // Each shard's mean loss over the world size: summed across
             // replicas, the gradient of the mean over the global batch.
@@ -1133,9 +1166,9 @@ fn replica_steps(
         }
         let step_ok = match &mut replica.updater {
             Updater::Replicated { optimizer, buckets } => {
-                if let (Some(sync), Some(buckets)) = (sync, buckets.as_ref()) {
+                if let Some(buckets) = buckets.as_ref() {
                     buckets
-                        .all_reduce_sum(&sync.collective, replica.rank)
+                        .all_reduce_sum(collective)
                         .map_err(collective_error)?;
                 }
                 clock.lap(Phase::Collective);
@@ -1163,7 +1196,6 @@ fn replica_steps(
                 step_ok
             }
             Updater::Sharded(sharded) => {
-                let collective = sharded_collective()?;
                 sharded.reduce_gradients(collective).map_err(shard_error)?;
                 clock.lap(Phase::Collective);
                 // The overflow flag is all-reduced, so every replica skips
@@ -1210,26 +1242,55 @@ fn replica_steps(
     }
     // Validation and the checkpoint read rank 0's full parameters.
     if let Updater::Sharded(sharded) = &mut replica.updater {
-        sharded
-            .materialize(sharded_collective()?)
-            .map_err(shard_error)?;
+        sharded.materialize(collective).map_err(shard_error)?;
     }
     Ok(totals)
 }
 
 /// DDP's promise, checked: after an epoch every replica holds rank 0's
-/// weights bit for bit. A difference is a bug, not a numeric effect.
-fn check_in_step(replicas: &[Replica], epoch: u64) -> Result<()> {
-    let lead = replicas[0].named_variables();
-    for replica in &replicas[1..] {
-        if !same_weights(&lead, &replica.named_variables()).map_err(collective_error)? {
-            return Err(StageError::Other(format!(
-                "internal: after epoch {epoch} replica {} no longer holds rank 0's weights",
-                replica.rank
-            )));
-        }
+/// weights bit for bit. Each rank hashes its weights' bytes and the
+/// smallest and largest hash over the ranks must agree. A difference is a
+/// bug, not a numeric effect.
+fn check_in_step(replica: &Replica, collective: &dyn Collective, epoch: u64) -> Result<()> {
+    let mut hasher = blake3::Hasher::new();
+    for (name, tensor) in named_variables(&replica.model.vs) {
+        hasher.update(name.as_bytes());
+        hasher.update(&host_bytes(&tensor)?);
+    }
+    let digest = hasher.finalize();
+    // Four 16-bit pieces of the hash, and their negations: one all-reduce
+    // (max) gives every piece's maximum and minimum over the ranks.
+    let pieces: Vec<i64> = digest.as_bytes()[..8]
+        .chunks(2)
+        .map(|pair| i64::from(u16::from_le_bytes([pair[0], pair[1]])))
+        .collect();
+    let mut both: Vec<i64> = pieces.clone();
+    both.extend(pieces.iter().map(|piece| -piece));
+    let mut extremes = Tensor::from_slice(&both);
+    collective
+        .all_reduce_max(&mut extremes)
+        .map_err(collective_error)?;
+    let extremes = Vec::<i64>::try_from(&extremes).map_err(torch)?;
+    let (highest, lowest) = extremes.split_at(pieces.len());
+    if highest.iter().zip(lowest).any(|(high, low)| *high != -*low) {
+        return Err(StageError::Other(format!(
+            "internal: after epoch {epoch} the replicas no longer hold the same weights (rank {} sees a difference)",
+            replica.rank
+        )));
     }
     Ok(())
+}
+
+fn host_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
+    let host = tensor
+        .f_detach()
+        .and_then(|t| t.f_to_device(Device::Cpu))
+        .and_then(|t| t.f_contiguous())
+        .map_err(torch)?;
+    let numel = host.numel();
+    let mut bytes = vec![0u8; numel * host.kind().elt_size_in_bytes()];
+    host.f_copy_data_u8(&mut bytes, numel).map_err(torch)?;
+    Ok(bytes)
 }
 
 #[derive(Default)]
@@ -1257,6 +1318,39 @@ impl TrainTotals {
 
     fn mean_loss(&self) -> Result<f64> {
         Ok(self.loss_sum.value()? / self.rows.max(1) as f64)
+    }
+
+    /// Every rank's totals added up, on every rank.
+    fn summed(self, collective: &dyn Collective) -> Result<TrainTotals> {
+        if collective.world_size() == 1 {
+            return Ok(self);
+        }
+        let mut all = Tensor::from_slice(&[
+            self.rows as f64,
+            self.tokens as f64,
+            self.padded_tokens as f64,
+            self.flops,
+            self.correct.value()?,
+            self.loss_sum.value()?,
+        ]);
+        collective
+            .all_reduce_sum(&mut all)
+            .map_err(collective_error)?;
+        let all = Vec::<f64>::try_from(&all).map_err(torch)?;
+        Ok(TrainTotals {
+            rows: all[0].round() as usize,
+            tokens: all[1].round() as usize,
+            padded_tokens: all[2].round() as usize,
+            flops: all[3],
+            correct: LazySum {
+                host: all[4],
+                device: None,
+            },
+            loss_sum: LazySum {
+                host: all[5],
+                device: None,
+            },
+        })
     }
 }
 
@@ -1476,18 +1570,26 @@ impl PhaseTimes {
 }
 
 /// `memory`: the most any replica held between two steps (after its
-/// first), in bytes; peak RSS of the whole process.
-fn memory_json(replicas: &[Replica]) -> Value {
-    let held = replicas
-        .iter()
-        .filter_map(|replica| replica.memory)
-        .fold(MemoryUse::default(), MemoryUse::max);
-    json!({
-        "params_bytes": held.params_bytes,
-        "grads_bytes": held.grads_bytes,
-        "optimizer_bytes": held.optimizer_bytes,
-        "peak_rss_bytes": peak_rss_mb().map(|mb| (mb * 1024.0 * 1024.0).round() as u64),
-    })
+/// first), in bytes, and the highest peak RSS of the replicas' processes.
+fn memory_json(replica: &Replica, collective: &dyn Collective) -> Result<Value> {
+    let held = replica.memory.unwrap_or_default();
+    let rss = peak_rss_mb().map_or(-1.0, |mb| mb * 1024.0 * 1024.0);
+    let mut most = Tensor::from_slice(&[
+        held.params_bytes as f64,
+        held.grads_bytes as f64,
+        held.optimizer_bytes as f64,
+        rss,
+    ]);
+    collective
+        .all_reduce_max(&mut most)
+        .map_err(collective_error)?;
+    let most = Vec::<f64>::try_from(&most).map_err(torch)?;
+    Ok(json!({
+        "params_bytes": most[0] as u64,
+        "grads_bytes": most[1] as u64,
+        "optimizer_bytes": most[2] as u64,
+        "peak_rss_bytes": (most[3] >= 0.0).then(|| most[3].round() as u64),
+    }))
 }
 
 /// `throughput`: rates over the training steps of every epoch (validation

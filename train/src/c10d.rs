@@ -1,0 +1,557 @@
+//! libtorch's distributed engine, c10d, behind [`Collective`]: the TCPStore
+//! rendezvous and the Gloo (CPU) or NCCL (CUDA) process group that
+//! `torch.distributed.init_process_group` builds, through the C++ shim in
+//! csrc/c10d.cpp. pipe implements no collective of its own: every
+//! all-reduce, reduce-scatter, all-gather and broadcast below is libtorch's.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::time::Duration;
+
+use tch::Tensor;
+
+use crate::ddp::{Collective, CollectiveError};
+
+extern "C" {
+    fn pipe_c10d_store_serve(
+        port: u16,
+        timeout_ms: i64,
+        store: *mut *mut c_void,
+        bound_port: *mut u16,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_store_free(store: *mut c_void);
+    #[allow(clippy::too_many_arguments)]
+    fn pipe_c10d_group_new(
+        host: *const c_char,
+        port: u16,
+        serve_store: c_int,
+        rank: c_int,
+        world: c_int,
+        backend: *const c_char,
+        interface_host: *const c_char,
+        timeout_ms: i64,
+        out: *mut *mut c_void,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_group_free(group: *mut c_void);
+    fn pipe_c10d_all_reduce(
+        group: *mut c_void,
+        tensor: *mut c_void,
+        op: c_int,
+        pending: *mut *mut c_void,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_broadcast(
+        group: *mut c_void,
+        tensor: *mut c_void,
+        root: c_int,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_reduce_scatter_sum(
+        group: *mut c_void,
+        input: *mut c_void,
+        output: *mut c_void,
+        pending: *mut *mut c_void,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_all_gather(
+        group: *mut c_void,
+        input: *mut c_void,
+        output: *mut c_void,
+        pending: *mut *mut c_void,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_barrier(group: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
+    fn pipe_c10d_wait(pending: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
+}
+
+const ERROR_SIZE: usize = 4096;
+
+/// Calls a shim function with an error buffer, turning its nonzero return
+/// into the C++ exception's message.
+fn checked(call: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), CollectiveError> {
+    let mut buffer = vec![0 as c_char; ERROR_SIZE];
+    if call(buffer.as_mut_ptr(), buffer.len()) == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim always NUL-terminates within the buffer.
+    let message = unsafe { CStr::from_ptr(buffer.as_ptr()) };
+    Err(CollectiveError::Backend(
+        message.to_string_lossy().trim().to_string(),
+    ))
+}
+
+/// Which c10d process group carries the collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// CPU tensors (and CUDA tensors, staged through the host): what
+    /// `torch.distributed` uses on CPUs, and what runs in the tests.
+    Gloo,
+    /// CUDA tensors, GPU to GPU: only in CUDA builds of libtorch.
+    Nccl,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Gloo => "gloo",
+            Backend::Nccl => "nccl",
+        }
+    }
+}
+
+/// Where the ranks of one group meet, and who they are.
+#[derive(Debug, Clone)]
+pub struct Rendezvous {
+    /// Host of the TCPStore server.
+    pub host: String,
+    pub port: u16,
+    /// Whether this process runs the store server (rank 0 under Slurm;
+    /// nobody when a launcher hosts it).
+    pub serve_store: bool,
+    pub rank: usize,
+    pub world_size: usize,
+    /// The address Gloo binds; empty: the host name's (torch's default).
+    /// Ranks of one machine bind 127.0.0.1.
+    pub interface_host: String,
+    /// How long any rendezvous or collective may wait for a peer before it
+    /// fails (`torch.distributed`'s `timeout`).
+    pub timeout: Duration,
+}
+
+/// A TCPStore server with no ranks of its own: the launcher of local ranks
+/// hosts their rendezvous, as torchrun's agent does, so that the port is
+/// bound before any rank starts and no two jobs can race for it.
+pub struct StoreServer {
+    handle: *mut c_void,
+    port: u16,
+}
+
+impl StoreServer {
+    pub fn start(timeout: Duration) -> Result<StoreServer, CollectiveError> {
+        let mut handle = std::ptr::null_mut();
+        let mut port = 0u16;
+        checked(|error, size| unsafe {
+            pipe_c10d_store_serve(0, millis(timeout), &mut handle, &mut port, error, size)
+        })?;
+        Ok(StoreServer { handle, port })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for StoreServer {
+    fn drop(&mut self) {
+        // SAFETY: made by pipe_c10d_store_serve, freed once.
+        unsafe { pipe_c10d_store_free(self.handle) }
+    }
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// This process's membership of a c10d process group.
+pub struct ProcessGroup {
+    handle: *mut c_void,
+    rank: usize,
+    world_size: usize,
+    backend: Backend,
+}
+
+// SAFETY: c10d's process groups are used from any thread in PyTorch; pipe
+// calls one from one thread at a time.
+unsafe impl Send for ProcessGroup {}
+
+impl ProcessGroup {
+    /// Meets the other ranks; returns when all `world_size` have joined,
+    /// or fails after the rendezvous' timeout.
+    pub fn join(rendezvous: &Rendezvous, backend: Backend) -> Result<ProcessGroup, CollectiveError> {
+        let host = CString::new(rendezvous.host.as_str())
+            .map_err(|_| CollectiveError::Backend("a NUL byte in the store host".into()))?;
+        let interface = CString::new(rendezvous.interface_host.as_str())
+            .map_err(|_| CollectiveError::Backend("a NUL byte in the interface host".into()))?;
+        let name = CString::new(backend.name()).expect("no NUL in a backend name");
+        let mut handle = std::ptr::null_mut();
+        checked(|error, size| unsafe {
+            pipe_c10d_group_new(
+                host.as_ptr(),
+                rendezvous.port,
+                c_int::from(rendezvous.serve_store),
+                rendezvous.rank as c_int,
+                rendezvous.world_size as c_int,
+                name.as_ptr(),
+                interface.as_ptr(),
+                millis(rendezvous.timeout),
+                &mut handle,
+                error,
+                size,
+            )
+        })?;
+        Ok(ProcessGroup {
+            handle,
+            rank: rendezvous.rank,
+            world_size: rendezvous.world_size,
+            backend,
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Waits until every rank has called it.
+    pub fn barrier(&self) -> Result<(), CollectiveError> {
+        checked(|error, size| unsafe { pipe_c10d_barrier(self.handle, error, size) })
+    }
+
+    /// Starts an all-reduce (sum) without waiting for it: the caller goes on
+    /// computing and waits on the returned work before it reads `tensor`.
+    pub fn start_all_reduce_sum(&self, tensor: &mut Tensor) -> Result<Pending, CollectiveError> {
+        contiguous_in_place(tensor)?;
+        let mut pending = std::ptr::null_mut();
+        checked(|error, size| unsafe {
+            pipe_c10d_all_reduce(
+                self.handle,
+                tensor.as_mut_ptr() as *mut c_void,
+                0,
+                &mut pending,
+                error,
+                size,
+            )
+        })?;
+        Ok(Pending { handle: pending })
+    }
+
+    fn all_reduce(&self, tensor: &mut Tensor, op: c_int) -> Result<(), CollectiveError> {
+        contiguous_in_place(tensor)?;
+        checked(|error, size| unsafe {
+            pipe_c10d_all_reduce(
+                self.handle,
+                tensor.as_mut_ptr() as *mut c_void,
+                op,
+                std::ptr::null_mut(),
+                error,
+                size,
+            )
+        })
+    }
+}
+
+/// c10d works on dense, contiguous tensors; every tensor pipe hands it is
+/// one (flat buckets, shards), and this says so rather than copying.
+fn contiguous_in_place(tensor: &Tensor) -> Result<(), CollectiveError> {
+    if tensor.is_contiguous() {
+        Ok(())
+    } else {
+        Err(CollectiveError::Shape(
+            "a collective on a non-contiguous tensor".to_string(),
+        ))
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        // SAFETY: made by pipe_c10d_group_new, freed once.
+        unsafe { pipe_c10d_group_free(self.handle) }
+    }
+}
+
+/// A collective started and not yet waited on.
+#[must_use = "a started collective must be waited on before its tensor is read"]
+pub struct Pending {
+    handle: *mut c_void,
+}
+
+impl Pending {
+    pub fn wait(mut self) -> Result<(), CollectiveError> {
+        let handle = std::mem::replace(&mut self.handle, std::ptr::null_mut());
+        // SAFETY: pipe_c10d_wait frees the work whatever it returns.
+        checked(|error, size| unsafe { pipe_c10d_wait(handle, error, size) })
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.handle.is_null() {
+            // Dropped unwaited (an error path): wait, so that the tensor is
+            // not freed under a running collective.
+            let handle = std::mem::replace(&mut self.handle, std::ptr::null_mut());
+            let _ = checked(|error, size| unsafe { pipe_c10d_wait(handle, error, size) });
+        }
+    }
+}
+
+impl Collective for ProcessGroup {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    fn all_reduce_sum(&self, tensor: &mut Tensor) -> Result<(), CollectiveError> {
+        self.all_reduce(tensor, 0)
+    }
+
+    fn all_reduce_max(&self, tensor: &mut Tensor) -> Result<(), CollectiveError> {
+        self.all_reduce(tensor, 1)
+    }
+
+    fn broadcast(&self, root: usize, tensor: &mut Tensor) -> Result<(), CollectiveError> {
+        contiguous_in_place(tensor)?;
+        checked(|error, size| unsafe {
+            pipe_c10d_broadcast(
+                self.handle,
+                tensor.as_mut_ptr() as *mut c_void,
+                root as c_int,
+                error,
+                size,
+            )
+        })
+    }
+
+    fn reduce_scatter_sum(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError> {
+        let part = output.numel();
+        if input.numel() != part * self.world_size {
+            return Err(CollectiveError::Shape(format!(
+                "reduce-scatter of {} elements over {} ranks into {part}",
+                input.numel(),
+                self.world_size
+            )));
+        }
+        contiguous_in_place(input)?;
+        contiguous_in_place(output)?;
+        checked(|error, size| unsafe {
+            pipe_c10d_reduce_scatter_sum(
+                self.handle,
+                input.as_ptr() as *mut c_void,
+                output.as_mut_ptr() as *mut c_void,
+                std::ptr::null_mut(),
+                error,
+                size,
+            )
+        })
+    }
+
+    fn all_gather(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError> {
+        let part = input.numel();
+        if output.numel() != part * self.world_size {
+            return Err(CollectiveError::Shape(format!(
+                "all-gather of {part} elements over {} ranks into {}",
+                self.world_size,
+                output.numel()
+            )));
+        }
+        contiguous_in_place(input)?;
+        contiguous_in_place(output)?;
+        checked(|error, size| unsafe {
+            pipe_c10d_all_gather(
+                self.handle,
+                input.as_ptr() as *mut c_void,
+                output.as_mut_ptr() as *mut c_void,
+                std::ptr::null_mut(),
+                error,
+                size,
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ddp::GradientBuckets;
+    use tch::{Device, Kind};
+
+    /// Runs `body` on `world` ranks, threads of this process that each join
+    /// a real Gloo group over loopback, as processes would.
+    fn on_ranks<T: Send>(
+        world: usize,
+        timeout: Duration,
+        body: impl Fn(ProcessGroup) -> T + Sync,
+    ) -> Vec<T> {
+        let server = StoreServer::start(timeout).unwrap();
+        let port = server.port();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..world)
+                .map(|rank| {
+                    let body = &body;
+                    scope.spawn(move || {
+                        let group = ProcessGroup::join(&rendezvous(port, rank, world, timeout), Backend::Gloo)
+                            .unwrap();
+                        body(group)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    fn rendezvous(port: u16, rank: usize, world: usize, timeout: Duration) -> Rendezvous {
+        Rendezvous {
+            host: "127.0.0.1".into(),
+            port,
+            serve_store: false,
+            rank,
+            world_size: world,
+            interface_host: "127.0.0.1".into(),
+            timeout,
+        }
+    }
+
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn all_reduce_gives_every_rank_the_same_sum_many_times_over() {
+        let results = on_ranks(3, TIMEOUT, |group| {
+            let rank = group.rank();
+            let mut sums = Vec::new();
+            for round in 0..50 {
+                let mut tensor =
+                    Tensor::from_slice(&[rank as f32 + round as f32, 1.0, -(rank as f32)]);
+                group.all_reduce_sum(&mut tensor).unwrap();
+                sums.push(Vec::<f32>::try_from(&tensor).unwrap());
+            }
+            let mut max = Tensor::from_slice(&[rank as i64, -(rank as i64)]);
+            group.all_reduce_max(&mut max).unwrap();
+            (sums, Vec::<i64>::try_from(&max).unwrap())
+        });
+        for (sums, max) in &results {
+            for (round, sum) in sums.iter().enumerate() {
+                assert_eq!(sum, &[3.0 + 3.0 * round as f32, 3.0, -3.0], "round {round}");
+            }
+            assert_eq!(max, &[2, 0]);
+        }
+    }
+
+    /// Values whose float sums depend on the order of the additions.
+    fn awkward(rank: usize, len: usize) -> Tensor {
+        let values: Vec<f32> = (0..len)
+            .map(|i| {
+                ((i * 7919 + rank * 104_729) % 1000) as f32 * 1.0e-3 + 1.0e7 * (rank % 2) as f32
+            })
+            .collect();
+        Tensor::from_slice(&values)
+    }
+
+    #[test]
+    fn reduce_scatter_gives_each_rank_its_slice_of_the_sum_and_all_gather_puts_them_back() {
+        for world in [2, 3] {
+            let part = 5usize;
+            let results = on_ranks(world, TIMEOUT, |group| {
+                let rank = group.rank();
+                let input = awkward(rank, part * world);
+                let mut reduced = input.copy();
+                group.all_reduce_sum(&mut reduced).unwrap();
+                let mut shard = Tensor::zeros([part as i64], (Kind::Float, Device::Cpu));
+                group.reduce_scatter_sum(&input, &mut shard).unwrap();
+                let mut gathered = Tensor::zeros([(part * world) as i64], (Kind::Float, Device::Cpu));
+                group.all_gather(&shard, &mut gathered).unwrap();
+                let expected = reduced.narrow(0, (rank * part) as i64, part as i64);
+                (
+                    Vec::<f32>::try_from(&shard).unwrap(),
+                    Vec::<f32>::try_from(&expected).unwrap(),
+                    Vec::<f32>::try_from(&gathered).unwrap(),
+                    Vec::<f32>::try_from(&reduced).unwrap(),
+                )
+            });
+            for (rank, (shard, expected, gathered, reduced)) in results.iter().enumerate() {
+                for (a, b) in shard.iter().zip(expected) {
+                    assert!((a - b).abs() <= 1.0, "world {world} rank {rank}: {shard:?} vs {expected:?}");
+                }
+                assert_eq!(gathered.len(), reduced.len());
+                assert_eq!(gathered, &results[0].2, "every rank gathers the same");
+            }
+        }
+    }
+
+    #[test]
+    fn broadcast_copies_the_root_everywhere() {
+        let results = on_ranks(4, TIMEOUT, |group| {
+            let mut tensor = Tensor::from_slice(&[group.rank() as i64 * 10, 7]);
+            group.broadcast(2, &mut tensor).unwrap();
+            Vec::<i64>::try_from(&tensor).unwrap()
+        });
+        assert!(results.iter().all(|values| values == &[20, 7]), "{results:?}");
+    }
+
+    #[test]
+    fn a_rank_that_leaves_makes_the_others_fail_instead_of_hanging() {
+        let results = on_ranks(3, Duration::from_secs(20), |group| {
+            if group.rank() == 1 {
+                drop(group);
+                return "left".to_string();
+            }
+            let mut tensor = Tensor::from_slice(&[1.0f32]);
+            let started = std::time::Instant::now();
+            match group.all_reduce_sum(&mut tensor) {
+                Err(CollectiveError::Backend(message)) => {
+                    format!("failed after {:?}: {message}", started.elapsed())
+                }
+                other => format!("{other:?}"),
+            }
+        });
+        assert_eq!(results[1], "left");
+        for result in [&results[0], &results[2]] {
+            assert!(result.starts_with("failed"), "{result}");
+        }
+    }
+
+    #[test]
+    fn a_rendezvous_short_of_ranks_fails_after_its_timeout() {
+        let server = StoreServer::start(Duration::from_secs(2)).unwrap();
+        let joined = ProcessGroup::join(
+            &rendezvous(server.port(), 0, 2, Duration::from_secs(2)),
+            Backend::Gloo,
+        );
+        let Err(CollectiveError::Backend(message)) = joined else {
+            panic!("a group of 2 formed with 1 rank");
+        };
+        assert!(!message.is_empty());
+    }
+
+    #[test]
+    fn bucketed_gradients_are_summed_in_place_and_unused_ones_stay_unset() {
+        let results = on_ranks(2, TIMEOUT, |group| {
+            let used = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).set_requires_grad(true);
+            let unused = Tensor::from_slice(&[5.0f32]).set_requires_grad(true);
+            let weight = (group.rank() + 1) as f64;
+            used.sum(Kind::Float).g_mul_scalar(weight).backward();
+            let buckets = GradientBuckets::new(&[used.shallow_clone(), unused.shallow_clone()], 8);
+            assert_eq!(buckets.len(), 2);
+            buckets.all_reduce_sum(&group).unwrap();
+            (
+                Vec::<f32>::try_from(&used.grad()).unwrap(),
+                unused.grad().defined(),
+            )
+        });
+        for (grad, unused_defined) in results {
+            assert_eq!(grad, [3.0, 3.0, 3.0]);
+            assert!(!unused_defined);
+        }
+    }
+
+    #[test]
+    fn nccl_on_a_cpu_libtorch_is_a_clear_error() {
+        if tch::Cuda::is_available() {
+            return; // scripts/gpu-check.sh runs NCCL for real there.
+        }
+        let server = StoreServer::start(TIMEOUT).unwrap();
+        let Err(CollectiveError::Backend(message)) =
+            ProcessGroup::join(&rendezvous(server.port(), 0, 1, TIMEOUT), Backend::Nccl)
+        else {
+            panic!("NCCL joined on a CPU libtorch");
+        };
+        assert!(message.contains("NCCL"), "{message}");
+    }
+}

@@ -1,0 +1,256 @@
+//! Which part this process plays in a data-parallel run, read from its
+//! environment as torchrun's and Lightning's ranks read theirs:
+//!
+//! - [`Role::Solo`]: one device, no process group.
+//! - [`Role::Launcher`]: `devices: N` on one machine, and nobody started
+//!   the ranks: this process starts N rank processes (`crate::launch`) and
+//!   trains nothing itself, as torchrun's agent.
+//! - [`Role::Rank`]: one of the N. Started by a launcher (`PIPE_RANK`,
+//!   `PIPE_WORLD_SIZE`, `PIPE_MASTER_ADDR`, `PIPE_MASTER_PORT`), or by
+//!   Slurm's `srun`, one task per device on every node (`SLURM_PROCID`,
+//!   `SLURM_NTASKS`, `SLURM_LOCALID`, the first host of
+//!   `SLURM_JOB_NODELIST`), as Lightning's `SLURMEnvironment` reads them.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::c10d::Rendezvous;
+
+/// Set by [`crate::launch`] on the ranks it starts.
+pub const RANK_ENV: &str = "PIPE_RANK";
+pub const LOCAL_RANK_ENV: &str = "PIPE_LOCAL_RANK";
+pub const WORLD_SIZE_ENV: &str = "PIPE_WORLD_SIZE";
+pub const MASTER_ADDR_ENV: &str = "PIPE_MASTER_ADDR";
+/// Also read under Slurm, where the engine's batch script may choose it.
+pub const MASTER_PORT_ENV: &str = "PIPE_MASTER_PORT";
+
+#[derive(Debug, Clone)]
+pub enum Role {
+    Solo,
+    Launcher,
+    Rank(RankPlace),
+}
+
+/// A rank's place in its group.
+#[derive(Debug, Clone)]
+pub struct RankPlace {
+    pub rendezvous: Rendezvous,
+    /// Index among the ranks of this machine: which of its GPUs it drives.
+    pub local_rank: usize,
+    pub nodes: usize,
+    /// Who started the ranks, for messages: `pipe` or `srun`.
+    pub launched_by: &'static str,
+}
+
+/// The role of this process in a run of `devices_per_node` replicas per
+/// machine, from the environment `env` (the process's, in the worker).
+pub fn role(
+    devices_per_node: usize,
+    timeout: Duration,
+    env: &HashMap<String, String>,
+) -> Result<Role, String> {
+    let get = |name: &str| env.get(name).map(String::as_str).filter(|v| !v.is_empty());
+    let number = |name: &str| -> Result<Option<usize>, String> {
+        get(name)
+            .map(|value| {
+                value
+                    .trim()
+                    .parse::<usize>()
+                    .map_err(|_| format!("{name}=`{value}` is not a whole number"))
+            })
+            .transpose()
+    };
+    if let Some(rank) = number(RANK_ENV)? {
+        let world = number(WORLD_SIZE_ENV)?.ok_or(format!("{RANK_ENV} is set but {WORLD_SIZE_ENV} is not"))?;
+        let port = number(MASTER_PORT_ENV)?.ok_or(format!("{RANK_ENV} is set but {MASTER_PORT_ENV} is not"))?;
+        let host = get(MASTER_ADDR_ENV).unwrap_or("127.0.0.1").to_string();
+        if rank >= world || world != devices_per_node {
+            return Err(format!(
+                "{RANK_ENV}={rank} and {WORLD_SIZE_ENV}={world} do not fit `devices: {devices_per_node}`"
+            ));
+        }
+        return Ok(Role::Rank(RankPlace {
+            rendezvous: Rendezvous {
+                host,
+                port: port_number(port)?,
+                serve_store: false,
+                rank,
+                world_size: world,
+                interface_host: "127.0.0.1".into(),
+                timeout,
+            },
+            local_rank: number(LOCAL_RANK_ENV)?.unwrap_or(rank),
+            nodes: 1,
+            launched_by: "pipe",
+        }));
+    }
+    // A task of `srun` (which sets the step id; the batch script itself,
+    // where SLURM_PROCID is 0 too, does not) among several.
+    let slurm_tasks = number("SLURM_NTASKS")?.unwrap_or(1);
+    let in_step = get("SLURM_STEP_ID").or(get("SLURM_STEPID")).is_some();
+    if slurm_tasks > 1 && in_step {
+        let nodes = number("SLURM_NNODES")?.unwrap_or(1).max(1);
+        let world = devices_per_node * nodes;
+        if slurm_tasks != world {
+            return Err(format!(
+                "srun started {slurm_tasks} tasks on {nodes} node(s), but `devices: {devices_per_node}` \
+                 on {nodes} node(s) is {world} ranks"
+            ));
+        }
+        let rank = number("SLURM_PROCID")?.ok_or("SLURM_PROCID is not set")?;
+        let nodelist = get("SLURM_JOB_NODELIST")
+            .or(get("SLURM_STEP_NODELIST"))
+            .or(get("SLURM_NODELIST"))
+            .ok_or("SLURM_JOB_NODELIST is not set")?;
+        let host = first_host(nodelist)?;
+        let port = match number(MASTER_PORT_ENV)? {
+            Some(port) => port_number(port)?,
+            None => {
+                // Lightning's choice: a port from the job id, so that every
+                // task derives the same one and two jobs rarely collide.
+                let job = number("SLURM_JOB_ID")?.unwrap_or(0);
+                15000 + (job % 20000) as u16
+            }
+        };
+        return Ok(Role::Rank(RankPlace {
+            rendezvous: Rendezvous {
+                host: host.clone(),
+                port,
+                serve_store: rank == 0,
+                rank,
+                world_size: world,
+                // Several nodes: Gloo binds the address the host name
+                // resolves to (or GLOO_SOCKET_IFNAME's), as torch does.
+                interface_host: String::new(),
+                timeout,
+            },
+            local_rank: number("SLURM_LOCALID")?.unwrap_or(rank % devices_per_node),
+            nodes,
+            launched_by: "srun",
+        }));
+    }
+    Ok(if devices_per_node > 1 {
+        Role::Launcher
+    } else {
+        Role::Solo
+    })
+}
+
+fn port_number(port: usize) -> Result<u16, String> {
+    u16::try_from(port)
+        .ok()
+        .filter(|port| *port > 0)
+        .ok_or(format!("{port} is not a TCP port"))
+}
+
+/// The first host of a Slurm host list: `node[07-09,12],gpu1` gives
+/// `node07`, keeping the zero padding, as `scontrol show hostnames` would
+/// list it first.
+pub fn first_host(list: &str) -> Result<String, String> {
+    let bad = || format!("cannot read the Slurm host list `{list}`");
+    let mut host = String::new();
+    let mut rest = list.trim();
+    loop {
+        match rest.find([',', '[']) {
+            None => {
+                host.push_str(rest);
+                break;
+            }
+            Some(at) if rest.as_bytes()[at] == b',' => {
+                host.push_str(&rest[..at]);
+                break;
+            }
+            Some(at) => {
+                host.push_str(&rest[..at]);
+                let close = rest[at..].find(']').ok_or_else(bad)? + at;
+                let ranges = &rest[at + 1..close];
+                let first = ranges.split(',').next().unwrap_or("");
+                let first = first.split('-').next().unwrap_or("");
+                if first.is_empty() || !first.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                host.push_str(first);
+                rest = &rest[close + 1..];
+            }
+        }
+    }
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    const T: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn the_first_host_of_slurm_host_lists() {
+        assert_eq!(first_host("node1").unwrap(), "node1");
+        assert_eq!(first_host("node[07-09,12],gpu1").unwrap(), "node07");
+        assert_eq!(first_host("gpu1,node[2-3]").unwrap(), "gpu1");
+        assert_eq!(first_host("rack[1-2]-n[003-004]").unwrap(), "rack1-n003");
+        assert!(first_host("node[").is_err());
+        assert!(first_host("").is_err());
+        assert!(first_host("n[a-b]").is_err());
+    }
+
+    #[test]
+    fn one_device_is_solo_and_several_launch_unless_a_launcher_or_srun_started_us() {
+        assert!(matches!(role(1, T, &env(&[])), Ok(Role::Solo)));
+        assert!(matches!(role(2, T, &env(&[])), Ok(Role::Launcher)));
+        // The batch script of a 2-task job is not a rank: no step id.
+        assert!(matches!(
+            role(2, T, &env(&[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "0")])),
+            Ok(Role::Launcher)
+        ));
+        let Ok(Role::Rank(place)) = role(
+            3,
+            T,
+            &env(&[
+                (RANK_ENV, "2"),
+                (WORLD_SIZE_ENV, "3"),
+                (MASTER_ADDR_ENV, "127.0.0.1"),
+                (MASTER_PORT_ENV, "4000"),
+            ]),
+        ) else {
+            panic!("not a rank")
+        };
+        assert_eq!(
+            (place.rendezvous.rank, place.rendezvous.world_size, place.rendezvous.port),
+            (2, 3, 4000)
+        );
+        assert!(!place.rendezvous.serve_store);
+    }
+
+    #[test]
+    fn srun_tasks_read_their_place_from_slurm() {
+        let slurm = env(&[
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_NNODES", "2"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_JOB_ID", "1234"),
+            ("SLURM_JOB_NODELIST", "gpu[03-04]"),
+        ]);
+        let Ok(Role::Rank(place)) = role(2, T, &slurm) else {
+            panic!("not a rank")
+        };
+        assert_eq!(place.rendezvous.host, "gpu03");
+        assert_eq!(place.rendezvous.port, 15000 + 1234);
+        assert!(place.rendezvous.serve_store);
+        assert_eq!((place.rendezvous.world_size, place.nodes), (4, 2));
+        let error = role(3, T, &slurm).unwrap_err();
+        assert!(error.contains("4 tasks") && error.contains("6 ranks"), "{error}");
+    }
+}
