@@ -345,16 +345,18 @@ fn train(
                          the first node must be reachable from the others on that port",
                     )
                 })?;
-                if lead {
-                    context.message(format!(
-                        "{} ranks joined over {} ({} node{}, started by {})",
-                        place.rendezvous.world_size,
-                        backend.name(),
-                        place.nodes,
-                        if place.nodes == 1 { "" } else { "s" },
-                        place.launched_by
-                    ));
-                }
+                // Every rank says so: a rank that fails later is then named
+                // with a last line of its own.
+                context.message(format!(
+                    "rank {} of {} joined over {} on {} ({} node{}, started by {})",
+                    place.rendezvous.rank,
+                    place.rendezvous.world_size,
+                    backend.name(),
+                    device_name(device),
+                    place.nodes,
+                    if place.nodes == 1 { "" } else { "s" },
+                    place.launched_by
+                ));
                 Box::new(group)
             }
         };

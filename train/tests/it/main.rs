@@ -9,4 +9,5 @@
 mod cuda;
 mod linking;
 mod model_parity;
+mod ranks;
 mod train;

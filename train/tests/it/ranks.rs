@@ -1,0 +1,190 @@
+//! The rank processes of a data-parallel run (src/launch.rs) when one of
+//! them fails the way ranks fail in real life: killed with SIGKILL in the
+//! middle of an epoch (the OOM killer), or stopped (a hung NFS read, a
+//! debugger). Through the real `pipe-stage-train` worker, two ranks over
+//! Gloo on the CPU.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use pipe_test_support::worker::invocation;
+use serde_json::{json, Value};
+
+use crate::train::{model_dir, tokens};
+
+fn worker() -> String {
+    std::env::var("PIPE_TRAIN_WORKER")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_pipe-stage-train").to_string())
+}
+
+/// A long ddp run on two CPU ranks, started and left running.
+fn start_long_ddp(dir: &Path, timeout_s: u64) -> (Child, mpsc::Receiver<Value>) {
+    let tokens = tokens(dir);
+    let model = model_dir(dir, "tiny-bert", 5);
+    let params = json!({
+        "tokens": tokens, "model": model, "num_labels": 2, "epochs": 200, "batch_size": 2,
+        "lr": 1e-3, "weight_decay": 0.0, "warmup_ratio": 0.0, "accumulate_grad_batches": 1,
+        "gradient_clip_val": null, "seed": 1, "limit_train_samples": null,
+        "early_stopping_patience": null, "precision": "32-true", "strategy": "ddp",
+        "devices": 2, "collective_timeout": timeout_s,
+    });
+    let run_dir = dir.join("ddp");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    let file = run_dir.join("invocation.json");
+    let invocation = invocation(&run_dir, "train", "train/classifier", params, None, 2);
+    std::fs::write(&file, invocation.to_string()).unwrap();
+    let mut child = Command::new(worker())
+        .args(["run", "--invocation"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let event: Value = serde_json::from_str(&line).unwrap_or(json!({"raw": line}));
+            if sender.send(event).is_err() {
+                break;
+            }
+        }
+    });
+    (child, receiver)
+}
+
+/// Events until rank 0 reports a training step, which the ranks reach
+/// only together.
+fn until_training(events: &mpsc::Receiver<Value>) -> Vec<Value> {
+    let mut seen = Vec::new();
+    loop {
+        let event = events
+            .recv_timeout(Duration::from_secs(300))
+            .expect("no training progress from the ranks");
+        let training = event["event"] == "progress"
+            && event["phase"].as_str().is_some_and(|p| p.starts_with("train epoch"))
+            && event["done"].as_u64().is_some_and(|done| done > 0);
+        seen.push(event);
+        if training {
+            return seen;
+        }
+    }
+}
+
+/// The rank processes the worker started: (rank, pid), from /proc.
+fn ranks_of(worker: u32) -> Vec<(usize, i32)> {
+    let mut ranks = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{worker}/task")).unwrap() {
+        let children = std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
+        for pid in children.split_whitespace() {
+            let pid: i32 = pid.parse().unwrap();
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let rank = environ
+                .split(|byte| *byte == 0)
+                .filter_map(|pair| std::str::from_utf8(pair).ok())
+                .find_map(|pair| pair.strip_prefix("PIPE_RANK="))
+                .and_then(|rank| rank.parse().ok());
+            if let Some(rank) = rank {
+                ranks.push((rank, pid));
+            }
+        }
+    }
+    ranks.sort();
+    ranks
+}
+
+fn alive(pid: i32) -> bool {
+    // A zombie is dead; only its entry in the table remains.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
+/// Waits for the worker to end (a guard against a hang, not a timing
+/// assertion) and returns its events after `seen`.
+fn finish(mut child: Child, events: mpsc::Receiver<Value>, mut seen: Vec<Value>) -> (bool, Vec<Value>) {
+    let guard = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if guard.elapsed() > Duration::from_secs(300) {
+            let _ = child.kill();
+            panic!("the worker did not end after its rank failed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    seen.extend(events.iter());
+    (status.success(), seen)
+}
+
+fn error_of(events: &[Value]) -> String {
+    let last = events.last().expect("no event");
+    assert_eq!(last["event"], "error", "{last}");
+    format!(
+        "{} | {}",
+        last["message"].as_str().unwrap_or(""),
+        last["hint"].as_str().unwrap_or("")
+    )
+}
+
+fn assert_no_rank_left(ranks: &[(usize, i32)]) {
+    for (rank, pid) in ranks {
+        let guard = Instant::now();
+        while alive(*pid) && guard.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!alive(*pid), "rank {rank} (pid {pid}) outlived the stage");
+    }
+}
+
+#[test]
+fn a_rank_killed_mid_epoch_fails_the_stage_naming_it_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, events) = start_long_ddp(dir.path(), 60);
+    let seen = until_training(&events);
+    let ranks = ranks_of(child.id());
+    assert_eq!(ranks.iter().map(|(rank, _)| *rank).collect::<Vec<_>>(), [0, 1], "{ranks:?}");
+    // SAFETY: kill(2) on a pid of our grandchild, still running.
+    assert_eq!(unsafe { libc::kill(ranks[1].1, libc::SIGKILL) }, 0);
+    let (success, events) = finish(child, events, seen);
+    assert!(!success);
+    let error = error_of(&events);
+    assert!(error.contains("rank 1 of 2 failed"), "{error}");
+    assert!(error.contains("signal 9"), "{error}");
+    assert!(error.contains("its last line"), "{error}");
+    // Every rank's messages reach the stage's log with its rank in front.
+    let messages: Vec<&str> = events
+        .iter()
+        .filter(|event| event["event"] == "message")
+        .filter_map(|event| event["text"].as_str())
+        .collect();
+    assert!(
+        messages.iter().any(|text| text.starts_with("[rank0] training on")),
+        "{messages:?}"
+    );
+    assert_no_rank_left(&ranks);
+}
+
+#[test]
+fn a_rank_that_stops_answering_is_named_when_the_others_time_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, events) = start_long_ddp(dir.path(), 3);
+    let seen = until_training(&events);
+    let ranks = ranks_of(child.id());
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    // SAFETY: as above; SIGSTOP leaves it alive and silent.
+    assert_eq!(unsafe { libc::kill(ranks[1].1, libc::SIGSTOP) }, 0);
+    let (success, events) = finish(child, events, seen);
+    assert!(!success);
+    let error = error_of(&events);
+    assert!(error.contains("rank 1"), "{error}");
+    assert!(error.contains("stopped answering"), "{error}");
+    assert!(error.contains("timed out after 3 s"), "{error}");
+    assert!(error.contains("collective_timeout"), "{error}");
+    assert_no_rank_left(&ranks);
+}
