@@ -188,3 +188,17 @@ fn a_rank_that_stops_answering_is_named_when_the_others_time_out() {
     assert!(error.contains("collective_timeout"), "{error}");
     assert_no_rank_left(&ranks);
 }
+
+/// What `kill -9` of pipe comes to for the ranks: pipe's death kills the
+/// worker (the engine's PR_SET_PDEATHSIG), and the worker's kills its ranks.
+#[test]
+fn the_ranks_die_with_a_killed_launcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, events) = start_long_ddp(dir.path(), 60);
+    let _ = until_training(&events);
+    let ranks = ranks_of(child.id());
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_no_rank_left(&ranks);
+}
