@@ -103,6 +103,13 @@ pub struct StageInfo {
     /// GPUs it hands out and those the stage uses cannot disagree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices_param: Option<String>,
+    /// The integer param that says on how many nodes the stage's replicas
+    /// run (`num_nodes` of `train/classifier`, as Lightning's
+    /// `Trainer(num_nodes=)`). It is in the key, since the replicas' count
+    /// changes the global batch; the engine requires it to equal
+    /// `resources.nodes`, which is what Slurm is asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes_param: Option<String>,
     /// The stage reports on the run it is part of (`report/html`): the
     /// engine runs it after every other stage of the pipeline, hands it a
     /// [`RunContext`], and runs it every time, since the run is an input
@@ -491,6 +498,7 @@ mod tests {
             outputs: vec![],
             metrics: vec![],
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -202,10 +202,39 @@ impl StageContext {
     }
 }
 
+/// Set by [`events_to_stderr`].
+static STDERR_EVENTS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// From now on, this process's events are lines on stderr with `prefix`
+/// in front, not protocol on stdout: for the ranks of a multi-task Slurm
+/// step other than rank 0, whose stdout srun merges into rank 0's event
+/// stream. Progress is dropped; messages and errors stay readable in the
+/// stage log.
+pub fn events_to_stderr(prefix: String) {
+    let _ = STDERR_EVENTS.set(prefix);
+}
+
+fn emit_to_stderr(prefix: &str, event: &Event) {
+    let line = match event {
+        Event::Progress { .. } => return,
+        Event::Message { text } => redact_text(text).into_owned(),
+        Event::Done => "done".to_string(),
+        Event::Error { message, hint } => match hint {
+            Some(hint) => format!("error: {} ({})", redact_text(message), redact_text(hint)),
+            None => format!("error: {}", redact_text(message)),
+        },
+    };
+    eprintln!("{prefix}{line}");
+}
+
 /// Writes one event line to stdout and flushes it, so the engine sees it now.
 /// Credentials in URLs are masked here, once for every message a stage
 /// writes (`pipe_protocol::redact`): the engine logs and shows these lines.
 pub fn emit(event: &Event) {
+    if let Some(prefix) = STDERR_EVENTS.get() {
+        emit_to_stderr(prefix, event);
+        return;
+    }
     let event = match event {
         Event::Message { text } => Cow::Owned(Event::Message {
             text: redact_text(text).into_owned(),

@@ -21,7 +21,7 @@ pub mod rng;
 pub mod token_file;
 pub mod worker;
 
-pub use context::{emit, StageContext};
+pub use context::{emit, events_to_stderr, StageContext};
 pub use error::StageError;
 pub use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec, StageInfo};
 

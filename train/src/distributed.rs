@@ -46,6 +46,7 @@ pub struct RankPlace {
 /// machine, from the environment `env` (the process's, in the worker).
 pub fn role(
     devices_per_node: usize,
+    nodes: usize,
     timeout: Duration,
     env: &HashMap<String, String>,
 ) -> Result<Role, String> {
@@ -64,6 +65,11 @@ pub fn role(
         let world = number(WORLD_SIZE_ENV)?.ok_or(format!("{RANK_ENV} is set but {WORLD_SIZE_ENV} is not"))?;
         let port = number(MASTER_PORT_ENV)?.ok_or(format!("{RANK_ENV} is set but {MASTER_PORT_ENV} is not"))?;
         let host = get(MASTER_ADDR_ENV).unwrap_or("127.0.0.1").to_string();
+        if nodes > 1 {
+            return Err(format!(
+                "`num_nodes: {nodes}`, but pipe's launcher starts ranks on this machine only"
+            ));
+        }
         if rank >= world || world != devices_per_node {
             return Err(format!(
                 "{RANK_ENV}={rank} and {WORLD_SIZE_ENV}={world} do not fit `devices: {devices_per_node}`"
@@ -89,7 +95,12 @@ pub fn role(
     let slurm_tasks = number("SLURM_NTASKS")?.unwrap_or(1);
     let in_step = get("SLURM_STEP_ID").or(get("SLURM_STEPID")).is_some();
     if slurm_tasks > 1 && in_step {
-        let nodes = number("SLURM_NNODES")?.unwrap_or(1).max(1);
+        let slurm_nodes = number("SLURM_NNODES")?.unwrap_or(1).max(1);
+        if slurm_nodes != nodes {
+            return Err(format!(
+                "srun started the tasks on {slurm_nodes} node(s), but `num_nodes` is {nodes}"
+            ));
+        }
         let world = devices_per_node * nodes;
         if slurm_tasks != world {
             return Err(format!(
@@ -128,6 +139,12 @@ pub fn role(
             nodes,
             launched_by: "srun",
         }));
+    }
+    if nodes > 1 {
+        return Err(format!(
+            "`num_nodes: {nodes}` needs one task per device on every node, started by Slurm's srun; \
+             this process is not an srun task of such a job"
+        ));
     }
     Ok(if devices_per_node > 1 {
         Role::Launcher
@@ -206,15 +223,16 @@ mod tests {
 
     #[test]
     fn one_device_is_solo_and_several_launch_unless_a_launcher_or_srun_started_us() {
-        assert!(matches!(role(1, T, &env(&[])), Ok(Role::Solo)));
-        assert!(matches!(role(2, T, &env(&[])), Ok(Role::Launcher)));
+        assert!(matches!(role(1, 1, T, &env(&[])), Ok(Role::Solo)));
+        assert!(matches!(role(2, 1, T, &env(&[])), Ok(Role::Launcher)));
         // The batch script of a 2-task job is not a rank: no step id.
         assert!(matches!(
-            role(2, T, &env(&[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "0")])),
+            role(2, 1, T, &env(&[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "0")])),
             Ok(Role::Launcher)
         ));
         let Ok(Role::Rank(place)) = role(
             3,
+            1,
             T,
             &env(&[
                 (RANK_ENV, "2"),
@@ -243,14 +261,14 @@ mod tests {
             ("SLURM_JOB_ID", "1234"),
             ("SLURM_JOB_NODELIST", "gpu[03-04]"),
         ]);
-        let Ok(Role::Rank(place)) = role(2, T, &slurm) else {
+        let Ok(Role::Rank(place)) = role(2, 1, T, &slurm) else {
             panic!("not a rank")
         };
         assert_eq!(place.rendezvous.host, "gpu03");
         assert_eq!(place.rendezvous.port, 15000 + 1234);
         assert!(place.rendezvous.serve_store);
         assert_eq!((place.rendezvous.world_size, place.nodes), (4, 2));
-        let error = role(3, T, &slurm).unwrap_err();
+        let error = role(3, 1, T, &slurm).unwrap_err();
         assert!(error.contains("4 tasks") && error.contains("6 ranks"), "{error}");
     }
 }

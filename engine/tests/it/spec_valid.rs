@@ -585,6 +585,7 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
                 }],
                 metrics: vec![],
                 devices_param: None,
+                nodes_param: None,
                 reads_run: true,
             }],
         )

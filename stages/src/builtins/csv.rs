@@ -82,6 +82,7 @@ impl BuiltinStage for FromCsv {
                 "labels.<class id>".into(),
             ],
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -51,6 +51,7 @@ impl BuiltinStage for Download {
             }],
             metrics: vec!["bytes".into(), "seconds".into(), "bytes_per_second".into()],
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -63,6 +63,7 @@ impl BuiltinStage for HfDownload {
                 "seconds".into(),
             ],
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -150,6 +150,7 @@ impl BuiltinStage for ImdbExtract {
                 "ignored_files".into(),
             ],
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -93,6 +93,7 @@ impl BuiltinStage for HtmlReport {
             }],
             metrics: Vec::new(),
             devices_param: None,
+            nodes_param: None,
             reads_run: true,
         }
     }

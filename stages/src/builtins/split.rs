@@ -92,6 +92,7 @@ impl BuiltinStage for Split {
                 "test.labels.<label>".into(),
             ],
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

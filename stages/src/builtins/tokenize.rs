@@ -80,6 +80,7 @@ impl BuiltinStage for Tokenize {
                 .map(|name| format!("<split>.{name}"))
                 .collect(),
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -73,6 +73,7 @@ impl BuiltinStage for EvalClassifier {
             .map(|name| name.to_string())
             .collect(),
             devices_param: None,
+            nodes_param: None,
             reads_run: false,
         }
     }

@@ -162,6 +162,13 @@ impl BuiltinStage for TrainClassifier {
                     Some(json!(1)),
                     "replicas per node under ddp and the sharded strategies, one process each (1 under single); with GPUs, equal to the stage's `resources.gpus`",
                 ),
+                ParamSpec::new(
+                    "num_nodes",
+                    ParamKind::Integer,
+                    Some(json!(1)),
+                    "nodes the replicas span, `devices` on each (Lightning's `num_nodes`); above 1 only on Slurm, equal to the stage's `resources.nodes`",
+                )
+                .at_least(1.0),
                 ParamSpec::choice(
                     "process_group_backend",
                     PROCESS_GROUP_BACKENDS,
@@ -238,6 +245,7 @@ impl BuiltinStage for TrainClassifier {
             .map(|name| name.to_string())
             .collect(),
             devices_param: Some("devices".into()),
+            nodes_param: Some("num_nodes".into()),
             reads_run: false,
         }
     }
@@ -250,7 +258,7 @@ impl BuiltinStage for TrainClassifier {
             settings.devices
         };
         let environment: HashMap<String, String> = std::env::vars().collect();
-        let role = distributed::role(per_node, settings.timeout, &environment).map_err(|problem| {
+        let role = distributed::role(per_node, settings.nodes, settings.timeout, &environment).map_err(|problem| {
             StageError::input(
                 format!("cannot tell this replica's place in the run: {problem}"),
                 "under Slurm, give the stage `resources: {nodes: M, gpus: G}` with `devices: G`, \
@@ -292,6 +300,12 @@ fn train(
 ) -> Result<()> {
         let rank = place.map_or(0, |place| place.rendezvous.rank);
         let lead = rank == 0;
+        if let Some(place) = place.filter(|place| place.launched_by == "srun" && !lead) {
+            // Every srun task's stdout lands in the one event stream the
+            // engine reads; only rank 0 speaks the protocol there. The
+            // others' lines go to stderr, which reaches the stage log.
+            pipe_stages::events_to_stderr(format!("[rank{}] ", place.rendezvous.rank));
+        }
         let device = match place {
             None => devices[0],
             Some(place) => *devices.get(place.local_rank).ok_or_else(|| {
@@ -602,6 +616,7 @@ struct Settings {
     tf32: bool,
     strategy: Strategy,
     devices: usize,
+    nodes: usize,
     backend: Option<c10d::Backend>,
     /// How long a replica waits for the others (`collective_timeout`).
     timeout: Duration,
@@ -720,6 +735,8 @@ impl Settings {
                 "devices",
                 "1 for one device; N for ddp or a sharded strategy on N devices",
             )? as usize,
+            nodes: at_least_one("num_nodes", "1 for one machine; M with `resources.nodes: M` on Slurm")?
+                as usize,
             backend: match context.str("process_group_backend")? {
                 "gloo" => Some(c10d::Backend::Gloo),
                 "nccl" => Some(c10d::Backend::Nccl),
@@ -740,6 +757,13 @@ impl Settings {
                 })?
             },
         };
+        if settings.strategy == Strategy::Single && settings.nodes != 1 {
+            return Err(StageError::param(
+                "num_nodes",
+                format!("is {}, but strategy `single` trains on one device", settings.nodes),
+                "use `strategy: ddp` (or a sharded strategy) to train across nodes",
+            ));
+        }
         if settings.limit_train_samples == Some(0) {
             return Err(StageError::param(
                 "limit_train_samples",

@@ -202,3 +202,65 @@ fn the_ranks_die_with_a_killed_launcher() {
     child.wait().unwrap();
     assert_no_rank_left(&ranks);
 }
+
+/// The same ddp run on two ranks, started by pipe's launcher and by
+/// Slurm's srun (two tasks on the test cluster's one node, each reading its
+/// place from SLURM_PROCID, SLURM_NTASKS and SLURM_JOB_NODELIST), trains
+/// the same bytes.
+#[test]
+fn a_two_task_srun_step_trains_the_bytes_of_the_local_two_process_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 9);
+    let params = json!({
+        "tokens": tokens, "model": model, "num_labels": 2, "epochs": 2, "batch_size": 4,
+        "lr": 1e-3, "weight_decay": 0.01, "warmup_ratio": 0.0, "accumulate_grad_batches": 1,
+        "gradient_clip_val": null, "seed": 3, "limit_train_samples": 96,
+        "early_stopping_patience": null, "precision": "32-true", "strategy": "ddp",
+        "devices": 2,
+    });
+    // Launched here: 2 threads split into one per rank.
+    let local_dir = dir.path().join("local");
+    let local = pipe_test_support::worker::run_invocation(
+        &worker(),
+        &local_dir,
+        &invocation(&local_dir, "train", "train/classifier", params.clone(), None, 2),
+    );
+    assert!(local.success, "{}", local.error());
+
+    // Launched by srun: one thread per task, as above.
+    let slurm_dir = dir.path().join("srun");
+    std::fs::create_dir_all(&slurm_dir).unwrap();
+    let file = slurm_dir.join("invocation.json");
+    std::fs::write(
+        &file,
+        invocation(&slurm_dir, "train", "train/classifier", params, None, 1).to_string(),
+    )
+    .unwrap();
+    let output = pipe_test_support::slurm::command("srun")
+        .args(["--ntasks=2", "--nodes=1", "--cpus-per-task=1", "--kill-on-bad-exit=1"])
+        .arg(worker())
+        .args(["run", "--invocation"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "srun failed:\n{stdout}\n{stderr}");
+    // Only rank 0 speaks the protocol on the shared stdout; rank 1's lines
+    // are on stderr with its rank in front.
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not an event: {line}")))
+        .collect();
+    assert_eq!(events.iter().filter(|event| event["event"] == "done").count(), 1, "{stdout}");
+    assert!(stderr.contains("[rank1] rank 1 of 2 joined over gloo"), "{stderr}");
+    assert!(
+        events.iter().any(|event| event["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("rank 0 of 2 joined over gloo on cpu (1 node, started by srun)"))),
+        "{stdout}"
+    );
+    let read = |dir: &Path| std::fs::read(dir.join("out/checkpoint/model.safetensors")).unwrap();
+    assert!(read(&local_dir) == read(&slurm_dir), "srun's ranks trained other weights");
+}
