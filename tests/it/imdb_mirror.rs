@@ -174,6 +174,17 @@ impl Mirror {
     /// archive's URL and md5 as params, the hub at `HF_ENDPOINT`), then
     /// `args`, which may override those.
     pub fn run(&self, project: &TestProject, file: &str, args: &[&str]) -> RunResult {
+        self.run_with_env(project, file, args, &[])
+    }
+
+    /// [`Mirror::run`] with more variables in pipe's environment.
+    pub fn run_with_env(
+        &self,
+        project: &TestProject,
+        file: &str,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> RunResult {
         let pipeline = format!("pipelines/{file}");
         let url = format!("imdb.url={}", self.server.url("/data/aclImdb_v1.tar.gz"));
         let md5 = format!("imdb.md5={}", self.archive_md5);
@@ -183,6 +194,7 @@ impl Mirror {
             .args(args)
             .env("HF_ENDPOINT", self.server.url(""))
             .env("HF_HOME", self.hf_home.path())
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         RunResult::from_output(output)

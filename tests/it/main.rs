@@ -27,6 +27,7 @@ mod resolved_pipeline;
 mod run_report;
 mod secrets;
 mod slurm;
+mod slurm_ranks;
 mod spec_safety;
 mod speed_study;
 mod status_scale;

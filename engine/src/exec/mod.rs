@@ -269,6 +269,7 @@ pub fn run(
             .collect();
         slurm::check_requests(settings, &on_cluster)?;
     }
+    check_local_requests(pipeline, &dag, &targets, &options.executor)?;
     let root = pipeline.root.clone();
     let git = std::thread::spawn(move || runs::git_state(&root));
     let cache = Cache::open(&project.cache_dir)?;
@@ -748,5 +749,46 @@ fn failed_record(
         detail: Some(redact_text(&failure.to_string()).into_owned()),
         job: None,
         node: None,
+    }
+}
+
+/// A stage that runs on this machine cannot span nodes: refused, at its
+/// place in the pipeline, before anything runs.
+fn check_local_requests(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    targets: &[usize],
+    executor: &Executor,
+) -> Result<()> {
+    let selected = if targets.is_empty() {
+        dag.order.clone()
+    } else {
+        dag.closure(targets)
+    };
+    let on_slurm = matches!(executor, Executor::Slurm(_));
+    let diagnostics: Vec<crate::diagnostic::Diagnostic> = selected
+        .iter()
+        .map(|&index| &pipeline.stages[index])
+        .filter(|stage| stage.resources.nodes > 1 && (!on_slurm || stage.local))
+        .map(|stage| {
+            crate::diagnostic::Diagnostic::new(
+                "nodes-need-slurm",
+                format!(
+                    "stage `{}` asks for {} nodes, but it runs on this machine",
+                    stage.name, stage.resources.nodes
+                ),
+            )
+            .at(stage.location.clone())
+            .with_hint(if stage.local {
+                "a `local: true` stage never goes to Slurm; drop `local`, or ask for `resources.nodes: 1`"
+            } else {
+                "run it on Slurm (`pipe run --executor slurm`, or `executor: slurm` in the pipeline), or ask for `resources.nodes: 1`"
+            })
+        })
+        .collect();
+    if diagnostics.is_empty() {
+        Ok(())
+    } else {
+        Err(EngineError::Spec(diagnostics))
     }
 }

@@ -155,6 +155,13 @@ pub struct Resources {
     /// Wall-clock limit in seconds (`time: 2h`); asked of Slurm, not
     /// enforced locally.
     pub time_s: Option<u64>,
+    /// Nodes (`nodes: 2`): above 1 only on Slurm, for a stage whose
+    /// replicas span nodes (`num_nodes` of `train/classifier`).
+    pub nodes: u32,
+    /// Processes per node: the stage's replicas (its `devices` param) when
+    /// it has several. Locally the worker starts them; on Slurm, srun does,
+    /// one task each. Not written by the user.
+    pub ranks_per_node: u32,
 }
 
 impl Default for Resources {
@@ -164,6 +171,8 @@ impl Default for Resources {
             gpus: 0,
             mem_mb: None,
             time_s: None,
+            nodes: 1,
+            ranks_per_node: 1,
         }
     }
 }

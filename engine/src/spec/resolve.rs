@@ -514,7 +514,7 @@ impl<'a> Resolver<'a> {
         scope.field = "env";
         let (env, secret_env) = self.env(decl, &scope, &mut effects, diagnostics);
         scope.field = "resources";
-        let resources = self.resources(decl, &scope, &mut effects, diagnostics);
+        let mut resources = self.resources(decl, &scope, &mut effects, diagnostics);
         self.params_list(decl, &mut effects, diagnostics);
 
         let desc = decl
@@ -562,9 +562,26 @@ impl<'a> Resolver<'a> {
             });
         }
 
+        if worker_with.is_none() && resources.nodes > 1 {
+            let at = decl
+                .node
+                .get("resources")
+                .map_or_else(|| self.location(decl.node.span), |node| self.location(node.span));
+            diagnostics.push(
+                Diagnostic::new(
+                    "nodes-unsupported",
+                    format!(
+                        "stage `{}` asks for {} nodes, but a command runs on one",
+                        expansion.name, resources.nodes
+                    ),
+                )
+                .at(at)
+                .with_hint("only stages whose replicas span nodes (`train/classifier` with `num_nodes`) take `resources.nodes`; drop it, or run one stage per node"),
+            );
+        }
         let kind = match worker_with {
             Some(with) => self
-                .worker_stage(decl, expansion, with, &mut deps, &resources, diagnostics)
+                .worker_stage(decl, expansion, with, &mut deps, &mut resources, diagnostics)
                 .map_or(kind, |worker| StageKind::Worker(Box::new(worker))),
             None => kind,
         };
@@ -850,7 +867,7 @@ impl<'a> Resolver<'a> {
         effects: &mut Effects,
         diagnostics: &mut Diagnostics,
     ) {
-        const KNOWN: [&str; 4] = ["cpus", "gpus", "mem", "time"];
+        const KNOWN: [&str; 5] = ["cpus", "gpus", "mem", "time", "nodes"];
         if !KNOWN.contains(&entry.key.as_str()) {
             let suggestion = did_you_mean(&entry.key, KNOWN);
             diagnostics.push(
@@ -861,7 +878,7 @@ impl<'a> Resolver<'a> {
                 .at(self.location(entry.key_span))
                 .with_hint(hint_with_suggestion(
                     suggestion,
-                    "known resources: cpus, gpus, mem (`8G`), time (`2h`, `30m`, `1-00:00:00`)"
+                    "known resources: cpus, gpus, mem (`8G`), time (`2h`, `30m`, `1-00:00:00`), nodes"
                         .to_string(),
                 )),
             );
@@ -888,6 +905,13 @@ impl<'a> Resolver<'a> {
             "time" => (
                 crate::executor::parse_time_limit_s(&text).map(|s| resources.time_s = Some(s)),
                 "a time limit such as `30m`, `2h`, `1h30m` or `1-00:00:00` (a bare number is minutes)",
+            ),
+            "nodes" => (
+                text.parse::<u32>()
+                    .ok()
+                    .filter(|count| *count >= 1)
+                    .map(|count| resources.nodes = count),
+                "a whole number of 1 or more",
             ),
             key => {
                 let slot = if key == "cpus" { &mut resources.cpus } else { &mut resources.gpus };

@@ -125,7 +125,7 @@ impl<'a> Resolver<'a> {
         expansion: &Expansion,
         with: Value,
         deps: &mut Vec<Dep>,
-        resources: &Resources,
+        resources: &mut Resources,
         diagnostics: &mut Diagnostics,
     ) -> Option<WorkerStage> {
         let DeclKind::Worker {
@@ -272,6 +272,56 @@ impl<'a> Resolver<'a> {
                 );
                 ok = false;
             }
+        }
+        if let Some(name) = &info.devices_param {
+            let devices = resolved.get(name).and_then(Value::as_u64).unwrap_or(1);
+            resources.ranks_per_node = u32::try_from(devices).unwrap_or(u32::MAX).max(1);
+        }
+        let nodes = u64::from(resources.nodes);
+        match &info.nodes_param {
+            Some(name) => {
+                let asked = resolved.get(name).and_then(Value::as_u64);
+                if asked != Some(nodes) {
+                    let asked = asked.map_or_else(|| "unset".to_string(), |n| n.to_string());
+                    let at = match (with_entry(name), decl.node.get("resources")) {
+                        (None, Some(resources)) => self.location(resources.span),
+                        _ => place(name, false),
+                    };
+                    diagnostics.push(
+                        Diagnostic::new(
+                            "nodes-mismatch",
+                            format!(
+                                "stage `{}` asks Slurm for {nodes} node(s) in `resources.nodes` but runs on `{name}: {asked}`",
+                                expansion.name
+                            ),
+                        )
+                        .at(at)
+                        .with_hint(format!(
+                            "give both the same number: `{name}: {nodes}`, or `resources.nodes: {asked}`"
+                        )),
+                    );
+                    ok = false;
+                }
+            }
+            None if nodes > 1 => {
+                let at = decl
+                    .node
+                    .get("resources")
+                    .map_or_else(|| self.location(decl.node.span), |node| self.location(node.span));
+                diagnostics.push(
+                    Diagnostic::new(
+                        "nodes-unsupported",
+                        format!(
+                            "stage `{}` asks for {nodes} nodes, but `{uses}` runs on one",
+                            expansion.name
+                        ),
+                    )
+                    .at(at)
+                    .with_hint("only stages whose replicas span nodes (`train/classifier` with `num_nodes`) take `resources.nodes`"),
+                );
+                ok = false;
+            }
+            None => {}
         }
         ok.then(|| WorkerStage {
             uses: uses.clone(),

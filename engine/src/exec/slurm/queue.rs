@@ -433,6 +433,28 @@ impl Partitions {
                     resources.gpus
                 ));
             }
+            if resources.nodes > 1 {
+                let fitting = nodes
+                    .iter()
+                    .filter(|node| {
+                        node.cpus >= resources.cpus
+                            && node.gpus >= resources.gpus
+                            && resources.mem_mb.is_none_or(|mb| node.mem_mb >= mb)
+                    })
+                    .count();
+                if fitting < resources.nodes as usize {
+                    problems.push(format!(
+                        "{} nodes, but {name} has {fitting} node(s) that can hold its share of it",
+                        resources.nodes
+                    ));
+                }
+            }
+            if u64::from(resources.ranks_per_node) > cpus {
+                problems.push(format!(
+                    "{} tasks per node (one per replica), but the largest node of {name} has {cpus} CPUs",
+                    resources.ranks_per_node
+                ));
+            }
             if let (Some(asked), Some(limit)) = (resources.time_s, max_time) {
                 if asked > limit {
                     problems.push(format!(

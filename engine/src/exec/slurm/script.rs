@@ -51,7 +51,13 @@ pub(super) fn task_script(task: &Task<'_>) -> String {
             let _ = writeln!(script, "export {name}={}", quote(value));
         }
     }
-    let command: Vec<String> = task.argv.iter().map(|arg| quote(arg)).collect();
+    let mut command: Vec<String> = task.argv.iter().map(|arg| quote(arg)).collect();
+    if spans_tasks(&task.stage.resources) {
+        // One process per replica on every node, each a rank reading its
+        // place from srun's environment (SLURM_PROCID, SLURM_NTASKS, the
+        // node list); one that fails takes the step down with it.
+        command.splice(0..0, ["srun".to_string(), "--kill-on-bad-exit=1".to_string()]);
+    }
     let redirect = match (task.events, task.stderr) {
         (Some(events), Some(stderr)) => format!(">{} 2>{}", quote_path(events), quote_path(stderr)),
         _ => format!(">{} 2>&1", quote_path(task.log)),
@@ -77,9 +83,25 @@ pub(super) fn array_script(dir: &Path) -> String {
     )
 }
 
-/// `sbatch` options for what the stage asks, and the cluster settings.
+/// Whether the stage runs as several srun tasks (replicas per node, or
+/// nodes) rather than as one process.
+pub(super) fn spans_tasks(resources: &Resources) -> bool {
+    resources.nodes > 1 || resources.ranks_per_node > 1
+}
+
+/// `sbatch` options for what the stage asks, and the cluster settings. A
+/// stage of several ranks gets `nodes` nodes with one task per replica on
+/// each, and its `cpus` (per node) shared among its tasks.
 pub(super) fn resource_flags(resources: &Resources, settings: &SlurmSettings) -> Vec<String> {
-    let mut flags = vec![format!("--cpus-per-task={}", resources.cpus.max(1))];
+    let mut flags = Vec::new();
+    if spans_tasks(resources) {
+        let ranks = resources.ranks_per_node.max(1);
+        flags.push(format!("--nodes={}", resources.nodes.max(1)));
+        flags.push(format!("--ntasks-per-node={ranks}"));
+        flags.push(format!("--cpus-per-task={}", (resources.cpus / ranks).max(1)));
+    } else {
+        flags.push(format!("--cpus-per-task={}", resources.cpus.max(1)));
+    }
     if let Some(mb) = resources.mem_mb {
         flags.push(format!("--mem={mb}M"));
     }
@@ -134,6 +156,8 @@ mod tests {
             gpus: 2,
             mem_mb: Some(8192),
             time_s: Some(5400),
+            nodes: 1,
+            ranks_per_node: 1,
         };
         assert_eq!(
             resource_flags(&resources, &settings),
@@ -146,6 +170,17 @@ mod tests {
                 "--qos=high",
                 "--constraint=a100"
             ]
+        );
+        let replicas = Resources {
+            nodes: 2,
+            ranks_per_node: 4,
+            cpus: 16,
+            gpus: 4,
+            ..resources
+        };
+        assert_eq!(
+            resource_flags(&replicas, &settings)[..4],
+            ["--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=4", "--mem=8192M"]
         );
     }
 }

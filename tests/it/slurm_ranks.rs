@@ -1,0 +1,101 @@
+//! A ddp training stage on the real test Slurm: one job whose batch script
+//! starts the stage's two replicas with srun, one task each, which meet
+//! through c10d at the first node of the job. It trains the bytes the same
+//! stage trains here, where the worker starts the two ranks itself.
+
+use pipe_test_support::slurm;
+
+use crate::imdb_mirror::{project_with_pipeline, Mirror};
+
+const TRAIN: &str = "train@precision=32-true,setup=ddp2-cpu";
+
+#[test]
+fn a_ddp_stage_on_slurm_runs_its_replicas_as_srun_tasks_and_trains_the_local_bytes() {
+    let mirror = Mirror::start();
+    let args = [
+        "-S",
+        "precisions=[32-true]",
+        "-S",
+        "setups=[ddp2-cpu]",
+        "-S",
+        "split.train=16",
+        "-S",
+        "split.val=4",
+        "-S",
+        "split.test=4",
+        "-S",
+        "tokenize.max_length=64",
+        "-S",
+        "train.epochs=1",
+        "-S",
+        "train.batch_size=4",
+    ];
+    let local = project_with_pipeline("speed-study.yaml");
+    let here = mirror.run(&local, "speed-study.yaml", &args);
+    assert_eq!(here.code, 0, "{}", here.stderr);
+
+    let cluster = project_with_pipeline("speed-study.yaml");
+    let mut on_slurm: Vec<&str> = vec!["--executor", "slurm"];
+    on_slurm.extend(args);
+    let there = mirror.run_with_env(
+        &cluster,
+        "speed-study.yaml",
+        &on_slurm,
+        &[("SLURM_CONF", slurm::conf().as_os_str())],
+    );
+    assert_eq!(there.code, 0, "{}", there.stderr);
+    assert_eq!(there.status(TRAIN), "ran");
+
+    // Submitted as one job of two tasks on one node, which srun started.
+    let jobs = slurm::jobs_of(cluster.root());
+    let shown: Vec<String> = jobs
+        .iter()
+        .map(|job| {
+            let output = slurm::command("scontrol")
+                .args(["show", "job", &job.id])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        })
+        .collect();
+    let training: Vec<&String> = shown.iter().filter(|text| text.contains("NumTasks=2")).collect();
+    assert_eq!(training.len(), 1, "{shown:#?}");
+    assert!(
+        shown.iter().filter(|text| text.contains("NumTasks=1")).count() == jobs.len() - 1,
+        "{shown:#?}"
+    );
+    let log = std::fs::read_to_string(
+        walk(&cluster.path(".pipe"))
+            .into_iter()
+            .find(|path| {
+                path.to_string_lossy().contains(TRAIN)
+                    && path.extension().is_some_and(|ext| ext == "log")
+            })
+            .expect("the training stage's log"),
+    )
+    .unwrap();
+    assert!(log.contains("[rank1] rank 1 of 2 joined over gloo on cpu (1 node, started by srun)"), "{log}");
+
+    let checkpoint = format!(".pipe/out/speed-study/{TRAIN}/checkpoint/model.safetensors");
+    assert!(
+        std::fs::read(local.path(&checkpoint)).unwrap()
+            == std::fs::read(cluster.path(&checkpoint)).unwrap(),
+        "the replicas on Slurm trained other weights than here"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
