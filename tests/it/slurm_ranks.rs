@@ -99,3 +99,46 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+/// `resources.nodes` is refused at its stage's line wherever it cannot
+/// mean what it says: on this machine, on a command, and against a
+/// training stage's `num_nodes`.
+#[test]
+fn nodes_that_cannot_be_honoured_are_located_errors() {
+    let project = pipe_test_support::TestProject::new();
+    let run = |yaml: &str| -> (i32, String) {
+        project.write("pipe.yaml", yaml);
+        let output = project.command().args(["run", "pipe.yaml"]).output().unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let train = |with: &str, resources: &str| {
+        format!(
+            "stages:\n  data:\n    run: mkdir -p tokens model\n    outs: [tokens, model]\n  train:\n    uses: train/classifier@1\n    with: {{ tokens: tokens, model: model, strategy: ddp, devices: 2{with} }}\n    resources: {resources}\n"
+        )
+    };
+
+    let (code, stderr) = run(&train(", num_nodes: 2", "{ nodes: 2 }"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nodes-need-slurm"), "{stderr}");
+    assert!(stderr.contains("pipe.yaml:5:"), "{stderr}");
+    assert!(stderr.contains("--executor slurm"), "{stderr}");
+
+    let (code, stderr) = run(&train("", "{ nodes: 2 }"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nodes-mismatch"), "{stderr}");
+    assert!(stderr.contains("`num_nodes: 2`"), "{stderr}");
+
+    let (code, stderr) = run("stages:\n  big:\n    run: echo hi\n    resources: { nodes: 3 }\n");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("nodes-unsupported"), "{stderr}");
+    assert!(stderr.contains("pipe.yaml:4:"), "{stderr}");
+
+    let (code, stderr) = run("stages:\n  none:\n    run: echo hi\n    resources: { nodes: 0 }\n");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("1 or more"), "{stderr}");
+    // Nothing ran.
+    assert!(!project.exists("tokens"));
+}
