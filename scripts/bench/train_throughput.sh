@@ -42,7 +42,7 @@ for shape in $shapes; do
     pipe_runs=()
     hf_runs=()
     for round in $(seq "$rounds"); do
-        pipe_runs+=("$("$ours" "$model" "$batch" "$seq" "$iters" train | tokens_per_s)")
+        pipe_runs+=("$(PIPE_BENCH_MASK=none "$ours" "$model" "$batch" "$seq" "$iters" train | tokens_per_s)")
         hf_runs+=("$(.venv/bin/python scripts/bench/model_bench.py "$model" "$batch" "$seq" "$iters" train 2>/dev/null | tokens_per_s)")
         echo "  $shape round $round: pipe ${pipe_runs[-1]}, transformers ${hf_runs[-1]} tokens/s" >&2
     done

@@ -29,14 +29,22 @@ std::vector<at::Tensor> tensors(void* const* pointers, int count) {
 
 }  // namespace
 
+// One step of every parameter in the lists, as torch.optim's
+// `_fused_adamw` does it: the step counts (float tensors on the
+// parameters' device) go up by one in a single `_foreach_add_`, not a
+// kernel per parameter, and the fused kernel reads them. Every gradient
+// must be defined: the caller leaves out parameters without one, as
+// torch.optim does.
 extern "C" int pipe_fused_adamw(void* const* params, void* const* grads, void* const* exp_avgs,
                                 void* const* exp_avg_sqs, void* const* steps, int count,
                                 double lr, double beta1, double beta2, double weight_decay,
                                 double eps, char* error, int error_length) {
   return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
     c10::AutoGradMode no_grad(false);
+    auto step_list = tensors(steps, count);
+    at::_foreach_add_(step_list, 1);
     at::_fused_adamw_(tensors(params, count), tensors(grads, count), tensors(exp_avgs, count),
-                      tensors(exp_avg_sqs, count), {}, tensors(steps, count), lr, beta1, beta2,
+                      tensors(exp_avg_sqs, count), {}, step_list, lr, beta1, beta2,
                       weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
     return 0;
   });
@@ -47,6 +55,19 @@ extern "C" int pipe_fused_adamw(void* const* params, void* const* grads, void* c
 extern "C" int pipe_clear_grad(void* tensor, char* error, int error_length) {
   return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
     static_cast<at::Tensor*>(tensor)->mutable_grad().reset();
+    return 0;
+  });
+}
+
+// `optimizer.zero_grad()` as torch.optim has done it by default since 2.0
+// (`set_to_none=True`): every parameter's gradient is freed, so that
+// backward writes fresh ones instead of adding into zeroed buffers (no
+// zeroing kernels, and the memory is free between steps).
+extern "C" int pipe_clear_grads(void* const* params, int count, char* error, int error_length) {
+  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+    for (int i = 0; i < count; ++i) {
+      static_cast<at::Tensor*>(params[i])->mutable_grad().reset();
+    }
     return 0;
   });
 }
@@ -70,7 +91,8 @@ extern "C" int pipe_seed_cuda_device(int index, uint64_t seed, char* error, int 
 // 16-mixed the per-tensor path launched about 2,000 kernels per step and
 // read the clipping norm and the overflow count back to the host.
 
-// `optimizer.zero_grad(set_to_none=False)`.
+// `optimizer.zero_grad(set_to_none=False)`; the optimizer frees gradients
+// instead (pipe_clear_grads).
 extern "C" int pipe_foreach_zero(void* const* grads, int count, char* error, int error_length) {
   return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
     c10::AutoGradMode no_grad(false);

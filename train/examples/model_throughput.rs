@@ -4,6 +4,9 @@
 //! weight decay 0.01, as torch.optim.AdamW's defaults). PRECISION is one of
 //! the train stage's: 32-true (the default), bf16-mixed (forward and loss
 //! under CPU bf16 autocast) or bf16-true (bf16 weights and optimizer).
+//! Each is measured twice, without an attention mask and with the padding
+//! mask the stage passes for a padded batch (PIPE_BENCH_MASK=none or
+//! =padding for one of them), one line each.
 //!
 //!     cargo run -p pipe-train --example model_throughput -- MODEL_DIR [BATCH SEQ ITERS [train|forward [PRECISION]]]
 //!
@@ -64,74 +67,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         [batch, seq],
         (Kind::Int64, device),
     );
-    // No row is padded, so no mask, as transformers does too: it drops an
-    // all-ones mask, which lets the fused attention take its unmasked path.
-    // PIPE_BENCH_MASK=1 passes the mask anyway, to see what it costs.
-    let mask = std::env::var_os("PIPE_BENCH_MASK")
-        .map(|_| Tensor::ones([batch, seq], (Kind::Int64, device)));
+    // The stage passes a padding mask whenever a batch has a padded row
+    // (classifier.rs, `batch_tensors`), which is almost every batch of
+    // real text at 512 tokens: the attention then takes its masked path.
+    // Without a mask (no row padded, as transformers drops an all-ones
+    // mask) it takes the unmasked, fused one, which overstates what the
+    // stage gets. Both are measured, one after the other in this process:
+    // PIPE_BENCH_MASK=none or =padding measures one alone.
+    let mask = padding_mask(batch, seq, device);
+    let variants: Vec<(&str, Option<&Tensor>)> = match std::env::var("PIPE_BENCH_MASK").as_deref() {
+        Ok("none" | "0") => vec![("no mask", None)],
+        Ok("padding" | "1") => vec![("padding mask", Some(&mask))],
+        _ => vec![("no mask", None), ("padding mask", Some(&mask))],
+    };
     let labels = Tensor::randint(2, [batch], (Kind::Int64, device));
     let mut optimizer = nn_adamw(&model);
     // PIPE_BENCH_PROFILE=1: where a train step's time goes (the CPU runs
     // each op to completion, so wall-clock splits are exact).
     let profile = std::env::var_os("PIPE_BENCH_PROFILE").is_some();
-    let mut phases = [0f64; 3];
-    let mut run = || -> Result<(), Box<dyn std::error::Error>> {
-        let autocast = precision
-            .autocast_kind()
-            .map(|kind| AutocastGuard::new(device, kind))
-            .transpose()?;
-        if train {
-            let started = Instant::now();
-            let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
-            let loss = logits.cross_entropy_for_logits(&labels);
-            drop(autocast);
-            let forward = started.elapsed().as_secs_f64();
-            optimizer.zero_grad()?;
-            loss.backward();
-            let backward = started.elapsed().as_secs_f64();
-            optimizer.step()?;
-            let step = started.elapsed().as_secs_f64();
-            if profile {
-                phases[0] += forward;
-                phases[1] += backward - forward;
-                phases[2] += step - backward;
-            }
-        } else {
-            let _logits = tch::no_grad(|| model.forward_t(&ids, mask.as_ref(), None, false))?;
-        }
-        Ok(())
-    };
-    // The first calls pay for oneDNN's kernel selection, allocator warm-up
-    // and the optimizer's state.
-    for _ in 0..2 {
-        run()?;
-    }
-    let synchronize = || pipe_train::hardware::synchronize(device);
-    synchronize();
-    let start = Instant::now();
-    for _ in 0..iters {
-        run()?;
-    }
-    synchronize();
-    let seconds = start.elapsed().as_secs_f64();
-    if profile && train {
-        // Includes the two warm-up steps' share; read the proportions.
-        let total: f64 = phases.iter().sum();
-        eprintln!(
-            "profile: forward+loss {:.1}%, backward {:.1}%, optimizer {:.1}% ({:.3} s/step in all)",
-            100.0 * phases[0] / total,
-            100.0 * phases[1] / total,
-            100.0 * phases[2] / total,
-            total / (iters + 2) as f64
-        );
-    }
-    let samples = (batch * iters) as f64;
     // Model FLOPs utilisation as the train stage reports it
     // (`SequenceClassifier::train_flops`, `hardware::peak_flops`: a known
     // GPU's datasheet peak for this precision, else a measured matmul);
-    // PIPE_BENCH_PEAK_TFLOPS overrides the peak. Train steps only.
-    if train {
-        let peak = match std::env::var("PIPE_BENCH_PEAK_TFLOPS")
+    // PIPE_BENCH_PEAK_TFLOPS overrides the peak. Train steps only. The
+    // FLOPs are the same with and without the mask: the padded positions
+    // are computed either way.
+    let peak = train.then(|| {
+        match std::env::var("PIPE_BENCH_PEAK_TFLOPS")
             .ok()
             .and_then(|text| text.parse::<f64>().ok())
         {
@@ -145,26 +106,100 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 false,
                 tch::get_num_threads() as usize,
             ),
+        }
+    });
+    for (label, mask) in variants {
+        let mut phases = [0f64; 3];
+        let mut run = || -> Result<(), Box<dyn std::error::Error>> {
+            let autocast = precision
+                .autocast_kind()
+                .map(|kind| AutocastGuard::new(device, kind))
+                .transpose()?;
+            if train {
+                let started = Instant::now();
+                let logits = model.forward_t(&ids, mask, None, true)?;
+                let loss = logits.cross_entropy_for_logits(&labels);
+                drop(autocast);
+                let forward = started.elapsed().as_secs_f64();
+                optimizer.zero_grad()?;
+                loss.backward();
+                let backward = started.elapsed().as_secs_f64();
+                optimizer.step()?;
+                let step = started.elapsed().as_secs_f64();
+                if profile {
+                    phases[0] += forward;
+                    phases[1] += backward - forward;
+                    phases[2] += step - backward;
+                }
+            } else {
+                let _logits = tch::no_grad(|| model.forward_t(&ids, mask, None, false))?;
+            }
+            Ok(())
         };
-        let flops = model.train_flops(batch as usize, seq as usize) * iters as f64;
-        let achieved = flops / seconds;
+        // The first calls pay for oneDNN's kernel selection, allocator
+        // warm-up and the optimizer's state (and, for the second variant,
+        // for the other attention path's kernels).
+        for _ in 0..2 {
+            run()?;
+        }
+        let synchronize = || pipe_train::hardware::synchronize(device);
+        synchronize();
+        let start = Instant::now();
+        for _ in 0..iters {
+            run()?;
+        }
+        synchronize();
+        let seconds = start.elapsed().as_secs_f64();
+        if profile && train {
+            // Includes the two warm-up steps' share; read the proportions.
+            let total: f64 = phases.iter().sum();
+            eprintln!(
+                "profile ({label}): forward+loss {:.1}%, backward {:.1}%, optimizer {:.1}% ({:.3} s/step in all)",
+                100.0 * phases[0] / total,
+                100.0 * phases[1] / total,
+                100.0 * phases[2] / total,
+                total / (iters + 2) as f64
+            );
+        }
+        let samples = (batch * iters) as f64;
+        if let Some(peak) = &peak {
+            let flops = model.train_flops(batch as usize, seq as usize) * iters as f64;
+            let achieved = flops / seconds;
+            println!(
+                "{label}: model FLOPs {:.2} TFLOP/s, MFU {:.1}% of {:.1} TFLOP/s ({})",
+                achieved / 1e12,
+                100.0 * achieved / peak.per_device.max(1.0),
+                peak.per_device / 1e12,
+                peak.source
+            );
+        }
+        // One line per variant, printed as soon as it is measured.
         println!(
-            "model FLOPs {:.2} TFLOP/s, MFU {:.1}% of {:.1} TFLOP/s ({})",
-            achieved / 1e12,
-            100.0 * achieved / peak.per_device.max(1.0),
-            peak.per_device / 1e12,
-            peak.source
+            "{} {precision}, {label}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
+            if train { "train step" } else { "forward" },
+            tch::get_num_threads(),
+            seconds / iters as f64,
+            samples / seconds,
+            samples * seq as f64 / seconds
         );
     }
-    println!(
-        "{} {precision}: batch {batch} x {seq} tokens, {iters} iterations, {} threads: {:.3} s/batch, {:.1} samples/s, {:.0} tokens/s",
-        if train { "train step" } else { "forward" },
-        tch::get_num_threads(),
-        seconds / iters as f64,
-        samples / seconds,
-        samples * seq as f64 / seconds
-    );
     Ok(())
+}
+
+/// The attention mask of a batch padded as the stage pads one (to its
+/// longest row): row `r` of `batch` holds `seq - r * seq / (2 * batch)`
+/// real tokens, so the first row is full and the last about half padding.
+fn padding_mask(batch: i64, seq: i64, device: tch::Device) -> tch::Tensor {
+    let mut mask = vec![0i64; (batch * seq) as usize];
+    for row in 0..batch {
+        let real = seq - row * seq / (2 * batch);
+        for position in 0..real {
+            mask[(row * seq + position) as usize] = 1;
+        }
+    }
+    tch::Tensor::from_slice(&mask)
+        .view([batch, seq])
+        .to_device(device)
 }
 
 /// The stage's fused AdamW with torch.optim.AdamW's defaults (lr 5e-5 as

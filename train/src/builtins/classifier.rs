@@ -173,6 +173,15 @@ pub(super) fn batch_tensors(
 /// buffer and one non-blocking copy, instead of three pageable copies the
 /// host waits for. The caching host allocator keeps the pinned buffer until
 /// the copy is done.
+///
+/// Pinned with `at::_pin_memory`, not `Tensor::pin_memory`: tch's binding
+/// of the latter always passes a device, an argument torch 2.x deprecates,
+/// and libtorch printed two warnings per batch for it (one from
+/// `pin_memory`, one from the `is_pinned` it asks first). The buffer is
+/// fresh, so the `is_pinned` check has nothing to find; `_pin_memory` is
+/// what `pin_memory` calls once it has asked, with the device only
+/// choosing the host allocator (CUDA's), as `pin_memory()` with no
+/// argument chooses it.
 fn batch_tensors_on_gpu(
     batch: &Batch,
     device: Device,
@@ -187,7 +196,7 @@ fn batch_tensors_on_gpu(
     }
     host.extend_from_slice(&batch.labels);
     let on_device = Tensor::f_from_slice(&host)?
-        .f_pin_memory(device)?
+        .f_internal_pin_memory(device)?
         .f_to_device_(device, Kind::Int64, true, false)?;
     let ids = on_device.f_narrow(0, 0, positions)?.f_view(shape)?;
     let mask = if masked {

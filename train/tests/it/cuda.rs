@@ -7,8 +7,15 @@
 //! once, with an error that says why (no driver, a driver too old for CUDA
 //! 13, a CPU-only libtorch) and no output, never a panic and never a silent
 //! CPU run. Nothing is skipped: each test prints which half it checked.
+//!
+//! Between processes: NCCL with one rank (every collective on the GPU,
+//! through the same c10d group the stage joins), two Gloo ranks on the one
+//! GPU (NCCL refuses two ranks on one device), and NCCL between two GPUs
+//! where the machine has two (else the test prints "skipped: 1 GPU").
+//! scripts/gpu-check.sh runs each of these as a step of its own.
 
 use std::path::Path;
+use std::time::Duration;
 
 use pipe_test_support::worker::Run;
 use serde_json::{json, Value};
@@ -199,11 +206,12 @@ fn the_loss_scaler_finds_a_forced_overflow_on_the_gpu() {
     assert_eq!(grad, [0.5, 0.25]);
 }
 
-/// ddp and both sharded strategies with two replicas on one GPU: they
-/// step as one replica on the whole batch does, and the sharded ones hold
-/// their share of the state.
+/// ddp and both sharded strategies with two ranks on one GPU, over Gloo
+/// (NCCL refuses two ranks of one device; Gloo stages CUDA tensors through
+/// the host): they step as one replica on the whole batch does, and the
+/// sharded ones hold their share of the state.
 #[test]
-fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
+fn gloo_ddp_and_the_sharded_strategies_on_two_ranks_of_one_gpu() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = tokens(dir.path());
     let model = model_dir_with(
@@ -224,7 +232,11 @@ fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
             dir.path(),
             "ddp",
             &["0", "0"],
-            params(&tokens, &model, json!({"strategy": "ddp", "devices": 2})),
+            params(
+                &tokens,
+                &model,
+                json!({"strategy": "ddp", "devices": 2, "process_group_backend": "gloo"}),
+            ),
         );
         assert_fails_for_want_of_cuda(&ddp);
         return;
@@ -239,10 +251,14 @@ fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
             params(
                 &tokens,
                 &model,
-                json!({"batch_size": 4, "epochs": 3, "strategy": strategy, "devices": 2}),
+                json!({
+                    "batch_size": 4, "epochs": 3, "strategy": strategy, "devices": 2,
+                    "process_group_backend": "gloo",
+                }),
             ),
         );
         assert!(run.success, "{strategy}: {}", run.error());
+        assert_joined_over(&run, "gloo on cuda:0");
         let metrics = run.metrics();
         assert_eq!(
             metrics["devices"],
@@ -255,10 +271,10 @@ fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
             "{strategy} differs from single by {difference}"
         );
         optimizer_bytes.push(metrics["memory"]["optimizer_bytes"].as_f64().unwrap());
-        // The copy backend's cost per step, for the GPU check's log.
+        // Gloo's cost per step through the host, for the GPU check's log.
         let throughput = &metrics["throughput"];
         eprintln!(
-            "{strategy} on 2 replicas of cuda:0: ms per step forward {}, backward {}, collective {}, optimizer {}",
+            "{strategy} on 2 Gloo ranks of cuda:0: ms per step forward {}, backward {}, collective {}, optimizer {}",
             throughput["forward_ms"], throughput["backward_ms"], throughput["collective_ms"],
             throughput["optimizer_ms"]
         );
@@ -266,5 +282,159 @@ fn ddp_and_the_sharded_strategies_on_two_replicas_of_one_gpu() {
     for sharded in &optimizer_bytes[1..] {
         let ratio = sharded * 2.0 / optimizer_bytes[0];
         assert!((0.98..1.03).contains(&ratio), "{optimizer_bytes:?}");
+    }
+}
+
+/// Rank 0 said it joined its group over `what` ("nccl on cuda:0").
+fn assert_joined_over(run: &Run, what: &str) {
+    let messages = run.messages();
+    assert!(
+        messages
+            .iter()
+            .any(|message| message.contains(&format!("joined over {what}"))),
+        "no rank joined over {what}: {messages:#?}"
+    );
+}
+
+/// NCCL with one rank: the process group the stage joins, every
+/// collective the strategies use, on CUDA tensors. World size 1 is not
+/// reachable through the stage (`devices: 1` trains without a group), so
+/// this joins the group directly. Without CUDA, joining NCCL is an error
+/// that names it, never a crash.
+#[test]
+fn nccl_of_one_rank_runs_every_collective_on_the_gpu() {
+    use pipe_train::c10d::{Backend, ProcessGroup, Rendezvous, StoreServer};
+    use pipe_train::ddp::Collective;
+
+    let timeout = Duration::from_secs(30);
+    let server = StoreServer::start(timeout).unwrap();
+    let rendezvous = Rendezvous {
+        host: "127.0.0.1".into(),
+        port: server.port(),
+        serve_store: false,
+        rank: 0,
+        world_size: 1,
+        interface_host: "127.0.0.1".into(),
+        timeout,
+    };
+    let joined = ProcessGroup::join(&rendezvous, Backend::Nccl);
+    if !cuda() {
+        let Err(error) = joined else {
+            panic!("NCCL joined without a CUDA device");
+        };
+        assert!(error.to_string().contains("NCCL"), "{error}");
+        return;
+    }
+    let group = joined.unwrap_or_else(|error| panic!("NCCL of one rank: {error}"));
+    assert_eq!((group.rank(), group.world_size()), (0, 1));
+    let device = Device::Cuda(0);
+    let host = |tensor: &Tensor| Vec::<f32>::try_from(tensor.to_device(Device::Cpu)).unwrap();
+
+    let mut tensor = Tensor::from_slice(&[1.0f32, -2.0, 3.5]).to_device(device);
+    group.all_reduce_sum(&mut tensor).unwrap();
+    assert_eq!(host(&tensor), [1.0, -2.0, 3.5]);
+    group.all_reduce_max(&mut tensor).unwrap();
+    assert_eq!(host(&tensor), [1.0, -2.0, 3.5]);
+    group.broadcast(0, &mut tensor).unwrap();
+    assert_eq!(host(&tensor), [1.0, -2.0, 3.5]);
+    // A bf16 bucket too: the mixed precisions' gradients are fp32, but
+    // bf16-true's are bf16.
+    let mut bf16 = Tensor::from_slice(&[0.5f32, 4.0])
+        .to_kind(Kind::BFloat16)
+        .to_device(device);
+    group.all_reduce_sum(&mut bf16).unwrap();
+    assert_eq!(host(&bf16.to_kind(Kind::Float)), [0.5, 4.0]);
+
+    let input = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).to_device(device);
+    let mut part = Tensor::zeros([4], (Kind::Float, device));
+    group.reduce_scatter_sum(&input, &mut part).unwrap();
+    assert_eq!(host(&part), [1.0, 2.0, 3.0, 4.0]);
+    let mut gathered = Tensor::zeros([4], (Kind::Float, device));
+    group.all_gather(&part, &mut gathered).unwrap();
+    assert_eq!(host(&gathered), [1.0, 2.0, 3.0, 4.0]);
+
+    // Started, then waited on: how ddp overlaps a bucket with backward.
+    let mut started = Tensor::from_slice(&[7.0f32; 1024]).to_device(device);
+    let pending = group.start_all_reduce_sum(&mut started).unwrap();
+    pending.wait().unwrap();
+    assert!(host(&started).iter().all(|&x| x == 7.0));
+    group.barrier().unwrap();
+    eprintln!("NCCL of one rank on cuda:0: all-reduce (sum, max, bf16, started), broadcast, reduce-scatter, all-gather, barrier");
+}
+
+/// ddp and fsdp_shard_grad_op over NCCL between two GPUs step as one
+/// replica on the whole batch does. Needs a machine with two GPUs: on one
+/// it prints "skipped: 1 GPU" (the only test here that can skip; the
+/// GPU check says so in its table too).
+#[test]
+fn nccl_ddp_and_fsdp_shard_grad_op_between_two_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    if !cuda() {
+        let tokens = tokens(dir.path());
+        let model = model_dir(dir.path(), "tiny-distilbert", 24);
+        let ddp = train_on(
+            dir.path(),
+            "ddp",
+            &["0", "1"],
+            params(
+                &tokens,
+                &model,
+                json!({"strategy": "ddp", "devices": 2, "process_group_backend": "nccl"}),
+            ),
+        );
+        assert_fails_for_want_of_cuda(&ddp);
+        return;
+    }
+    let gpus = tch::Cuda::device_count();
+    if gpus < 2 {
+        eprintln!("skipped: {gpus} GPU");
+        return;
+    }
+    let tokens = tokens(dir.path());
+    let model = model_dir_with(
+        dir.path(),
+        "tiny-distilbert",
+        24,
+        without_dropout("tiny-distilbert"),
+    );
+    let single = train_on(
+        dir.path(),
+        "single",
+        &["0"],
+        params(&tokens, &model, json!({"batch_size": 8, "epochs": 3})),
+    );
+    assert!(single.success, "{}", single.error());
+    for strategy in ["ddp", "fsdp_shard_grad_op"] {
+        let run = train_on(
+            dir.path(),
+            strategy,
+            &["0", "1"],
+            params(
+                &tokens,
+                &model,
+                json!({
+                    "batch_size": 4, "epochs": 3, "strategy": strategy, "devices": 2,
+                    "process_group_backend": "nccl",
+                }),
+            ),
+        );
+        assert!(run.success, "{strategy}: {}", run.error());
+        assert_joined_over(&run, "nccl on cuda:0");
+        assert_eq!(
+            run.metrics()["devices"],
+            json!(["cuda:0", "cuda:1"]),
+            "{strategy}"
+        );
+        let difference = max_weight_difference(&single, &run);
+        assert!(
+            difference < 2e-3,
+            "{strategy} over NCCL differs from single by {difference}"
+        );
+        let throughput = &run.metrics()["throughput"];
+        eprintln!(
+            "{strategy} on NCCL between cuda:0 and cuda:1: ms per step forward {}, backward {}, collective {}, optimizer {}",
+            throughput["forward_ms"], throughput["backward_ms"], throughput["collective_ms"],
+            throughput["optimizer_ms"]
+        );
     }
 }

