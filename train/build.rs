@@ -21,6 +21,7 @@ fn main() {
     println!("cargo:rerun-if-changed=csrc/optim.cpp");
     println!("cargo:rerun-if-changed=csrc/guarded.h");
     println!("cargo:rerun-if-changed=csrc/c10d.cpp");
+    println!("cargo:rerun-if-changed=csrc/rng.cpp");
     println!("cargo:rerun-if-changed=csrc/gloo_decl");
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os != "linux" {
@@ -111,7 +112,7 @@ fn libtorch_version(lib_dir: &std::path::Path) {
     }
 }
 
-/// Compiles the C++ shims (autocast, fused AdamW, c10d) against the headers of the libtorch that
+/// Compiles the C++ shims (autocast, fused AdamW, c10d, CUDA RNG state) against the headers of the libtorch that
 /// torch-sys linked: `<libtorch>/lib` is DEP_TCH_LIBTORCH_LIB, and the
 /// headers sit beside it in `include/` (the layout of both the PyPI wheel
 /// and the libtorch zip). The symbols it calls resolve against the
@@ -124,6 +125,7 @@ fn autocast_shim(lib_dir: &std::path::Path) {
         .file("csrc/autocast.cpp")
         .file("csrc/optim.cpp")
         .file("csrc/c10d.cpp")
+        .file("csrc/rng.cpp")
         // Declarations of the Gloo names torch's ProcessGroupGloo.hpp
         // mentions; the wheel ships Gloo's code, not its headers.
         .include("csrc/gloo_decl")

@@ -19,15 +19,14 @@
 //!   parameters, which live through forward and backward and are freed
 //!   after the gradients are reduce-scattered.
 //!
-//! What neither achieves, and why: PyTorch's `FULL_SHARD` also frees each
-//! layer's gathered parameters right after that layer's forward and
-//! gathers them again for its backward, so that the peak holds one layer's
-//! parameters rather than all. That needs a hook per layer in backward,
-//! which tch does not offer, or per-layer recomputation written into the
-//! model code; until then the full parameters and the full gradients are
-//! both alive at the end of backward, in every strategy here. The savings
-//! are the optimizer state and the gradients at rest (both), and the
-//! parameters at rest (`fsdp_shard_grad_op`).
+//! What neither achieves: PyTorch's `FULL_SHARD` also frees each layer's
+//! gathered parameters right after that layer's forward and gathers them
+//! again for its backward, so that the peak holds one layer's parameters
+//! rather than all. Here the full parameters and the full gradients are
+//! both alive at the end of backward; the savings are the optimizer state
+//! and the gradients at rest (both), and the parameters at rest
+//! (`fsdp_shard_grad_op`). Full sharding is `crate::fsdp`, which runs the
+//! model unit by unit and recomputes each unit's forward in backward.
 //!
 //! Shards are cut per bucket of `crate::ddp::GradientBuckets`' grouping
 //! (the same order and cap as ddp's all-reduce): bucket `b` of `n`
@@ -94,7 +93,7 @@ impl MemoryUse {
     }
 }
 
-fn bytes_of(tensor: &Tensor) -> usize {
+pub(crate) fn bytes_of(tensor: &Tensor) -> usize {
     if tensor.defined() {
         tensor.numel() * tensor.kind().elt_size_in_bytes()
     } else {
@@ -381,36 +380,24 @@ impl ShardedOptimizer {
     }
 
     /// Unscales the shard's gradients (16-mixed) and tells whether any
-    /// replica found inf or NaN, so that all skip or all step: the flags
-    /// are all-reduced on the device and read once.
+    /// replica found inf or NaN (see [`unscale_shards`]).
     pub fn unscale(
         &self,
         scaler: &LossScaler,
         collective: &dyn Collective,
     ) -> Result<bool, ShardError> {
         let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
-        let mut found = match scaler.unscale_on_device(&self.shard_gradients())? {
-            Some(found) => found,
-            None => Tensor::f_zeros([1], (Kind::Float, device))?,
-        };
-        collective.all_reduce_sum(&mut found)?;
-        Ok(found.f_double_value(&[0])? > 0.0)
+        unscale_shards(&self.shard_gradients(), device, scaler, collective)
     }
 
-    /// Scales the gradients so that the global L2 norm over every replica's
-    /// shard is at most `max_norm`, as `clip_grad_norm_`; returns the norm,
-    /// on the device (nothing here waits for it).
+    /// Clips the global L2 norm over every replica's shard (see
+    /// [`clip_shards`]).
     pub fn clip_grad_norm(
         &self,
         max_norm: f64,
         collective: &dyn Collective,
     ) -> Result<Tensor, ShardError> {
-        let grads = self.shard_gradients();
-        let mut squares = foreach::norm(&grads)?.f_square()?.f_reshape([1])?;
-        collective.all_reduce_sum(&mut squares)?;
-        let total = squares.f_sqrt()?.f_reshape([])?;
-        foreach::mul(&grads, &clip_coefficient(&total, max_norm)?)?;
-        Ok(total)
+        clip_shards(&self.shard_gradients(), max_norm, collective)
     }
 
     /// Steps this replica's shard of the parameters (AdamW on the views).
@@ -482,4 +469,36 @@ impl ShardedOptimizer {
         }
         use_
     }
+}
+
+/// Unscales every replica's gradient shards (16-mixed) and tells whether
+/// any replica found inf or NaN, so that all skip or all step: the flags
+/// are all-reduced on the device and read once.
+pub(crate) fn unscale_shards(
+    grads: &[Tensor],
+    device: Device,
+    scaler: &LossScaler,
+    collective: &dyn Collective,
+) -> Result<bool, ShardError> {
+    let mut found = match scaler.unscale_on_device(grads)? {
+        Some(found) => found,
+        None => Tensor::f_zeros([1], (Kind::Float, device))?,
+    };
+    collective.all_reduce_sum(&mut found)?;
+    Ok(found.f_double_value(&[0])? > 0.0)
+}
+
+/// Scales the gradient shards so that the global L2 norm over every
+/// replica's shards is at most `max_norm`, as `clip_grad_norm_`; returns
+/// the norm, on the device (nothing here waits for it).
+pub(crate) fn clip_shards(
+    grads: &[Tensor],
+    max_norm: f64,
+    collective: &dyn Collective,
+) -> Result<Tensor, ShardError> {
+    let mut squares = foreach::norm(grads)?.f_square()?.f_reshape([1])?;
+    collective.all_reduce_sum(&mut squares)?;
+    let total = squares.f_sqrt()?.f_reshape([])?;
+    foreach::mul(grads, &clip_coefficient(&total, max_norm)?)?;
+    Ok(total)
 }

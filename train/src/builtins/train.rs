@@ -9,7 +9,8 @@
 //! Lightning's `ModelCheckpoint(monitor="val_acc", mode="max")`) and early
 //! stopping. Precision as Lightning's (see `crate::precision`); strategy
 //! `single`, `ddp` (see `crate::ddp`), or one of the sharded ones,
-//! `deepspeed_stage_2` and `fsdp_shard_grad_op` (see `crate::shard`). Validation is the prediction
+//! `deepspeed_stage_2` and `fsdp_shard_grad_op` (see `crate::shard`) and
+//! `fsdp` (see `crate::fsdp`). Validation is the prediction
 //! loop that `eval/classifier@1` uses too (`super::classifier`).
 
 use std::collections::{HashMap, HashSet};
@@ -37,6 +38,7 @@ use super::classifier::{
 use crate::c10d::{self, ProcessGroup};
 use crate::ddp::{Collective, CollectiveError, GradientBuckets, Solo};
 use crate::distributed::{self, RankPlace, Role};
+use crate::fsdp::{self, FsdpError, FullShard};
 use crate::hardware::{self, PeakFlops};
 use crate::launch;
 use crate::model::{Architecture, SequenceClassifier};
@@ -51,7 +53,7 @@ const CURVES: &str = "curves";
 const STEPS: &str = "steps";
 const UNIT: &str = "steps";
 pub(super) const STRATEGIES: &[&str] =
-    &["single", "ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"];
+    &["single", "ddp", "deepspeed_stage_2", "fsdp_shard_grad_op", "fsdp"];
 const PROCESS_GROUP_BACKENDS: &[&str] = &["auto", "gloo", "nccl"];
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
 /// tokenizer.json; copied into the checkpoint when the model has them.
@@ -154,7 +156,7 @@ impl BuiltinStage for TrainClassifier {
                 ParamSpec::choice(
                     "strategy",
                     STRATEGIES,
-                    "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing); deepspeed_stage_2: as ddp, with gradients reduce-scattered and AdamW's state sharded 1/N per replica (ZeRO stage 2); fsdp_shard_grad_op: as deepspeed_stage_2, and the parameters sharded between steps too (FSDP's SHARD_GRAD_OP; FULL_SHARD is not offered)",
+                    "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing); deepspeed_stage_2: as ddp, with gradients reduce-scattered and AdamW's state sharded 1/N per replica (ZeRO stage 2); fsdp_shard_grad_op: as deepspeed_stage_2, and the parameters sharded between steps too (FSDP's SHARD_GRAD_OP); fsdp: full sharding (FSDP's FULL_SHARD, ZeRO-3): parameters, gradients and AdamW state 1/N per replica at all times, each layer's parameters gathered for its forward and again for its backward (recomputing its forward) and freed after",
                 ),
                 ParamSpec::new(
                     "devices",
@@ -214,6 +216,7 @@ impl BuiltinStage for TrainClassifier {
                 "memory.params_bytes",
                 "memory.grads_bytes",
                 "memory.optimizer_bytes",
+                "memory.peak_params_grads_bytes",
                 "throughput.samples_per_s",
                 "throughput.tokens_per_s",
                 "throughput.padded_tokens_per_s",
@@ -628,6 +631,7 @@ enum Strategy {
     Ddp,
     DeepSpeedStage2,
     FsdpShardGradOp,
+    Fsdp,
 }
 
 impl Strategy {
@@ -637,12 +641,13 @@ impl Strategy {
             Strategy::Ddp => "ddp",
             Strategy::DeepSpeedStage2 => "deepspeed_stage_2",
             Strategy::FsdpShardGradOp => "fsdp_shard_grad_op",
+            Strategy::Fsdp => "fsdp",
         }
     }
 
     fn sharding(self) -> Option<Sharding> {
         match self {
-            Strategy::Single | Strategy::Ddp => None,
+            Strategy::Single | Strategy::Ddp | Strategy::Fsdp => None,
             Strategy::DeepSpeedStage2 => Some(Sharding::Zero2),
             Strategy::FsdpShardGradOp => Some(Sharding::ShardGradOp),
         }
@@ -721,6 +726,7 @@ impl Settings {
                 "ddp" => Strategy::Ddp,
                 "deepspeed_stage_2" => Strategy::DeepSpeedStage2,
                 "fsdp_shard_grad_op" => Strategy::FsdpShardGradOp,
+                "fsdp" => Strategy::Fsdp,
                 // A Choice param the engine has checked; this guards the day
                 // a choice is added to the list before the code handles it.
                 other => {
@@ -975,6 +981,9 @@ struct Replica {
     scaler: Option<LossScaler>,
     /// What the replica held after its first optimizer step.
     memory: Option<MemoryUse>,
+    /// The most parameter and gradient bytes it held at once during its
+    /// first optimizer step (see `Replica::peak_bytes`).
+    peak_bytes: usize,
     /// Where its steps' time went.
     phases: PhaseTimes,
 }
@@ -989,6 +998,8 @@ enum Updater {
     },
     /// `deepspeed_stage_2`, `fsdp_shard_grad_op` (see `crate::shard`).
     Sharded(ShardedOptimizer),
+    /// `fsdp` (see `crate::fsdp`): the forward and backward too.
+    FullyShard(FullShard),
 }
 
 impl Replica {
@@ -1022,6 +1033,17 @@ impl Replica {
             model.vs.bfloat16();
         }
         let updater = match settings.strategy.sharding() {
+            None if settings.strategy == Strategy::Fsdp => Updater::FullyShard(
+                FullShard::new(
+                    fsdp::units_of(&model, decay_flags(&model.vs)?).map_err(fsdp_error)?,
+                    rank,
+                    world,
+                    settings.lr,
+                    settings.weight_decay,
+                    ADAM_BETAS,
+                )
+                .map_err(fsdp_error)?,
+            ),
             None => Updater::Replicated {
                 optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
                 buckets: (world > 1).then(|| {
@@ -1052,6 +1074,7 @@ impl Replica {
             updater,
             scaler: (settings.precision == Precision::Fp16Mixed).then(LossScaler::default),
             memory: None,
+            peak_bytes: 0,
             phases: PhaseTimes::default(),
         })
     }
@@ -1069,6 +1092,18 @@ impl Replica {
                 }
             }
             Updater::Sharded(sharded) => sharded.memory(),
+            Updater::FullyShard(full) => full.memory(),
+        }
+    }
+
+    /// The most parameter and gradient bytes held at once during the first
+    /// optimizer step: under `fsdp` measured unit by unit; otherwise what
+    /// the replica holds after a micro-batch's backward (every parameter
+    /// and gradient, and the shards), sampled after each.
+    fn peak_bytes(&self) -> usize {
+        match &self.updater {
+            Updater::FullyShard(full) => full.peak_bytes(),
+            _ => self.peak_bytes,
         }
     }
 
@@ -1087,6 +1122,15 @@ fn shard_error(error: ShardError) -> StageError {
         ShardError::Optim(error) => optim_error(error),
         ShardError::Torch(error) => torch(error),
         other => StageError::Other(other.to_string()),
+    }
+}
+
+fn fsdp_error(error: FsdpError) -> StageError {
+    match error {
+        FsdpError::Shard(error) => shard_error(error),
+        FsdpError::Model(error) => error.into(),
+        FsdpError::Precision(error) => precision_error(error),
+        FsdpError::Internal(message) => StageError::Other(format!("internal: {message}")),
     }
 }
 
@@ -1167,6 +1211,10 @@ fn replica_steps(
                 sharded.materialize(collective).map_err(shard_error)?;
                 clock.lap(Phase::Collective);
             }
+            Updater::FullyShard(full) => {
+                full.set_lr(lr);
+                full.begin_step().map_err(fsdp_error)?;
+            }
         }
         let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
         for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
@@ -1181,14 +1229,33 @@ fn replica_steps(
             clock.lap(Phase::Other);
             // Each shard's mean loss over the world size: summed across
             // replicas, the gradient of the mean over the global batch.
-            step_totals.add(&train_micro_batch(
-                &replica.model,
-                &batch,
-                weight * loss_scale / plan.world as f64,
-                autocast,
-                replica.device,
-                &mut clock,
-            )?)?;
+            let weight = weight * loss_scale / plan.world as f64;
+            step_totals.add(&match &mut replica.updater {
+                Updater::FullyShard(full) => fsdp_micro_batch(
+                    &replica.model,
+                    full,
+                    collective,
+                    &batch,
+                    weight,
+                    autocast,
+                    replica.device,
+                    &mut clock,
+                )?,
+                _ => train_micro_batch(
+                    &replica.model,
+                    &batch,
+                    weight,
+                    autocast,
+                    replica.device,
+                    &mut clock,
+                )?,
+            })?;
+            if replica.memory.is_none() {
+                replica.peak_bytes = replica.peak_bytes.max({
+                    let held = replica.memory_now();
+                    held.params_bytes + held.grads_bytes
+                });
+            }
         }
         let step_ok = match &mut replica.updater {
             Updater::Replicated { optimizer, buckets } => {
@@ -1246,6 +1313,27 @@ fn replica_steps(
                 clock.lap(Phase::Collective);
                 step_ok
             }
+            // The gradients were reduce-scattered unit by unit in backward,
+            // and the updated shards stay sharded.
+            Updater::FullyShard(full) => {
+                let step_ok = match replica.scaler.as_mut() {
+                    Some(scaler) => {
+                        let overflow = full.unscale(scaler, collective).map_err(fsdp_error)?;
+                        scaler.update(overflow)
+                    }
+                    None => true,
+                };
+                if step_ok {
+                    if let Some(max_norm) = settings.clip {
+                        let _norm = full
+                            .clip_grad_norm(max_norm, collective)
+                            .map_err(fsdp_error)?;
+                    }
+                    full.step().map_err(fsdp_error)?;
+                }
+                clock.lap(Phase::Optimizer);
+                step_ok
+            }
         };
         let _ = step_ok;
         if replica.memory.is_none() {
@@ -1267,8 +1355,10 @@ fn replica_steps(
         }
     }
     // Validation and the checkpoint read rank 0's full parameters.
-    if let Updater::Sharded(sharded) = &mut replica.updater {
-        sharded.materialize(collective).map_err(shard_error)?;
+    match &mut replica.updater {
+        Updater::Sharded(sharded) => sharded.materialize(collective).map_err(shard_error)?,
+        Updater::FullyShard(full) => full.materialize(collective).map_err(fsdp_error)?,
+        Updater::Replicated { .. } => {}
     }
     Ok(totals)
 }
@@ -1455,10 +1545,58 @@ fn train_micro_batch(
         .and_then(|scaled| scaled.f_backward())
         .map_err(torch)?;
     clock.lap(Phase::Backward);
+    micro_batch_totals(model, batch, &logits, &loss, &labels, clock)
+}
+
+/// [`train_micro_batch`] under `fsdp`: the same loss and gradients,
+/// computed unit by unit with the parameters gathered and freed around
+/// each unit (`crate::fsdp::forward_backward`).
+#[allow(clippy::too_many_arguments)]
+fn fsdp_micro_batch(
+    model: &SequenceClassifier,
+    full: &mut FullShard,
+    collective: &dyn Collective,
+    batch: &Batch,
+    weight: f64,
+    autocast: Option<Kind>,
+    device: Device,
+    clock: &mut PhaseClock,
+) -> Result<TrainTotals> {
+    let (ids, mask, labels) = batch_tensors(batch, device)?;
+    let input = model.prepare(&ids, mask.as_ref(), None)?;
+    let (logits, loss) = fsdp::forward_backward(
+        model,
+        full,
+        collective,
+        &input,
+        &labels,
+        weight,
+        autocast.map(|kind| (device, kind)),
+        &mut |phase| {
+            clock.lap(match phase {
+                fsdp::Phase::Forward => Phase::Forward,
+                fsdp::Phase::Backward => Phase::Backward,
+                fsdp::Phase::Collective => Phase::Collective,
+            })
+        },
+    )
+    .map_err(fsdp_error)?;
+    micro_batch_totals(model, batch, &logits, &loss, &labels, clock)
+}
+
+/// A micro-batch's rows, tokens, FLOPs, correct predictions and summed loss.
+fn micro_batch_totals(
+    model: &SequenceClassifier,
+    batch: &Batch,
+    logits: &Tensor,
+    loss: &Tensor,
+    labels: &Tensor,
+    clock: &mut PhaseClock,
+) -> Result<TrainTotals> {
     let (correct, loss_sum) = tch::no_grad(|| -> std::result::Result<_, tch::TchError> {
         let correct = logits
             .f_argmax(-1, false)?
-            .f_eq_tensor(&labels)?
+            .f_eq_tensor(labels)?
             .f_sum(Kind::Double)?;
         let loss_sum = loss
             .f_detach()?
@@ -1596,7 +1734,9 @@ impl PhaseTimes {
 }
 
 /// `memory`: the most any replica held between two steps (after its
-/// first), in bytes, and the highest peak RSS of the replicas' processes.
+/// first), in bytes, the most parameter and gradient bytes it held at once
+/// during its first step, and the highest peak RSS of the replicas'
+/// processes.
 fn memory_json(replica: &Replica, collective: &dyn Collective) -> Result<Value> {
     let held = replica.memory.unwrap_or_default();
     let rss = peak_rss_mb().map_or(-1.0, |mb| mb * 1024.0 * 1024.0);
@@ -1605,6 +1745,7 @@ fn memory_json(replica: &Replica, collective: &dyn Collective) -> Result<Value> 
         held.grads_bytes as f64,
         held.optimizer_bytes as f64,
         rss,
+        replica.peak_bytes() as f64,
     ]);
     collective
         .all_reduce_max(&mut most)
@@ -1615,6 +1756,7 @@ fn memory_json(replica: &Replica, collective: &dyn Collective) -> Result<Value> 
         "grads_bytes": most[1] as u64,
         "optimizer_bytes": most[2] as u64,
         "peak_rss_bytes": (most[3] >= 0.0).then(|| most[3].round() as u64),
+        "peak_params_grads_bytes": most[4] as u64,
     }))
 }
 

@@ -157,9 +157,9 @@ impl BertForSequenceClassification {
         mask: Option<&Tensor>,
         train: bool,
     ) -> Tensor {
-        let mut xs = self.embeddings.forward_t(input_ids, token_type_ids, train);
-        for layer in &self.layers {
-            xs = layer.forward_t(&xs, mask, train);
+        let mut xs = self.embed(input_ids, token_type_ids, train);
+        for index in 0..self.layers.len() {
+            xs = self.layer(index, &xs, mask, train);
         }
         xs
     }
@@ -172,6 +172,31 @@ impl BertForSequenceClassification {
         train: bool,
     ) -> Tensor {
         let hidden = self.encode(input_ids, token_type_ids, mask, train);
+        self.head(&hidden, train)
+    }
+
+    /// The embeddings' output, (batch, seq, hidden): the first of the
+    /// pieces `forward_t` is made of, which `crate::fsdp` runs one by one.
+    pub fn embed(
+        &self,
+        input_ids: &Tensor,
+        token_type_ids: Option<&Tensor>,
+        train: bool,
+    ) -> Tensor {
+        self.embeddings.forward_t(input_ids, token_type_ids, train)
+    }
+
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Encoder layer `index` on the hidden states `xs`.
+    pub fn layer(&self, index: usize, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
+        self.layers[index].forward_t(xs, mask, train)
+    }
+
+    /// The pooler, dropout and classifier on the last hidden states: logits.
+    pub fn head(&self, hidden: &Tensor, train: bool) -> Tensor {
         let pooled = self.pooler.forward(&hidden.select(1, 0)).tanh();
         self.classifier
             .forward(&self.classifier_dropout.forward_t(&pooled, train))

@@ -120,15 +120,36 @@ impl DistilBertForSequenceClassification {
 
     /// The last layer's hidden states, (batch, seq, hidden).
     pub fn encode(&self, input_ids: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
-        let mut xs = self.embeddings.forward_t(input_ids, train);
-        for layer in &self.layers {
-            xs = layer.forward_t(&xs, mask, train);
+        let mut xs = self.embed(input_ids, train);
+        for index in 0..self.layers.len() {
+            xs = self.layer(index, &xs, mask, train);
         }
         xs
     }
 
     pub fn forward_t(&self, input_ids: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
         let hidden = self.encode(input_ids, mask, train);
+        self.head(&hidden, train)
+    }
+
+    /// The embeddings' output, (batch, seq, hidden): the first of the
+    /// pieces `forward_t` is made of, which `crate::fsdp` runs one by one.
+    pub fn embed(&self, input_ids: &Tensor, train: bool) -> Tensor {
+        self.embeddings.forward_t(input_ids, train)
+    }
+
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Transformer layer `index` on the hidden states `xs`.
+    pub fn layer(&self, index: usize, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
+        self.layers[index].forward_t(xs, mask, train)
+    }
+
+    /// `pre_classifier`, ReLU, dropout and the classifier on the last
+    /// hidden states: logits.
+    pub fn head(&self, hidden: &Tensor, train: bool) -> Tensor {
         let pooled = self.pre_classifier.forward(&hidden.select(1, 0)).relu();
         self.classifier
             .forward(&self.classifier_dropout.forward_t(&pooled, train))

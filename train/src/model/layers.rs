@@ -82,6 +82,19 @@ impl DropoutMasks {
         self.drawn.store(0, Ordering::Relaxed);
     }
 
+    /// How many masks have been drawn since the seed: with the seed, all
+    /// that decides the next mask.
+    pub fn drawn(&self) -> u64 {
+        self.drawn.load(Ordering::Relaxed)
+    }
+
+    /// Makes the next mask the `drawn`-th of the sequence again, so that a
+    /// forward recomputed from there draws the masks it drew the first
+    /// time (`crate::fsdp`, as activation checkpointing restores the RNG).
+    pub fn rewind(&self, drawn: u64) {
+        self.drawn.store(drawn, Ordering::Relaxed);
+    }
+
     /// A (0 or 1/(1-p)) mask of `numel` elements, each kept with
     /// probability 1 - p, as f32.
     fn draw(&self, numel: usize, p: f64) -> Vec<f32> {

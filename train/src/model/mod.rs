@@ -10,6 +10,7 @@ mod bert;
 mod config;
 mod distilbert;
 mod layers;
+mod units;
 mod weights;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ pub use bert::BertForSequenceClassification;
 pub use config::{Activation, Architecture, ModelConfig};
 pub use distilbert::DistilBertForSequenceClassification;
 pub use layers::DropoutMasks;
+pub use units::{DropoutState, ModelInput};
 pub use weights::{load_safetensors, LoadReport};
 
 use pipe_stages::StageError;
@@ -213,6 +215,28 @@ impl SequenceClassifier {
         token_type_ids: Option<&Tensor>,
         train: bool,
     ) -> Result<Tensor, ModelError> {
+        let input = self.prepare(input_ids, attention_mask, token_type_ids)?;
+        Ok(match &self.net {
+            Net::Bert(net) => net.forward_t(
+                &input.ids,
+                input.token_types.as_ref(),
+                input.mask.as_ref(),
+                train,
+            ),
+            Net::DistilBert(net) => net.forward_t(&input.ids, input.mask.as_ref(), train),
+        })
+    }
+
+    /// Checks a batch as [`SequenceClassifier::forward_t`] takes it and
+    /// turns the attention mask into the boolean (batch, 1, 1, seq) the
+    /// layers use: what both `forward_t` and the unit-by-unit forward of
+    /// [`SequenceClassifier::forward_unit`] start from.
+    pub fn prepare(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        token_type_ids: Option<&Tensor>,
+    ) -> Result<ModelInput, ModelError> {
         let size = input_ids.size();
         let [batch, seq] = size[..] else {
             return Err(ModelError::Input(format!(
@@ -270,9 +294,9 @@ impl SequenceClassifier {
             Some(mask) => Some(mask.f_ne(0)?.view([batch, 1, 1, seq])),
             None => None,
         };
-        let logits = match &self.net {
-            Net::Bert(net) => {
-                if let Some(types) = token_type_ids {
+        if let Some(types) = token_type_ids {
+            match &self.net {
+                Net::Bert(_) => {
                     let highest = types.f_max()?.int64_value(&[]);
                     if types.f_min()?.int64_value(&[]) < 0 || highest >= self.config.type_vocab_size
                     {
@@ -282,18 +306,18 @@ impl SequenceClassifier {
                         )));
                     }
                 }
-                net.forward_t(input_ids, token_type_ids, mask.as_ref(), train)
-            }
-            Net::DistilBert(net) => {
-                if token_type_ids.is_some() {
+                Net::DistilBert(_) => {
                     return Err(ModelError::Input(
                         "DistilBERT has no token type embeddings".to_string(),
                     ));
                 }
-                net.forward_t(input_ids, mask.as_ref(), train)
             }
-        };
-        Ok(logits)
+        }
+        Ok(ModelInput {
+            ids: input_ids.shallow_clone(),
+            token_types: token_type_ids.map(Tensor::shallow_clone),
+            mask,
+        })
     }
 }
 
