@@ -269,7 +269,7 @@ pub fn run(
             .collect();
         slurm::check_requests(settings, &on_cluster)?;
     }
-    check_local_requests(pipeline, &dag, &targets, &options.executor)?;
+    check_local_requests(pipeline, dag, &targets, &options.executor)?;
     let root = pipeline.root.clone();
     let git = std::thread::spawn(move || runs::git_state(&root));
     let cache = Cache::open(&project.cache_dir)?;

@@ -583,7 +583,7 @@ fn train(
                 epochs.iter().map(|stats| stats.rows as f64).sum::<f64>()
                     / epochs.iter().map(|stats| stats.epoch_seconds).sum::<f64>().max(1e-9)
             ),
-            "hardware": hardware::describe(&devices),
+            "hardware": hardware::describe(devices),
             "memory": memory,
             "throughput": throughput_json(&epochs, &replica, world, &peak),
             "epochs": per_epoch,
