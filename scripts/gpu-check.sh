@@ -110,7 +110,7 @@ probe() {
     # The GPUs and the driver (CUDA 13, as in torch 2.11's cu130 wheels,
     # needs R580 or newer).
     local gpus driver
-    gpus=$(timeout 10 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) || {
+    gpus=$(timeout 5 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader) || {
         refuse "nvidia-smi failed: no NVIDIA GPU or driver here"; return 2; }
     echo "$gpus"
     gpu_count=$(grep -c . <<<"$gpus")
@@ -119,11 +119,18 @@ probe() {
     at_least "$driver" 580 || { refuse "driver $driver: CUDA 13 needs R580 or newer"; return 2; }
 
     # The machine's torch: the binaries were linked against torch 2.11.0.
-    local info version lib
-    info=$(timeout 20 python3 -c 'import os, torch
+    # Importing torch reads about 2 GB of libraries: a few seconds warm,
+    # more from a cold disk.
+    local info version lib status
+    info=$(timeout 25 python3 -c 'import os, torch
 print(torch.__version__); print(os.path.join(os.path.dirname(torch.__file__), "lib"))
-print(torch.version.cuda); print(torch.cuda.is_available()); print(torch.cuda.device_count())') || {
-        refuse "python3 cannot import torch within 20 s: install torch==2.11.0"; return 2; }
+print(torch.version.cuda); print(torch.cuda.is_available()); print(torch.cuda.device_count())')
+    status=$?
+    if [[ $status == 124 ]]; then
+        refuse "python3 took more than 25 s to import torch: a disk too slow for a short lease"; return 2
+    elif [[ $status != 0 ]]; then
+        refuse "python3 cannot import torch (exit $status): install torch==2.11.0"; return 2
+    fi
     version=$(sed -n 1p <<<"$info")
     lib=$(sed -n 2p <<<"$info")
     echo "torch $version (CUDA $(sed -n 3p <<<"$info"), available: $(sed -n 4p <<<"$info"), $(sed -n 5p <<<"$info") devices) in $lib"
