@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark: the training strategies side by side on the quickstart
 # (MiniLM-L6, 128 tokens, fp32), through `pipe`: single on one device, and
-# ddp, deepspeed_stage_2 and fsdp_shard_grad_op on 2 CPU replicas (which
+# ddp, deepspeed_stage_2, fsdp_shard_grad_op and fsdp on 2 CPU replicas (which
 # take turns for the cores: they show the algorithms' memory and overheads,
 # not a speed-up). One `pipe run` per strategy in a scratch copy of the
 # project, then `pipe compare` of those runs: memory per replica (params,
@@ -9,12 +9,12 @@
 # milliseconds per step by phase, test accuracy.
 #
 #   scripts/bench/strategies.sh
-# Env: ROWS (training rows, default 1024), STRATEGIES (default all four).
+# Env: ROWS (training rows, default 1024), STRATEGIES (default all five).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 rows=${ROWS:-1024}
-strategies=${STRATEGIES:-single ddp deepspeed_stage_2 fsdp_shard_grad_op}
+strategies=${STRATEGIES:-single ddp deepspeed_stage_2 fsdp_shard_grad_op fsdp}
 cargo build --release --quiet -p pipe
 pipe="${CARGO_TARGET_DIR:-$repo/target}/release/pipe"
 date -u +%F

@@ -854,6 +854,40 @@ fn fsdp_on_two_and_three_replicas_steps_as_single() {
     strategy_matches_single("tiny-distilbert", "fsdp", 3, 2);
 }
 
+/// On one device fsdp's collectives are copies, and the rest is the
+/// model's own arithmetic run unit by unit: each unit's forward without
+/// autograd, then recomputed from its saved input and backpropagated with
+/// the gradient from above. With dropout on, the recompute must draw the
+/// first forward's masks; then the weights are single's, byte for byte,
+/// gradient accumulation included. (Not with clipping: fsdp sums the
+/// squares of the global norm per unit rather than per parameter, which
+/// moves a last bit.)
+#[test]
+fn fsdp_on_one_device_trains_the_bytes_of_single_dropout_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-distilbert", 13);
+    let run = |strategy: &str| {
+        let run = train(
+            dir.path(),
+            strategy,
+            &tokens,
+            &model,
+            json!({"epochs": 2, "batch_size": 8, "limit_train_samples": 96, "strategy": strategy,
+                   "accumulate_grad_batches": 2}),
+        );
+        assert!(run.success, "{strategy}: {}", run.error());
+        run
+    };
+    let (single, fsdp) = (run("single"), run("fsdp"));
+    assert!(
+        checkpoint_bytes(&single) == checkpoint_bytes(&fsdp),
+        "fsdp on one device: not single's bytes (max difference {})",
+        max_weight_difference(&single, &fsdp)
+    );
+    assert_eq!(fsdp.metrics()["strategy"], "fsdp");
+}
+
 /// With dropout on, fsdp's recomputed forwards must draw the masks of the
 /// first forward: a unit backpropagated through other masks than those
 /// that made its output gets another gradient, and the weights leave
