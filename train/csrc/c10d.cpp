@@ -26,6 +26,8 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -37,6 +39,8 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include "guarded.h"
 
@@ -261,4 +265,168 @@ extern "C" int pipe_c10d_wait(void* pending, char* error, size_t error_size) {
   });
   delete work;
   return code;
+}
+
+// ---------------------------------------------------------------------------
+// The gradient reducer: DDP's overlap of communication with backward. tch
+// has no autograd hooks, so they live here: each parameter gets a
+// post-accumulate-grad hook (what `Tensor.register_post_accumulate_grad_hook`
+// installs), which counts its bucket down; when a bucket's last gradient
+// exists, its all-reduce is started while backward goes on with the layers
+// below. Buckets are started strictly in order, as DDP's reducer does:
+// every rank must issue its collectives in the same sequence, whatever
+// order its own backward finishes them in.
+
+namespace {
+
+struct Reducer;
+
+class ReadyHook : public torch::autograd::PostAccumulateGradHook {
+ public:
+  ReadyHook(Reducer* reducer, size_t bucket) : reducer_(reducer), bucket_(bucket) {}
+  void operator()(const torch::autograd::Variable& /*unused*/) override;
+
+ private:
+  Reducer* reducer_;
+  size_t bucket_;
+};
+
+struct Reducer {
+  Group* group;
+  std::vector<std::vector<at::Tensor>> buckets;
+  std::vector<size_t> pending;
+  std::vector<at::Tensor> flat;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  size_t next = 0;
+  bool armed = false;
+  std::mutex mutex;
+
+  // Flattens bucket `b`'s gradients (zeros for a parameter without one:
+  // unused by this forward, the same on every rank) and starts its sum.
+  void launch(size_t b) {
+    std::vector<at::Tensor> parts;
+    parts.reserve(buckets[b].size());
+    for (const auto& parameter : buckets[b]) {
+      const auto& grad = parameter.grad();
+      parts.push_back(grad.defined() ? grad.reshape({-1})
+                                     : at::zeros({parameter.numel()}, parameter.options()));
+    }
+    flat[b] = at::cat(parts, 0);
+    std::vector<at::Tensor> tensors{flat[b]};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+    options.timeout = group->timeout;
+    works[b] = group->backend->allreduce(tensors, options);
+  }
+
+  void ready(size_t b) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!armed || pending[b] == 0) {
+      return;
+    }
+    pending[b] -= 1;
+    while (next < buckets.size() && pending[next] == 0) {
+      launch(next);
+      next += 1;
+    }
+  }
+};
+
+void ReadyHook::operator()(const torch::autograd::Variable& /*unused*/) {
+  reducer_->ready(bucket_);
+}
+
+}  // namespace
+
+// A reducer over `bucket_count` buckets; bucket b holds
+// `sizes[b]` parameters, given in order in `parameters`. Installs a hook on
+// each parameter (replacing any post-accumulate hook it had).
+extern "C" int pipe_c10d_reducer_new(void* handle, void* const* parameters, const size_t* sizes,
+                                     size_t bucket_count, void** out, char* error,
+                                     size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
+    auto reducer = std::make_unique<Reducer>();
+    reducer->group = group(handle);
+    size_t index = 0;
+    for (size_t b = 0; b < bucket_count; ++b) {
+      std::vector<at::Tensor> bucket;
+      for (size_t i = 0; i < sizes[b]; ++i) {
+        bucket.push_back(*static_cast<const at::Tensor*>(parameters[index++]));
+      }
+      reducer->buckets.push_back(std::move(bucket));
+    }
+    reducer->pending.assign(bucket_count, 0);
+    reducer->flat.resize(bucket_count);
+    reducer->works.resize(bucket_count);
+    for (size_t b = 0; b < bucket_count; ++b) {
+      for (const auto& parameter : reducer->buckets[b]) {
+        torch::autograd::impl::set_post_acc_grad_hooks(
+            parameter, std::make_unique<ReadyHook>(reducer.get(), b));
+      }
+    }
+    *out = reducer.release();
+    return 0;
+  });
+}
+
+// Before the backward whose gradients are to be summed (the last
+// micro-batch of a step): from now on, a bucket whose gradients are all
+// there starts its all-reduce.
+extern "C" int pipe_c10d_reducer_arm(void* handle, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
+    auto* reducer = static_cast<Reducer*>(handle);
+    std::lock_guard<std::mutex> lock(reducer->mutex);
+    for (size_t b = 0; b < reducer->buckets.size(); ++b) {
+      reducer->pending[b] = reducer->buckets[b].size();
+      reducer->works[b].reset();
+      reducer->flat[b].reset();
+    }
+    reducer->next = 0;
+    reducer->armed = true;
+    return 0;
+  });
+}
+
+// After that backward: starts the buckets backward did not complete
+// (parameters it did not reach), waits for every sum, and writes them back
+// into the gradients. Returns how many buckets backward itself started.
+extern "C" int pipe_c10d_reducer_finish(void* handle, size_t* overlapped, char* error,
+                                        size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
+    auto* reducer = static_cast<Reducer*>(handle);
+    std::lock_guard<std::mutex> lock(reducer->mutex);
+    *overlapped = reducer->next;
+    reducer->armed = false;
+    while (reducer->next < reducer->buckets.size()) {
+      reducer->launch(reducer->next);
+      reducer->next += 1;
+    }
+    at::NoGradGuard no_grad;
+    for (size_t b = 0; b < reducer->buckets.size(); ++b) {
+      reducer->works[b]->wait(reducer->group->timeout);
+      int64_t offset = 0;
+      for (auto& parameter : reducer->buckets[b]) {
+        const int64_t numel = parameter.numel();
+        auto grad = parameter.mutable_grad();
+        if (grad.defined()) {
+          grad.copy_(reducer->flat[b].narrow(0, offset, numel).view_as(grad));
+        }
+        offset += numel;
+      }
+      reducer->works[b].reset();
+      reducer->flat[b].reset();
+    }
+    return 0;
+  });
+}
+
+// Removes the hooks and frees the reducer.
+extern "C" void pipe_c10d_reducer_free(void* handle) {
+  auto* reducer = static_cast<Reducer*>(handle);
+  for (const auto& bucket : reducer->buckets) {
+    for (const auto& parameter : bucket) {
+      torch::autograd::impl::set_post_acc_grad_hooks(parameter, nullptr);
+    }
+  }
+  delete reducer;
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tch::Tensor;
 
-use crate::ddp::{Collective, CollectiveError};
+use crate::ddp::{Collective, CollectiveError, GradientBuckets};
 
 extern "C" {
     fn pipe_c10d_store_serve(
@@ -69,6 +69,23 @@ extern "C" {
     ) -> c_int;
     fn pipe_c10d_barrier(group: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
     fn pipe_c10d_wait(pending: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
+    fn pipe_c10d_reducer_new(
+        group: *mut c_void,
+        parameters: *const *mut c_void,
+        sizes: *const usize,
+        bucket_count: usize,
+        out: *mut *mut c_void,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_reducer_arm(reducer: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
+    fn pipe_c10d_reducer_finish(
+        reducer: *mut c_void,
+        overlapped: *mut usize,
+        error: *mut c_char,
+        error_size: usize,
+    ) -> c_int;
+    fn pipe_c10d_reducer_free(reducer: *mut c_void);
 }
 
 const ERROR_SIZE: usize = 4096;
@@ -290,7 +307,69 @@ impl Drop for Pending {
     }
 }
 
+/// DDP's gradient reducer (csrc/c10d.cpp): a hook on every parameter
+/// starts its bucket's all-reduce as soon as backward has produced the
+/// bucket's last gradient, so the sums travel while backward computes the
+/// layers below, and [`Reducer::finish`] waits for them. The buckets are
+/// those of [`GradientBuckets`], started in their order on every rank.
+pub struct Reducer {
+    handle: *mut c_void,
+}
+
+impl Reducer {
+    /// Hooks `buckets`' parameters. Their gradients are summed over the
+    /// group only between [`Reducer::arm`] and [`Reducer::finish`].
+    pub fn new(group: &ProcessGroup, buckets: &GradientBuckets) -> Result<Reducer, CollectiveError> {
+        let members = buckets.members();
+        let sizes: Vec<usize> = members.iter().map(Vec::len).collect();
+        let parameters: Vec<*mut c_void> = members
+            .iter()
+            .flatten()
+            .map(|tensor| tensor.as_ptr() as *mut c_void)
+            .collect();
+        let mut handle = std::ptr::null_mut();
+        checked(|error, size| unsafe {
+            pipe_c10d_reducer_new(
+                group.handle,
+                parameters.as_ptr(),
+                sizes.as_ptr(),
+                sizes.len(),
+                &mut handle,
+                error,
+                size,
+            )
+        })?;
+        Ok(Reducer { handle })
+    }
+
+    /// Call before the backward of a step's last micro-batch.
+    pub fn arm(&mut self) -> Result<(), CollectiveError> {
+        checked(|error, size| unsafe { pipe_c10d_reducer_arm(self.handle, error, size) })
+    }
+
+    /// Call after it: every gradient is then the sum over the ranks.
+    /// Returns how many buckets were started during backward.
+    pub fn finish(&mut self) -> Result<usize, CollectiveError> {
+        let mut overlapped = 0usize;
+        checked(|error, size| unsafe {
+            pipe_c10d_reducer_finish(self.handle, &mut overlapped, error, size)
+        })?;
+        Ok(overlapped)
+    }
+}
+
+impl Drop for Reducer {
+    fn drop(&mut self) {
+        // SAFETY: made by pipe_c10d_reducer_new, freed once; removes the hooks.
+        unsafe { pipe_c10d_reducer_free(self.handle) }
+    }
+}
+
 impl Collective for ProcessGroup {
+    fn as_process_group(&self) -> Option<&ProcessGroup> {
+        Some(self)
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }
@@ -488,6 +567,8 @@ mod tests {
     #[test]
     fn a_rank_that_leaves_makes_the_others_fail_instead_of_hanging() {
         let results = on_ranks(3, Duration::from_secs(20), |group| {
+            // Every connection is up before anyone leaves.
+            group.barrier().unwrap();
             if group.rank() == 1 {
                 drop(group);
                 return "left".to_string();
@@ -539,6 +620,61 @@ mod tests {
             assert_eq!(grad, [3.0, 3.0, 3.0]);
             assert!(!unused_defined);
         }
+    }
+
+    /// The reducer's sums, started from backward's hooks, are the bytes of
+    /// the bucketed all-reduce after backward; a parameter backward never
+    /// reaches keeps no gradient, and its bucket is still summed.
+    #[test]
+    fn the_overlapped_reducer_sums_what_the_buckets_sum_and_in_the_same_bits() {
+        let results = on_ranks(2, TIMEOUT, |group| {
+            let rank = group.rank() as f64;
+            let sums = |overlap: bool| {
+                tch::manual_seed(7);
+                let weights: Vec<Tensor> = (0..5)
+                    .map(|i| (Tensor::randn([64 + i], (Kind::Float, Device::Cpu)) * 1e3).set_requires_grad(true))
+                    .collect();
+                let unused = Tensor::ones([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+                // First in creation order, so in the last bucket: DDP's
+                // buckets are started in order, and one whose gradient
+                // never comes holds back those after it until finish.
+                let mut variables = vec![unused.shallow_clone()];
+                variables.extend(weights.iter().map(Tensor::shallow_clone));
+                let buckets = GradientBuckets::new(&variables, 600);
+                assert!(buckets.len() >= 3);
+                let mut reducer = overlap.then(|| Reducer::new(&group, &buckets).unwrap());
+                // Two micro-batches: only the second is summed.
+                for micro in 0..2 {
+                    if micro == 1 {
+                        if let Some(reducer) = reducer.as_mut() {
+                            reducer.arm().unwrap();
+                        }
+                    }
+                    let loss = weights
+                        .iter()
+                        .map(|w| (w * (rank + 1.0 + micro as f64)).sin().sum(Kind::Float))
+                        .fold(Tensor::zeros([], (Kind::Float, Device::Cpu)), |a, b| a + b);
+                    loss.backward();
+                }
+                match reducer.as_mut() {
+                    Some(reducer) => {
+                        assert!(reducer.finish().unwrap() >= 1, "no bucket overlapped backward");
+                    }
+                    None => buckets.all_reduce_sum(&group).unwrap(),
+                }
+                assert!(!unused.grad().defined());
+                weights
+                    .iter()
+                    .map(|w| Vec::<f32>::try_from(&w.grad()).unwrap())
+                    .collect::<Vec<_>>()
+            };
+            (sums(false), sums(true))
+        });
+        for (plain, overlapped) in &results {
+            let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(plain), bits(overlapped));
+        }
+        assert_eq!(results[0].0, results[1].0, "the ranks disagree");
     }
 
     #[test]

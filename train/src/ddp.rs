@@ -28,6 +28,12 @@ pub enum CollectiveError {
 /// makes the same calls in the same order with tensors of the same shape
 /// and kind, as with `torch.distributed`.
 pub trait Collective {
+    /// The c10d process group behind it, for what needs more than these
+    /// calls (the overlapped reducer); None for [`Solo`].
+    fn as_process_group(&self) -> Option<&crate::c10d::ProcessGroup> {
+        None
+    }
+
     fn rank(&self) -> usize;
 
     fn world_size(&self) -> usize;
@@ -136,6 +142,11 @@ impl GradientBuckets {
 
     pub fn len(&self) -> usize {
         self.buckets.len()
+    }
+
+    /// The variables of each bucket, in the order they are flattened.
+    pub fn members(&self) -> &[Vec<Tensor>] {
+        &self.buckets
     }
 
     pub fn is_empty(&self) -> bool {

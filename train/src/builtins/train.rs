@@ -35,7 +35,7 @@ use super::classifier::{
     batch_tensors, check_labels, check_lengths, check_pad_id, device, precision_error, predict,
     torch,
 };
-use crate::c10d::{self, ProcessGroup};
+use crate::c10d::{self, ProcessGroup, Reducer};
 use crate::ddp::{Collective, CollectiveError, GradientBuckets, Solo};
 use crate::distributed::{self, RankPlace, Role};
 use crate::fsdp::{self, FsdpError, FullShard};
@@ -995,6 +995,9 @@ enum Updater {
     Replicated {
         optimizer: AdamW,
         buckets: Option<GradientBuckets>,
+        /// Between processes: the buckets' all-reduces started from
+        /// backward's hooks, overlapping the rest of backward, as DDP's.
+        reducer: Option<Reducer>,
     },
     /// `deepspeed_stage_2`, `fsdp_shard_grad_op` (see `crate::shard`).
     Sharded(ShardedOptimizer),
@@ -1044,15 +1047,25 @@ impl Replica {
                 )
                 .map_err(fsdp_error)?,
             ),
-            None => Updater::Replicated {
-                optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
-                buckets: (world > 1).then(|| {
+            None => {
+                let buckets = (world > 1).then(|| {
                     GradientBuckets::new(
                         &model.vs.trainable_variables(),
                         GradientBuckets::DEFAULT_CAP_BYTES,
                     )
-                }),
-            },
+                });
+                let reducer = match (&buckets, collective.as_process_group()) {
+                    (Some(buckets), Some(group)) => {
+                        Some(Reducer::new(group, buckets).map_err(collective_error)?)
+                    }
+                    _ => None,
+                };
+                Updater::Replicated {
+                    optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
+                    buckets,
+                    reducer,
+                }
+            }
             Some(sharding) => Updater::Sharded(
                 ShardedOptimizer::new(
                     &decay_flags(&model.vs)?,
@@ -1217,7 +1230,7 @@ fn replica_steps(
             }
         }
         let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
-        for (rows, weight) in step.iter().zip(micro_batch_weights(&sizes)) {
+        for (micro, (rows, weight)) in step.iter().zip(micro_batch_weights(&sizes)).enumerate() {
             let batch = if plan.world == 1 {
                 plan.collator.collate(plan.split, rows)?
             } else {
@@ -1230,6 +1243,17 @@ fn replica_steps(
             // Each shard's mean loss over the world size: summed across
             // replicas, the gradient of the mean over the global batch.
             let weight = weight * loss_scale / plan.world as f64;
+            if micro + 1 == sizes.len() {
+                // The step's last backward: its gradients are summed as
+                // backward produces them (DDP's `no_sync` before it).
+                if let Updater::Replicated {
+                    reducer: Some(reducer),
+                    ..
+                } = &mut replica.updater
+                {
+                    reducer.arm().map_err(collective_error)?;
+                }
+            }
             step_totals.add(&match &mut replica.updater {
                 Updater::FullyShard(full) => fsdp_micro_batch(
                     &replica.model,
@@ -1258,11 +1282,19 @@ fn replica_steps(
             }
         }
         let step_ok = match &mut replica.updater {
-            Updater::Replicated { optimizer, buckets } => {
-                if let Some(buckets) = buckets.as_ref() {
-                    buckets
+            Updater::Replicated {
+                optimizer,
+                buckets,
+                reducer,
+            } => {
+                match (reducer.as_mut(), buckets.as_ref()) {
+                    (Some(reducer), _) => {
+                        reducer.finish().map_err(collective_error)?;
+                    }
+                    (None, Some(buckets)) => buckets
                         .all_reduce_sum(collective)
-                        .map_err(collective_error)?;
+                        .map_err(collective_error)?,
+                    (None, None) => {}
                 }
                 clock.lap(Phase::Collective);
                 // The scaler unscales before clipping so that the clip
