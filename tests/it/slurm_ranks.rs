@@ -58,10 +58,17 @@ fn a_ddp_stage_on_slurm_runs_its_replicas_as_srun_tasks_and_trains_the_local_byt
             String::from_utf8_lossy(&output.stdout).into_owned()
         })
         .collect();
-    let training: Vec<&String> = shown.iter().filter(|text| text.contains("NumTasks=2")).collect();
+    let training: Vec<&String> = shown
+        .iter()
+        .filter(|text| text.contains("NumTasks=2"))
+        .collect();
     assert_eq!(training.len(), 1, "{shown:#?}");
     assert!(
-        shown.iter().filter(|text| text.contains("NumTasks=1")).count() == jobs.len() - 1,
+        shown
+            .iter()
+            .filter(|text| text.contains("NumTasks=1"))
+            .count()
+            == jobs.len() - 1,
         "{shown:#?}"
     );
     let log = std::fs::read_to_string(
@@ -74,7 +81,10 @@ fn a_ddp_stage_on_slurm_runs_its_replicas_as_srun_tasks_and_trains_the_local_byt
             .expect("the training stage's log"),
     )
     .unwrap();
-    assert!(log.contains("[rank1] rank 1 of 2 joined over gloo on cpu (1 node, started by srun)"), "{log}");
+    assert!(
+        log.contains("[rank1] rank 1 of 2 joined over gloo on cpu (1 node, started by srun)"),
+        "{log}"
+    );
 
     let checkpoint = format!(".pipe/out/speed-study/{TRAIN}/checkpoint/model.safetensors");
     assert!(
@@ -108,7 +118,11 @@ fn nodes_that_cannot_be_honoured_are_located_errors() {
     let project = pipe_test_support::TestProject::new();
     let run = |yaml: &str| -> (i32, String) {
         project.write("pipe.yaml", yaml);
-        let output = project.command().args(["run", "pipe.yaml"]).output().unwrap();
+        let output = project
+            .command()
+            .args(["run", "pipe.yaml"])
+            .output()
+            .unwrap();
         (
             output.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&output.stderr).into_owned(),

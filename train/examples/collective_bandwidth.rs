@@ -37,7 +37,10 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn report(name: &str, world: usize, seconds: f64) {
     let bytes = BUCKET_BYTES as f64;
     let bus = 2.0 * (world as f64 - 1.0) / world as f64 * bytes / seconds / 1e9;
-    println!("{name:<16} ranks {world}  median {:>8.2} ms  bus bandwidth {bus:>6.2} GB/s", seconds * 1e3);
+    println!(
+        "{name:<16} ranks {world}  median {:>8.2} ms  bus bandwidth {bus:>6.2} GB/s",
+        seconds * 1e3
+    );
 }
 
 fn gloo(world: usize, rounds: usize) -> f64 {
@@ -94,7 +97,8 @@ fn local(world: usize, rounds: usize) -> f64 {
                     let mut times = Vec::new();
                     for _ in 0..rounds + 2 {
                         let started = Instant::now();
-                        old::Collective::all_reduce_sum(collective, rank, &mut bucket).expect("all-reduce");
+                        old::Collective::all_reduce_sum(collective, rank, &mut bucket)
+                            .expect("all-reduce");
                         times.push(started.elapsed().as_secs_f64());
                     }
                     times.drain(..2);
@@ -118,7 +122,10 @@ fn main() {
     };
     let rounds: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(20);
     tch::set_num_threads(1);
-    println!("bucket {} MiB, {rounds} rounds after 2 warm-up, median of the slowest rank per round", BUCKET_BYTES >> 20);
+    println!(
+        "bucket {} MiB, {rounds} rounds after 2 warm-up, median of the slowest rank per round",
+        BUCKET_BYTES >> 20
+    );
     for &world in &worlds {
         report("gloo (c10d)", world, gloo(world, rounds));
         #[cfg(pipe_bench_local)]

@@ -191,7 +191,10 @@ unsafe impl Send for ProcessGroup {}
 impl ProcessGroup {
     /// Meets the other ranks; returns when all `world_size` have joined,
     /// or fails after the rendezvous' timeout.
-    pub fn join(rendezvous: &Rendezvous, backend: Backend) -> Result<ProcessGroup, CollectiveError> {
+    pub fn join(
+        rendezvous: &Rendezvous,
+        backend: Backend,
+    ) -> Result<ProcessGroup, CollectiveError> {
         let host = CString::new(rendezvous.host.as_str())
             .map_err(|_| CollectiveError::Backend("a NUL byte in the store host".into()))?;
         let interface = CString::new(rendezvous.interface_host.as_str())
@@ -319,7 +322,10 @@ pub struct Reducer {
 impl Reducer {
     /// Hooks `buckets`' parameters. Their gradients are summed over the
     /// group only between [`Reducer::arm`] and [`Reducer::finish`].
-    pub fn new(group: &ProcessGroup, buckets: &GradientBuckets) -> Result<Reducer, CollectiveError> {
+    pub fn new(
+        group: &ProcessGroup,
+        buckets: &GradientBuckets,
+    ) -> Result<Reducer, CollectiveError> {
         let members = buckets.members();
         let sizes: Vec<usize> = members.iter().map(Vec::len).collect();
         let parameters: Vec<*mut c_void> = members
@@ -399,7 +405,11 @@ impl Collective for ProcessGroup {
         })
     }
 
-    fn reduce_scatter_sum(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError> {
+    fn reduce_scatter_sum(
+        &self,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<(), CollectiveError> {
         let part = output.numel();
         if input.numel() != part * self.world_size {
             return Err(CollectiveError::Shape(format!(
@@ -466,8 +476,11 @@ mod tests {
                 .map(|rank| {
                     let body = &body;
                     scope.spawn(move || {
-                        let group = ProcessGroup::join(&rendezvous(port, rank, world, timeout), Backend::Gloo)
-                            .unwrap();
+                        let group = ProcessGroup::join(
+                            &rendezvous(port, rank, world, timeout),
+                            Backend::Gloo,
+                        )
+                        .unwrap();
                         body(group)
                     })
                 })
@@ -534,7 +547,8 @@ mod tests {
                 group.all_reduce_sum(&mut reduced).unwrap();
                 let mut shard = Tensor::zeros([part as i64], (Kind::Float, Device::Cpu));
                 group.reduce_scatter_sum(&input, &mut shard).unwrap();
-                let mut gathered = Tensor::zeros([(part * world) as i64], (Kind::Float, Device::Cpu));
+                let mut gathered =
+                    Tensor::zeros([(part * world) as i64], (Kind::Float, Device::Cpu));
                 group.all_gather(&shard, &mut gathered).unwrap();
                 let expected = reduced.narrow(0, (rank * part) as i64, part as i64);
                 (
@@ -546,7 +560,10 @@ mod tests {
             });
             for (rank, (shard, expected, gathered, reduced)) in results.iter().enumerate() {
                 for (a, b) in shard.iter().zip(expected) {
-                    assert!((a - b).abs() <= 1.0, "world {world} rank {rank}: {shard:?} vs {expected:?}");
+                    assert!(
+                        (a - b).abs() <= 1.0,
+                        "world {world} rank {rank}: {shard:?} vs {expected:?}"
+                    );
                 }
                 assert_eq!(gathered.len(), reduced.len());
                 assert_eq!(gathered, &results[0].2, "every rank gathers the same");
@@ -561,7 +578,10 @@ mod tests {
             group.broadcast(2, &mut tensor).unwrap();
             Vec::<i64>::try_from(&tensor).unwrap()
         });
-        assert!(results.iter().all(|values| values == &[20, 7]), "{results:?}");
+        assert!(
+            results.iter().all(|values| values == &[20, 7]),
+            "{results:?}"
+        );
     }
 
     #[test]
@@ -632,7 +652,10 @@ mod tests {
             let sums = |overlap: bool| {
                 tch::manual_seed(7);
                 let weights: Vec<Tensor> = (0..5)
-                    .map(|i| (Tensor::randn([64 + i], (Kind::Float, Device::Cpu)) * 1e3).set_requires_grad(true))
+                    .map(|i| {
+                        (Tensor::randn([64 + i], (Kind::Float, Device::Cpu)) * 1e3)
+                            .set_requires_grad(true)
+                    })
                     .collect();
                 let unused = Tensor::ones([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
                 // First in creation order, so in the last bucket: DDP's
@@ -658,7 +681,10 @@ mod tests {
                 }
                 match reducer.as_mut() {
                     Some(reducer) => {
-                        assert!(reducer.finish().unwrap() >= 1, "no bucket overlapped backward");
+                        assert!(
+                            reducer.finish().unwrap() >= 1,
+                            "no bucket overlapped backward"
+                        );
                     }
                     None => buckets.all_reduce_sum(&group).unwrap(),
                 }
@@ -671,7 +697,8 @@ mod tests {
             (sums(false), sums(true))
         });
         for (plain, overlapped) in &results {
-            let bits = |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let bits =
+                |v: &Vec<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(plain), bits(overlapped));
         }
         assert_eq!(results[0].0, results[1].0, "the ranks disagree");

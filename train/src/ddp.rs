@@ -52,7 +52,11 @@ pub trait Collective {
     /// rank) over the ranks and gives rank `r` only the `r`-th equal part of
     /// the sum, in `output`: the gradient exchange of ZeRO stage 2 and FSDP,
     /// which leaves each rank the summed gradients of its own shard.
-    fn reduce_scatter_sum(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError>;
+    fn reduce_scatter_sum(
+        &self,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<(), CollectiveError>;
 
     /// Concatenates every rank's `input` (the same length on every rank) in
     /// rank order into `output` (`world_size` times as long) on every rank:
@@ -86,7 +90,11 @@ impl Collective for Solo {
         Ok(())
     }
 
-    fn reduce_scatter_sum(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError> {
+    fn reduce_scatter_sum(
+        &self,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<(), CollectiveError> {
         same_length(input, output)?;
         tch::no_grad(|| output.f_copy_(&input.f_reshape([-1])?))?;
         Ok(())

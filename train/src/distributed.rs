@@ -62,8 +62,10 @@ pub fn role(
             .transpose()
     };
     if let Some(rank) = number(RANK_ENV)? {
-        let world = number(WORLD_SIZE_ENV)?.ok_or(format!("{RANK_ENV} is set but {WORLD_SIZE_ENV} is not"))?;
-        let port = number(MASTER_PORT_ENV)?.ok_or(format!("{RANK_ENV} is set but {MASTER_PORT_ENV} is not"))?;
+        let world = number(WORLD_SIZE_ENV)?
+            .ok_or(format!("{RANK_ENV} is set but {WORLD_SIZE_ENV} is not"))?;
+        let port = number(MASTER_PORT_ENV)?
+            .ok_or(format!("{RANK_ENV} is set but {MASTER_PORT_ENV} is not"))?;
         let host = get(MASTER_ADDR_ENV).unwrap_or("127.0.0.1").to_string();
         if nodes > 1 {
             return Err(format!(
@@ -227,7 +229,12 @@ mod tests {
         assert!(matches!(role(2, 1, T, &env(&[])), Ok(Role::Launcher)));
         // The batch script of a 2-task job is not a rank: no step id.
         assert!(matches!(
-            role(2, 1, T, &env(&[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "0")])),
+            role(
+                2,
+                1,
+                T,
+                &env(&[("SLURM_NTASKS", "2"), ("SLURM_PROCID", "0")])
+            ),
             Ok(Role::Launcher)
         ));
         let Ok(Role::Rank(place)) = role(
@@ -244,7 +251,11 @@ mod tests {
             panic!("not a rank")
         };
         assert_eq!(
-            (place.rendezvous.rank, place.rendezvous.world_size, place.rendezvous.port),
+            (
+                place.rendezvous.rank,
+                place.rendezvous.world_size,
+                place.rendezvous.port
+            ),
             (2, 3, 4000)
         );
         assert!(!place.rendezvous.serve_store);
@@ -269,6 +280,9 @@ mod tests {
         assert!(place.rendezvous.serve_store);
         assert_eq!((place.rendezvous.world_size, place.nodes), (4, 2));
         let error = role(3, 1, T, &slurm).unwrap_err();
-        assert!(error.contains("4 tasks") && error.contains("6 ranks"), "{error}");
+        assert!(
+            error.contains("4 tasks") && error.contains("6 ranks"),
+            "{error}"
+        );
     }
 }

@@ -29,7 +29,9 @@ use pipe_protocol::Event;
 use pipe_stages::{StageContext, StageError};
 
 use crate::c10d::StoreServer;
-use crate::distributed::{MASTER_ADDR_ENV, MASTER_PORT_ENV, RANK_ENV, WORLD_SIZE_ENV, LOCAL_RANK_ENV};
+use crate::distributed::{
+    LOCAL_RANK_ENV, MASTER_ADDR_ENV, MASTER_PORT_ENV, RANK_ENV, WORLD_SIZE_ENV,
+};
 
 /// How long the other ranks get to stop by themselves after one failed,
 /// before they are killed.
@@ -54,18 +56,26 @@ struct RankState {
 
 impl RankState {
     fn failed(&self) -> bool {
-        self.error.is_some() || self.status.is_some_and(|status| !status.success() || !self.done)
+        self.error.is_some()
+            || self
+                .status
+                .is_some_and(|status| !status.success() || !self.done)
     }
 }
 
 /// Runs the stage on `world` local ranks and returns when all have ended:
 /// Ok when every rank finished, else the first failure, named.
-pub fn run_ranks(context: &StageContext, world: usize, timeout: Duration) -> Result<(), StageError> {
+pub fn run_ranks(
+    context: &StageContext,
+    world: usize,
+    timeout: Duration,
+) -> Result<(), StageError> {
     let store = StoreServer::start(timeout).map_err(|error| {
         StageError::Other(format!("cannot start the ranks' rendezvous store: {error}"))
     })?;
-    let program = std::env::current_exe()
-        .map_err(|error| StageError::Other(format!("cannot find this worker's executable: {error}")))?;
+    let program = std::env::current_exe().map_err(|error| {
+        StageError::Other(format!("cannot find this worker's executable: {error}"))
+    })?;
     let threads = (context.threads() / world).max(1);
     context.message(format!(
         "starting {world} rank processes ({threads} thread{} each), rendezvous at 127.0.0.1:{}",
@@ -171,17 +181,30 @@ pub fn run_ranks(context: &StageContext, world: usize, timeout: Duration) -> Res
     }
 }
 
-fn rank_invocation(context: &StageContext, rank: usize, threads: usize) -> Result<PathBuf, StageError> {
+fn rank_invocation(
+    context: &StageContext,
+    rank: usize,
+    threads: usize,
+) -> Result<PathBuf, StageError> {
     let mut invocation = context.invocation.clone();
     invocation.threads = threads;
-    let file = context.scratch_dir().join(format!("rank-{rank}.invocation.json"));
-    let text = serde_json::to_string(&invocation).map_err(|error| StageError::Other(error.to_string()))?;
-    std::fs::create_dir_all(context.scratch_dir()).map_err(|error| StageError::io(context.scratch_dir(), error))?;
+    let file = context
+        .scratch_dir()
+        .join(format!("rank-{rank}.invocation.json"));
+    let text =
+        serde_json::to_string(&invocation).map_err(|error| StageError::Other(error.to_string()))?;
+    std::fs::create_dir_all(context.scratch_dir())
+        .map_err(|error| StageError::io(context.scratch_dir(), error))?;
     std::fs::write(&file, text).map_err(|error| StageError::io(&file, error))?;
     Ok(file)
 }
 
-fn relay(rank: usize, stream: impl Read + Send + 'static, sender: mpsc::Sender<(usize, Line)>, events: bool) {
+fn relay(
+    rank: usize,
+    stream: impl Read + Send + 'static,
+    sender: mpsc::Sender<(usize, Line)>,
+    events: bool,
+) {
     std::thread::spawn(move || {
         for line in BufReader::new(stream).lines() {
             let Ok(line) = line else { break };
@@ -267,10 +290,10 @@ fn last_line(state: &RankState) -> String {
 /// is a timeout and some ranks never failed on their own (the launcher had
 /// to kill them), those are the ones that stopped answering.
 fn failure(states: &[RankState], first: usize, world: usize, timeout: Duration) -> StageError {
-    let timed_out = states[first]
-        .error
-        .as_ref()
-        .is_some_and(|(message, _)| message.to_ascii_lowercase().contains("timed out") || message.to_ascii_lowercase().contains("timeout"));
+    let timed_out = states[first].error.as_ref().is_some_and(|(message, _)| {
+        message.to_ascii_lowercase().contains("timed out")
+            || message.to_ascii_lowercase().contains("timeout")
+    });
     let silent: Vec<usize> = (0..world)
         .filter(|&rank| states[rank].killed && states[rank].error.is_none())
         .collect();
@@ -296,6 +319,10 @@ fn failure(states: &[RankState], first: usize, world: usize, timeout: Duration) 
         .filter(|hint| !hint.is_empty())
         .unwrap_or_else(|| "every rank's lines are in the stage log, prefixed with [rankN]; the other ranks were stopped".to_string());
     let why = describe_exit(state);
-    let last = if state.error.is_some() { String::new() } else { last_line(state) };
+    let last = if state.error.is_some() {
+        String::new()
+    } else {
+        last_line(state)
+    };
     StageError::input(format!("rank {first} of {world} failed: {why}{last}"), hint)
 }

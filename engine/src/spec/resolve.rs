@@ -563,10 +563,10 @@ impl<'a> Resolver<'a> {
         }
 
         if worker_with.is_none() && resources.nodes > 1 {
-            let at = decl
-                .node
-                .get("resources")
-                .map_or_else(|| self.location(decl.node.span), |node| self.location(node.span));
+            let at = decl.node.get("resources").map_or_else(
+                || self.location(decl.node.span),
+                |node| self.location(node.span),
+            );
             diagnostics.push(
                 Diagnostic::new(
                     "nodes-unsupported",
@@ -581,7 +581,14 @@ impl<'a> Resolver<'a> {
         }
         let kind = match worker_with {
             Some(with) => self
-                .worker_stage(decl, expansion, with, &mut deps, &mut resources, diagnostics)
+                .worker_stage(
+                    decl,
+                    expansion,
+                    with,
+                    &mut deps,
+                    &mut resources,
+                    diagnostics,
+                )
                 .map_or(kind, |worker| StageKind::Worker(Box::new(worker))),
             None => kind,
         };

@@ -304,10 +304,10 @@ impl<'a> Resolver<'a> {
                 }
             }
             None if nodes > 1 => {
-                let at = decl
-                    .node
-                    .get("resources")
-                    .map_or_else(|| self.location(decl.node.span), |node| self.location(node.span));
+                let at = decl.node.get("resources").map_or_else(
+                    || self.location(decl.node.span),
+                    |node| self.location(node.span),
+                );
                 diagnostics.push(
                     Diagnostic::new(
                         "nodes-unsupported",

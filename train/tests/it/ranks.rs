@@ -66,7 +66,9 @@ fn until_training(events: &mpsc::Receiver<Value>) -> Vec<Value> {
             .recv_timeout(Duration::from_secs(300))
             .expect("no training progress from the ranks");
         let training = event["event"] == "progress"
-            && event["phase"].as_str().is_some_and(|p| p.starts_with("train epoch"))
+            && event["phase"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("train epoch"))
             && event["done"].as_u64().is_some_and(|done| done > 0);
         seen.push(event);
         if training {
@@ -79,7 +81,8 @@ fn until_training(events: &mpsc::Receiver<Value>) -> Vec<Value> {
 fn ranks_of(worker: u32) -> Vec<(usize, i32)> {
     let mut ranks = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{worker}/task")).unwrap() {
-        let children = std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
+        let children =
+            std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
         for pid in children.split_whitespace() {
             let pid: i32 = pid.parse().unwrap();
             let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
@@ -100,13 +103,24 @@ fn ranks_of(worker: u32) -> Vec<(usize, i32)> {
 fn alive(pid: i32) -> bool {
     // A zombie is dead; only its entry in the table remains.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .map(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
         .unwrap_or(false)
 }
 
 /// Waits for the worker to end (a guard against a hang, not a timing
 /// assertion) and returns its events after `seen`.
-fn finish(mut child: Child, events: mpsc::Receiver<Value>, mut seen: Vec<Value>) -> (bool, Vec<Value>) {
+fn finish(
+    mut child: Child,
+    events: mpsc::Receiver<Value>,
+    mut seen: Vec<Value>,
+) -> (bool, Vec<Value>) {
     let guard = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -148,7 +162,11 @@ fn a_rank_killed_mid_epoch_fails_the_stage_naming_it_and_leaves_no_process() {
     let (child, events) = start_long_ddp(dir.path(), 60);
     let seen = until_training(&events);
     let ranks = ranks_of(child.id());
-    assert_eq!(ranks.iter().map(|(rank, _)| *rank).collect::<Vec<_>>(), [0, 1], "{ranks:?}");
+    assert_eq!(
+        ranks.iter().map(|(rank, _)| *rank).collect::<Vec<_>>(),
+        [0, 1],
+        "{ranks:?}"
+    );
     // SAFETY: kill(2) on a pid of our grandchild, still running.
     assert_eq!(unsafe { libc::kill(ranks[1].1, libc::SIGKILL) }, 0);
     let (success, events) = finish(child, events, seen);
@@ -164,7 +182,9 @@ fn a_rank_killed_mid_epoch_fails_the_stage_naming_it_and_leaves_no_process() {
         .filter_map(|event| event["text"].as_str())
         .collect();
     assert!(
-        messages.iter().any(|text| text.starts_with("[rank0] training on")),
+        messages
+            .iter()
+            .any(|text| text.starts_with("[rank0] training on")),
         "{messages:?}"
     );
     assert_no_rank_left(&ranks);
@@ -224,7 +244,14 @@ fn a_two_task_srun_step_trains_the_bytes_of_the_local_two_process_run() {
     let local = pipe_test_support::worker::run_invocation(
         &worker(),
         &local_dir,
-        &invocation(&local_dir, "train", "train/classifier", params.clone(), None, 2),
+        &invocation(
+            &local_dir,
+            "train",
+            "train/classifier",
+            params.clone(),
+            None,
+            2,
+        ),
     );
     assert!(local.success, "{}", local.error());
 
@@ -238,7 +265,12 @@ fn a_two_task_srun_step_trains_the_bytes_of_the_local_two_process_run() {
     )
     .unwrap();
     let output = pipe_test_support::slurm::command("srun")
-        .args(["--ntasks=2", "--nodes=1", "--cpus-per-task=1", "--kill-on-bad-exit=1"])
+        .args([
+            "--ntasks=2",
+            "--nodes=1",
+            "--cpus-per-task=1",
+            "--kill-on-bad-exit=1",
+        ])
         .arg(worker())
         .args(["run", "--invocation"])
         .arg(&file)
@@ -253,14 +285,28 @@ fn a_two_task_srun_step_trains_the_bytes_of_the_local_two_process_run() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not an event: {line}")))
         .collect();
-    assert_eq!(events.iter().filter(|event| event["event"] == "done").count(), 1, "{stdout}");
-    assert!(stderr.contains("[rank1] rank 1 of 2 joined over gloo"), "{stderr}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|event| event["event"] == "done")
+            .count(),
+        1,
+        "{stdout}"
+    );
     assert!(
-        events.iter().any(|event| event["text"]
-            .as_str()
-            .is_some_and(|text| text.contains("rank 0 of 2 joined over gloo on cpu (1 node, started by srun)"))),
+        stderr.contains("[rank1] rank 1 of 2 joined over gloo"),
+        "{stderr}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|event| event["text"].as_str().is_some_and(|text| text
+                .contains("rank 0 of 2 joined over gloo on cpu (1 node, started by srun)"))),
         "{stdout}"
     );
     let read = |dir: &Path| std::fs::read(dir.join("out/checkpoint/model.safetensors")).unwrap();
-    assert!(read(&local_dir) == read(&slurm_dir), "srun's ranks trained other weights");
+    assert!(
+        read(&local_dir) == read(&slurm_dir),
+        "srun's ranks trained other weights"
+    );
 }

@@ -56,7 +56,10 @@ pub(super) fn task_script(task: &Task<'_>) -> String {
         // One process per replica on every node, each a rank reading its
         // place from srun's environment (SLURM_PROCID, SLURM_NTASKS, the
         // node list); one that fails takes the step down with it.
-        command.splice(0..0, ["srun".to_string(), "--kill-on-bad-exit=1".to_string()]);
+        command.splice(
+            0..0,
+            ["srun".to_string(), "--kill-on-bad-exit=1".to_string()],
+        );
     }
     let redirect = match (task.events, task.stderr) {
         (Some(events), Some(stderr)) => format!(">{} 2>{}", quote_path(events), quote_path(stderr)),
@@ -98,7 +101,10 @@ pub(super) fn resource_flags(resources: &Resources, settings: &SlurmSettings) ->
         let ranks = resources.ranks_per_node.max(1);
         flags.push(format!("--nodes={}", resources.nodes.max(1)));
         flags.push(format!("--ntasks-per-node={ranks}"));
-        flags.push(format!("--cpus-per-task={}", (resources.cpus / ranks).max(1)));
+        flags.push(format!(
+            "--cpus-per-task={}",
+            (resources.cpus / ranks).max(1)
+        ));
     } else {
         flags.push(format!("--cpus-per-task={}", resources.cpus.max(1)));
     }
@@ -180,7 +186,12 @@ mod tests {
         };
         assert_eq!(
             resource_flags(&replicas, &settings)[..4],
-            ["--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=4", "--mem=8192M"]
+            [
+                "--nodes=2",
+                "--ntasks-per-node=4",
+                "--cpus-per-task=4",
+                "--mem=8192M"
+            ]
         );
     }
 }
