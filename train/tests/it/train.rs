@@ -824,8 +824,9 @@ fn strategy_matches_single(fixture: &str, strategy: &str, replicas: usize, accum
 }
 
 #[test]
-fn ddp_on_two_cpu_replicas_steps_as_single_on_the_whole_batch() {
+fn ddp_on_two_and_three_cpu_processes_steps_as_single_on_the_whole_batch() {
     strategy_matches_single("tiny-bert", "ddp", 2, 1);
+    strategy_matches_single("tiny-distilbert", "ddp", 3, 1);
 }
 
 #[test]
