@@ -59,15 +59,38 @@ fn required_params(params: &[Value]) -> Map<String, Value> {
         .collect()
 }
 
-fn pipeline(uses: &str, with: &Map<String, Value>, seed: u64) -> String {
+fn pipeline(uses: &str, with: &Map<String, Value>, seed: u64, nodes: Option<u64>) -> String {
+    let resources = nodes.map_or_else(String::new, |nodes| {
+        format!("    resources: {{ nodes: {nodes} }}\n")
+    });
     format!(
-        "params:\n  seed: {seed}\nstages:\n  probe:\n    uses: {uses}\n    with: {}\n",
+        "params:\n  seed: {seed}\nstages:\n  probe:\n    uses: {uses}\n    with: {}\n{resources}",
         Value::Object(with.clone())
     )
 }
 
 fn key(project: &TestProject, uses: &str, with: &Map<String, Value>, seed: u64) -> String {
-    project.write("pipe.yaml", &pipeline(uses, with, seed));
+    key_on(project, uses, with, seed, None)
+}
+
+/// The key of a stage whose `nodes_param` (`num_nodes`) must equal
+/// `resources.nodes`: both are set alike, as a user must.
+fn key_of(project: &TestProject, info: &Value, with: &Map<String, Value>, seed: u64) -> String {
+    let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
+    let nodes = info["nodes_param"]
+        .as_str()
+        .map(|name| with.get(name).and_then(Value::as_u64).unwrap_or(1));
+    key_on(project, &uses, with, seed, nodes)
+}
+
+fn key_on(
+    project: &TestProject,
+    uses: &str,
+    with: &Map<String, Value>,
+    seed: u64,
+    nodes: Option<u64>,
+) -> String {
+    project.write("pipe.yaml", &pipeline(uses, with, seed, nodes));
     let output = project.pipe(&["why", "probe", "--json"]);
     assert!(
         output.status.success(),
@@ -96,7 +119,7 @@ fn every_param_of_every_builtin_stage_changes_its_key() {
         let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
         let params = info["params"].as_array().expect("params");
         let base = required_params(params);
-        let base_key = key(&project, &uses, &base, 1);
+        let base_key = key_of(&project, info, &base, 1);
         for param in params {
             let name = param["name"].as_str().unwrap();
             let Some((first, second)) = two_values(param) else {
@@ -109,7 +132,7 @@ fn every_param_of_every_builtin_stage_changes_its_key() {
                 second
             };
             variant.insert(name.to_string(), value.clone());
-            let variant_key = key(&project, &uses, &variant, 1);
+            let variant_key = key_of(&project, info, &variant, 1);
             assert_ne!(
                 base_key, variant_key,
                 "{uses}: setting `{name}: {value}` left the key unchanged, so a worker would read a value its key \

@@ -272,17 +272,22 @@ mod tests {
             ("SLURM_JOB_ID", "1234"),
             ("SLURM_JOB_NODELIST", "gpu[03-04]"),
         ]);
-        let Ok(Role::Rank(place)) = role(2, 1, T, &slurm) else {
+        let Ok(Role::Rank(place)) = role(2, 2, T, &slurm) else {
             panic!("not a rank")
         };
         assert_eq!(place.rendezvous.host, "gpu03");
         assert_eq!(place.rendezvous.port, 15000 + 1234);
         assert!(place.rendezvous.serve_store);
         assert_eq!((place.rendezvous.world_size, place.nodes), (4, 2));
-        let error = role(3, 1, T, &slurm).unwrap_err();
+        let error = role(3, 2, T, &slurm).unwrap_err();
         assert!(
             error.contains("4 tasks") && error.contains("6 ranks"),
             "{error}"
         );
+        let error = role(2, 1, T, &slurm).unwrap_err();
+        assert!(error.contains("num_nodes"), "{error}");
+        // Outside srun, several nodes cannot be reached.
+        let error = role(2, 2, T, &env(&[])).unwrap_err();
+        assert!(error.contains("srun"), "{error}");
     }
 }
