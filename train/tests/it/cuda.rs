@@ -243,7 +243,7 @@ fn gloo_ddp_and_the_sharded_strategies_on_two_ranks_of_one_gpu() {
     }
     assert!(single.success, "{}", single.error());
     let mut optimizer_bytes = Vec::new();
-    for strategy in ["ddp", "deepspeed_stage_2", "fsdp_shard_grad_op"] {
+    for strategy in ["ddp", "deepspeed_stage_2", "fsdp_shard_grad_op", "fsdp"] {
         let run = train_on(
             dir.path(),
             strategy,
@@ -362,7 +362,7 @@ fn nccl_of_one_rank_runs_every_collective_on_the_gpu() {
     eprintln!("NCCL of one rank on cuda:0: all-reduce (sum, max, bf16, started), broadcast, reduce-scatter, all-gather, barrier");
 }
 
-/// ddp and fsdp_shard_grad_op over NCCL between two GPUs step as one
+/// ddp, fsdp_shard_grad_op and fsdp over NCCL between two GPUs step as one
 /// replica on the whole batch does. Needs a machine with two GPUs: on one
 /// it prints "skipped: 1 GPU" (the only test here that can skip; the
 /// GPU check says so in its table too).
@@ -404,7 +404,7 @@ fn nccl_ddp_and_fsdp_shard_grad_op_between_two_gpus() {
         params(&tokens, &model, json!({"batch_size": 8, "epochs": 3})),
     );
     assert!(single.success, "{}", single.error());
-    for strategy in ["ddp", "fsdp_shard_grad_op"] {
+    for strategy in ["ddp", "fsdp_shard_grad_op", "fsdp"] {
         let run = train_on(
             dir.path(),
             strategy,
