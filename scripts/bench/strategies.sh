@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark: the training strategies side by side on the quickstart
 # (MiniLM-L6, 128 tokens, fp32), through `pipe`: single on one device, and
-# ddp, deepspeed_stage_2, fsdp_shard_grad_op and fsdp on 2 CPU replicas (which
-# take turns for the cores: they show the algorithms' memory and overheads,
-# not a speed-up). One `pipe run` per strategy in a scratch copy of the
-# project, then `pipe compare` of those runs: memory per replica (params,
+# ddp, deepspeed_stage_2, fsdp_shard_grad_op and fsdp on 2 CPU replicas (two
+# processes over Gloo sharing the 2 cores: they show the algorithms' memory
+# and overheads, not a speed-up over one device). One `pipe run` per
+# strategy in the project, then `pipe compare` of those runs: memory per replica (params,
 # gradients, AdamW state), samples/s, MFU against the measured CPU peak,
 # milliseconds per step by phase, test accuracy.
 #
