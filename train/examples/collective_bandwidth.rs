@@ -122,6 +122,10 @@ fn main() {
     };
     let rounds: usize = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(20);
     tch::set_num_threads(1);
+    // Ranks as threads: several process groups in one process, where
+    // libtorch's flight recorder races (see c10d.rs's tests); off here,
+    // before any group exists.
+    std::env::set_var("TORCH_FR_BUFFER_SIZE", "0");
     println!(
         "bucket {} MiB, {rounds} rounds after 2 warm-up, median of the slowest rank per round",
         BUCKET_BYTES >> 20

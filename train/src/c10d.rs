@@ -469,6 +469,7 @@ mod tests {
         timeout: Duration,
         body: impl Fn(ProcessGroup) -> T + Sync,
     ) -> Vec<T> {
+        several_groups_in_one_process();
         let server = StoreServer::start(timeout).unwrap();
         let port = server.port();
         std::thread::scope(|scope| {
@@ -487,6 +488,18 @@ mod tests {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         })
+    }
+
+    /// These tests run ranks as threads, so one process holds several
+    /// process groups at once, which a rank process never does. libtorch's
+    /// flight recorder (a process-wide log of collectives for debugging
+    /// hangs) then races between the groups and can crash the test binary
+    /// (a map insert in `FlightRecorder::recordWithResetEnabled`, seen with
+    /// gdb under load). It reads its size once, when the first group
+    /// records; 0 turns it off for this test process only.
+    fn several_groups_in_one_process() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| std::env::set_var("TORCH_FR_BUFFER_SIZE", "0"));
     }
 
     fn rendezvous(port: u16, rank: usize, world: usize, timeout: Duration) -> Rendezvous {
@@ -610,6 +623,7 @@ mod tests {
 
     #[test]
     fn a_rendezvous_short_of_ranks_fails_after_its_timeout() {
+        several_groups_in_one_process();
         let server = StoreServer::start(Duration::from_secs(2)).unwrap();
         let joined = ProcessGroup::join(
             &rendezvous(server.port(), 0, 2, Duration::from_secs(2)),
@@ -710,6 +724,7 @@ mod tests {
         if tch::Cuda::is_available() {
             return; // scripts/gpu-check.sh runs NCCL for real there.
         }
+        several_groups_in_one_process();
         let server = StoreServer::start(TIMEOUT).unwrap();
         let Err(CollectiveError::Backend(message)) =
             ProcessGroup::join(&rendezvous(server.port(), 0, 1, TIMEOUT), Backend::Nccl)
