@@ -563,21 +563,12 @@ impl<'a> Resolver<'a> {
         }
 
         if worker_with.is_none() && resources.nodes > 1 {
-            let at = decl.node.get("resources").map_or_else(
-                || self.location(decl.node.span),
-                |node| self.location(node.span),
-            );
-            diagnostics.push(
-                Diagnostic::new(
-                    "nodes-unsupported",
-                    format!(
-                        "stage `{}` asks for {} nodes, but a command runs on one",
-                        expansion.name, resources.nodes
-                    ),
-                )
-                .at(at)
-                .with_hint("only stages whose replicas span nodes (`train/classifier` with `num_nodes`) take `resources.nodes`; drop it, or run one stage per node"),
-            );
+            diagnostics.push(self.nodes_unsupported(
+                decl,
+                &expansion.name,
+                resources.nodes,
+                "a command",
+            ));
         }
         let kind = match worker_with {
             Some(with) => self
@@ -951,6 +942,28 @@ impl<'a> Resolver<'a> {
                 )),
             );
         }
+    }
+
+    /// `resources.nodes` above 1 on a stage that runs as one process
+    /// (`what`: a command, or a worker stage without a `nodes_param`),
+    /// located at the stage's `resources`.
+    pub(super) fn nodes_unsupported(
+        &self,
+        decl: &Decl,
+        stage: &str,
+        nodes: u32,
+        what: &str,
+    ) -> Diagnostic {
+        let at = decl.node.get("resources").map_or_else(
+            || self.location(decl.node.span),
+            |node| self.location(node.span),
+        );
+        Diagnostic::new(
+            "nodes-unsupported",
+            format!("stage `{stage}` asks for {nodes} nodes, but {what} runs on one"),
+        )
+        .at(at)
+        .with_hint("only stages whose replicas span nodes (`train/classifier` with `num_nodes`) take `resources.nodes`; drop it, or run one stage per node")
     }
 
     pub(super) fn params_list(

@@ -304,21 +304,12 @@ impl<'a> Resolver<'a> {
                 }
             }
             None if nodes > 1 => {
-                let at = decl.node.get("resources").map_or_else(
-                    || self.location(decl.node.span),
-                    |node| self.location(node.span),
-                );
-                diagnostics.push(
-                    Diagnostic::new(
-                        "nodes-unsupported",
-                        format!(
-                            "stage `{}` asks for {nodes} nodes, but `{uses}` runs on one",
-                            expansion.name
-                        ),
-                    )
-                    .at(at)
-                    .with_hint("only stages whose replicas span nodes (`train/classifier` with `num_nodes`) take `resources.nodes`"),
-                );
+                diagnostics.push(self.nodes_unsupported(
+                    decl,
+                    &expansion.name,
+                    resources.nodes,
+                    &format!("`{uses}`"),
+                ));
                 ok = false;
             }
             None => {}
