@@ -52,6 +52,8 @@ struct RankState {
     last_line: Option<String>,
     open_streams: usize,
     killed: bool,
+    /// When the launcher first saw this rank fail.
+    failed_at: Option<Instant>,
 }
 
 impl RankState {
@@ -61,7 +63,20 @@ impl RankState {
                 .status
                 .is_some_and(|status| !status.success() || !self.done)
     }
+
+    /// A failure of this rank's own, not a collective that broke because a
+    /// peer went away, and not the launcher's kill of a rank that hung.
+    fn failed_on_its_own(&self) -> bool {
+        match &self.error {
+            Some((_, hint)) => hint.as_deref() != Some(PEER_FAILURE_HINT),
+            None => !self.killed,
+        }
+    }
 }
+
+/// The hint of a rank's collective error: the broken connection is usually
+/// a peer's death, which the launcher then names instead.
+pub const PEER_FAILURE_HINT: &str = "another rank probably failed first: its error is the run's";
 
 /// Runs the stage on `world` local ranks and returns when all have ended:
 /// Ok when every rank finished, else the first failure, named.
@@ -138,7 +153,7 @@ pub fn run_ranks(
     }
     drop(sender);
 
-    let mut first_failure: Option<(usize, Instant)> = None;
+    let mut first_failure: Option<Instant> = None;
     loop {
         match receiver.recv_timeout(Duration::from_millis(100)) {
             Ok((rank, line)) => handle(context, rank, line, &mut states[rank]),
@@ -152,17 +167,14 @@ pub fn run_ranks(
                 }
             }
         }
-        if first_failure.is_none() {
-            // Among several that failed at once, the one whose error came
-            // first is the cause; the others failed because it did.
-            if let Some(rank) = (0..world).find(|&rank| states[rank].failed()) {
-                first_failure = Some((rank, Instant::now()));
+        for state in states.iter_mut() {
+            if state.failed_at.is_none() && state.failed() {
+                state.failed_at = Some(Instant::now());
+                first_failure.get_or_insert(Instant::now());
             }
         }
-        if let Some((_, since)) = first_failure {
-            if since.elapsed() >= GRACE {
-                kill_all(&mut children, &mut states);
-            }
+        if first_failure.is_some_and(|since| since.elapsed() >= GRACE) {
+            kill_all(&mut children, &mut states);
         }
         let all_ended = states
             .iter()
@@ -175,10 +187,23 @@ pub fn run_ranks(
     while let Ok((rank, line)) = receiver.try_recv() {
         handle(context, rank, line, &mut states[rank]);
     }
-    match first_failure {
+    match cause(&states) {
         None => Ok(()),
-        Some((rank, _)) => Err(failure(&states, rank, world, timeout)),
+        Some(rank) => Err(failure(&states, rank, world, timeout)),
     }
+}
+
+/// The rank whose failure caused the others'. A rank killed by a signal is
+/// seen only at the next poll, after its peers may already have reported
+/// the broken connection, so the order seen is not the order of causes: a
+/// failure of a rank's own comes before one that blames a peer, and the
+/// earliest seen decides among equals.
+fn cause(states: &[RankState]) -> Option<usize> {
+    let failed = || (0..states.len()).filter(|&rank| states[rank].failed_at.is_some());
+    let earliest =
+        |ranks: &mut dyn Iterator<Item = usize>| ranks.min_by_key(|&rank| states[rank].failed_at);
+    earliest(&mut failed().filter(|&rank| states[rank].failed_on_its_own()))
+        .or_else(|| earliest(&mut failed()))
 }
 
 fn rank_invocation(
@@ -325,4 +350,58 @@ fn failure(states: &[RankState], first: usize, world: usize, timeout: Duration) 
         last_line(state)
     };
     StageError::input(format!("rank {first} of {world} failed: {why}{last}"), hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(at: Instant, error: Option<&str>, hint: Option<&str>, killed: bool) -> RankState {
+        RankState {
+            error: error.map(|message| (message.to_string(), hint.map(str::to_string))),
+            killed,
+            failed_at: Some(at),
+            ..RankState::default()
+        }
+    }
+
+    #[test]
+    fn a_rank_killed_by_a_signal_is_the_cause_even_when_its_peer_reported_first() {
+        let now = Instant::now();
+        let peer = failed(
+            now,
+            Some("Connection reset by peer"),
+            Some(PEER_FAILURE_HINT),
+            false,
+        );
+        let crashed = failed(now + Duration::from_millis(80), None, None, false);
+        assert_eq!(cause(&[peer, crashed]), Some(1));
+    }
+
+    #[test]
+    fn a_ranks_own_error_comes_before_the_broken_connections_it_caused() {
+        let now = Instant::now();
+        let peer = failed(
+            now,
+            Some("Connection closed"),
+            Some(PEER_FAILURE_HINT),
+            false,
+        );
+        let own = failed(
+            now + Duration::from_millis(5),
+            Some("out of memory"),
+            Some("smaller batch"),
+            false,
+        );
+        assert_eq!(cause(&[peer, own]), Some(1));
+    }
+
+    #[test]
+    fn when_only_peers_are_blamed_the_earliest_decides_and_a_killed_hang_is_no_cause() {
+        let now = Instant::now();
+        let hung = failed(now + Duration::from_secs(5), None, None, true);
+        let timed_out = failed(now, Some("timed out"), Some(PEER_FAILURE_HINT), false);
+        assert_eq!(cause(&[hung, timed_out]), Some(1));
+        assert_eq!(cause(&[RankState::default(), RankState::default()]), None);
+    }
 }

@@ -1164,7 +1164,7 @@ fn collective_error(error: CollectiveError) -> StageError {
         CollectiveError::Torch(error) => torch(error),
         CollectiveError::Backend(message) => StageError::input(
             format!("torch.distributed: {message}"),
-            "another rank probably failed first: its error is the run's",
+            crate::launch::PEER_FAILURE_HINT,
         ),
         CollectiveError::Shape(_) => StageError::Other(error.to_string()),
     }
