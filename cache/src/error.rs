@@ -24,6 +24,14 @@ pub enum CacheError {
     /// The remote cache's configuration is wrong (its URL, its options).
     #[error("{0}")]
     RemoteConfig(String),
+    /// The remote cache's I/O threads could not start (the process has no
+    /// threads or file descriptors left).
+    #[error("remote cache {url} is unusable: cannot start its I/O threads: {source}")]
+    RemoteRuntime {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cache at `{path}` has layout `{found}`, this pipe expects `{expected}`")]
     Layout {
         path: PathBuf,

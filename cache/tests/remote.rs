@@ -195,3 +195,134 @@ fn a_read_only_remote_is_never_written() {
     read_only.finish();
     assert_eq!(fs::read_dir(&remote_dir).unwrap().count(), 0);
 }
+
+/// Set in the child process of
+/// `a_remote_whose_threads_cannot_start_is_unavailable_never_a_panic`.
+const NO_FILES_LEFT: &str = "PIPE_CACHE_TEST_NO_FILES_LEFT";
+
+/// The remote's I/O threads need file descriptors (epoll, an eventfd):
+/// in a process that has none left, starting them fails. That must give
+/// up the remote like a server that is down (a run goes on locally,
+/// `pipe cache push|pull` reports it), never panic. The process runs out
+/// of descriptors in a child, so no other test sees it.
+#[test]
+fn a_remote_whose_threads_cannot_start_is_unavailable_never_a_panic() {
+    if std::env::var_os(NO_FILES_LEFT).is_none() {
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_remote_whose_threads_cannot_start_is_unavailable_never_a_panic",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(NO_FILES_LEFT, "1")
+            .output()
+            .unwrap();
+        let output = format!(
+            "{}{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
+        assert!(child.status.success(), "{output}");
+        assert!(
+            output.contains("1 passed"),
+            "the child ran no test: {output}"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (side(dir.path(), "a"), side(dir.path(), "b"));
+    let result = stored_result(dir.path(), &a, "k4", "four");
+    let pusher = remote(dir.path(), &a);
+    let puller = remote(dir.path(), &b);
+
+    // SAFETY: plain libc calls on a stack struct; only this child process
+    // is limited.
+    let limited = unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && {
+            limit.rlim_cur = limit.rlim_cur.min(256);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+        }
+    };
+    assert!(limited, "cannot lower RLIMIT_NOFILE");
+    let mut held = Vec::new();
+    while let Ok(file) = fs::File::open("/dev/null") {
+        held.push(file);
+    }
+
+    assert!(matches!(
+        puller.pull_result(&result.key),
+        Pulled::Unavailable
+    ));
+    let reason = puller.unavailable().expect("the remote is given up on");
+    assert!(reason.contains("I/O threads"), "{reason}");
+    assert!(puller.presence(&result.key).is_err());
+    assert!(puller.list_run_records(None).is_err());
+    assert!(puller.get_run_record("runs/x/y.json").is_err());
+
+    assert_eq!(pusher.push_results(vec![result.clone()]), 0);
+    pusher.push_in_background(result.clone());
+    assert!(pusher.put_run_record(None, "uid", b"{}".to_vec()).is_err());
+    let report = pusher.finish();
+    assert_eq!(report.results_not_pushed, 2, "{report:?}");
+    assert!(report.unavailable.is_some(), "{report:?}");
+
+    drop(held);
+    assert!(!dir.path().join("remote/actions").exists());
+}
+
+/// A remote object is hostile input: cut short, grown, or with a byte
+/// flipped (a file or a tree listing), it is a miss that names the
+/// object, and the local cache takes neither it nor the result.
+#[test]
+fn a_truncated_grown_or_flipped_remote_object_is_a_miss_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = side(dir.path(), "a");
+    let result = stored_result(dir.path(), &a, "k5", "five");
+    let pusher = remote(dir.path(), &a);
+    assert_eq!(pusher.push_results(vec![result.clone()]), 1);
+    pusher.finish();
+    let remote_object = |digest: &ObjectDigest| {
+        let hex = digest.to_hex();
+        dir.path()
+            .join(format!("remote/objects/{}/{}", &hex[..2], &hex[2..]))
+    };
+    let file = result.outputs["file.txt"].digest;
+    let tree = result.outputs["tree"].digest;
+    type Damage = fn(&mut Vec<u8>);
+    let damages: [(&str, ObjectDigest, Damage); 4] = [
+        ("truncated", file, |bytes| bytes.truncate(bytes.len() - 1)),
+        ("grown", file, |bytes| bytes.push(b'!')),
+        ("flipped", file, |bytes| bytes[0] ^= 1),
+        ("flipped tree", tree, |bytes| {
+            let last = bytes.len() - 1;
+            bytes[last] ^= 1
+        }),
+    ];
+    for (index, (damage, digest, damage_bytes)) in damages.into_iter().enumerate() {
+        let path = remote_object(&digest);
+        let good = fs::read(&path).unwrap();
+        let mut bad = good.clone();
+        damage_bytes(&mut bad);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(&path, &bad).unwrap();
+
+        let local = side(dir.path(), &format!("reader-{index}"));
+        let puller = remote(dir.path(), &local);
+        match puller.pull_result(&result.key) {
+            Pulled::Corrupt(reason) => {
+                assert!(reason.contains(&digest.short()), "{damage}: {reason}")
+            }
+            other => panic!("{damage}: {other:?}"),
+        }
+        assert!(local.cache.get_action(&result.key).is_none(), "{damage}");
+        assert!(!local.cache.object_path(&digest).exists(), "{damage}");
+        assert_eq!(
+            fs::read_dir(local.cache_root.join("tmp")).unwrap().count(),
+            0,
+            "{damage}: a rejected object is left in tmp/"
+        );
+        fs::write(&path, &good).unwrap();
+    }
+}

@@ -177,17 +177,18 @@ impl Remote {
         lock(&self.shared.report).unavailable.clone()
     }
 
-    fn runtime(&self) -> &tokio::runtime::Runtime {
-        self.runtime.get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .thread_name("pipe-remote")
-                .enable_all()
-                .build()
-                .unwrap_or_else(|error| {
-                    panic!("cannot start the remote cache's I/O threads: {error}")
-                })
-        })
+    /// The I/O threads, started on first use. A failure to start them
+    /// (no threads or file descriptors left) gives the remote up like a
+    /// server that is down; nothing is kept, so a later call tries again.
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime, String> {
+        if let Some(runtime) = self.runtime.get() {
+            return Ok(runtime);
+        }
+        let started = start_runtime(&self.shared.url)
+            .map_err(|error| self.shared.give_up_because(error.to_string()))?;
+        // Another thread may have started one meanwhile; this one is then
+        // dropped unused.
+        Ok(self.runtime.get_or_init(|| started))
     }
 
     /// Looks `key` up in the remote and, on a hit, brings the result and
@@ -197,11 +198,12 @@ impl Remote {
         if self.unavailable().is_some() {
             return Pulled::Unavailable;
         }
+        let Ok(runtime) = self.runtime() else {
+            return Pulled::Unavailable;
+        };
         let shared = self.shared.clone();
         let key = *key;
-        let outcome = self
-            .runtime()
-            .block_on(async move { pull_result(&shared, &key).await });
+        let outcome = runtime.block_on(async move { pull_result(&shared, &key).await });
         match outcome {
             Ok((objects, bytes)) => {
                 let mut report = lock(&self.shared.report);
@@ -237,9 +239,13 @@ impl Remote {
         if self.shared.read_only {
             return;
         }
+        let Ok(runtime) = self.runtime() else {
+            lock(&self.shared.report).results_not_pushed += 1;
+            return;
+        };
         lock(&self.push_started).get_or_insert_with(Instant::now);
         let shared = self.shared.clone();
-        let handle = self.runtime().spawn(async move {
+        let handle = runtime.spawn(async move {
             push_and_count(&shared, &result).await;
         });
         lock(&self.pending).push(handle);
@@ -252,10 +258,14 @@ impl Remote {
             lock(&self.shared.report).results_not_pushed += results.len() as u64;
             return 0;
         }
+        let Ok(runtime) = self.runtime() else {
+            lock(&self.shared.report).results_not_pushed += results.len() as u64;
+            return 0;
+        };
         lock(&self.push_started).get_or_insert_with(Instant::now);
         let shared = self.shared.clone();
         let concurrency = self.shared.concurrency;
-        self.runtime().block_on(async move {
+        runtime.block_on(async move {
             futures::stream::iter(results)
                 .map(|result| {
                     let shared = shared.clone();
@@ -271,8 +281,9 @@ impl Remote {
     /// Waits for background pushes and returns what this process moved.
     pub fn finish(&self) -> TransferReport {
         let handles: Vec<_> = lock(&self.pending).drain(..).collect();
-        if !handles.is_empty() {
-            self.runtime().block_on(async {
+        // Handles exist only once the runtime has started.
+        if let (false, Some(runtime)) = (handles.is_empty(), self.runtime.get()) {
+            runtime.block_on(async {
                 for handle in handles {
                     let _ = handle.await;
                 }
@@ -287,11 +298,10 @@ impl Remote {
 
     /// What the remote has of `key`'s result, without downloading objects.
     pub fn presence(&self, key: &ActionKey) -> Result<Presence, String> {
+        let runtime = self.runtime()?;
         let shared = self.shared.clone();
         let key = *key;
-        let outcome = self
-            .runtime()
-            .block_on(async move { presence(&shared, &key).await });
+        let outcome = runtime.block_on(async move { presence(&shared, &key).await });
         outcome.map_err(|error| self.shared.describe(&error))
     }
 
@@ -311,7 +321,7 @@ impl Remote {
         }
         let path = run_record_path(commit, uid);
         let shared = self.shared.clone();
-        self.runtime()
+        self.runtime()?
             .block_on(async move { shared.operator.write(&path, json).await })
             .map(|_| ())
             .map_err(|error| self.shared.give_up(&error))
@@ -324,10 +334,10 @@ impl Remote {
             Some(commit) => format!("{RUNS_DIR}/{}/", safe_component(commit)),
             None => format!("{RUNS_DIR}/"),
         };
+        let runtime = self.runtime()?;
         let shared = self.shared.clone();
-        let listed = self
-            .runtime()
-            .block_on(async move { shared.operator.list_with(&dir).recursive(true).await });
+        let listed =
+            runtime.block_on(async move { shared.operator.list_with(&dir).recursive(true).await });
         match listed {
             Ok(entries) => Ok(entries
                 .into_iter()
@@ -342,7 +352,7 @@ impl Remote {
     pub fn get_run_record(&self, path: &str) -> Result<Vec<u8>, String> {
         let shared = self.shared.clone();
         let path = path.to_string();
-        self.runtime()
+        self.runtime()?
             .block_on(async move { shared.operator.read(&path).await })
             .map(|buffer| buffer.to_vec())
             .map_err(|error| self.shared.give_up(&error))
@@ -390,7 +400,11 @@ impl Shared {
         } else {
             kind
         };
-        let mut text = format!("remote cache {} is {kind}: {detail}", self.url);
+        self.redacted(format!("remote cache {} is {kind}: {detail}", self.url))
+    }
+
+    /// `text` with no credential in it.
+    fn redacted(&self, mut text: String) -> String {
         for secret in &self.secrets {
             text = text.replace(secret.as_str(), "***");
         }
@@ -400,7 +414,12 @@ impl Shared {
     /// Records the first failure and reports it once; later operations in
     /// this process skip the remote.
     fn give_up(&self, error: &opendal::Error) -> String {
-        let reason = self.describe(error);
+        self.give_up_because(self.describe(error))
+    }
+
+    /// `give_up` for a failure that is not the remote's answer.
+    fn give_up_because(&self, reason: String) -> String {
+        let reason = self.redacted(reason);
         let mut report = lock(&self.report);
         if report.unavailable.is_none() {
             tracing::warn!("{reason}; going on with the local cache only");
@@ -436,6 +455,18 @@ impl Shared {
     fn known_corrupt(&self, path: &str) -> bool {
         lock(&self.corrupt).contains(path)
     }
+}
+
+fn start_runtime(url: &str) -> Result<tokio::runtime::Runtime, CacheError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("pipe-remote")
+        .enable_all()
+        .build()
+        .map_err(|source| CacheError::RemoteRuntime {
+            url: url.to_string(),
+            source,
+        })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
