@@ -20,7 +20,7 @@ mod tree;
 
 pub use action::{check_relative_path, ActionResult};
 pub use action_lookup::ActionLookup;
-pub use digest::{ActionKey, Digest, ObjectDigest};
+pub use digest::{ActionKey, BadDigest, Digest, ObjectDigest};
 pub use error::CacheError;
 pub use staging::RestoreSites;
 pub use stat::StatCache;
