@@ -909,9 +909,17 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
     }
     if let Some(db) = RunDb::open_existing(&project.runs_db())? {
         for key in db.keys_of_recent_runs(keep_runs)? {
-            if let Ok(key) = key.parse() {
-                keep.insert(key);
-            }
+            // Skipping a key gc cannot read would delete a result the
+            // history still points to.
+            let parsed = key.parse::<ActionKey>().map_err(|error| {
+                let holder = holder_of_key(&db, keep_runs, &key);
+                let problem = format!(
+                    "{holder} records a damaged key: {error}; gc cannot tell what it must keep"
+                );
+                let source = std::io::Error::new(std::io::ErrorKind::InvalidData, problem);
+                EngineError::io(project.runs_db(), source)
+            })?;
+            keep.insert(parsed);
         }
     }
     let cache = Cache::open(&project.cache_dir)?;
@@ -925,6 +933,21 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
         report.actions_kept
     );
     Ok(ExitCode::Ok)
+}
+
+/// The run and stage among the newest `runs` that recorded `key`, for an
+/// error about it.
+fn holder_of_key(db: &RunDb, runs: usize, key: &str) -> String {
+    let holder = db.list_runs(runs).ok().and_then(|recent| {
+        recent.iter().find_map(|run| {
+            let stages = db.run(run.id).ok()??.stages;
+            let stage = stages
+                .iter()
+                .find(|stage| stage.key.as_deref() == Some(key))?;
+            Some(format!("run #{}, stage `{}`,", run.id, stage.stage))
+        })
+    });
+    holder.unwrap_or_else(|| "a recent run".to_string())
 }
 
 fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {

@@ -347,6 +347,53 @@ fn gc_keeps_what_the_pipeline_and_recent_runs_need() {
     );
 }
 
+/// A key in the run history that does not parse is an error naming its
+/// run, and gc removes nothing: dropping the key from gc's roots would
+/// delete the result that run points to.
+#[test]
+fn gc_refuses_a_damaged_key_in_the_run_history_and_names_its_run() {
+    let project = two_branches();
+    project.run_ok(&["-S", "scale=1"]);
+    let status = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); \
+             db.execute(\"UPDATE stage_runs SET key = 'not-a-key' WHERE stage = 'train'\"); \
+             db.commit()",
+        )
+        .arg(project.path(".pipe/runs.db"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    project.write("pipe.yaml", &TWO_BRANCHES.replace("scale: 2", "scale: 3"));
+    let objects_before = count_files(&project.path(".pipe/cache/objects"));
+
+    let gc = project.pipe(&["cache", "gc", "--keep-runs", "1", "--grace-secs", "0"]);
+    let stderr = String::from_utf8_lossy(&gc.stderr);
+    assert_eq!(gc.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("run #1, stage `train`"), "{stderr}");
+    assert!(stderr.contains("not-a-key"), "{stderr}");
+    assert_eq!(
+        count_files(&project.path(".pipe/cache/objects")),
+        objects_before,
+        "gc removed objects: {stderr}"
+    );
+}
+
+fn count_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                count_files(&entry.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
 #[test]
 fn matrix_stages_expand_and_run_separately() {
     let project = TestProject::new();
