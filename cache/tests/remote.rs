@@ -326,3 +326,47 @@ fn a_truncated_grown_or_flipped_remote_object_is_a_miss_naming_it() {
         fs::write(&path, &good).unwrap();
     }
 }
+
+/// A tree object of the local cache that rotted is fetched again by the
+/// next pull that needs it: the pull is a hit and the local object good.
+/// Trusted for being present, it would fail every pull of the result and
+/// have the remote's good result marked corrupt.
+#[test]
+fn a_pull_replaces_a_local_tree_object_that_rotted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (side(dir.path(), "a"), side(dir.path(), "b"));
+    let result = stored_result(dir.path(), &a, "k6", "six");
+    let pusher = remote(dir.path(), &a);
+    assert_eq!(pusher.push_results(vec![result.clone()]), 1);
+    pusher.finish();
+    let puller = remote(dir.path(), &b);
+    assert!(matches!(
+        puller.pull_result(&result.key),
+        Pulled::Hit { .. }
+    ));
+
+    let tree = b.cache.object_path(&result.outputs["tree"].digest);
+    let mut bytes = fs::read(&tree).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    fs::set_permissions(&tree, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(&tree, &bytes).unwrap();
+    fs::remove_file(b.cache.action_path(&result.key)).unwrap();
+
+    let again = remote(dir.path(), &b);
+    match again.pull_result(&result.key) {
+        Pulled::Hit { objects, .. } => assert_eq!(objects, 1, "only the tree is fetched"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.cache.get_action(&result.key), Some(result.clone()));
+    let restored = dir.path().join("restored-k6");
+    b.cache
+        .restore(
+            &result.outputs["tree"],
+            &restored,
+            &[pipe_cache::LinkMode::Copy],
+            &b.stat,
+        )
+        .unwrap();
+    assert_eq!(fs::read_to_string(restored.join("a.txt")).unwrap(), "a six");
+}

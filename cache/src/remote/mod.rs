@@ -544,7 +544,9 @@ async fn fetch_objects(shared: &Shared, result: &ActionResult) -> Result<(u64, u
             .iter()
             .filter(|artifact| match artifact.kind {
                 ArtifactKind::File => !shared.cache.has_object(&artifact.digest, artifact.size),
-                ArtifactKind::Dir => !shared.cache.object_path(&artifact.digest).is_file(),
+                // A local tree that rotted would fail the pull at every
+                // try (and be blamed on the remote): it is fetched again.
+                ArtifactKind::Dir => !shared.cache.has_good_tree(artifact),
             })
             .collect();
         let fetched: Vec<u64> = futures::stream::iter(wanted)

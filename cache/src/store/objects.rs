@@ -299,6 +299,13 @@ impl Cache {
         })
     }
 
+    /// True when the tree object of directory `artifact` is present and
+    /// matches its digest. A corrupt one is removed, so that it is fetched
+    /// or stored again instead of failing every read of it.
+    pub(crate) fn has_good_tree(&self, artifact: &Artifact) -> bool {
+        self.read_tree_checked(artifact, OnCorrupt::Discard).is_ok()
+    }
+
     /// True when every object of `artifact` is present with the right size.
     pub fn contains(&self, artifact: &Artifact) -> bool {
         match self.check_present(artifact, OnCorrupt::Discard) {
