@@ -593,6 +593,62 @@ fn gc_keeps_reachable_and_removes_the_rest() {
     assert_eq!(snapshot(&dest), snapshot(&kept_dir));
 }
 
+/// gc must not delete what a kept result needs because it could not read
+/// the result's action or one of its trees (EIO, EACCES): that is an error
+/// naming the file, and nothing is removed. A path that is a directory
+/// fails `read` the same way, and is what a test running as root can make.
+#[test]
+fn gc_fails_naming_a_kept_action_or_tree_it_cannot_read_and_removes_nothing() {
+    for unreadable in ["action", "tree"] {
+        let fixture = fixture();
+        let stat = StatCache::disabled();
+        let kept_dir = fixture.root.join("kept");
+        make_nested(&kept_dir);
+        let kept_artifact = fixture.cache.store(&kept_dir, &stat).expect("store");
+        let keep_key = ActionKey::of(b"keep");
+        fixture
+            .cache
+            .put_action(&action(keep_key, &[("kept", &kept_artifact)]))
+            .expect("put");
+        let path = match unreadable {
+            "action" => fixture.cache.action_path(&keep_key),
+            _ => {
+                let entries = fixture.cache.read_tree(&kept_artifact).expect("tree");
+                let (_, sub) = entries.iter().find(|(name, _)| name == "sub").expect("sub");
+                fixture.cache.object_path(&sub.digest)
+            }
+        };
+        fs::remove_file(&path).expect("remove");
+        std::os::unix::fs::symlink(&fixture.root, &path).expect("symlink");
+        let objects_before = files_under(&fixture.root.join("cache/objects"));
+
+        let keep: HashSet<ActionKey> = [keep_key].into_iter().collect();
+        match fixture.cache.gc(&keep, Duration::ZERO) {
+            Err(CacheError::Io { path: named, .. }) => assert_eq!(named, path, "{unreadable}"),
+            other => panic!("{unreadable}: {other:?}"),
+        }
+        assert_eq!(
+            files_under(&fixture.root.join("cache/objects")),
+            objects_before,
+            "{unreadable}"
+        );
+    }
+}
+
+fn files_under(dir: &Path) -> usize {
+    fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|entry| {
+            let entry = entry.expect("entry");
+            if entry.file_type().expect("file type").is_dir() {
+                files_under(&entry.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;

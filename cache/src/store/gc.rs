@@ -3,11 +3,13 @@
 
 use std::collections::HashSet;
 use std::io;
+use std::path::Path;
 use std::time::SystemTime;
 
 use serde::Serialize;
 
 use super::{Artifact, ArtifactKind, Cache, STALE_TMP_AGE};
+use crate::action;
 use crate::fsutil;
 use crate::tree;
 use crate::{ActionKey, CacheError, ObjectDigest, Result};
@@ -23,24 +25,53 @@ pub struct GcReport {
 
 impl Cache {
     /// Adds `artifact`'s object and, through trees, everything below it.
-    /// Unreadable trees are skipped: gc then keeps less, never more wrong.
+    /// A tree that is missing or damaged keeps nothing below it (its
+    /// result is a miss anyway); one that cannot be read is an error, as
+    /// skipping it would delete the objects of a result that is kept.
     pub(super) fn mark_reachable(
         &self,
         artifact: &Artifact,
         reachable: &mut HashSet<ObjectDigest>,
-    ) {
+    ) -> Result<()> {
         if !reachable.insert(artifact.digest) || artifact.kind != ArtifactKind::Dir {
-            return;
+            return Ok(());
         }
-        let Ok(bytes) = std::fs::read(self.object_path(&artifact.digest)) else {
-            return;
+        let object = self.object_path(&artifact.digest);
+        let bytes = match std::fs::read(&object) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(CacheError::io(&object, error)),
         };
         let Ok(entries) = tree::decode(&bytes) else {
-            return;
+            return Ok(());
         };
         for entry in entries {
-            self.mark_reachable(&entry.artifact, reachable);
+            self.mark_reachable(&entry.artifact, reachable)?;
         }
+        Ok(())
+    }
+
+    /// Marks what the action file at `path` reaches. A damaged action is a
+    /// miss and keeps nothing; one that cannot be read is an error, as for
+    /// a tree.
+    fn mark_reachable_from_action(
+        &self,
+        path: &Path,
+        key: &ActionKey,
+        reachable: &mut HashSet<ObjectDigest>,
+    ) -> Result<()> {
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(CacheError::io(path, error)),
+        };
+        let Ok(result) = action::decode(&bytes, key) else {
+            return Ok(());
+        };
+        for artifact in result.outputs.values() {
+            self.mark_reachable(artifact, reachable)?;
+        }
+        Ok(())
     }
 
     /// Removes actions not in `keep` and objects they do not reach; entries
@@ -59,10 +90,8 @@ impl Cache {
             if wanted || !fsutil::older_than(&metadata, grace, now) {
                 report.actions_kept += 1;
                 // Young actions of a concurrent run keep their objects too.
-                if let Some(Ok(result)) = key.map(|key| Self::read_action_file(&path, &key)) {
-                    for artifact in result.outputs.values() {
-                        self.mark_reachable(artifact, &mut reachable);
-                    }
+                if let Some(key) = key {
+                    self.mark_reachable_from_action(&path, &key, &mut reachable)?;
                 }
             } else {
                 fsutil::remove_any(&path).map_err(|error| CacheError::io(&path, error))?;

@@ -207,7 +207,9 @@ impl Cache {
                 return Some(reason);
             }
             let mut reachable = HashSet::new();
-            self.mark_reachable(artifact, &mut reachable);
+            if let Err(error) = self.mark_reachable(artifact, &mut reachable) {
+                return Some(error.to_string());
+            }
             if let Some(bad) = reachable.intersection(corrupt_digests).next() {
                 return Some(format!("references corrupt object {bad}"));
             }
