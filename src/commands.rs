@@ -33,18 +33,18 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             path,
             pipeline,
             json,
-        } => status(path, pipeline, json),
+        } => status(path, pipeline, json, quiet),
         Command::Why {
             stage,
             pipeline,
             json,
-        } => why(&stage, pipeline, json),
+        } => why(&stage, pipeline, json, quiet),
         Command::Dag {
             path,
             pipeline,
             format,
         } => {
-            let (pipeline, dag) = load(path.as_deref(), &pipeline)?;
+            let (pipeline, dag) = load(path.as_deref(), &pipeline, &Progress::new(false, quiet))?;
             let format = match format {
                 DagFormatArg::Ascii => DagFormat::Ascii,
                 DagFormatArg::Dot => DagFormat::Dot,
@@ -54,7 +54,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Ok)
         }
         Command::Validate { path, pipeline } => {
-            let (pipeline, _) = load(path.as_deref(), &pipeline)?;
+            let (pipeline, _) = load(path.as_deref(), &pipeline, &Progress::new(false, quiet))?;
             errln!(
                 "`{}` is valid: {} stages",
                 pipeline.file.display(),
@@ -152,7 +152,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 pipeline,
                 keep_runs,
                 grace_secs,
-            } => gc(&pipeline, keep_runs, grace_secs),
+            } => gc(&pipeline, keep_runs, grace_secs, quiet),
             CacheCommand::Push {
                 run,
                 all,
@@ -172,7 +172,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 json,
             } => remote_commands::status(run.as_deref(), file.as_deref(), &remote, json),
         },
-        Command::Stages { name, json } => stages(name.as_deref(), json),
+        Command::Stages { name, json } => stages(name.as_deref(), json, quiet),
         Command::Init { path, template } => crate::init::init(path.as_deref(), template),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
@@ -205,8 +205,13 @@ fn default_pipeline_file() -> Result<PathBuf> {
     ))
 }
 
-/// Loads and validates the pipeline named by a positional file or `-f`.
-pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
+/// Loads and validates the pipeline named by a positional file or `-f`; a
+/// build of the workers is shown by `progress`.
+pub fn load(
+    file: Option<&Path>,
+    arg: &PipelineArg,
+    progress: &Progress,
+) -> Result<(Pipeline, Dag)> {
     let file = match (file, arg.file.as_deref()) {
         (Some(positional), Some(flag)) if positional != flag => {
             return Err(EngineError::usage(
@@ -227,41 +232,16 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
             "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
         ));
     }
-    let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &ProjectWorkers)?;
+    let workers = ProjectWorkers {
+        observer: &|event| progress.on_event(event),
+    };
+    let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &workers)?;
     Ok((pipeline, dag))
 }
 
-fn parse_link_modes(names: &[String]) -> Result<Option<Vec<LinkMode>>> {
-    if names.is_empty() {
-        return Ok(None);
-    }
-    names
-        .iter()
-        .map(|name| {
-            LinkMode::parse(name.trim()).ok_or_else(|| {
-                EngineError::usage(
-                    format!("unknown link mode `{name}`"),
-                    "use reflink, hardlink, symlink or copy, comma-separated",
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
-}
-
+/// `--link`, `PIPE_LINK`, the pipeline's `cache.link`, pipe.config.yaml's
+/// (`settings::link_modes`).
 fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMode>> {
-    if let Some(modes) = parse_link_modes(cli)? {
-        return Ok(modes);
-    }
-    if let Ok(env) = std::env::var("PIPE_LINK") {
-        let names: Vec<String> = env.split(',').map(String::from).collect();
-        if let Some(modes) = parse_link_modes(&names)? {
-            return Ok(modes);
-        }
-    }
-    if let Some(modes) = pipeline.and_then(|p| p.link.clone()) {
-        return Ok(modes);
-    }
     let root = match pipeline {
         Some(pipeline) => pipeline.root.clone(),
         None => {
@@ -269,8 +249,12 @@ fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMod
             Project::find_root(&cwd)
         }
     };
-    Ok(pipe_engine::spec::project_link_modes(&root)?
-        .unwrap_or_else(|| LinkMode::DEFAULT_ORDER.to_vec()))
+    let flag = (!cli.is_empty()).then(|| cli.join(","));
+    let from_pipeline = pipeline.and_then(|pipeline| {
+        let modes = pipeline.link.as_deref()?;
+        Some((modes, pipeline.link_at.as_ref()))
+    });
+    Ok(pipe_engine::settings::link_modes(&root, flag.as_deref(), from_pipeline)?.value)
 }
 
 fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
@@ -279,7 +263,11 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
         Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
         _ => None,
     };
-    let (pipeline, dag) = load(positional_file.as_deref(), &args.pipeline)?;
+    let (pipeline, dag) = load(
+        positional_file.as_deref(),
+        &args.pipeline,
+        &Progress::new(args.json, quiet),
+    )?;
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets);
     }
@@ -364,8 +352,8 @@ fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCod
     Ok(ExitCode::Ok)
 }
 
-fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool) -> Result<ExitCode> {
-    let (pipeline, dag) = load(file.as_deref(), &arg)?;
+fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool, quiet: bool) -> Result<ExitCode> {
+    let (pipeline, dag) = load(file.as_deref(), &arg, &Progress::new(false, quiet))?;
     let planner = Planner::new(&pipeline)?;
     let states = planner.states(&dag, &dag.order)?;
     if json {
@@ -380,8 +368,8 @@ fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool) -> Result<ExitCod
     Ok(ExitCode::Ok)
 }
 
-fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
-    let (pipeline, dag) = load(None, &arg)?;
+fn why(stage: &str, arg: PipelineArg, json: bool, quiet: bool) -> Result<ExitCode> {
+    let (pipeline, dag) = load(None, &arg, &Progress::new(false, quiet))?;
     let indices = exec::select_stages(&pipeline, &[stage.to_string()])?;
     let planner = Planner::new(&pipeline)?;
     for index in indices {
@@ -891,7 +879,7 @@ fn project_files_linking(
 /// How many recent runs' outputs `verify` searches for links to a corrupt object.
 const RUNS_SEARCHED_FOR_LINKS: usize = 20;
 
-fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> {
+fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64, quiet: bool) -> Result<ExitCode> {
     let project = project_here()?;
     let mut keep: HashSet<ActionKey> = HashSet::new();
     let pipeline_file = match &arg.file {
@@ -899,7 +887,7 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
         None => default_pipeline_file().ok(),
     };
     if let Some(file) = pipeline_file {
-        let (pipeline, dag) = load(Some(&file), arg)?;
+        let (pipeline, dag) = load(Some(&file), arg, &Progress::new(false, quiet))?;
         let planner = Planner::new(&pipeline)?;
         for state in planner.states(&dag, &dag.order)? {
             if state.freshness != Freshness::Stale {
@@ -950,9 +938,10 @@ fn holder_of_key(db: &RunDb, runs: usize, key: &str) -> String {
     holder.unwrap_or_else(|| "a recent run".to_string())
 }
 
-fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
+fn stages(name: Option<&str>, json: bool, quiet: bool) -> Result<ExitCode> {
     let project = project_here()?;
-    let catalog = catalog::load_catalog(&project, false)?;
+    let progress = Progress::new(false, quiet);
+    let catalog = catalog::load_catalog(&project, false, &|event| progress.on_event(event))?;
     let entries: Vec<&catalog::CatalogEntry> = match name {
         None => catalog.stages.values().collect(),
         Some(name) => {

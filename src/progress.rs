@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_engine::exec::Event;
+use pipe_engine::libtorch::TORCH_VERSION;
 use pipe_engine::runs::{RunStatus, StageStatus};
 use serde_json::json;
 
@@ -193,6 +194,39 @@ impl Progress {
             Event::StageMessage { stage, text } => {
                 self.emit_json(json!({"event": "stage_message", "stage": stage, "text": text}));
                 self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
+            }
+            Event::WorkerBuildStarted {
+                workers,
+                libtorch,
+                target_dir,
+            } => {
+                self.emit_json(json!({
+                    "event": "worker_build_started", "workers": workers,
+                    "libtorch": libtorch, "target_dir": target_dir,
+                }));
+                let names: Vec<String> = workers.iter().map(|name| format!("`{name}`")).collect();
+                let names = names.join(" and ");
+                self.line(if libtorch {
+                    format!(
+                        "building {names} (first use or sources changed): libtorch first \
+                         (torch=={TORCH_VERSION} into .venv/, 4.6 GB, unless LIBTORCH is set), \
+                         then one cargo build into {}; the first time takes several minutes on \
+                         2 cores (docs/libtorch.md)",
+                        target_dir.display()
+                    )
+                } else {
+                    format!("building {names} (first use or sources changed)")
+                });
+            }
+            Event::WorkerBuildFinished {
+                workers,
+                succeeded,
+                duration,
+            } => {
+                self.emit_json(json!({
+                    "event": "worker_build_finished", "workers": workers,
+                    "succeeded": succeeded, "duration_ms": duration.as_millis() as u64,
+                }));
             }
             Event::RunFinished { run_id, status } => {
                 self.emit_json(json!({"event": "run_finished", "run": run_id, "status": status}));

@@ -15,7 +15,6 @@
 //! does not start any worker.
 
 use std::collections::BTreeMap;
-use std::os::fd::AsFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,8 +22,11 @@ use std::process::Command;
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
-use crate::libtorch::Libtorch;
+use crate::exec::Observer;
+use crate::libtorch::{Libtorch, TORCH_VERSION};
 use crate::project::Project;
+pub use crate::worker_build::without_cargo_run_env;
+use crate::worker_build::{build_stale_workers, BuiltinWorker};
 use crate::{EngineError, Result};
 
 /// A stage a worker can run.
@@ -130,193 +132,12 @@ pub fn is_training_stage(uses: &str) -> bool {
         .any(|prefix| uses.starts_with(prefix))
 }
 
-/// A worker binary of this repository.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum BuiltinWorker {
-    /// `pipe-stage` (package `pipe-stages`): the data stages, no libtorch.
-    Data,
-    /// `pipe-stage-train` (package `pipe-train`): the training stages, on
-    /// libtorch.
-    Training,
-}
-
-impl BuiltinWorker {
-    fn binary(self) -> &'static str {
-        match self {
-            BuiltinWorker::Data => "pipe-stage",
-            BuiltinWorker::Training => "pipe-stage-train",
-        }
-    }
-
-    fn package(self) -> &'static str {
-        match self {
-            BuiltinWorker::Data => "pipe-stages",
-            BuiltinWorker::Training => "pipe-train",
-        }
-    }
-
-    /// What its build reads, relative to the workspace root: its crate, the
-    /// crates it depends on, and the workspace's manifest and lock file
-    /// (profiles, versions).
-    /// The training worker is built from the data worker's sources and its own.
-    fn sources(self) -> impl Iterator<Item = &'static str> {
-        const DATA: &[&str] = &[
-            "stages/src",
-            "stages/Cargo.toml",
-            "protocol/src",
-            "protocol/Cargo.toml",
-            "report/src",
-            "report/Cargo.toml",
-            "shared-deps/Cargo.toml",
-            "Cargo.toml",
-            "Cargo.lock",
-        ];
-        const TRAINING_ONLY: &[&str] = &[
-            "train/src",
-            "train/csrc",
-            "train/build.rs",
-            "train/Cargo.toml",
-        ];
-        let own: &[&str] = match self {
-            BuiltinWorker::Data => &[],
-            BuiltinWorker::Training => TRAINING_ONLY,
-        };
-        DATA.iter().chain(own).copied()
-    }
-}
-
-/// `pipe` running from a cargo target directory of a source checkout: the
-/// workers are built on first use, and again when their sources are newer,
-/// into the same target directory and profile, so that they share every
-/// dependency `pipe` itself was built with.
-struct Checkout {
-    root: PathBuf,
-    target_dir: PathBuf,
-    /// The profile's directory name: `debug` (the dev profile), `release`,
-    /// or a custom profile's name.
-    profile_dir: String,
-}
-
-impl Checkout {
-    /// The checkout `exe` (`<target dir>/<profile>/pipe`) was built from:
-    /// the directory above a target directory named `target`, or else,
-    /// when `CARGO_TARGET_DIR` put the target directory elsewhere, the
-    /// workspace this binary was compiled from, if it is still there.
-    /// Either must hold this repository's worker crates.
-    fn of(exe: &Path) -> Option<Checkout> {
-        let profile_dir = exe.parent()?;
-        let target_dir = profile_dir.parent()?;
-        let is_workspace = |root: &Path| {
-            root.join("stages").join("Cargo.toml").is_file()
-                && root.join("train").join("Cargo.toml").is_file()
-        };
-        let beside = target_dir
-            .parent()
-            .filter(|root| target_dir.file_name() == Some("target".as_ref()) && is_workspace(root));
-        // cargo marks every target directory with CACHEDIR.TAG; a `pipe`
-        // copied into some other directory is an installation.
-        let compiled_from = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .filter(|root| target_dir.join("CACHEDIR.TAG").is_file() && is_workspace(root));
-        let root = beside.or(compiled_from)?;
-        Some(Checkout {
-            root: root.to_path_buf(),
-            target_dir: target_dir.to_path_buf(),
-            profile_dir: profile_dir.file_name()?.to_str()?.to_string(),
-        })
-    }
-
-    /// Whether `worker`'s binary is missing or older than a source it is
-    /// built from. Walks a few dozen files (well under a millisecond), so
-    /// a no-op run in a checkout stays a no-op; cargo makes the real
-    /// decision when it runs.
-    fn is_stale(&self, worker: BuiltinWorker, binary: &Path) -> bool {
-        let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
-            return true;
-        };
-        worker
-            .sources()
-            .any(|source| newer_than(&self.root.join(source), built))
-    }
-
-    /// Builds `workers` in one cargo invocation, so that the dependencies
-    /// they share are compiled once (and are those `pipe` was built with:
-    /// the workspace aligns their features, see `shared-deps/`).
-    /// The training worker needs libtorch first.
-    fn build(&self, workers: &[BuiltinWorker]) -> Result<()> {
-        let training = workers.contains(&BuiltinWorker::Training);
-        let names: Vec<String> = workers
-            .iter()
-            .map(|worker| format!("`{}`", worker.binary()))
-            .collect();
-        if training {
-            eprintln!(
-                "building {} (first use or sources changed): libtorch first (torch==2.11.0 into \
-                 .venv/, 4.6 GB, unless LIBTORCH is set), then one cargo build into {}; the first \
-                 time takes several minutes on 2 cores (docs/libtorch.md)",
-                names.join(" and "),
-                self.target_dir.display()
-            );
-            bootstrap_libtorch(&self.root)?;
-        } else {
-            eprintln!(
-                "building {} (first use or sources changed)",
-                names.join(" and ")
-            );
-        }
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        without_cargo_run_env(&mut command);
-        command
-            .current_dir(&self.root)
-            .env("CARGO_TARGET_DIR", &self.target_dir)
-            .arg("build");
-        // The dev profile's directory is `debug`; any other profile's is
-        // its name.
-        let profile = match self.profile_dir.as_str() {
-            "debug" => "dev",
-            name => name,
-        };
-        command.args(["--profile", profile]);
-        for worker in workers {
-            command.args(["-p", worker.package(), "--bin", worker.binary()]);
-        }
-        if training && std::env::var_os("LIBTORCH").is_none() {
-            let venv_bin = self.root.join(".venv").join("bin");
-            let mut path = vec![venv_bin];
-            if let Some(existing) = std::env::var_os("PATH") {
-                path.extend(std::env::split_paths(&existing));
-            }
-            let path = std::env::join_paths(path)
-                .map_err(|e| EngineError::usage(format!("PATH: {e}"), "fix PATH"))?;
-            command.env("LIBTORCH_USE_PYTORCH", "1").env("PATH", path);
-        }
-        command.stdout(stdout_to_stderr()?);
-        let status = command.status().map_err(|e| EngineError::io("cargo", e))?;
-        if !status.success() {
-            return Err(EngineError::usage(
-                format!(
-                    "building {} failed (see cargo's output above)",
-                    names.join(" and ")
-                ),
-                if training {
-                    "see docs/libtorch.md: the training worker needs libtorch 2.11.0 \
-                     (scripts/bootstrap-libtorch.sh, or LIBTORCH)"
-                } else {
-                    "fix the build error, or set PIPE_WORKER to a working `pipe-stage`"
-                },
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// The built-in workers: `pipe-stage` (`PIPE_WORKER`, else beside this
 /// binary), and `pipe-stage-train` beside it when it exists. In a source
 /// checkout, those missing or stale are built first, all in one cargo
 /// invocation: `pipe-stage` always, `pipe-stage-train` when `for_training`
 /// (a pipeline uses a training stage) or when it was built before.
-fn builtin_workers(for_training: bool) -> Result<Vec<PathBuf>> {
+fn builtin_workers(for_training: bool, observer: Observer<'_>) -> Result<Vec<PathBuf>> {
     let data = match std::env::var_os("PIPE_WORKER").filter(|value| !value.is_empty()) {
         Some(path) => {
             let path = PathBuf::from(path);
@@ -332,26 +153,7 @@ fn builtin_workers(for_training: bool) -> Result<Vec<PathBuf>> {
             let exe =
                 std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
             let data = exe.with_file_name(BuiltinWorker::Data.binary());
-            if let Some(checkout) = Checkout::of(&exe) {
-                let training = exe.with_file_name(BuiltinWorker::Training.binary());
-                let mut stale = Vec::new();
-                if checkout.is_stale(BuiltinWorker::Data, &data) {
-                    stale.push((BuiltinWorker::Data, data.clone()));
-                }
-                if (for_training || training.is_file())
-                    && checkout.is_stale(BuiltinWorker::Training, &training)
-                {
-                    stale.push((BuiltinWorker::Training, training));
-                }
-                if !stale.is_empty() {
-                    let workers: Vec<BuiltinWorker> =
-                        stale.iter().map(|(worker, _)| *worker).collect();
-                    checkout.build(&workers)?;
-                    for (_, binary) in &stale {
-                        mark_fresh(binary);
-                    }
-                }
-            }
+            build_stale_workers(&exe, for_training, observer)?;
             if !data.is_file() {
                 return Err(EngineError::usage(
                     format!(
@@ -372,87 +174,6 @@ fn builtin_workers(for_training: bool) -> Result<Vec<PathBuf>> {
         workers.push(training);
     }
     Ok(workers)
-}
-
-/// Removes what cargo sets for a program it runs (`cargo run`, `cargo
-/// test`): a build started from that program would otherwise see an
-/// environment its last build did not, and cargo rebuilds what watches it
-/// (ring's build script watches CARGO_MANIFEST_DIR, and everything above
-/// ring follows: the workers and `pipe` itself).
-pub fn without_cargo_run_env(command: &mut Command) {
-    for (name, _) in std::env::vars_os() {
-        let Some(name) = name.to_str() else { continue };
-        if is_cargo_run_env(name) {
-            command.env_remove(name);
-        }
-    }
-}
-
-fn is_cargo_run_env(name: &str) -> bool {
-    name.starts_with("CARGO_PKG_")
-        || name.starts_with("CARGO_BIN_")
-        || matches!(
-            name,
-            "CARGO_MANIFEST_DIR"
-                | "CARGO_MANIFEST_PATH"
-                | "CARGO_CRATE_NAME"
-                | "CARGO_PRIMARY_PACKAGE"
-                | "CARGO_TARGET_TMPDIR"
-        )
-}
-
-/// After a successful build: cargo leaves a binary it found up to date
-/// untouched (a `Cargo.lock` change for another package, an edited
-/// comment it did not need to recompile for), which would make it look
-/// stale on every run; it is now as new as the check requires.
-fn mark_fresh(binary: &Path) {
-    if let Ok(file) = std::fs::File::options().write(true).open(binary) {
-        let _ = file.set_modified(std::time::SystemTime::now());
-    }
-}
-
-fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
-    let Ok(metadata) = std::fs::metadata(path) else {
-        return false;
-    };
-    if metadata.modified().is_ok_and(|modified| modified > time) {
-        return true;
-    }
-    metadata.is_dir()
-        && std::fs::read_dir(path).is_ok_and(|entries| {
-            entries
-                .flatten()
-                .any(|entry| newer_than(&entry.path(), time))
-        })
-}
-
-/// A child's stdout sent to our stderr: build output is progress for the
-/// user, and our stdout stays for data.
-fn stdout_to_stderr() -> Result<std::process::Stdio> {
-    let stderr = std::io::stderr()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| EngineError::io("stderr", e))?;
-    Ok(std::process::Stdio::from(stderr))
-}
-
-fn bootstrap_libtorch(root: &Path) -> Result<()> {
-    let script = root.join("scripts").join("bootstrap-libtorch.sh");
-    let status = Command::new("bash")
-        .arg(&script)
-        .current_dir(root)
-        .stdout(stdout_to_stderr()?)
-        .status()
-        .map_err(|e| EngineError::io(&script, e))?;
-    if !status.success() {
-        return Err(EngineError::usage(
-            "installing libtorch failed (see the output above)",
-            "the training stages need torch==2.11.0: check that python3 and its venv module work \
-             (Debian: apt install python3-venv) and that pip can reach the package index, or set \
-             LIBTORCH to a libtorch 2.11.0 directory (docs/libtorch.md)",
-        ));
-    }
-    Ok(())
 }
 
 /// Third-party workers: `pipe-stage-*` executables in `PIPE_STAGE_PATH`
@@ -514,14 +235,18 @@ fn read_checked_catalog(bytes: &[u8]) -> Option<Vec<CachedDescribe>> {
 
 /// Loads the catalog of every worker, asking only those that changed.
 /// `for_training`: the pipeline uses a training stage, so a checkout
-/// without the libtorch worker builds it.
-pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
+/// without the libtorch worker builds it; a build is told to `observer`.
+pub fn load_catalog(
+    project: &Project,
+    for_training: bool,
+    observer: Observer<'_>,
+) -> Result<Catalog> {
     let cache_path = project.state_dir.join("catalog.json");
     let cached: Vec<CachedDescribe> = std::fs::read(&cache_path)
         .ok()
         .and_then(|bytes| read_checked_catalog(&bytes))
         .unwrap_or_default();
-    let mut workers = builtin_workers(for_training)?;
+    let mut workers = builtin_workers(for_training, observer)?;
     let external: Vec<PathBuf> = external_workers(project)
         .into_iter()
         .filter(|worker| !workers.contains(worker))
@@ -588,12 +313,13 @@ pub fn load_catalog(project: &Project, for_training: bool) -> Result<Catalog> {
                         "runs in the training worker `{}`, which is not installed",
                         absent.display()
                     ),
-                    hint: "install the training worker beside `pipe` (it links libtorch): \
+                    hint: format!(
+                        "install the training worker beside `pipe` (it links libtorch): \
                            `pip install 'pipe-ml[train]'` for the wheel, or \
-                           `cargo install --locked --git REPO pipe-train` with torch 2.11.0's \
+                           `cargo install --locked --git REPO pipe-train` with torch {TORCH_VERSION}'s \
                            Python first on PATH and LIBTORCH_USE_PYTORCH=1, or LIBTORCH set \
                            (docs/install.md)"
-                        .to_string(),
+                    ),
                 })),
             };
             (absent, launch)

@@ -6,8 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::settings::{Invalid, Places, Setting};
 use crate::spec::cache_section::load_project_config;
-use crate::{EngineError, Result};
+use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutorKind {
@@ -36,6 +37,8 @@ pub struct ExecutorSpec {
     pub flags: Option<Vec<String>>,
     /// The longest wait between two looks at the queue.
     pub poll: Option<Duration>,
+    /// Where each is written (`type`, `partition`, ...).
+    pub places: Places,
 }
 
 /// How pipe talks to Slurm.
@@ -60,49 +63,50 @@ pub enum Executor {
     Slurm(SlurmSettings),
 }
 
-/// The executor for a run of the pipeline at `root`.
+/// The executor for a run of the pipeline at `root`: `--executor`,
+/// `PIPE_EXECUTOR`, the pipeline's `executor:`, pipe.config.yaml's, else
+/// local. The Slurm settings come from the pipeline, else the project.
 pub fn resolve(
     root: &Path,
     pipeline: Option<&ExecutorSpec>,
     flag: Option<ExecutorKind>,
 ) -> Result<Executor> {
-    let from_env = match std::env::var("PIPE_EXECUTOR")
-        .ok()
-        .filter(|v| !v.is_empty())
-    {
-        None => None,
-        Some(text) => Some(ExecutorKind::parse(&text).ok_or_else(|| {
-            EngineError::usage(
-                format!("PIPE_EXECUTOR is `{text}`"),
-                "set it to `local` or `slurm`",
-            )
-        })?),
-    };
     let project = load_project_config(root)?.executor.unwrap_or_default();
     let pipeline = pipeline.cloned().unwrap_or_default();
-    let kind = flag
-        .or(from_env)
-        .or(pipeline.kind)
-        .or(project.kind)
-        .unwrap_or(ExecutorKind::Local);
+    let kind = Setting::new("the executor")
+        .flag("--executor", flag)
+        .env("PIPE_EXECUTOR", |text| {
+            ExecutorKind::parse(text).ok_or_else(|| Invalid::expected("`local` or `slurm`"))
+        })
+        .pipeline(pipeline.kind, pipeline.places.get("type"))
+        .project(project.kind, project.places.get("type"))
+        .resolve()?
+        .map_or(ExecutorKind::Local, |kind| kind.value);
     Ok(match kind {
         ExecutorKind::Local => Executor::Local,
         ExecutorKind::Slurm => {
-            let sources = [&pipeline, &project];
-            let first =
-                |pick: fn(&ExecutorSpec) -> Option<String>| sources.iter().find_map(|s| pick(s));
+            let from_files = |name: &'static str, pick: fn(&ExecutorSpec) -> Option<String>| {
+                Setting::new(name)
+                    .pipeline(pick(&pipeline), pipeline.places.get(name))
+                    .project(pick(&project), project.places.get(name))
+                    .resolve()
+                    .map(|found| found.map(|found| found.value))
+            };
             Executor::Slurm(SlurmSettings {
-                partition: first(|spec| spec.partition.clone()),
-                account: first(|spec| spec.account.clone()),
-                qos: first(|spec| spec.qos.clone()),
-                flags: sources
-                    .iter()
-                    .find_map(|spec| spec.flags.clone())
+                partition: from_files("partition", |spec| spec.partition.clone())?,
+                account: from_files("account", |spec| spec.account.clone())?,
+                qos: from_files("qos", |spec| spec.qos.clone())?,
+                flags: Setting::new("flags")
+                    .pipeline(pipeline.flags.clone(), pipeline.places.get("flags"))
+                    .project(project.flags.clone(), project.places.get("flags"))
+                    .resolve()?
+                    .map(|flags| flags.value)
                     .unwrap_or_default(),
-                poll: sources
-                    .iter()
-                    .find_map(|spec| spec.poll)
-                    .unwrap_or(SlurmSettings::DEFAULT_POLL),
+                poll: Setting::new("poll")
+                    .pipeline(pipeline.poll, pipeline.places.get("poll"))
+                    .project(project.poll, project.places.get("poll"))
+                    .resolve()?
+                    .map_or(SlurmSettings::DEFAULT_POLL, |poll| poll.value),
             })
         }
     })

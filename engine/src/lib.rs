@@ -26,5 +26,7 @@ pub mod plan;
 pub mod project;
 pub mod remote;
 pub mod runs;
+pub mod settings;
+mod worker_build;
 
 pub mod workspace;

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use pipe_cache::remote::RemoteConfig;
 
+use crate::settings::{Invalid, Places, Setting};
 use crate::spec::cache_section::load_project_config;
-use crate::{EngineError, Result};
+use crate::Result;
 
 /// What one source says about the remote cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,57 +21,42 @@ pub struct RemoteSpec {
     pub region: Option<String>,
     pub read_only: Option<bool>,
     pub concurrency: Option<usize>,
+    /// Where each is written (`url`, `endpoint`, ...).
+    pub places: Places,
 }
 
-impl RemoteSpec {
-    /// The `PIPE_REMOTE*` variables.
-    pub fn from_env() -> Result<RemoteSpec> {
-        let var = |name: &str| std::env::var(name).ok().filter(|value| !value.is_empty());
-        let read_only = match var("PIPE_REMOTE_READ_ONLY").as_deref() {
-            None => None,
-            Some("1" | "true" | "yes") => Some(true),
-            Some("0" | "false" | "no") => Some(false),
-            Some(other) => {
-                return Err(EngineError::usage(
-                    format!("PIPE_REMOTE_READ_ONLY is `{other}`"),
-                    "set it to 1 (read-only) or 0",
-                ))
-            }
-        };
-        let concurrency = match var("PIPE_REMOTE_CONCURRENCY") {
-            None => None,
-            Some(text) => match text.parse::<usize>() {
-                Ok(n) if (1..=256).contains(&n) => Some(n),
-                _ => {
-                    return Err(EngineError::usage(
-                        format!("PIPE_REMOTE_CONCURRENCY is `{text}`"),
-                        "set it to a whole number from 1 to 256",
-                    ))
-                }
-            },
-        };
-        Ok(RemoteSpec {
-            url: var("PIPE_REMOTE"),
-            endpoint: var("PIPE_REMOTE_ENDPOINT"),
-            region: var("PIPE_REMOTE_REGION"),
-            read_only,
-            concurrency,
-        })
+/// A directory given as a relative path is relative to `base`.
+fn anchored(url: String, base: &Path) -> String {
+    if url != "off" && !url.contains("://") && !url.starts_with('/') {
+        base.join(url).to_string_lossy().into_owned()
+    } else {
+        url
     }
+}
 
-    /// A directory given as a relative path is relative to `base`.
-    fn anchored(mut self, base: &Path) -> RemoteSpec {
-        if let Some(url) = &self.url {
-            if url != "off" && !url.contains("://") && !url.starts_with('/') {
-                self.url = Some(base.join(url).to_string_lossy().into_owned());
-            }
-        }
-        self
+fn text(text: &str) -> std::result::Result<String, Invalid> {
+    Ok(text.to_string())
+}
+
+fn parse_read_only(text: &str) -> std::result::Result<bool, Invalid> {
+    match text {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(Invalid::expected("1 (read-only) or 0")),
+    }
+}
+
+fn parse_concurrency(text: &str) -> std::result::Result<usize, Invalid> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err(Invalid::expected("a whole number from 1 to 256")),
     }
 }
 
 /// The remote cache for a command in the project at `root`, or `None`
-/// when none is configured or it is turned off.
+/// when none is configured or it is turned off. A directory from the
+/// command line or the environment is relative to the working directory,
+/// one from a file to the project.
 pub fn resolve(
     root: &Path,
     pipeline: Option<&RemoteSpec>,
@@ -78,42 +64,69 @@ pub fn resolve(
     read_only_flag: bool,
 ) -> Result<Option<RemoteConfig>> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| root.to_path_buf());
-    let from_flag = RemoteSpec {
-        url: flag.map(str::to_string),
-        read_only: read_only_flag.then_some(true),
-        ..RemoteSpec::default()
-    }
-    .anchored(&cwd);
-    let sources = [
-        from_flag,
-        RemoteSpec::from_env()?.anchored(&cwd),
-        pipeline.cloned().unwrap_or_default().anchored(root),
-        load_project_config(root)?
-            .remote
-            .unwrap_or_default()
-            .anchored(root),
-    ];
-    let first = |pick: fn(&RemoteSpec) -> Option<String>| sources.iter().find_map(pick);
-    let Some(url) = first(|spec| spec.url.clone()) else {
+    let pipeline = pipeline.cloned().unwrap_or_default();
+    let project = load_project_config(root)?.remote.unwrap_or_default();
+    // Any source can make the remote read-only, and none can undo it.
+    let read_only = Setting::new("read_only")
+        .flag("--remote-read-only", read_only_flag.then_some(true))
+        .env("PIPE_REMOTE_READ_ONLY", parse_read_only)
+        .pipeline(pipeline.read_only, pipeline.places.get("read_only"))
+        .project(project.read_only, project.places.get("read_only"))
+        .all()?
+        .iter()
+        .any(|source| source.value);
+    let concurrency = Setting::new("concurrency")
+        .env("PIPE_REMOTE_CONCURRENCY", parse_concurrency)
+        .pipeline(pipeline.concurrency, pipeline.places.get("concurrency"))
+        .project(project.concurrency, project.places.get("concurrency"))
+        .resolve()?
+        .map_or(RemoteConfig::DEFAULT_CONCURRENCY, |found| found.value);
+    let env_url = std::env::var("PIPE_REMOTE")
+        .ok()
+        .map(|url| anchored(url, &cwd));
+    let url = Setting::new("the remote cache")
+        .flag("--remote", flag.map(|url| anchored(url.to_string(), &cwd)))
+        .env_text("PIPE_REMOTE", env_url.as_deref(), text)
+        .pipeline(
+            pipeline.url.clone().map(|url| anchored(url, root)),
+            pipeline.places.get("url"),
+        )
+        .project(
+            project.url.clone().map(|url| anchored(url, root)),
+            project.places.get("url"),
+        )
+        .resolve_checked(|url| {
+            if url == "off" {
+                return Ok(());
+            }
+            pipe_cache::remote::Location::parse(url)
+                .map(|_| ())
+                .map_err(|message| {
+                    Invalid::because(
+                        message,
+                        "an s3:// URL, a directory, or `off` (docs/remote-cache.md)",
+                    )
+                })
+        })?;
+    let Some(url) = url.map(|url| url.value).filter(|url| url != "off") else {
         return Ok(None);
     };
-    if url == "off" {
-        return Ok(None);
-    }
-    pipe_cache::remote::Location::parse(&url).map_err(|message| {
-        EngineError::usage(
-            message,
-            "set the remote with --remote, PIPE_REMOTE, `cache: { remote: ... }` in the pipeline, or pipe.config.yaml",
-        )
-    })?;
+    let in_files =
+        |name: &'static str, env: &'static str, pick: fn(&RemoteSpec) -> Option<String>| {
+            Setting::new(name)
+                .env(env, text)
+                .pipeline(pick(&pipeline), pipeline.places.get(name))
+                .project(pick(&project), project.places.get(name))
+                .resolve()
+                .map(|found| found.map(|found| found.value))
+        };
     Ok(Some(RemoteConfig {
         url,
-        endpoint: first(|spec| spec.endpoint.clone()),
-        region: first(|spec| spec.region.clone()),
-        read_only: sources.iter().any(|spec| spec.read_only == Some(true)),
-        concurrency: sources
-            .iter()
-            .find_map(|spec| spec.concurrency)
-            .unwrap_or(RemoteConfig::DEFAULT_CONCURRENCY),
+        endpoint: in_files("endpoint", "PIPE_REMOTE_ENDPOINT", |spec| {
+            spec.endpoint.clone()
+        })?,
+        region: in_files("region", "PIPE_REMOTE_REGION", |spec| spec.region.clone())?,
+        read_only,
+        concurrency,
     }))
 }

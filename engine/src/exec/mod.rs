@@ -2,12 +2,10 @@
 //! parallel within `-j` and each stage's resources, reusing cached
 //! results, and records the run.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::mpsc;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
 use pipe_cache::{ActionKey, Cache, CacheError, LinkMode, StatCache};
@@ -17,21 +15,23 @@ use serde_json::Value;
 
 use crate::dag::Dag;
 use crate::executor::Executor;
-use crate::pipeline::{Pipeline, Stage, StageKind};
+use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
 use crate::runs::{self, RunDb, RunStart, RunStatus, StageRecord, StageStatus};
-use crate::{interrupt, EngineError, Result};
+use crate::{EngineError, Result};
 
 mod failure;
 mod gpus;
 mod process;
+mod readiness;
+mod scheduler;
+mod slots;
 mod slurm;
 mod stage;
 mod worker_client;
 
 pub use failure::StageFailure;
 pub use gpus::available_gpus;
-use stage::{execute_stage, log_name, read_tail};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -95,6 +95,21 @@ pub enum Event<'a> {
     RunFinished {
         run_id: i64,
         status: RunStatus,
+    },
+    /// In a source checkout, pipe builds its workers (first use, or their
+    /// sources changed) while loading the pipeline; cargo's own output
+    /// follows on stderr.
+    WorkerBuildStarted {
+        workers: &'a [&'a str],
+        /// libtorch is installed first (`pipe-stage-train`), unless
+        /// `LIBTORCH` names one.
+        libtorch: bool,
+        target_dir: &'a Path,
+    },
+    WorkerBuildFinished {
+        workers: &'a [&'a str],
+        succeeded: bool,
+        duration: Duration,
     },
 }
 
@@ -190,8 +205,6 @@ struct Context<'a> {
     /// The cluster that runs the stages not marked `local`, under
     /// `executor: slurm`.
     cluster: Option<slurm::LazyCluster>,
-    /// Where each stage's job ran, by stage index, until its record is made.
-    placements: Mutex<HashMap<usize, slurm::Placement>>,
 }
 
 impl Context<'_> {
@@ -339,9 +352,8 @@ pub fn run(
         run_so_far,
         remote,
         cluster,
-        placements: Mutex::new(HashMap::new()),
     };
-    let outcome = schedule(
+    let outcome = scheduler::schedule(
         &context,
         dag,
         &selected,
@@ -414,323 +426,6 @@ pub fn push_run_record(
     let json = serde_json::to_vec_pretty(&export).map_err(|error| error.to_string())?;
     let uid = export.run.uid.as_deref().unwrap_or_default();
     remote.put_run_record(export.run.git_commit.as_deref(), uid, json)
-}
-
-fn schedule(
-    context: &Context<'_>,
-    dag: &Dag,
-    selected: &[usize],
-    is_forced: &[bool],
-    jobs: usize,
-    db: &mut RunDb,
-) -> Result<(Vec<StageRecord>, RunStatus)> {
-    let stages = &context.pipeline.stages;
-    let mut in_selection = vec![false; stages.len()];
-    for &index in selected {
-        in_selection[index] = true;
-    }
-    let mut waiting_on: Vec<usize> = (0..stages.len())
-        .map(|index| {
-            dag.upstream[index]
-                .iter()
-                .filter(|&&up| in_selection[up])
-                .count()
-        })
-        .collect();
-    let mut ready: BinaryHeap<Reverse<usize>> = selected
-        .iter()
-        .copied()
-        .filter(|&index| waiting_on[index] == 0)
-        .map(Reverse)
-        .collect();
-    // A stage on the cluster gets its GPUs from Slurm, not from this machine.
-    let runs_here = |index: usize| context.cluster_for(&stages[index]).is_none();
-    let gpu_pool = if selected
-        .iter()
-        .any(|&index| runs_here(index) && stages[index].resources.gpus > 0)
-    {
-        available_gpus()
-    } else {
-        Vec::new()
-    };
-    let mut free_gpus: Vec<String> = gpu_pool.clone();
-    let mut free_slots = jobs;
-    let mut held: HashMap<usize, (usize, Vec<String>)> = HashMap::new();
-    let mut settled = vec![false; stages.len()];
-    let mut records: Vec<StageRecord> = Vec::with_capacity(selected.len());
-    let mut unsaved: Vec<(StageRecord, Option<Value>)> = Vec::new();
-    let mut failed = false;
-    let mut interrupted = false;
-    let mut killed_at: Option<Instant> = None;
-
-    let (job_sender, job_receiver) = mpsc::channel::<(usize, bool, Vec<String>)>();
-    let job_receiver = Mutex::new(job_receiver);
-    std::thread::scope(|scope| -> Result<()> {
-        let (sender, receiver) = mpsc::channel::<StageOutcome>();
-        // A fixed pool of `jobs` workers: slot accounting never lets more
-        // stages run at once, and a no-op rerun of many stages should not
-        // pay for a thread per stage.
-        // Moved in, so it is dropped when this closure returns and the
-        // workers see the channel close before the scope joins them.
-        let job_sender = job_sender;
-        for _ in 0..jobs.min(selected.len()) {
-            let sender = sender.clone();
-            let job_receiver = &job_receiver;
-            scope.spawn(move || loop {
-                let job = job_receiver
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .recv();
-                let Ok((index, forced, assigned)) = job else {
-                    break;
-                };
-                let outcome = execute_stage(context, index, forced, &assigned);
-                if sender.send(outcome).is_err() {
-                    break;
-                }
-            });
-        }
-        let mut remaining = selected.len();
-        while remaining > 0 {
-            if interrupt::requested() && !interrupted {
-                interrupted = true;
-                ready.clear();
-                terminate_running(context, libc::SIGTERM);
-                if let Some(cluster) = &context.cluster {
-                    cluster.cancel_all();
-                }
-                killed_at = Some(Instant::now());
-            }
-            if interrupted && held.is_empty() {
-                break;
-            }
-            if let Some(at) = killed_at {
-                if at.elapsed() > Duration::from_secs(5) {
-                    terminate_running(context, libc::SIGKILL);
-                    killed_at = None;
-                }
-            }
-            // Launch every ready stage that fits, in declaration order.
-            let mut deferred = Vec::new();
-            while let Some(Reverse(index)) = ready.pop() {
-                let stage = &stages[index];
-                let here = runs_here(index);
-                let gpus = if here {
-                    stage.resources.gpus as usize
-                } else {
-                    0
-                };
-                if gpus > gpu_pool.len() {
-                    let detail = StageFailure::NotEnoughGpus {
-                        needed: gpus,
-                        available: gpu_pool.len(),
-                    };
-                    sender
-                        .send(StageOutcome {
-                            index,
-                            record: failed_record(stage, None, detail, 0),
-                            manifest: None,
-                            compute_ms: None,
-                        })
-                        .ok();
-                    continue;
-                }
-                // A stage wider than -j still runs, alone; one on the
-                // cluster costs this machine a waiting thread.
-                let slots = if here {
-                    (stage.resources.cpus as usize).clamp(1, jobs)
-                } else {
-                    1
-                };
-                if slots > free_slots || gpus > free_gpus.len() {
-                    deferred.push(Reverse(index));
-                    continue;
-                }
-                free_slots -= slots;
-                let assigned: Vec<String> = free_gpus.drain(..gpus).collect();
-                held.insert(index, (slots, assigned.clone()));
-                job_sender
-                    .send((index, is_forced[index], assigned))
-                    .map_err(|_| EngineError::Internal("stage workers vanished".into()))?;
-            }
-            ready.extend(deferred);
-
-            let mut outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
-                Ok(outcome) => outcome,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(EngineError::Internal("stage threads vanished".into()))
-                }
-            };
-            if let Some((slots, gpus)) = held.remove(&outcome.index) {
-                free_slots += slots;
-                free_gpus.extend(gpus);
-            }
-            remaining -= 1;
-            settled[outcome.index] = true;
-            let placement = context
-                .placements
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .remove(&outcome.index);
-            if let Some(placement) = placement {
-                outcome.record.job = Some(placement.job_id);
-                outcome.record.node = placement.node;
-            }
-            let status = outcome.record.status;
-            report_finished(context, &outcome.record);
-            if let Some(run_so_far) = &context.run_so_far {
-                run_so_far.finished(
-                    outcome.index,
-                    run_stage(
-                        &stages[outcome.index],
-                        &outcome.record,
-                        outcome.compute_ms,
-                        &context.pipeline.root,
-                    ),
-                );
-            }
-            if status.succeeded() {
-                for &down in &dag.downstream[outcome.index] {
-                    if in_selection[down] {
-                        waiting_on[down] -= 1;
-                        if waiting_on[down] == 0 && !interrupted {
-                            ready.push(Reverse(down));
-                        }
-                    }
-                }
-            } else {
-                failed = true;
-                // Everything downstream is skipped; independent branches go on.
-                let mut stack = vec![outcome.index];
-                while let Some(index) = stack.pop() {
-                    for &down in &dag.downstream[index] {
-                        if in_selection[down] && !settled[down] {
-                            settled[down] = true;
-                            remaining -= 1;
-                            let upstream = &stages[index].name;
-                            let record = StageRecord {
-                                stage: stages[down].name.clone(),
-                                key: None,
-                                status: StageStatus::Skipped,
-                                duration_ms: 0,
-                                outputs: BTreeMap::new(),
-                                metrics: BTreeMap::new(),
-                                detail: Some(format!(
-                                    "upstream stage `{upstream}` did not succeed"
-                                )),
-                                job: None,
-                                node: None,
-                            };
-                            report_finished(context, &record);
-                            records.push(record.clone());
-                            unsaved.push((record, None));
-                            stack.push(down);
-                        }
-                    }
-                }
-            }
-            let ran = status == StageStatus::Ran;
-            records.push(outcome.record.clone());
-            unsaved.push((outcome.record, outcome.manifest));
-            // Persist after real work so a killed pipe keeps its history;
-            // cheap cache checks are batched to keep no-op runs fast.
-            if ran {
-                save(db, context.run_id, &mut unsaved)?;
-            }
-        }
-        Ok(())
-    })?;
-    save(db, context.run_id, &mut unsaved)?;
-    // A signal may arrive after the last stage was launched: the stage sees
-    // it and stops, and the loop ends before its next check of the flag.
-    let status = if interrupted || interrupt::requested() {
-        RunStatus::Interrupted
-    } else if failed {
-        RunStatus::Failed
-    } else {
-        RunStatus::Succeeded
-    };
-    Ok((records, status))
-}
-
-/// A finished stage as a report reads it: its outputs by name, absolute.
-fn run_stage(
-    stage: &Stage,
-    record: &StageRecord,
-    compute_ms: Option<u64>,
-    root: &Path,
-) -> RunStage {
-    let uses = match &stage.kind {
-        StageKind::Worker(worker) => Some(format!("{}@{}", worker.uses, worker.version)),
-        _ => None,
-    };
-    RunStage {
-        name: stage.name.clone(),
-        base_name: stage.base_name.clone(),
-        matrix: stage
-            .matrix
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.clone()))
-            .collect(),
-        uses,
-        status: record.status.as_str().to_string(),
-        duration_ms: record.duration_ms,
-        compute_ms,
-        outputs: stage
-            .outs
-            .iter()
-            .map(|out| (out.name.clone(), root.join(&out.path)))
-            .collect(),
-        metrics: record.metrics.clone(),
-    }
-}
-
-fn save(
-    db: &mut RunDb,
-    run_id: i64,
-    unsaved: &mut Vec<(StageRecord, Option<Value>)>,
-) -> Result<()> {
-    if unsaved.is_empty() {
-        return Ok(());
-    }
-    let batch: Vec<(StageRecord, Option<&Value>)> = unsaved
-        .iter()
-        .map(|(record, manifest)| (record.clone(), manifest.as_ref()))
-        .collect();
-    db.record_stages(run_id, &batch)?;
-    unsaved.clear();
-    Ok(())
-}
-
-fn report_finished(context: &Context<'_>, record: &StageRecord) {
-    let log = context
-        .project
-        .log_dir(context.run_id)
-        .join(log_name(&record.stage));
-    let failed_with_log = record.status == StageStatus::Failed && log.is_file();
-    let log_tail = failed_with_log.then(|| read_tail(&log, 20)).flatten();
-    (context.observer)(Event::StageFinished {
-        stage: &record.stage,
-        status: record.status,
-        duration: Duration::from_millis(record.duration_ms),
-        detail: record.detail.as_deref(),
-        log_tail: log_tail.as_deref(),
-        log: failed_with_log.then_some(log.as_path()),
-    });
-}
-
-fn terminate_running(context: &Context<'_>, signal: libc::c_int) {
-    let running = context
-        .running
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    for &group in running.values() {
-        // SAFETY: signals the process group we created for the stage.
-        unsafe {
-            libc::kill(-(group as libc::pid_t), signal);
-        }
-    }
 }
 
 fn failed_record(

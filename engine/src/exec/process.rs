@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::failure::StageFailure;
-use super::slurm::JobOutput;
+use super::slurm::{JobOutput, Placement};
 use super::{Context, Event};
 use crate::groups::{self, GroupRecord};
 use crate::interrupt;
@@ -46,7 +46,10 @@ pub(super) type ReadEvents<'a> = &'a mut dyn FnMut(&mut dyn Read) -> Result<(), 
 
 /// Runs `command` for `stage` where the run's executor puts it: as a
 /// Slurm job, or here (`spawn_and_wait`). `read_events` is given the
-/// command's stdout when the caller piped it (a worker's events).
+/// command's stdout when the caller piped it (a worker's events). A job's
+/// id and node go to `placement`, for the stage's record, even when the
+/// job failed.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_process(
     context: &Context<'_>,
     index: usize,
@@ -55,6 +58,7 @@ pub(super) fn run_process(
     command: Command,
     log_path: &Path,
     read_events: Option<ReadEvents<'_>>,
+    placement: &mut Option<Placement>,
 ) -> Result<std::process::ExitStatus, StageFailure> {
     let Some(cluster) = context.cluster_for(stage) else {
         return spawn_and_wait(context, index, stage, gpus, command, log_path, read_events);
@@ -92,7 +96,7 @@ pub(super) fn run_process(
         Some(read) => JobOutput::Events(read),
         None => JobOutput::Log,
     };
-    let placement = Mutex::new(None);
+    let seen = Mutex::new(None);
     let ended = cluster.run(
         index,
         stage,
@@ -100,15 +104,9 @@ pub(super) fn run_process(
         &argv,
         log_path,
         output,
-        &placement,
+        &seen,
     );
-    if let Some(placement) = placement.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        context
-            .placements
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(index, placement);
-    }
+    *placement = seen.into_inner().unwrap_or_else(|p| p.into_inner());
     ended
 }
 

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::failure::StageFailure;
 use super::process::{check_exit, command_process, run_process};
+use super::slurm::Placement;
 use super::worker_client::run_worker;
 use super::{failed_record, Context, StageOutcome};
 use crate::key;
@@ -25,11 +26,29 @@ use crate::workspace::{
     read_metrics, remove_path, worker_metrics_path,
 };
 
+/// The outcome of stage `index`, run with `gpus` unless its result is
+/// cached; on the cluster, its record says which job ran it and where.
 pub(super) fn execute_stage(
     context: &Context<'_>,
     index: usize,
     forced: bool,
     gpus: &[String],
+) -> StageOutcome {
+    let mut placement = None;
+    let mut outcome = execute(context, index, forced, gpus, &mut placement);
+    if let Some(placement) = placement {
+        outcome.record.job = Some(placement.job_id);
+        outcome.record.node = placement.node;
+    }
+    outcome
+}
+
+fn execute(
+    context: &Context<'_>,
+    index: usize,
+    forced: bool,
+    gpus: &[String],
+    placement: &mut Option<Placement>,
 ) -> StageOutcome {
     let started = Instant::now();
     let stage = &context.pipeline.stages[index];
@@ -125,7 +144,7 @@ pub(super) fn execute_stage(
         }
     }
 
-    match run_command(context, index, stage, gpus) {
+    match run_command(context, index, stage, gpus, placement) {
         Ok(()) => {}
         Err(detail) => {
             return StageOutcome {
@@ -240,6 +259,7 @@ pub(super) fn run_command(
     index: usize,
     stage: &Stage,
     gpus: &[String],
+    placement: &mut Option<Placement>,
 ) -> Result<(), StageFailure> {
     let root = &context.pipeline.root;
     // Stale outputs must not survive into a new result, and restored ones
@@ -272,11 +292,13 @@ pub(super) fn run_command(
                 .try_clone()
                 .map_err(|e| StageFailure::io("cannot open log", e))?;
             process.stdout(log).stderr(log_for_stderr);
-            let status = run_process(context, index, stage, gpus, process, &log_path, None)?;
+            let status = run_process(
+                context, index, stage, gpus, process, &log_path, None, placement,
+            )?;
             check_exit(status, "command")
         }
         StageKind::Worker(worker) => {
-            run_worker(context, index, stage, worker, gpus, log, &log_path)
+            run_worker(context, index, stage, worker, gpus, log, &log_path, placement)
         }
     }
 }

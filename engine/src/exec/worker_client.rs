@@ -10,6 +10,7 @@ use pipe_protocol::redact::redact_text;
 
 use super::failure::StageFailure;
 use super::process::{check_exit, run_process};
+use super::slurm::Placement;
 use super::{Context, Event};
 use crate::pipeline::{Stage, WorkerStage};
 use crate::project::partial_output_dir;
@@ -18,6 +19,7 @@ use crate::workspace::remove_path;
 /// Runs a built-in stage through its worker: writes the invocation, turns
 /// the worker's events into progress, and moves the output directory into
 /// place only when the worker reports success.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_worker(
     context: &Context<'_>,
     index: usize,
@@ -26,6 +28,7 @@ pub(super) fn run_worker(
     gpus: &[String],
     mut log: File,
     log_path: &Path,
+    placement: &mut Option<Placement>,
 ) -> Result<(), StageFailure> {
     if let Some(unavailable) = &worker_stage.launch.unavailable {
         return Err(StageFailure::Reported {
@@ -163,6 +166,7 @@ pub(super) fn run_worker(
         command,
         log_path,
         Some(&mut read_events),
+        placement,
     );
     let result = match (status, outcome) {
         (Err(detail), _) => Err(detail),

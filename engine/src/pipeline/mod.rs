@@ -30,6 +30,8 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
     /// `cache: { link: [...] }`, when the file sets it.
     pub link: Option<Vec<LinkMode>>,
+    /// Where `link` is written.
+    pub link_at: Option<crate::Location>,
     /// `cache: { remote: ... }`, when the file sets it.
     pub remote: Option<crate::remote::RemoteSpec>,
     /// `directions: { METRIC: higher | lower }`: which way metrics the

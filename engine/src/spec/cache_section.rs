@@ -10,12 +10,14 @@ use super::source::Sources;
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
 use crate::remote::RemoteSpec;
-use crate::{Diagnostic, EngineError, Result};
+use crate::{Diagnostic, EngineError, Location, Result};
 
 /// What a `cache:` section says; unset parts fall through to other sources.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FileSettings {
     pub link: Option<Vec<LinkMode>>,
+    /// Where `link` is written.
+    pub link_at: Option<Location>,
     pub remote: Option<RemoteSpec>,
     /// `executor:` of pipe.config.yaml (a pipeline's own is read by `load`).
     pub executor: Option<crate::executor::ExecutorSpec>,
@@ -40,7 +42,10 @@ pub(crate) fn parse(node: &Node, sources: &Sources, diagnostics: &mut Diagnostic
     };
     for entry in entries {
         match entry.key.as_str() {
-            "link" => section.link = link_modes(&entry.value, sources, diagnostics),
+            "link" => {
+                section.link = link_modes(&entry.value, sources, diagnostics);
+                section.link_at = sources.location(entry.value.span);
+            }
             "remote" => section.remote = remote(&entry.value, sources, diagnostics),
             other => diagnostics.push(
                 Diagnostic::new("unknown-key", format!("unknown key `{other}` in `cache`"))
@@ -111,6 +116,8 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
     let mut spec = RemoteSpec::default();
     if let Some(url) = node.as_str() {
         spec.url = Some(checked_url(url, node, sources, diagnostics)?);
+        spec.places
+            .extend(sources.location(node.span).map(|at| ("url", at)));
         return Some(spec);
     }
     if node
@@ -118,6 +125,8 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
         .is_some_and(|scalar| scalar.resolve() == Resolved::Bool(false))
     {
         spec.url = Some("off".to_string());
+        spec.places
+            .extend(sources.location(node.span).map(|at| ("url", at)));
         return Some(spec);
     }
     let Some(entries) = node.as_map() else {
@@ -159,6 +168,12 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
                 .with_hint(REMOTE_HINT),
             );
         };
+        if let (Some(name), Some(at)) = (
+            REMOTE_KEYS.iter().find(|name| **name == entry.key),
+            sources.location(value.span),
+        ) {
+            spec.places.insert(name, at);
+        }
         match entry.key.as_str() {
             "url" => match value.as_str() {
                 Some(url) => match checked_url(url, value, sources, diagnostics) {
@@ -274,12 +289,6 @@ pub const PROJECT_CONFIG_FILE: &str = "pipe.config.yaml";
 /// pipeline of the project shares (a pipeline's own `cache:` overrides it).
 pub(crate) fn load_project_config(root: &Path) -> Result<FileSettings> {
     read_cache_section(&root.join(PROJECT_CONFIG_FILE), true)
-}
-
-/// `cache.link` of pipe.config.yaml, for a pipeline that sets none and for
-/// `pipe checkout`.
-pub fn project_link_modes(root: &Path) -> Result<Option<Vec<LinkMode>>> {
-    Ok(load_project_config(root)?.link)
 }
 
 /// The `cache:` section of a pipeline file alone, for commands that need

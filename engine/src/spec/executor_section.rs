@@ -44,6 +44,11 @@ pub(crate) fn parse(
     if node.as_str().is_some() {
         return kind(node, diagnostics).map(|kind| ExecutorSpec {
             kind: Some(kind),
+            places: sources
+                .location(node.span)
+                .map(|at| ("type", at))
+                .into_iter()
+                .collect(),
             ..ExecutorSpec::default()
         });
     }
@@ -94,6 +99,12 @@ pub(crate) fn parse(
         let text = value
             .as_str()
             .filter(|text| !text.is_empty() && !value.is_null());
+        if let (Some(name), Some(at)) = (
+            EXECUTOR_KEYS.iter().find(|name| **name == entry.key),
+            sources.location(value.span),
+        ) {
+            spec.places.insert(name, at);
+        }
         match entry.key.as_str() {
             "type" => match kind(value, diagnostics) {
                 Some(kind) => spec.kind = Some(kind),

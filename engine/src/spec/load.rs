@@ -181,6 +181,7 @@ pub(crate) fn load(
         params: params::to_json(&merged_params),
         stages,
         link: cache.link,
+        link_at: cache.link_at,
         remote: cache.remote,
         directions,
         executor,

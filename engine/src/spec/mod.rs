@@ -9,13 +9,14 @@ use std::path::Path;
 
 use crate::catalog::{self, Catalog};
 use crate::dag::Dag;
+use crate::exec::Observer;
 use crate::pipeline::Pipeline;
 use crate::project::Project;
 use crate::Result;
 
 pub(crate) mod cache_section;
 mod executor_section;
-pub use cache_section::{pipeline_remote, project_link_modes, PROJECT_CONFIG_FILE};
+pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
 mod collect;
 mod declare;
 mod expand;
@@ -48,17 +49,20 @@ pub trait CatalogSource {
 }
 
 /// The workers of the project: `pipe-stage` (and `pipe-stage-train` when a
-/// training stage is used) beside `pipe`, built first in a source checkout,
-/// and third-party `pipe-stage-*` workers (`worker::load_catalog`).
-pub struct ProjectWorkers;
+/// training stage is used) beside `pipe`, built first in a source checkout
+/// (the build told to `observer`), and third-party `pipe-stage-*` workers
+/// (`catalog::load_catalog`).
+pub struct ProjectWorkers<'a> {
+    pub observer: Observer<'a>,
+}
 
-impl CatalogSource for ProjectWorkers {
+impl CatalogSource for ProjectWorkers<'_> {
     fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog> {
         let project = Project::open(root)?;
         let for_training = uses
             .iter()
             .any(|(name, _)| catalog::is_training_stage(name));
-        catalog::load_catalog(&project, for_training)
+        catalog::load_catalog(&project, for_training, self.observer)
     }
 }
 

@@ -1,0 +1,323 @@
+//! The run loop: starts the ready stages that fit (`readiness`, `slots`)
+//! on a fixed pool of threads, takes their outcomes as they come, skips
+//! what is below a failure, records every stage, and stops on Ctrl-C.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pipe_protocol::RunStage;
+use serde_json::Value;
+
+use super::readiness::Readiness;
+use super::slots::{Grant, Request, Slots};
+use super::stage::{execute_stage, log_name, read_tail};
+use super::{available_gpus, failed_record, Context, Event, StageFailure, StageOutcome};
+use crate::dag::Dag;
+use crate::pipeline::{Stage, StageKind};
+use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};
+use crate::{interrupt, EngineError, Result};
+
+/// A stage handed to a thread of the pool.
+struct Job {
+    index: usize,
+    forced: bool,
+    gpus: Vec<String>,
+}
+
+pub(super) fn schedule(
+    context: &Context<'_>,
+    dag: &Dag,
+    selected: &[usize],
+    is_forced: &[bool],
+    jobs: usize,
+    db: &mut RunDb,
+) -> Result<(Vec<StageRecord>, RunStatus)> {
+    let stages = &context.pipeline.stages;
+    // A stage on the cluster gets its GPUs from Slurm, not from this machine.
+    let runs_here = |index: usize| context.cluster_for(&stages[index]).is_none();
+    let gpus = if selected
+        .iter()
+        .any(|&index| runs_here(index) && stages[index].resources.gpus > 0)
+    {
+        available_gpus()
+    } else {
+        Vec::new()
+    };
+    let mut readiness = Readiness::new(dag, selected);
+    let mut slots = Slots::new(jobs, gpus);
+    let mut recorder = Recorder::default();
+    let mut stop = Stop::default();
+
+    let (job_sender, job_receiver) = mpsc::channel::<Job>();
+    let job_receiver = Mutex::new(job_receiver);
+    std::thread::scope(|scope| -> Result<()> {
+        let (sender, receiver) = mpsc::channel::<StageOutcome>();
+        // A fixed pool of `jobs` workers: slot accounting never lets more
+        // stages run at once, and a no-op rerun of many stages should not
+        // pay for a thread per stage.
+        // Moved in, so it is dropped when this closure returns and the
+        // workers see the channel close before the scope joins them.
+        let job_sender = job_sender;
+        for _ in 0..jobs.min(selected.len()) {
+            let sender = sender.clone();
+            let job_receiver = &job_receiver;
+            scope.spawn(move || loop {
+                let job = job_receiver
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .recv();
+                let Ok(job) = job else {
+                    break;
+                };
+                let outcome = execute_stage(context, job.index, job.forced, &job.gpus);
+                if sender.send(outcome).is_err() {
+                    break;
+                }
+            });
+        }
+        while !readiness.done() {
+            if stop.poll(context) {
+                readiness.close();
+            }
+            if stop.interrupted && slots.idle() {
+                break;
+            }
+            // Launch every ready stage that fits, in declaration order.
+            let mut waiting = Vec::new();
+            for index in readiness.take_ready() {
+                let stage = &stages[index];
+                match slots.take(index, Request::of(&stage.resources, runs_here(index))) {
+                    Grant::Start { gpus } => {
+                        let job = Job {
+                            index,
+                            forced: is_forced[index],
+                            gpus,
+                        };
+                        job_sender
+                            .send(job)
+                            .map_err(|_| EngineError::Internal("stage workers vanished".into()))?;
+                    }
+                    Grant::Wait => waiting.push(index),
+                    Grant::Never { needed, available } => {
+                        let detail = StageFailure::NotEnoughGpus { needed, available };
+                        sender
+                            .send(StageOutcome {
+                                index,
+                                record: failed_record(stage, None, detail, 0),
+                                manifest: None,
+                                compute_ms: None,
+                            })
+                            .ok();
+                    }
+                }
+            }
+            readiness.put_back(waiting);
+
+            let outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
+                Ok(outcome) => outcome,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(EngineError::Internal("stage threads vanished".into()))
+                }
+            };
+            slots.release(outcome.index);
+            settle(context, &mut readiness, &mut recorder, outcome, db)?;
+        }
+        Ok(())
+    })?;
+    recorder.save(db, context.run_id)?;
+    // A signal may arrive after the last stage was launched: the stage sees
+    // it and stops, and the loop ends before its next check of the flag.
+    let status = if stop.interrupted || interrupt::requested() {
+        RunStatus::Interrupted
+    } else if recorder.failed {
+        RunStatus::Failed
+    } else {
+        RunStatus::Succeeded
+    };
+    Ok((recorder.records, status))
+}
+
+/// A stage's outcome taken in: reported, told to the stages that read the
+/// run, its downstream stages made ready or skipped, and recorded.
+fn settle(
+    context: &Context<'_>,
+    readiness: &mut Readiness<'_>,
+    recorder: &mut Recorder,
+    outcome: StageOutcome,
+    db: &mut RunDb,
+) -> Result<()> {
+    let stages = &context.pipeline.stages;
+    let status = outcome.record.status;
+    report_finished(context, &outcome.record);
+    if let Some(run_so_far) = &context.run_so_far {
+        run_so_far.finished(
+            outcome.index,
+            run_stage(
+                &stages[outcome.index],
+                &outcome.record,
+                outcome.compute_ms,
+                &context.pipeline.root,
+            ),
+        );
+    }
+    if status.succeeded() {
+        readiness.succeeded(outcome.index);
+    } else {
+        recorder.failed = true;
+        for (down, up) in readiness.failed(outcome.index) {
+            let record = skipped_record(&stages[down], &stages[up]);
+            report_finished(context, &record);
+            recorder.push(record, None);
+        }
+    }
+    recorder.push(outcome.record, outcome.manifest);
+    // Persist after real work so a killed pipe keeps its history;
+    // cheap cache checks are batched to keep no-op runs fast.
+    if status == StageStatus::Ran {
+        recorder.save(db, context.run_id)?;
+    }
+    Ok(())
+}
+
+fn skipped_record(stage: &Stage, upstream: &Stage) -> StageRecord {
+    StageRecord {
+        stage: stage.name.clone(),
+        key: None,
+        status: StageStatus::Skipped,
+        duration_ms: 0,
+        outputs: BTreeMap::new(),
+        metrics: BTreeMap::new(),
+        detail: Some(format!(
+            "upstream stage `{}` did not succeed",
+            upstream.name
+        )),
+        job: None,
+        node: None,
+    }
+}
+
+/// The run's records, and those not yet in the run database.
+#[derive(Default)]
+struct Recorder {
+    records: Vec<StageRecord>,
+    unsaved: Vec<(StageRecord, Option<Value>)>,
+    /// A stage failed (or was refused).
+    failed: bool,
+}
+
+impl Recorder {
+    fn push(&mut self, record: StageRecord, manifest: Option<Value>) {
+        self.records.push(record.clone());
+        self.unsaved.push((record, manifest));
+    }
+
+    fn save(&mut self, db: &mut RunDb, run_id: i64) -> Result<()> {
+        if self.unsaved.is_empty() {
+            return Ok(());
+        }
+        let batch: Vec<(StageRecord, Option<&Value>)> = self
+            .unsaved
+            .iter()
+            .map(|(record, manifest)| (record.clone(), manifest.as_ref()))
+            .collect();
+        db.record_stages(run_id, &batch)?;
+        self.unsaved.clear();
+        Ok(())
+    }
+}
+
+/// Ctrl-C: the running stages are sent SIGTERM and the cluster's jobs
+/// cancelled at once, and SIGKILL follows 5 s later.
+#[derive(Default)]
+struct Stop {
+    interrupted: bool,
+    killed_at: Option<Instant>,
+}
+
+impl Stop {
+    /// Acts on an interrupt; true the first time one is seen.
+    fn poll(&mut self, context: &Context<'_>) -> bool {
+        let first = interrupt::requested() && !self.interrupted;
+        if first {
+            self.interrupted = true;
+            terminate_running(context, libc::SIGTERM);
+            if let Some(cluster) = &context.cluster {
+                cluster.cancel_all();
+            }
+            self.killed_at = Some(Instant::now());
+        }
+        if let Some(at) = self.killed_at {
+            if at.elapsed() > Duration::from_secs(5) {
+                terminate_running(context, libc::SIGKILL);
+                self.killed_at = None;
+            }
+        }
+        first
+    }
+}
+
+/// A finished stage as a report reads it: its outputs by name, absolute.
+fn run_stage(
+    stage: &Stage,
+    record: &StageRecord,
+    compute_ms: Option<u64>,
+    root: &Path,
+) -> RunStage {
+    let uses = match &stage.kind {
+        StageKind::Worker(worker) => Some(format!("{}@{}", worker.uses, worker.version)),
+        _ => None,
+    };
+    RunStage {
+        name: stage.name.clone(),
+        base_name: stage.base_name.clone(),
+        matrix: stage
+            .matrix
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.clone()))
+            .collect(),
+        uses,
+        status: record.status.as_str().to_string(),
+        duration_ms: record.duration_ms,
+        compute_ms,
+        outputs: stage
+            .outs
+            .iter()
+            .map(|out| (out.name.clone(), root.join(&out.path)))
+            .collect(),
+        metrics: record.metrics.clone(),
+    }
+}
+
+fn report_finished(context: &Context<'_>, record: &StageRecord) {
+    let log = context
+        .project
+        .log_dir(context.run_id)
+        .join(log_name(&record.stage));
+    let failed_with_log = record.status == StageStatus::Failed && log.is_file();
+    let log_tail = failed_with_log.then(|| read_tail(&log, 20)).flatten();
+    (context.observer)(Event::StageFinished {
+        stage: &record.stage,
+        status: record.status,
+        duration: Duration::from_millis(record.duration_ms),
+        detail: record.detail.as_deref(),
+        log_tail: log_tail.as_deref(),
+        log: failed_with_log.then_some(log.as_path()),
+    });
+}
+
+fn terminate_running(context: &Context<'_>, signal: libc::c_int) {
+    let running = context
+        .running
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for &group in running.values() {
+        // SAFETY: signals the process group we created for the stage.
+        unsafe {
+            libc::kill(-(group as libc::pid_t), signal);
+        }
+    }
+}

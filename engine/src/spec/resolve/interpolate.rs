@@ -1,0 +1,418 @@
+//! `${...}` in strings, commands, argv and `with:` values: each reference
+//! evaluated and its value put into the text, quoted for its place in a
+//! shell command.
+
+use super::*;
+use crate::spec::collect::Diagnostics;
+use crate::spec::declare::{type_error, Decl};
+use crate::spec::interp::{self, Piece, Reference};
+use crate::spec::params;
+use crate::spec::shell::QuoteTracker;
+use crate::spec::source::Span;
+use crate::spec::suggest::name_list;
+use crate::spec::yaml::{Node, NodeValue, Resolved};
+use crate::{Diagnostic, Result};
+use serde_json::Value;
+
+impl<'a> Resolver<'a> {
+    pub(in crate::spec) fn params_list(
+        &mut self,
+        decl: &Decl,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) {
+        let Some(node) = decl.node.get("params") else {
+            return;
+        };
+        let items: Vec<&Node> = match &node.value {
+            NodeValue::Seq(items) => items.iter().collect(),
+            NodeValue::Scalar(_) if node.as_str().is_some() => vec![node],
+            _ => {
+                diagnostics.push(type_error(
+                    self.sources,
+                    node,
+                    format!(
+                        "`params` of stage `{}` must be a list of param paths",
+                        decl.name
+                    ),
+                    "write e.g. `params: [seed, train.lr]`",
+                ));
+                return;
+            }
+        };
+        for item in items {
+            let Some(path) = item.as_str() else {
+                diagnostics.push(type_error(
+                    self.sources,
+                    item,
+                    format!(
+                        "each entry of `params` in stage `{}` must be a dotted param path",
+                        decl.name
+                    ),
+                    "write e.g. `params: [seed, train.lr]`",
+                ));
+                continue;
+            };
+            let path = path.strip_prefix("params.").unwrap_or(path);
+            match self.lookup_param(path) {
+                Some(value) => {
+                    effects
+                        .params_used
+                        .insert(path.to_string(), params::to_json(value));
+                }
+                None => diagnostics.push(
+                    Diagnostic::new(
+                        "unknown-param",
+                        format!(
+                            "unknown param `{path}` in `params` of stage `{}`",
+                            decl.name
+                        ),
+                    )
+                    .at(self.location(item.span))
+                    .with_hint(params::unknown_param_hint(self.params, path)),
+                ),
+            }
+        }
+    }
+
+    /// `with:` values: strings are interpolated; a string that is exactly
+    /// one reference keeps the referenced value's type.
+    pub(in crate::spec) fn resolve_json(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Value {
+        match &node.value {
+            NodeValue::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|entry| {
+                        (
+                            entry.key.clone(),
+                            self.resolve_json(scope, &entry.value, effects, diagnostics),
+                        )
+                    })
+                    .collect(),
+            ),
+            NodeValue::Seq(items) => Value::Array(
+                items
+                    .iter()
+                    .map(|item| self.resolve_json(scope, item, effects, diagnostics))
+                    .collect(),
+            ),
+            NodeValue::Scalar(scalar) if scalar.resolve() != Resolved::Str => {
+                params::scalar_to_json(scalar)
+            }
+            NodeValue::Scalar(scalar) => {
+                let pieces = interp::parse(&scalar.text);
+                if let Ok([Piece::Ref(reference)]) = pieces.as_deref() {
+                    // `${raw:...}` is left to `resolve_string`, which says
+                    // where `raw:` belongs.
+                    if !reference.expr.starts_with(RAW_PREFIX) {
+                        return match self.evaluate(
+                            scope,
+                            reference,
+                            ref_span(node, reference),
+                            effects,
+                        ) {
+                            Ok(Evaluated::Param(found)) => params::to_json(found),
+                            Ok(Evaluated::Matrix(value)) => value.json,
+                            Ok(Evaluated::Path(path)) => Value::String(path),
+                            Err(failure) => {
+                                self.report(node, reference, failure, diagnostics);
+                                Value::Null
+                            }
+                        };
+                    }
+                }
+                self.resolve_string(scope, node, effects, diagnostics)
+                    .map_or(Value::Null, Value::String)
+            }
+        }
+    }
+
+    /// Interpolates the scalar `node` as plain text; every bad reference is
+    /// reported.
+    pub(in crate::spec) fn resolve_string(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<String> {
+        self.interpolate(scope, node, Interpolation::Plain, effects, diagnostics)
+    }
+
+    /// `run: [program, arg, ...]`: each item is one argument. An item that
+    /// is exactly one reference to a list gives one argument per value.
+    pub(in crate::spec) fn argv(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<Vec<String>> {
+        let NodeValue::Seq(items) = &node.value else {
+            return None;
+        };
+        let mut argv = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for item in items {
+            let before = argv.len();
+            let whole_reference =
+                item.as_str()
+                    .and_then(|text| match interp::parse(text).ok()?.as_slice() {
+                        [Piece::Ref(reference)] if !reference.expr.starts_with(RAW_PREFIX) => {
+                            Some(reference.clone())
+                        }
+                        _ => None,
+                    });
+            match whole_reference {
+                Some(reference) => {
+                    let span = ref_span(item, &reference);
+                    match self.reference_words(scope, &reference, span, effects) {
+                        Ok(words) => argv.extend(words),
+                        Err(failure) => {
+                            self.report(item, &reference, failure, diagnostics);
+                            ok = false;
+                        }
+                    }
+                }
+                None => {
+                    if let Some(arg) =
+                        self.interpolate(scope, item, Interpolation::Argv, effects, diagnostics)
+                    {
+                        argv.push(arg);
+                    } else {
+                        ok = false;
+                    }
+                }
+            }
+            if argv[before..].iter().any(|arg| arg.contains('\0')) {
+                diagnostics.push(self.nul_byte(format!("`run` of stage `{}`", scope.stage), item));
+                ok = false;
+            }
+        }
+        ok.then_some(argv)
+    }
+
+    /// The words a reference stands for: a list param gives one per item,
+    /// anything else one.
+    pub(in crate::spec) fn reference_words(
+        &mut self,
+        scope: &Scope,
+        reference: &Reference,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<Vec<String>, Failure> {
+        match self.evaluate(scope, reference, span, effects)? {
+            Evaluated::Param(found) => param_words(found, &reference.expr),
+            Evaluated::Matrix(value) => Ok(vec![value.text]),
+            Evaluated::Path(path) => Ok(vec![path]),
+        }
+    }
+
+    /// Interpolates the scalar `node`; every bad reference is reported.
+    /// For a shell command each value is quoted as one word for where it
+    /// lands, unless the reference says `raw:`.
+    pub(in crate::spec) fn interpolate(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        mode: Interpolation,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<String> {
+        let scalar = node.as_scalar()?;
+        let parsed = match self.templates.get(&std::ptr::from_ref(node)) {
+            Some(pieces) => Ok(std::rc::Rc::clone(pieces)),
+            None => interp::parse(&scalar.text).map(|pieces| {
+                let pieces: std::rc::Rc<[Piece]> = pieces.into();
+                self.templates
+                    .insert(std::ptr::from_ref(node), std::rc::Rc::clone(&pieces));
+                pieces
+            }),
+        };
+        let pieces = match parsed {
+            Ok(pieces) => pieces,
+            Err(error) => {
+                let span = match scalar.verbatim_col {
+                    Some(col) => Span {
+                        col: col + error.offset,
+                        len: error.len,
+                        ..node.span
+                    },
+                    None => node.span,
+                };
+                diagnostics.push(
+                    Diagnostic::new(
+                        "bad-reference",
+                        format!(
+                            "{} in `{}` of stage `{}`",
+                            error.message, scope.field, scope.stage
+                        ),
+                    )
+                    .at(self.location(span))
+                    .with_hint(error.hint),
+                );
+                return None;
+            }
+        };
+        let mut text = String::with_capacity(scalar.text.len());
+        let mut quotes = QuoteTracker::default();
+        let mut ok = true;
+        for piece in pieces.iter() {
+            match piece {
+                Piece::Text(literal) => {
+                    text.push_str(literal);
+                    if mode == Interpolation::Shell {
+                        quotes.feed(literal);
+                    }
+                }
+                Piece::Ref(reference) => {
+                    let span = ref_span(node, reference);
+                    let value = match reference.expr.strip_prefix(RAW_PREFIX) {
+                        Some(inner) => {
+                            let inner = Reference {
+                                expr: inner.trim().to_string(),
+                                ..reference.clone()
+                            };
+                            match mode {
+                                Interpolation::Shell => self
+                                    .reference_words(scope, &inner, span, effects)
+                                    .map(|words| words.join(" ")),
+                                Interpolation::Argv => Err(failure(
+                                    format!("`${{{}}}` in the list form of `run` (stage `{}`), which runs without a shell", reference.expr, scope.stage),
+                                    format!("each list item is passed to the program as it is; write `${{{}}}`, or use the string form `run: \"...\"` to have a shell read the value", inner.expr),
+                                )),
+                                Interpolation::Plain => Err(failure(
+                                    format!("`${{{}}}` in `{}` of stage `{}`: `raw:` is only for `run` commands", reference.expr, scope.field, scope.stage),
+                                    format!("only a shell command can splice text unquoted; write `${{{}}}` here", inner.expr),
+                                )),
+                            }
+                        }
+                        None => {
+                            let words = self.reference_words(scope, reference, span, effects);
+                            match mode {
+                                Interpolation::Plain | Interpolation::Argv => {
+                                    words.map(|words| words.join(" "))
+                                }
+                                Interpolation::Shell => words.and_then(|words| {
+                                    shell_words(&quotes, &words, reference, scope)
+                                }),
+                            }
+                        }
+                    };
+                    match value {
+                        Ok(value) => {
+                            if mode == Interpolation::Shell {
+                                quotes.feed(&value);
+                            }
+                            text.push_str(&value);
+                        }
+                        Err(failure) => {
+                            self.report(node, reference, failure, diagnostics);
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        ok.then_some(text)
+    }
+
+    pub(in crate::spec) fn report(
+        &self,
+        node: &Node,
+        reference: &Reference,
+        failure: Failure,
+        diagnostics: &mut Diagnostics,
+    ) {
+        diagnostics.push(
+            Diagnostic::new("bad-reference", failure.message)
+                .at(self.location(ref_span(node, reference)))
+                .with_hint(failure.hint),
+        );
+    }
+}
+
+/// `values` quoted as shell words for where `quotes` stands, separated by
+/// spaces; a value that no quoting keeps text there is refused at the
+/// reference.
+pub(in crate::spec) fn shell_words(
+    quotes: &QuoteTracker,
+    values: &[String],
+    reference: &Reference,
+    scope: &Scope,
+) -> Result<String, Failure> {
+    if values.iter().any(|value| value.contains('\0')) {
+        // The command then holds the NUL, and is refused as a whole
+        // (`nul-byte`) like any other command that holds one.
+        return Ok(values.join(" "));
+    }
+    quotes.quote(values).map_err(|refusal| {
+        failure(
+            format!(
+                "`${{{}}}` in `run` of stage `{}` lands {}, where its value cannot be put as text: {}",
+                reference.expr, scope.stage, refusal.place, refusal.why
+            ),
+            format!(
+                "move the reference to a plain place (bare, or inside \"...\"), or pass the value through `env:` and write \"$NAME\" there; to splice the text as shell syntax on purpose write `${{raw:{}}}`",
+                reference.expr
+            ),
+        )
+    })
+}
+
+/// A param as it appears in a command: a scalar as written, a list as one
+/// word per item.
+pub(in crate::spec) fn param_words(node: &Node, expr: &str) -> Result<Vec<String>, Failure> {
+    match &node.value {
+        NodeValue::Scalar(scalar) => Ok(vec![scalar.text.clone()]),
+        NodeValue::Seq(items) => {
+            let mut parts = Vec::with_capacity(items.len());
+            for item in items {
+                match item.as_scalar() {
+                    Some(scalar) => parts.push(scalar.text.clone()),
+                    None => {
+                        return Err(failure(
+                            format!(
+                            "`${{{expr}}}` is a list of lists or mappings, which has no text form"
+                        ),
+                            "refer to a list of plain values, or to one item's key",
+                        ))
+                    }
+                }
+            }
+            Ok(parts)
+        }
+        NodeValue::Map(entries) => {
+            let keys: Vec<String> = entries
+                .iter()
+                .map(|entry| format!("{expr}.{}", entry.key))
+                .collect();
+            Err(failure(
+                format!("`${{{expr}}}` is a mapping, which cannot be put into text"),
+                format!(
+                    "refer to one of its keys: {}",
+                    name_list(
+                        &keys
+                            .iter()
+                            .map(|key| format!("${{{key}}}"))
+                            .collect::<Vec<_>>(),
+                        6
+                    )
+                ),
+            ))
+        }
+    }
+}
+
+pub(in crate::spec) fn json_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}

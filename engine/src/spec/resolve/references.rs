@@ -1,0 +1,242 @@
+//! What one `${...}` reference stands for: a param, a matrix value, or a
+//! path of this or another stage.
+
+use super::*;
+use crate::pipeline::StageOutRef;
+use crate::project::stage_output_dir;
+use crate::spec::declare::DeclKind;
+use crate::spec::interp::{self, Reference};
+use crate::spec::params;
+use crate::spec::source::Span;
+use crate::spec::suggest::{did_you_mean, hint_with_suggestion, name_list};
+use crate::Result;
+
+impl<'a> Resolver<'a> {
+    pub(in crate::spec) fn evaluate(
+        &mut self,
+        scope: &Scope,
+        reference: &Reference,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<Evaluated<'a>, Failure> {
+        // Written out only into a message: evaluating is per stage.
+        let place = Place(scope.field, scope.stage);
+        let substituted;
+        let expr = if reference.expr.contains("${") {
+            if !scope.has_matrix {
+                return Err(failure(
+                    format!("`${{matrix...}}` inside a reference in {place}, which has no `matrix`"),
+                    "only a matrix stage can name another stage's expansion by its own matrix value",
+                ));
+            }
+            substituted = interp::substitute_matrix_keys(&reference.expr, |key| {
+                scope.combo.value(key).map(|value| value.text.clone())
+            })
+            .map_err(|key| {
+                let keys: Vec<&str> = scope.combo.keys().collect();
+                failure(
+                    format!("unknown matrix key `{key}` in {place}"),
+                    hint_with_suggestion(
+                        did_you_mean(key, keys.iter().copied()),
+                        format!("matrix keys: {}", name_list(&keys, 10)),
+                    ),
+                )
+            })?;
+            substituted.as_str()
+        } else {
+            reference.expr.as_str()
+        };
+        let Some((namespace, rest)) = expr.split_once('.') else {
+            let hint = if params::lookup(self.params, expr).is_some() {
+                format!("params are referenced with their namespace: write `${{params.{expr}}}`")
+            } else {
+                format!("references look like `${{params.NAME}}`, `${{deps.NAME}}`, `${{outs.NAME}}`, `${{matrix.KEY}}` or `${{stages.STAGE.outs.NAME}}`; for a shell variable write `$${{{expr}}}`")
+            };
+            return Err(failure(
+                format!("unknown reference `${{{expr}}}` in {place}"),
+                hint,
+            ));
+        };
+        match namespace {
+            "params" => match self.lookup_param(rest) {
+                Some(found) => {
+                    effects
+                        .params_used
+                        .insert(rest.to_string(), params::to_json(found));
+                    Ok(Evaluated::Param(found))
+                }
+                None => Err(failure(
+                    format!("unknown param `{rest}` in {place}"),
+                    params::unknown_param_hint(self.params, rest),
+                )),
+            },
+            "matrix" => {
+                if !scope.has_matrix {
+                    return Err(failure(
+                        format!("`${{matrix.{rest}}}` in {place}, which has no `matrix`"),
+                        format!("add `matrix: {{ {rest}: [...] }}` to the stage, or use a param: `${{params.{rest}}}`"),
+                    ));
+                }
+                match scope.combo.value(rest) {
+                    Some(value) => Ok(Evaluated::Matrix(value.clone())),
+                    None => {
+                        let keys: Vec<&str> = scope.combo.keys().collect();
+                        Err(failure(
+                            format!("unknown matrix key `{rest}` in {place}"),
+                            hint_with_suggestion(
+                                did_you_mean(rest, keys.iter().copied()),
+                                format!("matrix keys: {}", name_list(&keys, 10)),
+                            ),
+                        ))
+                    }
+                }
+            }
+            "deps" | "outs" => {
+                let (entries, names): (Option<Vec<(&str, &str)>>, &str) = if namespace == "deps" {
+                    (
+                        scope.deps.map(|deps| {
+                            deps.iter()
+                                .map(|dep| (dep.name.as_str(), dep.path.as_str()))
+                                .collect()
+                        }),
+                        "dependency",
+                    )
+                } else {
+                    (
+                        scope.outs.map(|outs| {
+                            outs.iter()
+                                .map(|out| (out.name.as_str(), out.path.as_str()))
+                                .collect()
+                        }),
+                        "output",
+                    )
+                };
+                let Some(entries) = entries else {
+                    return Err(failure(
+                        format!("`${{{namespace}.{rest}}}` cannot be used in `{}` (stage `{}`)", scope.field, scope.stage),
+                        "`${deps.NAME}` and `${outs.NAME}` are for `run`, `with` and `env`; write the path here, or use `${params.NAME}`",
+                    ));
+                };
+                match entries.iter().find(|(name, _)| *name == rest) {
+                    Some((_, path)) => Ok(Evaluated::Path(path.to_string())),
+                    None => {
+                        let known: Vec<&str> = entries.iter().map(|(name, _)| *name).collect();
+                        let hint = if known.is_empty() {
+                            format!("stage `{}` declares no {namespace}; add `{namespace}: {{ {rest}: PATH }}`", scope.stage)
+                        } else {
+                            hint_with_suggestion(
+                                did_you_mean(rest, known.iter().copied()),
+                                format!("declared {namespace}: {}", name_list(&known, 10)),
+                            )
+                        };
+                        Err(failure(
+                            format!("unknown {names} `{rest}` in {place}"),
+                            hint,
+                        ))
+                    }
+                }
+            }
+            "stages" => {
+                if !scope.allow_stage_refs {
+                    return Err(failure(
+                        format!("`${{{expr}}}` in {place}: an output path cannot refer to another stage"),
+                        "write this stage's own output path; other stages refer to it with `${stages.STAGE.outs.NAME}`",
+                    ));
+                }
+                let shape_hint =
+                    "write `${stages.STAGE.outs.NAME}`, e.g. `${stages.prepare.outs.data}`";
+                let Some((stage_name, out_name)) = rest.rsplit_once(".outs.") else {
+                    return Err(failure(
+                        format!("malformed stage reference `${{{expr}}}` in {place}"),
+                        shape_hint,
+                    ));
+                };
+                let Some(&target) = self.index_by_name.get(stage_name) else {
+                    return Err(self.unknown_stage(stage_name, &place.to_string()));
+                };
+                let out_names: Vec<&str> = self
+                    .outputs_by_stage
+                    .get(target)
+                    .map(|outs| outs.iter().map(|out| out.name.as_str()).collect())
+                    .unwrap_or_default();
+                let target_expansion = &self.expansions[target];
+                let target_decl = &self.decls[target_expansion.decl];
+                let path = match self
+                    .outputs_by_stage
+                    .get(target)
+                    .and_then(|outs| outs.iter().find(|out| out.name == out_name))
+                {
+                    Some(out) => out.path.clone(),
+                    // Without its catalog entry (the file has other
+                    // errors, reported already) a `uses:` stage's outputs
+                    // are unknown: the reference cannot be checked yet.
+                    None if matches!(target_decl.kind, DeclKind::Worker { .. })
+                        && self.catalog_entries[target_expansion.decl].is_none() =>
+                    {
+                        format!(
+                            "{}/{out_name}",
+                            stage_output_dir(self.pipeline, &target_expansion.name)
+                        )
+                    }
+                    None => {
+                        let hint = if out_names.is_empty() {
+                            format!("stage `{stage_name}` declares no outputs; add `outs: {{ {out_name}: PATH }}` to it")
+                        } else {
+                            hint_with_suggestion(
+                                did_you_mean(out_name, out_names.iter().copied()),
+                                format!("outputs of `{stage_name}`: {}", name_list(&out_names, 10)),
+                            )
+                        };
+                        return Err(failure(
+                            format!("stage `{stage_name}` has no output `{out_name}` ({place})"),
+                            hint,
+                        ));
+                    }
+                };
+                let reference = StageOutRef {
+                    stage: target_expansion.name.clone(),
+                    out: out_name.to_string(),
+                };
+                effects.stage_refs.push((reference, path.clone(), span));
+                Ok(Evaluated::Path(path))
+            }
+            other => {
+                let namespaces = ["params", "deps", "outs", "matrix", "stages"];
+                Err(failure(
+                    format!("unknown namespace `{other}` in `${{{expr}}}` ({place})"),
+                    hint_with_suggestion(did_you_mean(other, namespaces), "namespaces: params, deps, outs, matrix, stages; for a literal `${` write `$${`".to_string()),
+                ))
+            }
+        }
+    }
+
+    pub(in crate::spec) fn unknown_stage(&self, name: &str, place: &str) -> Failure {
+        if let Some(expanded) = self.expansions_by_base.get(name) {
+            let names: Vec<&str> = expanded
+                .iter()
+                .map(|&index| self.expansions[index].name.as_str())
+                .collect();
+            return failure(
+                format!("stage `{name}` has a matrix, so `{name}` alone does not name one stage ({place})"),
+                format!("refer to one expansion: {}", name_list(&names, 6)),
+            );
+        }
+        let base = name.split_once('@').map_or(name, |(base, _)| base);
+        let mut candidates: Vec<&str> = self.decls.iter().map(|decl| decl.name).collect();
+        if let Some(expanded) = self.expansions_by_base.get(base) {
+            candidates.extend(
+                expanded
+                    .iter()
+                    .map(|&index| self.expansions[index].name.as_str()),
+            );
+        }
+        let known: Vec<&str> = self.decls.iter().map(|decl| decl.name).collect();
+        failure(
+            format!("unknown stage `{name}` ({place})"),
+            hint_with_suggestion(
+                did_you_mean(name, candidates.iter().copied()),
+                format!("stages: {}", name_list(&known, 10)),
+            ),
+        )
+    }
+}
