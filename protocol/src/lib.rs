@@ -10,6 +10,7 @@
 //!
 //! The full description, with examples, is docs/stage-protocol.md.
 
+pub mod gpus;
 pub mod redact;
 
 use std::collections::BTreeMap;

@@ -2,11 +2,9 @@
 //! put runs side by side, and a speed-up means nothing without the CPU,
 //! the GPUs and the libtorch build behind it.
 
-use std::io::Read;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use pipe_protocol::gpus::Gpu;
 use serde_json::{json, Value};
 use tch::{Device, Kind, Tensor};
 
@@ -46,13 +44,10 @@ fn cpu_model_in(cpuinfo: &str) -> Option<String> {
 }
 
 /// libtorch (through tch) tells how many CUDA devices there are but not
-/// their names, so they come from `nvidia-smi`, asked once for every GPU
-/// of the machine. `cuda:N` is the Nth entry of CUDA_VISIBLE_DEVICES (the
-/// engine sets it to the GPUs it gave the stage), an index or a UUID as
-/// nvidia-smi prints them, or GPU N when the variable is unset. Not
-/// promised: CUDA numbers devices fastest first (unless
-/// CUDA_DEVICE_ORDER=PCI_BUS_ID) and nvidia-smi by PCI bus, so on a
-/// machine mixing GPU models an index may name another model.
+/// their names, so they come from `nvidia-smi` (`pipe_protocol::gpus`,
+/// which narrows its list to CUDA_VISIBLE_DEVICES, set by the engine to
+/// the GPUs it gave the stage): `cuda:N` is its Nth GPU. Null for a
+/// device it cannot name (nvidia-smi missing, failing or silent).
 fn gpu_names(devices: &[Device]) -> Vec<Option<String>> {
     let cuda: Vec<usize> = devices
         .iter()
@@ -64,84 +59,17 @@ fn gpu_names(devices: &[Device]) -> Vec<Option<String>> {
     if cuda.is_empty() {
         return Vec::new();
     }
-    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-    let listing = gpu_listing(Path::new("nvidia-smi"), NVIDIA_SMI_PATIENCE).unwrap_or_default();
-    names_of(&cuda, visible.as_deref(), &parse_gpu_listing(&listing))
+    names_of(
+        &cuda,
+        &pipe_protocol::gpus::visible_gpus().unwrap_or_default(),
+    )
 }
 
 /// The names of CUDA devices `cuda` (indices as libtorch numbers them)
-/// among `gpus`, through `visible` (CUDA_VISIBLE_DEVICES).
-fn names_of(cuda: &[usize], visible: Option<&str>, gpus: &[GpuListing]) -> Vec<Option<String>> {
+/// among the `visible` GPUs, in CUDA's order.
+fn names_of(cuda: &[usize], visible: &[Gpu]) -> Vec<Option<String>> {
     cuda.iter()
-        .map(|&index| {
-            let id = match visible {
-                Some(list) => list.split(',').nth(index)?.trim().to_string(),
-                None => index.to_string(),
-            };
-            gpus.iter()
-                .find(|gpu| gpu.index == id || gpu.uuid == id)
-                .map(|gpu| gpu.name.clone())
-        })
-        .collect()
-}
-
-/// How long `nvidia-smi` may take: a wedged driver can make it hang for
-/// minutes, and a name in the metrics is not worth holding a finished
-/// training run for.
-const NVIDIA_SMI_PATIENCE: Duration = Duration::from_secs(10);
-
-/// The stdout of `nvidia-smi --query-gpu=index,uuid,name`, or None when it
-/// is missing, fails or does not answer within `patience` (it is then
-/// stopped).
-fn gpu_listing(nvidia_smi: &Path, patience: Duration) -> Option<String> {
-    let mut child = Command::new(nvidia_smi)
-        .args(["--query-gpu=index,uuid,name", "--format=csv,noheader"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let deadline = Instant::now() + patience;
-    loop {
-        match child.try_wait() {
-            // A few lines: they fit in the pipe, so it can exit unread.
-            Ok(Some(status)) if status.success() => {
-                let mut text = String::new();
-                child.stdout.take()?.read_to_string(&mut text).ok()?;
-                return Some(text);
-            }
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(Some(_)) => return None,
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-}
-
-#[derive(Debug, PartialEq)]
-struct GpuListing {
-    index: String,
-    uuid: String,
-    name: String,
-}
-
-/// Lines of `nvidia-smi --query-gpu=index,uuid,name --format=csv,noheader`:
-/// `0, GPU-5d3c..., NVIDIA H100 80GB HBM3`. A line that does not have the
-/// three fields is skipped.
-fn parse_gpu_listing(text: &str) -> Vec<GpuListing> {
-    text.lines()
-        .filter_map(|line| {
-            let mut fields = line.splitn(3, ',').map(str::trim);
-            let (index, uuid, name) = (fields.next()?, fields.next()?, fields.next()?);
-            (!index.is_empty() && !name.is_empty()).then(|| GpuListing {
-                index: index.to_string(),
-                uuid: uuid.to_string(),
-                name: name.to_string(),
-            })
-        })
+        .map(|&index| visible.get(index).map(|gpu| gpu.name.clone()))
         .collect()
 }
 
@@ -300,6 +228,7 @@ fn measured_gemm(device: Device, kind: Kind, size: i64) -> Result<f64, tch::TchE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pipe_protocol::gpus::{narrow_to_visible, parse_listing};
 
     #[test]
     fn the_driver_version_is_read_off_the_kernel_modules_line() {
@@ -379,66 +308,21 @@ mod tests {
     }
 
     #[test]
-    fn nvidia_smi_lines_give_index_uuid_and_name() {
-        let text = "0, GPU-11111111-aaaa, NVIDIA H200\n1, GPU-22222222-bbbb, NVIDIA A100-SXM4-80GB\n\ngarbage\n";
-        let gpus = parse_gpu_listing(text);
-        assert_eq!(
-            gpus,
-            [
-                GpuListing {
-                    index: "0".into(),
-                    uuid: "GPU-11111111-aaaa".into(),
-                    name: "NVIDIA H200".into()
-                },
-                GpuListing {
-                    index: "1".into(),
-                    uuid: "GPU-22222222-bbbb".into(),
-                    name: "NVIDIA A100-SXM4-80GB".into()
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn cuda_devices_are_named_through_cuda_visible_devices() {
-        let gpus = parse_gpu_listing(
-            "0, GPU-aaa, NVIDIA A100\n1, GPU-bbb, NVIDIA H100\n2, GPU-ccc, NVIDIA H200\n",
+    fn cuda_devices_are_named_in_the_order_cuda_visible_devices_gives() {
+        let visible = narrow_to_visible(
+            parse_listing(
+                "0, GPU-aaa, NVIDIA A100\n1, GPU-bbb, NVIDIA H100\n2, GPU-ccc, NVIDIA H200\n",
+            ),
+            Some("2,GPU-aaa"),
         );
         let name = |text: &str| Some(text.to_string());
-        // The engine's indices, a UUID, and one device past the list.
+        // One device past the list has no name.
         assert_eq!(
-            names_of(&[0, 1, 2], Some("2,GPU-aaa"), &gpus),
+            names_of(&[0, 1, 2], &visible),
             [name("NVIDIA H200"), name("NVIDIA A100"), None]
         );
-        assert_eq!(names_of(&[1], None, &gpus), [name("NVIDIA H100")]);
         // nvidia-smi missing or silent: a null per device, never an error.
-        assert_eq!(names_of(&[0, 1], None, &[]), [None, None]);
-    }
-
-    /// A stand-in for nvidia-smi: a shell script `name` with `body`.
-    fn fake_nvidia_smi(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
-        use std::os::unix::fs::PermissionsExt;
-        let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
-    }
-
-    #[test]
-    fn nvidia_smi_that_fails_hangs_or_is_missing_gives_no_listing() {
-        let dir = tempfile::tempdir().unwrap();
-        let patience = Duration::from_secs(5);
-        let answers = fake_nvidia_smi(dir.path(), "answers", "echo '0, GPU-aaa, NVIDIA H200'");
-        assert_eq!(
-            gpu_listing(&answers, patience).as_deref(),
-            Some("0, GPU-aaa, NVIDIA H200\n")
-        );
-        let fails = fake_nvidia_smi(dir.path(), "fails", "echo 'NVIDIA-SMI has failed'; exit 9");
-        assert_eq!(gpu_listing(&fails, patience), None);
-        // Stopped once its time is up rather than waited for.
-        let hangs = fake_nvidia_smi(dir.path(), "hangs", "exec sleep 600");
-        assert_eq!(gpu_listing(&hangs, Duration::from_millis(100)), None);
-        assert_eq!(gpu_listing(&dir.path().join("absent"), patience), None);
+        assert_eq!(names_of(&[0, 1], &[]), [None, None]);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Which GPUs this machine has, for `resources.gpus`.
 
-use std::process::{Command, Stdio};
-
-/// GPU indices: `PIPE_GPUS` (comma-separated, may be empty), else one per
-/// line of `nvidia-smi -L`, else none.
+/// GPU ids to hand out, each what a stage's `CUDA_VISIBLE_DEVICES` names
+/// it by: `PIPE_GPUS` (comma-separated, may be empty), else the GPUs
+/// nvidia-smi lists within an inherited `CUDA_VISIBLE_DEVICES`
+/// (`pipe_protocol::gpus`), else none.
 pub fn available_gpus() -> Vec<String> {
     if let Ok(list) = std::env::var("PIPE_GPUS") {
         return list
@@ -13,17 +13,14 @@ pub fn available_gpus() -> Vec<String> {
             .map(String::from)
             .collect();
     }
-    let Ok(output) = Command::new("nvidia-smi")
-        .arg("-L")
-        .stderr(Stdio::null())
-        .output()
-    else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter(|line| line.starts_with("GPU "))
-        .enumerate()
-        .map(|(index, _)| index.to_string())
-        .collect()
+    match pipe_protocol::gpus::visible_gpus() {
+        Ok(gpus) => gpus.into_iter().map(|gpu| gpu.id).collect(),
+        // No nvidia-smi is a machine without GPUs; anything else is worth
+        // a line, since stages that need a GPU will then wait for none.
+        Err(pipe_protocol::gpus::GpuError::Spawn(_)) => Vec::new(),
+        Err(error) => {
+            tracing::warn!("no GPUs: {error}");
+            Vec::new()
+        }
+    }
 }
