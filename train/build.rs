@@ -10,8 +10,9 @@
 //! a binary that silently sees no GPU. This script repeats what tch's own
 //! build.rs does for tch's examples.
 //!
-//! It also compiles csrc/autocast.cpp, the autocast shim behind
-//! src/precision.rs, against the same libtorch's headers.
+//! It also compiles the C++ shims of csrc/ (autocast, the fused optimizer,
+//! c10d, the CUDA generator's state; their error convention is
+//! csrc/guarded.h) against the same libtorch's headers.
 
 use std::env;
 
@@ -35,7 +36,7 @@ fn main() {
     // second copy of its search logic here. It is absent only under
     // torch-sys' `doc-only` feature, where nothing is linked.
     if let Some(lib_dir) = env::var_os("DEP_TCH_LIBTORCH_LIB") {
-        autocast_shim(std::path::Path::new(&lib_dir));
+        shims(std::path::Path::new(&lib_dir));
         libtorch_version(std::path::Path::new(&lib_dir));
         let lib_dir = lib_dir.to_string_lossy();
         // RUNPATH rather than old-style RPATH is what modern ld emits; it is
@@ -117,7 +118,7 @@ fn libtorch_version(lib_dir: &std::path::Path) {
 /// headers sit beside it in `include/` (the layout of both the PyPI wheel
 /// and the libtorch zip). The symbols it calls resolve against the
 /// libraries torch-sys already links.
-fn autocast_shim(lib_dir: &std::path::Path) {
+fn shims(lib_dir: &std::path::Path) {
     let root = lib_dir.parent().unwrap_or(lib_dir);
     let include = root.join("include");
     cc::Build::new()

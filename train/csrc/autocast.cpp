@@ -1,5 +1,5 @@
-// Autocast for any device type and dtype, for the `torch` feature of
-// pipe-stages (src/precision.rs). tch only wraps CUDA fp16 autocast, and
+// Autocast for any device type and dtype, for pipe-train's
+// src/precision.rs. tch only wraps CUDA fp16 autocast, and
 // CPU bf16 autocast (what `bf16-mixed` needs without a GPU) lives behind
 // the per-device-type API below. The functions mirror the steps of Python's
 // `torch.autocast.__enter__`/`__exit__` so that the Rust guard can nest

@@ -1,7 +1,9 @@
-// What every C++ shim of pipe-stages needs at the FFI boundary: a C++
+// What every C++ shim of pipe-train needs at the FFI boundary: a C++
 // exception must never unwind into Rust frames (undefined behaviour), so
-// each entry point runs its body under `guarded`, which turns an exception
-// into the return code 2 and its message into the caller's buffer.
+// each entry point takes `char* error, size_t error_size` and runs its body
+// under `guarded`, which turns an exception into the return code 2 and its
+// message into that buffer (`copy_message` for a shim's own refusals). The
+// Rust side of it is src/ffi.rs.
 
 #pragma once
 

@@ -1,5 +1,5 @@
 // AdamW through libtorch's fused kernel (`torch.optim.AdamW(fused=True)`),
-// for the `torch` feature of pipe-stages (src/optim.rs). tch wraps only the
+// for pipe-train's src/optim.rs. tch wraps only the
 // C++ `torch::optim::AdamW`, which makes about five passes over every
 // parameter per step; `at::_fused_adamw_` makes one. tch's tensors are
 // `at::Tensor*` behind its opaque pointers, so they pass through as is.
@@ -38,8 +38,8 @@ std::vector<at::Tensor> tensors(void* const* pointers, int count) {
 extern "C" int pipe_fused_adamw(void* const* params, void* const* grads, void* const* exp_avgs,
                                 void* const* exp_avg_sqs, void* const* steps, int count,
                                 double lr, double beta1, double beta2, double weight_decay,
-                                double eps, char* error, int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+                                double eps, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::AutoGradMode no_grad(false);
     auto step_list = tensors(steps, count);
     at::_foreach_add_(step_list, 1);
@@ -52,8 +52,8 @@ extern "C" int pipe_fused_adamw(void* const* params, void* const* grads, void* c
 
 // `param.grad = None`, which tch cannot say (it only zeroes): the sharded
 // strategies free a replica's full gradients once they are reduce-scattered.
-extern "C" int pipe_clear_grad(void* tensor, char* error, int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+extern "C" int pipe_clear_grad(void* tensor, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     static_cast<at::Tensor*>(tensor)->mutable_grad().reset();
     return 0;
   });
@@ -63,8 +63,8 @@ extern "C" int pipe_clear_grad(void* tensor, char* error, int error_length) {
 // (`set_to_none=True`): every parameter's gradient is freed, so that
 // backward writes fresh ones instead of adding into zeroed buffers (no
 // zeroing kernels, and the memory is free between steps).
-extern "C" int pipe_clear_grads(void* const* params, int count, char* error, int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+extern "C" int pipe_clear_grads(void* const* params, int count, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     for (int i = 0; i < count; ++i) {
       static_cast<at::Tensor*>(params[i])->mutable_grad().reset();
     }
@@ -75,8 +75,8 @@ extern "C" int pipe_clear_grads(void* const* params, int count, char* error, int
 // Seeds the default generator of one CUDA device. `torch.manual_seed`
 // seeds every device alike, which gives replicas on different GPUs the
 // same dropout masks; ddp wants each rank its own.
-extern "C" int pipe_seed_cuda_device(int index, uint64_t seed, char* error, int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+extern "C" int pipe_seed_cuda_device(int index, uint64_t seed, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     auto generator = at::globalContext().defaultGenerator(
         c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
     std::lock_guard<std::mutex> lock(generator.mutex());
@@ -93,8 +93,8 @@ extern "C" int pipe_seed_cuda_device(int index, uint64_t seed, char* error, int 
 
 // `optimizer.zero_grad(set_to_none=False)`; the optimizer frees gradients
 // instead (pipe_clear_grads).
-extern "C" int pipe_foreach_zero(void* const* grads, int count, char* error, int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+extern "C" int pipe_foreach_zero(void* const* grads, int count, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::AutoGradMode no_grad(false);
     auto list = tensors(grads, count);
     at::_foreach_zero_(list);
@@ -105,8 +105,8 @@ extern "C" int pipe_foreach_zero(void* const* grads, int count, char* error, int
 // The global L2 norm of every tensor, in fp32 whatever their dtype, into
 // `out` (a 0-dim float tensor on their device), as clip_grad_norm_ sums it.
 extern "C" int pipe_foreach_norm(void* const* grads, int count, void* out, char* error,
-                                 int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+                                 size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::AutoGradMode no_grad(false);
     auto list = tensors(grads, count);
     auto norms = at::_foreach_norm(list, 2, at::kFloat);
@@ -119,8 +119,8 @@ extern "C" int pipe_foreach_norm(void* const* grads, int count, void* out, char*
 // Every tensor times `factor`, a 0-dim tensor on their device (the clip
 // coefficient, computed there).
 extern "C" int pipe_foreach_mul(void* const* grads, int count, void* factor, char* error,
-                                int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+                                size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::AutoGradMode no_grad(false);
     auto list = tensors(grads, count);
     at::_foreach_mul_(list, *static_cast<const at::Tensor*>(factor));
@@ -131,8 +131,8 @@ extern "C" int pipe_foreach_mul(void* const* grads, int count, void* factor, cha
 // GradScaler's unscale: every gradient times `inv_scale` (a 1-element
 // float tensor), `found_inf` (likewise) set to 1 where any is inf or NaN.
 extern "C" int pipe_foreach_unscale(void* const* grads, int count, void* found_inf, void* inv_scale,
-                                    char* error, int error_length) {
-  return pipe_shim::guarded(error, error_length > 0 ? static_cast<size_t>(error_length) : 0, [&]() {
+                                    char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     c10::AutoGradMode no_grad(false);
     auto list = tensors(grads, count);
     at::_amp_foreach_non_finite_check_and_unscale_(list, *static_cast<at::Tensor*>(found_inf),

@@ -22,16 +22,12 @@ at::Generator cuda_generator(int index) {
       c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index)));
 }
 
-size_t size_of(int error_length) {
-  return error_length > 0 ? static_cast<size_t>(error_length) : 0;
-}
-
 }  // namespace
 
 // Assigns the generator's state (a CPU uint8 tensor) to `out`, an
 // at::Tensor behind tch's handle.
-extern "C" int pipe_cuda_rng_get_state(int index, void* out, char* error, int error_length) {
-  return pipe_shim::guarded(error, size_of(error_length), [&]() {
+extern "C" int pipe_cuda_rng_get_state(int index, void* out, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     auto generator = cuda_generator(index);
     std::lock_guard<std::mutex> lock(generator.mutex());
     *static_cast<at::Tensor*>(out) = generator.get_state();
@@ -40,8 +36,8 @@ extern "C" int pipe_cuda_rng_get_state(int index, void* out, char* error, int er
 }
 
 // Puts back a state that pipe_cuda_rng_get_state gave.
-extern "C" int pipe_cuda_rng_set_state(int index, void* state, char* error, int error_length) {
-  return pipe_shim::guarded(error, size_of(error_length), [&]() {
+extern "C" int pipe_cuda_rng_set_state(int index, void* state, char* error, size_t error_size) {
+  return pipe_shim::guarded(error, error_size, [&]() {
     auto generator = cuda_generator(index);
     std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(*static_cast<const at::Tensor*>(state));

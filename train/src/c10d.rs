@@ -4,7 +4,7 @@
 //! csrc/c10d.cpp. pipe implements no collective of its own: every
 //! all-reduce, reduce-scatter, all-gather and broadcast below is libtorch's.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::time::Duration;
 
 use tch::Tensor;
@@ -88,20 +88,10 @@ extern "C" {
     fn pipe_c10d_reducer_free(reducer: *mut c_void);
 }
 
-const ERROR_SIZE: usize = 4096;
-
 /// Calls a shim function with an error buffer, turning its nonzero return
 /// into the C++ exception's message.
 fn checked(call: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), CollectiveError> {
-    let mut buffer = vec![0 as c_char; ERROR_SIZE];
-    if call(buffer.as_mut_ptr(), buffer.len()) == 0 {
-        return Ok(());
-    }
-    // SAFETY: the shim always NUL-terminates within the buffer.
-    let message = unsafe { CStr::from_ptr(buffer.as_ptr()) };
-    Err(CollectiveError::Backend(
-        message.to_string_lossy().trim().to_string(),
-    ))
+    crate::ffi::call_shim(call).map_err(CollectiveError::Backend)
 }
 
 /// Which c10d process group carries the collectives.

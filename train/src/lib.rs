@@ -12,6 +12,7 @@ pub mod builtins;
 pub mod c10d;
 pub mod ddp;
 pub mod distributed;
+mod ffi;
 pub mod fsdp;
 pub mod hardware;
 pub mod launch;

@@ -9,9 +9,11 @@
 //! parameter per step; at MiniLM's 22.7 M parameters that was 6% of a
 //! training step on the CPU (docs/performance.md).
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 
 use tch::{Kind, TchError, Tensor};
+
+use crate::ffi::call_shim;
 
 extern "C" {
     fn pipe_fused_adamw(
@@ -27,20 +29,20 @@ extern "C" {
         weight_decay: f64,
         eps: f64,
         error: *mut c_char,
-        error_length: c_int,
+        error_size: usize,
     ) -> c_int;
     fn pipe_clear_grads(
         params: *const *mut c_void,
         count: c_int,
         error: *mut c_char,
-        error_length: c_int,
+        error_size: usize,
     ) -> c_int;
 }
 
 /// libtorch's `_foreach_*` kernels (csrc/optim.cpp), which tch does not
 /// bind: one call per list of tensors, nothing read back to the host.
 pub mod foreach {
-    use std::ffi::{c_char, c_int, c_void, CStr};
+    use std::ffi::{c_char, c_int, c_void};
 
     use tch::{Kind, TchError, Tensor};
 
@@ -49,21 +51,21 @@ pub mod foreach {
             tensors: *const *mut c_void,
             count: c_int,
             error: *mut c_char,
-            error_length: c_int,
+            error_size: usize,
         ) -> c_int;
         fn pipe_foreach_norm(
             tensors: *const *mut c_void,
             count: c_int,
             out: *mut c_void,
             error: *mut c_char,
-            error_length: c_int,
+            error_size: usize,
         ) -> c_int;
         fn pipe_foreach_mul(
             tensors: *const *mut c_void,
             count: c_int,
             factor: *mut c_void,
             error: *mut c_char,
-            error_length: c_int,
+            error_size: usize,
         ) -> c_int;
         fn pipe_foreach_unscale(
             tensors: *const *mut c_void,
@@ -71,7 +73,7 @@ pub mod foreach {
             found_inf: *mut c_void,
             inv_scale: *mut c_void,
             error: *mut c_char,
-            error_length: c_int,
+            error_size: usize,
         ) -> c_int;
     }
 
@@ -83,15 +85,8 @@ pub mod foreach {
     }
 
     /// Runs a shim with an error buffer; its message becomes a TchError.
-    fn call(body: impl FnOnce(*mut c_char, c_int) -> c_int) -> Result<(), TchError> {
-        let mut error = [0 as c_char; 512];
-        let status = body(error.as_mut_ptr(), error.len() as c_int);
-        if status != 0 {
-            // SAFETY: the shims always NUL-terminate within the buffer.
-            let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-            return Err(TchError::Torch(message.to_string_lossy().into_owned()));
-        }
-        Ok(())
+    fn call(body: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), TchError> {
+        crate::ffi::call_shim(body).map_err(TchError::Torch)
     }
 
     /// Zeroes every tensor in place.
@@ -102,8 +97,8 @@ pub mod foreach {
         let list = pointers(tensors);
         // SAFETY: `list` holds live handles and outlives the call; the shim
         // copies them and reports C++ exceptions through the buffer.
-        call(|error, length| unsafe {
-            pipe_foreach_zero(list.as_ptr(), list.len() as c_int, error, length)
+        call(|error, size| unsafe {
+            pipe_foreach_zero(list.as_ptr(), list.len() as c_int, error, size)
         })
     }
 
@@ -116,13 +111,13 @@ pub mod foreach {
         let out = Tensor::f_zeros([], (Kind::Float, first.device()))?;
         let list = pointers(tensors);
         // SAFETY: as in `zero`; `out` is a live tensor the shim copies into.
-        call(|error, length| unsafe {
+        call(|error, size| unsafe {
             pipe_foreach_norm(
                 list.as_ptr(),
                 list.len() as c_int,
                 out.as_ptr() as *mut c_void,
                 error,
-                length,
+                size,
             )
         })?;
         Ok(out)
@@ -136,13 +131,13 @@ pub mod foreach {
         }
         let list = pointers(tensors);
         // SAFETY: as in `zero`.
-        call(|error, length| unsafe {
+        call(|error, size| unsafe {
             pipe_foreach_mul(
                 list.as_ptr(),
                 list.len() as c_int,
                 factor.as_ptr() as *mut c_void,
                 error,
-                length,
+                size,
             )
         })
     }
@@ -161,14 +156,14 @@ pub mod foreach {
         }
         let list = pointers(tensors);
         // SAFETY: as in `zero`.
-        call(|error, length| unsafe {
+        call(|error, size| unsafe {
             pipe_foreach_unscale(
                 list.as_ptr(),
                 list.len() as c_int,
                 found_inf.as_ptr() as *mut c_void,
                 inv_scale.as_ptr() as *mut c_void,
                 error,
-                length,
+                size,
             )
         })
     }
@@ -340,24 +335,13 @@ impl AdamW {
         if params.is_empty() {
             return Ok(());
         }
-        let mut error = [0 as c_char; 512];
         // SAFETY: `params` holds live tensor handles (the slots own them)
         // and outlives the call; the shim reports C++ exceptions through
-        // `error`.
-        let status = unsafe {
-            pipe_clear_grads(
-                params.as_ptr(),
-                params.len() as c_int,
-                error.as_mut_ptr(),
-                error.len() as c_int,
-            )
-        };
-        if status != 0 {
-            // SAFETY: the shim always NUL-terminates within the buffer.
-            let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-            return Err(OptimError::Kernel(message.to_string_lossy().into_owned()));
-        }
-        Ok(())
+        // the buffer.
+        call_shim(|error, size| unsafe {
+            pipe_clear_grads(params.as_ptr(), params.len() as c_int, error, size)
+        })
+        .map_err(OptimError::Kernel)
     }
 
     /// Scales the gradients down so that their global L2 norm is at most
@@ -438,11 +422,10 @@ impl AdamW {
                 pointers(&squares),
                 pointers(&steps),
             );
-            let mut error = [0 as c_char; 512];
             // SAFETY: five arrays of `params.len()` live tensor handles
             // (the vectors above outlive the call); the shim copies the
-            // handles and reports C++ exceptions through `error`.
-            let status = unsafe {
+            // handles and reports C++ exceptions through the buffer.
+            call_shim(|error, size| unsafe {
                 pipe_fused_adamw(
                     p.as_ptr(),
                     g.as_ptr(),
@@ -455,15 +438,11 @@ impl AdamW {
                     beta2,
                     group.weight_decay,
                     eps,
-                    error.as_mut_ptr(),
-                    error.len() as c_int,
+                    error,
+                    size,
                 )
-            };
-            if status != 0 {
-                // SAFETY: the shim always NUL-terminates within the buffer.
-                let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-                return Err(OptimError::Kernel(message.to_string_lossy().into_owned()));
-            }
+            })
+            .map_err(OptimError::Kernel)?;
         }
         Ok(())
     }

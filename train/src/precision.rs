@@ -13,10 +13,12 @@
 //! small C++ shim (csrc/autocast.cpp, built by build.rs) that calls
 //! libtorch's per-device-type autocast API, CPU bf16 included.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 use std::fmt;
 
 use tch::{Device, Kind, Tensor};
+
+use crate::ffi::call_shim;
 
 /// The accepted `precision` values, the default first.
 pub const NAMES: &[&str] = &["32-true", "bf16-mixed", "16-mixed", "bf16-true"];
@@ -142,13 +144,10 @@ extern "C" {
 /// (`torch.set_float32_matmul_precision("high")`): the `tf32` opt-in of
 /// the train stage under 32-true.
 pub fn allow_tf32() -> Result<(), PrecisionError> {
-    let mut error = [0 as c_char; 512];
     // SAFETY: the shim sets one libtorch global and reports C++ exceptions
-    // through `error`, which it NUL-terminates.
-    if unsafe { pipe_allow_tf32(error.as_mut_ptr(), error.len()) } != 0 {
-        return Err(PrecisionError::Autocast(error_text(&error)));
-    }
-    Ok(())
+    // through the buffer.
+    call_shim(|error, size| unsafe { pipe_allow_tf32(error, size) })
+        .map_err(PrecisionError::Autocast)
 }
 
 impl fmt::Display for Precision {
@@ -223,14 +222,6 @@ fn device_code(device: Device) -> Result<c_int, PrecisionError> {
     }
 }
 
-fn error_text(buffer: &[c_char]) -> String {
-    // SAFETY: the shim always NUL-terminates within the buffer, and the
-    // buffer starts zeroed, so there is a NUL even if it wrote nothing.
-    unsafe { CStr::from_ptr(buffer.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// Autocast on for one device type while the guard lives, on this thread
 /// (libtorch keeps autocast state per thread). Dropping it restores the
 /// previous state, so guards nest like Python's `with torch.autocast(...)`.
@@ -263,23 +254,20 @@ impl AutocastGuard {
             previous_dtype: -1,
             previous_cache: 1,
         };
-        let mut error = [0 as c_char; 512];
-        // SAFETY: plain ints and a buffer whose true size is passed; the
-        // shim catches every C++ exception.
-        let code = unsafe {
+        // SAFETY: plain ints and the helper's buffer; the shim catches every
+        // C++ exception.
+        call_shim(|error, size| unsafe {
             pipe_autocast_enter(
                 device,
                 dtype,
                 &mut guard.previous_enabled,
                 &mut guard.previous_dtype,
                 &mut guard.previous_cache,
-                error.as_mut_ptr(),
-                error.len(),
+                error,
+                size,
             )
-        };
-        if code != 0 {
-            return Err(PrecisionError::Autocast(error_text(&error)));
-        }
+        })
+        .map_err(PrecisionError::Autocast)?;
         Ok(guard)
     }
 
@@ -295,25 +283,21 @@ impl AutocastGuard {
 
 impl Drop for AutocastGuard {
     fn drop(&mut self) {
-        let mut error = [0 as c_char; 512];
         // SAFETY: as in `new`.
-        let code = unsafe {
+        let restored = call_shim(|error, size| unsafe {
             pipe_autocast_exit(
                 self.device,
                 self.previous_enabled,
                 self.previous_dtype,
                 self.previous_cache,
-                error.as_mut_ptr(),
-                error.len(),
+                error,
+                size,
             )
-        };
+        });
         // Only a bad device code (impossible: `new` checked it) or a libtorch
         // exception from restoring flags land here; Drop cannot return it.
-        if code != 0 {
-            eprintln!(
-                "autocast: restoring the previous state failed: {}",
-                error_text(&error)
-            );
+        if let Err(message) = restored {
+            eprintln!("autocast: restoring the previous state failed: {message}");
         }
     }
 }

@@ -41,7 +41,7 @@
 //! shows on MiniLM in the ninth digit of the validation loss. Clipping's
 //! global norm is summed in another order and may differ in the last bits.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 
 use tch::{Device, Kind, Tensor};
 
@@ -50,7 +50,7 @@ use crate::optim::{clip_coefficient, foreach, AdamW, OptimError};
 use crate::precision::LossScaler;
 
 extern "C" {
-    fn pipe_clear_grad(tensor: *mut c_void, error: *mut c_char, error_length: c_int) -> c_int;
+    fn pipe_clear_grad(tensor: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -113,23 +113,12 @@ pub fn variable_bytes(variables: &[Tensor]) -> (usize, usize) {
 
 /// Drops a variable's gradient (`param.grad = None`): tch can only zero it.
 pub fn clear_grad(variable: &Tensor) -> Result<(), ShardError> {
-    let mut error = [0 as c_char; 512];
     // SAFETY: a live tensor handle; the shim resets its grad field and
-    // reports C++ exceptions through `error`, which it NUL-terminates.
-    let status = unsafe {
-        pipe_clear_grad(
-            variable.as_ptr() as *mut c_void,
-            error.as_mut_ptr(),
-            error.len() as c_int,
-        )
-    };
-    if status != 0 {
-        let message = unsafe { CStr::from_ptr(error.as_ptr()) };
-        return Err(ShardError::ClearGrad(
-            message.to_string_lossy().into_owned(),
-        ));
-    }
-    Ok(())
+    // reports C++ exceptions through the buffer.
+    crate::ffi::call_shim(|error, size| unsafe {
+        pipe_clear_grad(variable.as_ptr() as *mut c_void, error, size)
+    })
+    .map_err(ShardError::ClearGrad)
 }
 
 /// A variable's data as one flat view, outside autograd: what the shards

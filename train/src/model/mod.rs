@@ -326,28 +326,15 @@ extern "C" {
         index: std::ffi::c_int,
         seed: u64,
         error: *mut std::ffi::c_char,
-        error_length: std::ffi::c_int,
+        error_size: usize,
     ) -> std::ffi::c_int;
 }
 
 fn seed_cuda_device(index: usize, seed: u64) -> Result<(), ModelError> {
-    let mut error = [0 as std::ffi::c_char; 512];
     // SAFETY: the shim seeds one device's generator under its lock and
-    // reports C++ exceptions through `error`, which it NUL-terminates.
-    let status = unsafe {
-        pipe_seed_cuda_device(
-            index as std::ffi::c_int,
-            seed,
-            error.as_mut_ptr(),
-            error.len() as std::ffi::c_int,
-        )
-    };
-    if status != 0 {
-        let message = unsafe { std::ffi::CStr::from_ptr(error.as_ptr()) };
-        return Err(ModelError::Input(format!(
-            "seeding cuda:{index}: {}",
-            message.to_string_lossy()
-        )));
-    }
-    Ok(())
+    // reports C++ exceptions through the buffer.
+    crate::ffi::call_shim(|error, size| unsafe {
+        pipe_seed_cuda_device(index as std::ffi::c_int, seed, error, size)
+    })
+    .map_err(|message| ModelError::Input(format!("seeding cuda:{index}: {message}")))
 }

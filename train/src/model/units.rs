@@ -39,13 +39,13 @@ extern "C" {
         index: std::ffi::c_int,
         out: *mut std::ffi::c_void,
         error: *mut std::ffi::c_char,
-        error_length: std::ffi::c_int,
+        error_size: usize,
     ) -> std::ffi::c_int;
     fn pipe_cuda_rng_set_state(
         index: std::ffi::c_int,
         state: *mut std::ffi::c_void,
         error: *mut std::ffi::c_char,
-        error_length: std::ffi::c_int,
+        error_size: usize,
     ) -> std::ffi::c_int;
 }
 
@@ -56,29 +56,21 @@ fn cuda_rng(
         std::ffi::c_int,
         *mut std::ffi::c_void,
         *mut std::ffi::c_char,
-        std::ffi::c_int,
+        usize,
     ) -> std::ffi::c_int,
 ) -> Result<(), ModelError> {
-    let mut error = [0 as std::ffi::c_char; 512];
     // SAFETY: a live tensor handle (the shim assigns the state to it, or
-    // reads it) and a buffer whose true size is passed; the shim locks the
-    // generator and reports C++ exceptions through `error`.
-    let status = unsafe {
+    // reads it) and the helper's buffer; the shim locks the generator and
+    // reports C++ exceptions through the buffer.
+    crate::ffi::call_shim(|error, size| unsafe {
         call(
             index as std::ffi::c_int,
             tensor.as_ptr() as *mut std::ffi::c_void,
-            error.as_mut_ptr(),
-            error.len() as std::ffi::c_int,
+            error,
+            size,
         )
-    };
-    if status != 0 {
-        let message = unsafe { std::ffi::CStr::from_ptr(error.as_ptr()) };
-        return Err(ModelError::Input(format!(
-            "the RNG state of cuda:{index}: {}",
-            message.to_string_lossy()
-        )));
-    }
-    Ok(())
+    })
+    .map_err(|message| ModelError::Input(format!("the RNG state of cuda:{index}: {message}")))
 }
 
 impl SequenceClassifier {
