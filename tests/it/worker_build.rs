@@ -1,0 +1,105 @@
+//! `pipe` in a source checkout builds its workers while it loads a
+//! pipeline, and reports the build as it reports a run: a plain line on
+//! stderr, nothing under `--quiet`, JSON events on stdout under `--json`.
+//! The build here is one that fails at once (`CARGO=false`), so no test
+//! compiles anything.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use pipe_test_support::TestProject;
+use serde_json::Value;
+
+/// A `pipe` of its own in a fresh cargo-like target directory: the checkout
+/// it was compiled from is its source, and it finds no `pipe-stage` beside
+/// it, so its first pipeline with a `uses:` stage builds one.
+fn pipe_without_workers() -> (tempfile::TempDir, PathBuf) {
+    // Under cargo's target directory, so that the binary can be hard-linked.
+    let target = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    std::fs::write(
+        target.path().join("CACHEDIR.TAG"),
+        "Signature: 8a477f597d28d172789f06886806bc55\n",
+    )
+    .expect("write CACHEDIR.TAG");
+    let profile = target.path().join("debug");
+    std::fs::create_dir(&profile).expect("profile dir");
+    let pipe = profile.join("pipe");
+    let built = assert_cmd::cargo::cargo_bin("pipe");
+    if std::fs::hard_link(&built, &pipe).is_err() {
+        std::fs::copy(&built, &pipe).expect("copy pipe");
+    }
+    (target, pipe)
+}
+
+fn project() -> TestProject {
+    let project = TestProject::new();
+    project.write("rows.jsonl", "{\"text\": \"a\", \"label\": 0}\n");
+    project.write(
+        "pipe.yaml",
+        "stages:\n  split:\n    uses: data/split@1\n    with: { dataset: rows.jsonl }\n",
+    );
+    project
+}
+
+fn run(project: &TestProject, pipe: &Path, args: &[&str]) -> Output {
+    let mut command = std::process::Command::new(pipe);
+    command
+        .current_dir(project.root())
+        .env("NO_COLOR", "1")
+        .env("CARGO", "false")
+        .env_remove("PIPE_WORKER")
+        .env_remove("PIPE_STAGE_PATH")
+        .args(args);
+    command.output().expect("run pipe")
+}
+
+fn events(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+#[test]
+fn a_worker_build_is_reported_as_events_and_silenced_by_quiet() {
+    let (_target, pipe) = pipe_without_workers();
+    let project = project();
+
+    let plain = run(&project, &pipe, &["run"]);
+    let stderr = String::from_utf8_lossy(&plain.stderr);
+    assert_eq!(plain.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("building `pipe-stage` (first use or sources changed)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("building `pipe-stage` failed"), "{stderr}");
+    assert!(plain.stdout.is_empty(), "data on stdout without --json");
+
+    let json = run(&project, &pipe, &["run", "--json"]);
+    assert_eq!(json.status.code(), Some(2));
+    let events = events(&json);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|event| event["event"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["worker_build_started", "worker_build_finished"]);
+    assert_eq!(events[0]["workers"], serde_json::json!(["pipe-stage"]));
+    assert_eq!(events[0]["libtorch"], false);
+    assert_eq!(events[1]["succeeded"], false);
+
+    for args in [
+        &["--quiet", "run"][..],
+        &["--quiet", "validate"],
+        &["--quiet", "status"],
+    ] {
+        let quiet = run(&project, &pipe, args);
+        let stderr = String::from_utf8_lossy(&quiet.stderr);
+        assert_eq!(quiet.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("first use"), "{args:?}: {stderr}");
+        // The error itself is still said.
+        assert!(
+            stderr.contains("building `pipe-stage` failed"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
