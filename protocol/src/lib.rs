@@ -94,8 +94,13 @@ pub struct StageInfo {
     pub summary: String,
     pub params: Vec<ParamSpec>,
     pub outputs: Vec<OutputSpec>,
-    /// Written to `metrics.json` in the output directory, flattened into the
-    /// run's metrics.
+    /// Every key of the `metrics.json` the stage writes in its output
+    /// directory, as the run's metrics hold them: flattened, nested objects
+    /// joined with `.` down to a scalar, an array or an empty object
+    /// (`memory.params_bytes`). A segment in angle brackets stands for any
+    /// one segment, for objects whose keys depend on the run: the epochs of
+    /// `epochs.<n>.val_acc`, the classes of `per_class.<class>.f1`. The
+    /// stages' tests hold a real run's file to exactly this list.
     #[serde(default)]
     pub metrics: Vec<String>,
     /// The integer param that says on how many devices the stage runs

@@ -306,6 +306,65 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
     assert!(!stderr.contains("building"), "{stderr}");
 }
 
+/// A training stage's params are held to the ranges of its ParamSpecs
+/// when the pipeline loads, like any other stage's: a bad `lr` is an error
+/// at its place before any stage runs, not a failure of the training
+/// stage after its upstream stages have run. The training stages' specs
+/// come from the catalog built into `pipe` (engine/src/training_stages.json,
+/// `pipe-stage-train describe`), as in an installation without the worker.
+#[test]
+fn a_training_param_out_of_its_range_is_a_located_error_before_anything_runs() {
+    let project = TestProject::new();
+    let pipeline = |with: &str| {
+        format!(
+            "stages:\n  other:\n    run: echo fine > fine.txt\n    outs: [fine.txt]\n  train:\n    uses: train/classifier@1\n    with: {{ tokens: tokens, model: model, {with} }}\n"
+        )
+    };
+    project.write("tokens/train.safetensors", "");
+    project.write("model/config.json", "{}");
+    let installed = project.path("installed");
+    std::fs::create_dir(&installed).unwrap();
+    let data_worker = installed.join("pipe-stage");
+    std::os::unix::fs::symlink(
+        assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage"),
+        &data_worker,
+    )
+    .unwrap();
+    for (with, column, message) in [
+        ("lr: -1", 47, "param `lr` must be between 0 and 1, not -1"),
+        (
+            "warmup_ratio: 1.5",
+            57,
+            "param `warmup_ratio` must be between 0 and 1, not 1.5",
+        ),
+        ("epochs: 0", 51, "param `epochs` must be at least 1, not 0"),
+    ] {
+        project.write("pipe.yaml", &pipeline(with));
+        let validate = project
+            .command()
+            .arg("validate")
+            .env("PIPE_WORKER", &data_worker)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&validate.stderr);
+        assert_eq!(validate.status.code(), Some(2), "{with}: {stderr}");
+        assert!(
+            stderr.contains(message) && stderr.contains(&format!("pipe.yaml:7:{column}")),
+            "{with}: {stderr}"
+        );
+        let output = project
+            .command()
+            .args(["run", "--json"])
+            .env("PIPE_WORKER", &data_worker)
+            .output()
+            .unwrap();
+        let run = RunResult::from_output(output);
+        assert_eq!(run.code, 2, "{with}: {}", run.stderr);
+        assert!(run.stderr.contains(message), "{with}: {}", run.stderr);
+        assert!(!project.exists("fine.txt"), "{with}: a stage ran");
+    }
+}
+
 #[test]
 fn a_stage_device_count_must_match_its_gpus() {
     let project = project();

@@ -9,6 +9,7 @@ use std::path::Path;
 use pipe_stages::batches::{to_row_order, Batch, Collator, EvalSampler};
 use pipe_stages::token_file::TokenizedSplit;
 use pipe_stages::{Result, StageContext, StageError};
+use serde::de::DeserializeOwned;
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::model::{ModelError, SequenceClassifier};
@@ -24,6 +25,54 @@ pub(super) fn precision_error(error: PrecisionError) -> StageError {
             StageError::Other(error.to_string())
         }
     }
+}
+
+/// The invocation's params as the stage's params struct. The engine (and
+/// the worker, before `run`) checked them against the stage's ParamSpecs,
+/// so a mismatch here is a hand-written invocation or a struct that no
+/// longer matches its ParamSpecs (a unit test of each stage catches that).
+pub(super) fn typed_params<T: DeserializeOwned>(context: &StageContext) -> Result<T> {
+    serde_json::from_value(serde_json::Value::Object(context.invocation.params.clone())).map_err(
+        |error| {
+        StageError::input(
+            format!(
+                "the params of `{}@{}` do not fit the stage: {error}",
+                context.invocation.uses, context.invocation.version
+            ),
+            "`pipe stages NAME` lists its params; pipe and its workers must come from the same build",
+        )
+        },
+    )
+}
+
+/// A stage's context with the params the engine would hand over for
+/// `with`: checked against the stage's ParamSpecs, defaults filled in; or
+/// the problems the engine would report.
+#[cfg(test)]
+pub(super) fn checked_context(
+    info: &pipe_protocol::StageInfo,
+    with: serde_json::Value,
+) -> std::result::Result<StageContext, Vec<String>> {
+    let with = with.as_object().cloned().unwrap_or_default();
+    let params = pipe_protocol::check_params(info, &with).map_err(|problems| {
+        problems
+            .into_iter()
+            .map(|problem| problem.message)
+            .collect::<Vec<_>>()
+    })?;
+    Ok(StageContext::new(pipe_protocol::Invocation {
+        protocol: pipe_protocol::PROTOCOL_VERSION,
+        stage: "stage".into(),
+        uses: info.name.clone(),
+        version: info.version,
+        params,
+        output_dir: "/out".into(),
+        scratch_dir: "/scratch".into(),
+        project_root: "/".into(),
+        devices: vec![],
+        threads: 1,
+        run: None,
+    }))
 }
 
 /// libtorch errors as stage errors, with the model's wording.

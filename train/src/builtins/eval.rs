@@ -8,6 +8,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use pipe_stages::batches::{pad_id, Collator};
@@ -15,10 +16,21 @@ use pipe_stages::classification::classification_report;
 use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
 use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
 
-use super::classifier::{check_labels, check_lengths, check_pad_id, device, predict};
+use super::classifier::{check_labels, check_lengths, check_pad_id, device, predict, typed_params};
 use crate::model::SequenceClassifier;
 
 pub struct EvalClassifier;
+
+/// The stage's params, one field per `ParamSpec` (ranges checked by the
+/// engine at load).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvalParams {
+    checkpoint: PathBuf,
+    tokens: PathBuf,
+    split: String,
+    batch_size: usize,
+}
 
 const PREDICTIONS: &str = "predictions";
 
@@ -50,7 +62,8 @@ impl BuiltinStage for EvalClassifier {
                     ParamKind::Integer,
                     Some(json!(64)),
                     "rows per batch (memory only: results do not depend on it beyond float rounding)",
-                ),
+                )
+                .at_least(1.0),
             ],
             outputs: vec![OutputSpec {
                 name: PREDICTIONS.into(),
@@ -58,6 +71,7 @@ impl BuiltinStage for EvalClassifier {
                 doc: "JSONL in dataset order: {\"row\", \"label\", \"prediction\", \"probabilities\"}".into(),
             }],
             metrics: [
+                "split",
                 "rows",
                 "accuracy",
                 "precision",
@@ -67,6 +81,10 @@ impl BuiltinStage for EvalClassifier {
                 "macro.precision",
                 "macro.recall",
                 "macro.f1",
+                "per_class.<class>.precision",
+                "per_class.<class>.recall",
+                "per_class.<class>.f1",
+                "per_class.<class>.support",
                 "confusion",
             ]
             .iter()
@@ -79,17 +97,14 @@ impl BuiltinStage for EvalClassifier {
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
-        let checkpoint = checkpoint_dir(&context.input("checkpoint")?)?;
-        let tokens = context.input("tokens")?;
-        let split_name = context.str("split")?;
-        let batch_size = context.u64("batch_size")?;
-        if batch_size == 0 {
-            return Err(StageError::param(
-                "batch_size",
-                "must be at least 1",
-                "leave it out to use 64",
-            ));
-        }
+        let EvalParams {
+            checkpoint,
+            tokens,
+            split: split_name,
+            batch_size,
+        } = typed_params(context)?;
+        let checkpoint = checkpoint_dir(&checkpoint)?;
+        let split_name = split_name.as_str();
         let device = device(context)?;
         tch::set_num_threads(context.threads() as i32);
 
@@ -119,7 +134,7 @@ impl BuiltinStage for EvalClassifier {
         // In fp32 always: the variables are fp32 whatever the file holds
         // (a bf16 or fp16 checkpoint is upcast on load, exactly), and the
         // train stage writes fp32 checkpoints at every precision.
-        let results = predict(&model, &split, &collator, batch_size as usize, None, device)?;
+        let results = predict(&model, &split, &collator, batch_size, None, device)?;
         context.progress_done(&phase, split.len() as u64, "rows");
 
         let path = context.output(PREDICTIONS);
@@ -198,4 +213,28 @@ fn checkpoint_dir(path: &Path) -> Result<PathBuf> {
         ),
         "set `checkpoint: ${stages.TRAIN.outs.checkpoint}`, the output of train/classifier@1",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builtins::classifier::checked_context;
+    use serde_json::json;
+
+    #[test]
+    fn the_params_deserialize_with_their_defaults_and_batch_size_has_a_floor() {
+        let info = EvalClassifier.info();
+        let context = checked_context(&info, json!({"checkpoint": "/c", "tokens": "/t"})).unwrap();
+        let params: EvalParams = typed_params(&context).unwrap();
+        assert_eq!(params.checkpoint, PathBuf::from("/c"));
+        assert_eq!((params.split.as_str(), params.batch_size), ("test", 64));
+        let refused = checked_context(
+            &info,
+            json!({"checkpoint": "/c", "tokens": "/t", "batch_size": 0}),
+        );
+        assert_eq!(
+            refused.err().unwrap_or_default(),
+            ["param `batch_size` must be at least 1, not 0"]
+        );
+    }
 }

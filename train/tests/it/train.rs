@@ -530,7 +530,8 @@ fn missing_splits_bad_params_and_non_checkpoints_are_clear_errors() {
     );
     assert!(!run.success);
     assert!(
-        run.error().contains("at least 2 classes"),
+        run.error()
+            .contains("param `num_labels` must be at least 2, not 1"),
         "{}",
         run.error()
     );
@@ -1086,6 +1087,93 @@ fn sharded_strategies_hold_a_replicas_share_of_the_state() {
             "fsdp's peak {f_peak} is not well below ddp's {peak}"
         );
     }
+}
+
+/// The keys of a metrics.json as the engine stores a run's metrics:
+/// nested objects joined with `.` down to a scalar, an array or an empty
+/// object (pipe_engine::key::flatten).
+fn flattened_keys(value: &Value) -> Vec<String> {
+    fn walk(prefix: &str, value: &Value, keys: &mut Vec<String>) {
+        match value.as_object() {
+            Some(map) if !map.is_empty() => {
+                for (name, item) in map {
+                    let path = if prefix.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{prefix}.{name}")
+                    };
+                    walk(&path, item, keys);
+                }
+            }
+            _ => keys.push(prefix.to_string()),
+        }
+    }
+    let mut keys = Vec::new();
+    walk("", value, &mut keys);
+    keys
+}
+
+/// Whether `key` is one of the keys a `StageInfo.metrics` entry stands
+/// for: a `<...>` segment matches any one segment.
+fn declares(pattern: &str, key: &str) -> bool {
+    let (patterns, segments): (Vec<&str>, Vec<&str>) =
+        (pattern.split('.').collect(), key.split('.').collect());
+    patterns.len() == segments.len()
+        && patterns.iter().zip(&segments).all(|(pattern, segment)| {
+            pattern == segment || (pattern.starts_with('<') && pattern.ends_with('>'))
+        })
+}
+
+/// The metrics.json of `run` holds every metric its stage declares and
+/// none it does not.
+fn assert_metrics_as_declared(run: &Run, stage: &str) {
+    let info = pipe_train::builtins::training_stages()
+        .into_iter()
+        .map(|stage| stage.info())
+        .find(|info| info.name == stage)
+        .unwrap();
+    let written = flattened_keys(&run.metrics());
+    let undeclared: Vec<&String> = written
+        .iter()
+        .filter(|key| !info.metrics.iter().any(|pattern| declares(pattern, key)))
+        .collect();
+    let unwritten: Vec<&String> = info
+        .metrics
+        .iter()
+        .filter(|pattern| !written.iter().any(|key| declares(pattern, key)))
+        .collect();
+    assert!(
+        undeclared.is_empty() && unwritten.is_empty(),
+        "{stage}: written but not in StageInfo.metrics: {undeclared:?}; declared but not written: {unwritten:?}"
+    );
+}
+
+/// `StageInfo.metrics` is what `pipe stages` shows and what a report or a
+/// comparison can expect of a stage's metrics: a real run's file holds
+/// exactly those keys.
+#[test]
+fn metrics_json_holds_exactly_the_metrics_each_stage_declares() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-distilbert", 3);
+    let run = train(
+        dir.path(),
+        "train",
+        &tokens,
+        &model,
+        json!({"epochs": 2, "batch_size": 4, "limit_train_samples": 16}),
+    );
+    assert!(run.success, "{}", run.error());
+    assert_metrics_as_declared(&run, "train/classifier");
+    let scored = eval(
+        dir.path(),
+        "eval",
+        &run.output_dir.join("checkpoint"),
+        &tokens,
+        "val",
+    );
+    assert!(scored.success, "{}", scored.error());
+    assert_metrics_as_declared(&scored, "eval/classifier");
 }
 
 /// Every run reports its throughput: rates, model FLOPs, MFU against a

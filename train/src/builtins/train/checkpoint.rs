@@ -1,0 +1,167 @@
+//! The `checkpoint` output: the best epoch's weights, kept in memory
+//! until the run ends, written as a Hugging Face checkpoint.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use safetensors::{Dtype, View};
+use serde_json::{json, Map, Value};
+use tch::nn::VarStore;
+use tch::{Device, Kind};
+
+use pipe_stages::token_file::TOKENIZER_FILE;
+use pipe_stages::{Result, StageError};
+
+use super::super::classifier::torch;
+use crate::model::{Architecture, SequenceClassifier};
+
+/// Tokenizer files of a model directory that `AutoTokenizer` reads besides
+/// tokenizer.json; copied into the checkpoint when the model has them.
+const TOKENIZER_EXTRAS: &[&str] = &[
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+];
+
+/// One tensor's bytes, copied off the device: a deep copy that later
+/// optimizer steps cannot touch.
+pub(super) struct SavedTensor {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl View for &SavedTensor {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> std::borrow::Cow<'_, [u8]> {
+        std::borrow::Cow::Borrowed(&self.data)
+    }
+    fn data_len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// Every variable of a store at one moment, by HF name. Kept in host memory
+/// rather than written per improved epoch, so a run writes its checkpoint
+/// once; the largest model here (BERT-base, 440 MB) fits easily.
+pub(super) struct Snapshot {
+    tensors: Vec<(String, SavedTensor)>,
+}
+
+impl Snapshot {
+    pub(super) fn of(vs: &VarStore) -> Result<Snapshot> {
+        let mut tensors = Vec::new();
+        for (name, tensor) in vs.variables() {
+            // bf16-true trains bf16 weights, but checkpoints are fp32
+            // whatever the precision, as Lightning saves them and
+            // `from_pretrained` expects by default; the upcast is exact.
+            let tensor = tensor
+                .f_detach()
+                .and_then(|t| t.f_to_device(Device::Cpu))
+                .and_then(|t| {
+                    if t.is_floating_point() {
+                        t.f_to_kind(Kind::Float)
+                    } else {
+                        Ok(t)
+                    }
+                })
+                .and_then(|t| t.f_contiguous())
+                .map_err(torch)?;
+            let dtype = match tensor.kind() {
+                Kind::Float => Dtype::F32,
+                Kind::BFloat16 => Dtype::BF16,
+                Kind::Half => Dtype::F16,
+                other => {
+                    return Err(StageError::Other(format!(
+                    "internal: variable `{name}` has kind {other:?}, which checkpoints do not hold"
+                )))
+                }
+            };
+            let numel = tensor.numel();
+            let mut data = vec![0u8; numel * tensor.kind().elt_size_in_bytes()];
+            tensor.f_copy_data_u8(&mut data, numel).map_err(torch)?;
+            let shape = tensor.size().iter().map(|&d| d as usize).collect();
+            tensors.push((name, SavedTensor { dtype, shape, data }));
+        }
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Snapshot { tensors })
+    }
+
+    /// safetensors with `{"format": "pt"}`, as `save_pretrained` writes.
+    /// The writer sorts tensors by dtype and name and the metadata has one
+    /// key, so the same weights always give the same bytes.
+    pub(super) fn write(&self, path: &Path) -> Result<()> {
+        let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
+        let views = self
+            .tensors
+            .iter()
+            .map(|(name, tensor)| (name.as_str(), tensor));
+        safetensors::serialize_to_file(views, Some(metadata), path)
+            .map_err(|e| StageError::Other(format!("cannot write `{}`: {e}", path.display())))
+    }
+}
+
+/// The model's config.json with the head's labels and architecture, as
+/// `save_pretrained` of a `*ForSequenceClassification` writes it.
+pub(super) fn checkpoint_config(model: &SequenceClassifier) -> Value {
+    let mut config = model.config.raw.clone();
+    let num_labels = model.num_labels();
+    let existing = config
+        .get("id2label")
+        .and_then(Value::as_object)
+        .filter(|labels| labels.len() as i64 == num_labels)
+        .cloned();
+    let id2label = existing.unwrap_or_else(|| {
+        (0..num_labels)
+            .map(|i| (i.to_string(), json!(format!("LABEL_{i}"))))
+            .collect()
+    });
+    let label2id: Map<String, Value> = id2label
+        .iter()
+        .filter_map(|(id, label)| {
+            Some((label.as_str()?.to_string(), json!(id.parse::<i64>().ok()?)))
+        })
+        .collect();
+    let architecture = match model.config.architecture {
+        Architecture::Bert => "BertForSequenceClassification",
+        Architecture::DistilBert => "DistilBertForSequenceClassification",
+    };
+    config.insert("id2label".into(), Value::Object(id2label));
+    config.insert("label2id".into(), Value::Object(label2id));
+    config.insert("num_labels".into(), json!(num_labels));
+    config.insert("architectures".into(), json!([architecture]));
+    Value::Object(config)
+}
+
+pub(super) fn write_checkpoint(
+    dir: &Path,
+    weights: &Snapshot,
+    model: &SequenceClassifier,
+    model_dir: &Path,
+    tokens: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| StageError::io(dir, e))?;
+    weights.write(&dir.join("model.safetensors"))?;
+    let config = dir.join("config.json");
+    let text = serde_json::to_string_pretty(&checkpoint_config(model))
+        .map_err(|e| StageError::Other(e.to_string()))?;
+    std::fs::write(&config, text + "\n").map_err(|e| StageError::io(&config, e))?;
+    // The tokenizer that made the ids, not whatever the model directory has.
+    let mut copies: Vec<(PathBuf, PathBuf)> =
+        vec![(tokens.join(TOKENIZER_FILE), dir.join(TOKENIZER_FILE))];
+    for name in TOKENIZER_EXTRAS {
+        let source = model_dir.join(name);
+        if source.is_file() {
+            copies.push((source, dir.join(name)));
+        }
+    }
+    for (source, target) in copies {
+        std::fs::copy(&source, &target).map_err(|e| StageError::io(&source, e))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,90 @@
+//! Where a step's time goes: forward, backward, collectives, optimizer.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tch::Device;
+
+use super::metrics::round3;
+use crate::hardware;
+
+/// On a GPU, phases are timed on one step in this many (see `PhaseClock`).
+pub(super) const PHASE_SAMPLE: u64 = 10;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Phase {
+    Forward,
+    Backward,
+    Collective,
+    Optimizer,
+    /// Collating, waiting for a CPU replica's turn, the rest.
+    Other,
+}
+
+/// Splits one step's time into phases. GPU work is asynchronous, so a
+/// phase's end is only known after a device sync: a timed step on a GPU
+/// syncs at every lap (which slows that step a little), an untimed one
+/// records nothing. On the CPU every step is timed, for free.
+pub(super) struct PhaseClock {
+    pub(super) device: Device,
+    pub(super) timed: bool,
+    pub(super) last: Instant,
+    pub(super) seconds: [f64; 5],
+}
+
+impl PhaseClock {
+    pub(super) fn new(device: Device, timed: bool) -> PhaseClock {
+        PhaseClock {
+            device,
+            timed,
+            last: Instant::now(),
+            seconds: [0.0; 5],
+        }
+    }
+
+    /// Ends the phase running since the last lap, which was `phase`.
+    pub(super) fn lap(&mut self, phase: Phase) {
+        if !self.timed {
+            return;
+        }
+        hardware::synchronize(self.device);
+        let now = Instant::now();
+        self.seconds[phase as usize] += (now - self.last).as_secs_f64();
+        self.last = now;
+    }
+}
+
+/// A replica's phase times summed over its timed steps.
+#[derive(Debug, Default)]
+pub(super) struct PhaseTimes {
+    pub(super) steps: u64,
+    pub(super) seconds: [f64; 5],
+}
+
+impl PhaseTimes {
+    pub(super) fn add(&mut self, clock: &PhaseClock, step_seconds: f64) {
+        if !clock.timed {
+            return;
+        }
+        self.steps += 1;
+        let counted: f64 = clock.seconds.iter().sum();
+        for (total, phase) in self.seconds.iter_mut().zip(clock.seconds) {
+            *total += phase;
+        }
+        // Whatever no lap caught (the step's bookkeeping) is `other`.
+        self.seconds[Phase::Other as usize] += (step_seconds - counted).max(0.0);
+    }
+
+    pub(super) fn to_json(&self) -> Value {
+        let steps = self.steps.max(1) as f64;
+        let ms = |phase: Phase| round3(1000.0 * self.seconds[phase as usize] / steps);
+        json!({
+            "forward_ms": ms(Phase::Forward),
+            "backward_ms": ms(Phase::Backward),
+            "collective_ms": ms(Phase::Collective),
+            "optimizer_ms": ms(Phase::Optimizer),
+            "other_ms": ms(Phase::Other),
+            "timed_steps": self.steps,
+        })
+    }
+}
