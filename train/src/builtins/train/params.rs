@@ -284,8 +284,9 @@ mod tests {
         assert_eq!((params.seed, params.patience), (7, Some(u32::MAX)));
     }
 
-    /// What `Settings::read` refused at run time is refused by the
-    /// ParamSpecs now, which the engine applies at load.
+    /// The ranges live in the ParamSpecs, which the engine applies where
+    /// the value is written, at load: a bad value never waits for the
+    /// stages upstream of training to run.
     #[test]
     fn the_ranges_are_the_param_specs_own() {
         for (param, value, message) in [
