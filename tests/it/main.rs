@@ -27,6 +27,7 @@ mod resolved_pipeline;
 mod run_record;
 mod run_report;
 mod secrets;
+mod settings;
 mod slurm;
 mod slurm_ranks;
 mod spec_safety;
