@@ -24,7 +24,6 @@ mod quickstart;
 mod remote_cache;
 mod reports;
 mod resolved_pipeline;
-mod run_record;
 mod run_report;
 mod secrets;
 mod settings;
