@@ -1,24 +1,26 @@
 //! One function per subcommand.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::io::Write as _;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use pipe_cache::{ActionKey, Cache, LinkMode, StatCache};
+use pipe_cache::LinkMode;
+use pipe_engine::checkout::CheckoutReport;
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
 use pipe_engine::executor::{Executor, ExecutorKind};
+use pipe_engine::history::{History, Pull};
 use pipe_engine::pipeline::Pipeline;
-use pipe_engine::plan::{self, Freshness, Planner};
+use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
-use pipe_engine::runs::{self, RunDb, RunStatus};
+use pipe_engine::runs::{self, RunStatus};
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
 use crate::cli::{
     CacheCommand, Cli, Command, CompareArgs, DagFormatArg, DirectionArgs, ExecutorArg, PipelineArg,
     RunArgs, StatusArg,
 };
+use crate::here;
 use crate::output::{errln, out, outln};
 use crate::progress::Progress;
 use crate::remote_commands;
@@ -63,10 +65,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Ok)
         }
         Command::Runs { limit, json } => {
-            let Some(db) = open_db()? else {
+            let Some(history) = History::open_existing(&here::root()?)? else {
                 return no_runs(json);
             };
-            let runs = db.list_runs(limit)?;
+            let runs = history.db.list_runs(limit)?;
             if json {
                 outln!(
                     "{}",
@@ -78,9 +80,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Ok)
         }
         Command::Show { run, json } => {
-            let db = require_db()?;
-            let id = resolve_run(&db, &run)?;
-            let record = db
+            let mut history = here::history()?;
+            let id = here::resolve(&mut history, &run, Pull::IfConfigured)?;
+            let record = history
+                .db
                 .run(id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
             if json {
@@ -101,11 +104,16 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             md,
             directions,
         } => {
-            let db = require_db()?;
-            let b_id = resolve_run(&db, b.as_deref().unwrap_or("last"))?;
+            let mut history = here::history()?;
+            let b_id = here::resolve(
+                &mut history,
+                b.as_deref().unwrap_or("last"),
+                Pull::IfConfigured,
+            )?;
             let a_id = match a {
-                Some(query) => resolve_run(&db, &query)?,
-                None => db
+                Some(query) => here::resolve(&mut history, &query, Pull::IfConfigured)?,
+                None => history
+                    .db
                     .list_runs(usize::MAX)?
                     .into_iter()
                     .map(|run| run.id)
@@ -117,6 +125,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                         )
                     })?,
             };
+            let db = &history.db;
             let record_a = db
                 .run(a_id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {a_id} vanished")))?;
@@ -132,7 +141,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let rules = direction_rules(directions)
                 .declared(&newer.directions)
                 .declared(&older.directions);
-            let diff = compare::diff_runs(&db, &record_a, &record_b, &rules)?;
+            let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
             if json {
                 outln!(
                     "{}",
@@ -383,35 +392,6 @@ fn why(stage: &str, arg: PipelineArg, json: bool, quiet: bool) -> Result<ExitCod
     Ok(ExitCode::Ok)
 }
 
-pub(crate) fn project_here() -> Result<Project> {
-    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    Project::open(&Project::find_root(&cwd))
-}
-
-fn open_db() -> Result<Option<RunDb>> {
-    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    let root = Project::find_root(&cwd);
-    RunDb::open_existing(&pipe_engine::project::runs_db_of(&root))
-}
-
-/// The run database. A clone that never ran but has a remote cache gets
-/// an empty one, so that `pipe show main` can pull main's record into it.
-pub(crate) fn require_db() -> Result<RunDb> {
-    if let Some(db) = open_db()? {
-        return Ok(db);
-    }
-    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    let root = Project::find_root(&cwd);
-    let remote = remote_commands::configured(&root, None, &crate::cli::RemoteArgs::default());
-    if matches!(remote, Ok(Some(_))) {
-        return RunDb::open(&Project::open(&root)?.runs_db());
-    }
-    Err(EngineError::usage(
-        "no runs recorded in this project yet",
-        "run a pipeline first: `pipe run`",
-    ))
-}
-
 fn no_runs(json: bool) -> Result<ExitCode> {
     if json {
         outln!("[]");
@@ -419,31 +399,6 @@ fn no_runs(json: bool) -> Result<ExitCode> {
         errln!("no runs recorded yet; `pipe run` records one");
     }
     Ok(ExitCode::Ok)
-}
-
-/// A run id, `last`, `last~N` or a git ref; a git ref with no run here is
-/// looked up in the remote cache, if one is configured.
-pub(crate) fn resolve_run(db: &RunDb, query: &str) -> Result<i64> {
-    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    let root = Project::find_root(&cwd);
-    let resolve = || db.resolve(query, |reference| runs::git_commit_of(&root, reference));
-    let resolved = resolve();
-    // A git ref names the committed state: when no run here recorded it
-    // clean, the remote cache may have one (CI's run of that commit).
-    let committed_here = match &resolved {
-        Ok(id) => db.run(*id)?.is_some_and(|run| run.git_dirty != Some(true)),
-        Err(_) => false,
-    };
-    if committed_here
-        || query.trim_start_matches('#').parse::<i64>().is_ok()
-        || query.starts_with("last")
-    {
-        return resolved;
-    }
-    match remote_commands::pull_records_for_ref(&root, query) {
-        Some(new) if new > 0 => resolve(),
-        _ => resolved,
-    }
 }
 
 fn direction_rules(args: DirectionArgs) -> pipe_engine::metrics::DirectionRules {
@@ -454,15 +409,15 @@ fn direction_rules(args: DirectionArgs) -> pipe_engine::metrics::DirectionRules 
 const DEFAULT_COMPARED_RUNS: usize = 10;
 
 fn compare_command(args: CompareArgs) -> Result<ExitCode> {
-    use compare::table::{self, CompareOptions, DATA_STAGE_NAMESPACES};
-    let db = require_db()?;
+    use compare::table::{self, CompareOptions};
+    let mut history = here::history()?;
     let named = if args.runs.is_empty() {
         None
     } else {
         let mut ids = Vec::with_capacity(args.runs.len());
         let mut seen = HashSet::new();
         for query in &args.runs {
-            let id = resolve_run(&db, query)?;
+            let id = here::resolve(&mut history, query, Pull::IfConfigured)?;
             if seen.insert(id) {
                 ids.push(id);
             }
@@ -472,7 +427,7 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     let baseline_run = args
         .baseline
         .as_deref()
-        .map(|query| resolve_run(&db, query))
+        .map(|query| here::resolve(&mut history, query, Pull::IfConfigured))
         .transpose()?;
     let statuses = if args.status.contains(&StatusArg::Any) {
         None
@@ -508,7 +463,7 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
             .collect::<Result<_>>()?,
         statuses,
     };
-    let mut loaded = db.runs_to_compare(&selection, DATA_STAGE_NAMESPACES)?;
+    let mut loaded = history.db.runs_to_compare(&selection)?;
     // Named runs in the order they were named, the baseline first.
     if let Some(named) = &named {
         let position: HashMap<i64, usize> = named
@@ -588,35 +543,9 @@ fn parse_where(condition: &str) -> Result<(Vec<String>, serde_json::Value)> {
     if names.iter().any(|name| name.contains('"')) {
         return Err(bad("a param name holds a quote"));
     }
-    Ok((names, yaml_scalar(value.trim())))
-}
-
-/// A YAML scalar as JSON: `0.001` and `3` are numbers, `true`/`false`
-/// booleans, `null`/`~` null, quoted or other text a string.
-fn yaml_scalar(text: &str) -> serde_json::Value {
-    use serde_json::Value;
-    for quote in ['"', '\''] {
-        if let Some(inner) = text
-            .strip_prefix(quote)
-            .and_then(|rest| rest.strip_suffix(quote))
-        {
-            return Value::String(inner.to_string());
-        }
-    }
-    match text {
-        "true" | "True" | "TRUE" => return Value::Bool(true),
-        "false" | "False" | "FALSE" => return Value::Bool(false),
-        "null" | "Null" | "NULL" | "~" | "" => return Value::Null,
-        _ => {}
-    }
-    if let Ok(integer) = text.parse::<i64>() {
-        return Value::from(integer);
-    }
-    match text.parse::<f64>() {
-        Ok(number) if number.is_finite() => serde_json::Number::from_f64(number)
-            .map_or_else(|| Value::String(text.to_string()), Value::Number),
-        _ => Value::String(text.to_string()),
-    }
+    // The value means what it meant in the `-S` that made the run.
+    let value = pipe_engine::spec::override_value(value.trim()).map_err(|why| bad(&why))?;
+    Ok((names, value))
 }
 
 /// `precision=32-true,strategy=single` -> pairs.
@@ -637,7 +566,7 @@ fn parse_pairs(text: &str) -> Result<Vec<(String, String)>> {
 }
 
 fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
-    let project = project_here()?;
+    let project = here::project()?;
     // It writes outputs, as a run does: the two take turns.
     let lock = RunLock::acquire(&project, |holder| {
         let who = holder
@@ -645,57 +574,24 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
             .unwrap_or_default();
         errln!("waiting for another `pipe run` in this project{who} to finish");
     })?;
-    let db = require_db()?;
-    let id = resolve_run(&db, run)?;
-    let record = db
+    let mut history = here::history()?;
+    let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
+    let record = history
+        .db
         .run(id)?
         .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
-    let cache = Cache::open(&project.cache_dir)?;
-    let stat = StatCache::open(&project.stat_db())?;
     let modes = link_modes(link, None)?;
-    let outputs: Vec<(&str, &str, &pipe_cache::Artifact)> = record
-        .stages
-        .iter()
-        .flat_map(|stage| {
-            stage
-                .outputs
-                .iter()
-                .map(|(path, artifact)| (stage.stage.as_str(), path.as_str(), artifact))
-        })
-        .collect();
-
-    // A record may come from a remote (`pipe cache pull`): every place is
-    // checked before anything is written, and one bad place writes nothing.
-    let refused: Vec<String> = outputs
-        .iter()
-        .filter_map(|(stage, path, _)| {
-            pipe_engine::workspace::check_restore_target(&project.root, path)
-                .err()
-                .map(|problem| format!("stage `{stage}`: {problem}"))
-        })
-        .collect();
-    if !refused.is_empty() {
-        for problem in &refused {
-            errln!("error: {problem}");
+    match pipe_engine::checkout::checkout(&project, &lock, &record, &modes, force)? {
+        CheckoutReport::Refused(problems) => {
+            for problem in &problems {
+                errln!("error: {problem}");
+            }
+            errln!(
+                "hint: run #{id}'s record names places pipe does not write; nothing was changed"
+            );
+            Ok(ExitCode::CorruptCache)
         }
-        errln!("hint: run #{id}'s record names places pipe does not write; nothing was changed");
-        return Ok(ExitCode::CorruptCache);
-    }
-
-    let mut sites = pipe_cache::RestoreSites::default();
-    for (_, path, _) in &outputs {
-        sites.output(path);
-    }
-    lock.remove_restore_leftovers(&project.root, &sites);
-
-    // As git does: refuse to destroy what only the workspace holds.
-    if !force {
-        let mut lost = Vec::new();
-        for (_, path, artifact) in &outputs {
-            lost.extend(cache.files_lost_by_restore(artifact, &project.root.join(path), &stat)?);
-        }
-        if !lost.is_empty() {
-            let _ = stat.flush();
+        CheckoutReport::WouldLoseFiles(lost) => {
             errln!(
                 "error: checking out run #{id} would overwrite or delete {} file(s) that the cache does not hold:",
                 lost.len()
@@ -705,70 +601,34 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
                 errln!("  {}", shown.display());
             }
             errln!("hint: move or commit them elsewhere first, or rerun with `--force` to overwrite them");
-            return Ok(ExitCode::WouldLoseFiles);
+            Ok(ExitCode::WouldLoseFiles)
+        }
+        CheckoutReport::Done {
+            restored,
+            unchanged,
+            missing,
+        } => {
+            errln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
+            if missing.is_empty() {
+                return Ok(ExitCode::Ok);
+            }
+            for problem in &missing {
+                errln!("error: cannot restore {problem}");
+            }
+            errln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
+            Ok(ExitCode::Environment)
         }
     }
-
-    let mut restored = 0usize;
-    let mut unchanged = 0usize;
-    let mut problems = Vec::new();
-    for (stage, path, artifact) in &outputs {
-        let destination = project.root.join(path);
-        // Already in place: nothing to read from the cache.
-        if cache
-            .hash_path(&destination, &stat)
-            .is_ok_and(|current| current.digest == artifact.digest && current.kind == artifact.kind)
-        {
-            unchanged += 1;
-            continue;
-        }
-        if let Some(parent) = destination.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| EngineError::io(parent, e))?;
-        }
-        match cache.restore(artifact, &destination, &modes, &stat) {
-            Ok(()) => restored += 1,
-            Err(error) => problems.push(format!("{path} (stage `{stage}`): {error}")),
-        }
-    }
-    let _ = stat.flush();
-    errln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
-    if problems.is_empty() {
-        Ok(ExitCode::Ok)
-    } else {
-        for problem in &problems {
-            errln!("error: cannot restore {problem}");
-        }
-        errln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
-        Ok(ExitCode::Environment)
-    }
-}
-
-/// What `pipe cache verify --json` prints: the report, and the project
-/// files that share each corrupt object (hard links or symlinks to it).
-#[derive(serde::Serialize)]
-struct VerifyOutput<'a> {
-    #[serde(flatten)]
-    report: &'a pipe_cache::VerifyReport,
-    linked_files: &'a BTreeMap<String, Vec<String>>,
 }
 
 fn verify(json: bool, repair: bool) -> Result<ExitCode> {
-    let project = project_here()?;
-    let cache = Cache::open(&project.cache_dir)?;
-    let report = if repair {
-        cache.verify_and_repair()?
-    } else {
-        cache.verify()?
-    };
-    let linked_files = project_files_linking(&project, &report.corrupt_objects);
+    let project = here::project()?;
+    let outcome = pipe_engine::cache_admin::verify(&project, repair)?;
+    let (report, linked_files) = (&outcome.report, &outcome.linked_files);
     if json {
-        let output = VerifyOutput {
-            report: &report,
-            linked_files: &linked_files,
-        };
         outln!(
             "{}",
-            serde_json::to_string_pretty(&output).unwrap_or_default()
+            serde_json::to_string_pretty(&outcome).unwrap_or_default()
         );
     } else {
         outln!(
@@ -813,105 +673,22 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     }
 }
 
-/// The project files (outputs of recent runs) that are hard links or
-/// symlinks to a corrupt object: whatever wrote through them changed the
-/// cache. Keyed by the object's name.
-fn project_files_linking(
-    project: &Project,
-    corrupt: &[pipe_cache::CorruptObject],
-) -> BTreeMap<String, Vec<String>> {
-    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    if corrupt.is_empty() {
-        return found;
-    }
-    let by_inode: HashMap<(u64, u64), &pipe_cache::CorruptObject> = corrupt
-        .iter()
-        .filter(|object| object.links > 1)
-        .map(|object| ((object.dev, object.ino), object))
-        .collect();
-    let by_path: HashMap<&Path, &pipe_cache::CorruptObject> = corrupt
-        .iter()
-        .map(|object| (object.path.as_path(), object))
-        .collect();
-    let Ok(Some(db)) = RunDb::open_existing(&project.runs_db()) else {
-        return found;
-    };
-    let mut outputs = std::collections::BTreeSet::new();
-    for run in db.list_runs(RUNS_SEARCHED_FOR_LINKS).unwrap_or_default() {
-        if let Ok(Some(record)) = db.run(run.id) {
-            for stage in record.stages {
-                outputs.extend(stage.outputs.into_keys());
-            }
-        }
-    }
-    let mut pending: Vec<PathBuf> = outputs.iter().map(|path| project.root.join(path)).collect();
-    while let Some(path) = pending.pop() {
-        let Ok(metadata) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let object = if metadata.file_type().is_symlink() {
-            std::fs::read_link(&path)
-                .ok()
-                .and_then(|target| by_path.get(target.as_path()).copied())
-        } else if metadata.is_dir() {
-            if let Ok(listing) = std::fs::read_dir(&path) {
-                pending.extend(listing.flatten().map(|entry| entry.path()));
-            }
-            None
-        } else {
-            by_inode.get(&(metadata.dev(), metadata.ino())).copied()
-        };
-        if let Some(object) = object {
-            let shown = path.strip_prefix(&project.root).unwrap_or(&path);
-            let files = found.entry(object.name.clone()).or_default();
-            let shown = shown.display().to_string();
-            if !files.contains(&shown) {
-                files.push(shown);
-            }
-        }
-    }
-    for files in found.values_mut() {
-        files.sort();
-    }
-    found
-}
-
-/// How many recent runs' outputs `verify` searches for links to a corrupt object.
-const RUNS_SEARCHED_FOR_LINKS: usize = 20;
-
 fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64, quiet: bool) -> Result<ExitCode> {
-    let project = project_here()?;
-    let mut keep: HashSet<ActionKey> = HashSet::new();
+    let project = here::project()?;
     let pipeline_file = match &arg.file {
         Some(file) => Some(file.clone()),
         None => default_pipeline_file().ok(),
     };
-    if let Some(file) = pipeline_file {
-        let (pipeline, dag) = load(Some(&file), arg, &Progress::new(false, quiet))?;
-        let planner = Planner::new(&pipeline)?;
-        for state in planner.states(&dag, &dag.order)? {
-            if state.freshness != Freshness::Stale {
-                keep.extend(state.key);
-            }
-        }
-    }
-    if let Some(db) = RunDb::open_existing(&project.runs_db())? {
-        for key in db.keys_of_recent_runs(keep_runs)? {
-            // Skipping a key gc cannot read would delete a result the
-            // history still points to.
-            let parsed = key.parse::<ActionKey>().map_err(|error| {
-                let holder = holder_of_key(&db, keep_runs, &key);
-                let problem = format!(
-                    "{holder} records a damaged key: {error}; gc cannot tell what it must keep"
-                );
-                let source = std::io::Error::new(std::io::ErrorKind::InvalidData, problem);
-                EngineError::io(project.runs_db(), source)
-            })?;
-            keep.insert(parsed);
-        }
-    }
-    let cache = Cache::open(&project.cache_dir)?;
-    let report = cache.gc(&keep, std::time::Duration::from_secs(grace_secs))?;
+    let loaded = match pipeline_file {
+        Some(file) => Some(load(Some(&file), arg, &Progress::new(false, quiet))?),
+        None => None,
+    };
+    let report = pipe_engine::cache_admin::gc(
+        &project,
+        loaded.as_ref().map(|(pipeline, dag)| (pipeline, dag)),
+        keep_runs,
+        std::time::Duration::from_secs(grace_secs),
+    )?;
     outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
         report.objects_removed,
@@ -923,23 +700,8 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64, quiet: bool) -> Resu
     Ok(ExitCode::Ok)
 }
 
-/// The run and stage among the newest `runs` that recorded `key`, for an
-/// error about it.
-fn holder_of_key(db: &RunDb, runs: usize, key: &str) -> String {
-    let holder = db.list_runs(runs).ok().and_then(|recent| {
-        recent.iter().find_map(|run| {
-            let stages = db.run(run.id).ok()??.stages;
-            let stage = stages
-                .iter()
-                .find(|stage| stage.key.as_deref() == Some(key))?;
-            Some(format!("run #{}, stage `{}`,", run.id, stage.stage))
-        })
-    });
-    holder.unwrap_or_else(|| "a recent run".to_string())
-}
-
 fn stages(name: Option<&str>, json: bool, quiet: bool) -> Result<ExitCode> {
-    let project = project_here()?;
+    let project = here::project()?;
     let progress = Progress::new(false, quiet);
     let catalog = catalog::load_catalog(&project, false, &|event| progress.on_event(event))?;
     let entries: Vec<&catalog::CatalogEntry> = match name {

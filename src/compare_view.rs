@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::collections::BTreeMap;
 
 use pipe_engine::compare::table::{
-    parse_stage_name, row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs,
+    row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs,
 };
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::runs::ComparedRun;
@@ -474,8 +474,8 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
     Ok(page.to_html())
 }
 
-/// (base stage, metric) -> one series per row that has that curve: the
-/// row's stages are those whose matrix combination its own contains.
+/// (base stage, metric) -> one series per row that has that curve, from
+/// the stages the table found for the row.
 fn overlaid_curves(
     table: &CompareTable,
     runs: &[ComparedRun],
@@ -486,15 +486,8 @@ fn overlaid_curves(
         let Some(run) = by_id.get(&row.run) else {
             continue;
         };
-        for stage in &run.stages {
-            let (base, combination) = parse_stage_name(&stage.stage);
-            let in_row = combination
-                .0
-                .iter()
-                .all(|(key, value)| row.matrix.get(key) == Some(value.as_str()));
-            if !in_row {
-                continue;
-            }
+        for stage in row.stages.iter().filter_map(|&index| run.stages.get(index)) {
+            let base = &stage.identity.base_name;
             for (metric, _) in CURVES {
                 let suffix = format!(".{metric}");
                 let mut points: Vec<(f64, f64)> = stage
@@ -510,7 +503,7 @@ fn overlaid_curves(
                 }
                 points.sort_by(|a, b| a.0.total_cmp(&b.0));
                 curves
-                    .entry((base.to_string(), metric))
+                    .entry((base.clone(), metric))
                     .or_default()
                     .push(Series::new(row_label(row.run, &row.matrix), points));
             }

@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod compare_view;
+mod here;
 mod init;
 mod output;
 mod progress;

@@ -1,42 +1,23 @@
 //! `pipe cache push|pull|status`, the end-of-run remote summary, and run
 //! records pulled on demand for a git ref (`pipe compare main` on a laptop).
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use pipe_cache::remote::{Presence, Pulled, Remote, RemoteConfig, TransferReport};
-use pipe_cache::{ActionKey, ActionResult, Cache};
+use pipe_cache::Cache;
 use pipe_engine::exec::{self, RemoteSummary};
-use pipe_engine::project::Project;
-use pipe_engine::remote::{self as remote_settings, RemoteSpec};
-use pipe_engine::runs::{self, RunDb, RunExport};
+use pipe_engine::history::{self, History, Pull};
+use pipe_engine::runs::RunDb;
 use pipe_engine::{EngineError, ExitCode, Result};
 use serde_json::json;
 
 use crate::cli::RemoteArgs;
-use crate::commands::project_here;
+use crate::here;
 use crate::output::{errln, outln};
 use crate::render;
 
-/// The remote from the flags, the environment, the pipeline file (`-f`,
-/// else `pipe.yaml` here if there is one) and pipe.config.yaml.
-pub fn configured(
-    root: &Path,
-    file: Option<&Path>,
-    args: &RemoteArgs,
-) -> Result<Option<RemoteConfig>> {
-    let default_file = Path::new("pipe.yaml");
-    let pipeline: Option<RemoteSpec> = match file {
-        Some(file) => pipe_engine::spec::pipeline_remote(file)?,
-        None if default_file.is_file() => pipe_engine::spec::pipeline_remote(default_file)?,
-        None => None,
-    };
-    remote_settings::resolve(
-        root,
-        pipeline.as_ref(),
-        args.remote.as_deref(),
-        args.remote_read_only,
-    )
+fn configured(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<Option<RemoteConfig>> {
+    history::configured_remote(root, file, args.remote.as_deref(), args.remote_read_only)
 }
 
 fn required(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<RemoteConfig> {
@@ -51,33 +32,18 @@ fn required(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<Remot
     })
 }
 
-/// The keys the stages of runs `ids` recorded.
-fn keys_of_runs(db: &RunDb, ids: &[i64]) -> Result<BTreeSet<ActionKey>> {
-    let mut keys = BTreeSet::new();
-    for &id in ids {
-        if let Some(run) = db.run(id)? {
-            keys.extend(
-                run.stages
-                    .iter()
-                    .filter_map(|stage| stage.key.as_deref()?.parse::<ActionKey>().ok()),
-            );
-        }
+/// The records the remote has (for `commit`, or all) that this history
+/// lacks, pulled; says which it skipped.
+fn pull_records(
+    remote: &Remote,
+    history: &mut History,
+    commit: Option<&str>,
+) -> Result<history::RecordsPulled> {
+    let pulled = history::pull_records(remote, &mut history.db, commit)?;
+    for skipped in &pulled.skipped {
+        errln!("warning: {skipped}");
     }
-    Ok(keys)
-}
-
-/// The results the stages of runs `ids` recorded, as the local cache holds
-/// them, and how many it no longer holds.
-fn results_of_runs(db: &RunDb, cache: &Cache, ids: &[i64]) -> Result<(Vec<ActionResult>, usize)> {
-    let mut results = Vec::new();
-    let mut missing = 0;
-    for key in keys_of_runs(db, ids)? {
-        match cache.get_action(&key) {
-            Some(result) => results.push(result),
-            None => missing += 1,
-        }
-    }
-    Ok((results, missing))
+    Ok(pulled)
 }
 
 pub fn push(
@@ -86,7 +52,7 @@ pub fn push(
     file: Option<&Path>,
     args: &RemoteArgs,
 ) -> Result<ExitCode> {
-    let project = project_here()?;
+    let project = here::project()?;
     let config = required(&project.root, file, args)?;
     if config.read_only {
         return Err(EngineError::usage(
@@ -94,19 +60,25 @@ pub fn push(
             "a read-only remote is never written; drop --remote-read-only, PIPE_REMOTE_READ_ONLY or `read_only: true` to push",
         ));
     }
-    let db = crate::commands::require_db()?;
+    let mut history = here::history()?;
     let ids: Vec<i64> = if all {
-        db.list_runs(usize::MAX)?
+        history
+            .db
+            .list_runs(usize::MAX)?
             .into_iter()
             .filter(|run| run.origin.is_none())
             .map(|run| run.id)
             .collect()
     } else {
-        vec![crate::commands::resolve_run(&db, run.unwrap_or("last"))?]
+        vec![here::resolve(
+            &mut history,
+            run.unwrap_or("last"),
+            Pull::IfConfigured,
+        )?]
     };
     let remote = exec::open_remote(&config, &project.cache_dir)?;
     let cache = Cache::open(&project.cache_dir)?;
-    let (results, missing) = results_of_runs(&db, &cache, &ids)?;
+    let (results, missing) = history.results_of_runs(&cache, &ids)?;
     let count = results.len();
     remote.push_results(results);
     let mut records = 0;
@@ -114,7 +86,7 @@ pub fn push(
         if remote.unavailable().is_some() {
             break;
         }
-        match exec::push_run_record(&remote, &db, id) {
+        match exec::push_run_record(&remote, &history.db, id) {
             Ok(()) => records += 1,
             Err(reason) => errln!("warning: the record of run #{id} was not pushed: {reason}"),
         }
@@ -140,35 +112,41 @@ pub fn pull(
     file: Option<&Path>,
     args: &RemoteArgs,
 ) -> Result<ExitCode> {
-    let project = project_here()?;
+    let project = here::project()?;
     let config = required(&project.root, file, args)?;
     let remote = exec::open_remote(&config, &project.cache_dir)?;
-    let mut db = RunDb::open(&project.runs_db())?;
+    let mut history = History {
+        db: RunDb::open(&project.runs_db())?,
+        root: project.root.clone(),
+    };
     let ids: Vec<i64> = match (run, all) {
         (None, false) => {
-            let (listed, new) = pull_records(&remote, &mut db, None)?;
+            let pulled = pull_records(&remote, &mut history, None)?;
             let report = remote.finish();
             errln!(
-                "{}: {listed} run records, {} new here",
+                "{}: {} run records, {} new here",
                 remote.url(),
-                new.len()
+                pulled.listed,
+                pulled.new.len()
             );
             return Ok(exit_for(&report));
         }
         (_, true) => {
-            pull_records(&remote, &mut db, None)?;
-            let uids = remote_uids(&remote)?;
-            db.list_runs(usize::MAX)?
+            pull_records(&remote, &mut history, None)?;
+            let uids = history::remote_uids(&remote)?;
+            history
+                .db
+                .list_runs(usize::MAX)?
                 .into_iter()
                 .filter(|run| run.uid.as_ref().is_some_and(|uid| uids.contains(uid)))
                 .map(|run| run.id)
                 .collect()
         }
-        (Some(query), false) => vec![resolve_or_pull(&mut db, &remote, &project.root, query)?],
+        (Some(query), false) => vec![here::resolve(&mut history, query, Pull::From(&remote))?],
     };
     let cache = Cache::open(&project.cache_dir)?;
     let (mut here, mut pulled, mut absent, mut corrupt) = (0, 0, 0, 0);
-    for key in keys_of_runs(&db, &ids)? {
+    for key in history.keys_of_runs(&ids)? {
         if cache.get_action(&key).is_some() {
             here += 1;
             continue;
@@ -207,22 +185,22 @@ pub fn status(
     args: &RemoteArgs,
     json_output: bool,
 ) -> Result<ExitCode> {
-    let project = project_here()?;
+    let project = here::project()?;
     let config = required(&project.root, file, args)?;
     let remote = exec::open_remote(&config, &project.cache_dir)?;
-    let mut db = RunDb::open(&project.runs_db())?;
-    let id = resolve_or_pull(&mut db, &remote, &project.root, run.unwrap_or("last"))?;
-    let record = db
+    let mut history = History {
+        db: RunDb::open(&project.runs_db())?,
+        root: project.root.clone(),
+    };
+    let id = here::resolve(&mut history, run.unwrap_or("last"), Pull::From(&remote))?;
+    let record = history
+        .db
         .run(id)?
         .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
     let cache = Cache::open(&project.cache_dir)?;
     let mut rows = Vec::new();
     for stage in &record.stages {
-        let Some(key) = stage
-            .key
-            .as_deref()
-            .and_then(|key| key.parse::<ActionKey>().ok())
-        else {
+        let Some(key) = stage.key else {
             continue;
         };
         let local = cache.get_action(&key).is_some();
@@ -278,113 +256,6 @@ pub fn status(
         );
     }
     Ok(ExitCode::Ok)
-}
-
-/// Downloads the run records the remote has (for `commit`, or all) that
-/// this database lacks; returns how many the remote lists and the new ids.
-fn pull_records(
-    remote: &Remote,
-    db: &mut RunDb,
-    commit: Option<&str>,
-) -> Result<(usize, Vec<i64>)> {
-    let paths = remote
-        .list_run_records(commit)
-        .map_err(EngineError::RemoteUnavailable)?;
-    let known = db.known_uids()?;
-    let mut new = Vec::new();
-    for path in &paths {
-        let uid = uid_of(path);
-        if known.contains(uid) {
-            continue;
-        }
-        let bytes = remote
-            .get_run_record(path)
-            .map_err(EngineError::RemoteUnavailable)?;
-        match serde_json::from_slice::<RunExport>(&bytes) {
-            Ok(export)
-                if export.format == RunExport::FORMAT && export.run.uid.as_deref() == Some(uid) =>
-            {
-                // A record names outputs that `pipe checkout` writes: only
-                // plain project-relative places are taken in.
-                let bad_path = export.run.stages.iter().find_map(|stage| {
-                    stage.outputs.keys().find_map(|output| {
-                        pipe_cache::check_relative_path(output)
-                            .err()
-                            .map(|problem| format!("`{output:.80}` {problem}"))
-                    })
-                });
-                if let Some(problem) = bad_path {
-                    errln!("warning: run record {path} in the remote names an output that {problem}; skipped");
-                    continue;
-                }
-                if let Some(id) = db.import_run(&export, remote.url())? {
-                    new.push(id);
-                }
-            }
-            Ok(_) => errln!(
-                "warning: run record {path} in the remote is not a {} record for its name; skipped",
-                RunExport::FORMAT
-            ),
-            Err(error) => {
-                errln!("warning: run record {path} in the remote is unreadable ({error}); skipped")
-            }
-        }
-    }
-    Ok((paths.len(), new))
-}
-
-fn uid_of(path: &str) -> &str {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    name.strip_suffix(".json").unwrap_or(name)
-}
-
-fn remote_uids(remote: &Remote) -> Result<BTreeSet<String>> {
-    Ok(remote
-        .list_run_records(None)
-        .map_err(EngineError::RemoteUnavailable)?
-        .iter()
-        .map(|path| uid_of(path).to_string())
-        .collect())
-}
-
-/// Resolves a run here; a git ref with no run here brings the remote's
-/// records for that commit first.
-fn resolve_or_pull(db: &mut RunDb, remote: &Remote, root: &Path, query: &str) -> Result<i64> {
-    let resolved = db.resolve(query, |reference| runs::git_commit_of(root, reference));
-    match resolved {
-        Ok(id) => Ok(id),
-        Err(error) => {
-            let Some(commit) = runs::git_commit_of(root, query) else {
-                return Err(error);
-            };
-            let (_, new) = pull_records(remote, db, Some(&commit))?;
-            if new.is_empty() {
-                return Err(error);
-            }
-            db.resolve(query, |reference| runs::git_commit_of(root, reference))
-        }
-    }
-}
-
-/// For commands that only read runs (`show`, `diff`, `compare`): a git ref
-/// with no run here is looked up in the remote cache, when one is
-/// configured, and its records are pulled. Quietly nothing otherwise.
-pub fn pull_records_for_ref(root: &Path, query: &str) -> Option<usize> {
-    let commit = runs::git_commit_of(root, query)?;
-    let config = configured(root, None, &RemoteArgs::default()).ok()??;
-    let project = Project::open(root).ok()?;
-    let remote = exec::open_remote(&config, &project.cache_dir).ok()?;
-    let mut db = RunDb::open(&project.runs_db()).ok()?;
-    let (_, new) = pull_records(&remote, &mut db, Some(&commit)).ok()?;
-    if !new.is_empty() {
-        errln!(
-            "pulled {} run record{} of `{query}` from {}",
-            new.len(),
-            if new.len() == 1 { "" } else { "s" },
-            remote.url()
-        );
-    }
-    Some(new.len())
 }
 
 fn exit_for(report: &TransferReport) -> ExitCode {

@@ -116,16 +116,15 @@ pub fn why_text(why: &Why) -> String {
         (Some(run), Some(previous)) => {
             let current = why
                 .key
-                .as_deref()
-                .map(|key| &key[..12])
-                .unwrap_or("unknown");
+                .map(|key| key.short())
+                .unwrap_or_else(|| "unknown".to_string());
             if why.changes.is_empty() {
                 let _ = writeln!(out, "key {current}… is the one it had in run #{run}");
             } else {
                 let _ = writeln!(
                     out,
                     "key {current}… differs from run #{run} (key {}…) in:",
-                    &previous[..12.min(previous.len())]
+                    previous.short()
                 );
                 field_lines(&mut out, &why.changes, "  ");
             }
@@ -138,25 +137,7 @@ pub fn why_text(why: &Why) -> String {
 }
 
 fn date(ms: u64) -> String {
-    // UTC, without a date crate: civil-from-days (Howard Hinnant's algorithm).
-    let seconds = ms / 1000;
-    let days = (seconds / 86_400) as i64;
-    let time = seconds % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        time / 3600,
-        time % 3600 / 60,
-        time % 60
-    )
+    pipe_protocol::format::utc_date_time(ms)
 }
 
 fn git_label(run: &RunRecord) -> String {

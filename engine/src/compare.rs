@@ -111,8 +111,8 @@ pub fn diff_runs(
             });
         }
 
-        let key_a = before.and_then(|stage| stage.key.clone());
-        let key_b = after.and_then(|stage| stage.key.clone());
+        let key_a = before.and_then(|stage| stage.key);
+        let key_b = after.and_then(|stage| stage.key);
         let ran_in_b = after
             .map(|stage| stage.status == StageStatus::Ran)
             .unwrap_or(false);

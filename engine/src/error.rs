@@ -51,6 +51,17 @@ pub enum EngineError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A value read back from runs.db that does not parse: never read as
+    /// a default, since a run that seems to have no outputs would make
+    /// `pipe checkout` restore nothing and succeed.
+    #[error("run database `{path}`: {place}: column `{column}` is damaged: {problem}\nhint: this record cannot be trusted; name another run (`pipe runs` lists them), or move .pipe/runs.db aside to start a new history (the cache is kept)")]
+    CorruptRecord {
+        path: PathBuf,
+        /// `run #12, stage \`train\``.
+        place: String,
+        column: String,
+        problem: String,
+    },
     #[error("{message}\nhint: {hint}")]
     Usage { message: String, hint: String },
     #[error("interrupted")]
@@ -77,9 +88,10 @@ impl EngineError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             EngineError::Spec(_) | EngineError::Usage { .. } => ExitCode::InvalidInput,
-            EngineError::Cache(_) | EngineError::Io { .. } | EngineError::Database { .. } => {
-                ExitCode::Environment
-            }
+            EngineError::Cache(_)
+            | EngineError::Io { .. }
+            | EngineError::Database { .. }
+            | EngineError::CorruptRecord { .. } => ExitCode::Environment,
             EngineError::RemoteUnavailable(_) => ExitCode::RemoteUnavailable,
             EngineError::Interrupted => ExitCode::Interrupted,
             EngineError::Internal(_) => ExitCode::Internal,

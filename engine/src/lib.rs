@@ -12,11 +12,14 @@ pub use error::{EngineError, ExitCode};
 pub use spec::{load, CatalogSource, Loaded, ProjectWorkers};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+pub mod cache_admin;
 pub mod catalog;
+pub mod checkout;
 pub mod compare;
 pub mod exec;
 pub mod executor;
 pub mod groups;
+pub mod history;
 pub mod interrupt;
 pub mod key;
 pub mod libtorch;

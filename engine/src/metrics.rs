@@ -165,55 +165,7 @@ fn words_of(name: &str) -> impl Iterator<Item = &str> {
         .filter(|word| !word.is_empty())
 }
 
-/// Significant digits shown by default.
-pub const SIGNIFICANT_DIGITS: usize = 4;
-/// Enough to print any f64 so that it reads back the same.
-const MAX_SIGNIFICANT_DIGITS: usize = 17;
-
-/// `value` with `digits` significant digits, trailing zeros dropped:
-/// `0.4196236128689813` -> `0.4196`; integers are printed whole.
-pub fn format_significant(value: f64, digits: usize) -> String {
-    if !value.is_finite() {
-        return value.to_string();
-    }
-    if value == value.trunc() && value.abs() < 1e15 {
-        return format!("{}", value as i64);
-    }
-    let digits = digits.max(1);
-    // The exponent after rounding: 0.99996 is 1.000, not 9.9996e-1.
-    let scientific = format!("{:.*e}", digits - 1, value);
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let magnitude: i32 = exponent.parse().unwrap_or(0);
-    if !(-4..15).contains(&magnitude) {
-        return format!("{}e{exponent}", trim_fraction(mantissa));
-    }
-    let decimals = (digits as i32 - 1 - magnitude).max(0) as usize;
-    trim_fraction(&format!("{value:.decimals$}")).to_string()
-}
-
-fn trim_fraction(text: &str) -> &str {
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        text
-    }
-}
-
-/// The fewest significant digits, at least [`SIGNIFICANT_DIGITS`], that
-/// print every distinct value of `values` differently.
-pub fn digits_to_tell_apart(values: &[f64]) -> usize {
-    let mut distinct: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-    distinct.sort_by(f64::total_cmp);
-    distinct.dedup();
-    // Only neighbours in sorted order can print alike first.
-    (SIGNIFICANT_DIGITS..MAX_SIGNIFICANT_DIGITS)
-        .find(|&digits| {
-            distinct.windows(2).all(|pair| {
-                format_significant(pair[0], digits) != format_significant(pair[1], digits)
-            })
-        })
-        .unwrap_or(MAX_SIGNIFICANT_DIGITS)
-}
+pub use pipe_protocol::format::{digits_to_tell_apart, format_significant, SIGNIFICANT_DIGITS};
 
 /// A signed change: `+0.0001013`, `-2.5`.
 pub fn format_delta(delta: f64) -> String {
@@ -233,7 +185,8 @@ pub fn format_percent(relative: f64) -> String {
     let text = if percent.abs() >= 10.0 {
         format!("{percent:.0}")
     } else if percent.abs() >= 0.1 {
-        trim_fraction(&format!("{percent:.1}")).to_string()
+        let text = format!("{percent:.1}");
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         format_significant(percent, 2)
     };

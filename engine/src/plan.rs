@@ -195,7 +195,10 @@ impl<'a> Planner<'a> {
         Ok(groups)
     }
 
-    pub fn last_manifest(&self, stage: &str) -> Result<Option<(i64, String, Value)>> {
+    pub fn last_manifest(
+        &self,
+        stage: &str,
+    ) -> Result<Option<(i64, pipe_cache::ActionKey, Value)>> {
         match &self.db {
             Some(db) => db.last_manifest(&self.pipeline.name, stage),
             None => Ok(None),
@@ -223,9 +226,9 @@ fn describe_group(change: &FieldChange) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct Why {
     pub state: StageState,
-    pub key: Option<String>,
+    pub key: Option<pipe_cache::ActionKey>,
     pub previous_run: Option<i64>,
-    pub previous_key: Option<String>,
+    pub previous_key: Option<pipe_cache::ActionKey>,
     pub changes: Vec<FieldChange>,
 }
 
@@ -239,16 +242,14 @@ pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> 
     let stage_name = &planner.pipeline.stages[stage_index].name;
     let previous = planner.last_manifest(stage_name)?;
     let (previous_run, previous_key, changes) = match (&previous, &state.manifest) {
-        (Some((run, key, last)), Some(current)) => (
-            Some(*run),
-            Some(key.clone()),
-            key::diff_manifests(last, current),
-        ),
-        (Some((run, key, _)), None) => (Some(*run), Some(key.clone()), Vec::new()),
+        (Some((run, key, last)), Some(current)) => {
+            (Some(*run), Some(*key), key::diff_manifests(last, current))
+        }
+        (Some((run, key, _)), None) => (Some(*run), Some(*key), Vec::new()),
         _ => (None, None, Vec::new()),
     };
     Ok(Why {
-        key: state.key.map(|key| key.to_hex()),
+        key: state.key,
         state,
         previous_run,
         previous_key,

@@ -10,7 +10,9 @@
 //!
 //! The full description, with examples, is docs/stage-protocol.md.
 
+pub mod format;
 pub mod gpus;
+pub mod record;
 pub mod redact;
 
 use std::collections::BTreeMap;
@@ -122,6 +124,11 @@ pub struct StageInfo {
     /// no key can name in advance.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reads_run: bool,
+    /// What its params and metrics mean to a comparison of runs: which
+    /// param is the seed, which the precision, whether it makes data, and
+    /// which metrics are detail.
+    #[serde(default, skip_serializing_if = "record::StageRoles::is_empty")]
+    pub roles: record::StageRoles,
 }
 
 /// The file name of the [`RunContext`] in a stage's scratch directory.
@@ -154,12 +161,14 @@ pub struct RunStage {
     pub base_name: String,
     /// The matrix combination, keys in declared order (empty without one).
     #[serde(default)]
-    pub matrix: Vec<(String, Value)>,
+    pub combination: record::Combination,
     /// `train/classifier@1` for a built-in stage.
     #[serde(default)]
     pub uses: Option<String>,
-    /// `ran`, `restored`, `fresh`, `failed` or `skipped`.
-    pub status: String,
+    /// What its params and metrics mean (from its `StageInfo`).
+    #[serde(default)]
+    pub roles: record::StageRoles,
+    pub status: record::StageStatus,
     /// What the stage took in this run (a cache hit: the restore).
     pub duration_ms: u64,
     /// What making its outputs took, in the run that made them; equal to
@@ -506,6 +515,7 @@ mod tests {
             devices_param: None,
             nodes_param: None,
             reads_run: false,
+            roles: Default::default(),
         }
     }
 

@@ -45,57 +45,7 @@ pub fn escape_markdown(text: &str) -> String {
     out
 }
 
-/// A number as a reader wants it: at most four significant digits
-/// (`0.4196`, `12.35`, `1.235e-05`), whole numbers of four or more digits
-/// in full (`12346`), no trailing zeros, `-0` as `0`. NaN and the
-/// infinities are named.
-pub fn format_number(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".into();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    if value == 0.0 {
-        return "0".into();
-    }
-    let magnitude = value.abs();
-    if magnitude >= 1000.0 {
-        let rounded = value.round();
-        return if rounded == 0.0 {
-            "0".into()
-        } else {
-            format!("{rounded:.0}")
-        };
-    }
-    if magnitude < 1e-4 {
-        let text = format!("{value:.3e}");
-        // `1.235e-5`: mantissa trimmed, exponent written as Rust does.
-        return match text.split_once('e') {
-            Some((mantissa, exponent)) => format!("{}e{exponent}", trim_zeros(mantissa)),
-            None => text,
-        };
-    }
-    // Digits after the point for 4 significant digits; rounding may carry
-    // into a new digit (9.9996 -> 10.00), which the trim then shortens.
-    let integer_digits = magnitude.log10().floor() as i32 + 1;
-    let decimals = (4 - integer_digits).max(0) as usize;
-    let text = format!("{value:.decimals$}");
-    let text = trim_zeros(&text);
-    if text == "-0" {
-        "0".into()
-    } else {
-        text.to_string()
-    }
-}
-
-fn trim_zeros(text: &str) -> &str {
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        text
-    }
-}
+pub use pipe_protocol::format::format_number;
 
 /// `text` with its first letter in upper case (a plot's title from its
 /// metric's label).
@@ -120,65 +70,12 @@ pub fn format_duration_ms(ms: u64) -> String {
 
 /// Milliseconds since the Unix epoch as `2026-11-30 23:56:27 UTC`.
 pub fn format_utc(ms: u64) -> String {
-    let seconds = ms / 1000;
-    let days = (seconds / 86_400) as i64;
-    let time = seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        time / 3600,
-        time / 60 % 60,
-        time % 60
-    )
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
-/// Hinnant's civil-from-days, in 400-year eras).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    format!("{} UTC", pipe_protocol::format::utc_date_time(ms))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn numbers_keep_four_significant_digits() {
-        let cases = [
-            (0.4196236128689813, "0.4196"),
-            (12.3456, "12.35"),
-            (9.99996, "10"),
-            (0.5, "0.5"),
-            (-3.0, "-3"),
-            (12345.678, "12346"),
-            (1000.0, "1000"),
-            (0.000012346, "1.235e-5"),
-            (-0.00001, "-1e-5"),
-            (0.0, "0"),
-            (-0.0, "0"),
-            (1.0, "1"),
-            (999.96, "1000"),
-            (f64::NAN, "NaN"),
-            (f64::NEG_INFINITY, "-inf"),
-        ];
-        for (value, expected) in cases {
-            assert_eq!(format_number(value), expected, "{value}");
-        }
-    }
 
     #[test]
     fn hostile_text_is_inert_in_html_and_markdown() {

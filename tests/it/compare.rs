@@ -506,7 +506,8 @@ fn a_run_database_from_before_directions_is_upgraded_in_place() {
         .arg("-c")
         .arg(
             "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); \
-             db.execute('ALTER TABLE runs DROP COLUMN directions'); db.commit()",
+             db.execute('ALTER TABLE runs DROP COLUMN directions'); \
+             db.execute('PRAGMA user_version = 0'); db.commit()",
         )
         .arg(project.path(".pipe/runs.db"))
         .status()

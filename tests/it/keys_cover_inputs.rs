@@ -22,9 +22,15 @@ fn catalog(project: &TestProject) -> Vec<Value> {
 /// first is what a required param gets. None when the kind has only one.
 fn two_values(param: &Value) -> Option<(Value, Value)> {
     let default = param.get("default").filter(|value| !value.is_null());
+    // Numbers inside the range the param declares, which the pipeline's
+    // load holds it to.
+    let low = param.get("minimum").and_then(Value::as_f64);
     let pair = match param["kind"].as_str().expect("kind") {
         "string" => (json!("a"), json!("b")),
-        "integer" => (json!(1), json!(2)),
+        "integer" => {
+            let first = low.map_or(1, |low| low.ceil().max(1.0) as i64);
+            (json!(first), json!(first + 1))
+        }
         "number" => (json!(0.5), json!(0.25)),
         "bool" => (json!(false), json!(true)),
         "choice" => {

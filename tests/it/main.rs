@@ -24,6 +24,7 @@ mod quickstart;
 mod remote_cache;
 mod reports;
 mod resolved_pipeline;
+mod run_record;
 mod run_report;
 mod secrets;
 mod settings;

@@ -6,26 +6,24 @@
 //! The table is a plain serde model (`CompareTable`): the CLI renders it as
 //! text, Markdown, CSV and JSON, and an HTML renderer can take it as is.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt::Write;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::base_name;
 use crate::key;
 use crate::metrics::{relative_change, Direction, DirectionRules, Verdict};
 use crate::runs::ComparedRun;
+use pipe_protocol::record::rows_by_combination;
+
+mod columns;
+mod warnings;
+
 use crate::{EngineError, Result};
-
-/// The `uses` namespaces of built-in stages that make data: rows whose
-/// outputs of these differ were trained or evaluated on different data.
-pub const DATA_STAGE_NAMESPACES: &[&str] = &["data/", "imdb/", "text/", "hf/"];
-
-/// Metrics too many or too nested to be columns (per epoch, per class,
-/// the confusion matrix); `pipe show` and reports have them.
-const SKIPPED_METRIC_PREFIXES: &[&str] = &["epochs.", "confusion.", "per_class."];
+pub use columns::row_label;
+use columns::{baseline_group, cell, columns, group_rows, sort_column};
+use warnings::warnings;
 
 #[derive(Debug, Clone, Default)]
 pub struct CompareOptions {
@@ -100,6 +98,10 @@ pub struct Row {
     pub values: BTreeMap<String, Value>,
     /// Index in `CompareTable::groups`.
     pub group: usize,
+    /// The run's stages (indices in `ComparedRun::stages`) whose results
+    /// this row shows, as `rows_by_combination` found them.
+    #[serde(skip)]
+    pub stages: Vec<usize>,
 }
 
 /// Key-value pairs kept in their order, written as a JSON object.
@@ -184,6 +186,7 @@ pub struct Warning {
 /// What one row reads from its run and stages before columns exist.
 struct RowFacts {
     run: usize,
+    stages: Vec<usize>,
     matrix: Pairs,
     values: BTreeMap<String, Value>,
     seeds: Vec<Value>,
@@ -290,6 +293,7 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
                 matrix: facts.matrix,
                 values,
                 group,
+                stages: facts.stages,
             }
         })
         .collect();
@@ -353,134 +357,24 @@ fn metric_id(stage: &str, metric: &str) -> String {
     format!("metric:{stage}.{metric}")
 }
 
-/// `train@precision=bf16-mixed,strategy=ddp` -> `train` and its pairs.
-pub fn parse_stage_name(stage: &str) -> (&str, Pairs) {
-    match stage.split_once('@') {
-        None => (stage, Pairs::default()),
-        Some((base, combination)) => (
-            base,
-            Pairs(
-                combination
-                    .split(',')
-                    .filter_map(|pair| pair.split_once('='))
-                    .map(|(key, value)| (key.to_string(), value.to_string()))
-                    .collect(),
-            ),
-        ),
-    }
-}
-
-/// The rows of one run: its matrix combinations that no other combination
-/// of the run contains (`train@p=32` is part of `eval@p=32,seed=1`), each
-/// with the stages whose combination it contains; a stage without a
-/// matrix belongs to every row. Linear in the stages: combinations are
-/// compared through hash sets per pair of distinct key sets, and a run
-/// has few of those.
+/// The rows of one run: the record's one definition of them
+/// (`rows_by_combination`), shared with the HTML page and `report/html`.
 fn rows_of_run(compared: &ComparedRun) -> Vec<(Pairs, Vec<usize>)> {
-    let mut combos: Vec<Pairs> = Vec::new();
-    let mut stages_of: HashMap<Pairs, Vec<usize>> = HashMap::new();
-    for (index, stage) in compared.stages.iter().enumerate() {
-        let (_, combo) = parse_stage_name(&stage.stage);
-        let entry = stages_of.entry(sorted(&combo)).or_default();
-        if entry.is_empty() {
-            combos.push(combo);
-        }
-        entry.push(index);
-    }
-    let key_set = |pairs: &Pairs| -> Vec<String> {
-        let mut keys: Vec<String> = pairs.0.iter().map(|(key, _)| key.clone()).collect();
-        keys.sort();
-        keys
-    };
-    let mut key_sets: Vec<Vec<String>> = combos.iter().map(key_set).collect();
-    key_sets.sort();
-    key_sets.dedup();
-    // For each pair (larger, smaller) of key sets: the larger set's
-    // combinations projected onto the smaller's keys.
-    let mut projections: HashMap<(usize, usize), HashSet<Pairs>> = HashMap::new();
-    for (large, large_keys) in key_sets.iter().enumerate() {
-        for (small, small_keys) in key_sets.iter().enumerate() {
-            if large == small || !small_keys.iter().all(|key| large_keys.contains(key)) {
-                continue;
-            }
-            let projected = combos
-                .iter()
-                .filter(|combo| &key_set(combo) == large_keys)
-                .map(|combo| project(combo, small_keys))
-                .collect();
-            projections.insert((large, small), projected);
-        }
-    }
-    let index_of = |keys: &Vec<String>| key_sets.iter().position(|set| set == keys).unwrap_or(0);
-    let rows: Vec<Pairs> = combos
-        .iter()
-        .filter(|combo| {
-            let own = index_of(&key_set(combo));
-            let canonical = sorted(combo);
-            !(0..key_sets.len()).any(|other| {
-                projections
-                    .get(&(other, own))
-                    .is_some_and(|set| set.contains(&canonical))
-            })
-        })
-        .cloned()
-        .collect();
-    let mut rows = if rows.is_empty() {
-        vec![Pairs::default()]
-    } else {
-        rows
-    };
-    // Stages are recorded as they finish; rows read in matrix order.
-    rows.sort_by(compare_combinations);
-    rows.into_iter()
-        .map(|row| {
-            let row_keys = key_set(&row);
-            let mut stages: Vec<usize> = key_sets
-                .iter()
-                .filter(|keys| keys.iter().all(|key| row_keys.contains(key)))
-                .filter_map(|keys| stages_of.get(&project(&row, keys)))
-                .flatten()
-                .copied()
-                .collect();
-            stages.sort_unstable();
-            (row, stages)
-        })
-        .collect()
-}
-
-/// Value by value in key order, numbers as numbers (`2` before `10`).
-fn compare_combinations(a: &Pairs, b: &Pairs) -> std::cmp::Ordering {
-    for ((key_a, value_a), (key_b, value_b)) in a.0.iter().zip(&b.0) {
-        let order =
-            key_a
-                .cmp(key_b)
-                .then_with(|| match (value_a.parse::<f64>(), value_b.parse::<f64>()) {
-                    (Ok(x), Ok(y)) => x.total_cmp(&y),
-                    _ => value_a.cmp(value_b),
-                });
-        if order.is_ne() {
-            return order;
-        }
-    }
-    a.0.len().cmp(&b.0.len())
+    rows_by_combination(
+        compared
+            .stages
+            .iter()
+            .map(|stage| &stage.identity.combination),
+    )
+    .into_iter()
+    .map(|row| (Pairs(row.combination.0), row.stages))
+    .collect()
 }
 
 fn sorted(pairs: &Pairs) -> Pairs {
     let mut pairs = pairs.0.clone();
     pairs.sort();
     Pairs(pairs)
-}
-
-/// The pairs of `combo` whose key is in `keys`, sorted.
-fn project(combo: &Pairs, keys: &[String]) -> Pairs {
-    sorted(&Pairs(
-        combo
-            .0
-            .iter()
-            .filter(|(key, _)| keys.contains(key))
-            .cloned()
-            .collect(),
-    ))
 }
 
 fn is_seed_name(path: &str) -> bool {
@@ -523,27 +417,25 @@ fn row_facts(
     let mut data = BTreeMap::new();
     for &index in stages {
         let stage = &compared.stages[index];
-        let base = base_name(&stage.stage);
-        if let Some(seed) = &stage.with_seed {
+        let identity = &stage.identity;
+        let base = identity.base_name.as_str();
+        let roles = &identity.roles;
+        if let Some(seed) = &identity.role_values.seed {
             seeds.push(seed.clone());
         }
-        if let Some(Value::String(text)) = &stage.with_precision {
+        if let Some(Value::String(text)) = &identity.role_values.precision {
             precision.get_or_insert_with(|| text.clone());
         }
         for (metric, value) in &stage.metrics {
-            if metric.starts_with("hardware.") || metric == "devices" {
+            if roles.is_hardware_metric(metric) {
                 if let Some(value) = hardware_value(value) {
                     hardware.insert(metric.clone(), value);
                 }
             }
-            if metric == "precision" {
-                if let Value::String(text) = value {
-                    precision.get_or_insert_with(|| text.clone());
-                }
-            }
-            if SKIPPED_METRIC_PREFIXES
-                .iter()
-                .any(|prefix| metric.starts_with(prefix))
+            // Detail (per epoch, per class, the confusion matrix, the
+            // machine) is too much or too nested to be columns; `pipe show`
+            // and reports have it.
+            if (roles.is_detail_metric(metric) && !roles.is_hardware_metric(metric))
                 || matches!(value, Value::Array(_) | Value::Object(_) | Value::Null)
             {
                 continue;
@@ -551,12 +443,17 @@ fn row_facts(
             note_metric(base, metric);
             values.insert(metric_id(base, metric), value.clone());
         }
-        if let (Some(uses), Some(outputs)) = (&stage.uses, &stage.outputs) {
+        let data_outputs = stage.outputs.as_ref().filter(|_| roles.makes_data);
+        if let Some(outputs) = data_outputs {
+            let uses = identity
+                .uses
+                .clone()
+                .unwrap_or_else(|| "command".to_string());
             let digests = outputs
                 .values()
                 .map(|artifact| artifact.digest.to_hex())
                 .collect();
-            data.insert(base.to_string(), (uses.clone(), digests));
+            data.insert(base.to_string(), (uses, digests));
         }
     }
     if let Some(value) = matrix.get("precision") {
@@ -564,6 +461,7 @@ fn row_facts(
     }
     RowFacts {
         run,
+        stages: stages.to_vec(),
         matrix,
         values,
         seeds,
@@ -589,486 +487,6 @@ fn hardware_value(value: &Value) -> Option<Value> {
     }
 }
 
-fn columns(
-    facts: &[RowFacts],
-    metric_order: &[(String, String)],
-    matrix_keys: &[String],
-    options: &CompareOptions,
-) -> Vec<Column> {
-    let mut param_paths: Vec<&str> = facts
-        .iter()
-        .flat_map(|row| row.values.keys())
-        .filter_map(|id| id.strip_prefix("param:"))
-        .collect();
-    param_paths.sort_unstable();
-    param_paths.dedup();
-    let mut candidates: Vec<Column> = Vec::new();
-    let plain = |id: String, name: String, kind: ColumnKind| Column {
-        id,
-        name,
-        kind,
-        stage: None,
-        metric: None,
-        direction: None,
-        numeric: false,
-        differs: false,
-        key: false,
-    };
-    candidates.push(plain(
-        "pipeline".into(),
-        "pipeline".into(),
-        ColumnKind::Pipeline,
-    ));
-    for path in param_paths {
-        candidates.push(plain(
-            format!("param:{path}"),
-            path.to_string(),
-            ColumnKind::Param,
-        ));
-    }
-    for key in matrix_keys {
-        candidates.push(plain(
-            format!("matrix:{key}"),
-            key.clone(),
-            ColumnKind::Matrix,
-        ));
-    }
-    let mut metrics: Vec<Column> = metric_order
-        .iter()
-        .map(|(stage, metric)| Column {
-            id: metric_id(stage, metric),
-            name: format!("{stage}.{metric}"),
-            kind: ColumnKind::Metric,
-            stage: Some(stage.clone()),
-            metric: Some(metric.clone()),
-            direction: Some(options.rules.direction(stage, metric)),
-            numeric: false,
-            differs: false,
-            key: crate::metrics::is_key_metric(metric),
-        })
-        .collect();
-    // Key metrics first, the rest in the order the stages ran.
-    metrics.sort_by_key(|column| !column.key);
-    candidates.extend(metrics);
-    candidates
-        .into_iter()
-        .filter_map(|mut column| {
-            let values: Vec<Option<&Value>> =
-                facts.iter().map(|row| row.values.get(&column.id)).collect();
-            column.differs = values.iter().any(|value| *value != values[0]);
-            column.numeric = values.iter().flatten().all(|value| value.is_number())
-                && values.iter().any(Option::is_some);
-            let shown = options.all_columns
-                || column.differs
-                || column.key
-                || column.kind == ColumnKind::Matrix;
-            shown.then_some(column)
-        })
-        .collect()
-}
-
-/// The group of each row: rows of one pipeline, commit and params that
-/// differ only in a seed (a param or matrix key named `seed`, or a
-/// built-in stage's `with.seed`).
-fn group_rows(runs: &[ComparedRun], facts: &[RowFacts], per_seed: bool) -> Vec<usize> {
-    if per_seed {
-        return (0..facts.len()).collect();
-    }
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    let mut group_of_identity: HashMap<String, usize> = HashMap::new();
-    for (index, row) in facts.iter().enumerate() {
-        let run = &runs[row.run].run;
-        let identity: Vec<(&str, String)> = row
-            .values
-            .iter()
-            .filter(|(id, _)| {
-                (id.starts_with("param:") || id.starts_with("matrix:") || *id == "pipeline")
-                    && !is_seed_name(id.split_once(':').map_or(id.as_str(), |(_, path)| path))
-            })
-            .map(|(id, value)| (id.as_str(), value.to_string()))
-            .chain([
-                ("commit", format!("{:?}", run.git_commit)),
-                ("dirty", format!("{:?}", run.git_dirty)),
-            ])
-            .collect();
-        let identity = serde_json::to_string(&identity).unwrap_or_default();
-        let group = *group_of_identity.entry(identity).or_insert_with(|| {
-            members.push(Vec::new());
-            members.len() - 1
-        });
-        members[group].push(index);
-    }
-    // Rows alike in everything, seed included, are different experiments
-    // that happen to match (a rerun after a code change at a dirty commit),
-    // not repetitions over seeds: they stay apart.
-    let mut group_of_row = vec![0; facts.len()];
-    let mut next = 0;
-    let mut first_of_group: Vec<(usize, Vec<usize>)> = Vec::new();
-    for rows in members {
-        let seeds_differ = rows
-            .iter()
-            .any(|&row| facts[row].seeds != facts[rows[0]].seeds);
-        if seeds_differ {
-            first_of_group.push((rows[0], rows));
-        } else {
-            for row in rows {
-                first_of_group.push((row, vec![row]));
-            }
-        }
-    }
-    // Groups appear where their first row is.
-    first_of_group.sort_by_key(|(first, _)| *first);
-    for (_, rows) in first_of_group {
-        for row in rows {
-            group_of_row[row] = next;
-        }
-        next += 1;
-    }
-    group_of_row
-}
-
-fn baseline_group(
-    runs: &[ComparedRun],
-    facts: &[RowFacts],
-    group_of_row: &[usize],
-    options: &CompareOptions,
-) -> Result<usize> {
-    let run = options.baseline_run.unwrap_or(runs[facts[0].run].run.id);
-    let of_run: Vec<usize> = (0..facts.len())
-        .filter(|&row| runs[facts[row].run].run.id == run)
-        .collect();
-    if of_run.is_empty() {
-        return Err(EngineError::usage(
-            format!("the baseline run #{run} is not among the compared runs"),
-            "name it among the runs, or choose another with `--baseline RUN`",
-        ));
-    }
-    for (key, _) in &options.baseline_row {
-        if !of_run
-            .iter()
-            .any(|&row| facts[row].matrix.get(key).is_some())
-        {
-            let keys: Vec<&str> = facts[of_run[0]]
-                .matrix
-                .0
-                .iter()
-                .map(|(key, _)| key.as_str())
-                .collect();
-            return Err(EngineError::usage(
-                format!("run #{run} has no matrix key `{key}`"),
-                if keys.is_empty() {
-                    "it has no matrix; leave out `--baseline-row`".to_string()
-                } else {
-                    format!("its matrix keys: {}", keys.join(", "))
-                },
-            ));
-        }
-    }
-    let matching: Vec<usize> = of_run
-        .iter()
-        .copied()
-        .filter(|&row| {
-            options
-                .baseline_row
-                .iter()
-                .all(|(key, value)| facts[row].matrix.get(key) == Some(value.as_str()))
-        })
-        .collect();
-    let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
-    let Some(&first) = matching.first() else {
-        let rows: Vec<String> = of_run.iter().map(|&row| label(row)).collect();
-        return Err(EngineError::usage(
-            format!("no row of run #{run} matches `--baseline-row`"),
-            format!("its rows: {}", rows.join("; ")),
-        ));
-    };
-    let group = group_of_row[first];
-    if options.baseline_row.is_empty() || matching.iter().all(|&row| group_of_row[row] == group) {
-        return Ok(group);
-    }
-    let rows: Vec<String> = matching.iter().map(|&row| label(row)).collect();
-    Err(EngineError::usage(
-        format!(
-            "{} rows of run #{run} match the baseline: {}",
-            matching.len(),
-            rows.join("; ")
-        ),
-        "name more matrix values in `--baseline-row`, e.g. `precision=32-true,strategy=single`",
-    ))
-}
-
-/// `#3` or `#3 (precision=bf16-mixed,strategy=ddp)`.
-pub fn row_label(run: i64, matrix: &Pairs) -> String {
-    if matrix.0.is_empty() {
-        format!("#{run}")
-    } else {
-        let pairs: Vec<String> = matrix
-            .0
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect();
-        format!("#{run} ({})", pairs.join(","))
-    }
-}
-
-fn cell(column: &Column, rows: &[usize], facts: &[RowFacts]) -> Cell {
-    let is_number = column.kind == ColumnKind::Metric && column.numeric;
-    if let [row] = rows {
-        let value = facts[*row]
-            .values
-            .get(&column.id)
-            .cloned()
-            .unwrap_or(Value::Null);
-        return Cell {
-            n: is_number.then_some(usize::from(!value.is_null())),
-            value,
-            ..Cell::default()
-        };
-    }
-    let values: Vec<&Value> = rows
-        .iter()
-        .filter_map(|&row| facts[row].values.get(&column.id))
-        .collect();
-    if column.kind == ColumnKind::Metric && column.numeric && rows.len() > 1 {
-        let numbers: Vec<f64> = values.iter().filter_map(|value| value.as_f64()).collect();
-        let n = numbers.len();
-        // Equal values have that mean exactly, and no spread from rounding.
-        let mean = match numbers.first() {
-            Some(&first) if numbers.iter().all(|&x| x == first) => Some(first),
-            _ => (n > 0).then(|| numbers.iter().sum::<f64>() / n as f64),
-        };
-        let std = mean.filter(|_| n > 1).map(|mean| {
-            let squares: f64 = numbers.iter().map(|x| (x - mean).powi(2)).sum();
-            (squares / (n - 1) as f64).sqrt()
-        });
-        return Cell {
-            value: mean
-                .and_then(serde_json::Number::from_f64)
-                .map_or(Value::Null, Value::Number),
-            std,
-            n: Some(n),
-            ..Cell::default()
-        };
-    }
-    let mut distinct: Vec<&Value> = Vec::new();
-    for value in values {
-        if !distinct.contains(&value) {
-            distinct.push(value);
-        }
-    }
-    let value = match distinct.len() {
-        0 => Value::Null,
-        1 => distinct[0].clone(),
-        _ => Value::Array(distinct.into_iter().cloned().collect()),
-    };
-    Cell {
-        n: (column.kind == ColumnKind::Metric && column.numeric)
-            .then_some(usize::from(!value.is_null())),
-        value,
-        ..Cell::default()
-    }
-}
-
-fn sort_column<'a>(columns: &'a [Column], name: &str) -> Result<&'a Column> {
-    let metrics: Vec<&Column> = columns
-        .iter()
-        .filter(|column| column.kind == ColumnKind::Metric)
-        .collect();
-    if let Some(column) = metrics.iter().find(|column| column.name == name) {
-        return Ok(column);
-    }
-    let by_metric: Vec<&&Column> = metrics
-        .iter()
-        .filter(|column| column.metric.as_deref() == Some(name))
-        .collect();
-    match by_metric.as_slice() {
-        [column] => Ok(column),
-        [] => Err(EngineError::usage(
-            format!("no metric `{name}` to sort by"),
-            format!(
-                "metrics shown: {}",
-                metrics
-                    .iter()
-                    .map(|column| column.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-        several => Err(EngineError::usage(
-            format!("`{name}` is a metric of several stages"),
-            format!(
-                "name one: {}",
-                several
-                    .iter()
-                    .map(|column| column.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-    }
-}
-
-/// How many rows a warning names per value before "and N more".
-const ROWS_NAMED_PER_VALUE: usize = 6;
-
-/// "A in #1, #2; B in #3": which rows have which value. A run whose rows
-/// all have one value is named once (`#3`), not row by row.
-fn partition(values: &[(usize, String)], runs: &[ComparedRun], facts: &[RowFacts]) -> String {
-    let mut value_of_run: HashMap<i64, Option<&str>> = HashMap::new();
-    for (row, value) in values {
-        let run = runs[facts[*row].run].run.id;
-        let entry = value_of_run.entry(run).or_insert(Some(value.as_str()));
-        if *entry != Some(value.as_str()) {
-            *entry = None;
-        }
-    }
-    let mut order: Vec<&str> = Vec::new();
-    let mut rows_of: HashMap<&str, Vec<String>> = HashMap::new();
-    let mut named_runs: HashSet<(i64, &str)> = HashSet::new();
-    for (row, value) in values {
-        let run = runs[facts[*row].run].run.id;
-        let rows = rows_of.entry(value.as_str()).or_default();
-        if rows.is_empty() {
-            order.push(value);
-        }
-        if value_of_run[&run].is_some() {
-            if named_runs.insert((run, value.as_str())) {
-                rows.push(format!("#{run}"));
-            }
-        } else {
-            rows.push(row_label(run, &facts[*row].matrix));
-        }
-    }
-    order
-        .iter()
-        .map(|value| {
-            let rows = &rows_of[value];
-            let mut named = rows[..rows.len().min(ROWS_NAMED_PER_VALUE)].join(", ");
-            if rows.len() > ROWS_NAMED_PER_VALUE {
-                let _ = write!(named, " and {} more", rows.len() - ROWS_NAMED_PER_VALUE);
-            }
-            format!("{value} in {named}")
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-/// Whether two rows with the same matrix combination have different
-/// values of the hardware field `field`.
-fn differs_within_a_combination(facts: &[RowFacts], field: &str) -> bool {
-    let mut first_of: HashMap<Pairs, &Value> = HashMap::new();
-    facts.iter().any(|row| {
-        row.hardware
-            .get(field)
-            .is_some_and(|value| *first_of.entry(sorted(&row.matrix)).or_insert(value) != value)
-    })
-}
-
-fn warnings(runs: &[ComparedRun], facts: &[RowFacts], matrix_keys: &[String]) -> Vec<Warning> {
-    let mut warnings = Vec::new();
-
-    let mut data_stages: Vec<(&String, &String)> = facts
-        .iter()
-        .flat_map(|row| row.data.iter().map(|(stage, (uses, _))| (stage, uses)))
-        .collect();
-    data_stages.sort();
-    data_stages.dedup_by(|a, b| a.0 == b.0);
-    for (stage, uses) in data_stages {
-        let digests: Vec<(usize, &Vec<String>)> = facts
-            .iter()
-            .enumerate()
-            .filter_map(|(index, row)| row.data.get(stage).map(|(_, digests)| (index, digests)))
-            .collect();
-        let mut version_of: HashMap<&Vec<String>, usize> = HashMap::new();
-        let versions: Vec<(usize, String)> = digests
-            .iter()
-            .map(|(row, digest)| {
-                let next = version_of.len() + 1;
-                let version = *version_of.entry(digest).or_insert(next);
-                (*row, format!("output {version}"))
-            })
-            .collect();
-        if version_of.len() < 2 {
-            continue;
-        }
-        warnings.push(Warning {
-            kind: WarningKind::Data,
-            message: format!(
-                "the data differs: stage `{stage}` ({uses}) wrote different outputs: {}",
-                partition(&versions, runs, facts)
-            ),
-            rows: digests.iter().map(|(row, _)| *row).collect(),
-        });
-    }
-
-    let mut fields: Vec<&String> = facts.iter().flat_map(|row| row.hardware.keys()).collect();
-    fields.sort();
-    fields.dedup();
-    for field in fields {
-        // A device count that is a matrix key differs on purpose, and so
-        // does one that differs between the rows of one run (a strategy
-        // axis choosing it): it is compared only between rows of the same
-        // combination.
-        if matrix_keys.iter().any(|key| key == field) {
-            continue;
-        }
-        if field == "devices" && !differs_within_a_combination(facts, field) {
-            continue;
-        }
-        let values: Vec<(usize, String)> = facts
-            .iter()
-            .enumerate()
-            .filter_map(|(index, row)| {
-                row.hardware.get(field).map(|value| {
-                    let text = match value {
-                        Value::String(text) => text.clone(),
-                        Value::Array(items) if items.is_empty() => "none".to_string(),
-                        Value::Array(items) => items
-                            .iter()
-                            .map(|item| {
-                                item.as_str().map_or_else(|| item.to_string(), String::from)
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        other => other.to_string(),
-                    };
-                    (index, text)
-                })
-            })
-            .collect();
-        if values.iter().all(|(_, value)| *value == values[0].1) {
-            continue;
-        }
-        warnings.push(Warning {
-            kind: WarningKind::Hardware,
-            message: format!(
-                "the hardware differs: `{field}` is {}",
-                partition(&values, runs, facts)
-            ),
-            rows: values.iter().map(|(row, _)| *row).collect(),
-        });
-    }
-
-    if !matrix_keys.iter().any(|key| key == "precision") {
-        let values: Vec<(usize, String)> = facts
-            .iter()
-            .enumerate()
-            .filter_map(|(index, row)| row.precision.clone().map(|value| (index, value)))
-            .collect();
-        if values.iter().any(|(_, value)| *value != values[0].1) {
-            warnings.push(Warning {
-                kind: WarningKind::Precision,
-                message: format!(
-                    "the precision differs and is not a matrix key: {}",
-                    partition(&values, runs, facts)
-                ),
-                rows: values.iter().map(|(row, _)| *row).collect(),
-            });
-        }
-    }
-    warnings
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1078,13 +496,11 @@ mod tests {
     fn stage(name: &str, metrics: Value) -> ComparedStage {
         ComparedStage {
             stage: name.to_string(),
+            identity: crate::runs::legacy_identity(name, None),
             status: StageStatus::Ran,
             duration_ms: 1,
             metrics: serde_json::from_value(metrics).unwrap(),
-            uses: None,
             outputs: None,
-            with_seed: None,
-            with_precision: None,
         }
     }
 

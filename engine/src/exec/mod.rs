@@ -435,15 +435,10 @@ fn failed_record(
     duration_ms: u64,
 ) -> StageRecord {
     StageRecord {
-        stage: stage.name.clone(),
-        key: key.map(|key| key.to_hex()),
-        status: StageStatus::Failed,
+        key: key.copied(),
         duration_ms,
-        outputs: BTreeMap::new(),
-        metrics: BTreeMap::new(),
         detail: Some(redact_text(&failure.to_string()).into_owned()),
-        job: None,
-        node: None,
+        ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Failed)
     }
 }
 

@@ -97,15 +97,7 @@ pub(super) fn run_process(
         None => JobOutput::Log,
     };
     let seen = Mutex::new(None);
-    let ended = cluster.run(
-        index,
-        stage,
-        context.run_id,
-        &argv,
-        log_path,
-        output,
-        &seen,
-    );
+    let ended = cluster.run(index, stage, context.run_id, &argv, log_path, output, &seen);
     *placement = seen.into_inner().unwrap_or_else(|p| p.into_inner());
     ended
 }

@@ -2,7 +2,6 @@
 //! on a fixed pool of threads, takes their outcomes as they come, skips
 //! what is below a failure, records every stage, and stops on Ctrl-C.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -16,7 +15,7 @@ use super::slots::{Grant, Request, Slots};
 use super::stage::{execute_stage, log_name, read_tail};
 use super::{available_gpus, failed_record, Context, Event, StageFailure, StageOutcome};
 use crate::dag::Dag;
-use crate::pipeline::{Stage, StageKind};
+use crate::pipeline::Stage;
 use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};
 use crate::{interrupt, EngineError, Result};
 
@@ -185,18 +184,11 @@ fn settle(
 
 fn skipped_record(stage: &Stage, upstream: &Stage) -> StageRecord {
     StageRecord {
-        stage: stage.name.clone(),
-        key: None,
-        status: StageStatus::Skipped,
-        duration_ms: 0,
-        outputs: BTreeMap::new(),
-        metrics: BTreeMap::new(),
         detail: Some(format!(
             "upstream stage `{}` did not succeed",
             upstream.name
         )),
-        job: None,
-        node: None,
+        ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Skipped)
     }
 }
 
@@ -267,20 +259,14 @@ fn run_stage(
     compute_ms: Option<u64>,
     root: &Path,
 ) -> RunStage {
-    let uses = match &stage.kind {
-        StageKind::Worker(worker) => Some(format!("{}@{}", worker.uses, worker.version)),
-        _ => None,
-    };
+    let identity = &record.identity;
     RunStage {
         name: stage.name.clone(),
-        base_name: stage.base_name.clone(),
-        matrix: stage
-            .matrix
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.clone()))
-            .collect(),
-        uses,
-        status: record.status.as_str().to_string(),
+        base_name: identity.base_name.clone(),
+        combination: identity.combination.clone(),
+        uses: identity.uses.clone(),
+        roles: identity.roles.clone(),
+        status: record.status,
         duration_ms: record.duration_ms,
         compute_ms,
         outputs: stage

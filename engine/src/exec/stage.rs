@@ -116,15 +116,12 @@ fn execute(
             match reused {
                 Ok((status, metrics)) => {
                     let record = StageRecord {
-                        stage: stage.name.clone(),
-                        key: Some(key.to_hex()),
-                        status,
+                        key: Some(key),
                         duration_ms: elapsed_ms(),
                         outputs: result.outputs.clone(),
                         metrics,
                         detail: pulled_from,
-                        job: None,
-                        node: None,
+                        ..StageRecord::new(&stage.name, stage.identity(), status)
                     };
                     return StageOutcome {
                         index,
@@ -170,15 +167,11 @@ fn execute(
             }
             let compute_ms = Some(result.duration_ms);
             let record = StageRecord {
-                stage: stage.name.clone(),
-                key: Some(key.to_hex()),
-                status: StageStatus::Ran,
+                key: Some(key),
                 duration_ms: elapsed_ms(),
                 outputs: result.outputs,
                 metrics,
-                detail: None,
-                job: None,
-                node: None,
+                ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
             };
             StageOutcome {
                 index,
@@ -297,9 +290,9 @@ pub(super) fn run_command(
             )?;
             check_exit(status, "command")
         }
-        StageKind::Worker(worker) => {
-            run_worker(context, index, stage, worker, gpus, log, &log_path, placement)
-        }
+        StageKind::Worker(worker) => run_worker(
+            context, index, stage, worker, gpus, log, &log_path, placement,
+        ),
     }
 }
 

@@ -60,6 +60,15 @@ impl StageMatrix {
         self.entries().map(|(key, value)| (key, &value.json))
     }
 
+    /// The combination as the run record keeps it: each value as written.
+    pub fn combination(&self) -> pipe_protocol::record::Combination {
+        pipe_protocol::record::Combination(
+            self.entries()
+                .map(|(key, value)| (key.to_string(), value.text.clone()))
+                .collect(),
+        )
+    }
+
     pub(crate) fn value(&self, key: &str) -> Option<&MatrixValue> {
         self.entries()
             .find(|(name, _)| *name == key)

@@ -71,6 +71,10 @@ pub struct Stage {
     pub resources: Resources,
     /// Rerun every time (DVC's `always_changed`).
     pub always_run: bool,
+    /// Other stages train or evaluate on what it writes (`makes_data:
+    /// true`, or its `StageInfo` roles): runs whose outputs of it differ
+    /// are flagged when compared.
+    pub makes_data: bool,
     /// Runs on the machine that runs `pipe` whatever the executor
     /// (`local: true`: a download on a login node with internet access).
     pub local: bool,
@@ -119,6 +123,8 @@ pub struct WorkerStage {
     /// The stage reports on its run (`StageInfo::reads_run`): it runs after
     /// every other stage, every time, and is handed the run's record.
     pub reads_run: bool,
+    /// What its params and metrics mean (`StageInfo::roles`).
+    pub roles: pipe_protocol::record::StageRoles,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,6 +189,30 @@ impl Stage {
     /// Whether the stage reports on its run (`report/html`).
     pub fn reads_run(&self) -> bool {
         matches!(&self.kind, StageKind::Worker(worker) if worker.reads_run)
+    }
+
+    /// What the run record keeps of what this stage is.
+    pub fn identity(&self) -> pipe_protocol::record::StageIdentity {
+        use pipe_protocol::record::{RoleValues, StageIdentity, StageRoles};
+        let (uses, roles, role_values): (_, StageRoles, _) = match &self.kind {
+            StageKind::Worker(worker) => (
+                Some(format!("{}@{}", worker.uses, worker.version)),
+                worker.roles.clone(),
+                RoleValues::of(&worker.roles, &worker.with),
+            ),
+            StageKind::Command { .. } | StageKind::Argv { .. } => {
+                (None, Default::default(), Default::default())
+            }
+        };
+        let mut roles = roles.with_conventional_metrics();
+        roles.makes_data |= self.makes_data;
+        StageIdentity {
+            base_name: self.base_name.clone(),
+            combination: self.matrix.combination(),
+            uses,
+            roles,
+            role_values,
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
 use crate::Diagnostic;
 
-pub(crate) const STAGE_KEYS: [&str; 13] = [
+pub(crate) const STAGE_KEYS: [&str; 14] = [
     "run",
     "uses",
     "with",
@@ -27,6 +27,7 @@ pub(crate) const STAGE_KEYS: [&str; 13] = [
     "desc",
     "always_run",
     "local",
+    "makes_data",
 ];
 
 /// Keys other tools use, and what they are called here.

@@ -17,6 +17,7 @@ use crate::Result;
 pub(crate) mod cache_section;
 mod executor_section;
 pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
+pub use params::override_value;
 mod collect;
 mod declare;
 mod expand;

@@ -224,6 +224,14 @@ fn lookup_mut<'a>(root: &'a mut Node, path: &str) -> Option<&'a mut Node> {
         })
 }
 
+/// The value `text` stands for in `-S key=TEXT`, as JSON: what `pipe
+/// compare --where key=TEXT` matches, so `--where seed=0x10` finds the run
+/// made with `-S seed=0x10`. An error says why the text is not YAML.
+pub fn override_value(text: &str) -> Result<Value, String> {
+    let mut sources = Sources::default();
+    parse_override_value(text, &mut sources).map(|node| to_json(&node))
+}
+
 /// Plain text is a YAML plain scalar (`1e-4`, `true`, `bf16-mixed`);
 /// text starting with a bracket or quote is parsed as YAML, so lists and
 /// quoted strings can be passed too.

@@ -324,6 +324,7 @@ impl<'a> Resolver<'a> {
             path_params,
             output_dir: stage_output_dir(self.pipeline, &expansion.name),
             reads_run: info.reads_run,
+            roles: info.roles.clone(),
         })
     }
 

@@ -587,6 +587,7 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
                 devices_param: None,
                 nodes_param: None,
                 reads_run: true,
+                roles: Default::default(),
             }],
         )
         .unwrap();

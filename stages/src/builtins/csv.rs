@@ -84,6 +84,10 @@ impl BuiltinStage for FromCsv {
             devices_param: None,
             nodes_param: None,
             reads_run: false,
+            roles: pipe_protocol::record::StageRoles {
+                makes_data: true,
+                ..Default::default()
+            },
         }
     }
 

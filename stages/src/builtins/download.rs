@@ -53,6 +53,10 @@ impl BuiltinStage for Download {
             devices_param: None,
             nodes_param: None,
             reads_run: false,
+            roles: pipe_protocol::record::StageRoles {
+                makes_data: true,
+                ..Default::default()
+            },
         }
     }
 

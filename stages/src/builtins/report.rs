@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use pipe_protocol::record::{rows_by_combination, Combination, StageStatus};
 use pipe_protocol::{ParamSpec, RunContext, RunStage};
 use pipe_report::text::{capitalised, format_duration_ms, format_number, format_utc};
 use pipe_report::{BarChart, Cell, Document, HeatMap, LineChart, Series, Table};
@@ -23,22 +24,6 @@ use crate::{
 pub struct HtmlReport;
 
 const OUTPUT: &str = "report";
-
-/// Statuses of stages that left no outputs to read.
-const NO_OUTPUTS: [&str; 2] = ["failed", "skipped"];
-
-/// Metrics left out of the default results table: per-epoch series,
-/// matrices and machine facts, each shown in its own section.
-fn is_detail_metric(name: &str) -> bool {
-    ["epochs", "confusion", "per_class", "hardware"]
-        .iter()
-        .any(|prefix| {
-            name == *prefix
-                || name
-                    .strip_prefix(prefix)
-                    .is_some_and(|rest| rest.starts_with('.'))
-        })
-}
 
 /// A plot drawn from more points than this keeps every n-th one (and the
 /// last): a long run's per-step log would otherwise make a page of
@@ -95,6 +80,7 @@ impl BuiltinStage for HtmlReport {
             devices_param: None,
             nodes_param: None,
             reads_run: true,
+            roles: Default::default(),
         }
     }
 
@@ -252,9 +238,10 @@ fn value_text(value: &Value) -> String {
     }
 }
 
-/// One row of the results table: the stages of one matrix combination.
+/// One row of the results table: a matrix combination and the stages it
+/// shows, those without a matrix included.
 struct Row<'a> {
-    combination: Vec<(String, String)>,
+    combination: Combination,
     stages: Vec<&'a RunStage>,
 }
 
@@ -263,56 +250,26 @@ impl Row<'_> {
         if self.combination.is_empty() {
             return "(no matrix)".into();
         }
-        self.combination
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect::<Vec<_>>()
-            .join(",")
+        self.combination.to_string()
     }
 }
 
-/// The run's rows, and the stages outside any matrix (their metrics are
-/// the same for every row). Without a matrix stage: one row of them all.
-fn rows(run: &RunContext) -> (Vec<Row<'_>>, Vec<&RunStage>) {
-    let mut rows: Vec<Row> = Vec::new();
-    let mut shared = Vec::new();
-    for stage in &run.stages {
-        if stage.matrix.is_empty() {
-            shared.push(stage);
-            continue;
-        }
-        let combination: Vec<(String, String)> = stage
-            .matrix
-            .iter()
-            .map(|(key, value)| (key.clone(), value_text(value)))
-            .collect();
-        let sorted = |pairs: &[(String, String)]| pairs.iter().cloned().collect::<BTreeSet<_>>();
-        let key = sorted(&combination);
-        match rows.iter_mut().find(|row| sorted(&row.combination) == key) {
-            Some(row) => row.stages.push(stage),
-            None => rows.push(Row {
-                combination,
-                stages: vec![stage],
-            }),
-        }
-    }
-    if rows.is_empty() {
-        return (
-            vec![Row {
-                combination: Vec::new(),
-                stages: std::mem::take(&mut shared),
-            }],
-            Vec::new(),
-        );
-    }
-    (rows, shared)
+/// The run's rows: the record's one definition of them, which `pipe
+/// compare` and its HTML page read too.
+fn rows(run: &RunContext) -> Vec<Row<'_>> {
+    rows_by_combination(run.stages.iter().map(|stage| &stage.combination))
+        .into_iter()
+        .map(|row| Row {
+            combination: row.combination,
+            stages: row.stages.iter().map(|&index| &run.stages[index]).collect(),
+        })
+        .collect()
 }
 
-/// The value of `column` in `row`: its own stage's, else the shared one's.
-fn lookup<'a>(row: &Row<'a>, shared: &[&'a RunStage], column: &MetricColumn) -> Option<&'a Value> {
+/// The value of `column` in `row`.
+fn lookup<'a>(row: &Row<'a>, column: &MetricColumn) -> Option<&'a Value> {
     row.stages
         .iter()
-        .chain(shared)
         .filter(|stage| stage.base_name == column.stage)
         .find_map(|stage| stage.metrics.get(&column.metric))
 }
@@ -349,14 +306,14 @@ fn build_report(run: &RunContext, options: &Options) -> Result<Document> {
 }
 
 fn header(document: &mut Document, run: &RunContext) {
-    let mut statuses: Vec<(&str, usize)> = Vec::new();
+    let mut statuses: Vec<(StageStatus, usize)> = Vec::new();
     for stage in &run.stages {
         match statuses
             .iter_mut()
             .find(|(status, _)| *status == stage.status)
         {
             Some((_, count)) => *count += 1,
-            None => statuses.push((&stage.status, 1)),
+            None => statuses.push((stage.status, 1)),
         }
     }
     let statuses = statuses
@@ -390,7 +347,7 @@ fn default_columns(stages: &[&RunStage]) -> Vec<MetricColumn> {
     let mut columns: Vec<MetricColumn> = Vec::new();
     for stage in stages {
         for (name, value) in &stage.metrics {
-            if value.is_number() && !is_detail_metric(name) {
+            if value.is_number() && !stage.roles.is_detail_metric(name) {
                 let column = MetricColumn {
                     stage: stage.base_name.clone(),
                     metric: name.clone(),
@@ -405,11 +362,19 @@ fn default_columns(stages: &[&RunStage]) -> Vec<MetricColumn> {
 }
 
 fn results(document: &mut Document, run: &RunContext, options: &Options) -> Result<()> {
-    let (rows, shared) = rows(run);
+    let rows = rows(run);
     let columns = match &options.metrics {
         Some(columns) => columns.clone(),
         None => {
-            let in_rows: Vec<&RunStage> = rows.iter().flat_map(|row| row.stages.clone()).collect();
+            // With a matrix, the columns are what its stages measured; the
+            // stages outside it are the same in every row.
+            let with_matrix = run.stages.iter().any(|stage| !stage.combination.is_empty());
+            let mut in_rows: Vec<&RunStage> = rows
+                .iter()
+                .flat_map(|row| row.stages.iter().copied())
+                .filter(|stage| !with_matrix || !stage.combination.is_empty())
+                .collect();
+            in_rows.dedup_by(|a, b| a.name == b.name);
             default_columns(&in_rows)
         }
     };
@@ -419,7 +384,7 @@ fn results(document: &mut Document, run: &RunContext, options: &Options) -> Resu
     };
     let mut keys: Vec<String> = Vec::new();
     for row in &rows {
-        for (key, _) in &row.combination {
+        for (key, _) in &row.combination.0 {
             if !keys.contains(key) {
                 keys.push(key.clone());
             }
@@ -434,25 +399,20 @@ fn results(document: &mut Document, run: &RunContext, options: &Options) -> Resu
     let baseline_time = options
         .speedup
         .as_ref()
-        .and_then(|column| lookup(&rows[baseline], &shared, column))
+        .and_then(|column| lookup(&rows[baseline], column))
         .and_then(Value::as_f64);
     for row in &rows {
         let mut cells: Vec<Cell> = keys
             .iter()
             .map(|key| {
                 row.combination
-                    .iter()
-                    .find(|(k, _)| k == key)
-                    .map_or_else(Cell::missing, |(_, value)| Cell::text(value.clone()))
+                    .get(key)
+                    .map_or_else(Cell::missing, |value| Cell::text(value.to_string()))
             })
             .collect();
-        cells.extend(
-            columns
-                .iter()
-                .map(|column| value_cell(lookup(row, &shared, column))),
-        );
+        cells.extend(columns.iter().map(|column| value_cell(lookup(row, column))));
         if let Some(column) = &options.speedup {
-            let time = lookup(row, &shared, column).and_then(Value::as_f64);
+            let time = lookup(row, column).and_then(Value::as_f64);
             cells.push(match (baseline_time, time) {
                 (Some(base), Some(time)) if base > 0.0 && time > 0.0 => {
                     let ratio = base / time;
@@ -494,7 +454,7 @@ fn baseline_row(rows: &[Row], pairs: &[(String, String)]) -> Result<usize> {
     let matching: Vec<usize> = rows
         .iter()
         .enumerate()
-        .filter(|(_, row)| pairs.iter().all(|pair| row.combination.contains(pair)))
+        .filter(|(_, row)| pairs.iter().all(|pair| row.combination.0.contains(pair)))
         .map(|(index, _)| index)
         .collect();
     match matching.as_slice() {
@@ -592,7 +552,7 @@ fn stage_times(document: &mut Document, run: &RunContext) -> Result<()> {
                 .uses
                 .clone()
                 .map_or_else(|| Cell::text("command"), Cell::text),
-            Cell::text(stage.status.clone()),
+            Cell::text(stage.status.to_string()),
             seconds_cell(Some(stage.duration_ms)),
             seconds_cell(stage.compute_ms),
         ]);
@@ -734,7 +694,7 @@ fn line_plot(
 fn training(document: &mut Document, stage: &RunStage) -> Result<()> {
     document.heading(2, format!("Training: {}", stage.name));
     hardware(document, stage);
-    if NO_OUTPUTS.contains(&stage.status.as_str()) {
+    if !stage.status.succeeded() {
         document.paragraph(format!("The stage {}: it left no curves.", stage.status));
         return Ok(());
     }
@@ -971,18 +931,36 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn detail_metrics_are_left_out_of_the_default_table() {
-        for name in [
-            "epochs.1.val_acc",
-            "confusion",
-            "per_class.0.f1",
-            "hardware.cpus",
+    fn the_default_columns_leave_out_what_a_stage_declares_as_detail() {
+        let mut train = RunStage {
+            name: "train".into(),
+            base_name: "train".into(),
+            combination: Combination::default(),
+            uses: None,
+            roles: pipe_protocol::record::StageRoles {
+                detail_metrics: vec!["epochs".into()],
+                hardware_metrics: vec!["hardware".into()],
+                ..Default::default()
+            },
+            status: StageStatus::Ran,
+            duration_ms: 1,
+            compute_ms: None,
+            outputs: BTreeMap::new(),
+            metrics: BTreeMap::new(),
+        };
+        for (name, value) in [
+            ("epochs.1.val_acc", 0.5),
+            ("hardware.cpus", 2.0),
+            ("accuracy", 0.9),
+            ("epochs_run", 1.0),
         ] {
-            assert!(is_detail_metric(name), "{name}");
+            train.metrics.insert(name.into(), json!(value));
         }
-        for name in ["accuracy", "epochs_run", "hardwares", "macro.f1"] {
-            assert!(!is_detail_metric(name), "{name}");
-        }
+        let columns: Vec<String> = default_columns(&[&train])
+            .into_iter()
+            .map(|column| column.metric)
+            .collect();
+        assert_eq!(columns, ["accuracy", "epochs_run"]);
     }
 
     #[test]
@@ -1021,9 +999,10 @@ mod tests {
         let stage = |metrics: Value| RunStage {
             name: "evaluate".into(),
             base_name: "evaluate".into(),
-            matrix: Vec::new(),
+            combination: Combination::default(),
             uses: None,
-            status: "ran".into(),
+            roles: Default::default(),
+            status: StageStatus::Ran,
             duration_ms: 1,
             compute_ms: None,
             outputs: BTreeMap::new(),

@@ -94,6 +94,11 @@ impl BuiltinStage for Split {
             devices_param: None,
             nodes_param: None,
             reads_run: false,
+            roles: pipe_protocol::record::StageRoles {
+                seed: Some("seed".into()),
+                makes_data: true,
+                ..Default::default()
+            },
         }
     }
 

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use pipe_protocol::record::{Combination, StageRoles, StageStatus};
 use pipe_protocol::{RunContext, RunStage};
 use pipe_test_support::chromium;
 use pipe_test_support::worker::{invocation, run_invocation, Run};
@@ -19,12 +20,23 @@ fn stage(name: &str, matrix: &[(&str, &str)], uses: Option<&str>, metrics: Value
     RunStage {
         name: name.into(),
         base_name,
-        matrix: matrix
-            .iter()
-            .map(|(key, value)| (key.to_string(), json!(value)))
-            .collect(),
+        combination: Combination(
+            matrix
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+        ),
         uses: uses.map(String::from),
-        status: "ran".into(),
+        // What the built-in stages declare: detail and machine facts are
+        // left out of the default results table.
+        roles: StageRoles {
+            detail_metrics: ["epochs", "confusion", "per_class"]
+                .map(String::from)
+                .to_vec(),
+            hardware_metrics: vec!["hardware".into()],
+            ..StageRoles::default()
+        },
+        status: StageStatus::Ran,
         duration_ms: 1500,
         compute_ms: Some(1500),
         outputs: BTreeMap::new(),
@@ -119,7 +131,7 @@ fn matrix_run(dir: &Path) -> RunContext {
         Some("data/split@1"),
         json!({"rows": 1000, "train.rows": 800}),
     );
-    split.status = "restored".into();
+    split.status = StageStatus::Restored;
     split.duration_ms = 12;
     split.compute_ms = Some(2100);
     RunContext {
@@ -243,7 +255,7 @@ fn a_run_without_a_matrix_is_one_row_of_every_plain_metric() {
     let mut context = matrix_run(dir.path());
     context.stages.retain(|stage| !stage.name.contains("bf16"));
     for stage in &mut context.stages {
-        stage.matrix.clear();
+        stage.combination.0.clear();
         stage.name = stage.base_name.clone();
     }
     context.git_commit = None;
@@ -338,7 +350,7 @@ fn hostile_names_and_params_stay_text_in_both_files() {
     context.params = Value::Object(params);
     context.stages[0].name = hostile.into();
     context.stages[0].base_name = hostile.into();
-    context.stages[2].matrix[0].1 = json!(hostile);
+    context.stages[2].combination.0[0].1 = hostile.to_string();
     let run = run_report(&dir.path().join("report"), &context, json!({}));
     assert!(run.success, "{:?}", run.events);
 

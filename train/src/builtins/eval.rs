@@ -93,6 +93,10 @@ impl BuiltinStage for EvalClassifier {
             devices_param: None,
             nodes_param: None,
             reads_run: false,
+            roles: pipe_protocol::record::StageRoles {
+                detail_metrics: vec!["confusion".into(), "per_class".into()],
+                ..Default::default()
+            },
         }
     }
 

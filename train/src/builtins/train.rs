@@ -213,6 +213,13 @@ impl BuiltinStage for TrainClassifier {
             devices_param: Some("devices".into()),
             nodes_param: Some("num_nodes".into()),
             reads_run: false,
+            roles: pipe_protocol::record::StageRoles {
+                seed: Some("seed".into()),
+                precision: Some("precision".into()),
+                detail_metrics: vec!["epochs".into()],
+                hardware_metrics: vec!["hardware".into(), "devices".into()],
+                ..Default::default()
+            },
         }
     }
 

@@ -369,6 +369,12 @@ impl<'a> Resolver<'a> {
             "write `local: true` to run the stage on this machine whatever the executor",
             diagnostics,
         );
+        let makes_data = self.flag(
+            decl,
+            "makes_data",
+            "write `makes_data: true` when other stages train or evaluate on what this stage writes",
+            diagnostics,
+        );
 
         // References to other stages' outputs outside `deps:` are
         // dependencies too, named by the reference text.
@@ -428,6 +434,7 @@ impl<'a> Resolver<'a> {
             params_used: effects.params_used,
             resources,
             always_run,
+            makes_data,
             local,
             location: self.location(decl.name_span),
         }

@@ -1,0 +1,329 @@
+//! The columns of a compare table, how its rows group (seeds into mean ±
+//! std), which group is the baseline, and the cells.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts};
+use crate::runs::ComparedRun;
+use crate::{EngineError, Result};
+
+pub(super) fn columns(
+    facts: &[RowFacts],
+    metric_order: &[(String, String)],
+    matrix_keys: &[String],
+    options: &CompareOptions,
+) -> Vec<Column> {
+    let mut param_paths: Vec<&str> = facts
+        .iter()
+        .flat_map(|row| row.values.keys())
+        .filter_map(|id| id.strip_prefix("param:"))
+        .collect();
+    param_paths.sort_unstable();
+    param_paths.dedup();
+    let mut candidates: Vec<Column> = Vec::new();
+    let plain = |id: String, name: String, kind: ColumnKind| Column {
+        id,
+        name,
+        kind,
+        stage: None,
+        metric: None,
+        direction: None,
+        numeric: false,
+        differs: false,
+        key: false,
+    };
+    candidates.push(plain(
+        "pipeline".into(),
+        "pipeline".into(),
+        ColumnKind::Pipeline,
+    ));
+    for path in param_paths {
+        candidates.push(plain(
+            format!("param:{path}"),
+            path.to_string(),
+            ColumnKind::Param,
+        ));
+    }
+    for key in matrix_keys {
+        candidates.push(plain(
+            format!("matrix:{key}"),
+            key.clone(),
+            ColumnKind::Matrix,
+        ));
+    }
+    let mut metrics: Vec<Column> = metric_order
+        .iter()
+        .map(|(stage, metric)| Column {
+            id: metric_id(stage, metric),
+            name: format!("{stage}.{metric}"),
+            kind: ColumnKind::Metric,
+            stage: Some(stage.clone()),
+            metric: Some(metric.clone()),
+            direction: Some(options.rules.direction(stage, metric)),
+            numeric: false,
+            differs: false,
+            key: crate::metrics::is_key_metric(metric),
+        })
+        .collect();
+    // Key metrics first, the rest in the order the stages ran.
+    metrics.sort_by_key(|column| !column.key);
+    candidates.extend(metrics);
+    candidates
+        .into_iter()
+        .filter_map(|mut column| {
+            let values: Vec<Option<&Value>> =
+                facts.iter().map(|row| row.values.get(&column.id)).collect();
+            column.differs = values.iter().any(|value| *value != values[0]);
+            column.numeric = values.iter().flatten().all(|value| value.is_number())
+                && values.iter().any(Option::is_some);
+            let shown = options.all_columns
+                || column.differs
+                || column.key
+                || column.kind == ColumnKind::Matrix;
+            shown.then_some(column)
+        })
+        .collect()
+}
+
+/// The group of each row: rows of one pipeline, commit and params that
+/// differ only in a seed (a param or matrix key named `seed`, or a
+/// built-in stage's `with.seed`).
+pub(super) fn group_rows(runs: &[ComparedRun], facts: &[RowFacts], per_seed: bool) -> Vec<usize> {
+    if per_seed {
+        return (0..facts.len()).collect();
+    }
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut group_of_identity: HashMap<String, usize> = HashMap::new();
+    for (index, row) in facts.iter().enumerate() {
+        let run = &runs[row.run].run;
+        let identity: Vec<(&str, String)> = row
+            .values
+            .iter()
+            .filter(|(id, _)| {
+                (id.starts_with("param:") || id.starts_with("matrix:") || *id == "pipeline")
+                    && !is_seed_name(id.split_once(':').map_or(id.as_str(), |(_, path)| path))
+            })
+            .map(|(id, value)| (id.as_str(), value.to_string()))
+            .chain([
+                ("commit", format!("{:?}", run.git_commit)),
+                ("dirty", format!("{:?}", run.git_dirty)),
+            ])
+            .collect();
+        let identity = serde_json::to_string(&identity).unwrap_or_default();
+        let group = *group_of_identity.entry(identity).or_insert_with(|| {
+            members.push(Vec::new());
+            members.len() - 1
+        });
+        members[group].push(index);
+    }
+    // Rows alike in everything, seed included, are different experiments
+    // that happen to match (a rerun after a code change at a dirty commit),
+    // not repetitions over seeds: they stay apart.
+    let mut group_of_row = vec![0; facts.len()];
+    let mut next = 0;
+    let mut first_of_group: Vec<(usize, Vec<usize>)> = Vec::new();
+    for rows in members {
+        let seeds_differ = rows
+            .iter()
+            .any(|&row| facts[row].seeds != facts[rows[0]].seeds);
+        if seeds_differ {
+            first_of_group.push((rows[0], rows));
+        } else {
+            for row in rows {
+                first_of_group.push((row, vec![row]));
+            }
+        }
+    }
+    // Groups appear where their first row is.
+    first_of_group.sort_by_key(|(first, _)| *first);
+    for (_, rows) in first_of_group {
+        for row in rows {
+            group_of_row[row] = next;
+        }
+        next += 1;
+    }
+    group_of_row
+}
+
+pub(super) fn baseline_group(
+    runs: &[ComparedRun],
+    facts: &[RowFacts],
+    group_of_row: &[usize],
+    options: &CompareOptions,
+) -> Result<usize> {
+    let run = options.baseline_run.unwrap_or(runs[facts[0].run].run.id);
+    let of_run: Vec<usize> = (0..facts.len())
+        .filter(|&row| runs[facts[row].run].run.id == run)
+        .collect();
+    if of_run.is_empty() {
+        return Err(EngineError::usage(
+            format!("the baseline run #{run} is not among the compared runs"),
+            "name it among the runs, or choose another with `--baseline RUN`",
+        ));
+    }
+    for (key, _) in &options.baseline_row {
+        if !of_run
+            .iter()
+            .any(|&row| facts[row].matrix.get(key).is_some())
+        {
+            let keys: Vec<&str> = facts[of_run[0]]
+                .matrix
+                .0
+                .iter()
+                .map(|(key, _)| key.as_str())
+                .collect();
+            return Err(EngineError::usage(
+                format!("run #{run} has no matrix key `{key}`"),
+                if keys.is_empty() {
+                    "it has no matrix; leave out `--baseline-row`".to_string()
+                } else {
+                    format!("its matrix keys: {}", keys.join(", "))
+                },
+            ));
+        }
+    }
+    let matching: Vec<usize> = of_run
+        .iter()
+        .copied()
+        .filter(|&row| {
+            options
+                .baseline_row
+                .iter()
+                .all(|(key, value)| facts[row].matrix.get(key) == Some(value.as_str()))
+        })
+        .collect();
+    let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
+    let Some(&first) = matching.first() else {
+        let rows: Vec<String> = of_run.iter().map(|&row| label(row)).collect();
+        return Err(EngineError::usage(
+            format!("no row of run #{run} matches `--baseline-row`"),
+            format!("its rows: {}", rows.join("; ")),
+        ));
+    };
+    let group = group_of_row[first];
+    if options.baseline_row.is_empty() || matching.iter().all(|&row| group_of_row[row] == group) {
+        return Ok(group);
+    }
+    let rows: Vec<String> = matching.iter().map(|&row| label(row)).collect();
+    Err(EngineError::usage(
+        format!(
+            "{} rows of run #{run} match the baseline: {}",
+            matching.len(),
+            rows.join("; ")
+        ),
+        "name more matrix values in `--baseline-row`, e.g. `precision=32-true,strategy=single`",
+    ))
+}
+
+/// `#3` or `#3 (precision=bf16-mixed,strategy=ddp)`.
+pub fn row_label(run: i64, matrix: &Pairs) -> String {
+    if matrix.0.is_empty() {
+        format!("#{run}")
+    } else {
+        let pairs: Vec<String> = matrix
+            .0
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect();
+        format!("#{run} ({})", pairs.join(","))
+    }
+}
+
+pub(super) fn cell(column: &Column, rows: &[usize], facts: &[RowFacts]) -> Cell {
+    let is_number = column.kind == ColumnKind::Metric && column.numeric;
+    if let [row] = rows {
+        let value = facts[*row]
+            .values
+            .get(&column.id)
+            .cloned()
+            .unwrap_or(Value::Null);
+        return Cell {
+            n: is_number.then_some(usize::from(!value.is_null())),
+            value,
+            ..Cell::default()
+        };
+    }
+    let values: Vec<&Value> = rows
+        .iter()
+        .filter_map(|&row| facts[row].values.get(&column.id))
+        .collect();
+    if column.kind == ColumnKind::Metric && column.numeric && rows.len() > 1 {
+        let numbers: Vec<f64> = values.iter().filter_map(|value| value.as_f64()).collect();
+        let n = numbers.len();
+        // Equal values have that mean exactly, and no spread from rounding.
+        let mean = match numbers.first() {
+            Some(&first) if numbers.iter().all(|&x| x == first) => Some(first),
+            _ => (n > 0).then(|| numbers.iter().sum::<f64>() / n as f64),
+        };
+        let std = mean.filter(|_| n > 1).map(|mean| {
+            let squares: f64 = numbers.iter().map(|x| (x - mean).powi(2)).sum();
+            (squares / (n - 1) as f64).sqrt()
+        });
+        return Cell {
+            value: mean
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Value::Null, Value::Number),
+            std,
+            n: Some(n),
+            ..Cell::default()
+        };
+    }
+    let mut distinct: Vec<&Value> = Vec::new();
+    for value in values {
+        if !distinct.contains(&value) {
+            distinct.push(value);
+        }
+    }
+    let value = match distinct.len() {
+        0 => Value::Null,
+        1 => distinct[0].clone(),
+        _ => Value::Array(distinct.into_iter().cloned().collect()),
+    };
+    Cell {
+        n: (column.kind == ColumnKind::Metric && column.numeric)
+            .then_some(usize::from(!value.is_null())),
+        value,
+        ..Cell::default()
+    }
+}
+
+pub(super) fn sort_column<'a>(columns: &'a [Column], name: &str) -> Result<&'a Column> {
+    let metrics: Vec<&Column> = columns
+        .iter()
+        .filter(|column| column.kind == ColumnKind::Metric)
+        .collect();
+    if let Some(column) = metrics.iter().find(|column| column.name == name) {
+        return Ok(column);
+    }
+    let by_metric: Vec<&&Column> = metrics
+        .iter()
+        .filter(|column| column.metric.as_deref() == Some(name))
+        .collect();
+    match by_metric.as_slice() {
+        [column] => Ok(column),
+        [] => Err(EngineError::usage(
+            format!("no metric `{name}` to sort by"),
+            format!(
+                "metrics shown: {}",
+                metrics
+                    .iter()
+                    .map(|column| column.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+        several => Err(EngineError::usage(
+            format!("`{name}` is a metric of several stages"),
+            format!(
+                "name one: {}",
+                several
+                    .iter()
+                    .map(|column| column.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}

@@ -1,0 +1,263 @@
+//! The schema of runs.db and its migrations, versioned by SQLite's
+//! `user_version`. A database written before a column existed gets it, so
+//! history outlives upgrades; one written by a newer pipe is refused
+//! rather than misread.
+
+use pipe_protocol::record::{Combination, RoleValues, StageIdentity, StageRoles};
+use rusqlite::{params, TransactionBehavior};
+use serde_json::Value;
+
+use super::{db_error, RunDb};
+use crate::{EngineError, Result};
+
+/// The version this pipe writes. 1: each stage's identity (base name,
+/// matrix combination, `uses`, roles and their values) is stored in its
+/// own columns instead of being worked out from its name and manifest.
+pub(super) const CURRENT: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    pipeline TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    ended_ms INTEGER,
+    status TEXT NOT NULL,
+    git_commit TEXT,
+    git_dirty INTEGER,
+    argv TEXT NOT NULL,
+    params TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    directions TEXT
+);
+CREATE TABLE IF NOT EXISTS stage_runs (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    stage TEXT NOT NULL,
+    key TEXT,
+    status TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    outputs TEXT NOT NULL,
+    metrics TEXT NOT NULL,
+    detail TEXT,
+    PRIMARY KEY (run_id, stage)
+);
+CREATE INDEX IF NOT EXISTS stage_runs_by_stage ON stage_runs(stage, run_id);
+CREATE TABLE IF NOT EXISTS manifests (
+    key TEXT PRIMARY KEY,
+    manifest TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
+";
+
+/// Columns added after the first release, NULL in the rows before them.
+const ADDED_COLUMNS: &[(&str, &[&str])] = &[
+    ("runs", &["directions", "uid", "origin"]),
+    (
+        "stage_runs",
+        &[
+            "job",
+            "node",
+            "base_name",
+            "combination",
+            "uses",
+            "roles",
+            "role_values",
+        ],
+    ),
+];
+
+/// Brings the database to [`CURRENT`] in one immediate transaction, so
+/// two pipes opening an old database at once migrate it once.
+pub(super) fn to_current(db: &mut RunDb) -> Result<()> {
+    let path = db.path.clone();
+    let version = user_version(db)?;
+    if version == CURRENT {
+        return Ok(());
+    }
+    if version > CURRENT {
+        return Err(newer(&path, version));
+    }
+    let transaction = db
+        .connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| db_error(&path, e))?;
+    let version: i64 = transaction
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|e| db_error(&path, e))?;
+    if version > CURRENT {
+        return Err(newer(&path, version));
+    }
+    if version < CURRENT {
+        transaction
+            .execute_batch(SCHEMA)
+            .map_err(|e| db_error(&path, e))?;
+        for (table, columns) in ADDED_COLUMNS {
+            add_columns(&transaction, &path, table, columns)?;
+        }
+        transaction
+            .execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid)")
+            .map_err(|e| db_error(&path, e))?;
+        backfill_identities(&transaction, &path)?;
+        transaction
+            .execute_batch(&format!("PRAGMA user_version = {CURRENT}"))
+            .map_err(|e| db_error(&path, e))?;
+    }
+    transaction.commit().map_err(|e| db_error(&path, e))
+}
+
+fn user_version(db: &RunDb) -> Result<i64> {
+    db.connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|e| db.error(e))
+}
+
+fn newer(path: &std::path::Path, version: i64) -> EngineError {
+    EngineError::usage(
+        format!(
+            "run database `{}` has version {version}, written by a newer pipe (this one reads up to {CURRENT})",
+            path.display()
+        ),
+        "use that newer pipe here, or move .pipe/runs.db aside to start a new history (the cache is kept)",
+    )
+}
+
+/// Adds to `table` the TEXT columns of `wanted` it lacks.
+fn add_columns(
+    transaction: &rusqlite::Transaction<'_>,
+    path: &std::path::Path,
+    table: &str,
+    wanted: &[&str],
+) -> Result<()> {
+    let mut statement = transaction
+        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        .map_err(|e| db_error(path, e))?;
+    let columns = statement
+        .query_map([], |row| row.get::<_, String>(0))
+        .map_err(|e| db_error(path, e))?
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| db_error(path, e))?;
+    for column in wanted {
+        if !columns.iter().any(|name| name == column) {
+            transaction
+                .execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+                .map_err(|e| db_error(path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Version 0 stored no identity: stages recorded then get the one version
+/// 0 worked out when it read them, from the stage's name and manifest.
+fn backfill_identities(
+    transaction: &rusqlite::Transaction<'_>,
+    path: &std::path::Path,
+) -> Result<()> {
+    let mut select = transaction
+        .prepare(
+            "SELECT s.rowid, s.stage, m.manifest FROM stage_runs s
+             LEFT JOIN manifests m ON m.key = s.key WHERE s.base_name IS NULL",
+        )
+        .map_err(|e| db_error(path, e))?;
+    let mut update = transaction
+        .prepare(
+            "UPDATE stage_runs SET base_name = ?2, combination = ?3, uses = ?4, roles = ?5,
+             role_values = ?6 WHERE rowid = ?1",
+        )
+        .map_err(|e| db_error(path, e))?;
+    let mut rows = select.query([]).map_err(|e| db_error(path, e))?;
+    while let Some(row) = rows.next().map_err(|e| db_error(path, e))? {
+        let rowid: i64 = row.get(0).map_err(|e| db_error(path, e))?;
+        let stage: String = row.get(1).map_err(|e| db_error(path, e))?;
+        let manifest: Option<String> = row.get(2).map_err(|e| db_error(path, e))?;
+        let manifest = manifest.and_then(|text| serde_json::from_str::<Value>(&text).ok());
+        let identity = legacy_identity(&stage, manifest.as_ref());
+        update
+            .execute(params![
+                rowid,
+                identity.base_name,
+                json(&identity.combination),
+                identity.uses,
+                json(&identity.roles),
+                json(&identity.role_values),
+            ])
+            .map_err(|e| db_error(path, e))?;
+    }
+    Ok(())
+}
+
+/// A record type as stored: serialising these types cannot fail.
+pub(super) fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// The `uses` namespaces whose stages made data, as version 0 of the
+/// record knew them (it listed them instead of reading declared roles).
+const LEGACY_DATA_NAMESPACES: &[&str] = &["data/", "imdb/", "text/", "hf/"];
+
+/// The identity version 0 gave a stage recorded without one: its name
+/// split at `@` and `,`, and roles from its manifest's `uses` and `with`.
+/// Also used for a record pulled from a remote by a pipe of that version.
+pub(crate) fn legacy_identity(stage: &str, manifest: Option<&Value>) -> StageIdentity {
+    let (base_name, combination) = match stage.split_once('@') {
+        None => (stage.to_string(), Combination::default()),
+        Some((base, pairs)) => (
+            base.to_string(),
+            Combination(
+                pairs
+                    .split(',')
+                    .filter_map(|pair| pair.split_once('='))
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect(),
+            ),
+        ),
+    };
+    let uses = manifest
+        .and_then(|manifest| manifest.get("uses"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let with = manifest
+        .and_then(|manifest| manifest.get("with"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let roles = StageRoles {
+        seed: with.contains_key("seed").then(|| "seed".to_string()),
+        precision: with
+            .contains_key("precision")
+            .then(|| "precision".to_string()),
+        makes_data: uses.as_deref().is_some_and(|uses| {
+            LEGACY_DATA_NAMESPACES
+                .iter()
+                .any(|namespace| uses.starts_with(namespace))
+        }),
+        // Version 0 left these out of every stage's comparison.
+        detail_metrics: ["epochs", "confusion", "per_class"]
+            .map(String::from)
+            .to_vec(),
+        hardware_metrics: ["hardware", "devices"].map(String::from).to_vec(),
+    };
+    let role_values = RoleValues::of(&roles, &with);
+    StageIdentity {
+        base_name,
+        combination,
+        uses,
+        roles,
+        role_values,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_0_stage_gets_the_identity_its_name_and_manifest_gave() {
+        let manifest = serde_json::json!({"uses": "data/split@1", "with": {"seed": 3}});
+        let identity = legacy_identity("split@fold=1,n=2", Some(&manifest));
+        assert_eq!(identity.base_name, "split");
+        assert_eq!(identity.combination.to_string(), "fold=1,n=2");
+        assert!(identity.roles.makes_data);
+        assert_eq!(identity.role_values.seed, Some(serde_json::json!(3)));
+        let command = legacy_identity("prepare", None);
+        assert!(!command.roles.makes_data && command.roles.seed.is_none());
+    }
+}

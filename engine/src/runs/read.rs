@@ -1,0 +1,179 @@
+//! Reading the history: runs, a run's stages, and key manifests.
+
+use std::collections::HashSet;
+
+use pipe_cache::ActionKey;
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
+use super::{RunDb, RunRecord};
+use crate::{EngineError, Result};
+
+impl RunDb {
+    /// The most recent runs first.
+    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let query = format!(
+            "SELECT {} FROM runs r ORDER BY r.id DESC LIMIT ?1",
+            run_columns("r")
+        );
+        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
+        let mut rows = statement
+            .query(params![limit as i64])
+            .map_err(|e| self.error(e))?;
+        let mut runs = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
+            runs.push(run_from_row(row, &self.path)?);
+        }
+        Ok(runs)
+    }
+
+    pub fn run(&self, run_id: i64) -> Result<Option<RunRecord>> {
+        let query = format!("SELECT {} FROM runs r WHERE r.id = ?1", run_columns("r"));
+        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
+        let mut rows = statement
+            .query(params![run_id])
+            .map_err(|e| self.error(e))?;
+        let Some(row) = rows.next().map_err(|e| self.error(e))? else {
+            return Ok(None);
+        };
+        let mut run = run_from_row(row, &self.path)?;
+        let query = format!(
+            "SELECT {} FROM stage_runs s WHERE s.run_id = ?1 ORDER BY s.rowid",
+            stage_columns("s", "")
+        );
+        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
+        let mut rows = statement
+            .query(params![run_id])
+            .map_err(|e| self.error(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
+            let stage: Option<String> = row.get("stage").ok();
+            let columns = Columns {
+                row,
+                path: &self.path,
+                run: run_id,
+                stage,
+            };
+            run.stages.push(stage_from_row(&columns, "")?);
+        }
+        Ok(Some(run))
+    }
+
+    pub(super) fn run_exists(&self, id: i64) -> Result<bool> {
+        self.connection
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", params![id], |_| Ok(()))
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(|e| self.error(e))
+    }
+
+    /// The last recorded key and manifest of `stage` in a run of
+    /// `pipeline` (newest first), skipping runs where it did not get a key.
+    /// Another pipeline's stage of the same name is a stranger: comparing
+    /// with it would explain nothing.
+    pub fn last_manifest(
+        &self,
+        pipeline: &str,
+        stage: &str,
+    ) -> Result<Option<(i64, ActionKey, Value)>> {
+        // Asked once per stage by `status`: prepared once, not per call.
+        let found = self
+            .connection
+            .prepare_cached(
+                "SELECT s.run_id, s.key, m.manifest FROM stage_runs s
+                 JOIN manifests m ON m.key = s.key JOIN runs r ON r.id = s.run_id
+                 WHERE s.stage = ?2 AND r.pipeline = ?1 ORDER BY s.run_id DESC LIMIT 1",
+            )
+            .and_then(|mut statement| {
+                statement.query_row(params![pipeline, stage], |row| {
+                    Ok((
+                        row.get::<_, i64>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                    ))
+                })
+            })
+            .optional()
+            .map_err(|e| self.error(e))?;
+        let Some((run, key, text)) = found else {
+            return Ok(None);
+        };
+        let corrupt = |column: &str, problem: String| EngineError::CorruptRecord {
+            path: self.path.clone(),
+            place: format!("run #{run}, stage `{stage}`"),
+            column: column.to_string(),
+            problem,
+        };
+        let key = key
+            .parse::<ActionKey>()
+            .map_err(|error| corrupt("key", error.to_string()))?;
+        let manifest = serde_json::from_str(&text)
+            .map_err(|error| corrupt("manifest", format!("the manifest of its key: {error}")))?;
+        Ok(Some((run, key, manifest)))
+    }
+
+    pub fn manifest(&self, key: &ActionKey) -> Result<Option<Value>> {
+        let found = self
+            .connection
+            .query_row(
+                "SELECT manifest FROM manifests WHERE key = ?1",
+                params![key.to_hex()],
+                |row| row.get::<_, String>(0),
+            )
+            .optional()
+            .map_err(|e| self.error(e))?;
+        found
+            .map(|text| {
+                serde_json::from_str(&text).map_err(|error| EngineError::CorruptRecord {
+                    path: self.path.clone(),
+                    place: format!("the manifest of key {}", key.short()),
+                    column: "manifest".to_string(),
+                    problem: error.to_string(),
+                })
+            })
+            .transpose()
+    }
+
+    /// The uids of every run here, local and pulled.
+    pub fn known_uids(&self) -> Result<HashSet<String>> {
+        let mut statement = self
+            .connection
+            .prepare("SELECT uid FROM runs WHERE uid IS NOT NULL")
+            .map_err(|e| self.error(e))?;
+        let uids = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(|e| self.error(e))?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.error(e))?;
+        Ok(uids)
+    }
+
+    /// Keys recorded by the newest `runs` runs (gc's roots). A key that
+    /// does not parse is an error naming its run: dropping it would let
+    /// gc delete a result the history still points to.
+    pub fn keys_of_recent_runs(&self, runs: usize) -> Result<Vec<ActionKey>> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT run_id, stage, key FROM stage_runs WHERE key IS NOT NULL AND run_id IN
+                 (SELECT id FROM runs ORDER BY id DESC LIMIT ?1)",
+            )
+            .map_err(|e| self.error(e))?;
+        let mut rows = statement
+            .query(params![runs as i64])
+            .map_err(|e| self.error(e))?;
+        let mut keys = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
+            let columns = Columns {
+                row,
+                path: &self.path,
+                run: row.get("run_id").map_err(|e| self.error(e))?,
+                stage: row.get("stage").ok(),
+            };
+            keys.push(columns.parsed::<ActionKey>("key")?);
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+}

@@ -1,0 +1,309 @@
+//! The stored run record and how one row of runs.db becomes one: columns
+//! read by name, every value checked.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::str::FromStr;
+
+use pipe_cache::{ActionKey, Artifact};
+use pipe_protocol::record::{
+    Combination, RoleValues, RunStatus, StageIdentity, StageRoles, StageStatus,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::process_alive;
+use crate::metrics::Direction;
+use crate::{EngineError, Result};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub stage: String,
+    /// What the stage is: recorded with it, never parsed back out of its
+    /// name.
+    #[serde(flatten)]
+    pub identity: StageIdentity,
+    pub key: Option<ActionKey>,
+    pub status: StageStatus,
+    pub duration_ms: u64,
+    pub outputs: BTreeMap<String, Artifact>,
+    pub metrics: BTreeMap<String, Value>,
+    /// Failure message, or why it ran; credentials already masked where
+    /// it is made (`exec::failed_record`), so it is shown and stored as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The Slurm job that ran it (`123`, `123_4` for a task of an array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// The node its job ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+}
+
+impl StageRecord {
+    /// A record of `stage` with nothing in it yet but its status.
+    pub fn new(stage: &str, identity: StageIdentity, status: StageStatus) -> StageRecord {
+        StageRecord {
+            stage: stage.to_string(),
+            identity,
+            key: None,
+            status,
+            duration_ms: 0,
+            outputs: BTreeMap::new(),
+            metrics: BTreeMap::new(),
+            detail: None,
+            job: None,
+            node: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// This database's id; another project's record carries its own.
+    #[serde(default)]
+    pub id: i64,
+    /// Unique across machines: how a record pulled from a remote cache is
+    /// recognised when it comes again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Where a pulled record came from (the remote's URL); `None` for a
+    /// run of this project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    pub pipeline: String,
+    pub started_ms: u64,
+    pub ended_ms: Option<u64>,
+    pub status: RunStatus,
+    pub git_commit: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub argv: Vec<String>,
+    pub params: Value,
+    /// What the pipeline declared under `directions:`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub directions: BTreeMap<String, Direction>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageRecord>,
+}
+
+/// A run as it travels to and from a remote cache: its record, stages
+/// included, and the key manifests of those stages (for `pipe diff`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunExport {
+    pub format: String,
+    pub run: RunRecord,
+    pub manifests: BTreeMap<String, Value>,
+}
+
+impl RunExport {
+    pub const FORMAT: &'static str = "pipe-run-v1";
+}
+
+pub struct RunStart<'a> {
+    pub pipeline: &'a str,
+    pub argv: &'a [String],
+    pub params: &'a Value,
+    pub directions: &'a BTreeMap<String, Direction>,
+    pub git: Option<super::GitState>,
+}
+
+/// Reads the columns of one row by name. A value that is missing where
+/// required, of the wrong type, or does not parse is
+/// [`EngineError::CorruptRecord`], naming the run, the stage and the
+/// column.
+pub(super) struct Columns<'r, 's> {
+    pub row: &'r rusqlite::Row<'s>,
+    pub path: &'r Path,
+    pub run: i64,
+    pub stage: Option<String>,
+}
+
+impl Columns<'_, '_> {
+    pub fn corrupt(&self, column: &str, problem: impl std::fmt::Display) -> EngineError {
+        let place = match &self.stage {
+            Some(stage) => format!("run #{}, stage `{stage}`", self.run),
+            None => format!("run #{}", self.run),
+        };
+        EngineError::CorruptRecord {
+            path: self.path.to_path_buf(),
+            place,
+            column: column.to_string(),
+            problem: problem.to_string(),
+        }
+    }
+
+    pub fn get<T: rusqlite::types::FromSql>(&self, column: &str) -> Result<T> {
+        self.row
+            .get::<_, T>(column)
+            .map_err(|error| self.corrupt(column, error))
+    }
+
+    /// A JSON column that must be present.
+    pub fn json<T: DeserializeOwned>(&self, column: &str) -> Result<T> {
+        let text: String = self.get(column)?;
+        serde_json::from_str(&text).map_err(|error| self.corrupt(column, error))
+    }
+
+    /// A JSON column that may be NULL (a column added after the row was
+    /// written); present, it must parse.
+    pub fn opt_json<T: DeserializeOwned>(&self, column: &str) -> Result<Option<T>> {
+        match self.get::<Option<String>>(column)? {
+            None => Ok(None),
+            Some(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|error| self.corrupt(column, error)),
+        }
+    }
+
+    pub fn parsed<T>(&self, column: &str) -> Result<T>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let text: String = self.get(column)?;
+        text.parse().map_err(|error| self.corrupt(column, error))
+    }
+
+    pub fn opt_parsed<T>(&self, column: &str) -> Result<Option<T>>
+    where
+        T: FromStr,
+        T::Err: std::fmt::Display,
+    {
+        match self.get::<Option<String>>(column)? {
+            None => Ok(None),
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|error| self.corrupt(column, error)),
+        }
+    }
+
+    /// A count or time stored as an integer: never negative.
+    pub fn unsigned(&self, column: &str) -> Result<u64> {
+        let value: i64 = self.get(column)?;
+        u64::try_from(value).map_err(|_| self.corrupt(column, format!("{value} is negative")))
+    }
+
+    pub fn opt_unsigned(&self, column: &str) -> Result<Option<u64>> {
+        match self.get::<Option<i64>>(column)? {
+            None => Ok(None),
+            Some(value) => u64::try_from(value)
+                .map(Some)
+                .map_err(|_| self.corrupt(column, format!("{value} is negative"))),
+        }
+    }
+}
+
+/// The run of a row holding the `runs` columns under their own names.
+pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRecord> {
+    let id: i64 = row.get("id").map_err(|e| super::db_error(path, e))?;
+    let columns = Columns {
+        row,
+        path,
+        run: id,
+        stage: None,
+    };
+    let mut status: RunStatus = columns.parsed("status")?;
+    let pid: i64 = columns.get("pid")?;
+    if status == RunStatus::Running && !process_alive(pid) {
+        status = RunStatus::Interrupted;
+    }
+    Ok(RunRecord {
+        id,
+        uid: columns.get("uid")?,
+        origin: columns.get("origin")?,
+        pipeline: columns.get("pipeline")?,
+        started_ms: columns.unsigned("started_ms")?,
+        ended_ms: columns.opt_unsigned("ended_ms")?,
+        status,
+        git_commit: columns.get("git_commit")?,
+        git_dirty: columns.get("git_dirty")?,
+        argv: columns.json("argv")?,
+        params: columns.json("params")?,
+        directions: columns.opt_json("directions")?.unwrap_or_default(),
+        stages: Vec::new(),
+    })
+}
+
+/// The stage of a row holding the `stage_runs` columns, each named with
+/// `prefix` in front (`s_` where a query also has the run's columns).
+pub(super) fn stage_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Result<StageRecord> {
+    let name = |column: &str| format!("{prefix}{column}");
+    Ok(StageRecord {
+        stage: columns.get(&name("stage"))?,
+        identity: identity_from_row(columns, prefix)?,
+        key: columns.opt_parsed(&name("key"))?,
+        status: columns.parsed(&name("status"))?,
+        duration_ms: columns.unsigned(&name("duration_ms"))?,
+        outputs: columns.json(&name("outputs"))?,
+        metrics: columns.json(&name("metrics"))?,
+        detail: columns.get(&name("detail"))?,
+        job: columns.get(&name("job"))?,
+        node: columns.get(&name("node"))?,
+    })
+}
+
+pub(super) fn identity_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Result<StageIdentity> {
+    let name = |column: &str| format!("{prefix}{column}");
+    Ok(StageIdentity {
+        base_name: columns.get(&name("base_name"))?,
+        combination: columns.json::<Combination>(&name("combination"))?,
+        uses: columns.get(&name("uses"))?,
+        roles: columns.json::<StageRoles>(&name("roles"))?,
+        role_values: columns.json::<RoleValues>(&name("role_values"))?,
+    })
+}
+
+/// The `stage_runs` columns under the names [`stage_from_row`] reads, for
+/// a query that joins them as `alias`.
+pub(super) fn stage_columns(alias: &str, prefix: &str) -> String {
+    STAGE_COLUMNS
+        .iter()
+        .map(|column| format!("{alias}.{column} AS {prefix}{column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const STAGE_COLUMNS: &[&str] = &[
+    "stage",
+    "base_name",
+    "combination",
+    "uses",
+    "roles",
+    "role_values",
+    "key",
+    "status",
+    "duration_ms",
+    "outputs",
+    "metrics",
+    "detail",
+    "job",
+    "node",
+];
+
+/// The `runs` columns [`run_from_row`] reads, for a query that selects
+/// them from `alias`.
+pub(super) fn run_columns(alias: &str) -> String {
+    RUN_COLUMNS
+        .iter()
+        .map(|column| format!("{alias}.{column} AS {column}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const RUN_COLUMNS: &[&str] = &[
+    "id",
+    "pipeline",
+    "started_ms",
+    "ended_ms",
+    "status",
+    "git_commit",
+    "git_dirty",
+    "argv",
+    "params",
+    "pid",
+    "directions",
+    "uid",
+    "origin",
+];

@@ -1,0 +1,233 @@
+//! Writing the history: a run's start and end, its stages as they finish,
+//! and runs exchanged with a remote cache.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pipe_protocol::redact::{redact_text, redacted_json};
+use rusqlite::{params, OptionalExtension};
+use serde_json::Value;
+
+use super::migrate::{json, legacy_identity};
+use super::{db_error, new_uid, now_ms, RunDb, RunExport, RunStart, RunStatus, StageRecord};
+use crate::Result;
+
+impl RunDb {
+    /// Records a new run. Credentials in its command line and params
+    /// (`-p url=https://user:pass@...`) are masked: the database outlives
+    /// the run and is meant to be queried and shared.
+    pub fn start_run(&self, start: &RunStart<'_>) -> Result<i64> {
+        let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
+        self.connection
+            .execute(
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10)",
+                params![
+                    start.pipeline,
+                    now_ms() as i64,
+                    start.git.as_ref().map(|git| git.commit.clone()),
+                    start.git.as_ref().map(|git| git.dirty),
+                    json(&argv),
+                    redacted_json(start.params).to_string(),
+                    std::process::id(),
+                    RunStatus::Running.as_str(),
+                    (!start.directions.is_empty()).then(|| json(start.directions)),
+                    new_uid(),
+                ],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(self.connection.last_insert_rowid())
+    }
+
+    /// Records finished stages and the manifests of their keys, in one
+    /// transaction.
+    pub fn record_stages(
+        &mut self,
+        run_id: i64,
+        stages: &[(StageRecord, Option<&Value>)],
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&path, e))?;
+        insert_stages(
+            &transaction,
+            &path,
+            run_id,
+            stages.iter().map(|(record, manifest)| (record, *manifest)),
+        )?;
+        transaction.commit().map_err(|e| db_error(&path, e))
+    }
+
+    pub fn finish_run(&self, run_id: i64, status: RunStatus) -> Result<()> {
+        self.connection
+            .execute(
+                "UPDATE runs SET ended_ms = ?1, status = ?2 WHERE id = ?3",
+                params![now_ms() as i64, status.as_str(), run_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Run `run_id` with its stages and their manifests, for a remote
+    /// cache. A run recorded before uids existed gets one now.
+    pub fn export_run(&self, run_id: i64) -> Result<Option<RunExport>> {
+        let Some(mut run) = self.run(run_id)? else {
+            return Ok(None);
+        };
+        if run.uid.is_none() {
+            let uid = new_uid();
+            self.connection
+                .execute(
+                    "UPDATE runs SET uid = ?1 WHERE id = ?2",
+                    params![uid, run_id],
+                )
+                .map_err(|e| self.error(e))?;
+            run.uid = Some(uid);
+        }
+        let mut manifests = BTreeMap::new();
+        for key in run.stages.iter().filter_map(|stage| stage.key) {
+            if let Some(manifest) = self.manifest(&key)? {
+                manifests.insert(key.to_hex(), manifest);
+            }
+        }
+        Ok(Some(RunExport {
+            format: RunExport::FORMAT.to_string(),
+            run,
+            manifests,
+        }))
+    }
+
+    /// Records a run pulled from `origin`, unless a run with its uid is
+    /// already here; returns the new local id. Its text fields are masked
+    /// again: a record from elsewhere is not trusted to be. A stage
+    /// recorded by a pipe that stored no identity gets the one that pipe
+    /// worked out from its name and manifest.
+    pub fn import_run(&mut self, export: &RunExport, origin: &str) -> Result<Option<i64>> {
+        let run = &export.run;
+        let Some(uid) = run.uid.as_deref() else {
+            return Ok(None);
+        };
+        let known = self
+            .connection
+            .query_row("SELECT id FROM runs WHERE uid = ?1", params![uid], |row| {
+                row.get::<_, i64>(0)
+            })
+            .optional()
+            .map_err(|e| self.error(e))?;
+        if known.is_some() {
+            return Ok(None);
+        }
+        let path = self.path.clone();
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&path, e))?;
+        let argv: Vec<Cow<'_, str>> = run.argv.iter().map(|arg| redact_text(arg)).collect();
+        let status = match run.status {
+            RunStatus::Running => RunStatus::Interrupted,
+            other => other,
+        };
+        transaction
+            .execute(
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11)",
+                params![
+                    run.pipeline,
+                    run.started_ms as i64,
+                    run.ended_ms.map(|ms| ms as i64),
+                    status.as_str(),
+                    run.git_commit,
+                    run.git_dirty,
+                    json(&argv),
+                    redacted_json(&run.params).to_string(),
+                    (!run.directions.is_empty()).then(|| json(&run.directions)),
+                    uid,
+                    origin,
+                ],
+            )
+            .map_err(|e| db_error(&path, e))?;
+        let run_id = transaction.last_insert_rowid();
+        let stages: Vec<(StageRecord, Option<Value>)> = run
+            .stages
+            .iter()
+            .map(|record| {
+                let manifest = record
+                    .key
+                    .and_then(|key| export.manifests.get(&key.to_hex()));
+                let mut record = StageRecord {
+                    detail: record
+                        .detail
+                        .as_deref()
+                        .map(|detail| redact_text(detail).into_owned()),
+                    ..record.clone()
+                };
+                if record.identity.base_name.is_empty() {
+                    record.identity = legacy_identity(&record.stage, manifest);
+                }
+                (record, manifest.map(redacted_json))
+            })
+            .collect();
+        insert_stages(
+            &transaction,
+            &path,
+            run_id,
+            stages
+                .iter()
+                .map(|(record, manifest)| (record, manifest.as_ref())),
+        )?;
+        transaction.commit().map_err(|e| db_error(&path, e))?;
+        Ok(Some(run_id))
+    }
+}
+
+/// Stage records and the manifests of their keys, inside `transaction`.
+fn insert_stages<'a>(
+    transaction: &rusqlite::Transaction<'_>,
+    path: &Path,
+    run_id: i64,
+    stages: impl Iterator<Item = (&'a StageRecord, Option<&'a Value>)>,
+) -> Result<()> {
+    let mut insert_stage = transaction
+        .prepare_cached(
+            "INSERT OR REPLACE INTO stage_runs
+             (run_id, stage, key, status, duration_ms, outputs, metrics, detail, job, node,
+              base_name, combination, uses, roles, role_values)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        )
+        .map_err(|e| db_error(path, e))?;
+    let mut insert_manifest = transaction
+        .prepare_cached("INSERT OR IGNORE INTO manifests (key, manifest) VALUES (?1, ?2)")
+        .map_err(|e| db_error(path, e))?;
+    for (record, manifest) in stages {
+        let key = record.key.map(|key| key.to_hex());
+        let identity = &record.identity;
+        insert_stage
+            .execute(params![
+                run_id,
+                record.stage,
+                key,
+                record.status.as_str(),
+                record.duration_ms as i64,
+                json(&record.outputs),
+                json(&record.metrics),
+                record.detail,
+                record.job,
+                record.node,
+                identity.base_name,
+                json(&identity.combination),
+                identity.uses,
+                json(&identity.roles),
+                json(&identity.role_values),
+            ])
+            .map_err(|e| db_error(path, e))?;
+        if let (Some(key), Some(manifest)) = (&key, manifest) {
+            insert_manifest
+                .execute(params![key, manifest.to_string()])
+                .map_err(|e| db_error(path, e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,41 @@
+//! The project the command runs in, and its run history: what every
+//! command module starts from, so that none imports another.
+
+use std::path::PathBuf;
+
+use pipe_engine::history::{History, Pull};
+use pipe_engine::project::Project;
+use pipe_engine::{EngineError, Result};
+
+use crate::output::errln;
+
+/// The root of the project around the working directory.
+pub fn root() -> Result<PathBuf> {
+    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
+    Ok(Project::find_root(&cwd))
+}
+
+pub fn project() -> Result<Project> {
+    Project::open(&root()?)
+}
+
+/// The history, or a usage error when the project has none to read.
+pub fn history() -> Result<History> {
+    History::require(&root()?)
+}
+
+/// Resolves a run reference, pulling the records of a git ref's commit
+/// from `pull`, and says what was pulled.
+pub fn resolve(history: &mut History, query: &str, pull: Pull<'_>) -> Result<i64> {
+    let resolved = history.resolve(query, pull)?;
+    for skipped in &resolved.skipped {
+        errln!("warning: {skipped}");
+    }
+    if let Some((remote, new)) = &resolved.pulled {
+        errln!(
+            "pulled {new} run record{} of `{query}` from {remote}",
+            if *new == 1 { "" } else { "s" }
+        );
+    }
+    Ok(resolved.id)
+}

@@ -1,0 +1,221 @@
+//! The run record, read one way: every reader (`pipe compare`, its HTML
+//! page, the `report/html` stage, `pipe checkout`) takes a run's rows,
+//! roles and values from the record through the real binary, and a record
+//! that does not parse is an error naming where, never a default.
+
+use pipe_test_support::TestProject;
+use serde_json::Value;
+
+use crate::reports::text as stdout;
+
+/// `fit` has one matrix key, `score` two: each `score` row contains the
+/// `fit` of its width, so the run has four rows, not six.
+const NESTED: &str = r#"
+name: nested
+stages:
+  prepare:
+    run: echo rows > rows.txt
+    outs: [rows.txt]
+  fit:
+    matrix: { width: [16, 8] }
+    run: >-
+      echo "{\"acc\": 0.${matrix.width}, \"epochs\": {\"1\": {\"val_loss\": 0.5}, \"2\": {\"val_loss\": 0.25}}}" > fit-${matrix.width}.json;
+      cp fit-${matrix.width}.json fitm-${matrix.width}.json
+    deps: [rows.txt]
+    outs: { m: "fit-${matrix.width}.json" }
+    metrics: "fitm-${matrix.width}.json"
+  score:
+    matrix: { width: [16, 8], fold: [a, b] }
+    run: 'echo "{\"f1\": 0.${matrix.width}1}" > score-${matrix.width}-${matrix.fold}.json'
+    deps: ["${stages.fit@width=${matrix.width}.outs.m}"]
+    metrics: "score-${matrix.width}-${matrix.fold}.json"
+  report:
+    uses: report/html@1
+    with: { title: Nested }
+"#;
+
+fn rows_of_compare(project: &TestProject) -> Vec<(String, String)> {
+    let table: Value =
+        serde_json::from_str(&stdout(&project.pipe(&["compare", "--json", "1"]))).unwrap();
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let value = |key: &str| row["matrix"][key].as_str().unwrap_or("—").to_string();
+            (value("width"), value("fold"))
+        })
+        .collect()
+}
+
+/// The first two cells of the report's results rows (width and fold).
+fn rows_of_report(project: &TestProject) -> Vec<(String, String)> {
+    let markdown = project.read(".pipe/out/nested/report/report/report.md");
+    markdown
+        .lines()
+        .filter(|line| line.starts_with("| 8 ") || line.starts_with("| 16 "))
+        .map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            (cells[1].to_string(), cells[2].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn one_matrix_run_has_the_same_rows_in_compare_its_page_and_the_report() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", NESTED);
+    project.run_ok(&[]);
+    let expected: Vec<(String, String)> = [("8", "a"), ("8", "b"), ("16", "a"), ("16", "b")]
+        .iter()
+        .map(|(width, fold)| (width.to_string(), fold.to_string()))
+        .collect();
+    assert_eq!(rows_of_compare(&project), expected);
+    assert_eq!(rows_of_report(&project), expected);
+    let page = stdout(&project.pipe(&["compare", "--html", "1"]));
+    assert!(page.contains("pipe compare: 4 rows"), "{page}");
+    for (width, fold) in &expected {
+        assert!(
+            page.contains(&format!("width={width},fold={fold}")),
+            "{page}"
+        );
+    }
+    // Each row's curves are those of the `fit` its combination contains.
+    assert!(page.contains("Validation loss per epoch of fit"), "{page}");
+}
+
+fn workers_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/workers")
+}
+
+/// A command stage that declares it makes data, and a third-party
+/// worker's stage whose description declares it: pipe knows neither by
+/// name.
+const DATA: &str = r#"
+name: data
+params: { words: "one two" }
+stages:
+  prepare:
+    run: 'for word in ${params.words}; do echo $word; done > words.txt'
+    outs: [words.txt]
+    makes_data: true
+  loud:
+    uses: shout@1
+    with: { input: words.txt }
+  score:
+    run: 'echo "{\"lines\": $(wc -l < ${deps.loud})}" > score.json'
+    deps: { loud: "${stages.loud.outs.loud}" }
+    metrics: score.json
+"#;
+
+#[test]
+fn stages_that_declare_they_make_data_are_compared_as_data_whoever_wrote_them() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", DATA);
+    let run = |words: &str| {
+        let output = project
+            .command()
+            .args(["run", "-S", &format!("words={words}")])
+            .env("PIPE_STAGE_PATH", workers_dir())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run("one two");
+    run("one two three");
+    let output = project.pipe(&["compare", "--json", "1", "2"]);
+    let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let warnings: Vec<&str> = table["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|warning| warning["kind"] == "data")
+        .filter_map(|warning| warning["message"].as_str())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|message| message.contains("stage `prepare`")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|message| message.contains("stage `loud` (shout@1)")),
+        "{warnings:?}"
+    );
+}
+
+fn sql(project: &TestProject, statement: &str) {
+    let status = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(sys.argv[2]); db.commit()")
+        .arg(project.path(".pipe/runs.db"))
+        .arg(statement)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_damaged_column_of_the_run_history_is_an_error_naming_it_never_a_default() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  make:\n    run: echo made > made.txt\n    outs: [made.txt]\n",
+    );
+    project.run_ok(&[]);
+    // A checkout of a run whose outputs no longer parse must not restore
+    // nothing and succeed.
+    sql(
+        &project,
+        "UPDATE stage_runs SET outputs = '{\"made.txt\": ' WHERE stage = 'make'",
+    );
+    std::fs::remove_file(project.path("made.txt")).unwrap();
+    let checkout = project.pipe(&["checkout", "1"]);
+    let stderr = String::from_utf8_lossy(&checkout.stderr);
+    assert_eq!(checkout.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("run #1, stage `make`: column `outputs` is damaged"),
+        "{stderr}"
+    );
+    // A status no reader knows is no status: not `interrupted`, not
+    // `skipped`.
+    sql(&project, "UPDATE runs SET status = 'finished' WHERE id = 1");
+    let runs = project.pipe(&["runs"]);
+    let stderr = String::from_utf8_lossy(&runs.stderr);
+    assert_eq!(runs.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("run #1: column `status` is damaged: `finished` is not a status"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn where_reads_a_value_as_the_override_that_made_the_run_did() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { seed: 1 }\nstages:\n  score:\n    run: 'echo ${params.seed} > seed.txt; echo {} > m.json'\n    metrics: m.json\n",
+    );
+    project.run_ok(&["-S", "seed=0x10"]);
+    project.run_ok(&["-S", "seed=17"]);
+    let table: Value = serde_json::from_str(&stdout(&project.pipe(&[
+        "compare",
+        "--json",
+        "--where",
+        "seed=0x10",
+    ])))
+    .unwrap();
+    let runs: Vec<i64> = table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|row| row["run"].as_i64())
+        .collect();
+    assert_eq!(runs, [1], "{table:#}");
+}
