@@ -213,6 +213,10 @@ pub struct ParamSpec {
     /// For `integer` and `number`: the largest value accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maximum: Option<f64>,
+    /// `minimum` itself is refused too: the value must be above it (a
+    /// learning rate of 0 trains nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive_minimum: bool,
 }
 
 impl ParamSpec {
@@ -229,6 +233,7 @@ impl ParamSpec {
             pipeline_param: None,
             minimum: None,
             maximum: None,
+            exclusive_minimum: false,
         }
     }
 
@@ -264,6 +269,13 @@ impl ParamSpec {
     /// The same param, refusing values above `maximum`.
     pub fn at_most(mut self, maximum: f64) -> Self {
         self.maximum = Some(maximum);
+        self
+    }
+
+    /// The same param, refusing `minimum` and values below it.
+    pub fn above(mut self, minimum: f64) -> Self {
+        self.minimum = Some(minimum);
+        self.exclusive_minimum = true;
         self
     }
 }
@@ -408,17 +420,42 @@ fn range_problem(spec: &ParamSpec, value: &Value) -> Option<String> {
             format!("{bound}")
         }
     };
+    let below = |minimum: f64| {
+        if spec.exclusive_minimum {
+            number <= minimum
+        } else {
+            number < minimum
+        }
+    };
+    let lower = |minimum: f64| {
+        if spec.exclusive_minimum {
+            format!("above {}", whole(minimum))
+        } else {
+            format!("at least {}", whole(minimum))
+        }
+    };
     match (spec.minimum, spec.maximum) {
-        (Some(minimum), Some(maximum)) if number < minimum || number > maximum => Some(format!(
-            "param `{}` must be between {} and {}, not {shown}",
+        (Some(minimum), Some(maximum)) if below(minimum) || number > maximum => {
+            Some(if spec.exclusive_minimum {
+                format!(
+                    "param `{}` must be {} and at most {}, not {shown}",
+                    spec.name,
+                    lower(minimum),
+                    whole(maximum)
+                )
+            } else {
+                format!(
+                    "param `{}` must be between {} and {}, not {shown}",
+                    spec.name,
+                    whole(minimum),
+                    whole(maximum)
+                )
+            })
+        }
+        (Some(minimum), None) if below(minimum) => Some(format!(
+            "param `{}` must be {}, not {shown}",
             spec.name,
-            whole(minimum),
-            whole(maximum)
-        )),
-        (Some(minimum), None) if number < minimum => Some(format!(
-            "param `{}` must be at least {}, not {shown}",
-            spec.name,
-            whole(minimum)
+            lower(minimum)
         )),
         (None, Some(maximum)) if number > maximum => Some(format!(
             "param `{}` must be at most {}, not {shown}",
@@ -529,6 +566,7 @@ mod tests {
             pipeline_param: None,
             minimum: None,
             maximum: None,
+            exclusive_minimum: false,
         }
     }
 
@@ -554,6 +592,22 @@ mod tests {
         );
         assert!(problems(&info, serde_json::json!({"length": 1, "share": 0})).is_empty());
         assert!(problems(&info, serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn an_excluded_minimum_refuses_the_bound_itself() {
+        let info = stage(vec![
+            spec("lr", ParamKind::Number).above(0.0).at_most(1.0),
+            spec("clip", ParamKind::Number).above(0.0),
+        ]);
+        assert_eq!(
+            problems(&info, serde_json::json!({"lr": 0, "clip": 0.0})),
+            [
+                "param `lr` must be above 0 and at most 1, not 0",
+                "param `clip` must be above 0, not 0.0"
+            ]
+        );
+        assert!(problems(&info, serde_json::json!({"lr": 1e-9, "clip": 1})).is_empty());
     }
 
     #[test]

@@ -331,7 +331,16 @@ fn a_training_param_out_of_its_range_is_a_located_error_before_anything_runs() {
     )
     .unwrap();
     for (with, column, message) in [
-        ("lr: -1", 47, "param `lr` must be between 0 and 1, not -1"),
+        (
+            "lr: -1",
+            47,
+            "param `lr` must be above 0 and at most 1, not -1",
+        ),
+        (
+            "lr: 0",
+            47,
+            "param `lr` must be above 0 and at most 1, not 0",
+        ),
         (
             "warmup_ratio: 1.5",
             57,

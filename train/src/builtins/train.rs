@@ -90,7 +90,7 @@ impl BuiltinStage for TrainClassifier {
                 )
                 .at_least(1.0),
                 ParamSpec::new("lr", ParamKind::Number, Some(json!(5e-5)), "peak learning rate of AdamW, above 0; 5e-5 is usual for fine-tuning BERT")
-                    .at_least(0.0)
+                    .above(0.0)
                     .at_most(1.0),
                 ParamSpec::new(
                     "weight_decay",
@@ -121,7 +121,7 @@ impl BuiltinStage for TrainClassifier {
                     Some(Value::Null),
                     "clip the gradients' global L2 norm to this, above 0 (1.0 is usual); unset: no clipping",
                 )
-                .at_least(0.0),
+                .above(0.0),
                 ParamSpec::seed(
                     "seed of the head's initialisation, dropout and batch order; unset: the pipeline's `seed` param (else 0)",
                 ),

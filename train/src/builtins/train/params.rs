@@ -147,18 +147,6 @@ impl TrainParams {
     }
 
     fn check(&self) -> Result<()> {
-        // The ParamSpecs say 0..=1 and >= 0: their bounds are inclusive, and
-        // these two must exclude 0.
-        if self.lr == 0.0 {
-            return Err(StageError::param("lr", "must be above 0", "5e-5 is usual"));
-        }
-        if self.clip == Some(0.0) {
-            return Err(StageError::param(
-                "gradient_clip_val",
-                "must be above 0",
-                "1.0 is usual; leave it out for no clipping",
-            ));
-        }
         if self.strategy == Strategy::Single && self.nodes != 1 {
             return Err(StageError::param(
                 "num_nodes",
@@ -308,12 +296,12 @@ mod tests {
             (
                 "lr",
                 json!(-1),
-                "param `lr` must be between 0 and 1, not -1",
+                "param `lr` must be above 0 and at most 1, not -1",
             ),
             (
                 "lr",
                 json!(1.5),
-                "param `lr` must be between 0 and 1, not 1.5",
+                "param `lr` must be above 0 and at most 1, not 1.5",
             ),
             (
                 "weight_decay",
@@ -333,7 +321,17 @@ mod tests {
             (
                 "gradient_clip_val",
                 json!(-1.0),
-                "param `gradient_clip_val` must be at least 0, not -1.0",
+                "param `gradient_clip_val` must be above 0, not -1.0",
+            ),
+            (
+                "lr",
+                json!(0),
+                "param `lr` must be above 0 and at most 1, not 0",
+            ),
+            (
+                "gradient_clip_val",
+                json!(0.0),
+                "param `gradient_clip_val` must be above 0, not 0.0",
             ),
             (
                 "limit_train_samples",
@@ -374,10 +372,8 @@ mod tests {
     }
 
     #[test]
-    fn rules_between_params_and_excluded_ends_are_checked_when_read() {
+    fn rules_between_params_are_checked_when_read() {
         let refused = |extra: Value| read(with(extra)).unwrap_err();
-        assert!(refused(json!({"lr": 0})).contains("`lr`: must be above 0"));
-        assert!(refused(json!({"gradient_clip_val": 0.0})).contains("must be above 0"));
         assert!(refused(json!({"num_nodes": 2})).contains("`num_nodes`: is 2"));
         assert!(refused(json!({"devices": 2})).contains("`devices`: is 2"));
         assert!(refused(json!({"tf32": true, "precision": "bf16-mixed"})).contains("TF32"));

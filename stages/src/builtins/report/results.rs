@@ -1,0 +1,254 @@
+//! The report's results table (one row per matrix combination, the
+//! baseline, speed-ups), its params and its stage times.
+
+use pipe_protocol::{RunContext, RunStage};
+use pipe_report::text::{format_duration_ms, format_number};
+use pipe_report::{BarChart, Cell, Document, Table};
+use serde_json::Value;
+
+use super::sections::draw_error;
+use super::{lookup, rows, value_cell, value_text, MetricColumn, Options, Row};
+use crate::{Result, StageError};
+
+/// The numeric metrics of `stages`, in stage order, names sorted.
+pub(super) fn default_columns(stages: &[&RunStage]) -> Vec<MetricColumn> {
+    let mut columns: Vec<MetricColumn> = Vec::new();
+    for stage in stages {
+        for (name, value) in &stage.metrics {
+            if value.is_number() && !stage.roles.is_detail_metric(name) {
+                let column = MetricColumn {
+                    stage: stage.base_name.clone(),
+                    metric: name.clone(),
+                };
+                if !columns.contains(&column) {
+                    columns.push(column);
+                }
+            }
+        }
+    }
+    columns
+}
+
+pub(super) fn results(document: &mut Document, run: &RunContext, options: &Options) -> Result<()> {
+    let rows = rows(run);
+    let columns = match &options.metrics {
+        Some(columns) => columns.clone(),
+        None => {
+            // With a matrix, the columns are what its stages measured; the
+            // stages outside it are the same in every row.
+            let with_matrix = run.stages.iter().any(|stage| !stage.combination.is_empty());
+            let mut in_rows: Vec<&RunStage> = rows
+                .iter()
+                .flat_map(|row| row.stages.iter().copied())
+                .filter(|stage| !with_matrix || !stage.combination.is_empty())
+                .collect();
+            in_rows.dedup_by(|a, b| a.name == b.name);
+            default_columns(&in_rows)
+        }
+    };
+    let baseline = match &options.baseline {
+        None => 0,
+        Some(pairs) => baseline_row(&rows, pairs)?,
+    };
+    let mut keys: Vec<String> = Vec::new();
+    for row in &rows {
+        for (key, _) in &row.combination.0 {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+    }
+    let mut header: Vec<String> = keys.clone();
+    header.extend(columns.iter().map(MetricColumn::label));
+    if options.speedup.is_some() {
+        header.push("speed-up".into());
+    }
+    let mut table = Table::new(header);
+    let baseline_time = options
+        .speedup
+        .as_ref()
+        .and_then(|column| lookup(&rows[baseline], column))
+        .and_then(Value::as_f64);
+    for row in &rows {
+        let mut cells: Vec<Cell> = keys
+            .iter()
+            .map(|key| {
+                row.combination
+                    .get(key)
+                    .map_or_else(Cell::missing, |value| Cell::text(value.to_string()))
+            })
+            .collect();
+        cells.extend(columns.iter().map(|column| value_cell(lookup(row, column))));
+        if let Some(column) = &options.speedup {
+            let time = lookup(row, column).and_then(Value::as_f64);
+            cells.push(match (baseline_time, time) {
+                (Some(base), Some(time)) if base > 0.0 && time > 0.0 => {
+                    let ratio = base / time;
+                    Cell::number_as(ratio, format!("{}x", format_number(ratio)))
+                }
+                _ => Cell::missing(),
+            });
+        }
+        table.rows.push(cells);
+    }
+    document.heading(2, "Results");
+    if rows.len() > 1 {
+        document.paragraph(format!(
+            "One row per matrix combination; baseline: {}.",
+            rows[baseline].describe()
+        ));
+    }
+    if let Some(column) = &options.speedup {
+        document.paragraph(format!(
+            "speed-up: the baseline's {} divided by the row's.",
+            column.label()
+        ));
+    }
+    if table.columns.is_empty() {
+        document.paragraph("No stage reported a numeric metric.");
+    } else {
+        document.table(table);
+    }
+    Ok(())
+}
+
+pub(super) fn baseline_row(rows: &[Row], pairs: &[(String, String)]) -> Result<usize> {
+    let listed = || {
+        rows.iter()
+            .map(Row::describe)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let matching: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, row)| pairs.iter().all(|pair| row.combination.0.contains(pair)))
+        .map(|(index, _)| index)
+        .collect();
+    match matching.as_slice() {
+        [index] => Ok(*index),
+        [] => Err(StageError::param(
+            "baseline",
+            format!(
+                "no matrix combination of this run matches `{}`",
+                pairs
+                    .iter()
+                    .map(|(key, value)| format!("{key}={value}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            format!("the run's combinations: {}", listed()),
+        )),
+        _ => Err(StageError::param(
+            "baseline",
+            format!("{} matrix combinations match it", matching.len()),
+            format!("name more keys, so that one of these matches: {}", listed()),
+        )),
+    }
+}
+
+/// Nested params as `a.b` -> value text, in the params' own order.
+pub(super) fn flatten_params(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (key, inner) in map {
+                let name = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                flatten_params(&name, inner, out);
+            }
+        }
+        Value::Number(number) => out.push((
+            prefix.to_string(),
+            number
+                .as_f64()
+                .filter(|_| number.is_f64())
+                .map_or_else(|| number.to_string(), format_number),
+        )),
+        other => out.push((prefix.to_string(), value_text(other))),
+    }
+}
+
+pub(super) fn params(document: &mut Document, run: &RunContext) {
+    document.heading(2, "Params");
+    let mut flat = Vec::new();
+    match &run.params {
+        Value::Null => {}
+        Value::Object(map) if map.is_empty() => {}
+        params => flatten_params("", params, &mut flat),
+    }
+    if flat.is_empty() {
+        document.paragraph("The pipeline has no params.");
+        return;
+    }
+    let mut table = Table::new(vec!["param".into(), "value".into()]);
+    for (name, value) in flat {
+        table.rows.push(vec![Cell::text(name), Cell::text(value)]);
+    }
+    document.table(table);
+}
+
+pub(super) fn seconds_cell(ms: Option<u64>) -> Cell {
+    ms.map_or_else(Cell::missing, |ms| {
+        Cell::number_as(ms as f64 / 1000.0, format_duration_ms(ms))
+    })
+}
+
+pub(super) fn stage_times(document: &mut Document, run: &RunContext) -> Result<()> {
+    document.heading(2, "Stages");
+    if run.stages.is_empty() {
+        document.paragraph("No stage ran before the report.");
+        return Ok(());
+    }
+    let mut table = Table::new(
+        [
+            "stage",
+            "uses",
+            "status",
+            "time in this run",
+            "compute time",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    for stage in &run.stages {
+        table.rows.push(vec![
+            Cell::text(stage.name.clone()),
+            stage
+                .uses
+                .clone()
+                .map_or_else(|| Cell::text("command"), Cell::text),
+            Cell::text(stage.status.to_string()),
+            seconds_cell(Some(stage.duration_ms)),
+            seconds_cell(stage.compute_ms),
+        ]);
+    }
+    document.table(table);
+    let seconds = |ms: u64| ms as f64 / 1000.0;
+    let chart = BarChart {
+        title: "Time per stage".into(),
+        value_label: "seconds".into(),
+        categories: run.stages.iter().map(|s| s.name.clone()).collect(),
+        series: vec![
+            (
+                "time in this run".into(),
+                run.stages.iter().map(|s| seconds(s.duration_ms)).collect(),
+            ),
+            (
+                "compute time".into(),
+                run.stages
+                    .iter()
+                    .map(|s| s.compute_ms.map_or(0.0, seconds))
+                    .collect(),
+            ),
+        ],
+    };
+    document.plot(
+        "stage-times",
+        "Time per stage",
+        chart.to_svg().map_err(draw_error)?,
+    );
+    Ok(())
+}
