@@ -15,6 +15,12 @@ pub enum CacheError {
     Corrupt { digest: String, reason: String },
     #[error("`{path}` is neither a regular file nor a directory")]
     Unsupported { path: PathBuf },
+    /// A directory nested deeper than [`crate::MAX_TREE_DEPTH`] levels:
+    /// walking it could exhaust a thread's stack.
+    #[error(
+        "`{path}` is nested more than {max} directories deep, more than pipe stores or restores"
+    )]
+    TooDeep { path: PathBuf, max: usize },
     #[error("stat cache database `{path}`: {source}")]
     StatDb {
         path: PathBuf,

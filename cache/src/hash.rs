@@ -94,7 +94,7 @@ pub(crate) fn hash_node(path: &Path, stat: &StatCache, objects_dir: &Path) -> Re
     if metadata.is_file() {
         hash_file(path, &metadata, stat)
     } else if metadata.is_dir() {
-        hash_dir(path, stat, objects_dir)
+        hash_dir(path, stat, objects_dir, 0)
     } else {
         Err(CacheError::Unsupported {
             path: path.to_path_buf(),
@@ -143,7 +143,13 @@ pub(crate) fn links_to_object(link: &Path, objects_dir: &Path) -> bool {
     })
 }
 
-fn hash_dir(path: &Path, stat: &StatCache, objects_dir: &Path) -> Result<Node> {
+fn hash_dir(path: &Path, stat: &StatCache, objects_dir: &Path, depth: usize) -> Result<Node> {
+    if depth > crate::tree::MAX_TREE_DEPTH {
+        return Err(CacheError::TooDeep {
+            path: path.to_path_buf(),
+            max: crate::tree::MAX_TREE_DEPTH,
+        });
+    }
     let io_error = |error| CacheError::io(path, error);
     let mut listing: Vec<(OsString, PathBuf, std::fs::FileType)> = Vec::new();
     for entry in std::fs::read_dir(path).map_err(io_error)? {
@@ -160,7 +166,7 @@ fn hash_dir(path: &Path, stat: &StatCache, objects_dir: &Path) -> Result<Node> {
         .into_par_iter()
         .map(|(name, child_path, file_type)| {
             let node = if file_type.is_dir() {
-                hash_dir(&child_path, stat, objects_dir)?
+                hash_dir(&child_path, stat, objects_dir, depth + 1)?
             } else if file_type.is_symlink() && links_to_object(&child_path, objects_dir) {
                 let metadata = std::fs::metadata(&child_path)
                     .map_err(|error| CacheError::io(&child_path, error))?;

@@ -28,5 +28,6 @@ pub use store::{
     Artifact, ArtifactKind, Cache, CorruptObject, GcReport, IncomingObject, LinkMode, VerifyReport,
     LAYOUT_VERSION,
 };
+pub use tree::MAX_TREE_DEPTH;
 
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;

@@ -5,6 +5,14 @@ use crate::{Artifact, ArtifactKind, ObjectDigest};
 
 pub(crate) const TREE_MAGIC: &[u8] = b"pipe-tree-v1\n";
 
+/// How many directory levels pipe hashes, stores, checks and restores.
+/// Every walk of a tree recurses once per level, on threads with a few
+/// MiB of stack; a tree from a remote or a damaged cache could otherwise
+/// nest deep enough to overflow one and abort pipe. No real output comes
+/// near it (Linux's PATH_MAX allows about 2,000 levels of one-letter
+/// names).
+pub const MAX_TREE_DEPTH: usize = 128;
+
 const KIND_FILE: u8 = b'f';
 const KIND_EXECUTABLE: u8 = b'x';
 const KIND_DIR: u8 = b'd';

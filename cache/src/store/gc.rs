@@ -33,6 +33,20 @@ impl Cache {
         artifact: &Artifact,
         reachable: &mut HashSet<ObjectDigest>,
     ) -> Result<()> {
+        self.mark_reachable_below(artifact, reachable, 0)
+    }
+
+    /// A tree deeper than any pipe restores is damaged: what lies below
+    /// the limit is reached by nothing usable.
+    fn mark_reachable_below(
+        &self,
+        artifact: &Artifact,
+        reachable: &mut HashSet<ObjectDigest>,
+        depth: usize,
+    ) -> Result<()> {
+        if depth > crate::tree::MAX_TREE_DEPTH {
+            return Ok(());
+        }
         if !reachable.insert(artifact.digest) || artifact.kind != ArtifactKind::Dir {
             return Ok(());
         }
@@ -46,7 +60,7 @@ impl Cache {
             return Ok(());
         };
         for entry in entries {
-            self.mark_reachable(&entry.artifact, reachable)?;
+            self.mark_reachable_below(&entry.artifact, reachable, depth + 1)?;
         }
         Ok(())
     }

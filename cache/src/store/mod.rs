@@ -12,6 +12,9 @@ mod objects;
 mod restore;
 mod verify;
 
+#[cfg(test)]
+mod depth_tests;
+
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

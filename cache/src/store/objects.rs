@@ -324,6 +324,22 @@ impl Cache {
         artifact: &Artifact,
         on_corrupt: OnCorrupt,
     ) -> std::result::Result<(), String> {
+        self.check_present_below(artifact, on_corrupt, 0)
+    }
+
+    fn check_present_below(
+        &self,
+        artifact: &Artifact,
+        on_corrupt: OnCorrupt,
+        depth: usize,
+    ) -> std::result::Result<(), String> {
+        if depth > crate::tree::MAX_TREE_DEPTH {
+            return Err(format!(
+                "tree {} nests more than {} levels deep",
+                artifact.digest.short(),
+                crate::tree::MAX_TREE_DEPTH
+            ));
+        }
         let object = self.object_path(&artifact.digest);
         match artifact.kind {
             ArtifactKind::File => match std::fs::symlink_metadata(&object) {
@@ -340,9 +356,9 @@ impl Cache {
                 let entries = self
                     .read_tree_checked(artifact, on_corrupt)
                     .map_err(|error| error.to_string())?;
-                entries
-                    .par_iter()
-                    .try_for_each(|entry| self.check_present(&entry.artifact, on_corrupt))
+                entries.par_iter().try_for_each(|entry| {
+                    self.check_present_below(&entry.artifact, on_corrupt, depth + 1)
+                })
             }
         }
     }

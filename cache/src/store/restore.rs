@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::objects::OnCorrupt;
-use super::{Artifact, ArtifactKind, Cache};
+use super::{corrupt, Artifact, ArtifactKind, Cache};
 use crate::fsutil::{self, TempPath};
 use crate::hash;
 use crate::{CacheError, ObjectDigest, Result, StatCache};
@@ -104,7 +104,7 @@ impl Cache {
             _ => Path::new("."),
         };
 
-        let plan = match self.verified_plan(artifact) {
+        let plan = match self.verified_plan(artifact, 0) {
             Ok(plan) => plan,
             Err(error @ CacheError::Corrupt { .. }) => {
                 // The caller reruns the stage; a stale output left in place
@@ -171,7 +171,16 @@ impl Cache {
     }
 
     /// Rehashes every object `artifact` needs and returns what to create.
-    fn verified_plan(&self, artifact: &Artifact) -> Result<Plan> {
+    fn verified_plan(&self, artifact: &Artifact, depth: usize) -> Result<Plan> {
+        if depth > crate::tree::MAX_TREE_DEPTH {
+            return Err(corrupt(
+                &artifact.digest,
+                format!(
+                    "the tree nests more than {} levels deep",
+                    crate::tree::MAX_TREE_DEPTH
+                ),
+            ));
+        }
         match artifact.kind {
             ArtifactKind::File => {
                 self.verify_file_object(&artifact.digest, artifact.size)?;
@@ -185,7 +194,7 @@ impl Cache {
                 let children = entries
                     .into_par_iter()
                     .map(|entry| {
-                        let plan = self.verified_plan(&entry.artifact)?;
+                        let plan = self.verified_plan(&entry.artifact, depth + 1)?;
                         Ok((OsString::from_vec(entry.name), plan))
                     })
                     .collect::<Result<Vec<_>>>()?;
@@ -205,7 +214,7 @@ impl Cache {
         stat: &StatCache,
     ) -> Result<Vec<PathBuf>> {
         let mut lost = Vec::new();
-        self.collect_lost(Some(artifact), dest, stat, &mut lost)?;
+        self.collect_lost(Some(artifact), dest, stat, &mut lost, 0)?;
         lost.sort();
         Ok(lost)
     }
@@ -216,7 +225,14 @@ impl Cache {
         path: &Path,
         stat: &StatCache,
         lost: &mut Vec<PathBuf>,
+        depth: usize,
     ) -> Result<()> {
+        if depth > crate::tree::MAX_TREE_DEPTH {
+            return Err(CacheError::TooDeep {
+                path: path.to_path_buf(),
+                max: crate::tree::MAX_TREE_DEPTH,
+            });
+        }
         let metadata = match std::fs::symlink_metadata(path) {
             Ok(metadata) => metadata,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -265,7 +281,7 @@ impl Cache {
             let entry = entry.map_err(|error| CacheError::io(path, error))?;
             let name = entry.file_name().into_vec();
             let child = wanted_children.get(&name);
-            self.collect_lost(child, &entry.path(), stat, lost)?;
+            self.collect_lost(child, &entry.path(), stat, lost, depth + 1)?;
         }
         Ok(())
     }
