@@ -207,23 +207,6 @@ impl fmt::Display for Combination {
     }
 }
 
-/// Value by value in key order, numbers as numbers (`2` before `10`).
-pub fn compare_combinations(a: &Combination, b: &Combination) -> std::cmp::Ordering {
-    for ((key_a, value_a), (key_b, value_b)) in a.0.iter().zip(&b.0) {
-        let order =
-            key_a
-                .cmp(key_b)
-                .then_with(|| match (value_a.parse::<f64>(), value_b.parse::<f64>()) {
-                    (Ok(x), Ok(y)) => x.total_cmp(&y),
-                    _ => value_a.cmp(value_b),
-                });
-        if order.is_ne() {
-            return order;
-        }
-    }
-    a.0.len().cmp(&b.0.len())
-}
-
 /// One row of a run's results: a matrix combination and the stages (by
 /// index) whose results it shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,7 +222,9 @@ pub struct CombinationRow {
 /// (`train@p=32` is part of `eval@p=32,seed=1`, so only the latter is a
 /// row). Each row holds the stages whose combination it contains, so a
 /// stage without a matrix belongs to every row; a run without a matrix is
-/// one row of every stage. Rows are in matrix order.
+/// one row of every stage. Rows are in the order their combinations first
+/// appear among `combinations`: given in the pipeline's order, the order
+/// the matrix declares its values in.
 ///
 /// Linear in the stages: combinations are compared through hash sets, per
 /// pair of distinct key sets, and a run has few of those.
@@ -293,7 +278,6 @@ pub fn rows_by_combination<'a>(
     if rows.is_empty() {
         rows.push(Combination::default());
     }
-    rows.sort_by(compare_combinations);
     rows.into_iter()
         .map(|combination| {
             let row_keys = combination.key_set();
@@ -435,6 +419,10 @@ pub struct StageIdentity {
     pub roles: StageRoles,
     #[serde(default, skip_serializing_if = "RoleValues::is_empty")]
     pub role_values: RoleValues,
+    /// Its place in the pipeline's order (matrix expansions in the order
+    /// their values are declared): rows are shown in this order.
+    #[serde(default)]
+    pub position: usize,
 }
 
 #[cfg(test)]
@@ -462,19 +450,19 @@ mod tests {
             rows,
             [
                 CombinationRow {
-                    combination: eval_16.clone(),
-                    stages: vec![0, 2, 4]
-                },
-                CombinationRow {
                     combination: eval_32,
                     stages: vec![0, 1, 3]
+                },
+                CombinationRow {
+                    combination: eval_16.clone(),
+                    stages: vec![0, 2, 4]
                 },
             ]
         );
     }
 
     #[test]
-    fn without_a_matrix_every_stage_is_in_one_row_and_values_sort_as_numbers() {
+    fn without_a_matrix_every_stage_is_in_one_row_and_rows_keep_the_declared_order() {
         let none = Combination::default();
         let rows = rows_by_combination([&none, &none]);
         assert_eq!(rows.len(), 1);
@@ -482,7 +470,8 @@ mod tests {
         let ten = combo(&[("n", "10")]);
         let two = combo(&[("n", "2")]);
         let rows = rows_by_combination([&ten, &two]);
-        assert_eq!(rows[0].combination, two);
+        assert_eq!(rows[0].combination, ten);
+        assert_eq!(rows[1].combination, two);
     }
 
     #[test]

@@ -168,7 +168,7 @@ fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
     let bad_row = project.pipe(&["compare", "last", "--baseline-row", "precision=64-true"]);
     assert_eq!(bad_row.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad_row.stderr)
-        .contains("its rows: #1 (precision=32-true,strategy=ddp)"));
+        .contains("its rows: #1 (precision=32-true,strategy=single)"));
 }
 
 #[test]

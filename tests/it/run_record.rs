@@ -66,7 +66,8 @@ fn one_matrix_run_has_the_same_rows_in_compare_its_page_and_the_report() {
     let project = TestProject::new();
     project.write("pipe.yaml", NESTED);
     project.run_ok(&[]);
-    let expected: Vec<(String, String)> = [("8", "a"), ("8", "b"), ("16", "a"), ("16", "b")]
+    // In the order the matrices declare their values.
+    let expected: Vec<(String, String)> = [("16", "a"), ("16", "b"), ("8", "a"), ("8", "b")]
         .iter()
         .map(|(width, fold)| (width.to_string(), fold.to_string()))
         .collect();

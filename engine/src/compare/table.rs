@@ -550,19 +550,19 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            // Matrix values in order, numbers as numbers.
+            // In the pipeline's order: the order the matrix declares.
             [
-                vec!["prepare", "train@p=16,s=a", "eval@p=16"],
                 vec!["prepare", "train@p=32,s=a", "eval@p=32"],
+                vec!["prepare", "train@p=16,s=a", "eval@p=16"],
             ]
         );
         let table = compare_runs(&runs, &CompareOptions::default()).unwrap();
         let accuracy = &table.groups[1].cells["metric:eval.accuracy"];
-        assert!((accuracy.delta.unwrap() - 0.1).abs() < 1e-12);
-        assert_eq!(accuracy.verdict, Some(Verdict::Better));
+        assert!((accuracy.delta.unwrap() + 0.1).abs() < 1e-12);
+        assert_eq!(accuracy.verdict, Some(Verdict::Worse));
         assert_eq!(
             table.groups[1].cells["metric:train.loss"].verdict,
-            Some(Verdict::Worse)
+            Some(Verdict::Better)
         );
     }
 

@@ -168,12 +168,17 @@ fn settle(
     } else {
         recorder.failed = true;
         for (down, up) in readiness.failed(outcome.index) {
-            let record = skipped_record(&stages[down], &stages[up]);
+            let mut record = skipped_record(&stages[down], &stages[up]);
+            record.identity.position = down;
             report_finished(context, &record);
             recorder.push(record, None);
         }
     }
-    recorder.push(outcome.record, outcome.manifest);
+    let mut record = outcome.record;
+    // Its place in the pipeline: records are saved as stages finish, and
+    // readers show them in the pipeline's order.
+    record.identity.position = outcome.index;
+    recorder.push(record, outcome.manifest);
     // Persist after real work so a killed pipe keeps its history;
     // cheap cache checks are batched to keep no-op runs fast.
     if status == StageStatus::Ran {

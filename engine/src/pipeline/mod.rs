@@ -212,6 +212,8 @@ impl Stage {
             uses,
             roles,
             role_values,
+            // Set by the scheduler, which knows the stage's index.
+            position: 0,
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::{EngineError, Result};
 /// The version this pipe writes. 1: each stage's identity (base name,
 /// matrix combination, `uses`, roles and their values) is stored in its
 /// own columns instead of being worked out from its name and manifest.
-pub(super) const CURRENT: i64 = 1;
+/// 2: and its place in the pipeline (`position`).
+pub(super) const CURRENT: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -48,19 +49,24 @@ CREATE TABLE IF NOT EXISTS manifests (
 CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
 ";
 
-/// Columns added after the first release, NULL in the rows before them.
-const ADDED_COLUMNS: &[(&str, &[&str])] = &[
-    ("runs", &["directions", "uid", "origin"]),
+/// Columns added after the first release (name and type), NULL in the
+/// rows before them.
+const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "runs",
+        &[("directions", "TEXT"), ("uid", "TEXT"), ("origin", "TEXT")],
+    ),
     (
         "stage_runs",
         &[
-            "job",
-            "node",
-            "base_name",
-            "combination",
-            "uses",
-            "roles",
-            "role_values",
+            ("job", "TEXT"),
+            ("node", "TEXT"),
+            ("base_name", "TEXT"),
+            ("combination", "TEXT"),
+            ("uses", "TEXT"),
+            ("roles", "TEXT"),
+            ("role_values", "TEXT"),
+            ("position", "INTEGER"),
         ],
     ),
 ];
@@ -120,12 +126,12 @@ fn newer(path: &std::path::Path, version: i64) -> EngineError {
     )
 }
 
-/// Adds to `table` the TEXT columns of `wanted` it lacks.
+/// Adds to `table` the columns of `wanted` (name, type) it lacks.
 fn add_columns(
     transaction: &rusqlite::Transaction<'_>,
     path: &std::path::Path,
     table: &str,
-    wanted: &[&str],
+    wanted: &[(&str, &str)],
 ) -> Result<()> {
     let mut statement = transaction
         .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
@@ -135,10 +141,10 @@ fn add_columns(
         .map_err(|e| db_error(path, e))?
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| db_error(path, e))?;
-    for column in wanted {
+    for (column, kind) in wanted {
         if !columns.iter().any(|name| name == column) {
             transaction
-                .execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} TEXT"))
+                .execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))
                 .map_err(|e| db_error(path, e))?;
         }
     }
@@ -242,6 +248,7 @@ pub(crate) fn legacy_identity(stage: &str, manifest: Option<&Value>) -> StageIde
         uses,
         roles,
         role_values,
+        position: 0,
     }
 }
 

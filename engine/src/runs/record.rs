@@ -252,6 +252,11 @@ pub(super) fn identity_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Resu
         uses: columns.get(&name("uses"))?,
         roles: columns.json::<StageRoles>(&name("roles"))?,
         role_values: columns.json::<RoleValues>(&name("role_values"))?,
+        // Version 0 kept no position: its rows keep the order they were
+        // saved in.
+        position: columns
+            .opt_unsigned(&name("position"))?
+            .map_or(0, |position| position as usize),
     })
 }
 
@@ -272,6 +277,7 @@ const STAGE_COLUMNS: &[&str] = &[
     "uses",
     "roles",
     "role_values",
+    "position",
     "key",
     "status",
     "duration_ms",
