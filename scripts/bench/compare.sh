@@ -33,6 +33,11 @@ def digest(*parts):
     return hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=32).hexdigest()
 
 
+DATA_ROLES = json.dumps({"makes_data": True})
+TRAIN_ROLES = json.dumps({"seed": "seed", "precision": "precision", "detail_metrics": ["epochs"],
+                          "hardware_metrics": ["hardware", "devices"]})
+
+
 def artifact(*parts):
     return {"kind": "dir", "digest": digest(*parts), "size": 1000, "files": 3}
 
@@ -71,7 +76,9 @@ for run in range(1, runs + 1):
         key = digest(stage, salt)
         manifests[key] = json.dumps({"uses": uses, "with": {"seed": seed}, "params": {}})
         outputs = {f".pipe/out/{pipeline}/{stage}": artifact(stage, salt)}
-        stage_rows.append((run, stage, key, "restored", 10, json.dumps(outputs), json.dumps(metrics)))
+        # As `pipe run` records a stage: its identity in its own columns.
+        stage_rows.append((run, stage, key, "restored", 10, json.dumps(outputs), json.dumps(metrics),
+                           stage, "[]", uses, DATA_ROLES, json.dumps({"seed": seed}), order))
     for precision in ("32-true", "bf16-mixed"):
         for strategy in ("single", "ddp"):
             name = f"train@precision={precision},strategy={strategy}"
@@ -88,12 +95,17 @@ for run in range(1, runs + 1):
                 "hardware.libtorch": "2.5.1", "epochs.0.train_loss": 0.5, "epochs.0.val_acc": 0.8,
                 "epochs.1.train_loss": 0.3, "epochs.1.val_acc": 0.86,
             }
-            stage_rows.append((run, name, key, "ran", 100_000, json.dumps({}), json.dumps(metrics)))
+            combination = json.dumps([["precision", precision], ["strategy", strategy]])
+            values = json.dumps({"seed": seed, "precision": precision})
+            stage_rows.append((run, name, key, "ran", 100_000, json.dumps({}), json.dumps(metrics),
+                               "train", combination, "train/classifier@1", TRAIN_ROLES, values,
+                               len(stage_rows) % 8))
 
 db.executemany("INSERT INTO runs (id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty,"
                " argv, params, pid) VALUES (?,?,?,?,?,?,?,?,?,?)", run_rows)
-db.executemany("INSERT INTO stage_runs (run_id, stage, key, status, duration_ms, outputs, metrics)"
-               " VALUES (?,?,?,?,?,?,?)", stage_rows)
+db.executemany("INSERT INTO stage_runs (run_id, stage, key, status, duration_ms, outputs, metrics,"
+               " base_name, combination, uses, roles, role_values, position)"
+               " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", stage_rows)
 db.executemany("INSERT OR IGNORE INTO manifests (key, manifest) VALUES (?, ?)", manifests.items())
 db.commit()
 print(f"history: {runs} runs, {len(stage_rows)} stage records, {len(manifests)} manifests",
