@@ -46,16 +46,7 @@ mod tests {
     /// The real shims through the helper: a C++ exception's text arrives.
     #[test]
     fn a_cpp_exception_from_a_shim_arrives_as_its_message() {
-        extern "C" {
-            fn pipe_autocast_exit(
-                device: c_int,
-                previous_enabled: c_int,
-                previous_dtype: c_int,
-                previous_cache: c_int,
-                error: *mut c_char,
-                error_size: usize,
-            ) -> c_int;
-        }
+        use crate::precision::pipe_autocast_exit;
         // SAFETY: plain ints and the helper's buffer; device 99 is refused
         // before libtorch is touched.
         let answer =

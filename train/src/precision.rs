@@ -201,7 +201,7 @@ extern "C" {
         error: *mut c_char,
         error_size: usize,
     ) -> c_int;
-    fn pipe_autocast_exit(
+    pub(crate) fn pipe_autocast_exit(
         device: c_int,
         previous_enabled: c_int,
         previous_dtype: c_int,

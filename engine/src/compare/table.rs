@@ -443,8 +443,8 @@ fn row_facts(
             note_metric(base, metric);
             values.insert(metric_id(base, metric), value.clone());
         }
-        let data_outputs = stage.outputs.as_ref().filter(|_| roles.makes_data);
-        if let Some(outputs) = data_outputs {
+        // Loaded only for stages whose roles say they make data.
+        if let Some(outputs) = &stage.outputs {
             let uses = identity
                 .uses
                 .clone()

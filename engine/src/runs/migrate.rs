@@ -235,12 +235,12 @@ pub(crate) fn legacy_identity(stage: &str, manifest: Option<&Value>) -> StageIde
                 .iter()
                 .any(|namespace| uses.starts_with(namespace))
         }),
-        // Version 0 left these out of every stage's comparison.
-        detail_metrics: ["epochs", "confusion", "per_class"]
-            .map(String::from)
-            .to_vec(),
-        hardware_metrics: ["hardware", "devices"].map(String::from).to_vec(),
-    };
+        // Version 0 left these out of every stage's comparison: what the
+        // conventions of metrics.json still say.
+        detail_metrics: Vec::new(),
+        hardware_metrics: Vec::new(),
+    }
+    .with_conventional_metrics();
     let role_values = RoleValues::of(&roles, &with);
     StageIdentity {
         base_name,
