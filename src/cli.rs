@@ -44,6 +44,16 @@ pub enum Command {
         /// Machine-readable output on stdout.
         #[arg(long)]
         json: bool,
+        /// Ask the remote cache which stale stages it can restore: the
+        /// configured one, or `--remote=URL`.
+        #[arg(
+            long,
+            value_name = "URL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = ""
+        )]
+        remote: Option<String>,
     },
     /// Explain, field by field, why a stage would rerun.
     Why {
@@ -314,6 +324,9 @@ pub enum CacheCommand {
         file: Option<PathBuf>,
         #[command(flatten)]
         remote: RemoteArgs,
+        /// Transfer events and the totals as JSON lines on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// Bring run records from the remote cache, and with RUN or --all the
     /// results they name, so `pipe checkout RUN` works offline.
@@ -329,6 +342,9 @@ pub enum CacheCommand {
         file: Option<PathBuf>,
         #[command(flatten)]
         remote: RemoteArgs,
+        /// Transfer events and the totals as JSON lines on stdout.
+        #[arg(long)]
+        json: bool,
     },
     /// What the remote cache holds of a run's results (default: the last run).
     Status {

@@ -23,9 +23,11 @@ use crate::cli::{
 use crate::here;
 use crate::output::{errln, out, outln};
 use crate::progress::Progress;
-use crate::remote_commands;
+use crate::remote_commands::{self, Shown};
+use crate::remote_status;
 use crate::render;
 use crate::style::Style;
+use crate::transfers::TransferView;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
@@ -35,7 +37,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             path,
             pipeline,
             json,
-        } => status(path, pipeline, json, quiet),
+            remote,
+        } => status(path, pipeline, json, quiet, remote.as_deref()),
         Command::Why {
             stage,
             pipeline,
@@ -167,13 +170,27 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 all,
                 file,
                 remote,
-            } => remote_commands::push(run.as_deref(), all, file.as_deref(), &remote),
+                json,
+            } => remote_commands::push(
+                run.as_deref(),
+                all,
+                file.as_deref(),
+                &remote,
+                Shown { json, quiet },
+            ),
             CacheCommand::Pull {
                 run,
                 all,
                 file,
                 remote,
-            } => remote_commands::pull(run.as_deref(), all, file.as_deref(), &remote),
+                json,
+            } => remote_commands::pull(
+                run.as_deref(),
+                all,
+                file.as_deref(),
+                &remote,
+                Shown { json, quiet },
+            ),
             CacheCommand::Status {
                 run,
                 file,
@@ -311,6 +328,16 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
         )?,
     };
     let progress = Progress::new(args.json, quiet);
+    // Transfer bars share the stages' live display.
+    let options = RunOptions {
+        remote: options.remote.map(|config| {
+            match TransferView::sink(args.json, quiet, progress.bars()) {
+                Some(sink) => config.with_progress(sink),
+                None => config,
+            }
+        }),
+        ..options
+    };
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
     if let Some(remote) = &summary.remote {
         remote_commands::print_run_summary(remote, args.json, quiet);
@@ -361,10 +388,26 @@ fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCod
     Ok(ExitCode::Ok)
 }
 
-fn status(file: Option<PathBuf>, arg: PipelineArg, json: bool, quiet: bool) -> Result<ExitCode> {
+fn status(
+    file: Option<PathBuf>,
+    arg: PipelineArg,
+    json: bool,
+    quiet: bool,
+    remote: Option<&str>,
+) -> Result<ExitCode> {
     let (pipeline, dag) = load(file.as_deref(), &arg, &Progress::new(false, quiet))?;
+    // Before the plan: a missing remote is a usage error, not worth a hash.
+    let remote = remote
+        .map(|flag| remote_status::open(&pipeline, flag))
+        .transpose()?;
     let planner = Planner::new(&pipeline)?;
     let states = planner.states(&dag, &dag.order)?;
+    // An unreachable remote has been warned about: the plain status follows.
+    if let Some(remote) = &remote {
+        if remote_status::show(remote, &pipeline, &dag, &states, json) {
+            return Ok(ExitCode::Ok);
+        }
+    }
     if json {
         // Streamed: a million stages' JSON is never one string in memory.
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, crate::output::DataStdout);

@@ -11,8 +11,10 @@ mod init;
 mod output;
 mod progress;
 mod remote_commands;
+mod remote_status;
 mod render;
 mod style;
+mod transfers;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -39,6 +39,12 @@ impl Progress {
         }
     }
 
+    /// The live display on a terminal, for the remote's transfer bars to
+    /// share (src/transfers.rs); `None` when stderr is not one or `--quiet`.
+    pub fn bars(&self) -> Option<MultiProgress> {
+        self.bars.clone()
+    }
+
     fn line(&self, text: String) {
         if self.quiet {
             return;
@@ -254,7 +260,7 @@ impl Progress {
 }
 
 /// A bar with rate and ETA when the total is known, a counter otherwise.
-fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
+pub(crate) fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
     let template = match (unit == "bytes", known_total) {
         (true, true) => "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {elapsed:.dim}".to_string(),
         (true, false) => "{spinner} {msg} {bytes} {bytes_per_sec} {elapsed:.dim}".to_string(),

@@ -15,21 +15,44 @@ use crate::cli::RemoteArgs;
 use crate::here;
 use crate::output::{errln, outln};
 use crate::render;
+use crate::transfers::TransferView;
+
+/// How a command's transfers are shown: `--json` events on stdout, and
+/// bars or lines on stderr unless `--quiet`.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown {
+    pub json: bool,
+    pub quiet: bool,
+}
+
+/// Opens `config`'s remote with its transfers shown as `shown` says.
+fn open_shown(config: RemoteConfig, cache_dir: &Path, shown: Shown) -> Result<Remote> {
+    let bars = TransferView::terminal_bars(shown.quiet);
+    let config = match TransferView::sink(shown.json, shown.quiet, bars) {
+        Some(sink) => config.with_progress(sink),
+        None => config,
+    };
+    exec::open_remote(&config, cache_dir)
+}
 
 fn configured(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<Option<RemoteConfig>> {
     history::configured_remote(root, file, args.remote.as_deref(), args.remote_read_only)
 }
 
 fn required(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<RemoteConfig> {
-    configured(root, file, args)?.ok_or_else(|| {
-        EngineError::usage(
-            "no remote cache is configured",
-            format!(
-                "pass --remote s3://BUCKET/PREFIX, set PIPE_REMOTE, or add `cache: {{ remote: s3://BUCKET/PREFIX }}` to the pipeline or {}",
-                pipe_engine::spec::PROJECT_CONFIG_FILE
-            ),
-        )
-    })
+    configured(root, file, args)?.ok_or_else(|| no_remote("--remote s3://BUCKET/PREFIX"))
+}
+
+/// The usage error of a command that needs a remote and has none; `flag`
+/// is how that command takes one on its command line.
+pub fn no_remote(flag: &str) -> EngineError {
+    EngineError::usage(
+        "no remote cache is configured",
+        format!(
+            "pass {flag}, set PIPE_REMOTE, or add `cache: {{ remote: s3://BUCKET/PREFIX }}` to the pipeline or {} (docs/remote-cache.md)",
+            pipe_engine::spec::PROJECT_CONFIG_FILE
+        ),
+    )
 }
 
 /// The records the remote has (for `commit`, or all) that this history
@@ -51,6 +74,7 @@ pub fn push(
     all: bool,
     file: Option<&Path>,
     args: &RemoteArgs,
+    shown: Shown,
 ) -> Result<ExitCode> {
     let project = here::project()?;
     let config = required(&project.root, file, args)?;
@@ -76,7 +100,7 @@ pub fn push(
             Pull::IfConfigured,
         )?]
     };
-    let remote = exec::open_remote(&config, &project.cache_dir)?;
+    let remote = open_shown(config, &project.cache_dir, shown)?;
     let cache = Cache::open(&project.cache_dir)?;
     let (results, missing) = history.results_of_runs(&cache, &ids)?;
     let count = results.len();
@@ -92,6 +116,21 @@ pub fn push(
         }
     }
     let report = remote.finish();
+    if shown.json {
+        outln!(
+            "{}",
+            json!({
+                "event": "pushed", "remote": remote.url(), "results": count,
+                "results_pushed": report.results_pushed,
+                "results_already_present": report.results_already_present,
+                "results_not_pushed": report.results_not_pushed,
+                "objects_pushed": report.objects_pushed, "objects_present": report.objects_present,
+                "bytes_pushed": report.bytes_pushed, "records_pushed": records,
+                "missing_locally": missing, "unavailable": report.unavailable,
+                "push_refused": report.push_refused,
+            })
+        );
+    }
     errln!(
         "{}: {count} results ({} pushed, {} already there; {} objects, {} sent), {records} run records",
         remote.url(),
@@ -111,10 +150,11 @@ pub fn pull(
     all: bool,
     file: Option<&Path>,
     args: &RemoteArgs,
+    shown: Shown,
 ) -> Result<ExitCode> {
     let project = here::project()?;
     let config = required(&project.root, file, args)?;
-    let remote = exec::open_remote(&config, &project.cache_dir)?;
+    let remote = open_shown(config, &project.cache_dir, shown)?;
     let mut history = History {
         db: RunDb::open(&project.runs_db())?,
         root: project.root.clone(),
@@ -123,6 +163,16 @@ pub fn pull(
         (None, false) => {
             let pulled = pull_records(&remote, &mut history, None)?;
             let report = remote.finish();
+            if shown.json {
+                outln!(
+                    "{}",
+                    json!({
+                        "event": "pulled", "remote": remote.url(),
+                        "records": pulled.listed, "records_new": pulled.new.len(),
+                        "unavailable": report.unavailable,
+                    })
+                );
+            }
             errln!(
                 "{}: {} run records, {} new here",
                 remote.url(),
@@ -165,6 +215,17 @@ pub fn pull(
         }
     }
     let report = remote.finish();
+    if shown.json {
+        outln!(
+            "{}",
+            json!({
+                "event": "pulled", "remote": remote.url(), "results_pulled": pulled,
+                "objects_pulled": report.objects_pulled, "bytes_pulled": report.bytes_pulled,
+                "already_here": here, "not_in_remote": absent, "corrupt": corrupt,
+                "unavailable": report.unavailable,
+            })
+        );
+    }
     errln!(
         "{}: {pulled} results pulled ({} objects, {}), {here} already here, {absent} not in the remote, {corrupt} corrupt",
         remote.url(),

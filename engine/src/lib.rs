@@ -28,6 +28,7 @@ pub mod pipeline;
 pub mod plan;
 pub mod project;
 pub mod remote;
+pub mod remote_status;
 pub mod runs;
 pub mod settings;
 mod worker_build;

@@ -128,5 +128,6 @@ pub fn resolve(
         region: in_files("region", "PIPE_REMOTE_REGION", |spec| spec.region.clone())?,
         read_only,
         concurrency,
+        progress: None,
     }))
 }

@@ -34,6 +34,7 @@ mod spec_safety;
 mod speed_study;
 mod status_scale;
 mod stdout_closed;
+mod transfer_progress;
 mod untrusted_input;
 mod worker_build;
 mod workers;

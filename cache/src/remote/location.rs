@@ -24,6 +24,9 @@ pub struct RemoteConfig {
     pub read_only: bool,
     /// Objects in flight at once, pulls and pushes each.
     pub concurrency: usize,
+    /// Where each result's transfer progress goes: set by whoever shows
+    /// it (the CLI), never by a setting.
+    pub progress: Option<super::ProgressSink>,
 }
 
 impl RemoteConfig {
@@ -36,7 +39,14 @@ impl RemoteConfig {
             region: None,
             read_only: false,
             concurrency: RemoteConfig::DEFAULT_CONCURRENCY,
+            progress: None,
         }
+    }
+
+    /// This configuration, reporting transfers to `sink`.
+    pub fn with_progress(mut self, sink: super::ProgressSink) -> RemoteConfig {
+        self.progress = Some(sink);
+        self
     }
 }
 

@@ -14,21 +14,24 @@
 //! on with the local cache alone.
 
 mod location;
+mod progress;
+mod pull;
+mod push;
 
 use std::collections::HashSet;
-use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use opendal::{ErrorKind, Operator};
 use tokio::sync::Semaphore;
 
 pub use location::{Location, RemoteConfig};
+pub use progress::{Direction, Outcome, Phase, ProgressSink, TransferEvent, PROGRESS_INTERVAL};
 
 use crate::store::shard_and_rest;
-use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, Cache, CacheError, ObjectDigest};
+use crate::{ActionKey, ActionResult, Cache, CacheError, ObjectDigest};
 
 /// Chunk size of streamed transfers; S3 multipart parts are this large.
 const CHUNK: usize = 8 << 20;
@@ -126,6 +129,8 @@ struct Shared {
     /// instead of trusting their presence.
     corrupt: Mutex<HashSet<String>>,
     report: Mutex<TransferReport>,
+    /// Where each result's transfer progress goes, if anyone shows it.
+    progress: Option<ProgressSink>,
 }
 
 /// A connection to one remote cache, attached to a local cache. Cheap to
@@ -157,6 +162,7 @@ impl Remote {
                 secrets: location::secrets(),
                 corrupt: Mutex::new(HashSet::new()),
                 report: Mutex::new(TransferReport::default()),
+                progress: config.progress.clone(),
             }),
             runtime: OnceLock::new(),
             pending: Mutex::new(Vec::new()),
@@ -203,7 +209,7 @@ impl Remote {
         };
         let shared = self.shared.clone();
         let key = *key;
-        let outcome = runtime.block_on(async move { pull_result(&shared, &key).await });
+        let outcome = runtime.block_on(async move { pull::pull_result(&shared, &key).await });
         match outcome {
             Ok((objects, bytes)) => {
                 let mut report = lock(&self.shared.report);
@@ -246,7 +252,7 @@ impl Remote {
         lock(&self.push_started).get_or_insert_with(Instant::now);
         let shared = self.shared.clone();
         let handle = runtime.spawn(async move {
-            push_and_count(&shared, &result).await;
+            push::push_and_count(&shared, &result).await;
         });
         lock(&self.pending).push(handle);
     }
@@ -269,7 +275,7 @@ impl Remote {
             futures::stream::iter(results)
                 .map(|result| {
                     let shared = shared.clone();
-                    async move { push_and_count(&shared, &result).await }
+                    async move { push::push_and_count(&shared, &result).await }
                 })
                 .buffer_unordered(concurrency)
                 .filter(|pushed| futures::future::ready(*pushed))
@@ -301,7 +307,21 @@ impl Remote {
         let runtime = self.runtime()?;
         let shared = self.shared.clone();
         let key = *key;
-        let outcome = runtime.block_on(async move { presence(&shared, &key).await });
+        let outcome = runtime.block_on(async move { pull::presence(&shared, &key).await });
+        outcome.map_err(|error| self.shared.describe(&error))
+    }
+
+    /// `presence` of every key, in their order, `concurrency` of them at a
+    /// time (`pipe status --remote`). The first failure of the remote ends
+    /// it, described as `presence` describes it.
+    pub fn presence_of_all(&self, keys: &[ActionKey]) -> Result<Vec<Presence>, String> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let runtime = self.runtime()?;
+        let shared = self.shared.clone();
+        let keys = keys.to_vec();
+        let outcome = runtime.block_on(async move { pull::presence_of_all(&shared, &keys).await });
         outcome.map_err(|error| self.shared.describe(&error))
     }
 
@@ -508,303 +528,5 @@ fn safe_component(text: &str) -> String {
         .collect()
 }
 
-async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64, u64), Failure> {
-    let path = action_path(key);
-    let bytes = shared.operator.read(&path).await?.to_vec();
-    // Checked before a single object is fetched: a result naming a path
-    // its manifest does not declare is refused here, whoever wrote it.
-    let result = match crate::action::decode(&bytes, key) {
-        Ok(result) => result,
-        Err(reason) => {
-            shared.mark_corrupt(&path);
-            return Err(Failure::Corrupt(format!(
-                "result {}: {reason}",
-                key.short()
-            )));
-        }
-    };
-    let fetched = fetch_objects(shared, &result).await;
-    if matches!(fetched, Err(Failure::Corrupt(_))) {
-        // The result is rebuilt here and pushed again: its action must be
-        // overwritten too, in case the rebuild is not byte-identical.
-        shared.mark_corrupt(&path);
-    }
-    let (objects, bytes) = fetched?;
-    shared.cache.put_action(&result)?;
-    Ok((objects, bytes))
-}
-
-/// Brings every object `result` names into the local cache, level by
-/// level: a directory's entries are known once its tree is in.
-async fn fetch_objects(shared: &Shared, result: &ActionResult) -> Result<(u64, u64), Failure> {
-    let mut level: Vec<Artifact> = result.outputs.values().cloned().collect();
-    let (mut objects, mut bytes) = (0, 0);
-    while !level.is_empty() {
-        let wanted: Vec<&Artifact> = level
-            .iter()
-            .filter(|artifact| match artifact.kind {
-                ArtifactKind::File => !shared.cache.has_object(&artifact.digest, artifact.size),
-                // A local tree that rotted would fail the pull at every
-                // try (and be blamed on the remote): it is fetched again.
-                ArtifactKind::Dir => !shared.cache.has_good_tree(artifact),
-            })
-            .collect();
-        let fetched: Vec<u64> = futures::stream::iter(wanted)
-            .map(|artifact| fetch_object(shared, artifact))
-            .buffer_unordered(shared.concurrency)
-            .try_collect()
-            .await?;
-        objects += fetched.len() as u64;
-        bytes += fetched.iter().sum::<u64>();
-        let mut next = Vec::new();
-        for artifact in level.iter().filter(|a| a.kind == ArtifactKind::Dir) {
-            let entries = shared.cache.read_tree(artifact)?;
-            next.extend(entries.into_iter().map(|(_, child)| child));
-        }
-        level = next;
-    }
-    Ok((objects, bytes))
-}
-
-/// Streams one object into the local cache, checking size and digest.
-async fn fetch_object(shared: &Shared, artifact: &Artifact) -> Result<u64, Failure> {
-    let _permit = shared
-        .transfers
-        .acquire()
-        .await
-        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
-    let path = object_path(&artifact.digest);
-    let reader = shared.operator.reader_with(&path).chunk(CHUNK).await?;
-    let mut stream = reader.into_bytes_stream(..).await?;
-    let mut incoming = shared.cache.incoming_object(&artifact.digest)?;
-    let limit = match artifact.kind {
-        ArtifactKind::File => Some(artifact.size),
-        ArtifactKind::Dir => None,
-    };
-    let mut received = 0u64;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|error| {
-            Failure::Remote(opendal::Error::new(
-                ErrorKind::Unexpected,
-                error.to_string(),
-            ))
-        })?;
-        received += chunk.len() as u64;
-        if limit.is_some_and(|limit| received > limit) {
-            shared.mark_corrupt(&path);
-            return Err(Failure::Corrupt(format!(
-                "object {}: longer than its {} bytes",
-                artifact.digest.short(),
-                artifact.size
-            )));
-        }
-        incoming.write(&chunk)?;
-    }
-    match incoming.finish(limit) {
-        Ok(()) => Ok(received),
-        Err(error) => {
-            shared.mark_corrupt(&path);
-            Err(error.into())
-        }
-    }
-}
-
-/// Pushes one result and counts it; false when it did not reach the remote.
-async fn push_and_count(shared: &Shared, result: &ActionResult) -> bool {
-    if shared.is_unavailable() || shared.push_refused() {
-        lock(&shared.report).results_not_pushed += 1;
-        return false;
-    }
-    match push_result(shared, result).await {
-        Ok(()) => true,
-        Err(failure) => {
-            match failure {
-                Failure::Remote(error) if error.kind() == ErrorKind::PermissionDenied => {
-                    shared.refuse_pushes(&error)
-                }
-                Failure::Remote(error) => {
-                    shared.give_up(&error);
-                }
-                Failure::NotFound => {
-                    tracing::warn!(
-                        "remote cache {}: result {} names an object the local cache no longer has; not pushed",
-                        shared.url,
-                        result.key.short()
-                    );
-                }
-                Failure::Corrupt(reason) | Failure::Local(CacheError::Corrupt { reason, .. }) => {
-                    tracing::warn!(
-                        "remote cache {}: result {} not pushed: {reason} (`pipe cache verify --repair` removes it)",
-                        shared.url,
-                        result.key.short()
-                    );
-                }
-                Failure::Local(error) => {
-                    tracing::warn!(
-                        "remote cache {}: result {} not pushed: {error}",
-                        shared.url,
-                        result.key.short()
-                    );
-                }
-            }
-            lock(&shared.report).results_not_pushed += 1;
-            false
-        }
-    }
-}
-
-async fn push_result(shared: &Shared, result: &ActionResult) -> Result<(), Failure> {
-    // Every object the result names, trees included, from the local cache.
-    let mut objects: Vec<(ObjectDigest, Option<u64>)> = Vec::new();
-    let mut level: Vec<Artifact> = result.outputs.values().cloned().collect();
-    while !level.is_empty() {
-        let mut next = Vec::new();
-        for artifact in &level {
-            match artifact.kind {
-                ArtifactKind::File => objects.push((artifact.digest, Some(artifact.size))),
-                ArtifactKind::Dir => {
-                    objects.push((artifact.digest, None));
-                    let entries = shared.cache.read_tree(artifact)?;
-                    next.extend(entries.into_iter().map(|(_, child)| child));
-                }
-            }
-        }
-        level = next;
-    }
-    objects.sort_unstable_by_key(|(digest, _)| *digest);
-    objects.dedup_by_key(|(digest, _)| *digest);
-    futures::stream::iter(objects)
-        .map(|(digest, size)| send_object(shared, digest, size))
-        .buffer_unordered(shared.concurrency)
-        .try_collect::<Vec<()>>()
-        .await?;
-    // The action last, and only if no one wrote it first, unless what is
-    // there was found corrupt by this process.
-    let path = action_path(&result.key);
-    let json = crate::action::encode(result);
-    let overwrite = shared.known_corrupt(&path);
-    match shared
-        .operator
-        .write_with(&path, json)
-        .if_not_exists(!overwrite)
-        .await
-    {
-        Ok(_) => {
-            lock(&shared.report).results_pushed += 1;
-            Ok(())
-        }
-        Err(error) if error.kind() == ErrorKind::ConditionNotMatch => {
-            lock(&shared.report).results_already_present += 1;
-            Ok(())
-        }
-        Err(error) => Err(Failure::Remote(error)),
-    }
-}
-
-/// Uploads one object unless the remote has it at the right size. Its
-/// bytes are hashed on the way: a local object that rotted is not spread.
-async fn send_object(
-    shared: &Shared,
-    digest: ObjectDigest,
-    size: Option<u64>,
-) -> Result<(), Failure> {
-    let _permit = shared
-        .transfers
-        .acquire()
-        .await
-        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
-    let local = shared.cache.object_path(&digest);
-    let local_size = std::fs::metadata(&local)
-        .map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => Failure::NotFound,
-            _ => Failure::Local(CacheError::io(&local, error)),
-        })?
-        .len();
-    if size.is_some_and(|size| size != local_size) {
-        return Err(Failure::Corrupt(format!(
-            "local object {} has {local_size} bytes, expected {}",
-            digest.short(),
-            size.unwrap_or_default()
-        )));
-    }
-    let path = object_path(&digest);
-    if !shared.known_corrupt(&path) {
-        match shared.operator.stat(&path).await {
-            Ok(metadata) if metadata.content_length() == local_size => {
-                lock(&shared.report).objects_present += 1;
-                return Ok(());
-            }
-            Ok(_) => {}
-            Err(error) if error.kind() == ErrorKind::NotFound => {}
-            Err(error) => return Err(Failure::Remote(error)),
-        }
-    }
-    let mut file = std::fs::File::open(&local)
-        .map_err(|error| Failure::Local(CacheError::io(&local, error)))?;
-    let mut writer = shared
-        .operator
-        .writer_with(&path)
-        .chunk(CHUNK)
-        .concurrent(4)
-        .await?;
-    let mut hasher = blake3::Hasher::new();
-    let mut sent = 0u64;
-    loop {
-        let mut buffer = vec![0u8; CHUNK];
-        let mut filled = 0;
-        while filled < CHUNK {
-            let read = file
-                .read(&mut buffer[filled..])
-                .map_err(|error| Failure::Local(CacheError::io(&local, error)))?;
-            if read == 0 {
-                break;
-            }
-            filled += read;
-        }
-        if filled == 0 {
-            break;
-        }
-        buffer.truncate(filled);
-        hasher.update(&buffer);
-        sent += filled as u64;
-        writer.write(buffer).await?;
-        if filled < CHUNK {
-            break;
-        }
-    }
-    if ObjectDigest::from_bytes(*hasher.finalize().as_bytes()) != digest {
-        let _ = writer.abort().await;
-        return Err(Failure::Corrupt(format!(
-            "local object {} does not match its digest",
-            digest.short()
-        )));
-    }
-    writer.close().await?;
-    let mut report = lock(&shared.report);
-    report.objects_pushed += 1;
-    report.bytes_pushed += sent;
-    Ok(())
-}
-
-async fn presence(shared: &Shared, key: &ActionKey) -> Result<Presence, opendal::Error> {
-    let bytes = match shared.operator.read(&action_path(key)).await {
-        Ok(buffer) => buffer.to_vec(),
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Absent),
-        Err(error) => return Err(error),
-    };
-    let Ok(result) = crate::action::decode(&bytes, key) else {
-        return Ok(Presence::Incomplete);
-    };
-    // Top-level objects only: a directory's entries would mean fetching trees.
-    for artifact in result.outputs.values() {
-        match shared.operator.stat(&object_path(&artifact.digest)).await {
-            Ok(metadata)
-                if artifact.kind == ArtifactKind::Dir
-                    || metadata.content_length() == artifact.size => {}
-            Ok(_) => return Ok(Presence::Incomplete),
-            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Incomplete),
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(Presence::Complete)
-}
+#[cfg(test)]
+mod progress_tests;

@@ -1,0 +1,187 @@
+//! Reading from the remote: a result pulled into the local cache, every
+//! object checked against its digest on the way, and what the remote has
+//! of a result without downloading it.
+
+use futures::{StreamExt, TryStreamExt};
+use opendal::ErrorKind;
+
+use super::progress::{count_done, count_transferred, Direction, Outcome, Transfer};
+use super::{action_path, object_path, Failure, Presence, Shared, CHUNK};
+use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, CacheError};
+
+/// Pulls `key`'s result: (objects, bytes) received.
+pub(super) async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64, u64), Failure> {
+    let path = action_path(key);
+    let bytes = shared.operator.read(&path).await?.to_vec();
+    // Checked before a single object is fetched: a result naming a path
+    // its manifest does not declare is refused here, whoever wrote it.
+    let result = match crate::action::decode(&bytes, key) {
+        Ok(result) => result,
+        Err(reason) => {
+            shared.mark_corrupt(&path);
+            return Err(Failure::Corrupt(format!(
+                "result {}: {reason}",
+                key.short()
+            )));
+        }
+    };
+    // A directory's size is the sum of its files: the top level's sizes
+    // are the result's bytes.
+    let total = result
+        .outputs
+        .values()
+        .fold(0u64, |sum, artifact| sum.saturating_add(artifact.size));
+    let transfer = Transfer::start(shared.progress.as_ref(), Direction::Pull, &result, total);
+    let fetched = fetch_objects(shared, &result, transfer.as_ref()).await;
+    if matches!(fetched, Err(Failure::Corrupt(_))) {
+        // The result is rebuilt here and pushed again: its action must be
+        // overwritten too, in case the rebuild is not byte-identical.
+        shared.mark_corrupt(&path);
+    }
+    let stored = fetched.and_then(|counts| {
+        shared.cache.put_action(&result)?;
+        Ok(counts)
+    });
+    if let Some(transfer) = transfer {
+        transfer.finish(match stored {
+            Ok(_) => Outcome::Done,
+            Err(_) => Outcome::Failed,
+        });
+    }
+    stored
+}
+
+/// Brings every object `result` names into the local cache, level by
+/// level: a directory's entries are known once its tree is in.
+async fn fetch_objects(
+    shared: &Shared,
+    result: &ActionResult,
+    transfer: Option<&Transfer>,
+) -> Result<(u64, u64), Failure> {
+    let mut level: Vec<Artifact> = result.outputs.values().cloned().collect();
+    let (mut objects, mut bytes) = (0, 0);
+    while !level.is_empty() {
+        let mut wanted = Vec::new();
+        for artifact in &level {
+            let local = match artifact.kind {
+                ArtifactKind::File => shared.cache.has_object(&artifact.digest, artifact.size),
+                // A local tree that rotted would fail the pull at every
+                // try (and be blamed on the remote): it is fetched again.
+                ArtifactKind::Dir => shared.cache.has_good_tree(artifact),
+            };
+            if !local {
+                wanted.push(artifact);
+            } else if artifact.kind == ArtifactKind::File {
+                count_done(transfer, artifact.size);
+            }
+        }
+        let fetched: Vec<u64> = futures::stream::iter(wanted)
+            .map(|artifact| fetch_object(shared, artifact, transfer))
+            .buffer_unordered(shared.concurrency)
+            .try_collect()
+            .await?;
+        objects += fetched.len() as u64;
+        bytes += fetched.iter().sum::<u64>();
+        let mut next = Vec::new();
+        for artifact in level.iter().filter(|a| a.kind == ArtifactKind::Dir) {
+            let entries = shared.cache.read_tree(artifact)?;
+            next.extend(entries.into_iter().map(|(_, child)| child));
+        }
+        level = next;
+    }
+    Ok((objects, bytes))
+}
+
+/// Streams one object into the local cache, checking size and digest.
+async fn fetch_object(
+    shared: &Shared,
+    artifact: &Artifact,
+    transfer: Option<&Transfer>,
+) -> Result<u64, Failure> {
+    let _permit = shared
+        .transfers
+        .acquire()
+        .await
+        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
+    let path = object_path(&artifact.digest);
+    let reader = shared.operator.reader_with(&path).chunk(CHUNK).await?;
+    let mut stream = reader.into_bytes_stream(..).await?;
+    let mut incoming = shared.cache.incoming_object(&artifact.digest)?;
+    let (limit, is_file) = match artifact.kind {
+        ArtifactKind::File => (Some(artifact.size), true),
+        ArtifactKind::Dir => (None, false),
+    };
+    let mut received = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|error| {
+            Failure::Remote(opendal::Error::new(
+                ErrorKind::Unexpected,
+                error.to_string(),
+            ))
+        })?;
+        received += chunk.len() as u64;
+        if limit.is_some_and(|limit| received > limit) {
+            shared.mark_corrupt(&path);
+            return Err(Failure::Corrupt(format!(
+                "object {}: longer than its {} bytes",
+                artifact.digest.short(),
+                artifact.size
+            )));
+        }
+        incoming.write(&chunk)?;
+        count_transferred(transfer, chunk.len() as u64);
+        if is_file {
+            count_done(transfer, chunk.len() as u64);
+        }
+    }
+    match incoming.finish(limit) {
+        Ok(()) => Ok(received),
+        Err(error) => {
+            shared.mark_corrupt(&path);
+            Err(error.into())
+        }
+    }
+}
+
+/// What the remote has of `key`'s result: its action read and checked,
+/// then a `HEAD` of each top-level object.
+pub(super) async fn presence(shared: &Shared, key: &ActionKey) -> Result<Presence, opendal::Error> {
+    let bytes = match shared.operator.read(&action_path(key)).await {
+        Ok(buffer) => buffer.to_vec(),
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Absent),
+        Err(error) => return Err(error),
+    };
+    let Ok(result) = crate::action::decode(&bytes, key) else {
+        return Ok(Presence::Incomplete);
+    };
+    // Top-level objects only: a directory's entries would mean fetching trees.
+    for artifact in result.outputs.values() {
+        match shared.operator.stat(&object_path(&artifact.digest)).await {
+            Ok(metadata)
+                if artifact.kind == ArtifactKind::Dir
+                    || metadata.content_length() == artifact.size => {}
+            Ok(_) => return Ok(Presence::Incomplete),
+            Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Incomplete),
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Presence::Complete)
+}
+
+/// `presence` of each key, `concurrency` keys at a time, in the keys'
+/// order; the first failure of the remote ends it.
+pub(super) async fn presence_of_all(
+    shared: &Shared,
+    keys: &[ActionKey],
+) -> Result<Vec<Presence>, opendal::Error> {
+    futures::stream::iter(keys)
+        .map(|key| async move {
+            // The same pool as transfers: a status beside a run's pulls
+            // keeps the remote's load where `concurrency` puts it.
+            let _permit = shared.transfers.acquire().await;
+            presence(shared, key).await
+        })
+        .buffered(shared.concurrency)
+        .try_collect()
+        .await
+}
