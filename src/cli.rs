@@ -136,6 +136,11 @@ pub enum Command {
         name: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Ask the built-in workers to describe their stages (building them
+        /// first in a source checkout) and check that they agree with the
+        /// catalog built into pipe, which a run that starts no worker uses.
+        #[arg(long, conflicts_with_all = ["name", "json"])]
+        check: bool,
     },
     /// Print shell completions.
     Completions { shell: clap_complete::Shell },

@@ -38,18 +38,18 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             pipeline,
             json,
             remote,
-        } => status(path, pipeline, json, quiet, remote.as_deref()),
+        } => status(path, pipeline, json, remote.as_deref()),
         Command::Why {
             stage,
             pipeline,
             json,
-        } => why(&stage, pipeline, json, quiet),
+        } => why(&stage, pipeline, json),
         Command::Dag {
             path,
             pipeline,
             format,
         } => {
-            let (pipeline, dag) = load(path.as_deref(), &pipeline, &Progress::new(false, quiet))?;
+            let (pipeline, dag) = load(path.as_deref(), &pipeline)?;
             let format = match format {
                 DagFormatArg::Ascii => DagFormat::Ascii,
                 DagFormatArg::Dot => DagFormat::Dot,
@@ -59,7 +59,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Ok)
         }
         Command::Validate { path, pipeline } => {
-            let (pipeline, _) = load(path.as_deref(), &pipeline, &Progress::new(false, quiet))?;
+            let (pipeline, _) = load(path.as_deref(), &pipeline)?;
             errln!(
                 "`{}` is valid: {} stages",
                 pipeline.file.display(),
@@ -164,7 +164,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 pipeline,
                 keep_runs,
                 grace_secs,
-            } => gc(&pipeline, keep_runs, grace_secs, quiet),
+            } => gc(&pipeline, keep_runs, grace_secs),
             CacheCommand::Push {
                 run,
                 all,
@@ -198,7 +198,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 json,
             } => remote_commands::status(run.as_deref(), file.as_deref(), &remote, json),
         },
-        Command::Stages { name, json } => stages(name.as_deref(), json, quiet),
+        Command::Stages { check: true, .. } => check_stages(quiet),
+        Command::Stages { name, json, .. } => stages(name.as_deref(), json),
         Command::Init { path, template } => crate::init::init(path.as_deref(), template),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();
@@ -231,13 +232,8 @@ fn default_pipeline_file() -> Result<PathBuf> {
     ))
 }
 
-/// Loads and validates the pipeline named by a positional file or `-f`; a
-/// build of the workers is shown by `progress`.
-pub fn load(
-    file: Option<&Path>,
-    arg: &PipelineArg,
-    progress: &Progress,
-) -> Result<(Pipeline, Dag)> {
+/// Loads and validates the pipeline named by a positional file or `-f`.
+pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     let file = match (file, arg.file.as_deref()) {
         (Some(positional), Some(flag)) if positional != flag => {
             return Err(EngineError::usage(
@@ -258,10 +254,7 @@ pub fn load(
             "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
         ));
     }
-    let workers = ProjectWorkers {
-        observer: &|event| progress.on_event(event),
-    };
-    let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &workers)?;
+    let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &ProjectWorkers)?;
     Ok((pipeline, dag))
 }
 
@@ -289,11 +282,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
         Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
         _ => None,
     };
-    let (pipeline, dag) = load(
-        positional_file.as_deref(),
-        &args.pipeline,
-        &Progress::new(args.json, quiet),
-    )?;
+    let (pipeline, dag) = load(positional_file.as_deref(), &args.pipeline)?;
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets);
     }
@@ -392,10 +381,9 @@ fn status(
     file: Option<PathBuf>,
     arg: PipelineArg,
     json: bool,
-    quiet: bool,
     remote: Option<&str>,
 ) -> Result<ExitCode> {
-    let (pipeline, dag) = load(file.as_deref(), &arg, &Progress::new(false, quiet))?;
+    let (pipeline, dag) = load(file.as_deref(), &arg)?;
     // Before the plan: a missing remote is a usage error, not worth a hash.
     let remote = remote
         .map(|flag| remote_status::open(&pipeline, flag))
@@ -420,8 +408,8 @@ fn status(
     Ok(ExitCode::Ok)
 }
 
-fn why(stage: &str, arg: PipelineArg, json: bool, quiet: bool) -> Result<ExitCode> {
-    let (pipeline, dag) = load(None, &arg, &Progress::new(false, quiet))?;
+fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
+    let (pipeline, dag) = load(None, &arg)?;
     let indices = exec::select_stages(&pipeline, &[stage.to_string()])?;
     let planner = Planner::new(&pipeline)?;
     for index in indices {
@@ -716,14 +704,14 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     }
 }
 
-fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64, quiet: bool) -> Result<ExitCode> {
+fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> {
     let project = here::project()?;
     let pipeline_file = match &arg.file {
         Some(file) => Some(file.clone()),
         None => default_pipeline_file().ok(),
     };
     let loaded = match pipeline_file {
-        Some(file) => Some(load(Some(&file), arg, &Progress::new(false, quiet))?),
+        Some(file) => Some(load(Some(&file), arg)?),
         None => None,
     };
     let report = pipe_engine::cache_admin::gc(
@@ -743,10 +731,30 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64, quiet: bool) -> Resu
     Ok(ExitCode::Ok)
 }
 
-fn stages(name: Option<&str>, json: bool, quiet: bool) -> Result<ExitCode> {
-    let project = here::project()?;
+/// `pipe stages --check`: each built-in worker against the catalog built
+/// into pipe.
+fn check_stages(quiet: bool) -> Result<ExitCode> {
     let progress = Progress::new(false, quiet);
-    let catalog = catalog::load_catalog(&project, false, &|event| progress.on_event(event))?;
+    let checks = catalog::check_builtin_workers(&|event| progress.on_event(event))?;
+    for check in &checks {
+        match &check.outcome {
+            Ok(stages) => outln!(
+                "{}: {stages} stages, as the catalog built into pipe describes them",
+                check.path.display()
+            ),
+            Err(problem) => outln!("{}: {problem}", check.path.display()),
+        }
+    }
+    if checks.iter().all(catalog::WorkerCheck::agrees) {
+        Ok(ExitCode::Ok)
+    } else {
+        Ok(ExitCode::InvalidInput)
+    }
+}
+
+fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
+    let project = here::project()?;
+    let catalog = catalog::load_catalog(&project)?;
     let entries: Vec<&catalog::CatalogEntry> = match name {
         None => catalog.stages.values().collect(),
         Some(name) => {

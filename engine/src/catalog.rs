@@ -1,18 +1,28 @@
 //! Finding stage workers and what they can run (the catalog).
 //!
-//! The built-in worker is `pipe-stage`, next to the `pipe` binary (or
-//! `PIPE_WORKER`). Beside it, `pipe-stage-train` (crate `pipe-train`,
-//! linked with libtorch) offers the training stages. In a source checkout
-//! (`pipe` running from a cargo target directory of the workspace) they
-//! are built on first use and rebuilt when their sources are newer, in
-//! one cargo invocation into `pipe`'s own target directory and profile;
-//! the training worker only for a pipeline that trains, after libtorch is
-//! bootstrapped into `.venv/` (docs/libtorch.md). Any other
-//! executable named `pipe-stage-*` in a directory of `PIPE_STAGE_PATH` or in
-//! the project's `.pipe/stages/` is a third-party worker: its stages join the
-//! catalog. `WORKER describe` answers are cached in `.pipe/catalog.json`,
-//! keyed by each worker's path, size and modification time, so a no-op run
-//! does not start any worker.
+//! The built-in workers are `pipe-stage` (the data stages), next to the
+//! `pipe` binary or named by `PIPE_WORKER`, and beside it `pipe-stage-train`
+//! (crate `pipe-train`, linked with libtorch: the training stages). pipe
+//! knows their stages without starting them: their descriptions are built
+//! into it (`data_stages.json`, `training_stages.json`, checked against
+//! what the workers describe by `pipe stages --check` and its test), so a
+//! run that only restores results needs neither worker, nor libtorch.
+//! A worker that exists is asked too, once per build of it: its own
+//! description is the one used, and a difference from the built-in one is
+//! a warning (pipe and its workers come from different builds).
+//!
+//! In a source checkout (`pipe` running from a cargo target directory of
+//! the workspace) a missing or stale worker is built when a stage that
+//! needs it must run (crate::worker_build), not before: the training worker
+//! after libtorch is bootstrapped into `.venv/` (docs/libtorch.md).
+//! In an installation, a missing worker fails the stages that need it, with
+//! what to install, and only when they must run.
+//!
+//! Any other executable named `pipe-stage-*` in a directory of
+//! `PIPE_STAGE_PATH` or in the project's `.pipe/stages/` is a third-party
+//! worker: its stages join the catalog. `WORKER describe` answers are
+//! cached in `.pipe/catalog.json`, keyed by each worker's path, size and
+//! modification time, so a no-op run does not start any worker.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -22,11 +32,11 @@ use std::process::Command;
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
-use crate::exec::Observer;
 use crate::libtorch::{Libtorch, TORCH_VERSION};
 use crate::project::Project;
 pub use crate::worker_build::without_cargo_run_env;
-use crate::worker_build::{build_stale_workers, BuiltinWorker};
+pub use crate::worker_build::BuiltinWorker;
+use crate::worker_build::{Checkout, PendingBuild};
 use crate::{EngineError, Result};
 
 /// A stage a worker can run.
@@ -46,6 +56,9 @@ pub struct Launch {
     /// Why it cannot start and what to install: its stages are known (the
     /// pipeline loads, every other stage runs) but fail when they run.
     pub unavailable: Option<Box<Unavailable>>,
+    /// In a checkout, a worker missing or older than its sources: built
+    /// when one of its stages must run.
+    pub build: Option<PendingBuild>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -132,13 +145,22 @@ pub fn is_training_stage(uses: &str) -> bool {
         .any(|prefix| uses.starts_with(prefix))
 }
 
+/// A built-in worker: where it is, or would be, and whether to ask it.
+struct Builtin {
+    worker: BuiltinWorker,
+    path: PathBuf,
+    /// It exists and is current: its own description is used.
+    present: bool,
+    /// When it is not: how its stages start (built first in a checkout,
+    /// else refused with what to install).
+    launch_when_absent: Launch,
+}
+
 /// The built-in workers: `pipe-stage` (`PIPE_WORKER`, else beside this
-/// binary), and `pipe-stage-train` beside it when it exists. In a source
-/// checkout, those missing or stale are built first, all in one cargo
-/// invocation: `pipe-stage` always, `pipe-stage-train` when `for_training`
-/// (a pipeline uses a training stage) or when it was built before.
-fn builtin_workers(for_training: bool, observer: Observer<'_>) -> Result<Vec<PathBuf>> {
-    let data = match std::env::var_os("PIPE_WORKER").filter(|value| !value.is_empty()) {
+/// binary) and `pipe-stage-train` beside it. Nothing is built here.
+fn builtin_workers() -> Result<Vec<Builtin>> {
+    let chosen = std::env::var_os("PIPE_WORKER").filter(|value| !value.is_empty());
+    let (data, checkout) = match chosen {
         Some(path) => {
             let path = PathBuf::from(path);
             if !path.is_file() {
@@ -147,33 +169,64 @@ fn builtin_workers(for_training: bool, observer: Observer<'_>) -> Result<Vec<Pat
                     "point PIPE_WORKER at a `pipe-stage` binary, or unset it to use the one beside `pipe`",
                 ));
             }
-            path
+            (path, None)
         }
         None => {
             let exe =
                 std::env::current_exe().map_err(|e| EngineError::io("current executable", e))?;
-            let data = exe.with_file_name(BuiltinWorker::Data.binary());
-            build_stale_workers(&exe, for_training, observer)?;
-            if !data.is_file() {
-                return Err(EngineError::usage(
-                    format!(
-                        "the stage worker `pipe-stage` is not installed beside `{}`",
-                        exe.display()
-                    ),
-                    "build it with `cargo build --release -p pipe-stages`, or set PIPE_WORKER to its path",
-                ));
-            }
-            data
+            let checkout = Checkout::of(&exe);
+            (exe.with_file_name(BuiltinWorker::Data.binary()), checkout)
         }
     };
-    let mut workers = vec![data];
-    // The libtorch worker is optional: installations without libtorch
-    // leave it out (docs/libtorch.md).
-    let training = workers[0].with_file_name(BuiltinWorker::Training.binary());
-    if training.is_file() {
-        workers.push(training);
+    Ok([BuiltinWorker::Data, BuiltinWorker::Training]
+        .into_iter()
+        .map(|worker| {
+            let path = data.with_file_name(worker.binary());
+            let (present, launch_when_absent) = match &checkout {
+                Some(checkout) => (
+                    !checkout.is_stale(worker, &path),
+                    Launch {
+                        build: Some(checkout.pending_build(worker)),
+                        ..Launch::default()
+                    },
+                ),
+                None => (path.is_file(), not_installed(worker, &path)),
+            };
+            Builtin {
+                worker,
+                path,
+                present,
+                launch_when_absent,
+            }
+        })
+        .collect())
+}
+
+/// How the stages of a worker that is not installed fail, when they must
+/// run: saying what to install.
+fn not_installed(worker: BuiltinWorker, path: &Path) -> Launch {
+    let hint = match worker {
+        BuiltinWorker::Data => "install `pipe-stage` beside `pipe` (`cargo install --locked --git REPO \
+             pipe-stages`, or `pip install pipe-ml`), or set PIPE_WORKER to its path (docs/install.md)"
+            .to_string(),
+        BuiltinWorker::Training => format!(
+            "install the training worker beside `pipe` (it links libtorch): \
+             `pip install 'pipe-ml[train]'` for the wheel, or \
+             `cargo install --locked --git REPO pipe-train` with torch {TORCH_VERSION}'s \
+             Python first on PATH and LIBTORCH_USE_PYTORCH=1, or LIBTORCH set \
+             (docs/install.md)"
+        ),
+    };
+    Launch {
+        unavailable: Some(Box::new(Unavailable {
+            reason: format!(
+                "runs in the worker `{}`, which is not installed",
+                path.display()
+            ),
+            hint,
+        })),
+        ..Launch::default()
     }
-    Ok(workers)
 }
 
 /// Third-party workers: `pipe-stage-*` executables in `PIPE_STAGE_PATH`
@@ -233,100 +286,180 @@ fn read_checked_catalog(bytes: &[u8]) -> Option<Vec<CachedDescribe>> {
     serde_json::from_slice(body).ok()
 }
 
-/// Loads the catalog of every worker, asking only those that changed.
-/// `for_training`: the pipeline uses a training stage, so a checkout
-/// without the libtorch worker builds it; a build is told to `observer`.
-pub fn load_catalog(
-    project: &Project,
-    for_training: bool,
-    observer: Observer<'_>,
-) -> Result<Catalog> {
+/// Loads the catalog: the built-in stages (from the workers that are
+/// present, else from the descriptions built into pipe) and those of
+/// third-party workers, asking only workers that changed since they were
+/// last asked. Starts no build: a worker is built when a stage that needs
+/// it must run.
+pub fn load_catalog(project: &Project) -> Result<Catalog> {
     let cache_path = project.state_dir.join("catalog.json");
     let cached: Vec<CachedDescribe> = std::fs::read(&cache_path)
         .ok()
         .and_then(|bytes| read_checked_catalog(&bytes))
         .unwrap_or_default();
-    let mut workers = builtin_workers(for_training, observer)?;
-    let external: Vec<PathBuf> = external_workers(project)
-        .into_iter()
-        .filter(|worker| !workers.contains(worker))
-        .collect();
-    workers.extend(external);
-    let mut fresh: Vec<CachedDescribe> = Vec::with_capacity(workers.len());
-    let mut launches: Vec<Launch> = Vec::with_capacity(workers.len());
-    let mut unusable_training: Option<(PathBuf, Launch)> = None;
-    let mut changed = false;
-    for worker in workers {
-        let launch = launch_of(&worker);
-        if launch.unavailable.is_some() {
-            // Starting it would only fail in the dynamic loader.
-            unusable_training = Some((worker, launch));
+    let mut described = Described {
+        cached,
+        fresh: Vec::new(),
+        changed: false,
+    };
+    let mut catalog = Catalog::default();
+    let builtins = builtin_workers()?;
+    for builtin in &builtins {
+        let built_in = built_in_stages(builtin.worker);
+        if !builtin.present {
+            catalog.add_started_as(&builtin.path, &builtin.launch_when_absent, built_in)?;
             continue;
         }
-        let metadata = std::fs::metadata(&worker).map_err(|e| EngineError::io(&worker, e))?;
-        let mtime_ns = metadata.mtime() as i128 * 1_000_000_000 + metadata.mtime_nsec() as i128;
-        let hit = cached.iter().find(|entry| {
-            entry.worker == worker && entry.size == metadata.len() && entry.mtime_ns == mtime_ns
-        });
-        let stages = match hit {
-            Some(entry) => entry.stages.clone(),
-            None => {
-                changed = true;
-                describe(&worker, &launch)?
-            }
-        };
-        launches.push(launch);
-        fresh.push(CachedDescribe {
-            worker,
-            size: metadata.len(),
-            mtime_ns,
-            stages,
-        });
+        let launch = launch_of(&builtin.path);
+        if launch.unavailable.is_some() {
+            // Starting it would only fail in the dynamic loader.
+            catalog.add_started_as(&builtin.path, &launch, built_in)?;
+            continue;
+        }
+        let stages = described.stages_of(&builtin.path, &launch)?;
+        if let Some(difference) = first_difference(&built_in, &stages) {
+            tracing::warn!(
+                "`{}` describes its stages differently from the catalog built into this \
+                 `pipe` ({difference}): they come from different builds, and the worker's \
+                 description is used; install both from one build, or in a checkout \
+                 regenerate the catalog with `{} describe > engine/src/{}`",
+                builtin.path.display(),
+                builtin.path.display(),
+                builtin.worker.catalog_file(),
+            );
+        }
+        catalog.add_started_as(&builtin.path, &launch, stages)?;
     }
-    if changed {
-        if let Ok(text) = serde_json::to_vec_pretty(&fresh).map(|body| checked_catalog(&body)) {
+    for worker in external_workers(project) {
+        if builtins.iter().any(|builtin| builtin.path == worker) {
+            continue;
+        }
+        let stages = described.stages_of(&worker, &Launch::default())?;
+        catalog.add(&worker, stages)?;
+    }
+    if described.changed {
+        if let Ok(text) =
+            serde_json::to_vec_pretty(&described.fresh).map(|body| checked_catalog(&body))
+        {
             let temporary = cache_path.with_extension(format!("json.tmp-{}", std::process::id()));
             if std::fs::write(&temporary, text).is_ok() {
                 let _ = std::fs::rename(&temporary, &cache_path);
             }
         }
     }
-    let mut catalog = Catalog::default();
-    let data_worker = fresh.first().map(|described| described.worker.clone());
-    for (described, launch) in fresh.into_iter().zip(&launches) {
-        catalog.add_started_as(&described.worker, launch, described.stages)?;
-    }
-    // Without a usable training worker (an installation without it, or a
-    // wheel installed without torch) its stages are still known, from the
-    // description it gives (checked against the real worker by
-    // `training_stages_json_is_what_the_worker_describes`): the pipeline
-    // loads, every other stage runs, and the first training stage fails
-    // saying what to install.
-    let has_training = catalog.stages.keys().any(|id| is_training_stage(id));
-    if let (false, Some(data_worker)) = (has_training, data_worker) {
-        let (worker, launch) = unusable_training.unwrap_or_else(|| {
-            let absent = data_worker.with_file_name(BuiltinWorker::Training.binary());
-            let launch = Launch {
-                library_dir: None,
-                unavailable: Some(Box::new(Unavailable {
-                    reason: format!(
-                        "runs in the training worker `{}`, which is not installed",
-                        absent.display()
-                    ),
-                    hint: format!(
-                        "install the training worker beside `pipe` (it links libtorch): \
-                           `pip install 'pipe-ml[train]'` for the wheel, or \
-                           `cargo install --locked --git REPO pipe-train` with torch {TORCH_VERSION}'s \
-                           Python first on PATH and LIBTORCH_USE_PYTORCH=1, or LIBTORCH set \
-                           (docs/install.md)"
-                    ),
-                })),
-            };
-            (absent, launch)
-        });
-        catalog.add_started_as(&worker, &launch, training_stages())?;
-    }
     Ok(catalog)
+}
+
+/// Workers' descriptions: those cached in `.pipe/catalog.json` while the
+/// worker is unchanged, else its `describe` answer.
+struct Described {
+    cached: Vec<CachedDescribe>,
+    /// What the cache file will hold: the workers seen this time.
+    fresh: Vec<CachedDescribe>,
+    changed: bool,
+}
+
+impl Described {
+    fn stages_of(&mut self, worker: &Path, launch: &Launch) -> Result<Vec<StageInfo>> {
+        let metadata = std::fs::metadata(worker).map_err(|e| EngineError::io(worker, e))?;
+        let mtime_ns = metadata.mtime() as i128 * 1_000_000_000 + metadata.mtime_nsec() as i128;
+        let hit = self.cached.iter().find(|entry| {
+            entry.worker == worker && entry.size == metadata.len() && entry.mtime_ns == mtime_ns
+        });
+        let stages = match hit {
+            Some(entry) => entry.stages.clone(),
+            None => {
+                self.changed = true;
+                describe(worker, launch)?
+            }
+        };
+        self.fresh.push(CachedDescribe {
+            worker: worker.to_path_buf(),
+            size: metadata.len(),
+            mtime_ns,
+            stages: stages.clone(),
+        });
+        Ok(stages)
+    }
+}
+
+/// What `pipe stages --check` found for one built-in worker.
+#[derive(Debug)]
+pub struct WorkerCheck {
+    pub worker: BuiltinWorker,
+    pub path: PathBuf,
+    /// The number of stages it describes as the catalog built into pipe
+    /// does, or what is wrong.
+    pub outcome: std::result::Result<usize, String>,
+}
+
+impl WorkerCheck {
+    pub fn agrees(&self) -> bool {
+        self.outcome.is_ok()
+    }
+}
+
+/// Asks each built-in worker to describe its stages and compares that
+/// with the catalog built into pipe, which keys every stage of a run that
+/// starts no worker. In a checkout, builds the workers first (the
+/// training worker after libtorch), as a run that needs them would.
+pub fn check_builtin_workers(observer: crate::exec::Observer<'_>) -> Result<Vec<WorkerCheck>> {
+    let mut checks = Vec::new();
+    for builtin in builtin_workers()? {
+        let built_in = built_in_stages(builtin.worker);
+        let outcome = match (&builtin.launch_when_absent.build, builtin.present) {
+            (Some(build), _) => build.ensure(observer).map_err(|error| error.to_string()),
+            (None, false) => Err("not installed".to_string()),
+            (None, true) => {
+                let launch = launch_of(&builtin.path);
+                match &launch.unavailable {
+                    Some(unavailable) => Err(unavailable.reason.clone()),
+                    None => {
+                        let described = describe(&builtin.path, &launch)?;
+                        match first_difference(&built_in, &described) {
+                            None => Ok(()),
+                            Some(difference) => Err(format!(
+                                "it describes its stages differently ({difference}): regenerate \
+                                 engine/src/{} from its `describe`",
+                                builtin.worker.catalog_file()
+                            )),
+                        }
+                    }
+                }
+            }
+        };
+        checks.push(WorkerCheck {
+            worker: builtin.worker,
+            path: builtin.path,
+            outcome: outcome.map(|()| built_in.len()),
+        });
+    }
+    Ok(checks)
+}
+
+/// The first stage whose description differs between `built_in` and
+/// `described`, said in a few words; `None` when they agree.
+pub fn first_difference(built_in: &[StageInfo], described: &[StageInfo]) -> Option<String> {
+    for info in described {
+        match built_in
+            .iter()
+            .find(|other| other.name == info.name && other.version == info.version)
+        {
+            None => return Some(format!("`{}@{}` is new", info.name, info.version)),
+            Some(other) if other != info => {
+                return Some(format!("`{}@{}` differs", info.name, info.version))
+            }
+            Some(_) => {}
+        }
+    }
+    built_in
+        .iter()
+        .find(|info| {
+            !described
+                .iter()
+                .any(|other| other.name == info.name && other.version == info.version)
+        })
+        .map(|info| format!("`{}@{}` is gone", info.name, info.version))
 }
 
 /// How to start `worker`: only the training worker needs more than its
@@ -338,14 +471,14 @@ fn launch_of(worker: &Path) -> Launch {
     let libtorch = Libtorch::for_worker(worker);
     if let Some((reason, hint)) = libtorch.missing_reason() {
         return Launch {
-            library_dir: None,
             unavailable: Some(Box::new(Unavailable { reason, hint })),
+            ..Launch::default()
         };
     }
     match libtorch {
         Libtorch::At(dir) => Launch {
             library_dir: Some(dir),
-            unavailable: None,
+            ..Launch::default()
         },
         _ => Launch::default(),
     }
@@ -369,13 +502,19 @@ fn library_path_with(dir: &Path) -> Option<std::ffi::OsString> {
     std::env::join_paths(dirs).ok()
 }
 
-/// What `pipe-stage-train describe` answers, for when it is not installed.
-fn training_stages() -> Vec<StageInfo> {
-    // Checked in and compared with the worker by a test, so never stale.
-    serde_json::from_str(include_str!("training_stages.json")).unwrap_or_default()
+/// What `worker describe` answers, built into pipe: checked in, and
+/// compared with the worker by `pipe stages --check` (and its test), so
+/// never stale in a commit.
+pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
+    let text = match worker {
+        BuiltinWorker::Data => include_str!("data_stages.json"),
+        BuiltinWorker::Training => include_str!("training_stages.json"),
+    };
+    serde_json::from_str(text).unwrap_or_default()
 }
 
-fn describe(worker: &Path, launch: &Launch) -> Result<Vec<StageInfo>> {
+/// Asks `worker` to describe its stages.
+pub(crate) fn describe(worker: &Path, launch: &Launch) -> Result<Vec<StageInfo>> {
     let mut command = Command::new(worker);
     launch.apply(&mut command);
     let output = command

@@ -99,6 +99,14 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
     Value::Object(manifest)
 }
 
+/// Adds a field made outside the stage's declaration (the run a report
+/// reads, crate::run_input).
+pub fn add_field(manifest: &mut Value, name: &str, value: Value) {
+    if let Value::Object(map) = manifest {
+        map.insert(name.into(), value);
+    }
+}
+
 /// The key of a manifest: blake3 over its canonical JSON.
 pub fn key_of(manifest: &Value) -> ActionKey {
     let mut bytes = Vec::with_capacity(512);

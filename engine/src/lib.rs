@@ -29,6 +29,7 @@ pub mod plan;
 pub mod project;
 pub mod remote;
 pub mod remote_status;
+pub mod run_input;
 pub mod runs;
 pub mod settings;
 mod worker_build;

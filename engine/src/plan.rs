@@ -4,12 +4,13 @@
 
 use pipe_cache::{ActionKey, ActionLookup, Cache, StatCache};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::dag::Dag;
 use crate::key::{self, FieldChange};
 use crate::pipeline::Pipeline;
 use crate::project::Project;
+use crate::run_input;
 use crate::runs::RunDb;
 use crate::workspace::{check_action_fits, hash_deps, outputs_differing};
 use crate::Result;
@@ -84,6 +85,14 @@ impl<'a> Planner<'a> {
         let mut freshness: Vec<Option<Freshness>> = vec![None; stages.len()];
         let mut states = Vec::with_capacity(order.len());
         let mut actions = ActionLookup::new(&self.cache);
+        // What a stage reading the run is keyed on, for each stage whose
+        // result is known: kept only when such a stage is selected.
+        let readers = order.iter().any(|&index| stages[index].reads_run());
+        let mut keyed_results: Vec<Option<Value>> = if readers {
+            vec![None; stages.len()]
+        } else {
+            Vec::new()
+        };
         for &index in order {
             let stage = &stages[index];
             let mut reasons = Vec::new();
@@ -113,11 +122,21 @@ impl<'a> Planner<'a> {
                     }
                 }
                 Ok(digests) => {
-                    let manifest = key::manifest(stage, &digests, None);
+                    let mut manifest = key::manifest(stage, &digests, None);
+                    let waits_for = if stage.reads_run() {
+                        self.add_run_input(dag, index, &keyed_results, &mut manifest)
+                    } else {
+                        None
+                    };
                     let key = key::key_of(&manifest);
                     let mut freshness = Freshness::Stale;
-                    if stage.reads_run() {
-                        reasons.push("it reports on the run, so it runs every time".to_string());
+                    if let Some(upstream) = waits_for {
+                        if reasons.is_empty() {
+                            reasons.push(format!(
+                                "it reports on the result of `{}`, which is not made yet",
+                                stages[upstream].name
+                            ));
+                        }
                     } else if stage.always_run {
                         reasons.push("`always_run` is set".to_string());
                     } else if let Some(result) = actions
@@ -130,6 +149,13 @@ impl<'a> Planner<'a> {
                             &self.cache,
                             &self.stat,
                         );
+                        if readers && reasons.is_empty() {
+                            keyed_results[index] = Some(run_input::keyed_stage(&run_input::Made {
+                                stage,
+                                outputs: &result.outputs,
+                                compute_ms: Some(result.duration_ms),
+                            }));
+                        }
                         if differing.is_empty() {
                             freshness = if reasons.is_empty() {
                                 Freshness::Fresh
@@ -153,7 +179,9 @@ impl<'a> Planner<'a> {
                         stage: stage.name.clone(),
                         freshness,
                         reasons,
-                        key: Some(key),
+                        // Without the results it reads, a reader's key is
+                        // not known yet.
+                        key: waits_for.is_none().then_some(key),
                         manifest: keep_manifests.then_some(manifest),
                     }
                 }
@@ -172,6 +200,36 @@ impl<'a> Planner<'a> {
             tracing::warn!("could not save the stat cache: {error}");
         }
         Ok(states)
+    }
+
+    /// Adds to a reader's `manifest` the results it reads (crate::run_input),
+    /// or returns the first stage it depends on whose result is not known
+    /// (it runs first, so the reader's key cannot be known yet).
+    fn add_run_input(
+        &self,
+        dag: &Dag,
+        reader: usize,
+        keyed_results: &[Option<Value>],
+        manifest: &mut Value,
+    ) -> Option<usize> {
+        let mut keyed = Map::new();
+        for upstream in dag.closure(&[reader]) {
+            if upstream == reader {
+                continue;
+            }
+            match &keyed_results[upstream] {
+                Some(value) => {
+                    keyed.insert(self.pipeline.stages[upstream].name.clone(), value.clone());
+                }
+                None => return Some(upstream),
+            }
+        }
+        key::add_field(
+            manifest,
+            run_input::MANIFEST_FIELD,
+            run_input::keyed_run(self.pipeline, keyed),
+        );
+        None
     }
 
     /// One line per changed field group, or "never run".
@@ -218,6 +276,12 @@ fn describe_group(change: &FieldChange) -> String {
         "deps" => format!("dependency `{name}` changed"),
         "outs" | "metrics" => "declared outputs changed".to_string(),
         "env" => format!("env `{name}` changed"),
+        // What a report reads (crate::run_input).
+        "run" => match (name, change.path.get(2)) {
+            ("stages", Some(stage)) => format!("the result of `{stage}` changed"),
+            ("params", _) => format!("param `{}` changed", change.path[2..].join(".")),
+            _ => format!("`{}` changed", change.field),
+        },
         _ => format!("`{}` changed", change.field),
     }
 }

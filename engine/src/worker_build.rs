@@ -1,56 +1,89 @@
 //! Building the workers in a source checkout: `pipe` running from a cargo
-//! target directory of the workspace builds `pipe-stage` (and, for a
-//! pipeline that trains, `pipe-stage-train` after libtorch is bootstrapped
-//! into `.venv/`) on first use and again when their sources are newer, in
-//! one cargo invocation into `pipe`'s own target directory and profile.
-//! What it does is reported through the run's `Observer` (so `--quiet`
-//! and `--json` hold); cargo's own output goes to stderr.
+//! target directory of the workspace builds `pipe-stage` (and
+//! `pipe-stage-train`, after libtorch is bootstrapped into `.venv/`) when
+//! a stage that needs it must run and the binary is missing or older than
+//! its sources, into `pipe`'s own target directory and profile. A run that
+//! only restores results builds nothing. What it does is reported through
+//! the run's `Observer` (so `--quiet` and `--json` hold); cargo's own
+//! output goes to stderr.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use crate::exec::{Event, Observer};
 use crate::libtorch::TORCH_VERSION;
 use crate::{EngineError, Result};
 
-/// In a checkout, builds the built-in workers beside `exe` that are
-/// missing or older than their sources: `pipe-stage` always,
-/// `pipe-stage-train` when `for_training` or when it was built before.
-/// Elsewhere (an installation) does nothing.
-pub(crate) fn build_stale_workers(
-    exe: &Path,
-    for_training: bool,
-    observer: Observer<'_>,
-) -> Result<()> {
-    let Some(checkout) = Checkout::of(exe) else {
-        return Ok(());
-    };
-    let data = exe.with_file_name(BuiltinWorker::Data.binary());
-    let training = exe.with_file_name(BuiltinWorker::Training.binary());
-    let mut stale = Vec::new();
-    if checkout.is_stale(BuiltinWorker::Data, &data) {
-        stale.push((BuiltinWorker::Data, data));
+/// A built-in worker to build before the first of its stages runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingBuild {
+    checkout: Checkout,
+    worker: BuiltinWorker,
+}
+
+/// The builds this process made, by worker: parallel stages wait for one
+/// build, and a failed build is not tried again by every stage.
+static BUILDS: Mutex<Vec<(BuiltinWorker, std::result::Result<(), (String, String)>)>> =
+    Mutex::new(Vec::new());
+
+impl PendingBuild {
+    /// Builds the worker unless this process already did (or another
+    /// `pipe` did meanwhile), then checks that it describes its stages as
+    /// the catalog built into pipe does: the stages' keys were made from
+    /// that catalog.
+    pub fn ensure(&self, observer: Observer<'_>) -> Result<()> {
+        let mut builds = BUILDS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, outcome)) = builds.iter().find(|(worker, _)| *worker == self.worker) {
+            return outcome
+                .clone()
+                .map_err(|(message, hint)| EngineError::usage(message, hint));
+        }
+        let outcome = self.build_and_check(observer);
+        builds.push((
+            self.worker,
+            outcome.as_ref().map(|_| ()).map_err(|error| match error {
+                EngineError::Usage { message, hint } => (message.clone(), hint.clone()),
+                other => (other.to_string(), String::new()),
+            }),
+        ));
+        outcome
     }
-    if (for_training || training.is_file()) && checkout.is_stale(BuiltinWorker::Training, &training)
-    {
-        stale.push((BuiltinWorker::Training, training));
+
+    fn build_and_check(&self, observer: Observer<'_>) -> Result<()> {
+        let binary = self.checkout.binary(self.worker);
+        if self.checkout.is_stale(self.worker, &binary) {
+            self.checkout.build(&[self.worker], observer)?;
+            mark_fresh(&binary);
+        }
+        let described = crate::catalog::describe(&binary, &crate::catalog::Launch::default())?;
+        let built_in = crate::catalog::built_in_stages(self.worker);
+        match crate::catalog::first_difference(&built_in, &described) {
+            None => Ok(()),
+            Some(difference) => Err(EngineError::usage(
+                format!(
+                    "`{}`, just built, describes its stages differently from the catalog built \
+                     into this `pipe` ({difference}), and the stages' keys were made from the latter",
+                    binary.display()
+                ),
+                format!(
+                    "regenerate the catalog (`{} describe > engine/src/{}`), rebuild `pipe` \
+                     (`cargo build`) and run again",
+                    binary.display(),
+                    self.worker.catalog_file()
+                ),
+            )),
+        }
     }
-    if stale.is_empty() {
-        return Ok(());
-    }
-    let workers: Vec<BuiltinWorker> = stale.iter().map(|(worker, _)| *worker).collect();
-    checkout.build(&workers, observer)?;
-    for (_, binary) in &stale {
-        mark_fresh(binary);
-    }
-    Ok(())
 }
 
 /// A worker binary of this repository.
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub(crate) enum BuiltinWorker {
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BuiltinWorker {
     /// `pipe-stage` (package `pipe-stages`): the data stages, no libtorch.
     Data,
     /// `pipe-stage-train` (package `pipe-train`): the training stages, on
@@ -59,7 +92,15 @@ pub(crate) enum BuiltinWorker {
 }
 
 impl BuiltinWorker {
-    pub(crate) fn binary(self) -> &'static str {
+    /// Its catalog built into pipe, under engine/src/.
+    pub fn catalog_file(self) -> &'static str {
+        match self {
+            BuiltinWorker::Data => "data_stages.json",
+            BuiltinWorker::Training => "training_stages.json",
+        }
+    }
+
+    pub fn binary(self) -> &'static str {
         match self {
             BuiltinWorker::Data => "pipe-stage",
             BuiltinWorker::Training => "pipe-stage-train",
@@ -107,7 +148,8 @@ impl BuiltinWorker {
 /// workers are built on first use, and again when their sources are newer,
 /// into the same target directory and profile, so that they share every
 /// dependency `pipe` itself was built with.
-struct Checkout {
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Checkout {
     root: PathBuf,
     target_dir: PathBuf,
     /// The profile's directory name: `debug` (the dev profile), `release`,
@@ -121,7 +163,7 @@ impl Checkout {
     /// when `CARGO_TARGET_DIR` put the target directory elsewhere, the
     /// workspace this binary was compiled from, if it is still there.
     /// Either must hold this repository's worker crates.
-    fn of(exe: &Path) -> Option<Checkout> {
+    pub(crate) fn of(exe: &Path) -> Option<Checkout> {
         let profile_dir = exe.parent()?;
         let target_dir = profile_dir.parent()?;
         let is_workspace = |root: &Path| {
@@ -148,13 +190,27 @@ impl Checkout {
     /// built from. Walks a few dozen files (well under a millisecond), so
     /// a no-op run in a checkout stays a no-op; cargo makes the real
     /// decision when it runs.
-    fn is_stale(&self, worker: BuiltinWorker, binary: &Path) -> bool {
+    pub(crate) fn is_stale(&self, worker: BuiltinWorker, binary: &Path) -> bool {
         let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
             return true;
         };
         worker
             .sources()
             .any(|source| newer_than(&self.root.join(source), built))
+    }
+
+    pub(crate) fn pending_build(&self, worker: BuiltinWorker) -> PendingBuild {
+        PendingBuild {
+            checkout: self.clone(),
+            worker,
+        }
+    }
+
+    /// Where `worker`'s binary goes: beside `pipe`.
+    fn binary(&self, worker: BuiltinWorker) -> PathBuf {
+        self.target_dir
+            .join(&self.profile_dir)
+            .join(worker.binary())
     }
 
     /// Builds `workers` in one cargo invocation, so that the dependencies

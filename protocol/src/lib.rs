@@ -119,9 +119,9 @@ pub struct StageInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes_param: Option<String>,
     /// The stage reports on the run it is part of (`report/html`): the
-    /// engine runs it after every other stage of the pipeline, hands it a
-    /// [`RunContext`], and runs it every time, since the run is an input
-    /// no key can name in advance.
+    /// engine runs it after every other stage of the pipeline and hands it
+    /// a [`RunContext`]. Its key covers that context (the results it
+    /// reports on, byte for byte), so it reruns only when they change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reads_run: bool,
     /// What its params and metrics mean to a comparison of runs: which
@@ -136,19 +136,20 @@ pub const RUN_FILE: &str = "run.json";
 
 /// What a stage that reads its run is told about it; the engine writes it
 /// as JSON and names the file in `Invocation::run`.
+///
+/// It holds the results of the stages before it and nothing about the run
+/// itself (no run id, time, commit, or which stages ran and which were
+/// restored): the stage is keyed on exactly this, so a rerun with unchanged
+/// results restores its outputs instead of making them again
+/// (docs/stage-protocol.md, "Stages that read their run").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunContext {
     pub pipeline: String,
-    pub run_id: i64,
-    /// Milliseconds since the Unix epoch.
-    pub started_ms: u64,
-    #[serde(default)]
-    pub git_commit: Option<String>,
-    #[serde(default)]
-    pub git_dirty: Option<bool>,
     /// The pipeline's params after `-S` overrides, credentials masked.
     pub params: Value,
-    /// The stages that finished before this one, in the pipeline's order.
+    /// The stages it depends on, however indirectly (a report: every stage
+    /// not after it), in the pipeline's order. All of them succeeded: a
+    /// stage whose upstream failed is skipped.
     pub stages: Vec<RunStage>,
 }
 
@@ -168,11 +169,8 @@ pub struct RunStage {
     /// What its params and metrics mean (from its `StageInfo`).
     #[serde(default)]
     pub roles: record::StageRoles,
-    pub status: record::StageStatus,
-    /// What the stage took in this run (a cache hit: the restore).
-    pub duration_ms: u64,
-    /// What making its outputs took, in the run that made them; equal to
-    /// `duration_ms` for a stage that ran, older for a cache hit.
+    /// What making its outputs took, in the run that made them (a cache
+    /// hit restores them in less).
     #[serde(default)]
     pub compute_ms: Option<u64>,
     /// Output name -> absolute path (a built-in stage's output names; a

@@ -2,18 +2,18 @@
 //! parallel within `-j` and each stage's resources, reusing cached
 //! results, and records the run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
 use pipe_cache::{ActionKey, Cache, CacheError, LinkMode, StatCache};
-use pipe_protocol::redact::{redact_text, redacted_json};
-use pipe_protocol::{RunContext, RunStage};
+use pipe_protocol::redact::redact_text;
 use serde_json::Value;
 
 use crate::dag::Dag;
+use run_so_far::RunSoFar;
 use crate::executor::Executor;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
@@ -24,6 +24,7 @@ mod failure;
 mod gpus;
 mod process;
 mod readiness;
+mod run_so_far;
 mod scheduler;
 mod slots;
 mod slurm;
@@ -214,38 +215,6 @@ impl Context<'_> {
     }
 }
 
-/// The run as far as it has gone, for the stages that report on it.
-struct RunSoFar {
-    /// The run, its `stages` empty.
-    run: RunContext,
-    /// The stages finished so far, by index: a report lists them in the
-    /// pipeline's order, not in the order parallel stages happened to end.
-    finished: Mutex<BTreeMap<usize, RunStage>>,
-}
-
-impl RunSoFar {
-    fn finished(&self, index: usize, stage: RunStage) {
-        self.finished
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(index, stage);
-    }
-
-    fn context(&self) -> RunContext {
-        let stages = self
-            .finished
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        RunContext {
-            stages,
-            ..self.run.clone()
-        }
-    }
-}
-
 struct StageOutcome {
     index: usize,
     record: StageRecord,
@@ -293,9 +262,6 @@ pub fn run(
     let stat = StatCache::open(&project.stat_db())?;
     let mut db = RunDb::open(&project.runs_db())?;
     let git = git.join().ok().flatten();
-    let started_ms = runs::now_ms();
-    let git_commit = git.as_ref().map(|git| git.commit.clone());
-    let git_dirty = git.as_ref().map(|git| git.dirty);
     let run_id = db.start_run(&RunStart {
         pipeline: &pipeline.name,
         argv: &options.argv,
@@ -313,21 +279,7 @@ pub fn run(
         run_id,
         stages: selected.len(),
     });
-    let run_so_far = selected
-        .iter()
-        .any(|&index| pipeline.stages[index].reads_run())
-        .then(|| RunSoFar {
-            run: RunContext {
-                pipeline: pipeline.name.clone(),
-                run_id,
-                started_ms,
-                git_commit,
-                git_dirty,
-                params: redacted_json(&pipeline.params),
-                stages: Vec::new(),
-            },
-            finished: Mutex::new(BTreeMap::new()),
-        });
+    let run_so_far = RunSoFar::of(pipeline, dag, &selected);
     let cluster = match &options.executor {
         Executor::Local => None,
         Executor::Slurm(settings) => Some({

@@ -2,20 +2,21 @@
 //! on a fixed pool of threads, takes their outcomes as they come, skips
 //! what is below a failure, records every stage, and stops on Ctrl-C.
 
-use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use pipe_protocol::RunStage;
 use serde_json::Value;
 
 use super::readiness::Readiness;
 use super::slots::{Grant, Request, Slots};
 use super::stage::{execute_stage, log_name, read_tail};
-use super::{available_gpus, failed_record, Context, Event, StageFailure, StageOutcome};
+use super::{
+    available_gpus, failed_record, nothing_done, Context, Event, StageFailure, StageOutcome,
+};
 use crate::dag::Dag;
 use crate::pipeline::Stage;
+use crate::run_input;
 use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};
 use crate::{interrupt, EngineError, Result};
 
@@ -127,7 +128,6 @@ pub(super) fn schedule(
         }
         Ok(())
     })?;
-    recorder.save(db, context.run_id)?;
     // A signal may arrive after the last stage was launched: the stage sees
     // it and stops, and the loop ends before its next check of the flag.
     let status = if stop.interrupted || interrupt::requested() {
@@ -137,6 +137,11 @@ pub(super) fn schedule(
     } else {
         RunStatus::Succeeded
     };
+    // A run of fresh stages only is discarded (`exec::run`): its rows are
+    // not written to be deleted.
+    if !nothing_done(status, &recorder.records) {
+        recorder.save(db, context.run_id)?;
+    }
     Ok((recorder.records, status))
 }
 
@@ -152,15 +157,22 @@ fn settle(
     let stages = &context.pipeline.stages;
     let status = outcome.record.status;
     report_finished(context, &outcome.record);
-    if let Some(run_so_far) = &context.run_so_far {
+    if let (Some(run_so_far), true) = (&context.run_so_far, status.succeeded()) {
+        let stage = &stages[outcome.index];
+        let made = run_input::Made {
+            stage,
+            outputs: &outcome.record.outputs,
+            compute_ms: outcome.compute_ms,
+        };
         run_so_far.finished(
             outcome.index,
-            run_stage(
-                &stages[outcome.index],
-                &outcome.record,
+            run_input::run_stage(
+                stage,
                 outcome.compute_ms,
+                outcome.record.metrics.clone(),
                 &context.pipeline.root,
             ),
+            run_input::keyed_stage(&made),
         );
     }
     if status.succeeded() {
@@ -254,32 +266,6 @@ impl Stop {
             }
         }
         first
-    }
-}
-
-/// A finished stage as a report reads it: its outputs by name, absolute.
-fn run_stage(
-    stage: &Stage,
-    record: &StageRecord,
-    compute_ms: Option<u64>,
-    root: &Path,
-) -> RunStage {
-    let identity = &record.identity;
-    RunStage {
-        name: stage.name.clone(),
-        base_name: identity.base_name.clone(),
-        combination: identity.combination.clone(),
-        uses: identity.uses.clone(),
-        roles: identity.roles.clone(),
-        status: record.status,
-        duration_ms: record.duration_ms,
-        compute_ms,
-        outputs: stage
-            .outs
-            .iter()
-            .map(|out| (out.name.clone(), root.join(&out.path)))
-            .collect(),
-        metrics: record.metrics.clone(),
     }
 }
 

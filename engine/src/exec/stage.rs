@@ -17,7 +17,6 @@ use super::process::{check_exit, command_process, run_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
 use super::{failed_record, Context, StageOutcome};
-use crate::key;
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
 use crate::spec::paths::{check_output_after_command, check_output_location};
@@ -25,6 +24,7 @@ use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, hash_deps, outputs_differing,
     read_metrics, remove_path, worker_metrics_path,
 };
+use crate::{key, run_input};
 
 /// The outcome of stage `index`, run with `gpus` unless its result is
 /// cached; on the cluster, its record says which job ran it and where.
@@ -81,7 +81,11 @@ fn execute(
     let nonce = stage
         .always_run
         .then(|| format!("run {} {}", context.run_id, runs::now_ms()));
-    let manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
+    let mut manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
+    if let (Some(run_so_far), true) = (&context.run_so_far, stage.reads_run()) {
+        let (_, keyed) = run_so_far.input_of(context.pipeline, index);
+        key::add_field(&mut manifest, run_input::MANIFEST_FIELD, keyed);
+    }
     let key = key::key_of(&manifest);
 
     // A forced stage, or one whose cached result turned out unusable, may

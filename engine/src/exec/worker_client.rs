@@ -36,6 +36,20 @@ pub(super) fn run_worker(
             hint: Some(unavailable.hint.clone()),
         });
     }
+    if let Some(build) = &worker_stage.launch.build {
+        build
+            .ensure(context.observer)
+            .map_err(|error| match error {
+                crate::EngineError::Usage { message, hint } => StageFailure::Reported {
+                    message,
+                    hint: Some(hint),
+                },
+                other => StageFailure::Reported {
+                    message: other.to_string(),
+                    hint: None,
+                },
+            })?;
+    }
     let root = &context.pipeline.root;
     let final_dir = root.join(&worker_stage.output_dir);
     let partial_dir = partial_output_dir(root, &worker_stage.output_dir);
@@ -54,7 +68,8 @@ pub(super) fn run_worker(
     let run = match (&context.run_so_far, worker_stage.reads_run) {
         (Some(run_so_far), true) => {
             let run_path = scratch_dir.join(pipe_protocol::RUN_FILE);
-            let text = serde_json::to_vec_pretty(&run_so_far.context())
+            let (told, _) = run_so_far.input_of(context.pipeline, index);
+            let text = serde_json::to_vec_pretty(&told)
                 .map_err(|e| StageFailure::io("cannot write the run's record", e.into()))?;
             std::fs::write(&run_path, text).map_err(|e| {
                 StageFailure::io(format!("cannot write `{}`", run_path.display()), e)

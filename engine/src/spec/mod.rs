@@ -9,7 +9,6 @@ use std::path::Path;
 
 use crate::catalog::{self, Catalog};
 use crate::dag::Dag;
-use crate::exec::Observer;
 use crate::pipeline::Pipeline;
 use crate::project::Project;
 use crate::Result;
@@ -49,21 +48,14 @@ pub trait CatalogSource {
     fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog>;
 }
 
-/// The workers of the project: `pipe-stage` (and `pipe-stage-train` when a
-/// training stage is used) beside `pipe`, built first in a source checkout
-/// (the build told to `observer`), and third-party `pipe-stage-*` workers
-/// (`catalog::load_catalog`).
-pub struct ProjectWorkers<'a> {
-    pub observer: Observer<'a>,
-}
+/// The workers of the project: the built-in `pipe-stage` and
+/// `pipe-stage-train` (their stages known without starting or building
+/// them) and third-party `pipe-stage-*` workers (`catalog::load_catalog`).
+pub struct ProjectWorkers;
 
-impl CatalogSource for ProjectWorkers<'_> {
-    fn catalog(&self, root: &Path, uses: &[(&str, u32)]) -> Result<Catalog> {
-        let project = Project::open(root)?;
-        let for_training = uses
-            .iter()
-            .any(|(name, _)| catalog::is_training_stage(name));
-        catalog::load_catalog(&project, for_training, self.observer)
+impl CatalogSource for ProjectWorkers {
+    fn catalog(&self, root: &Path, _uses: &[(&str, u32)]) -> Result<Catalog> {
+        catalog::load_catalog(&Project::open(root)?)
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use pipe_protocol::record::{Combination, StageRoles, StageStatus};
+use pipe_protocol::record::{Combination, StageRoles};
 use pipe_protocol::{RunContext, RunStage};
 use pipe_test_support::chromium;
 use pipe_test_support::worker::{invocation, run_invocation, Run};
@@ -36,8 +36,6 @@ fn stage(name: &str, matrix: &[(&str, &str)], uses: Option<&str>, metrics: Value
             hardware_metrics: vec!["hardware".into()],
             ..StageRoles::default()
         },
-        status: StageStatus::Ran,
-        duration_ms: 1500,
         compute_ms: Some(1500),
         outputs: BTreeMap::new(),
         metrics: serde_json::from_value(metrics).unwrap(),
@@ -79,8 +77,7 @@ fn train_stage(
             "epochs.10.samples_per_s": 140.0,
         }),
     );
-    stage.duration_ms = (train_seconds * 1000.0) as u64 + 300;
-    stage.compute_ms = Some(stage.duration_ms);
+    stage.compute_ms = Some((train_seconds * 1000.0) as u64 + 300);
     let curves_path = files.join("curves.csv");
     std::fs::write(&curves_path, format!("{CURVES_HEADER}{curves}")).unwrap();
     stage
@@ -131,15 +128,9 @@ fn matrix_run(dir: &Path) -> RunContext {
         Some("data/split@1"),
         json!({"rows": 1000, "train.rows": 800}),
     );
-    split.status = StageStatus::Restored;
-    split.duration_ms = 12;
     split.compute_ms = Some(2100);
     RunContext {
         pipeline: "speed-study".into(),
-        run_id: 7,
-        started_ms: 1_796_083_587_123,
-        git_commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
-        git_dirty: Some(true),
         params: json!({"seed": 42, "train": {"lr": 5.0e-5, "epochs": 2, "model": "tiny-bert"}}),
         stages: vec![
             split,
@@ -258,8 +249,6 @@ fn a_run_without_a_matrix_is_one_row_of_every_plain_metric() {
         stage.combination.0.clear();
         stage.name = stage.base_name.clone();
     }
-    context.git_commit = None;
-    context.git_dirty = None;
     context.params = json!({});
     let run = run_report(
         &dir.path().join("report"),

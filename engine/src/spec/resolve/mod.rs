@@ -413,9 +413,8 @@ impl<'a> Resolver<'a> {
             None => kind,
         };
 
-        // A run is an input no key can name before it happens.
-        let always_run =
-            always_run || matches!(&kind, StageKind::Worker(worker) if worker.reads_run);
+        // A stage that reads the run is keyed on the results it reads
+        // (crate::run_input), not run every time.
         // Held for the whole command: no spare capacity per stage.
         deps.shrink_to_fit();
         let mut metrics = metrics;

@@ -1,18 +1,19 @@
-//! `report/html@1`: the run it is part of as one self-contained HTML page
-//! and its Markdown twin: the results table (one row per matrix
+//! `report/html@1`: the results of the pipeline as one self-contained HTML
+//! page and its Markdown twin: the results table (one row per matrix
 //! combination), params, stage times, training curves, throughput,
 //! hardware and confusion matrices. Drawing and page layout are
 //! `pipe-report`'s; this module only decides what the run shows.
 //!
 //! Everything shown comes from the `RunContext` and the files it names,
-//! never from a clock or this machine, so the same run gives the same
-//! bytes.
+//! never from a clock, this machine or the run (its id, time, commit, which
+//! stages were restored): the engine keys the report on exactly that
+//! context, so the same results give the same bytes, and an unchanged
+//! pipeline restores its report instead of making it again.
 
 use std::collections::BTreeSet;
 
-use pipe_protocol::record::{rows_by_combination, Combination, StageStatus};
+use pipe_protocol::record::{rows_by_combination, Combination};
 use pipe_protocol::{ParamSpec, RunContext, RunStage};
-use pipe_report::text::format_utc;
 use pipe_report::{Cell, Document};
 use serde_json::Value;
 
@@ -109,8 +110,7 @@ impl BuiltinStage for HtmlReport {
         // Where it lands is the engine's to say: `dir` is a private
         // directory that moves into place only on success.
         context.message(format!(
-            "report of run {}: {} stages, {plots} plot{}",
-            run.run_id,
+            "report of {} stages: {plots} plot{}",
             run.stages.len(),
             if plots == 1 { "" } else { "s" },
         ));
@@ -311,40 +311,14 @@ fn build_report(run: &RunContext, options: &Options) -> Result<Document> {
 }
 
 fn header(document: &mut Document, run: &RunContext) {
-    let mut statuses: Vec<(StageStatus, usize)> = Vec::new();
-    for stage in &run.stages {
-        match statuses
-            .iter_mut()
-            .find(|(status, _)| *status == stage.status)
-        {
-            Some((_, count)) => *count += 1,
-            None => statuses.push((stage.status, 1)),
-        }
-    }
-    let statuses = statuses
-        .iter()
-        .map(|(status, count)| format!("{count} {status}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let commit = match (&run.git_commit, run.git_dirty) {
-        (Some(commit), Some(true)) => format!("{commit} (dirty)"),
-        (Some(commit), _) => commit.clone(),
-        (None, _) => "not a git checkout".into(),
-    };
     document.facts(vec![
         ("pipeline".into(), run.pipeline.clone()),
-        ("run".into(), run.run_id.to_string()),
-        ("started".into(), format_utc(run.started_ms)),
-        ("git commit".into(), commit),
-        (
-            "stages".into(),
-            if statuses.is_empty() {
-                "none".into()
-            } else {
-                statuses
-            },
-        ),
+        ("stages".into(), run.stages.len().to_string()),
     ]);
+    document.paragraph(
+        "These are the stages' results, whether this run computed them or restored \
+         them from the cache; the run itself, with its time and commit, is in pipe show.",
+    );
 }
 
 #[cfg(test)]
@@ -368,8 +342,6 @@ mod tests {
                 hardware_metrics: vec!["hardware".into()],
                 ..Default::default()
             },
-            status: StageStatus::Ran,
-            duration_ms: 1,
             compute_ms: None,
             outputs: BTreeMap::new(),
             metrics: BTreeMap::new(),
@@ -428,8 +400,6 @@ mod tests {
             combination: Combination::default(),
             uses: None,
             roles: Default::default(),
-            status: StageStatus::Ran,
-            duration_ms: 1,
             compute_ms: None,
             outputs: BTreeMap::new(),
             metrics: serde_json::from_value(metrics).unwrap(),

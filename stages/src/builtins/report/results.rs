@@ -199,20 +199,12 @@ pub(super) fn seconds_cell(ms: Option<u64>) -> Cell {
 pub(super) fn stage_times(document: &mut Document, run: &RunContext) -> Result<()> {
     document.heading(2, "Stages");
     if run.stages.is_empty() {
-        document.paragraph("No stage ran before the report.");
+        document.paragraph("No stage comes before the report.");
         return Ok(());
     }
-    let mut table = Table::new(
-        [
-            "stage",
-            "uses",
-            "status",
-            "time in this run",
-            "compute time",
-        ]
-        .map(String::from)
-        .to_vec(),
-    );
+    // What making each result took, in the run that made it: the same
+    // whether this run computed it or restored it.
+    let mut table = Table::new(["stage", "uses", "compute time"].map(String::from).to_vec());
     for stage in &run.stages {
         table.rows.push(vec![
             Cell::text(stage.name.clone()),
@@ -220,34 +212,26 @@ pub(super) fn stage_times(document: &mut Document, run: &RunContext) -> Result<(
                 .uses
                 .clone()
                 .map_or_else(|| Cell::text("command"), Cell::text),
-            Cell::text(stage.status.to_string()),
-            seconds_cell(Some(stage.duration_ms)),
             seconds_cell(stage.compute_ms),
         ]);
     }
     document.table(table);
     let seconds = |ms: u64| ms as f64 / 1000.0;
     let chart = BarChart {
-        title: "Time per stage".into(),
+        title: "Compute time per stage".into(),
         value_label: "seconds".into(),
         categories: run.stages.iter().map(|s| s.name.clone()).collect(),
-        series: vec![
-            (
-                "time in this run".into(),
-                run.stages.iter().map(|s| seconds(s.duration_ms)).collect(),
-            ),
-            (
-                "compute time".into(),
-                run.stages
-                    .iter()
-                    .map(|s| s.compute_ms.map_or(0.0, seconds))
-                    .collect(),
-            ),
-        ],
+        series: vec![(
+            "compute time".into(),
+            run.stages
+                .iter()
+                .map(|s| s.compute_ms.map_or(0.0, seconds))
+                .collect(),
+        )],
     };
     document.plot(
         "stage-times",
-        "Time per stage",
+        "Compute time per stage",
         chart.to_svg().map_err(draw_error)?,
     );
     Ok(())
