@@ -260,7 +260,7 @@ impl Progress {
 }
 
 /// A bar with rate and ETA when the total is known, a counter otherwise.
-pub(crate) fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
+fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
     let template = match (unit == "bytes", known_total) {
         (true, true) => "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {elapsed:.dim}".to_string(),
         (true, false) => "{spinner} {msg} {bytes} {bytes_per_sec} {elapsed:.dim}".to_string(),

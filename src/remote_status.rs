@@ -95,18 +95,26 @@ pub fn show(
         .iter()
         .filter(|state| state.freshness == Freshness::Restorable)
         .count();
-    let _ = writeln!(
+    let _ = write!(
         text,
-        "{} stages: {} fresh, {restorable} restorable, {stale} stale \
-         ({restores} the remote has, {runs} run, {after} known after an upstream stage runs)",
+        "{} stages: {} fresh, {restorable} restorable, {stale} stale",
         states.len(),
         states.len() - stale - restorable,
     );
+    if stale > 0 {
+        let _ = write!(
+            text,
+            " ({restores} the remote has, {runs} run, {after} known after an upstream stage runs)"
+        );
+    }
     let _ = writeln!(
         text,
-        "remote {}: {} stale stages looked up",
+        "\nremote {}: {} looked up",
         remote.url(),
-        status.asked
+        match status.asked {
+            1 => "1 stage".to_string(),
+            asked => format!("{asked} stages"),
+        }
     );
     out!("{text}");
     true

@@ -12,12 +12,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_cache::remote::{Direction, Phase, ProgressSink, TransferEvent};
 use pipe_cache::ActionKey;
 use serde_json::json;
 
-use crate::progress::progress_style;
 use crate::render;
 
 /// A transfer gets a bar (terminal) or its lines (log) once it has been
@@ -115,15 +114,18 @@ impl TransferView {
                 match &self.stderr {
                     Stderr::Bars(bars) => {
                         let bar = transfer.bar.get_or_insert_with(|| {
-                            let bar = bars.add(ProgressBar::new(event.total_bytes));
-                            bar.set_style(progress_style("bytes", true));
-                            bar.set_message(transfer.label.clone());
                             // Its clock starts with the transfer, not the bar.
-                            bar.set_elapsed(event.elapsed);
+                            let bar = bars.add(
+                                ProgressBar::new(event.total_bytes)
+                                    .with_style(bar_style())
+                                    .with_message(transfer.label.clone())
+                                    .with_elapsed(event.elapsed),
+                            );
                             bar.enable_steady_tick(Duration::from_millis(120));
                             bar
                         });
                         bar.set_position(event.done_bytes);
+                        bar.set_prefix(rate_and_eta(event));
                     }
                     Stderr::Lines if event.elapsed >= transfer.logged + LOG_EVERY => {
                         transfer.logged = event.elapsed;
@@ -197,6 +199,27 @@ fn label(direction: Direction, outputs: &[String]) -> String {
         names.push_str(&format!(" and {} more", outputs.len() - SHOWN_OUTPUTS));
     }
     format!("{arrow} {names}")
+}
+
+/// A transfer's bar. The rate is the transfer's own average, not
+/// indicatif's estimate: the bar appears a second in, with most of a fast
+/// transfer done, and an estimate from that jump would read GiB/s.
+fn bar_style() -> ProgressStyle {
+    ProgressStyle::with_template(
+        "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {prefix} {elapsed:.dim}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ")
+}
+
+/// `140.1 MiB/s, eta 3s`, from the start of the transfer.
+fn rate_and_eta(event: &TransferEvent) -> String {
+    let rate = rate(event.done_bytes, event.elapsed);
+    let left = event.total_bytes.saturating_sub(event.done_bytes);
+    match left.checked_div(rate) {
+        Some(seconds) => format!("{}/s, eta {seconds}s", render::bytes(rate)),
+        None => format!("{}/s", render::bytes(rate)),
+    }
 }
 
 fn percent(done: u64, total: u64) -> u64 {

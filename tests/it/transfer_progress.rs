@@ -301,6 +301,16 @@ fn status_remote_says_which_stale_stages_the_remote_restores() {
         "{text}"
     );
 
+    // `--remote` takes its URL only after `=`: a word after it is the
+    // pipeline file, as for `pipe status FILE`.
+    let with_file = pipe(
+        &second,
+        &env,
+        &["status", "--remote", "pipe.yaml", "--json"],
+    );
+    assert!(with_file.status.success(), "{}", stderr(&with_file));
+    assert_eq!(remote_of(&remote_fields(&with_file), "make"), "restores");
+
     // Once `make` is restored, `count`'s key is known, and the remote has it.
     let restored = second.run_with_env(&env, &["make"]);
     assert_eq!(restored.status("make"), "restored", "{}", restored.stderr);
