@@ -29,8 +29,7 @@ pub enum RemoteVerdict {
     /// The remote has its action but not every top-level object: the pull
     /// would fail, so it runs, and its push repairs the entry.
     Incomplete,
-    /// It runs every time (`always_run`, a report on the run): `pipe run`
-    /// never looks it up.
+    /// It runs every time (`always_run`): `pipe run` never looks it up.
     RunsEveryTime,
     /// Its key depends on these upstream stages, which are not fresh:
     /// known after they run (or are restored).
@@ -109,7 +108,7 @@ pub fn remote_status(
             })
             .map(str::to_string)
             .collect();
-        let verdict = if stage.always_run || stage.reads_run() {
+        let verdict = if stage.always_run {
             Some(RemoteVerdict::RunsEveryTime)
         } else if !upstream.is_empty() {
             Some(RemoteVerdict::AfterUpstream { upstream })
