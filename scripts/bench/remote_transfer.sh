@@ -23,6 +23,9 @@
 # CLI's max_concurrent_requests for aws; default "8 16").
 #
 #   scripts/bench/remote_transfer.sh          # ROUNDS=3 CONCURRENCIES="8 16"
+#   PIPE_BIN=/tmp/pipe-before scripts/bench/remote_transfer.sh
+#                                             # that binary, not a fresh build
+#                                             # (a before/after pair, alternated)
 #
 # Needs s3s-fs (scripts/install-s3.sh), python3 with venv (the AWS CLI is
 # installed into AWS_BENCH_VENV, default ~/.cache/pipe-bench/awscli), and
@@ -40,8 +43,12 @@ if [ ! -x "$venv/bin/aws" ]; then
   "$venv/bin/pip" install -q awscli
 fi
 aws="$venv/bin/aws"
-cargo build --release --quiet --bin pipe --manifest-path "$repo/Cargo.toml"
-pipe="$target/release/pipe"
+if [ -n "${PIPE_BIN:-}" ]; then
+  pipe=$PIPE_BIN
+else
+  cargo build --release --quiet --bin pipe --manifest-path "$repo/Cargo.toml"
+  pipe="$target/release/pipe"
+fi
 
 work=$(mktemp -d)
 server_pid=

@@ -62,7 +62,10 @@ async fn push_result(shared: &Shared, result: &ActionResult) -> Result<Outcome, 
     // second naming is in place as soon as the first is.
     let total = objects.named_bytes;
     let transfer = Transfer::start(shared.progress.as_ref(), Direction::Push, result, total);
-    count_done(transfer.as_ref(), total - objects.unique_bytes);
+    count_done(
+        transfer.as_ref(),
+        total.saturating_sub(objects.unique_bytes),
+    );
     let pushed = send_result(shared, result, objects.unique, transfer.as_ref()).await;
     if let Some(transfer) = transfer {
         transfer.finish(match &pushed {
@@ -100,10 +103,18 @@ fn objects_of(shared: &Shared, result: &ActionResult) -> Result<Objects, Failure
         }
         level = next;
     }
-    let named_bytes: u64 = objects.iter().filter_map(|(_, size)| *size).sum();
+    // Saturating: the sizes come from tree listings, which a damaged local
+    // cache could make absurd; the push then fails on the object itself.
+    let file_bytes = |objects: &[(ObjectDigest, Option<u64>)]| {
+        objects
+            .iter()
+            .filter_map(|(_, size)| *size)
+            .fold(0u64, u64::saturating_add)
+    };
+    let named_bytes = file_bytes(&objects);
     objects.sort_unstable_by_key(|(digest, _)| *digest);
     objects.dedup_by_key(|(digest, _)| *digest);
-    let unique_bytes: u64 = objects.iter().filter_map(|(_, size)| *size).sum();
+    let unique_bytes = file_bytes(&objects);
     Ok(Objects {
         unique: objects,
         named_bytes,
