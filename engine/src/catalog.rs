@@ -316,7 +316,29 @@ pub fn load_catalog(project: &Project) -> Result<Catalog> {
             catalog.add_started_as(&builtin.path, &launch, built_in)?;
             continue;
         }
-        let stages = described.stages_of(&builtin.path, &launch)?;
+        let stages = match described.stages_of(&builtin.path, &launch) {
+            Ok(stages) => stages,
+            // Its stages are still known; they fail, saying why, only if
+            // they must run (a checkout builds the worker again first).
+            Err(error) => {
+                tracing::warn!("{error}; its stages are known from the catalog built into pipe");
+                let launch = match &builtin.launch_when_absent.build {
+                    Some(_) => builtin.launch_when_absent.clone(),
+                    None => Launch {
+                        unavailable: Some(Box::new(Unavailable {
+                            reason: format!(
+                                "runs in `{}`, which does not start",
+                                builtin.path.display()
+                            ),
+                            hint: error.to_string(),
+                        })),
+                        ..Launch::default()
+                    },
+                };
+                catalog.add_started_as(&builtin.path, &launch, built_in)?;
+                continue;
+            }
+        };
         if let Some(difference) = first_difference(&built_in, &stages) {
             tracing::warn!(
                 "`{}` describes its stages differently from the catalog built into this \

@@ -194,9 +194,28 @@ impl Checkout {
         let Ok(built) = std::fs::metadata(binary).and_then(|m| m.modified()) else {
             return true;
         };
+        // A training worker whose libtorch is gone (a CI cache that keeps
+        // `target/` but not `.venv/`) would not even start: the build
+        // bootstraps libtorch again first.
+        if worker == BuiltinWorker::Training && !self.has_libtorch() {
+            return true;
+        }
         worker
             .sources()
             .any(|source| newer_than(&self.root.join(source), built))
+    }
+
+    /// Whether the libtorch the training worker was linked against is
+    /// there: LIBTORCH's, else the torch of the checkout's `.venv/`.
+    fn has_libtorch(&self) -> bool {
+        if let Some(dir) = std::env::var_os("LIBTORCH").filter(|value| !value.is_empty()) {
+            return Path::new(&dir).join("lib").is_dir();
+        }
+        std::fs::read_dir(self.root.join(".venv").join("lib")).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|python| python.path().join("site-packages/torch/lib").is_dir())
+        })
     }
 
     pub(crate) fn pending_build(&self, worker: BuiltinWorker) -> PendingBuild {

@@ -61,7 +61,12 @@ impl TestProject {
     /// The real `pipe` in this project, without colour and without the
     /// caller's pipe settings.
     pub fn std_command(&self) -> std::process::Command {
-        let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("pipe"));
+        self.std_command_of(&assert_cmd::cargo::cargo_bin("pipe"))
+    }
+
+    /// `std_command` for another `pipe` binary (one without workers beside it).
+    pub fn std_command_of(&self, pipe: &Path) -> std::process::Command {
+        let mut command = std::process::Command::new(pipe);
         command
             .current_dir(self.root())
             .env("NO_COLOR", "1")

@@ -337,32 +337,49 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
     assert!(evaluate["job"].is_string(), "{evaluate:#}");
 }
 
-/// Without `pipe-stage-train`, pipe knows its stages from a description
-/// built into it (engine/src/training_stages.json): it must be what the
-/// worker itself describes, or keys and checks would drift.
+/// pipe knows the built-in stages without starting a worker, from their
+/// descriptions built into it (engine/src/data_stages.json and
+/// training_stages.json): a run that only restores needs no worker. They
+/// must be what the workers themselves describe, or keys and checks would
+/// drift: `pipe stages --check` builds both workers in this checkout (as a
+/// run that needs them would) and compares.
 #[test]
-fn training_stages_json_is_what_the_worker_describes() {
-    // A pipeline that trains makes a checkout's pipe build the worker.
+fn the_catalog_built_into_pipe_is_what_the_workers_describe() {
     let project = pipe_test_support::TestProject::new();
-    project.write(
-        "pipe.yaml",
-        "stages:\n  train:\n    uses: train/classifier@1\n    with: { tokens: t, model: m, num_labels: 2 }\n",
+    let output = project.pipe(&["stages", "--check"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}\nregenerate with `target/debug/pipe-stage describe > engine/src/data_stages.json` \
+         and `target/debug/pipe-stage-train describe > engine/src/training_stages.json`",
+        String::from_utf8_lossy(&output.stderr)
     );
-    let _ = project.pipe(&["validate"]);
-    let worker = assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage-train");
-    let output = Command::new(&worker)
-        .arg("describe")
-        .output()
-        .expect("pipe-stage-train describe");
-    assert!(output.status.success());
-    let described: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    let built_in: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(repository().join("engine/src/training_stages.json"))
-            .expect("the file"),
-    )
-    .expect("JSON");
-    assert_eq!(
-        described, built_in,
-        "engine/src/training_stages.json is stale: `pipe-stage-train describe > engine/src/training_stages.json`"
-    );
+    for worker in ["pipe-stage:", "pipe-stage-train:"] {
+        assert!(
+            stdout.lines().any(
+                |line| line.contains(worker) && line.contains("as the catalog built into pipe")
+            ),
+            "{stdout}"
+        );
+    }
+    // Each is compared with what it really says.
+    for (worker, file) in [
+        ("pipe-stage", "engine/src/data_stages.json"),
+        ("pipe-stage-train", "engine/src/training_stages.json"),
+    ] {
+        let binary = assert_cmd::cargo::cargo_bin("pipe").with_file_name(worker);
+        let described = Command::new(&binary)
+            .arg("describe")
+            .output()
+            .expect(worker);
+        assert!(described.status.success());
+        let described: serde_json::Value = serde_json::from_slice(&described.stdout).expect("JSON");
+        let built_in: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(repository().join(file)).expect(file))
+                .expect("JSON");
+        assert_eq!(
+            described, built_in,
+            "{file} is stale: `{worker} describe > {file}`"
+        );
+    }
 }

