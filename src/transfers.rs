@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pipe_cache::remote::{Direction, Phase, ProgressSink, TransferEvent};
+use pipe_cache::remote::{Direction, Outcome, Phase, ProgressSink, TransferEvent};
 use pipe_cache::ActionKey;
 use serde_json::json;
 
@@ -33,16 +33,18 @@ const SHOWN_OUTPUTS: usize = 2;
 /// How transfers are shown, decided once per command.
 pub struct TransferView {
     json: bool,
-    /// Where lines go: `Some` on a terminal (bars and lines through it, so
-    /// they do not tear each other), `None` for plain lines on stderr,
-    /// and nothing at all under `--quiet`.
     stderr: Stderr,
     live: Mutex<HashMap<(&'static str, ActionKey), Live>>,
 }
 
+/// What stderr gets.
 enum Stderr {
+    /// Nothing (`--quiet`).
     Quiet,
+    /// Plain lines: not a terminal.
     Lines,
+    /// A terminal: bars, and lines printed through the same display so
+    /// that they do not tear each other.
     Bars(MultiProgress),
 }
 
@@ -127,19 +129,12 @@ impl TransferView {
                         bar.set_position(event.done_bytes);
                         bar.set_prefix(rate_and_eta(event));
                     }
-                    Stderr::Lines if event.elapsed >= transfer.logged + LOG_EVERY => {
-                        transfer.logged = event.elapsed;
-                        let line = format!(
-                            "  {}: {} of {} ({}%), {}/s",
-                            transfer.label,
-                            render::bytes(event.done_bytes),
-                            render::bytes(event.total_bytes),
-                            percent(event.done_bytes, event.total_bytes),
-                            render::bytes(rate(event.done_bytes, event.elapsed)),
-                        );
-                        self.line(line);
+                    Stderr::Lines => {
+                        if let Some(line) = periodic_line(transfer, event) {
+                            self.line(line);
+                        }
                     }
-                    Stderr::Lines | Stderr::Quiet => {}
+                    Stderr::Quiet => {}
                 }
             }
             Phase::Finished { outcome, .. } => {
@@ -149,19 +144,8 @@ impl TransferView {
                 if let Some(bar) = &transfer.bar {
                     bar.finish_and_clear();
                 }
-                if event.elapsed >= LONG {
-                    let verb = match (event.direction, outcome.as_str()) {
-                        (_, "failed") => "failed",
-                        (Direction::Pull, _) => "pulled",
-                        (Direction::Push, _) => "pushed",
-                    };
-                    self.line(format!(
-                        "  {}: {verb}, {} in {:.1} s ({}/s)",
-                        transfer.label,
-                        render::bytes(event.done_bytes),
-                        event.elapsed.as_secs_f64(),
-                        render::bytes(rate(event.done_bytes, event.elapsed)),
-                    ));
+                if let Some(line) = finished_line(&transfer, event, *outcome) {
+                    self.line(line);
                 }
             }
         }
@@ -180,6 +164,43 @@ impl TransferView {
             Stderr::Quiet => {}
         }
     }
+}
+
+/// In a log, a long transfer's line every `LOG_EVERY`, from its progress
+/// events (a transfer that stalls writes none until it moves again).
+fn periodic_line(transfer: &mut Live, event: &TransferEvent) -> Option<String> {
+    if event.elapsed < LONG.max(transfer.logged + LOG_EVERY) {
+        return None;
+    }
+    transfer.logged = event.elapsed;
+    Some(format!(
+        "  {}: {} of {} ({}%), {}/s",
+        transfer.label,
+        render::bytes(event.done_bytes),
+        render::bytes(event.total_bytes),
+        percent(event.done_bytes, event.total_bytes),
+        render::bytes(rate(event.done_bytes, event.elapsed)),
+    ))
+}
+
+/// The line a transfer ends with, if it was long.
+fn finished_line(transfer: &Live, event: &TransferEvent, outcome: Outcome) -> Option<String> {
+    if event.elapsed < LONG {
+        return None;
+    }
+    let verb = match (event.direction, outcome) {
+        (_, Outcome::Failed) => "failed",
+        (_, Outcome::AlreadyThere) => "already there",
+        (Direction::Pull, Outcome::Done) => "pulled",
+        (Direction::Push, Outcome::Done) => "pushed",
+    };
+    Some(format!(
+        "  {}: {verb}, {} in {:.1} s ({}/s)",
+        transfer.label,
+        render::bytes(event.done_bytes),
+        event.elapsed.as_secs_f64(),
+        render::bytes(rate(event.done_bytes, event.elapsed)),
+    ))
 }
 
 /// `↓ data, model.pt` / `↑ data and 3 more`: what is moving, by its
@@ -284,6 +305,83 @@ mod tests {
             label(Direction::Push, &outputs),
             "↑ data, model.pt and 2 more"
         );
+    }
+
+    fn event(elapsed_ms: u64, done: u64, phase: Phase) -> TransferEvent {
+        TransferEvent {
+            direction: Direction::Push,
+            key: ActionKey::of(b"k"),
+            total_bytes: 1000,
+            done_bytes: done,
+            elapsed: Duration::from_millis(elapsed_ms),
+            phase,
+        }
+    }
+
+    fn live() -> Live {
+        Live {
+            label: "↑ model".to_string(),
+            bar: None,
+            logged: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_log_gets_a_line_every_ten_seconds_of_a_long_transfer_only() {
+        let mut transfer = live();
+        let lines: Vec<(u64, String)> = [100, 900, 1_500, 9_999, 10_000, 15_000, 19_999, 20_250]
+            .into_iter()
+            .filter_map(|ms| {
+                periodic_line(&mut transfer, &event(ms, ms / 100, Phase::Progress))
+                    .map(|line| (ms, line))
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (
+                    10_000,
+                    "  ↑ model: 100 B of 1000 B (10%), 10 B/s".to_string()
+                ),
+                (
+                    20_250,
+                    "  ↑ model: 202 B of 1000 B (20%), 9 B/s".to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_transfer_ends_with_a_line_only_when_it_was_long() {
+        let finished = |ms| {
+            event(
+                ms,
+                1000,
+                Phase::Finished {
+                    outcome: Outcome::Done,
+                    transferred_bytes: 1000,
+                },
+            )
+        };
+        // A few KB done in milliseconds: nothing, the summary counts it.
+        assert_eq!(finished_line(&live(), &finished(30), Outcome::Done), None);
+        assert_eq!(
+            finished_line(&live(), &finished(2_000), Outcome::Done).as_deref(),
+            Some("  ↑ model: pushed, 1000 B in 2.0 s (500 B/s)")
+        );
+        assert_eq!(
+            finished_line(&live(), &finished(2_000), Outcome::AlreadyThere).as_deref(),
+            Some("  ↑ model: already there, 1000 B in 2.0 s (500 B/s)")
+        );
+    }
+
+    #[test]
+    fn a_bar_shows_the_average_rate_and_what_is_left_at_it() {
+        assert_eq!(
+            rate_and_eta(&event(2_000, 400, Phase::Progress)),
+            "200 B/s, eta 3s"
+        );
+        assert_eq!(rate_and_eta(&event(0, 0, Phase::Progress)), "0 B/s");
     }
 
     #[test]
