@@ -234,9 +234,27 @@ impl Progress {
                     "succeeded": succeeded, "duration_ms": duration.as_millis() as u64,
                 }));
             }
-            Event::RunFinished { run_id, status } => {
-                self.emit_json(json!({"event": "run_finished", "run": run_id, "status": status}));
+            Event::RunFinished {
+                run_id,
+                status,
+                recorded,
+            } => {
+                // The id `run_started` announced is given back when nothing
+                // was done: no run carries it.
+                self.emit_json(json!({
+                    "event": "run_finished", "run": recorded.then_some(run_id),
+                    "status": status, "recorded": recorded,
+                }));
                 let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+                if !recorded {
+                    let fresh = counts.get("fresh").copied().unwrap_or(0);
+                    self.line(format!(
+                        "nothing to do: {fresh} {} fresh, no run recorded ({})",
+                        if fresh == 1 { "stage" } else { "stages" },
+                        format_duration(self.started.elapsed())
+                    ));
+                    return;
+                }
                 let parts: Vec<String> = ["ran", "restored", "fresh", "failed", "skipped"]
                     .iter()
                     .filter_map(|name| counts.get(name).map(|count| format!("{count} {name}")))

@@ -116,6 +116,15 @@ impl StatCache {
         // Losing the last transactions on power loss only costs a rehash.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(db_error)?;
+        // For the same reason no close checkpoints the write-ahead log
+        // (an fsync of the log and one of the database, four with the
+        // log's re-creation, in a run that stored one stamp): the log stays
+        // and is checkpointed when it outgrows SQLite's 1,000 pages.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .map_err(db_error)?;
         conn.execute_batch(
             "CREATE TABLE IF NOT EXISTS stat_v1 (
                 path BLOB PRIMARY KEY NOT NULL,

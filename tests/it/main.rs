@@ -19,6 +19,7 @@ mod install;
 mod keys_cover_inputs;
 mod kill_safety;
 mod malformed;
+mod noop_record;
 mod parallel;
 mod quickstart;
 mod remote_cache;

@@ -13,12 +13,12 @@ use pipe_protocol::redact::redact_text;
 use serde_json::Value;
 
 use crate::dag::Dag;
-use run_so_far::RunSoFar;
 use crate::executor::Executor;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
-use crate::runs::{self, RunDb, RunStart, RunStatus, StageRecord, StageStatus};
+use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
 use crate::{EngineError, Result};
+use run_so_far::RunSoFar;
 
 mod failure;
 mod gpus;
@@ -96,6 +96,9 @@ pub enum Event<'a> {
     RunFinished {
         run_id: i64,
         status: RunStatus,
+        /// False when every stage was fresh: then no run is recorded, and
+        /// `run_id` names none.
+        recorded: bool,
     },
     /// In a source checkout, pipe builds its workers (first use, or their
     /// sources changed) while loading the pipeline; cargo's own output
@@ -121,6 +124,9 @@ pub struct RunSummary {
     pub run_id: i64,
     /// `succeeded`, `failed` or `interrupted`.
     pub status: RunStatus,
+    /// Whether the run is in the history: not when every selected stage
+    /// was fresh (then `run_id` was given back).
+    pub recorded: bool,
     pub stages: Vec<StageRecord>,
     /// What went to and from the remote cache, when there is one.
     pub remote: Option<RemoteSummary>,
@@ -253,7 +259,10 @@ pub fn run(
     }
     check_local_requests(pipeline, dag, &targets, &options.executor)?;
     let root = pipeline.root.clone();
-    let git = std::thread::spawn(move || runs::git_state(&root));
+    // The commit is read beside the opening of the stores; the dirty flag
+    // goes on in the background and is waited for only when the run is
+    // recorded, at its end.
+    let git = std::thread::spawn(move || GitProbe::start(&root));
     let cache = Cache::open(&project.cache_dir)?;
     let remote = match &options.remote {
         Some(config) => Some(open_remote(config, &project.cache_dir)?),
@@ -267,7 +276,7 @@ pub fn run(
         argv: &options.argv,
         params: &pipeline.params,
         directions: &pipeline.directions,
-        git,
+        git_commit: git.as_ref().map(GitProbe::commit),
     })?;
 
     let selected = if targets.is_empty() {
@@ -327,7 +336,16 @@ pub fn run(
     // Pushes still in flight finish before the run is called done.
     let transfers = context.remote.as_ref().map(Remote::finish);
     let (records, status) = outcome?;
-    db.finish_run(run_id, status)?;
+    // Nothing ran, was restored, failed or was skipped: the run changed
+    // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
+    // last` never see it), and it does not wait for the dirty flag.
+    let recorded = !nothing_done(status, &records);
+    if recorded {
+        let git_dirty = git.map(GitProbe::finish).and_then(|git| git.dirty);
+        db.finish_run(run_id, &RunEnd { status, git_dirty })?;
+    } else {
+        db.discard_run(run_id)?;
+    }
     let remote = match (context.remote.as_ref(), transfers) {
         (Some(remote), Some(transfers)) => {
             // A run that neither pulled nor made a result is a rerun of one
@@ -338,7 +356,7 @@ pub fn run(
                 + transfers.results_already_present
                 + transfers.results_not_pushed
                 > 0;
-            let record = if touched {
+            let record = if touched && recorded {
                 push_run_record(remote, &db, run_id)
             } else {
                 Err("nothing new to record".to_string())
@@ -352,13 +370,28 @@ pub fn run(
         }
         _ => None,
     };
-    observer(Event::RunFinished { run_id, status });
+    observer(Event::RunFinished {
+        run_id,
+        status,
+        recorded,
+    });
     Ok(RunSummary {
         run_id,
         status,
+        recorded,
         stages: records,
         remote,
     })
+}
+
+/// Whether a run did nothing at all: it succeeded and every stage in it
+/// was fresh. Such a run is not recorded, as DVC records none: a rerun
+/// with nothing changed must not push the run it repeats out of `pipe diff`.
+fn nothing_done(status: RunStatus, records: &[StageRecord]) -> bool {
+    status == RunStatus::Succeeded
+        && records
+            .iter()
+            .all(|record| record.status == StageStatus::Fresh)
 }
 
 /// Sends run `run_id`'s record to the remote, so that `pipe compare` on

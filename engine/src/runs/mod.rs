@@ -23,11 +23,11 @@ use rusqlite::config::DbConfig;
 use rusqlite::Connection;
 
 pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
-pub use git::{git_commit_of, git_state, GitState};
+pub use git::{git_commit_of, git_state, GitProbe, GitState};
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
-pub use record::{RunExport, RunRecord, RunStart, StageRecord};
+pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
 pub use resolve::resolve_run;
 
 use crate::{EngineError, Result};

@@ -105,7 +105,17 @@ pub struct RunStart<'a> {
     pub argv: &'a [String],
     pub params: &'a Value,
     pub directions: &'a BTreeMap<String, Direction>,
-    pub git: Option<super::GitState>,
+    /// The commit HEAD names; the dirty flag comes with the run's end
+    /// ([`super::RunEnd`]), since working it out takes longer.
+    pub git_commit: Option<&'a str>,
+}
+
+/// How a recorded run ended.
+pub struct RunEnd {
+    pub status: RunStatus,
+    /// Whether tracked files differed from the commit when the run
+    /// started; `None` outside git or when it could not be worked out.
+    pub git_dirty: Option<bool>,
 }
 
 /// Reads the columns of one row by name. A value that is missing where

@@ -6,11 +6,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use pipe_protocol::redact::{redact_text, redacted_json};
+use rusqlite::config::DbConfig;
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::migrate::{json, legacy_identity};
-use super::{db_error, new_uid, now_ms, RunDb, RunExport, RunStart, RunStatus, StageRecord};
+use super::{
+    db_error, new_uid, now_ms, RunDb, RunEnd, RunExport, RunStart, RunStatus, StageRecord,
+};
 use crate::Result;
 
 impl RunDb {
@@ -26,8 +29,8 @@ impl RunDb {
                 params![
                     start.pipeline,
                     now_ms() as i64,
-                    start.git.as_ref().map(|git| git.commit.clone()),
-                    start.git.as_ref().map(|git| git.dirty),
+                    start.git_commit,
+                    None::<bool>,
                     json(&argv),
                     redacted_json(start.params).to_string(),
                     std::process::id(),
@@ -61,13 +64,55 @@ impl RunDb {
         transaction.commit().map_err(|e| db_error(&path, e))
     }
 
-    pub fn finish_run(&self, run_id: i64, status: RunStatus) -> Result<()> {
+    pub fn finish_run(&self, run_id: i64, end: &RunEnd) -> Result<()> {
         self.connection
             .execute(
-                "UPDATE runs SET ended_ms = ?1, status = ?2 WHERE id = ?3",
-                params![now_ms() as i64, status.as_str(), run_id],
+                "UPDATE runs SET ended_ms = ?1, status = ?2, git_dirty = ?3 WHERE id = ?4",
+                params![now_ms() as i64, end.status.as_str(), end.git_dirty, run_id],
             )
             .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Removes run `run_id`, one in which nothing happened (every stage
+    /// fresh), with any stage rows it has, in one transaction: such a run
+    /// is not history (docs/ARCHITECTURE.md, "A no-op records no run").
+    /// When no run was numbered after it in the meantime, its number is
+    /// given back, so that run numbers have no gaps. The manifests its
+    /// stages named stay: they are shared by key with the runs that made
+    /// those results.
+    pub fn discard_run(&mut self, run_id: i64) -> Result<()> {
+        let path = self.path.clone();
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|e| db_error(&path, e))?;
+        transaction
+            .execute("DELETE FROM stage_runs WHERE run_id = ?1", params![run_id])
+            .map_err(|e| db_error(&path, e))?;
+        transaction
+            .execute("DELETE FROM runs WHERE id = ?1", params![run_id])
+            .map_err(|e| db_error(&path, e))?;
+        // AUTOINCREMENT keeps the largest id ever used in sqlite_sequence;
+        // lowering it is what SQLite documents for reusing numbers. Only
+        // when it is still this run's: a run imported or started since
+        // holds a larger number, which must never be handed out twice.
+        transaction
+            .execute(
+                "UPDATE sqlite_sequence SET seq = ?1 - 1 WHERE name = 'runs' AND seq = ?1",
+                params![run_id],
+            )
+            .map_err(|e| db_error(&path, e))?;
+        transaction.commit().map_err(|e| db_error(&path, e))?;
+        // Nothing of this run needs to reach the disk: closing without
+        // the checkpoint SQLite makes by default (an fsync of the
+        // write-ahead log and one of the database) leaves its two
+        // transactions in the log, where the next recorded run's close
+        // checkpoints them. A no-op in a row then syncs nothing at all
+        // (docs/ARCHITECTURE.md, "The fsyncs of a no-op").
+        self.connection
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(|e| db_error(&path, e))?;
         Ok(())
     }
 

@@ -1,0 +1,316 @@
+//! What a `pipe run` records: nothing when every stage was fresh (it says
+//! so), a run as before when anything happened, and the git state the run
+//! started at, read in-process from any layout git leaves (packed refs, a
+//! detached HEAD, a linked worktree) with the dirty flag it had.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use pipe_test_support::TestProject;
+use serde_json::Value;
+
+const PIPELINE: &str = "
+name: noop
+stages:
+  make:
+    run: cat input.txt > made.txt
+    deps: [input.txt]
+    outs: [made.txt]
+  copy:
+    run: cat made.txt made.txt > copied.txt
+    deps: [made.txt]
+    outs: [copied.txt]
+";
+
+fn project() -> TestProject {
+    let project = TestProject::new();
+    project.write("pipe.yaml", PIPELINE);
+    project.write("input.txt", "one\n");
+    project
+}
+
+fn json(project: &TestProject, args: &[&str]) -> Value {
+    let output = project.pipe(args);
+    assert!(
+        output.status.success(),
+        "pipe {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("pipe {args:?} printed no JSON: {error}"))
+}
+
+/// The ids of the recorded runs, oldest first.
+fn run_ids(project: &TestProject) -> Vec<i64> {
+    let mut ids: Vec<i64> = json(project, &["runs", "--json"])
+        .as_array()
+        .expect("a list of runs")
+        .iter()
+        .map(|run| run["id"].as_i64().expect("an id"))
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+fn finished(events: &[Value]) -> &Value {
+    events
+        .iter()
+        .find(|event| event["event"] == "run_finished")
+        .expect("a run_finished event")
+}
+
+#[test]
+fn a_rerun_with_nothing_changed_records_no_run_and_says_so() {
+    let project = project();
+    let first = project.run_ok(&[]);
+    assert_eq!(first.ran().len(), 2);
+    assert_eq!(finished(&first.events)["recorded"], true);
+    assert_eq!(finished(&first.events)["run"], 1);
+
+    let again = project.run_ok(&[]);
+    assert!(again.stages.values().all(|status| status == "fresh"));
+    let end = finished(&again.events);
+    assert_eq!(end["recorded"], false, "{end}");
+    assert_eq!(end["run"], Value::Null, "{end}");
+    assert_eq!(end["status"], "succeeded");
+    assert_eq!(run_ids(&project), vec![1]);
+    assert_eq!(json(&project, &["show", "last", "--json"])["id"], 1);
+
+    // On stderr in human mode, and nothing at all with -q.
+    let human = project.pipe(&["run"]);
+    assert!(human.status.success());
+    let said = String::from_utf8_lossy(&human.stderr);
+    assert!(
+        said.contains("nothing to do: 2 stages fresh, no run recorded"),
+        "{said}"
+    );
+    assert!(!said.contains("run #"), "{said}");
+    let quiet = project.pipe(&["run", "-q"]);
+    assert!(quiet.status.success());
+    assert!(quiet.stderr.is_empty() && quiet.stdout.is_empty());
+    assert_eq!(run_ids(&project), vec![1]);
+
+    // The numbers no-ops took are given back: the next run is #2.
+    project.write("input.txt", "two\n");
+    let changed = project.run_ok(&[]);
+    assert_eq!(changed.ran().len(), 2);
+    assert_eq!(finished(&changed.events)["run"], 2);
+    assert_eq!(run_ids(&project), vec![1, 2]);
+    // `pipe diff` compares the two runs that did something.
+    let diff = project.pipe(&["diff", "--json"]);
+    assert!(
+        diff.status.success(),
+        "{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+}
+
+#[test]
+fn a_run_that_restores_a_removed_output_is_recorded() {
+    let project = project();
+    project.run_ok(&[]);
+    std::fs::remove_file(project.path("copied.txt")).unwrap();
+    let restore = project.run_ok(&[]);
+    assert_eq!(restore.status("copy"), "restored", "{}", restore.stderr);
+    assert_eq!(restore.status("make"), "fresh");
+    assert_eq!(finished(&restore.events)["recorded"], true);
+    assert_eq!(run_ids(&project), vec![1, 2]);
+    let last = json(&project, &["show", "last", "--json"]);
+    assert_eq!(last["id"], 2);
+    let statuses: Vec<&str> = last["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|stage| stage["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, vec!["fresh", "restored"]);
+}
+
+#[test]
+fn a_failed_run_of_otherwise_fresh_stages_is_recorded() {
+    let project = project();
+    project.run_ok(&[]);
+    project.write(
+        "pipe.yaml",
+        &format!("{PIPELINE}  broken:\n    run: exit 3\n    outs: [never.txt]\n"),
+    );
+    let failed = project.run(&[]);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert_eq!(finished(&failed.events)["recorded"], true);
+    assert_eq!(run_ids(&project), vec![1, 2]);
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// The project as a repository: the pipeline, its input and a tracked
+/// file no stage reads, in two commits; outputs and `.pipe/` untracked.
+fn repository() -> TestProject {
+    let project = project();
+    project.write("notes.txt", "notes\n");
+    let root = project.root();
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "pipe.yaml", "input.txt", "notes.txt"]);
+    git(root, &["commit", "-qm", "one"]);
+    project.write("notes.txt", "more notes\n");
+    git(root, &["commit", "-qam", "two"]);
+    project
+}
+
+/// Runs every stage (so that the run is recorded) and returns the record's
+/// git commit and dirty flag.
+fn recorded_git_state(project: &TestProject) -> (Value, Value) {
+    project.run_ok(&["--force-all"]);
+    let last = json(project, &["show", "last", "--json"]);
+    (last["git_commit"].clone(), last["git_dirty"].clone())
+}
+
+#[test]
+fn the_commit_is_recorded_through_packed_refs_and_a_detached_head() {
+    let project = repository();
+    let root = project.root();
+    git(root, &["pack-refs", "--all", "--prune"]);
+    assert!(!project.exists(".git/refs/heads/main"));
+    let head = git(root, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        recorded_git_state(&project),
+        (Value::from(head.as_str()), Value::from(false))
+    );
+    // `pipe show main` resolves the packed branch in-process too.
+    assert_eq!(
+        json(&project, &["show", "main", "--json"])["git_commit"],
+        head
+    );
+
+    git(root, &["checkout", "-q", "--detach", "HEAD~1"]);
+    let first = git(root, &["rev-parse", "HEAD"]);
+    assert_ne!(first, head);
+    assert_eq!(
+        recorded_git_state(&project),
+        (Value::from(first.as_str()), Value::from(false))
+    );
+}
+
+#[test]
+fn the_commit_of_a_linked_worktree_is_its_own() {
+    let project = repository();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let linked = elsewhere.path().join("linked");
+    git(
+        project.root(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            linked.to_str().unwrap(),
+            "HEAD~1",
+        ],
+    );
+    let first = git(&linked, &["rev-parse", "HEAD"]);
+    let output = project
+        .std_command()
+        .current_dir(&linked)
+        .args(["run", "-q"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let show = project
+        .std_command()
+        .current_dir(&linked)
+        .args(["show", "last", "--json"])
+        .output()
+        .unwrap();
+    let last: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(last["git_commit"], first);
+    assert_eq!(last["git_dirty"], false);
+}
+
+#[test]
+fn the_dirty_flag_follows_tracked_files_and_ignores_untracked_ones() {
+    let project = repository();
+    let root = project.root();
+    project.write("untracked.txt", "not in git\n");
+    assert_eq!(recorded_git_state(&project).1, false);
+    project.write("notes.txt", "edited, not committed\n");
+    assert_eq!(recorded_git_state(&project).1, true);
+    git(root, &["add", "notes.txt"]);
+    assert_eq!(recorded_git_state(&project).1, true, "staged is dirty too");
+    git(root, &["commit", "-qm", "three"]);
+    let (commit, dirty) = recorded_git_state(&project);
+    assert_eq!(dirty, false);
+    assert_eq!(commit, git(root, &["rev-parse", "HEAD"]));
+}
+
+/// A killed no-op leaves what a killed run leaves, never a half-written
+/// record: at most a run shown as interrupted, every run readable, and the
+/// next run numbered after all of them.
+#[test]
+fn kill_dash_nine_during_a_no_op_leaves_the_history_consistent() {
+    let project = TestProject::new();
+    // Enough stages that the no-op lasts a few milliseconds.
+    let mut pipeline = String::from("name: many\nstages:\n");
+    for stage in 0..60 {
+        pipeline.push_str(&format!(
+            "  s{stage}:\n    run: echo {stage} > out{stage}.txt\n    outs: [out{stage}.txt]\n"
+        ));
+    }
+    project.write("pipe.yaml", &pipeline);
+    project.run_ok(&[]);
+    for delay_ms in [0, 1, 2, 3, 5, 8, 12, 20] {
+        let mut pipe = project
+            .std_command()
+            .args(["run", "-q"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start pipe");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        pipe.kill().expect("SIGKILL");
+        pipe.wait().expect("reap pipe");
+    }
+    let runs = json(&project, &["runs", "--json"]);
+    for run in runs.as_array().unwrap() {
+        let id = run["id"].as_i64().unwrap();
+        let status = run["status"].as_str().unwrap();
+        if id == 1 {
+            assert_eq!(status, "succeeded");
+        } else {
+            assert_eq!(status, "interrupted", "{run}");
+        }
+        // Every run left behind reads back whole.
+        json(&project, &["show", &id.to_string(), "--json"]);
+    }
+    let before = run_ids(&project);
+    assert_eq!(project.run_ok(&[]).ran(), Vec::<&str>::new());
+    assert_eq!(
+        run_ids(&project),
+        before,
+        "a no-op after the kills records nothing"
+    );
+    std::fs::remove_file(project.path("out0.txt")).unwrap();
+    let restore = project.run_ok(&[]);
+    let id = finished(&restore.events)["run"].as_i64().unwrap();
+    assert_eq!(id, before.last().unwrap() + 1);
+}
