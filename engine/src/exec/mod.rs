@@ -260,8 +260,7 @@ pub fn run(
     check_local_requests(pipeline, dag, &targets, &options.executor)?;
     let root = pipeline.root.clone();
     // The commit is read beside the opening of the stores; the dirty flag
-    // goes on in the background and is waited for only when the run is
-    // recorded, at its end.
+    // is worked out only by a run that will be recorded (below).
     let git = std::thread::spawn(move || GitProbe::start(&root));
     let cache = Cache::open(&project.cache_dir)?;
     let remote = match &options.remote {
@@ -289,6 +288,17 @@ pub fn run(
         stages: selected.len(),
     });
     let run_so_far = RunSoFar::of(pipeline, dag, &selected);
+    // The first stage that is not fresh makes this a run to record: the
+    // work tree's comparison with HEAD starts then, in the background,
+    // beside the stages, and is waited for when the record is finished. A
+    // no-op never starts it.
+    let observe = |event: Event<'_>| {
+        if let (Some(git), true) = (&git, does_something(&event)) {
+            git.check_dirty();
+        }
+        observer(event)
+    };
+    let observer: Observer<'_> = &observe;
     let cluster = match &options.executor {
         Executor::Local => None,
         Executor::Slurm(settings) => Some({
@@ -341,7 +351,7 @@ pub fn run(
     // last` never see it), and it does not wait for the dirty flag.
     let recorded = !nothing_done(status, &records);
     if recorded {
-        let git_dirty = git.map(GitProbe::finish).and_then(|git| git.dirty);
+        let git_dirty = git.as_ref().and_then(|git| git.finish().dirty);
         db.finish_run(run_id, &RunEnd { status, git_dirty })?;
     } else {
         db.discard_run(run_id)?;
@@ -392,6 +402,16 @@ fn nothing_done(status: RunStatus, records: &[StageRecord]) -> bool {
         && records
             .iter()
             .all(|record| record.status == StageStatus::Fresh)
+}
+
+/// Whether `event` shows the run doing something: a stage that runs, or
+/// ends other than fresh.
+fn does_something(event: &Event<'_>) -> bool {
+    match event {
+        Event::StageRunning { .. } => true,
+        Event::StageFinished { status, .. } => *status != StageStatus::Fresh,
+        _ => false,
+    }
 }
 
 /// Sends run `run_id`'s record to the remote, so that `pipe compare` on

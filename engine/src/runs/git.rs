@@ -5,11 +5,13 @@
 //! or a submodule): a millisecond. Whether the work tree is dirty means
 //! comparing every tracked file with the index and the index with HEAD's
 //! tree, which grows with the repository (a second in one of a million
-//! files), so [`GitProbe`] works it out on a thread of its own and only a
-//! run that is recorded waits for it, at its end (docs/ARCHITECTURE.md,
-//! "The run record's git state").
+//! files), so [`GitProbe`] works it out on a thread of its own, started
+//! once the run is sure to be recorded and waited for at its end; a run
+//! that records nothing never starts it (docs/ARCHITECTURE.md, "The run
+//! record's git state").
 
 use std::path::Path;
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 
 /// Where a finished run was: the commit HEAD named when it started, and
@@ -21,17 +23,24 @@ pub struct GitState {
     pub dirty: Option<bool>,
 }
 
-/// A run's git state being found: the commit is known, the dirty flag is
-/// being computed in the background.
+/// A run's git state being found: the commit is known from the start, the
+/// dirty flag is worked out on a thread of its own once it is wanted.
 pub struct GitProbe {
     commit: String,
-    dirty: JoinHandle<Option<bool>>,
+    repository: gix::ThreadSafeRepository,
+    dirty: Mutex<DirtyCheck>,
+}
+
+enum DirtyCheck {
+    NotStarted,
+    Running(JoinHandle<Option<bool>>),
+    Done(Option<bool>),
 }
 
 impl GitProbe {
-    /// Reads the commit of the repository around `root` and starts working
-    /// out its dirty flag. `None` outside a git repository, or in one with
-    /// no commit yet: such a run records no git state.
+    /// Reads the commit of the repository around `root`. `None` outside a
+    /// git repository, or in one with no commit yet: such a run records
+    /// no git state.
     pub fn start(root: &Path) -> Option<GitProbe> {
         let repository = open(root)?;
         let commit = repository
@@ -40,35 +49,64 @@ impl GitProbe {
             .ok()?
             .detach()
             .to_string();
-        let dirty = std::thread::Builder::new()
-            .name("pipe-git-dirty".into())
-            .spawn(move || {
-                lower_priority();
-                is_dirty(&repository.to_thread_local())
-            })
-            .ok()?;
-        Some(GitProbe { commit, dirty })
+        Some(GitProbe {
+            commit,
+            repository,
+            dirty: Mutex::new(DirtyCheck::NotStarted),
+        })
     }
 
     pub fn commit(&self) -> &str {
         &self.commit
     }
 
-    /// The state, once the dirty flag is known. Dropping the probe instead
-    /// leaves the thread to end on its own: a run that records nothing
-    /// never waits for it.
-    pub fn finish(self) -> GitState {
-        GitState {
-            commit: self.commit,
-            dirty: self.dirty.join().ok().flatten(),
+    /// Starts comparing the work tree in the background, unless it was
+    /// started already. A run calls it as soon as it is sure to be
+    /// recorded (a stage runs, or is restored); a run that records nothing
+    /// never does, and never pays for the comparison.
+    pub fn check_dirty(&self) {
+        let mut dirty = lock(&self.dirty);
+        if let DirtyCheck::NotStarted = *dirty {
+            let repository = self.repository.clone();
+            *dirty = match std::thread::Builder::new()
+                .name("pipe-git-dirty".into())
+                .spawn(move || is_dirty(&repository.to_thread_local()))
+            {
+                Ok(thread) => DirtyCheck::Running(thread),
+                // No thread to be had: worked out here and now instead.
+                Err(_) => DirtyCheck::Done(is_dirty(&self.repository.to_thread_local())),
+            };
         }
     }
+
+    /// The state, once the dirty flag is known (started now if it was not
+    /// yet).
+    pub fn finish(&self) -> GitState {
+        self.check_dirty();
+        let mut dirty = lock(&self.dirty);
+        let flag = match std::mem::replace(&mut *dirty, DirtyCheck::NotStarted) {
+            DirtyCheck::Running(thread) => thread.join().ok().flatten(),
+            DirtyCheck::Done(flag) => flag,
+            DirtyCheck::NotStarted => None,
+        };
+        *dirty = DirtyCheck::Done(flag);
+        GitState {
+            commit: self.commit.clone(),
+            dirty: flag,
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The commit and dirty flag of the git work tree at `root`, if any,
 /// waiting for both.
 pub fn git_state(root: &Path) -> Option<GitState> {
-    GitProbe::start(root).map(GitProbe::finish)
+    GitProbe::start(root).map(|probe| probe.finish())
 }
 
 /// Resolves a git ref (`main`, `origin/main`, `v1.2`, `HEAD~2`, an
@@ -121,7 +159,7 @@ fn is_dirty(repository: &gix::Repository) -> Option<bool> {
     if staged {
         return Some(true);
     }
-    let changes = repository
+    let mut changes = repository
         .status(gix::features::progress::Discard)
         .ok()?
         .index_worktree_rewrites(None)
@@ -132,22 +170,9 @@ fn is_dirty(repository: &gix::Repository) -> Option<bool> {
         })
         .into_index_worktree_iter(Vec::new())
         .ok()?;
-    for change in changes {
-        change.ok()?;
-        return Some(true);
-    }
-    Some(false)
-}
-
-/// The dirty flag is never urgent: on a machine whose cores the stages (or
-/// a no-op's own hashing) use, it takes what they leave. On Linux the nice
-/// value is per thread, and the threads gix starts from this one inherit it.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority have no memory effects; a failure
-    // leaves the priority as it was, which is harmless.
-    unsafe {
-        let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, thread, 10);
+    match changes.next() {
+        None => Some(false),
+        Some(change) => change.ok().map(|_| true),
     }
 }
 

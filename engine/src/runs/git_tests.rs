@@ -198,12 +198,23 @@ fn a_linked_worktree_and_a_separate_git_dir_are_read_through_their_git_file() {
 }
 
 #[test]
-fn the_commit_is_known_before_the_dirty_flag_is_waited_for() {
+fn the_commit_is_known_before_the_dirty_flag_is_asked_for() {
     let dir = repository();
     let probe = GitProbe::start(dir.path()).unwrap();
     assert_eq!(probe.commit(), head(dir.path()));
-    // Dropped unwaited, as a run that records nothing drops it.
+    // Dropped without a look at the work tree, as a run that records
+    // nothing drops it.
     drop(probe);
     let probe = GitProbe::start(dir.path()).unwrap();
-    assert_eq!(probe.finish().dirty, Some(false));
+    probe.check_dirty();
+    probe.check_dirty();
+    std::fs::write(dir.path().join("a.txt"), "edited after the check began\n").unwrap();
+    let state = probe.finish();
+    assert_eq!(state.commit, head(dir.path()));
+    assert!(state.dirty.is_some());
+    // Asked again, the same answer without another look.
+    assert_eq!(probe.finish(), state);
+    // Never started: finish works it out.
+    let unstarted = GitProbe::start(dir.path()).unwrap();
+    assert_eq!(unstarted.finish().dirty, Some(true));
 }
