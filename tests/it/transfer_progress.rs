@@ -1,5 +1,6 @@
 //! The remote cache's transfers as the user sees them, through the real
-//! binary and a `file://` remote: `--json` transfer events of `pipe run`,
+//! binary and a `file://` remote (and the tests' real S3 server for
+//! multipart pushes and ranged pulls): `--json` transfer events of `pipe run`,
 //! `pipe cache push` and `pipe cache pull` (a start and a finish per
 //! result, progress in between, bytes that add up to the result's size),
 //! and `pipe status --remote`, which says which stale stages the remote can
@@ -216,6 +217,39 @@ fn json_events_of_pushes_and_pulls_add_up_to_each_results_size() {
             ("count.txt".to_string(), "done")
         ]
     );
+}
+
+#[test]
+fn over_s3_a_multipart_push_and_ranged_pull_add_up_chunk_by_chunk() {
+    // 20 MB: a push in 8 MiB parts and a pull in 8 MiB ranges, against
+    // the real S3 server the remote cache tests use.
+    let server = pipe_test_support::s3::Server::start();
+    let env = server.env("progress");
+    let pipeline = PIPELINE.replace("count=3000", "count=20000");
+    let first = project();
+    first.write("pipe.yaml", &pipeline);
+    let ran = first.run_with_env(&env, &[]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let pushed = transfers(&ran.events, "push", &first);
+    assert_eq!(pushed.len(), 2, "{:?}", ran.events);
+    assert!(pushed.values().all(|(_, outcome)| outcome == "done"));
+    let big = ran
+        .events
+        .iter()
+        .find(|event| event["event"] == "transfer_finished" && event["total_bytes"] == 20_000_006)
+        .unwrap_or_else(|| panic!("{:?}", ran.events));
+    // The duplicate file went once, the tree listing too.
+    let sent = big["transferred_bytes"].as_u64().unwrap();
+    assert!(sent > 20_000_003 && sent < 20_001_000, "{big}");
+
+    let second = project();
+    second.write("pipe.yaml", &pipeline);
+    let restored = second.run_with_env(&env, &[]);
+    assert_eq!(restored.code, 0, "{}", restored.stderr);
+    assert_eq!(restored.status("make"), "restored");
+    let pulled = transfers(&restored.events, "pull", &second);
+    assert_eq!(pulled.len(), 2, "{:?}", restored.events);
+    assert!(pulled.values().all(|(_, outcome)| outcome == "done"));
 }
 
 #[test]
