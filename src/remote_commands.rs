@@ -259,23 +259,32 @@ pub fn status(
         .run(id)?
         .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
     let cache = Cache::open(&project.cache_dir)?;
-    let mut rows = Vec::new();
-    for stage in &record.stages {
-        let Some(key) = stage.key else {
-            continue;
-        };
-        let local = cache.get_action(&key).is_some();
-        let in_remote = match remote.presence(&key) {
-            Ok(Presence::Complete) => "yes",
-            Ok(Presence::Incomplete) => "incomplete",
-            Ok(Presence::Absent) => "no",
-            Err(reason) => {
-                errln!("error: {reason}");
-                return Ok(ExitCode::RemoteUnavailable);
-            }
-        };
-        rows.push((stage.stage.clone(), key, local, in_remote));
-    }
+    let keyed: Vec<_> = record
+        .stages
+        .iter()
+        .filter_map(|stage| Some((stage.stage.clone(), stage.key?)))
+        .collect();
+    let keys: Vec<_> = keyed.iter().map(|(_, key)| *key).collect();
+    // One lookup per stage, `concurrency` at a time.
+    let presences = match remote.presence_of_all(&keys) {
+        Ok(presences) => presences,
+        Err(reason) => {
+            errln!("error: {reason}");
+            return Ok(ExitCode::RemoteUnavailable);
+        }
+    };
+    let rows: Vec<_> = keyed
+        .into_iter()
+        .zip(presences)
+        .map(|((stage, key), presence)| {
+            let in_remote = match presence {
+                Presence::Complete => "yes",
+                Presence::Incomplete => "incomplete",
+                Presence::Absent => "no",
+            };
+            (stage, key, cache.get_action(&key).is_some(), in_remote)
+        })
+        .collect();
     let record_pushed = match record.uid.as_deref() {
         Some(uid) => remote
             .list_run_records(record.git_commit.as_deref().or(Some("no-commit")))
