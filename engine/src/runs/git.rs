@@ -143,21 +143,32 @@ fn is_dirty(repository: &gix::Repository) -> Option<bool> {
 
     let head_tree = repository.head_tree_id_or_empty().ok()?;
     let index = repository.index_or_empty().ok()?;
-    let mut staged = false;
-    repository
-        .tree_index_status(
-            &head_tree,
-            &index,
-            None,
-            gix::status::tree_index::TrackRenames::Disabled,
-            |_, _, _| {
-                staged = true;
-                Ok::<_, std::convert::Infallible>(ControlFlow::Break(()))
-            },
-        )
-        .ok()?;
-    if staged {
-        return Some(true);
+    // The index keeps the tree it would write (git's cache-tree, kept by
+    // `git commit`, invalidated by `git add`): when it is whole and is
+    // HEAD's, nothing is staged, as `git status` concludes too, without
+    // reading HEAD's tree into a second index of every tracked file (most
+    // of the comparison's CPU in a repository of a million files).
+    let staged_nothing = index.tree().is_some_and(|tree| {
+        tree.id == head_tree.detach()
+            && tree.num_entries.map(|entries| entries as usize) == Some(index.entries().len())
+    });
+    if !staged_nothing {
+        let mut staged = false;
+        repository
+            .tree_index_status(
+                &head_tree,
+                &index,
+                None,
+                gix::status::tree_index::TrackRenames::Disabled,
+                |_, _, _| {
+                    staged = true;
+                    Ok::<_, std::convert::Infallible>(ControlFlow::Break(()))
+                },
+            )
+            .ok()?;
+        if staged {
+            return Some(true);
+        }
     }
     let mut changes = repository
         .status(gix::features::progress::Discard)

@@ -96,6 +96,10 @@ fn an_edited_tracked_file_is_dirty_staged_or_not_and_committing_it_is_clean() {
     let state = git_state(root).unwrap();
     assert_eq!(state.dirty, Some(false));
     assert_eq!(state.commit, head(root));
+    // HEAD moved back, the index kept: its cached tree is whole but not
+    // HEAD's, so the change counts as staged.
+    git(root, &["reset", "-q", "--soft", "HEAD~1"]);
+    assert_eq!(git_state(root).unwrap().dirty, Some(true));
 }
 
 #[test]
