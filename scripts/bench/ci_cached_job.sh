@@ -63,14 +63,19 @@
 #   SEED_TARGET=                   a target/ dir with a release build of an
 #                                  earlier commit, copied before the fill's
 #                                  build so it compiles fewer dependencies
+#                                  (the warm cache then holds what it held
+#                                  too, e.g. the workers' dependencies)
 #   FILL_VENV=                     a venv with torch 2.11.0, linked as the
 #                                  fill clone's .venv/ (else the fill's
 #                                  `pipe run` bootstraps libtorch, 4.6 GB)
 #   DVC_VERSION=3.67.1
 #   PIP_COLD=1                     also one `pip install` with no cache (0: skip)
 #
-# Needs git, cargo, python3 with venv, and s3s-fs (installed here by
-# scripts/install-s3.sh). Not part of .ci/run: a benchmark, not a test.
+# Needs git, cargo, python3 with venv, and the package index for pip (DVC)
+# and for cargo (s3s-fs 0.14.1's source: scripts/install-s3.sh, then a
+# fixed copy built once into WORK/s3s-fs, see below). Disk: about 3 GB in
+# WORK besides the fill's target/ and .venv/. Not part of .ci/run (nothing
+# there or in scripts/test.sh runs scripts/bench/): a benchmark, not a test.
 set -euo pipefail
 repo_here=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-/tmp/pipe-ci-cached-job}
