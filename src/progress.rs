@@ -49,7 +49,7 @@ impl Progress {
         if self.quiet {
             return;
         }
-        match &self.bars {
+        match self.bars.as_ref().filter(|bars| !bars.is_hidden()) {
             Some(bars) => {
                 let _ = bars.println(text);
             }
@@ -210,13 +210,18 @@ impl Progress {
                     "event": "worker_build_started", "workers": workers,
                     "libtorch": libtorch, "target_dir": target_dir,
                 }));
+                // cargo writes to the terminal during the build: the live
+                // lines would be drawn over it, so they wait.
+                if let Some(bars) = &self.bars {
+                    bars.set_draw_target(ProgressDrawTarget::hidden());
+                }
                 let names: Vec<String> = workers.iter().map(|name| format!("`{name}`")).collect();
                 let names = names.join(" and ");
                 self.line(if libtorch {
                     format!(
                         "building {names} (first use or sources changed): libtorch first \
                          (torch=={TORCH_VERSION} into .venv/, 4.6 GB, unless LIBTORCH is set), \
-                         then one cargo build into {}; the first time takes several minutes on \
+                         then a cargo build into {}; the first time takes several minutes on \
                          2 cores (docs/libtorch.md)",
                         target_dir.display()
                     )
@@ -233,6 +238,9 @@ impl Progress {
                     "event": "worker_build_finished", "workers": workers,
                     "succeeded": succeeded, "duration_ms": duration.as_millis() as u64,
                 }));
+                if let Some(bars) = &self.bars {
+                    bars.set_draw_target(ProgressDrawTarget::stderr());
+                }
             }
             Event::RunFinished {
                 run_id,

@@ -220,7 +220,11 @@ fn not_installed(worker: BuiltinWorker, path: &Path) -> Launch {
     Launch {
         unavailable: Some(Box::new(Unavailable {
             reason: format!(
-                "runs in the worker `{}`, which is not installed",
+                "runs in the {} `{}`, which is not installed",
+                match worker {
+                    BuiltinWorker::Data => "data worker",
+                    BuiltinWorker::Training => "training worker",
+                },
                 path.display()
             ),
             hint,

@@ -26,8 +26,11 @@ pub struct PendingBuild {
 
 /// The builds this process made, by worker: parallel stages wait for one
 /// build, and a failed build is not tried again by every stage.
-static BUILDS: Mutex<Vec<(BuiltinWorker, std::result::Result<(), (String, String)>)>> =
-    Mutex::new(Vec::new());
+static BUILDS: Mutex<Vec<(BuiltinWorker, BuildOutcome)>> = Mutex::new(Vec::new());
+
+/// A build's outcome, kept to answer the stages that ask after it: the
+/// error's message and hint.
+type BuildOutcome = std::result::Result<(), (String, String)>;
 
 impl PendingBuild {
     /// Builds the worker unless this process already did (or another

@@ -407,6 +407,9 @@ fn a_flipped_byte_in_the_cached_catalog_is_caught_and_the_workers_asked_again() 
         "stages:\n  table:\n    uses: data/from-csv@1\n    with: { file: data.csv, text_column: text, label_column: label }\n",
     );
     project.write("data.csv", "text,label\ngood film,1\nbad film,0\n");
+    // The first run may build the worker (then it knows the stage from the
+    // catalog built into pipe); the second asks the worker, and caches it.
+    project.run_ok(&[]);
     project.run_ok(&[]);
     let catalog = project.path(".pipe/catalog.json");
     let text = std::fs::read_to_string(&catalog).unwrap();
