@@ -8,10 +8,12 @@
 //! [`slurm`], the real Slurm cluster of the Slurm tests.
 
 pub mod chromium;
+mod git;
 pub mod http;
 mod project;
 pub mod s3;
 pub mod slurm;
 pub mod worker;
 
+pub use git::git;
 pub use project::{RunResult, TestProject};

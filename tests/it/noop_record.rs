@@ -3,10 +3,10 @@
 //! started at, read in-process from any layout git leaves (packed refs, a
 //! detached HEAD, a linked worktree) with the dirty flag it had.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
+use pipe_test_support::git;
 use pipe_test_support::TestProject;
 use serde_json::Value;
 
@@ -139,24 +139,6 @@ fn a_failed_run_of_otherwise_fresh_stages_is_recorded() {
     assert_eq!(failed.code, 1, "{}", failed.stderr);
     assert_eq!(finished(&failed.events)["recorded"], true);
     assert_eq!(run_ids(&project), vec![1, 2]);
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
 /// The project as a repository: the pipeline, its input and a tracked

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::process::Output;
 
+use pipe_test_support::git;
 use pipe_test_support::s3::{self, Server};
 use pipe_test_support::{RunResult, TestProject};
 use serde_json::Value;
@@ -537,20 +538,6 @@ fn remote_settings_come_from_the_right_place_and_bad_ones_say_where() {
     let none = project.pipe(&["cache", "push", "--remote", "off"]);
     assert_eq!(none.status.code(), Some(2));
     assert!(stderr(&none).contains("no remote cache is configured"));
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git {args:?}: {}", stderr(&output));
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
 }
 
 #[test]
