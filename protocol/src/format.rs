@@ -64,6 +64,123 @@ pub fn digits_to_tell_apart(values: &[f64]) -> usize {
         .unwrap_or(MAX_SIGNIFICANT_DIGITS)
 }
 
+/// What a metric's number counts, read from its name's last word: shown
+/// in human units (`1.79 GiB`, `3 min 12 s`) instead of a raw count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    /// `*_bytes`.
+    Bytes,
+    /// `*_seconds`, `*_secs`, `*_sec`, `*_s` (not a rate: `samples_per_s`).
+    Seconds,
+    /// `*_ms`.
+    Milliseconds,
+}
+
+impl Unit {
+    /// The unit of a metric named `metric` (`memory.peak_rss_bytes`,
+    /// `train_seconds`, `throughput.forward_ms`), if its name says one.
+    pub fn of(metric: &str) -> Option<Unit> {
+        let name = metric
+            .rsplit('.')
+            .next()
+            .unwrap_or(metric)
+            .to_ascii_lowercase();
+        let words: Vec<&str> = name
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|word| !word.is_empty())
+            .collect();
+        // A rate (`bytes_per_s`, `samples_per_second`) is no amount.
+        if words.contains(&"per") {
+            return None;
+        }
+        match words.last().copied()? {
+            "bytes" => Some(Unit::Bytes),
+            "seconds" | "secs" | "sec" | "s" if words.len() > 1 || name == "seconds" => {
+                Some(Unit::Seconds)
+            }
+            "ms" if words.len() > 1 => Some(Unit::Milliseconds),
+            _ => None,
+        }
+    }
+
+    /// `value` of this unit in human units.
+    pub fn format(self, value: f64) -> String {
+        match self {
+            Unit::Bytes => format_bytes(value),
+            Unit::Seconds => format_seconds(value),
+            Unit::Milliseconds => format_seconds(value / 1000.0),
+        }
+    }
+
+    /// A signed change of this unit: `+12 MiB`, `-1 min 4 s`.
+    pub fn format_delta(self, delta: f64) -> String {
+        let text = self.format(delta.abs());
+        if delta > 0.0 {
+            format!("+{text}")
+        } else if delta < 0.0 {
+            format!("-{text}")
+        } else {
+            text
+        }
+    }
+}
+
+/// A byte count with binary units and 3 significant digits: `512 B`,
+/// `1.79 GiB`, `12.5 MiB`.
+pub fn format_bytes(count: f64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if !count.is_finite() {
+        return count.to_string();
+    }
+    let sign = if count < 0.0 { "-" } else { "" };
+    let mut value = count.abs();
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{sign}{} B", format_significant(value, 3));
+    }
+    // 1023.9 KiB would read `1024 KiB`: the next unit up instead.
+    let mut text = format_significant(value, 3);
+    if text == "1024" && unit < UNITS.len() - 1 {
+        unit += 1;
+        text = "1".to_string();
+    }
+    format!("{sign}{text} {}", UNITS[unit])
+}
+
+/// A duration in seconds as a person reads it: `350 ms`, `4.25 s`,
+/// `3 min 12 s`, `2 h 5 min`.
+pub fn format_seconds(seconds: f64) -> String {
+    if !seconds.is_finite() {
+        return format!("{seconds} s");
+    }
+    let sign = if seconds < 0.0 { "-" } else { "" };
+    let seconds = seconds.abs();
+    if seconds == 0.0 {
+        return "0 s".to_string();
+    }
+    if seconds < 1.0 {
+        return format!("{sign}{} ms", format_significant(seconds * 1000.0, 3));
+    }
+    if seconds < 60.0 {
+        let text = format_significant(seconds, 3);
+        // 59.96 s rounds up to a minute.
+        if text != "60" {
+            return format!("{sign}{text} s");
+        }
+    }
+    let whole = seconds.round() as u64;
+    if whole < 3600 {
+        return format!("{sign}{} min {} s", whole / 60, whole % 60);
+    }
+    let minutes = (seconds / 60.0).round() as u64;
+    format!("{sign}{} h {} min", minutes / 60, minutes % 60)
+}
+
 /// Milliseconds since the Unix epoch as `2026-11-30 23:56:27` (UTC).
 pub fn utc_date_time(ms: u64) -> String {
     let seconds = ms / 1000;
@@ -133,6 +250,34 @@ mod tests {
     fn digits_grow_until_neighbours_differ() {
         assert_eq!(digits_to_tell_apart(&[0.5248, 0.52481]), 5);
         assert_eq!(digits_to_tell_apart(&[0.1, 0.2]), SIGNIFICANT_DIGITS);
+    }
+
+    #[test]
+    fn units_come_from_the_last_word_of_the_name() {
+        assert_eq!(Unit::of("memory.peak_rss_bytes"), Some(Unit::Bytes));
+        assert_eq!(Unit::of("train_seconds"), Some(Unit::Seconds));
+        assert_eq!(Unit::of("seconds"), Some(Unit::Seconds));
+        assert_eq!(Unit::of("throughput.forward_ms"), Some(Unit::Milliseconds));
+        assert_eq!(Unit::of("samples_per_s"), None);
+        assert_eq!(Unit::of("bytes_per_second"), None);
+        assert_eq!(Unit::of("ms"), None);
+        assert_eq!(Unit::of("peak_rss_mb"), None);
+        assert_eq!(Unit::of("accuracy"), None);
+    }
+
+    #[test]
+    fn bytes_and_durations_read_in_human_units() {
+        assert_eq!(format_bytes(1_925_935_268.0), "1.79 GiB");
+        assert_eq!(format_bytes(512.0), "512 B");
+        assert_eq!(format_bytes(13_107_200.0), "12.5 MiB");
+        assert_eq!(format_bytes(1_048_575.0), "1 MiB");
+        assert_eq!(format_seconds(192.0), "3 min 12 s");
+        assert_eq!(format_seconds(38.5), "38.5 s");
+        assert_eq!(format_seconds(0.35), "350 ms");
+        assert_eq!(format_seconds(7500.0), "2 h 5 min");
+        assert_eq!(Unit::Milliseconds.format(1500.0), "1.5 s");
+        assert_eq!(Unit::Seconds.format_delta(-82.0), "-1 min 22 s");
+        assert_eq!(Unit::Bytes.format_delta(1024.0), "+1 KiB");
     }
 
     #[test]
