@@ -219,17 +219,16 @@ fn ensure_newline(mut text: String) -> String {
     text
 }
 
+/// `pipe.yaml` here or in the nearest directory above that has one, up
+/// to the project root (`Project::find_pipeline_file`).
 fn default_pipeline_file() -> Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    for name in ["pipe.yaml", "pipe.yml"] {
-        if cwd.join(name).is_file() {
-            return Ok(PathBuf::from(name));
-        }
-    }
-    Err(EngineError::usage(
-        "no pipeline file: there is no `pipe.yaml` in this directory",
-        "pass one, e.g. `pipe run pipelines/quickstart.yaml`, or use -f FILE",
-    ))
+    Project::find_pipeline_file(&cwd).ok_or_else(|| {
+        EngineError::usage(
+            "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project",
+            "pass one, e.g. `pipe run pipelines/quickstart.yaml`, or use -f FILE",
+        )
+    })
 }
 
 /// Loads and validates the pipeline named by a positional file or `-f`.

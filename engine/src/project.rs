@@ -95,7 +95,32 @@ impl Project {
             .unwrap_or(start)
             .to_path_buf()
     }
+
+    /// The pipeline file a command uses when none is named, as git finds
+    /// its repository: `pipe.yaml` (or `pipe.yml`) in `start` or the
+    /// nearest directory above it that has one, looking no higher than the
+    /// project root (the first directory with `.pipe/` or `.git`; without
+    /// one, up to `/`). The path is relative to `start` (`../pipe.yaml`),
+    /// so messages name it as the user would.
+    pub fn find_pipeline_file(start: &Path) -> Option<PathBuf> {
+        let mut relative = PathBuf::new();
+        for dir in start.ancestors() {
+            for name in DEFAULT_PIPELINE_FILES {
+                if dir.join(name).is_file() {
+                    return Some(relative.join(name));
+                }
+            }
+            if dir.join(STATE_DIR).is_dir() || dir.join(".git").exists() {
+                return None;
+            }
+            relative.push("..");
+        }
+        None
+    }
 }
+
+/// The pipeline files a command looks for when it is given none.
+pub const DEFAULT_PIPELINE_FILES: [&str; 2] = ["pipe.yaml", "pipe.yml"];
 
 /// Held while `pipe run` executes: runs in one project take turns, so two
 /// of them never race on the same output paths. Released on drop, and by

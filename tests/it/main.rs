@@ -36,6 +36,7 @@ mod speed_study;
 mod status_scale;
 mod stdout_closed;
 mod transfer_progress;
+mod typos;
 mod untrusted_input;
 mod worker_build;
 mod workers;

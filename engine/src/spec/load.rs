@@ -369,8 +369,12 @@ fn load_params(
         }
     }
 
+    let params_at = root
+        .as_map()
+        .and_then(|entries| entries.iter().find(|entry| entry.key == "params"))
+        .map(|entry| entry.key_span);
     for argument in overrides {
-        if let Err(diagnostic) = params::apply_override(&mut merged, argument, sources) {
+        if let Err(diagnostic) = params::apply_override(&mut merged, params_at, argument, sources) {
             diagnostics.push(diagnostic);
         }
     }

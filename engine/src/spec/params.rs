@@ -125,17 +125,38 @@ fn kind(node: &Node) -> Kind {
     }
 }
 
+/// What an override may do to its path, in Hydra's grammar: `key=value`
+/// replaces a param that exists, `+key=value` adds one that does not,
+/// `++key=value` sets it either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Replace,
+    Add,
+    Set,
+}
+
 /// Applies one `-S key.path=value` argument to the merged params.
 // The error goes straight into the list of diagnostics; boxing it would
 // only move the allocation.
 #[allow(clippy::result_large_err)]
+///
+/// `params_at` is where the file's `params:` is written: an unknown key of
+/// the top level is shown there.
 pub(crate) fn apply_override(
     root: &mut Node,
+    params_at: Option<Span>,
     argument: &str,
     sources: &mut Sources,
 ) -> Result<(), Diagnostic> {
     let shown = format!("-S {argument}");
-    let Some((path, value_text)) = argument.split_once('=') else {
+    let (mode, body) = if let Some(rest) = argument.strip_prefix("++") {
+        (Mode::Set, rest)
+    } else if let Some(rest) = argument.strip_prefix('+') {
+        (Mode::Add, rest)
+    } else {
+        (Mode::Replace, argument)
+    };
+    let Some((path, value_text)) = body.split_once('=') else {
         return Err(Diagnostic::new("bad-override", format!("`{shown}`: expected `key.path=value`"))
             .with_hint(format!("write e.g. `-S {argument}=VALUE`; nested params are joined with dots: `-S train.lr=1e-4`")));
     };
@@ -145,61 +166,91 @@ pub(crate) fn apply_override(
             "bad-override",
             format!("`{shown}`: `{path}` is not a param path"),
         )
-        .with_hint("name the param with its dotted path, e.g. `-S train.lr=1e-4`"));
+        .with_hint("name the param with its dotted path, e.g. `-S train.lr=1e-4`; `+` adds a new one: `-S +train.warmup=100`"));
     }
     let value = parse_override_value(value_text, sources).map_err(|info| {
         Diagnostic::new("bad-override", format!("`{shown}`: the value is not valid YAML: {info}"))
             .with_hint("quote the value for the shell, e.g. -S 'tags=[a, b]', or pass plain text without brackets")
     })?;
 
-    let (parent_path, leaf) = path
-        .rsplit_once('.')
-        .map_or(("", path), |(parent, leaf)| (parent, leaf));
-    let hint = unknown_param_hint(root, path);
-    let parent = if parent_path.is_empty() {
-        Some(&mut *root)
+    // Only a typo needs them, but the walk below holds the tree mutably.
+    let known_paths = if mode == Mode::Replace {
+        all_paths(root)
     } else {
-        lookup_mut(root, parent_path)
+        Vec::new()
     };
-    let Some(parent) = parent else {
-        return Err(Diagnostic::new(
-            "unknown-param",
-            format!("`{shown}`: there is no param `{parent_path}`"),
-        )
-        .with_hint(hint));
-    };
-    let NodeValue::Map(entries) = &mut parent.value else {
-        let found = parent.describe();
-        return Err(Diagnostic::new(
-            "param-type",
-            format!("`{shown}`: `{parent_path}` is {found}, so it has no key `{leaf}`"),
-        )
-        .with_hint(format!(
-            "set `{parent_path}` itself: `-S {parent_path}=VALUE`"
-        )));
-    };
-    match entries.iter_mut().find(|entry| entry.key == leaf) {
-        Some(entry) => {
-            let (old, new) = (kind(&entry.value), kind(&value));
-            let compatible = old == new
-                || old == Kind::Null
-                || new == Kind::Null
-                || (old == Kind::Float && new == Kind::Int);
-            if !compatible {
-                let expected = entry.value.describe();
-                let found = value.describe();
-                let mut hint =
-                    format!("`{path}` is {expected} in the params; pass {expected} value");
-                if old == Kind::Str {
-                    hint = format!("`{path}` is a string; quote the value to keep it one: -S '{path}=\"{value_text}\"'");
-                }
-                return Err(Diagnostic::new(
-                    "param-type",
-                    format!("`{shown}`: `{path}` is {expected}, but the value is {found}"),
-                )
-                .with_hint(hint));
+    let keys: Vec<&str> = path.split('.').collect();
+    let (leaf, parents) = keys.split_last().expect("a path has at least one key");
+    // The nearest mapping that exists, where an unknown key is shown.
+    let mut anchor = params_at;
+    let mut node: &mut Node = root;
+    for (depth, key) in parents.iter().enumerate() {
+        let found = node.describe();
+        let NodeValue::Map(entries) = &mut node.value else {
+            let walked = keys[..depth].join(".");
+            return Err(not_a_mapping(&shown, &walked, key, found));
+        };
+        let index = match entries.iter().position(|entry| entry.key == *key) {
+            Some(index) => index,
+            None if mode == Mode::Replace => {
+                let unknown = UnknownKey {
+                    shown: &shown,
+                    body,
+                    keys: &keys,
+                    depth,
+                    siblings: entries.iter().map(|entry| entry.key.as_str()).collect(),
+                    known_paths: &known_paths,
+                };
+                return Err(unknown
+                    .diagnostic()
+                    .at(anchor.and_then(|span| sources.location(span))));
             }
+            None => {
+                entries.push(Entry {
+                    key: key.to_string(),
+                    key_span: value.span,
+                    value: Node {
+                        value: NodeValue::Map(Vec::new()),
+                        span: value.span,
+                    },
+                });
+                entries.len() - 1
+            }
+        };
+        anchor = Some(entries[index].key_span);
+        node = &mut entries[index].value;
+    }
+    let found = node.describe();
+    let NodeValue::Map(entries) = &mut node.value else {
+        let parent = parents.join(".");
+        return Err(not_a_mapping(&shown, &parent, leaf, found));
+    };
+    match entries.iter_mut().find(|entry| entry.key == *leaf) {
+        Some(entry) if mode == Mode::Add => Err(Diagnostic::new(
+            "bad-override",
+            format!("`{shown}`: `{path}` is already a param, and `+` adds a new one"),
+        )
+        .at(sources.location(entry.key_span))
+        .with_hint(format!(
+            "drop the `+` to replace it: `-S {body}`; `++` sets a param whether it exists or not"
+        ))),
+        Some(entry) => {
+            check_same_kind(&shown, path, value_text, &entry.value, &value)?;
             entry.value = value;
+            Ok(())
+        }
+        None if mode == Mode::Replace => {
+            let unknown = UnknownKey {
+                shown: &shown,
+                body,
+                keys: &keys,
+                depth: parents.len(),
+                siblings: entries.iter().map(|entry| entry.key.as_str()).collect(),
+                known_paths: &known_paths,
+            };
+            Err(unknown
+                .diagnostic()
+                .at(anchor.and_then(|span| sources.location(span))))
         }
         None => {
             let key_span = value.span;
@@ -208,20 +259,114 @@ pub(crate) fn apply_override(
                 key_span,
                 value,
             });
+            Ok(())
         }
     }
-    Ok(())
 }
 
-fn lookup_mut<'a>(root: &'a mut Node, path: &str) -> Option<&'a mut Node> {
-    path.split('.')
-        .try_fold(root, |node, key| match &mut node.value {
-            NodeValue::Map(entries) => entries
-                .iter_mut()
-                .find(|entry| entry.key == key)
-                .map(|entry| &mut entry.value),
-            _ => None,
-        })
+/// `-S a.b.c=1` where `a.b` is not a mapping.
+fn not_a_mapping(shown: &str, parent: &str, key: &str, found: &str) -> Diagnostic {
+    Diagnostic::new(
+        "param-type",
+        format!("`{shown}`: `{parent}` is {found}, so it has no key `{key}`"),
+    )
+    .with_hint(format!("set `{parent}` itself: `-S {parent}=VALUE`"))
+}
+
+/// The value `-S` gives must be of the kind of the value it replaces.
+#[allow(clippy::result_large_err)]
+fn check_same_kind(
+    shown: &str,
+    path: &str,
+    value_text: &str,
+    old: &Node,
+    new: &Node,
+) -> Result<(), Diagnostic> {
+    let (old_kind, new_kind) = (kind(old), kind(new));
+    let compatible = old_kind == new_kind
+        || old_kind == Kind::Null
+        || new_kind == Kind::Null
+        || (old_kind == Kind::Float && new_kind == Kind::Int);
+    if compatible {
+        return Ok(());
+    }
+    let expected = old.describe();
+    let found = new.describe();
+    let mut hint = format!("`{path}` is {expected} in the params; pass {expected} value");
+    if old_kind == Kind::Str {
+        hint = format!(
+            "`{path}` is a string; quote the value to keep it one: -S '{path}=\"{value_text}\"'"
+        );
+    }
+    Err(Diagnostic::new(
+        "param-type",
+        format!("`{shown}`: `{path}` is {expected}, but the value is {found}"),
+    )
+    .with_hint(hint))
+}
+
+/// A `-S` path whose key `keys[depth]` is not in the params: most often a
+/// typo, which would otherwise set a param nothing reads.
+struct UnknownKey<'k> {
+    shown: &'k str,
+    /// The argument without its `+`.
+    body: &'k str,
+    keys: &'k [&'k str],
+    depth: usize,
+    /// The keys of the mapping that lacks `keys[depth]`.
+    siblings: Vec<&'k str>,
+    known_paths: &'k [String],
+}
+
+impl UnknownKey<'_> {
+    fn diagnostic(&self) -> Diagnostic {
+        let missing = self.keys[..=self.depth].join(".");
+        let parent = self.keys[..self.depth].join(".");
+        let path = self.keys.join(".");
+        let add = format!("to add a new param, write `-S +{}`", self.body);
+        let known = if self.siblings.is_empty() && parent.is_empty() {
+            "no params are defined (`params:` or `params.yaml`)".to_string()
+        } else if self.siblings.is_empty() {
+            format!("`{parent}` is an empty mapping")
+        } else if parent.is_empty() {
+            format!("params: {}", name_list(&self.siblings, 12))
+        } else {
+            format!("keys of `{parent}`: {}", name_list(&self.siblings, 12))
+        };
+        Diagnostic::new(
+            "unknown-param",
+            format!("`{}`: there is no param `{missing}`", self.shown),
+        )
+        .with_hint(hint_with_suggestion(
+            self.suggestion(&path).as_deref(),
+            format!("{known}; {add}"),
+        ))
+    }
+
+    /// The key at this level closest to the one written (the rest of the
+    /// path kept when it exists there), else a param elsewhere whose path
+    /// is close or ends in the same name: `-S smoothing=1` for
+    /// `train.smoothing`.
+    fn suggestion(&self, path: &str) -> Option<String> {
+        let written = self.keys[self.depth];
+        if let Some(close) = did_you_mean(written, self.siblings.iter().copied()) {
+            let mut keys = self.keys.to_vec();
+            keys[self.depth] = close;
+            let corrected = keys.join(".");
+            if self.known_paths.contains(&corrected) {
+                return Some(corrected);
+            }
+            return Some(keys[..=self.depth].join("."));
+        }
+        if let Some(close) = did_you_mean(path, self.known_paths.iter().map(String::as_str)) {
+            return Some(close.to_string());
+        }
+        let leaf = self.keys.last()?;
+        self.known_paths
+            .iter()
+            .find(|known| known.rsplit('.').next() == Some(*leaf))
+            .cloned()
+    }
 }
 
 /// The value `text` stands for in `-S key=TEXT`, as JSON: what `pipe

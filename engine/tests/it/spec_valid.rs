@@ -274,7 +274,8 @@ fn overrides_apply_in_order_after_params_yaml() {
         &[
             "train.lr=0.25",
             "train.lr=1",         // an int where a float was: allowed
-            "train.warmup=100",   // new key under an existing mapping: added
+            "+train.warmup=100",  // a new key, asked for with `+`: added
+            "++train.lr=1",       // `++`: set, whether it exists or not
             "seeds=[3, 4, 5]",    // a list, parsed as YAML
             "keep=\"quoted 42\"", // a quoted string
         ],

@@ -330,6 +330,9 @@ impl<'a> Resolver<'a> {
         failure: Failure,
         diagnostics: &mut Diagnostics,
     ) {
+        if failure.already_reported {
+            return;
+        }
         diagnostics.push(
             Diagnostic::new("bad-reference", failure.message)
                 .at(self.location(ref_span(node, reference)))

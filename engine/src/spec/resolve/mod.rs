@@ -68,6 +68,9 @@ pub(super) enum Evaluated<'n> {
 pub(super) struct Failure {
     pub(super) message: String,
     pub(super) hint: String,
+    /// The reference fails only because of an error already reported
+    /// (a dependency whose own path did not resolve): not reported again.
+    pub(super) already_reported: bool,
 }
 
 /// "`FIELD` of stage `STAGE`", where a reference is, for messages.
@@ -94,6 +97,7 @@ pub(super) fn failure(message: impl Into<String>, hint: impl Into<String>) -> Fa
     Failure {
         message: message.into(),
         hint: hint.into(),
+        already_reported: false,
     }
 }
 
@@ -134,6 +138,9 @@ pub(super) struct Resolver<'a> {
     /// node interpolated belongs to the file's tree or the params, which
     /// outlive the resolver, so an address names one node).
     pub(super) templates: HashMap<*const Node, std::rc::Rc<[Piece]>>,
+    /// The named `deps` of the stage being resolved whose path was
+    /// reported as an error: `${deps.NAME}` of one is not a second error.
+    pub(super) unresolved_deps: Vec<String>,
 }
 
 impl<'a> Resolver<'a> {
@@ -166,6 +173,7 @@ impl<'a> Resolver<'a> {
             param_cache: HashMap::new(),
             default_resources: cx.default_resources,
             templates: HashMap::new(),
+            unresolved_deps: Vec::new(),
         }
     }
 
@@ -208,12 +216,14 @@ impl<'a> Resolver<'a> {
         };
 
         let mut deps: Vec<Dep> = Vec::new();
+        self.unresolved_deps.clear();
         if let Some(node) = decl.node.get("deps") {
             for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
                 let mut dep_effects = Effects::default();
                 let Some(text) =
                     self.resolve_string(&scope, path_node, &mut dep_effects, diagnostics)
                 else {
+                    self.unresolved_deps.extend(name.map(str::to_string));
                     continue;
                 };
                 effects.params_used.append(&mut dep_effects.params_used);
@@ -243,6 +253,7 @@ impl<'a> Resolver<'a> {
                                 .at(self.location(path_node.span))
                                 .with_hint(hint),
                         );
+                        self.unresolved_deps.extend(name.map(str::to_string));
                         continue;
                     }
                 };

@@ -119,6 +119,14 @@ impl<'a> Resolver<'a> {
                 };
                 match entries.iter().find(|(name, _)| *name == rest) {
                     Some((_, path)) => Ok(Evaluated::Path(path.to_string())),
+                    None if namespace == "deps"
+                        && self.unresolved_deps.iter().any(|name| name == rest) =>
+                    {
+                        Err(Failure {
+                            already_reported: true,
+                            ..failure(format!("dependency `{rest}` did not resolve"), "")
+                        })
+                    }
                     None => {
                         let known: Vec<&str> = entries.iter().map(|(name, _)| *name).collect();
                         let hint = if known.is_empty() {
@@ -231,10 +239,24 @@ impl<'a> Resolver<'a> {
             );
         }
         let known: Vec<&str> = self.decls.iter().map(|decl| decl.name).collect();
+        // `featurs@n=1`: the typo is in the base name; the expansion is
+        // suggested when the corrected stage has it.
+        let suggestion = did_you_mean(name, candidates.iter().copied())
+            .map(str::to_string)
+            .or_else(|| {
+                let (_, combination) = name.split_once('@')?;
+                let close = did_you_mean(base, known.iter().copied())?;
+                let expansion = format!("{close}@{combination}");
+                Some(if self.index_by_name.contains_key(expansion.as_str()) {
+                    expansion
+                } else {
+                    close.to_string()
+                })
+            });
         failure(
             format!("unknown stage `{name}` ({place})"),
             hint_with_suggestion(
-                did_you_mean(name, candidates.iter().copied()),
+                suggestion.as_deref(),
                 format!("stages: {}", name_list(&known, 10)),
             ),
         )
