@@ -3,10 +3,18 @@
 //! Text is written as SVG `<text>` in the viewer's sans-serif font and
 //! sized by plotters' estimate (no font files are read), so a chart is the
 //! same bytes on every machine.
+//!
+//! Ink follows the reader's colour scheme: text, axes and grid are drawn in
+//! `currentColor` and the background by a class, under a small style sheet
+//! in each SVG that has a light and a `prefers-color-scheme: dark` colour
+//! ([`themed`]); so a chart inline in a page and the same chart as a file
+//! behind a Markdown image both turn dark with the browser.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use pipe_protocol::format::{digits_to_tell_apart, format_significant};
 
 use crate::text::format_number;
 use crate::{ReportError, Result};
@@ -14,6 +22,34 @@ use crate::{ReportError, Result};
 const WIDTH: u32 = 720;
 const HEIGHT: u32 = 360;
 const FONT: &str = "sans-serif";
+
+/// Font sizes as plotters takes them; its SVG backend writes `size / 1.24`
+/// as the `font-size`, so 16 is about 13 units of the viewBox: 13 px and
+/// more once the page lays the chart out at its content width (a page
+/// narrower than the viewBox shrinks it, as it shrinks any picture).
+const TICK_FONT: u32 = 16;
+const AXIS_FONT: u32 = 17;
+const TITLE_FONT: u32 = 22;
+const NOTE_FONT: u32 = 16;
+
+/// Tick labels asked of plotters on a value axis (it picks round values,
+/// at most this many).
+const VALUE_TICKS: usize = 8;
+/// Tick labels asked for along a line chart's x axis.
+const X_TICKS: usize = 10;
+
+/// Under this spread relative to the values, a line chart says that its
+/// value axis is zoomed in (see [`zoom_note`]).
+const ZOOM_NOTE_BELOW: f64 = 0.01;
+
+/// Stand-ins drawn by plotters and turned into themed ink by [`themed`]:
+/// plain black for text and axes, this light grey for the grid.
+const GRID: RGBColor = RGBColor(0xe4, 0xe4, 0xe4);
+/// The grey of secondary labels (a heat map's class names).
+const MUTED: RGBColor = RGBColor(0x44, 0x44, 0x44);
+/// Text on a heat map's cells, which keep their own colours in the dark:
+/// never themed.
+const CELL_INK: RGBColor = RGBColor(0x11, 0x11, 0x11);
 
 /// A line series of more points than this is drawn without markers.
 const MAX_MARKED_POINTS: usize = 100;
@@ -106,7 +142,86 @@ fn draw_svg(
             .and_then(|()| root.present().map_err(|e| e.to_string()))
             .map_err(plot_error(title))?;
     }
-    Ok(svg)
+    Ok(themed(&svg))
+}
+
+/// The chart's style sheet: the ink and background of each colour scheme.
+/// Scoped to `svg.pipe-chart`, since inline in a page a `<style>` applies
+/// to the whole document.
+const CHART_STYLE: &str = "<style>svg.pipe-chart{color:#222}svg.pipe-chart .bg{fill:#fff}\
+@media (prefers-color-scheme: dark){svg.pipe-chart{color:#ddd}svg.pipe-chart .bg{fill:#1e1e1e}}</style>";
+
+/// `svg` with its ink themed: the first white fill (the background, drawn
+/// first) gets the class `bg`; black text and lines become `currentColor`,
+/// the grid and the muted labels `currentColor` at a lower opacity.
+fn themed(svg: &str) -> String {
+    let svg = svg.replacen("fill=\"#FFFFFF\"", "class=\"bg\" fill=\"#FFFFFF\"", 1);
+    let svg = svg
+        .replace("fill=\"#000000\"", "fill=\"currentColor\"")
+        .replace("stroke=\"#000000\"", "stroke=\"currentColor\"")
+        .replace(
+            "stroke=\"#E4E4E4\"",
+            "stroke=\"currentColor\" stroke-opacity=\"0.18\"",
+        )
+        .replace(
+            "stroke=\"#CCCCCC\"",
+            "stroke=\"currentColor\" stroke-opacity=\"0.3\"",
+        )
+        .replace(
+            "fill=\"#444444\"",
+            "fill=\"currentColor\" fill-opacity=\"0.8\"",
+        );
+    match svg.find('>') {
+        Some(end) if svg.starts_with("<svg") => format!(
+            "{} class=\"pipe-chart\">\n{CHART_STYLE}{}",
+            &svg[..end],
+            &svg[end + 1..]
+        ),
+        _ => svg,
+    }
+}
+
+/// Labels for ticks at `ticks`, with the fewest significant digits (at
+/// least four) that print every tick differently: ticks 0.52472 and
+/// 0.52474 are not both `0.5247`.
+fn tick_digits(ticks: &[f64]) -> usize {
+    digits_to_tell_apart(ticks)
+}
+
+/// The ticks plotters puts on `range` when asked for at most `count`.
+fn ticks_of(range: (f64, f64), count: usize) -> Vec<f64> {
+    use plotters::coord::ranged1d::Ranged;
+    use plotters::coord::types::RangedCoordf64;
+    RangedCoordf64::from(range.0..range.1).key_points(count)
+}
+
+/// A note for a value axis zoomed onto a spread tiny beside the values
+/// (`0.5247` to `0.5249`): drawn to its full height, a 0.04 % difference
+/// looks like a large one. The axis keeps the zoom, which shows the
+/// curve's shape (starting it at zero would flatten every curve into one
+/// line), and the chart says how small the differences are.
+fn zoom_note(values: impl Iterator<Item = f64>) -> Option<String> {
+    let (low, high) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
+    if !low.is_finite() || !high.is_finite() || high <= low {
+        return None;
+    }
+    let scale = low.abs().max(high.abs());
+    let relative = (high - low) / scale;
+    if relative >= ZOOM_NOTE_BELOW {
+        return None;
+    }
+    // Enough digits to show the spread itself to two digits.
+    let digits = ((1.0 / relative).log10().ceil() as usize + 2).min(17);
+    Some(format!(
+        "zoomed in: the values span only {}–{}, a spread of {} % of their size",
+        format_significant(low, digits),
+        format_significant(high, digits),
+        format_significant(relative * 100.0, 2)
+    ))
 }
 
 /// A label cut to `max` characters, for axes; tables show the full text.
@@ -154,38 +269,68 @@ impl LineChart {
             .collect();
         let x_range = padded_range(finite.iter().flatten().map(|p| p.0));
         let y_range = padded_range(finite.iter().flatten().map(|p| p.1));
+        let note = zoom_note(finite.iter().flatten().map(|p| p.1));
         draw_svg(&self.title, HEIGHT, |root| {
             let (Some((x0, x1)), Some((y0, y1))) = (x_range, y_range) else {
                 return no_data(root, &self.title);
             };
+            // Title (and note) drawn by hand: the note goes between the
+            // title and the plot, where plotters' caption has no room.
+            let centre = Pos::new(HPos::Center, VPos::Center);
+            let (width, _) = root.dim_in_pixel();
+            root.draw(&Text::new(
+                shorten(&self.title, 64),
+                (width as i32 / 2, 22),
+                (FONT, TITLE_FONT)
+                    .into_font()
+                    .into_text_style(root)
+                    .pos(centre),
+            ))
+            .map_err(|e| e.to_string())?;
+            if let Some(note) = &note {
+                root.draw(&Text::new(
+                    note.clone(),
+                    (width as i32 / 2, 46),
+                    (FONT, NOTE_FONT)
+                        .into_font()
+                        .style(FontStyle::Italic)
+                        .into_text_style(root)
+                        .pos(centre),
+                ))
+                .map_err(|e| e.to_string())?;
+            }
             let mut chart = ChartBuilder::on(root)
-                .caption(shorten(&self.title, 80), (FONT, 18))
                 .margin(12)
+                .margin_top(if note.is_some() { 60 } else { 40 })
                 .margin_bottom(LEGEND_HEIGHT)
-                .x_label_area_size(40)
-                .y_label_area_size(64)
+                .x_label_area_size(48)
+                .y_label_area_size(84)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|e| e.to_string())?;
             // Epochs and steps are whole numbers: no label between them.
             let whole_x = finite.iter().flatten().all(|(x, _)| x.fract() == 0.0);
+            let x_digits = tick_digits(&ticks_of((x0, x1), X_TICKS));
             let x_format = |v: &f64| {
                 if whole_x && v.fract() != 0.0 {
                     String::new()
                 } else {
-                    format_number(*v)
+                    format_significant(*v, x_digits)
                 }
             };
-            let y_format = |v: &f64| format_number(*v);
+            let y_digits = tick_digits(&ticks_of((y0, y1), VALUE_TICKS));
+            let y_format = |v: &f64| format_significant(*v, y_digits);
             chart
                 .configure_mesh()
+                .x_labels(X_TICKS)
+                .y_labels(VALUE_TICKS)
                 .light_line_style(TRANSPARENT)
-                .bold_line_style(RGBColor(0xe4, 0xe4, 0xe4))
+                .bold_line_style(GRID)
                 .x_desc(shorten(&self.x_label, 60))
                 .y_desc(shorten(&self.y_label, 40))
                 .x_label_formatter(&x_format)
                 .y_label_formatter(&y_format)
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
+                .label_style((FONT, TICK_FONT))
+                .axis_desc_style((FONT, AXIS_FONT))
                 .draw()
                 .map_err(|e| e.to_string())?;
             for (index, points) in finite.iter().enumerate() {
@@ -217,7 +362,7 @@ impl LineChart {
 
 /// Room under a chart's axes for its legend, which lies there rather
 /// than over the data.
-const LEGEND_HEIGHT: u32 = 28;
+const LEGEND_HEIGHT: u32 = 32;
 
 enum LegendMark {
     Line,
@@ -232,11 +377,11 @@ fn legend_below(
 ) -> Result<(), String> {
     let (_, height) = root.dim_in_pixel();
     let y = height as i32 - LEGEND_HEIGHT as i32 / 2;
-    let style = (FONT, 12)
+    let style = (FONT, TICK_FONT)
         .into_font()
         .into_text_style(root)
         .pos(Pos::new(HPos::Left, VPos::Center));
-    let mut x = 64;
+    let mut x = 84;
     for (index, name) in names.iter().enumerate() {
         let ink = colour(index);
         match mark {
@@ -251,7 +396,7 @@ fn legend_below(
         }
         .map_err(|e| e.to_string())?;
         let label = shorten(name, 40);
-        let advance = label.chars().count() as i32 * 7 + 44;
+        let advance = label.chars().count() as i32 * 8 + 48;
         root.draw(&Text::new(label, (x + 24, y), style.clone()))
             .map_err(|e| e.to_string())?;
         x += advance;
@@ -265,7 +410,10 @@ fn no_data(root: &DrawingArea<SVGBackend, Shift>, title: &str) -> Result<(), Str
     root.draw(&Text::new(
         shorten(title, 80),
         (width as i32 / 2, 24),
-        (FONT, 18).into_font().into_text_style(root).pos(centre),
+        (FONT, TITLE_FONT)
+            .into_font()
+            .into_text_style(root)
+            .pos(centre),
     ))
     .map_err(|e| e.to_string())?;
     root.draw(&Rectangle::new(
@@ -276,7 +424,10 @@ fn no_data(root: &DrawingArea<SVGBackend, Shift>, title: &str) -> Result<(), Str
     root.draw(&Text::new(
         "no data",
         (width as i32 / 2, height as i32 / 2),
-        (FONT, 14).into_font().into_text_style(root).pos(centre),
+        (FONT, AXIS_FONT)
+            .into_font()
+            .into_text_style(root)
+            .pos(centre),
     ))
     .map_err(|e| e.to_string())
 }
@@ -296,9 +447,9 @@ impl BarChart {
         }
         let groups = self.categories.len().max(1);
         let per_group = self.series.len().max(1);
-        let bar_pixels = 16;
+        let bar_pixels = 20;
         let plot_height = (groups * (per_group * bar_pixels + 12)) as u32;
-        let height = (plot_height + 110 + LEGEND_HEIGHT).max(160);
+        let height = (plot_height + 120 + LEGEND_HEIGHT).max(180);
         let max = self
             .series
             .iter()
@@ -309,30 +460,32 @@ impl BarChart {
         let labels: Vec<String> = self.categories.iter().map(|c| shorten(c, 28)).collect();
         let label_width = labels
             .iter()
-            .map(|label| label.chars().count() as u32 * 7 + 16)
+            .map(|label| label.chars().count() as u32 * 8 + 16)
             .max()
             .unwrap_or(40)
-            .clamp(40, 220);
+            .clamp(40, 250);
         draw_svg(&self.title, height, |root| {
             let mut chart = ChartBuilder::on(root)
-                .caption(shorten(&self.title, 80), (FONT, 18))
+                .caption(shorten(&self.title, 64), (FONT, TITLE_FONT))
                 .margin(12)
                 .margin_bottom(LEGEND_HEIGHT)
-                .x_label_area_size(40)
+                .x_label_area_size(48)
                 .y_label_area_size(label_width)
                 .build_cartesian_2d(0.0..x_max, groups as f64..0.0)
                 .map_err(|e| e.to_string())?;
-            let x_format = |v: &f64| format_number(*v);
+            let x_digits = tick_digits(&ticks_of((0.0, x_max), VALUE_TICKS));
+            let x_format = |v: &f64| format_significant(*v, x_digits);
             chart
                 .configure_mesh()
                 .disable_y_mesh()
                 .y_labels(0)
+                .x_labels(VALUE_TICKS)
                 .light_line_style(TRANSPARENT)
-                .bold_line_style(RGBColor(0xe4, 0xe4, 0xe4))
+                .bold_line_style(GRID)
                 .x_desc(shorten(&self.value_label, 60))
                 .x_label_formatter(&x_format)
-                .label_style((FONT, 12))
-                .axis_desc_style((FONT, 13))
+                .label_style((FONT, TICK_FONT))
+                .axis_desc_style((FONT, AXIS_FONT))
                 .draw()
                 .map_err(|e| e.to_string())?;
             let band = 0.8 / per_group as f64;
@@ -350,7 +503,7 @@ impl BarChart {
                     }))
                     .map_err(|e| e.to_string())?;
             }
-            let label_style = (FONT, 12)
+            let label_style = (FONT, TICK_FONT)
                 .into_font()
                 .into_text_style(root)
                 .pos(Pos::new(HPos::Right, VPos::Center));
@@ -383,11 +536,11 @@ impl HeatMap {
             .copied()
             .filter(|v| v.is_finite())
             .fold(0.0_f64, f64::max);
-        let cell = (360 / size as i32).clamp(24, 72);
+        let cell = (400 / size as i32).clamp(32, 96);
         let grid = cell * size as i32;
-        let (left, top) = (120, 56);
-        let width = (left + grid + 40).max(420);
-        let height = top + grid + 64;
+        let (left, top) = (150, 64);
+        let width = (left + grid + 40).max(480);
+        let height = top + grid + 72;
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (width as u32, height as u32))
@@ -406,9 +559,9 @@ impl HeatMap {
                         .map_err(|e| e.to_string())
                     };
                 text(
-                    shorten(&self.title, 60),
-                    (width / 2, 22),
-                    18,
+                    shorten(&self.title, 40),
+                    (width / 2, 24),
+                    TITLE_FONT,
                     centre,
                     &BLACK,
                 )?;
@@ -436,11 +589,11 @@ impl HeatMap {
                             fill.filled(),
                         ))
                         .map_err(|e| e.to_string())?;
-                        let ink = if share > 0.5 { WHITE } else { BLACK };
+                        let ink = if share > 0.5 { WHITE } else { CELL_INK };
                         text(
                             format_number(value),
                             (x + cell / 2, y + cell / 2),
-                            13,
+                            AXIS_FONT,
                             centre,
                             &ink,
                         )?;
@@ -451,30 +604,29 @@ impl HeatMap {
                     RGBColor(0x99, 0x99, 0x99).stroke_width(1),
                 ))
                 .map_err(|e| e.to_string())?;
-                let grey = RGBColor(0x44, 0x44, 0x44);
                 for (index, label) in self.labels.iter().enumerate() {
                     let middle = index as i32 * cell + cell / 2;
                     let label = shorten(label, 14);
                     text(
                         label.clone(),
-                        (left + middle, top + grid + 14),
-                        12,
+                        (left + middle, top + grid + 16),
+                        TICK_FONT,
                         centre,
-                        &grey,
+                        &MUTED,
                     )?;
-                    text(label, (left - 8, top + middle), 12, right, &grey)?;
+                    text(label, (left - 8, top + middle), TICK_FONT, right, &MUTED)?;
                 }
                 text(
                     shorten(&self.column_label, 40),
-                    (left + grid / 2, top + grid + 40),
-                    13,
+                    (left + grid / 2, top + grid + 46),
+                    AXIS_FONT,
                     centre,
                     &BLACK,
                 )?;
                 text(
                     shorten(&self.row_label, 16),
-                    (left - 8, top - 12),
-                    13,
+                    (left - 8, top - 14),
+                    AXIS_FONT,
                     right,
                     &BLACK,
                 )?;
@@ -482,7 +634,8 @@ impl HeatMap {
             };
             draw().map_err(plot_error(&self.title))?;
         }
-        Ok(svg)
+        // A square grid: the page draws it narrower than the line charts.
+        Ok(themed(&svg).replacen("class=\"pipe-chart\"", "class=\"pipe-chart heat-map\"", 1))
     }
 }
 
@@ -589,5 +742,55 @@ mod tests {
             cells: vec![vec![40.0, 10.0]],
         };
         assert!(ragged.to_svg().is_err());
+    }
+
+    /// The y tick labels of a line chart: the texts right-aligned at the
+    /// y axis.
+    fn y_tick_labels(svg: &str) -> Vec<String> {
+        svg.split("<text ")
+            .skip(1)
+            .filter(|text| text.contains("text-anchor=\"end\""))
+            .filter_map(|text| Some(text.split_once(">\n")?.1.split_once("\n</text>")?.0))
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_tiny_spread_gets_distinct_ticks_and_a_note_saying_it_is_tiny() {
+        let svg = line_chart(vec![Series::new(
+            "val",
+            vec![(1.0, 0.52472), (2.0, 0.52478), (3.0, 0.52481)],
+        )])
+        .to_svg()
+        .unwrap();
+        let ticks = y_tick_labels(&svg);
+        assert!(ticks.len() >= 3, "{ticks:?}\n{svg}");
+        let mut distinct = ticks.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ticks.len(), "{ticks:?}");
+        assert!(
+            svg.contains("zoomed in: the values span only 0.52472–0.52481"),
+            "{svg}"
+        );
+        // A spread of a few percent needs no note.
+        let wide = line_chart(vec![Series::new("val", vec![(1.0, 0.5), (2.0, 0.6)])])
+            .to_svg()
+            .unwrap();
+        assert!(!wide.contains("zoomed in"), "{wide}");
+    }
+
+    #[test]
+    fn ink_follows_the_colour_scheme() {
+        let svg = line_chart(vec![Series::new("val", vec![(1.0, 0.5), (2.0, 0.6)])])
+            .to_svg()
+            .unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("class=\"pipe-chart\""),
+            "{svg}"
+        );
+        assert!(svg.contains("prefers-color-scheme: dark"), "{svg}");
+        assert!(!svg.contains("#000000"), "black is themed: {svg}");
+        assert_eq!(svg.matches("class=\"bg\"").count(), 1, "{svg}");
     }
 }

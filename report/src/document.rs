@@ -1,7 +1,10 @@
-//! A report as a list of blocks, rendered twice: one self-contained HTML
-//! page (styles, plots and its small script inline; a Content Security
-//! Policy that forbids loading anything) and a Markdown twin that links
-//! the plots as SVG files beside it.
+//! A report as a list of blocks, rendered three ways: one self-contained
+//! HTML page (styles, plots and its small script inline; a Content
+//! Security Policy that forbids loading anything); Markdown that survives
+//! being pasted into a GitHub or GitLab comment (text and tables only: a
+//! plot shows as its table when it has one, else it is left out); and
+//! Markdown with images, for a directory that is published with the plots'
+//! SVG files beside it.
 
 use std::fmt::Write;
 
@@ -77,7 +80,8 @@ impl Table {
     }
 }
 
-/// An SVG plot: inline in the HTML, a file beside the Markdown.
+/// An SVG plot: inline in the HTML, a file beside the Markdown with
+/// images.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plot {
     /// `03-train-loss.svg`: numbered in document order, letters, digits,
@@ -85,6 +89,9 @@ pub struct Plot {
     pub file_name: String,
     pub title: String,
     pub svg: String,
+    /// The same data as a table, shown in its place where images cannot
+    /// go (the pasteable Markdown): a confusion matrix's counts.
+    pub table: Option<Table>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +147,18 @@ impl Document {
     /// and `name` reduced to safe characters (`train@lr=0.1` ->
     /// `02-train-lr-0.1.svg`).
     pub fn plot(&mut self, name: &str, title: impl Into<String>, svg: String) {
+        self.plot_with_table(name, title, svg, None);
+    }
+
+    /// [`Document::plot`], with `table` to show instead where images
+    /// cannot go.
+    pub fn plot_with_table(
+        &mut self,
+        name: &str,
+        title: impl Into<String>,
+        svg: String,
+        table: Option<Table>,
+    ) {
         let number = self.plots().count() + 1;
         let mut slug = String::new();
         for ch in name.chars() {
@@ -159,6 +178,7 @@ impl Document {
             file_name,
             title: title.into(),
             svg,
+            table,
         }));
     }
 
@@ -220,8 +240,49 @@ impl Document {
         html
     }
 
-    /// The Markdown twin: the same blocks, plots as links to their files.
-    pub fn to_markdown(&self) -> String {
+    /// Markdown for a directory published with the plots' files beside
+    /// it: the same blocks, plots as images linking those files.
+    pub fn to_markdown_with_images(&self) -> String {
+        self.markdown(|markdown, plot| {
+            let _ = writeln!(
+                markdown,
+                "![{}]({})",
+                escape_markdown(&plot.title),
+                plot.file_name
+            );
+        })
+    }
+
+    /// Markdown that reads the same pasted anywhere (a pull-request
+    /// comment): text and tables only, no image and no link. A plot with a
+    /// table shows as its title and that table; the others are left out,
+    /// and a closing line says so, with `where_plots_are` (the files that
+    /// have them, named as text).
+    pub fn to_pasteable_markdown(&self, where_plots_are: &str) -> String {
+        let mut left_out = 0;
+        let mut markdown = self.markdown(|markdown, plot| match &plot.table {
+            Some(table) => {
+                let _ = writeln!(markdown, "**{}**\n", escape_markdown(&plot.title));
+                table_markdown(markdown, table);
+            }
+            None => left_out += 1,
+        });
+        // A left-out plot's block wrote nothing: no doubled blank lines.
+        while markdown.contains("\n\n\n") {
+            markdown = markdown.replace("\n\n\n", "\n\n");
+        }
+        if left_out > 0 {
+            let _ = writeln!(
+                markdown,
+                "\n{left_out} plot{} not shown here: {}",
+                if left_out == 1 { " is" } else { "s are" },
+                escape_markdown(where_plots_are)
+            );
+        }
+        markdown
+    }
+
+    fn markdown(&self, mut plot_markdown: impl FnMut(&mut String, &Plot)) -> String {
         let mut markdown = format!("# {}\n", escape_markdown(&self.title));
         for block in &self.blocks {
             markdown.push('\n');
@@ -248,14 +309,7 @@ impl Document {
                     }
                 }
                 Block::Table(table) => table_markdown(&mut markdown, table),
-                Block::Plot(plot) => {
-                    let _ = writeln!(
-                        markdown,
-                        "![{}]({})",
-                        escape_markdown(&plot.title),
-                        plot.file_name
-                    );
-                }
+                Block::Plot(plot) => plot_markdown(&mut markdown, plot),
             }
         }
         markdown
@@ -336,30 +390,39 @@ fn table_markdown(markdown: &mut String, table: &Table) {
     }
 }
 
-/// The page's whole style: system fonts only, nothing fetched.
+/// The page's whole style: system fonts only, nothing fetched. Colours
+/// are variables with a dark set under `prefers-color-scheme: dark`; the
+/// plots carry their own light and dark ink (`pipe_report::chart`). Plots
+/// take the content's width, so their text is drawn at least at the size
+/// the chart gives it; a confusion matrix, being square, less.
 const STYLE: &str = "
-body{margin:0;background:#fafafa;color:#222;font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif}
+:root{color-scheme:light dark;--bg:#fafafa;--fg:#222;--muted:#666;--rule:#ddd;--line:#e4e4e4;--head:#f0f0f0;--panel:#fff}
+@media (prefers-color-scheme: dark){:root{--bg:#121212;--fg:#ddd;--muted:#aaa;--rule:#444;--line:#333;--head:#242424;--panel:#1e1e1e}}
+body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif}
 main{max-width:1000px;margin:0 auto;padding:16px 24px 48px}
-h1{font-size:24px;margin:8px 0 16px}
-h2{font-size:19px;margin:32px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-h3{font-size:16px;margin:20px 0 8px}
+h1{font-size:26px;margin:8px 0 16px}
+h2{font-size:20px;margin:32px 0 8px;border-bottom:1px solid var(--rule);padding-bottom:4px}
+h3{font-size:17px;margin:20px 0 8px}
 table{border-collapse:collapse;margin:8px 0}
-th,td{padding:4px 10px;border-bottom:1px solid #e4e4e4;text-align:left;vertical-align:top;white-space:pre-wrap}
-table.data th{background:#f0f0f0;cursor:pointer;user-select:none}
+th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top;white-space:pre-wrap}
+table.data th{background:var(--head);cursor:pointer;user-select:none}
 table.data th[aria-sort=ascending]::after{content:' \\25B2'}
 table.data th[aria-sort=descending]::after{content:' \\25BC'}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 table.facts th{font-weight:600;padding-left:0}
 .scroll{overflow-x:auto}
-figure.plot{margin:12px 0;background:#fff;border:1px solid #e4e4e4;padding:8px;display:inline-block;max-width:100%}
-figure.plot svg{display:block;max-width:100%;height:auto}
-figcaption{color:#666;font-size:12px;margin-top:4px}
+figure.plot{margin:12px 0;background:var(--panel);border:1px solid var(--line);padding:8px;display:block}
+figure.plot svg{display:block;width:100%;height:auto}
+figure.plot svg.heat-map{max-width:600px}
+figcaption{color:var(--muted);font-size:13px;margin-top:4px}
 ";
 
 /// Sorts a table by the clicked column (numbers by value), and records on
-/// each plot the size it was laid out at and how many shapes it drew
-/// (`data-width`, `data-height`, `data-marks`), so that a headless
-/// browser's DOM dump shows whether the plots really rendered.
+/// each plot the size it was laid out at, how many shapes it drew, the
+/// smallest text it shows in CSS pixels and the colour of its ink
+/// (`data-width`, `data-height`, `data-marks`, `data-min-font`,
+/// `data-ink`), and on the page its background (`data-background`), so
+/// that a headless browser's DOM dump shows what a reader sees.
 const SCRIPT: &str = r#"
 document.querySelectorAll('table.sortable').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, column) {
@@ -393,10 +456,22 @@ document.querySelectorAll('figure.plot').forEach(function (figure) {
     var shapeBox = shape.getBoundingClientRect();
     if (shapeBox.width > 0 || shapeBox.height > 0) { marks += 1; }
   });
+  var scale = svg.viewBox.baseVal && svg.viewBox.baseVal.width ? box.width / svg.viewBox.baseVal.width : 1;
+  var smallest = 0;
+  var ink = '';
+  svg.querySelectorAll('text').forEach(function (text) {
+    if (!text.textContent.trim()) { return; }
+    var size = parseFloat(getComputedStyle(text).fontSize) * scale;
+    if (!smallest || size < smallest) { smallest = size; }
+    if (!ink && text.getAttribute('fill') === 'currentColor') { ink = getComputedStyle(text).fill; }
+  });
   figure.setAttribute('data-width', String(Math.round(box.width)));
   figure.setAttribute('data-height', String(Math.round(box.height)));
   figure.setAttribute('data-marks', String(marks));
+  figure.setAttribute('data-min-font', smallest.toFixed(1));
+  figure.setAttribute('data-ink', ink);
 });
+document.documentElement.setAttribute('data-background', getComputedStyle(document.body).backgroundColor);
 "#;
 
 #[cfg(test)]
@@ -426,18 +501,38 @@ mod tests {
 
     #[test]
     fn markdown_tables_keep_their_shape_and_align_numbers() {
-        let markdown = sample().to_markdown();
+        let markdown = sample().to_pasteable_markdown("in index.html");
         assert!(
             markdown
                 .contains("| stage | seconds |\n| --- | ---: |\n| a\\|b | 1.235 |\n| c | – |\n"),
             "{markdown}"
         );
         assert!(markdown.contains("- git: abc<br>dirty"), "{markdown}");
+        assert!(markdown.starts_with("# run &lt;1&gt;\n"), "{markdown}");
+        assert!(!markdown.contains("!["), "{markdown}");
         assert!(
-            markdown.contains("![Loss](01-train-lr-0.1-x.svg)"),
+            markdown.ends_with("\n2 plots are not shown here: in index.html\n"),
             "{markdown}"
         );
-        assert!(markdown.starts_with("# run &lt;1&gt;\n"), "{markdown}");
+        let with_images = sample().to_markdown_with_images();
+        assert!(
+            with_images.contains("![Loss](01-train-lr-0.1-x.svg)"),
+            "{with_images}"
+        );
+    }
+
+    #[test]
+    fn a_plot_with_a_table_shows_as_that_table_where_images_cannot_go() {
+        let mut document = Document::new("t");
+        let mut counts = Table::new(vec!["true \\ predicted".into(), "neg".into()]);
+        counts.rows.push(vec![Cell::text("neg"), Cell::number(3.0)]);
+        document.plot_with_table("m", "Confusion", "<svg></svg>".into(), Some(counts));
+        let markdown = document.to_pasteable_markdown("in index.html");
+        assert!(
+            markdown.contains("**Confusion**\n\n| true \\\\ predicted | neg |"),
+            "{markdown}"
+        );
+        assert!(!markdown.contains("not shown"), "{markdown}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Reports for pipe, drawn from plain data: SVG plots ([`chart`]: line
 //! charts with named series, grouped bar charts, heat maps), tables, and a
-//! [`Document`] that renders as one self-contained HTML page and as its
-//! Markdown twin, which links the same plots as SVG files.
+//! [`Document`] that renders as one self-contained HTML page, as Markdown
+//! that can be pasted anywhere (text and tables only), and as Markdown
+//! that links the same plots as SVG files beside it.
 //!
 //! Nothing here reads a clock, the machine or the network: the same data
 //! gives byte-identical output, which is what lets reports be snapshotted

@@ -35,15 +35,63 @@ pub struct Rendered {
 }
 
 /// A plot of a pipe-report page as the page's own script measured it
-/// after layout (its `data-` attributes).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// after layout (its `data-` attributes), and what it holds.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
-    /// The plot's file name in the Markdown twin.
+    /// The plot's file name in the Markdown with images.
     pub plot: String,
     pub width: u32,
     pub height: u32,
     /// Lines, areas and bars drawn.
     pub marks: u32,
+    /// The smallest text of the plot as laid out, in CSS pixels.
+    pub min_font: f64,
+    /// The computed fill of its themed text (`rgb(34, 34, 34)`).
+    pub ink: String,
+    /// Its SVG as the browser serialized it.
+    pub svg: String,
+}
+
+impl Figure {
+    /// The contents of its `<text>` elements whose attributes contain
+    /// `attribute` (`text-anchor="end"`: a line chart's y tick labels),
+    /// trimmed, empty ones left out.
+    pub fn texts_with(&self, attribute: &str) -> Vec<String> {
+        self.svg
+            .split("<text ")
+            .skip(1)
+            .filter_map(|rest| {
+                let (tag, rest) = rest.split_once('>')?;
+                let content = rest.split("</text>").next()?.trim();
+                (tag.contains(attribute) && !content.is_empty()).then(|| content.to_string())
+            })
+            .collect()
+    }
+
+    /// The same with every text.
+    pub fn texts(&self) -> Vec<String> {
+        self.texts_with("")
+    }
+}
+
+/// The brightness of a CSS colour (`rgb(30, 30, 30)`), 0 to 255: the mean
+/// of its channels.
+pub fn brightness(colour: &str) -> f64 {
+    let channels: Vec<f64> = colour
+        .trim_start_matches("rgba(")
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')')
+        .split(',')
+        .take(3)
+        .map(|channel| {
+            channel
+                .trim()
+                .parse::<f64>()
+                .unwrap_or_else(|e| panic!("`{colour}` is not rgb(r, g, b): {e}"))
+        })
+        .collect();
+    assert_eq!(channels.len(), 3, "`{colour}` is not rgb(r, g, b)");
+    channels.iter().sum::<f64>() / 3.0
 }
 
 impl Rendered {
@@ -71,6 +119,17 @@ impl Rendered {
         figures
     }
 
+    /// The page's background as its script read it (`data-background`).
+    pub fn background(&self) -> String {
+        let start = self
+            .dom
+            .find("data-background=\"")
+            .unwrap_or_else(|| panic!("no data-background on the page:\n{}", self.dom))
+            + "data-background=\"".len();
+        let end = start + self.dom[start..].find('"').expect("a closed value");
+        self.dom[start..end].to_string()
+    }
+
     /// Every plot of the page, in order.
     pub fn figures(&self) -> Vec<Figure> {
         self.dom
@@ -91,11 +150,23 @@ impl Rendered {
                         .parse::<u32>()
                         .unwrap_or_else(|e| panic!("{name} of <figure {tag}>: {e}"))
                 };
+                let svg = rest
+                    .find("<svg")
+                    .and_then(|start| {
+                        let end = start + rest[start..].find("</svg>")?;
+                        Some(rest[start..end].to_string())
+                    })
+                    .unwrap_or_default();
                 Figure {
                     plot: attribute("data-plot"),
                     width: number("data-width"),
                     height: number("data-height"),
                     marks: number("data-marks"),
+                    min_font: attribute("data-min-font")
+                        .parse()
+                        .unwrap_or_else(|e| panic!("data-min-font of <figure {tag}>: {e}")),
+                    ink: attribute("data-ink"),
+                    svg,
                 }
             })
             .collect()
@@ -138,7 +209,28 @@ pub fn artefact_dir() -> PathBuf {
 
 /// Renders `page` in a window `width` x `height` pixels and saves a
 /// screenshot of it at `screenshot`.
-pub fn render(page: &Path, screenshot: &Path, (width, height): (u32, u32)) -> Rendered {
+pub fn render(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered {
+    render_with(page, screenshot, size, &[])
+}
+
+/// [`render`] for a reader whose browser prefers a dark colour scheme
+/// (`prefers-color-scheme: dark` matches).
+pub fn render_dark(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered {
+    // Blink's preferredColorScheme: 0 is dark, 1 light.
+    render_with(
+        page,
+        screenshot,
+        size,
+        &["--blink-settings=preferredColorScheme=0"],
+    )
+}
+
+fn render_with(
+    page: &Path,
+    screenshot: &Path,
+    (width, height): (u32, u32),
+    more_args: &[&str],
+) -> Rendered {
     let browser = chromium();
     let proxy = Server::start(|_, _| Reply::status(502));
     let profile = tempfile::tempdir().expect("a temporary Chromium profile");
@@ -178,6 +270,7 @@ pub fn render(page: &Path, screenshot: &Path, (width, height): (u32, u32)) -> Re
         ))
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--proxy-server=http://127.0.0.1:{}", proxy.port()))
+        .args(more_args)
         .arg(format!("--window-size={width},{height}"))
         .arg(format!("--screenshot={}", screenshot.display()))
         .arg("--dump-dom")

@@ -139,7 +139,7 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     );
 
     // The report: the accuracy the evaluation measured, and every plot
-    // (stage times, curves per epoch and per step, the confusion matrix)
+    // (stage times, curves per step, the confusion matrix)
     // drawn in a real browser that may load nothing.
     let report = project.read(".pipe/out/quickstart/report/report/report.md");
     assert!(
@@ -157,16 +157,20 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
         .into_iter()
         .map(|figure| figure.plot)
         .collect();
+    // One epoch: the step curves, no one-dot charts per epoch.
     assert_eq!(
         plots,
         [
             "01-stage-times.svg",
-            "02-train-loss-per-epoch.svg",
-            "03-train-accuracy-per-epoch.svg",
-            "04-train-loss-per-step.svg",
-            "05-train-learning-rate-per-step.svg",
-            "06-evaluate-confusion.svg"
+            "02-train-loss-per-step.svg",
+            "03-train-learning-rate-per-step.svg",
+            "04-evaluate-confusion.svg"
         ]
+    );
+    // The classes by the names the dataset stage mapped them from.
+    assert!(
+        report.contains("| true \\\\ predicted | rotten | fresh |"),
+        "{report}"
     );
 
     // After the run, `pipe status` calls every stage fresh, the report too.
@@ -230,6 +234,7 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
         "evaluate/predictions",
         "tokenize/tokens/train.safetensors",
         "report/report/report.md",
+        "report/report/report-with-images.md",
         "report/report/index.html",
     ] {
         let path = format!(".pipe/out/quickstart/{output}");

@@ -24,7 +24,8 @@ impl BuiltinStage for FromCsv {
         StageInfo {
             name: "data/from-csv".into(),
             version: 1,
-            implementation: 1,
+            // 2: records `label_names`.
+            implementation: 2,
             summary: "a CSV/TSV table (plain, .gz or .bz2) to a JSONL dataset {text, label}".into(),
             params: vec![
                 ParamSpec::new(
@@ -80,6 +81,7 @@ impl BuiltinStage for FromCsv {
                 "dropped.empty_text".into(),
                 "invalid_utf8_rows".into(),
                 "labels.<class id>".into(),
+                "label_names.<class id>".into(),
             ],
             devices_param: None,
             nodes_param: None,
@@ -279,8 +281,23 @@ impl BuiltinStage for FromCsv {
             },
             "invalid_utf8_rows": invalid_utf8_rows,
             "labels": per_label,
+            "label_names": label_names(options.labels.as_ref()),
         }))
     }
+}
+
+/// Class id -> the label value(s) in the file that `labels` maps to it
+/// (`{"0": "rotten", "1": "fresh"}`), for reports to name the classes;
+/// values sharing an id are joined with ` / `. Empty without `labels`.
+fn label_names(labels: Option<&BTreeMap<String, i64>>) -> Map<String, Value> {
+    let mut by_id: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+    for (value, id) in labels.into_iter().flatten() {
+        by_id.entry(*id).or_default().push(value);
+    }
+    by_id
+        .into_iter()
+        .map(|(id, values)| (id.to_string(), json!(values.join(" / "))))
+        .collect()
 }
 
 #[derive(Default)]

@@ -114,7 +114,8 @@ impl BuiltinStage for ImdbExtract {
         StageInfo {
             name: "imdb/extract".into(),
             version: 1,
-            implementation: 1,
+            // 2: records `label_names`.
+            implementation: 2,
             summary: "IMDB movie reviews (aclImdb_v1.tar.gz) to a JSONL dataset {text, label, split, rating, id}"
                 .into(),
             params: vec![
@@ -148,6 +149,7 @@ impl BuiltinStage for ImdbExtract {
                 "test.pos".into(),
                 "invalid_utf8_files".into(),
                 "ignored_files".into(),
+                "label_names.<class id>".into(),
             ],
             devices_param: None,
             nodes_param: None,
@@ -200,10 +202,16 @@ impl BuiltinStage for ImdbExtract {
             .map_err(|e| StageError::io(scratch, e))?;
         write_dataset(context, &archive, &extracted.lines, sorted, rows)?;
 
+        // For reports to name the classes of a confusion matrix.
+        let label_names: serde_json::Map<String, Value> = [Class::Neg, Class::Pos]
+            .map(|class| (class.label().to_string(), json!(class.name())))
+            .into_iter()
+            .collect();
         let mut metrics = json!({
             "rows": rows,
             "invalid_utf8_files": extracted.invalid_utf8,
             "ignored_files": extracted.ignored,
+            "label_names": label_names,
         });
         for (split, per_class) in &counts {
             metrics[*split] = json!(per_class);

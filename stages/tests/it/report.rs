@@ -1,7 +1,8 @@
 //! `report/html@1` through the real worker, on a hand-made run: two matrix
 //! combinations of train and evaluate, curves and per-step CSVs, a
-//! confusion matrix. The Markdown is snapshotted; the HTML is rendered in
-//! headless Chromium (`pipe_test_support::chromium`).
+//! confusion matrix. The pasteable Markdown is snapshotted; the HTML is
+//! rendered in headless Chromium (`pipe_test_support::chromium`), in a
+//! light and in a dark colour scheme.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -191,6 +192,9 @@ fn report_files(run: &Run) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// The Markdown for a published directory, with the plots as images.
+const WITH_IMAGES: &str = "report-with-images.md";
+
 /// The targets of the Markdown's image links.
 fn linked_plots(markdown: &str) -> Vec<String> {
     markdown
@@ -216,7 +220,7 @@ fn a_matrix_run_reads_as_one_row_per_combination() {
     insta::assert_snapshot!(markdown);
 
     let files = report_files(&run);
-    let plots = linked_plots(&markdown);
+    let plots = linked_plots(&report_file(&run, WITH_IMAGES));
     // Stage times, then per training stage loss and accuracy per epoch
     // (32-true also loss and learning rate per step), then two confusion
     // matrices.
@@ -226,7 +230,7 @@ fn a_matrix_run_reads_as_one_row_per_combination() {
         assert!(svg.starts_with("<svg"), "{plot}");
     }
     let mut expected: Vec<String> = plots.clone();
-    expected.extend(["index.html".into(), "report.md".into()]);
+    expected.extend(["index.html".into(), "report.md".into(), WITH_IMAGES.into()]);
     expected.sort();
     assert_eq!(files.keys().cloned().collect::<Vec<_>>(), expected);
 
@@ -273,7 +277,7 @@ fn the_html_report_renders_in_chromium_and_loads_nothing() {
     let rendered = chromium::render(&page, &screenshot, (1100, 6000));
 
     let figures = rendered.checked_figures();
-    let plots = linked_plots(&report_file(&run, "report.md"));
+    let plots = linked_plots(&report_file(&run, WITH_IMAGES));
     assert_eq!(
         figures.iter().map(|f| f.plot.clone()).collect::<Vec<_>>(),
         plots,
@@ -294,6 +298,166 @@ fn the_html_report_renders_in_chromium_and_loads_nothing() {
         "screenshot of the report: {}",
         rendered.screenshot.display()
     );
+}
+
+/// A one-epoch run, as the quickstart makes: a dataset stage that named
+/// its classes, a training stage whose epoch is one point and whose step
+/// losses differ in the fourth digit, an evaluation.
+fn one_epoch_run(dir: &Path) -> RunContext {
+    let dataset = stage(
+        "dataset",
+        &[],
+        Some("data/from-csv@1"),
+        json!({"rows_kept": 100, "label_names.0": "rotten", "label_names.1": "fresh"}),
+    );
+    let mut train = train_stage(
+        dir,
+        "32-true",
+        10.0,
+        "1,0.52480,0.75,0.52490,0.8125,5.250,120.457\n",
+        Some("10,1,0.52472,0.0001,\n20,1,0.52478,0.00009,119.5\n30,1,0.52475,0.00008,130.0\n40,1,0.52481,0.00007,131.0\n"),
+    );
+    train.combination.0.clear();
+    train.name = "train".into();
+    train.base_name = "train".into();
+    let mut evaluate = evaluate_stage("32-true", 0.85, json!([[40, 10], [5, 45]]));
+    evaluate.combination.0.clear();
+    evaluate.name = "evaluate".into();
+    evaluate.base_name = "evaluate".into();
+    RunContext {
+        pipeline: "quickstart".into(),
+        params: json!({}),
+        stages: vec![dataset, train, evaluate],
+    }
+}
+
+/// What a reader of a one-epoch report sees, in a light and a dark
+/// browser: the step curves instead of one-dot epoch charts, y ticks that
+/// differ, a note that the axis is zoomed in, text of a readable size,
+/// the class names in the confusion matrix, and ink and background that
+/// follow the colour scheme.
+#[test]
+fn a_one_epoch_report_reads_well_in_light_and_dark() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_report(
+        &dir.path().join("report"),
+        &one_epoch_run(dir.path()),
+        json!({}),
+    );
+    assert!(run.success, "{:?}", run.events);
+    let page = run.output_dir.join("report").join("index.html");
+    let light = chromium::render(
+        &page,
+        &chromium::artefact_dir().join("report-one-epoch.png"),
+        (1100, 5000),
+    );
+    let figures = light.checked_figures();
+    let plots: Vec<&str> = figures.iter().map(|f| f.plot.as_str()).collect();
+    assert_eq!(
+        plots,
+        [
+            "01-stage-times.svg",
+            "02-train-loss-per-step.svg",
+            "03-train-learning-rate-per-step.svg",
+            "04-evaluate-confusion.svg"
+        ],
+        "one epoch: no one-dot charts per epoch"
+    );
+    // The epoch's values are a table instead.
+    assert!(
+        light
+            .dom
+            .contains("<th class=\"num\" title=\"sort by this column\">validation accuracy</th>"),
+        "{}",
+        light.dom
+    );
+    for figure in &figures {
+        assert!(
+            figure.min_font >= 12.0,
+            "{} has text of {} px",
+            figure.plot,
+            figure.min_font
+        );
+        if figure.plot.contains("per-step") {
+            // Laid out at the content's width, not half of it.
+            assert!(figure.width >= 900, "{figure:?}");
+            let ticks = figure.texts_with("text-anchor=\"end\"");
+            let mut distinct = ticks.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert!(ticks.len() >= 3, "{}: {ticks:?}", figure.plot);
+            assert_eq!(distinct.len(), ticks.len(), "{}: {ticks:?}", figure.plot);
+        }
+    }
+    let loss = &figures[1];
+    assert!(
+        loss.texts()
+            .iter()
+            .any(|text| text.starts_with("zoomed in: the values span only 0.52472–0.52481")),
+        "{:?}",
+        loss.texts()
+    );
+    let confusion = figures[3].texts();
+    for name in ["rotten", "fresh"] {
+        assert_eq!(
+            confusion.iter().filter(|text| *text == name).count(),
+            2,
+            "{name} by row and by column: {confusion:?}"
+        );
+    }
+    assert!(chromium::brightness(&light.background()) > 200.0);
+    for figure in &figures {
+        assert!(chromium::brightness(&figure.ink) < 80.0, "{figure:?}");
+    }
+
+    let dark = chromium::render_dark(
+        &page,
+        &chromium::artefact_dir().join("report-one-epoch-dark.png"),
+        (1100, 5000),
+    );
+    assert!(
+        chromium::brightness(&dark.background()) < 60.0,
+        "{}",
+        dark.background()
+    );
+    for figure in dark.checked_figures() {
+        assert!(chromium::brightness(&figure.ink) > 180.0, "{figure:?}");
+    }
+}
+
+/// The Markdown to paste holds no image and no link, so nothing breaks
+/// once it is pasted into a comment: plots are left out, and a confusion
+/// matrix is a table of counts; the other Markdown shows every plot.
+#[test]
+fn the_pasteable_markdown_has_no_image_and_no_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_report(
+        &dir.path().join("report"),
+        &one_epoch_run(dir.path()),
+        json!({}),
+    );
+    assert!(run.success, "{:?}", run.events);
+    let pasteable = report_file(&run, "report.md");
+    for forbidden in ["![", "](", "<img", "href", ".svg)"] {
+        assert!(
+            !pasteable.contains(forbidden),
+            "{forbidden} in:\n{pasteable}"
+        );
+    }
+    assert!(
+        pasteable.contains(
+            "**Confusion matrix of evaluate**\n\n| true \\\\ predicted | rotten | fresh |\n| --- | ---: | ---: |\n| rotten | 40 | 10 |\n| fresh | 5 | 45 |\n"
+        ),
+        "{pasteable}"
+    );
+    assert!(
+        pasteable.ends_with(
+            "\n3 plots are not shown here: see index.html or report-with-images.md beside this file\n"
+        ),
+        "{pasteable}"
+    );
+    let with_images = report_file(&run, WITH_IMAGES);
+    assert_eq!(linked_plots(&with_images).len(), 4, "{with_images}");
 }
 
 /// The check above is only as good as the harness: a page that reaches
@@ -380,7 +544,7 @@ fn hostile_names_and_params_stay_text_in_both_files() {
             assert_eq!(cells(line), cells(lines[0]), "{line}\n{block}");
         }
     }
-    for plot in linked_plots(&markdown) {
+    for plot in linked_plots(&report_file(&run, WITH_IMAGES)) {
         assert!(
             plot.chars()
                 .all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '.')),

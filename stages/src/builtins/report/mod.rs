@@ -1,5 +1,6 @@
 //! `report/html@1`: the results of the pipeline as one self-contained HTML
-//! page and its Markdown twin: the results table (one row per matrix
+//! page and two Markdown files, one to paste (text and tables) and one
+//! with the plots as images: the results table (one row per matrix
 //! combination), params, stage times, training curves, throughput,
 //! hardware and confusion matrices. Drawing and page layout are
 //! `pipe-report`'s; this module only decides what the run shows.
@@ -21,7 +22,7 @@ mod results;
 mod sections;
 
 use results::{params, results, stage_times};
-use sections::{confusion_matrix, evaluation, training};
+use sections::{confusion_matrix, evaluation, label_names, training};
 
 use crate::{
     BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
@@ -30,6 +31,13 @@ use crate::{
 pub struct HtmlReport;
 
 const OUTPUT: &str = "report";
+
+/// The report's Markdown to paste into a pull request or an issue: tables
+/// and text, no image, no link. Named as users look for it first.
+const PASTEABLE: &str = "report.md";
+/// The report's Markdown for a directory published with its plots: the
+/// same, with every plot as an image of the `.svg` file beside it.
+const WITH_IMAGES: &str = "report-with-images.md";
 
 /// A plot drawn from more points than this keeps every n-th one (and the
 /// last): a long run's per-step log would otherwise make a page of
@@ -41,9 +49,11 @@ impl BuiltinStage for HtmlReport {
         StageInfo {
             name: "report/html".into(),
             version: 1,
-            implementation: 1,
-            summary: "the run as one self-contained HTML page and its Markdown twin: results by matrix combination, \
-                      params, stage times, curves, throughput, hardware, confusion matrices"
+            // 2: a pasteable report.md and report-with-images.md; readable,
+            // themed charts; per-step curves for one epoch; label names.
+            implementation: 2,
+            summary: "the run as one self-contained HTML page and as Markdown (to paste, and with images): results \
+                      by matrix combination, params, stage times, curves, throughput, hardware, confusion matrices"
                 .into(),
             params: vec![
                 ParamSpec::new(
@@ -78,8 +88,9 @@ impl BuiltinStage for HtmlReport {
             outputs: vec![OutputSpec {
                 name: OUTPUT.into(),
                 kind: OutputKind::Dir,
-                doc: "`index.html` (one file: styles and plots inline, loads nothing), `report.md` and the plots \
-                      as `.svg` files it links"
+                doc: "`index.html` (one file: styles and plots inline, loads nothing); `report.md`, to paste into a \
+                      pull request or issue (text and tables only: no image, no link); `report-with-images.md` and \
+                      the plots as the `.svg` files it shows, for a directory that is published"
                     .into(),
             }],
             metrics: Vec::new(),
@@ -101,7 +112,13 @@ impl BuiltinStage for HtmlReport {
             std::fs::write(&path, text).map_err(|e| StageError::io(&path, e))
         };
         write("index.html", &document.to_html())?;
-        write("report.md", &document.to_markdown())?;
+        write(
+            PASTEABLE,
+            &document.to_pasteable_markdown(&format!(
+                "see index.html or {WITH_IMAGES} beside this file"
+            )),
+        )?;
+        write(WITH_IMAGES, &document.to_markdown_with_images())?;
         let mut plots = 0;
         for plot in document.plots() {
             write(&plot.file_name, &plot.svg)?;
@@ -302,9 +319,10 @@ fn build_report(run: &RunContext, options: &Options) -> Result<Document> {
             training(&mut document, stage)?;
         }
     }
+    let names = label_names(run);
     for stage in &run.stages {
         if let Some(confusion) = confusion_matrix(stage)? {
-            evaluation(&mut document, stage, confusion)?;
+            evaluation(&mut document, stage, confusion, names.as_deref())?;
         }
     }
     Ok(document)

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pipe_protocol::RunStage;
+use pipe_protocol::{RunContext, RunStage};
 use pipe_report::text::capitalised;
 use pipe_report::{Cell, Document, HeatMap, LineChart, Series, Table};
 use serde_json::Value;
@@ -123,36 +123,14 @@ pub(super) fn training(document: &mut Document, stage: &RunStage) -> Result<()> 
     hardware(document, stage);
     if let Some(path) = stage.outputs.get("curves") {
         let curves = Columns::read(path)?;
-        line_plot(
-            document,
-            stage,
-            "loss per epoch",
-            "epoch",
-            "loss",
-            series(
-                &curves,
-                "epoch",
-                &[
-                    ("train_loss", "train loss"),
-                    ("val_loss", "validation loss"),
-                ],
-            ),
-        )?;
-        line_plot(
-            document,
-            stage,
-            "accuracy per epoch",
-            "epoch",
-            "accuracy",
-            series(
-                &curves,
-                "epoch",
-                &[
-                    ("train_acc", "train accuracy"),
-                    ("val_acc", "validation accuracy"),
-                ],
-            ),
-        )?;
+        let epochs = curves.columns.get("epoch").map_or(0, Vec::len);
+        if epochs <= 1 {
+            // One epoch is one point per curve: a chart of dots says less
+            // than the numbers, and the steps below show the curve.
+            epoch_table(document, &curves);
+        } else {
+            per_epoch_plots(document, stage, &curves)?;
+        }
     }
     if let Some(path) = stage.outputs.get("steps") {
         let steps = Columns::read(path)?;
@@ -175,6 +153,59 @@ pub(super) fn training(document: &mut Document, stage: &RunStage) -> Result<()> 
     }
     throughput(document, stage);
     Ok(())
+}
+
+/// The per-epoch losses and accuracies that a curves file holds.
+const EPOCH_COLUMNS: [(&str, &str); 4] = [
+    ("train_loss", "train loss"),
+    ("val_loss", "validation loss"),
+    ("train_acc", "train accuracy"),
+    ("val_acc", "validation accuracy"),
+];
+
+/// A one-epoch run's curves as a table: one row, the columns it has.
+fn epoch_table(document: &mut Document, curves: &Columns) {
+    let present: Vec<&(&str, &str)> = EPOCH_COLUMNS
+        .iter()
+        .filter(|(column, _)| curves.columns.contains_key(*column))
+        .collect();
+    let Some(epochs) = curves.columns.get("epoch").filter(|e| !e.is_empty()) else {
+        return;
+    };
+    let mut header = vec!["epoch".to_string()];
+    header.extend(present.iter().map(|(_, label)| label.to_string()));
+    let mut table = Table::new(header);
+    for (index, epoch) in epochs.iter().enumerate() {
+        let mut row = vec![Cell::number(*epoch)];
+        row.extend(present.iter().map(|(column, _)| {
+            curves.columns[*column]
+                .get(index)
+                .copied()
+                .filter(|value| value.is_finite())
+                .map_or_else(Cell::missing, Cell::number)
+        }));
+        table.rows.push(row);
+    }
+    document.table(table);
+}
+
+fn per_epoch_plots(document: &mut Document, stage: &RunStage, curves: &Columns) -> Result<()> {
+    line_plot(
+        document,
+        stage,
+        "loss per epoch",
+        "epoch",
+        "loss",
+        series(curves, "epoch", &EPOCH_COLUMNS[..2]),
+    )?;
+    line_plot(
+        document,
+        stage,
+        "accuracy per epoch",
+        "epoch",
+        "accuracy",
+        series(curves, "epoch", &EPOCH_COLUMNS[2..]),
+    )
 }
 
 pub(super) fn hardware(document: &mut Document, stage: &RunStage) {
@@ -309,10 +340,50 @@ pub(super) fn confusion_matrix(stage: &RunStage) -> Result<Option<Vec<Vec<f64>>>
     Ok(Some(rows))
 }
 
+/// The class names a dataset stage of the run recorded (metric
+/// `label_names.ID`, as `data/from-csv` and `data/imdb` write it), by class
+/// id from 0; `None` when no stage recorded any, the ids have gaps, or two
+/// stages disagree (datasets of a matrix with other classes).
+pub(crate) fn label_names(run: &RunContext) -> Option<Vec<String>> {
+    let mut found: Option<Vec<String>> = None;
+    for stage in &run.stages {
+        let mut by_id: BTreeMap<usize, String> = BTreeMap::new();
+        for (name, value) in &stage.metrics {
+            let Some(id) = name.strip_prefix("label_names.") else {
+                continue;
+            };
+            if let (Ok(id), Some(label)) = (id.parse::<usize>(), value.as_str()) {
+                by_id.insert(id, label.to_string());
+            }
+        }
+        if by_id.is_empty() {
+            continue;
+        }
+        if by_id.keys().copied().ne(0..by_id.len()) {
+            return None;
+        }
+        let names: Vec<String> = by_id.into_values().collect();
+        match &found {
+            Some(earlier) if *earlier != names => return None,
+            _ => found = Some(names),
+        }
+    }
+    found
+}
+
+/// `names` when there is one per class of the matrix, else the class ids.
+fn class_labels(size: usize, names: Option<&[String]>) -> Vec<String> {
+    match names {
+        Some(names) if names.len() == size => names.to_vec(),
+        _ => (0..size).map(|label| label.to_string()).collect(),
+    }
+}
+
 pub(super) fn evaluation(
     document: &mut Document,
     stage: &RunStage,
     confusion: Vec<Vec<f64>>,
+    names: Option<&[String]>,
 ) -> Result<()> {
     document.heading(2, format!("Evaluation: {}", stage.name));
     let scores = [
@@ -338,16 +409,29 @@ pub(super) fn evaluation(
         document.table(table);
     }
     let title = format!("Confusion matrix of {}", stage.name);
+    let labels = class_labels(confusion.len(), names);
+    // Where no image can go, the counts as a table: true label by row.
+    let mut header = vec!["true \\ predicted".to_string()];
+    header.extend(labels.iter().cloned());
+    let mut counts = Table::new(header);
+    for (label, row) in labels.iter().zip(&confusion) {
+        let mut cells = vec![Cell::text(label.clone())];
+        cells.extend(row.iter().map(|&count| Cell::number(count)));
+        counts.rows.push(cells);
+    }
     let chart = HeatMap {
         title: title.clone(),
         row_label: "true label".into(),
         column_label: "predicted label".into(),
-        labels: (0..confusion.len())
-            .map(|label| label.to_string())
-            .collect(),
+        labels,
         cells: confusion,
     };
     let svg = chart.to_svg().map_err(draw_error)?;
-    document.plot(&format!("{}-confusion", stage.name), title, svg);
+    document.plot_with_table(
+        &format!("{}-confusion", stage.name),
+        title,
+        svg,
+        Some(counts),
+    );
     Ok(())
 }
