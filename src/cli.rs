@@ -60,6 +60,7 @@ pub enum Command {
         stage: String,
         #[command(flatten)]
         pipeline: PipelineArg,
+        /// The stage's state and the changed key fields as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
@@ -84,23 +85,34 @@ pub enum Command {
         /// How many runs to list.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
+        /// The runs as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
-    /// Show one run: params, stages, metrics.
+    /// Show one run: its key metrics and report first, then params,
+    /// stages and every metric.
     Show {
         /// A run id, `last`, `last~N`, or a git ref.
         #[arg(default_value = "last")]
         run: String,
+        /// The whole run record as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
-    /// Compare two runs: params, metrics with deltas, stages that reran and why, changed outputs.
+    /// Compare two runs: params, metrics with deltas, stages that reran and
+    /// why, changed outputs. Default: the last two successful runs of one
+    /// pipeline.
     Diff {
-        /// Default: the run before B.
+        /// Default: the successful run of B's pipeline before B.
         a: Option<String>,
-        /// Default: the last run.
+        /// Default: the newest successful run of the pipeline (`--pipeline`,
+        /// else A's, else the newest successful run's).
         b: Option<String>,
+        /// The pipeline whose runs are compared when they are not named: a
+        /// pipeline name or file (default: the newest successful run's).
+        #[arg(long, value_name = "NAME|FILE")]
+        pipeline: Option<String>,
+        /// The diff as JSON on stdout: raw values, deltas, directions, verdicts.
         #[arg(long, conflicts_with = "md")]
         json: bool,
         /// Markdown, for pull requests and CI summaries.
@@ -134,6 +146,7 @@ pub enum Command {
     Stages {
         /// A stage name, optionally with `@VERSION`.
         name: Option<String>,
+        /// The catalog entries as JSON on stdout.
         #[arg(long)]
         json: bool,
         /// Ask the built-in workers to describe their stages (building them
@@ -230,8 +243,9 @@ pub struct CompareArgs {
     /// The N newest runs that match the filters.
     #[arg(long, value_name = "N", conflicts_with = "runs")]
     pub last: Option<usize>,
-    /// Only runs of this pipeline.
-    #[arg(long, value_name = "NAME")]
+    /// Only runs of this pipeline: a name or a pipeline file (default:
+    /// the newest selected run's pipeline, unless runs are named).
+    #[arg(long, value_name = "NAME|FILE")]
     pub pipeline: Option<String>,
     /// Only runs whose param has this value: `--where train.lr=0.001`
     /// (repeatable; the value is read as a YAML scalar).
@@ -253,11 +267,14 @@ pub struct CompareArgs {
     /// One line per seed instead of mean ± std over seeds.
     #[arg(long)]
     pub per_seed: bool,
-    /// Every column, also those equal in all rows.
-    #[arg(long)]
+    /// Every column: also those equal in all rows, text metrics and
+    /// metrics that repeat a param.
+    #[arg(long = "all-columns", visible_alias = "all")]
     pub all: bool,
     #[command(flatten)]
     pub directions: DirectionArgs,
+    /// The table model as JSON on stdout: columns, rows, groups, baseline,
+    /// warnings (raw values).
     #[arg(long, conflicts_with_all = ["md", "csv"])]
     pub json: bool,
     /// Markdown, for a pull-request comment.
@@ -298,6 +315,7 @@ pub enum DagFormatArg {
 pub enum CacheCommand {
     /// Rehash every object and check every action; exit 4 if any is corrupt.
     Verify {
+        /// The report as JSON on stdout.
         #[arg(long)]
         json: bool,
         /// Remove corrupt objects and the action results that need them
@@ -359,6 +377,7 @@ pub enum CacheCommand {
         file: Option<PathBuf>,
         #[command(flatten)]
         remote: RemoteArgs,
+        /// What the remote holds, as JSON on stdout.
         #[arg(long)]
         json: bool,
     },

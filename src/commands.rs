@@ -103,31 +103,26 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Diff {
             a,
             b,
+            pipeline,
             json,
             md,
             directions,
         } => {
             let mut history = here::history()?;
-            let b_id = here::resolve(
-                &mut history,
-                b.as_deref().unwrap_or("last"),
-                Pull::IfConfigured,
-            )?;
-            let a_id = match a {
-                Some(query) => here::resolve(&mut history, &query, Pull::IfConfigured)?,
-                None => history
-                    .db
-                    .list_runs(usize::MAX)?
-                    .into_iter()
-                    .map(|run| run.id)
-                    .find(|&id| id < b_id)
-                    .ok_or_else(|| {
-                        EngineError::usage(
-                            "there is only one run to compare",
-                            "run the pipeline again, or name two runs",
-                        )
-                    })?,
+            let mut named = |query: Option<String>| {
+                query
+                    .map(|query| here::resolve(&mut history, &query, Pull::IfConfigured))
+                    .transpose()
             };
+            let (a, b) = (named(a)?, named(b)?);
+            let pipeline = pipeline
+                .map(|text| history.pipeline_named(&text))
+                .transpose()?;
+            let pair = history.runs_to_diff(a, b, pipeline.as_deref())?;
+            if let Some(warning) = &pair.warning {
+                errln!("warning: {warning}");
+            }
+            let (a_id, b_id) = (pair.a, pair.b);
             let db = &history.db;
             let record_a = db
                 .run(a_id)?
@@ -485,7 +480,11 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         },
         named: named.clone(),
         also: baseline_run.into_iter().collect(),
-        pipeline: args.pipeline.clone(),
+        pipeline: args
+            .pipeline
+            .as_deref()
+            .map(|text| history.pipeline_named(text))
+            .transpose()?,
         params_equal: args
             .where_
             .iter()
@@ -493,7 +492,11 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
             .collect::<Result<_>>()?,
         statuses,
     };
-    let mut loaded = history.db.runs_to_compare(&selection)?;
+    let chosen = history.runs_to_compare(&selection)?;
+    for note in &chosen.notes {
+        errln!("note: {note}");
+    }
+    let mut loaded = chosen.runs;
     // Named runs in the order they were named, the baseline first.
     if let Some(named) = &named {
         let position: HashMap<i64, usize> = named

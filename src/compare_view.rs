@@ -62,22 +62,36 @@ fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
         };
     };
     let value = match (column.numeric, cell.value.as_f64()) {
-        (true, Some(number)) => {
-            let mean = metrics::format_significant(number, digits);
-            match cell.std {
-                Some(std) => format!("{mean} ± {}", metrics::format_significant(std, 2)),
-                None => mean,
+    // Bytes and durations in human units; other numbers with the digits
+    // that tell the column's values apart.
+    let number = |value: f64| match column.unit {
+        Some(unit) => unit.format(value),
+        None => metrics::format_significant(value, digits),
+    };
+        (true, Some(value)) => {
+            let mean = number(value);
+            // Rows that all had one value have that value, not `± 0`.
+            match (cell.std.filter(|&std| std != 0.0), column.unit) {
+                (Some(std), Some(unit)) => format!("{mean} ± {}", unit.format(std)),
+                (Some(std), None) => format!("{mean} ± {}", metrics::format_significant(std, 2)),
+                (None, _) => mean,
             }
         }
         _ => text_of(&cell.value),
     };
     let change = match (cell.delta.filter(|&delta| delta != 0.0), cell.relative) {
-        (Some(delta), Some(relative)) => format!(
-            "{} ({})",
-            metrics::format_delta(delta),
-            metrics::format_percent(relative)
-        ),
-        (Some(delta), None) => metrics::format_delta(delta),
+    let delta_text = |delta: f64| match column.unit {
+        Some(unit) => unit.format_delta(delta),
+        None => metrics::format_delta(delta),
+    };
+        (Some(delta), Some(relative)) => {
+            format!(
+                "{} ({})",
+                delta_text(delta),
+                metrics::format_percent(relative)
+            )
+        }
+        (Some(delta), None) => delta_text(delta),
         _ => String::new(),
     };
     let arrow = match cell.delta {
@@ -102,8 +116,15 @@ fn runs_of(group: &Group) -> String {
         .join(",")
 }
 
-fn show_n(table: &CompareTable) -> bool {
-    table.groups.iter().any(|group| group.n > 1)
+/// The first cell of a line: its runs, and how many rows a line of
+/// several (seeds) is the mean of. In the label, not a column of its own,
+/// so that no param or matrix key (`n`, `runs`) can take its name.
+fn line_label(group: &Group) -> String {
+    if group.n > 1 {
+        format!("{} (mean of {})", runs_of(group), group.n)
+    } else {
+        runs_of(group)
+    }
 }
 
 fn baseline_text(table: &CompareTable) -> String {
@@ -142,11 +163,7 @@ fn chars(text: &str) -> usize {
 /// The terminal table: values aligned, changes against the baseline after
 /// them, green when better and red when worse.
 pub fn text(table: &CompareTable, style: Style) -> String {
-    let with_n = show_n(table);
     let mut header: Vec<String> = vec!["run".into()];
-    if with_n {
-        header.push("n".into());
-    }
     header.extend(table.columns.iter().map(|column| column.name.clone()));
     let digits: Vec<usize> = table
         .columns
@@ -159,10 +176,7 @@ pub fn text(table: &CompareTable, style: Style) -> String {
             .groups
             .iter()
             .map(|group| {
-                let mut cells = vec![plain(runs_of(group))];
-                if with_n {
-                    cells.push(plain(group.n.to_string()));
-                }
+                let mut cells = vec![plain(line_label(group))];
                 cells.extend(
                     table.columns.iter().zip(&digits).map(|(column, &digits)| {
                         shown(column, group.cells.get(&column.id), digits)
@@ -287,7 +301,6 @@ fn markdown_cell(text: &str) -> String {
 /// A pull-request comment: the table with ▲/▼ and % against the baseline,
 /// ✓ better and ✗ worse by each metric's direction, warnings as a note.
 pub fn markdown(table: &CompareTable) -> String {
-    let with_n = show_n(table);
     let mut out = String::new();
     let _ = writeln!(out, "## pipe compare\n");
     let _ = writeln!(
@@ -296,9 +309,6 @@ pub fn markdown(table: &CompareTable) -> String {
         baseline_text(table)
     );
     let mut header = vec!["run".to_string()];
-    if with_n {
-        header.push("n".into());
-    }
     header.extend(table.columns.iter().map(|column| match column.kind {
         ColumnKind::Metric => format!("`{}`", column.name),
         _ => column.name.clone(),
@@ -308,7 +318,7 @@ pub fn markdown(table: &CompareTable) -> String {
         .iter()
         .enumerate()
         .map(|(index, _)| {
-            let column = index.checked_sub(1 + usize::from(with_n));
+            let column = index.checked_sub(1);
             match column.map(|column| &table.columns[column]) {
                 Some(column) if column.numeric => "--:",
                 _ => "---",
@@ -323,13 +333,10 @@ pub fn markdown(table: &CompareTable) -> String {
         .collect();
     for (index, group) in table.groups.iter().enumerate() {
         let mut cells = vec![if index == table.baseline.group {
-            format!("{} (baseline)", runs_of(group))
+            format!("{} (baseline)", line_label(group))
         } else {
-            runs_of(group)
+            line_label(group)
         }];
-        if with_n {
-            cells.push(group.n.to_string());
-        }
         for (column, &digits) in table.columns.iter().zip(&digits) {
             let cell = shown(column, group.cells.get(&column.id), digits);
             let mut text = markdown_cell(&cell.value);
@@ -410,11 +417,7 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
     for warning in &table.warnings {
         page.paragraph(format!("Warning: {}", warning.message));
     }
-    let with_n = show_n(table);
     let mut columns = vec!["run".to_string()];
-    if with_n {
-        columns.push("n".into());
-    }
     columns.extend(table.columns.iter().map(|column| column.name.clone()));
     let mut shown_table = Table::new(columns);
     let digits: Vec<usize> = table
@@ -424,12 +427,13 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
         .collect();
     for group in &table.groups {
         let first = &table.rows[group.rows[0]];
-        let mut cells = vec![PageCell::text(group_label(group, &first.matrix))];
-        if with_n {
-            cells.push(PageCell::number(group.n as f64));
+        let mut label = group_label(group, &first.matrix);
+        if group.n > 1 {
+            label = format!("{label} (mean of {})", group.n);
         }
         for (column, digits) in table.columns.iter().zip(&digits) {
             let cell = group.cells.get(&column.id);
+        let mut cells = vec![PageCell::text(label)];
             let shown = shown(column, cell, *digits);
             let mark = verdict_mark(shown.verdict);
             let text = if shown.change.is_empty() {

@@ -227,6 +227,26 @@ pub fn show_run(run: &RunRecord) -> String {
                 .unwrap_or_default();
             detail = format!("  [Slurm job {job}{node}]{detail}");
         }
+    let summary = run.summary();
+    if !summary.key_metrics.is_empty() {
+        let _ = writeln!(out, "key metrics");
+        let labels: Vec<String> = summary
+            .key_metrics
+            .iter()
+            .map(|metric| format!("{}: {}", metric.stage, metric.metric))
+            .collect();
+        let label_width = width(labels.iter().map(String::as_str));
+        for (label, metric) in labels.iter().zip(&summary.key_metrics) {
+            let _ = writeln!(
+                out,
+                "  {label:<label_width$}  {}",
+                rounded(&metric.metric, &metric.value)
+            );
+        }
+    }
+    for report in &summary.reports {
+        let _ = writeln!(out, "report   {report} (report.md beside it)");
+    }
         let _ = writeln!(
             out,
             "  {:<stage_width$}  {:<8}  {:>7}{detail}",
@@ -235,20 +255,18 @@ pub fn show_run(run: &RunRecord) -> String {
             format_duration(std::time::Duration::from_millis(stage.duration_ms))
         );
     }
-    let metrics: Vec<(&str, &String, &Value)> = run
-        .stages
-        .iter()
-        .flat_map(|stage| {
-            stage
-                .metrics
-                .iter()
-                .map(move |(name, value)| (stage.stage.as_str(), name, value))
-        })
-        .collect();
-    if !metrics.is_empty() {
-        let _ = writeln!(out, "metrics");
-        for (stage, name, value) in metrics {
-            let _ = writeln!(out, "  {stage}: {name} = {value}");
+    if !summary.other_metrics.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            if summary.key_metrics.is_empty() {
+                "metrics"
+            } else {
+                "other metrics"
+            }
+        );
+        for metric in &summary.other_metrics {
+            let _ = writeln!(out, "  {}: {} = {}", metric.stage, metric.metric, metric.value);
         }
     }
     out
@@ -282,6 +300,18 @@ fn metric_line(change: &MetricChange) -> MetricLine {
         None => (show_value(&change.a), show_value(&change.b)),
     };
     let arrow = match change.delta {
+/// A metric as `pipe diff` prints one value: 4 significant digits, bytes
+/// and durations in human units.
+fn rounded(name: &str, value: &Value) -> String {
+    match (value.as_f64(), pipe_protocol::format::Unit::of(name)) {
+        (Some(number), Some(unit)) => unit.format(number),
+        (Some(number), None) if !value.is_i64() && !value.is_u64() => {
+            metrics::format_significant(number, metrics::SIGNIFICANT_DIGITS)
+        }
+        _ => show_value(&Some(value.clone())),
+    }
+}
+
         Some(delta) if delta > 0.0 => "▲",
         Some(delta) if delta < 0.0 => "▼",
         _ => "",

@@ -13,6 +13,10 @@ use crate::remote::RemoteSpec;
 use crate::runs::{self, RunDb, RunExport};
 use crate::{exec, EngineError, Result};
 
+mod choose;
+
+pub use choose::{ComparedSelection, DiffPair};
+
 /// The remote cache from a flag, the environment, the pipeline file
 /// (`file`, else `pipe.yaml` in the project if there is one) and
 /// pipe.config.yaml, in that order; `None` when none is set.

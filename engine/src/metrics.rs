@@ -128,14 +128,7 @@ impl DirectionRules {
 
     /// The direction of `metric` of `stage` (a base stage name).
     pub fn direction(&self, stage: &str, metric: &str) -> Direction {
-        let matches = |name: &String| {
-            name == metric
-                || name == last_segment(metric)
-                || name
-                    .strip_prefix(stage)
-                    .and_then(|rest| rest.strip_prefix('.'))
-                    == Some(metric)
-        };
+        let matches = |name: &String| names_metric(name, stage, metric);
         if self.lower.iter().any(matches) {
             Direction::Lower
         } else if self.higher.iter().any(matches) {
@@ -145,6 +138,36 @@ impl DirectionRules {
         } else {
             Direction::of(metric)
         }
+    }
+}
+
+/// Whether `name`, as `directions:` or `--higher` write it, is `metric`
+/// of `stage`: in full, within its stage, or by its last segment.
+fn names_metric(name: &str, stage: &str, metric: &str) -> bool {
+    name == metric
+        || name == last_segment(metric)
+        || name
+            .strip_prefix(stage)
+            .and_then(|rest| rest.strip_prefix('.'))
+            == Some(metric)
+}
+
+impl DirectionRules {
+    /// Whether a pipeline's `directions:` or the command line's
+    /// `--higher`/`--lower` name `metric` of `stage`: the metrics a run
+    /// declares as results that matter, shown first and always.
+    pub fn names(&self, stage: &str, metric: &str) -> bool {
+        self.higher
+            .iter()
+            .chain(&self.lower)
+            .chain(self.declared.iter().map(|(name, _)| name))
+            .any(|name| names_metric(name, stage, metric))
+    }
+
+    /// A key metric: [`is_key_metric`] by its name, or named as
+    /// [`DirectionRules::names`] says.
+    pub fn is_key(&self, stage: &str, metric: &str) -> bool {
+        is_key_metric(metric) || self.names(stage, metric)
     }
 }
 

@@ -229,23 +229,41 @@ fn runs_are_selected_by_pipeline_param_status_and_count() {
             .map(|row| row["run"].as_i64().unwrap())
             .collect()
     };
+    // Runs of one pipeline by default, the newest selected run's: the
+    // other pipeline's #4, and the runs of `seeds` said to be left out.
+    let output = project.pipe(&["compare", "--json", "--per-seed"]);
+    let table: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(runs(&table), [4]);
+    let note = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        note.contains("note: comparing runs of pipeline `other`, the newest run's; left out runs of `seeds` (#1, #2, #3)"),
+        "{note}"
+    );
     // Succeeded runs only by default: the failed #5 is left out.
-    assert_eq!(runs(&json(&project, &["--per-seed"])), [1, 2, 3, 4]);
+    assert_eq!(
+        runs(&json(&project, &["--per-seed", "--pipeline", "seeds"])),
+        [1, 2, 3]
+    );
     assert_eq!(
         runs(&json(&project, &["--per-seed", "--status", "any"])),
-        [1, 2, 3, 4, 5]
+        [1, 2, 3, 5]
     );
     assert_eq!(
         runs(&json(&project, &["--per-seed", "--status", "failed"])),
         [5]
     );
     assert_eq!(
-        runs(&json(&project, &["--per-seed", "--last", "2"])),
-        [3, 4]
+        runs(&json(
+            &project,
+            &["--per-seed", "--last", "2", "--pipeline", "seeds"]
+        )),
+        [2, 3]
     );
+    // A pipeline named by its file.
+    project.write("other.yaml", "name: other\nstages: {}\n");
     assert_eq!(
-        runs(&json(&project, &["--per-seed", "--pipeline", "seeds"])),
-        [1, 2, 3]
+        runs(&json(&project, &["--per-seed", "--pipeline", "other.yaml"])),
+        [4]
     );
     assert_eq!(
         runs(&json(&project, &["--per-seed", "--where", "lr=0.2"])),
@@ -304,7 +322,11 @@ stages:
 "#,
     );
     project.run_ok(&[]);
-    project.run_ok(&["-S", "precision=bf16-mixed", "-S", "gpu=A100"]);
+    // The precision changed in the file, not on purpose with `-S` (which
+    // `run_choice` checks gives no warning).
+    let edited = project.read("pipe.yaml").replace("32-true", "bf16-mixed");
+    project.write("pipe.yaml", &edited);
+    project.run_ok(&["-S", "gpu=A100"]);
     let table = json(&project, &[]);
     let messages: Vec<(&str, &str)> = table["warnings"]
         .as_array()

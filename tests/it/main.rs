@@ -26,6 +26,7 @@ mod remote_cache;
 mod reports;
 mod resolved_pipeline;
 mod run_record;
+mod run_choice;
 mod run_report;
 mod secrets;
 mod settings;

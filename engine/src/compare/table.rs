@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::key;
 use crate::metrics::{relative_change, Direction, DirectionRules, Verdict};
 use crate::runs::ComparedRun;
+use pipe_protocol::format::Unit;
 use pipe_protocol::record::rows_by_combination;
 
 mod columns;
@@ -28,7 +29,8 @@ use warnings::warnings;
 #[derive(Debug, Clone, Default)]
 pub struct CompareOptions {
     pub rules: DirectionRules,
-    /// Every column, also those equal in all rows.
+    /// Every column: also those equal in all rows, text metrics, and
+    /// metrics that repeat a param.
     pub all_columns: bool,
     /// One line per row, seeds not grouped.
     pub per_seed: bool,
@@ -82,8 +84,14 @@ pub struct Column {
     pub numeric: bool,
     /// Not every row has the same value.
     pub differs: bool,
-    /// Accuracy, F1 or loss: shown even when equal everywhere.
+    /// A key metric (accuracy, F1 or loss by name, or one the pipeline's
+    /// `directions:` or `--higher`/`--lower` name): shown even when equal
+    /// everywhere.
     pub key: bool,
+    /// What a metric's number counts (`bytes`, `seconds`, `milliseconds`,
+    /// from its name): shown in human units, raw in JSON and CSV.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unit: Option<Unit>,
 }
 
 #[derive(Debug, Clone, Serialize)]

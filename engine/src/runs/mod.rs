@@ -14,6 +14,8 @@ mod migrate;
 mod read;
 mod record;
 mod resolve;
+mod select;
+mod summary;
 mod write;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +31,7 @@ pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
 pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
 pub use resolve::resolve_run;
+pub use summary::{RunSummary, StageMetric};
 
 use crate::{EngineError, Result};
 

@@ -87,6 +87,32 @@ pub struct RunRecord {
     pub stages: Vec<StageRecord>,
 }
 
+impl RunRecord {
+    /// The params the command line set (`-S KEY=VALUE`, `--set KEY=VALUE`,
+    /// `--set=KEY=VALUE`, `-SKEY=VALUE`), as dotted paths, read back from
+    /// the recorded argv: what the user changed on purpose.
+    pub fn overridden_params(&self) -> Vec<String> {
+        let mut paths = Vec::new();
+        let mut args = self.argv.iter().skip(1);
+        while let Some(arg) = args.next() {
+            let setting = match arg.as_str() {
+                "-S" | "--set" => args.next().map(String::as_str),
+                "--" => break,
+                other => other
+                    .strip_prefix("--set=")
+                    .or_else(|| other.strip_prefix("-S").filter(|rest| !rest.is_empty())),
+            };
+            if let Some((path, _)) = setting.and_then(|setting| setting.split_once('=')) {
+                let path = path.trim().trim_start_matches('+');
+                if !path.is_empty() {
+                    paths.push(path.to_string());
+                }
+            }
+        }
+        paths
+    }
+}
+
 /// A run as it travels to and from a remote cache: its record, stages
 /// included, and the key manifests of those stages (for `pipe diff`).
 #[derive(Debug, Clone, Serialize, Deserialize)]

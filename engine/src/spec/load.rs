@@ -192,7 +192,7 @@ pub(crate) fn load(
 }
 
 /// A file `my pipeline.yaml` without `name:` is the pipeline `my_pipeline`.
-fn name_from_file_stem(stem: &str) -> String {
+pub(super) fn name_from_file_stem(stem: &str) -> String {
     let name: String = stem
         .chars()
         .map(|ch| {

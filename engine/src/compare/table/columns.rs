@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts};
 use crate::runs::ComparedRun;
 use crate::{EngineError, Result};
+use pipe_protocol::format::Unit;
 
 pub(super) fn columns(
     facts: &[RowFacts],
@@ -33,6 +34,7 @@ pub(super) fn columns(
         numeric: false,
         differs: false,
         key: false,
+        unit: None,
     };
     candidates.push(plain(
         "pipeline".into(),
@@ -64,13 +66,14 @@ pub(super) fn columns(
             direction: Some(options.rules.direction(stage, metric)),
             numeric: false,
             differs: false,
-            key: crate::metrics::is_key_metric(metric),
+            key: options.rules.is_key(stage, metric),
+            unit: Unit::of(metric),
         })
         .collect();
     // Key metrics first, the rest in the order the stages ran.
     metrics.sort_by_key(|column| !column.key);
     candidates.extend(metrics);
-    candidates
+    let mut shown: Vec<Column> = candidates
         .into_iter()
         .filter_map(|mut column| {
             let values: Vec<Option<&Value>> =
@@ -78,13 +81,79 @@ pub(super) fn columns(
             column.differs = values.iter().any(|value| *value != values[0]);
             column.numeric = values.iter().flatten().all(|value| value.is_number())
                 && values.iter().any(Option::is_some);
-            let shown = options.all_columns
-                || column.differs
-                || column.key
-                || column.kind == ColumnKind::Matrix;
+            if options.all_columns {
+                return Some(column);
+            }
+            let shown = match column.kind {
+                ColumnKind::Matrix => true,
+                ColumnKind::Metric if column.key => true,
+                // Free text (`peak_source`, a precision also shown as its
+                // param) says nothing a table of results can compare.
+                ColumnKind::Metric if values.iter().flatten().any(|value| value.is_string()) => {
+                    false
+                }
+                ColumnKind::Metric => column.differs && !repeats_a_param(&column, facts),
+                _ => column.differs,
+            };
             shown.then_some(column)
         })
-        .collect()
+        .collect();
+    unique_names(&mut shown);
+    shown
+}
+
+/// Whether the metric column holds, in every row, the value of a param
+/// of the same name (`precision` as a param and as what training
+/// reported): one thing, shown once, as the param.
+fn repeats_a_param(column: &Column, facts: &[RowFacts]) -> bool {
+    let Some(name) = column.metric.as_deref() else {
+        return false;
+    };
+    let name = name.rsplit('.').next().unwrap_or(name);
+    let mut params: Vec<&str> = facts
+        .iter()
+        .flat_map(|row| row.values.keys())
+        .filter_map(|id| id.strip_prefix("param:"))
+        .filter(|path| path.rsplit('.').next() == Some(name))
+        .collect();
+    params.sort_unstable();
+    params.dedup();
+    params.into_iter().any(|path| {
+        let param = format!("param:{path}");
+        facts.iter().all(
+            |row| match (row.values.get(&column.id), row.values.get(&param)) {
+                (None, _) => true,
+                (Some(metric), Some(param)) => same_value(metric, param),
+                (Some(_), None) => false,
+            },
+        )
+    })
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The header `run` (the row label) and each column's name appear once:
+/// a param or matrix key whose name is taken is shown with its kind in
+/// front (`matrix.run`, `param.n`).
+fn unique_names(columns: &mut [Column]) {
+    let mut taken: std::collections::HashSet<String> = ["run".to_string()].into();
+    for column in columns.iter_mut() {
+        if !taken.insert(column.name.clone()) {
+            let kind = match column.kind {
+                ColumnKind::Param => "param",
+                ColumnKind::Matrix => "matrix",
+                ColumnKind::Metric => "metric",
+                ColumnKind::Pipeline => "pipeline",
+            };
+            column.name = format!("{kind}.{}", column.name);
+            taken.insert(column.name.clone());
+        }
+    }
 }
 
 /// The group of each row: rows of one pipeline, commit and params that

@@ -166,7 +166,9 @@ pub(super) fn warnings(
         });
     }
 
-    if !matrix_keys.iter().any(|key| key == "precision") {
+    // A precision the user set with `-S` differs on purpose, as a matrix
+    // key's does: the run record keeps the command line that set it.
+    if !matrix_keys.iter().any(|key| key == "precision") && !precision_overridden(runs) {
         let values: Vec<(usize, String)> = facts
             .iter()
             .enumerate()
@@ -184,4 +186,21 @@ pub(super) fn warnings(
         }
     }
     warnings
+}
+
+/// Whether a run of the table set a precision param with `-S`: one whose
+/// last name is `precision`, or is the param a stage's roles say picks
+/// the precision.
+fn precision_overridden(runs: &[ComparedRun]) -> bool {
+    runs.iter().any(|compared| {
+        let role_params: Vec<&str> = compared
+            .stages
+            .iter()
+            .filter_map(|stage| stage.identity.roles.precision.as_deref())
+            .collect();
+        compared.run.overridden_params().iter().any(|path| {
+            let name = path.rsplit('.').next().unwrap_or(path);
+            name == "precision" || role_params.contains(&name)
+        })
+    })
 }

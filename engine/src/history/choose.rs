@@ -1,0 +1,222 @@
+//! Which runs `pipe diff` and `pipe compare` show when the user names
+//! none: runs of one pipeline, as `dvc exp diff` compares experiments of
+//! one project. Runs of several pipelines side by side are mostly
+//! `(absent) -> …`; they are compared only when named, with a warning.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::History;
+use crate::runs::{ComparedRun, RunRecord, RunSelection};
+use crate::{EngineError, Result};
+
+/// The two runs `pipe diff` compares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffPair {
+    pub a: i64,
+    pub b: i64,
+    /// For stderr: the two runs are of different pipelines.
+    pub warning: Option<String>,
+}
+
+/// The runs `pipe compare` shows, and what to say about the choice.
+#[derive(Debug, Clone)]
+pub struct ComparedSelection {
+    pub runs: Vec<ComparedRun>,
+    /// For stderr: runs of other pipelines left out, or named runs of
+    /// several pipelines.
+    pub notes: Vec<String>,
+}
+
+const PIPELINE_HINT: &str =
+    "`--pipeline NAME` (or a pipeline file) chooses the pipeline whose runs are compared";
+
+impl History {
+    /// The pipeline `--pipeline` names: a pipeline with runs recorded
+    /// here, or a pipeline file (the pipeline its `name:` or file name
+    /// gives).
+    pub fn pipeline_named(&self, text: &str) -> Result<String> {
+        let recorded = self.db.pipelines()?;
+        if recorded.iter().any(|name| name == text) {
+            return Ok(text.to_string());
+        }
+        let file = Path::new(text);
+        if file.is_file() {
+            return crate::spec::pipeline_name(file);
+        }
+        Err(EngineError::usage(
+            format!("no run of a pipeline `{text}` is recorded, and there is no file `{text}`"),
+            if recorded.is_empty() {
+                "run a pipeline first: `pipe run`".to_string()
+            } else {
+                format!(
+                    "pipelines with recorded runs: {}; or name a pipeline file",
+                    recorded.join(", ")
+                )
+            },
+        ))
+    }
+
+    /// The runs `pipe diff [A] [B] [--pipeline P]` compares. Unnamed, B
+    /// is the newest successful run of the pipeline (P, else A's, else
+    /// that of the newest successful run) and A the successful run of B's
+    /// pipeline before it: failed and interrupted runs are skipped unless
+    /// named.
+    pub fn runs_to_diff(
+        &self,
+        a: Option<i64>,
+        b: Option<i64>,
+        pipeline: Option<&str>,
+    ) -> Result<DiffPair> {
+        let record = |id: i64| -> Result<RunRecord> {
+            self.db
+                .run(id)?
+                .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))
+        };
+        let named_a = a.map(record).transpose()?;
+        let named_b = b.map(record).transpose()?;
+        let pipeline = match (pipeline, &named_a, &named_b) {
+            (Some(pipeline), _, _) => Some(pipeline.to_string()),
+            (None, _, Some(run)) | (None, Some(run), None) => Some(run.pipeline.clone()),
+            (None, None, None) => None,
+        };
+        let (a, b) = match (named_a, named_b) {
+            (Some(a), Some(b)) => (a, b),
+            (Some(a), None) => {
+                let b = self.newest_succeeded(pipeline.as_deref(), None)?;
+                if b.id == a.id {
+                    return Err(EngineError::usage(
+                        format!(
+                            "run #{} is the newest successful run of `{}`: there is nothing after it to compare it with",
+                            a.id, a.pipeline
+                        ),
+                        format!("name the run to compare it with: `pipe diff {} B`", a.id),
+                    ));
+                }
+                (a, b)
+            }
+            (None, Some(b)) => {
+                let a = self.newest_succeeded(pipeline.as_deref(), Some(&b))?;
+                (a, b)
+            }
+            (None, None) => {
+                let b = self.newest_succeeded(pipeline.as_deref(), None)?;
+                let a = self.newest_succeeded(Some(&b.pipeline), Some(&b))?;
+                (a, b)
+            }
+        };
+        let warning = (a.pipeline != b.pipeline).then(|| {
+            format!(
+                "run #{} is of pipeline `{}` and run #{} of `{}`: most params and metrics will read as absent in one of them; without run names, `pipe diff` compares the last two successful runs of one pipeline (`--pipeline NAME` chooses which)",
+                a.id, a.pipeline, b.id, b.pipeline
+            )
+        });
+        Ok(DiffPair {
+            a: a.id,
+            b: b.id,
+            warning,
+        })
+    }
+
+    /// The newest successful run of `pipeline` (any pipeline when `None`),
+    /// before `before` when given; a usage error saying what to do when
+    /// there is none.
+    fn newest_succeeded(
+        &self,
+        pipeline: Option<&str>,
+        before: Option<&RunRecord>,
+    ) -> Result<RunRecord> {
+        let limit = if before.is_some() { usize::MAX } else { 1 };
+        let found = self
+            .db
+            .succeeded_runs(pipeline, limit)?
+            .into_iter()
+            .find(|run| before.is_none_or(|before| run.id < before.id));
+        if let Some(run) = found {
+            return Ok(run);
+        }
+        let of = pipeline
+            .map(|name| format!(" of pipeline `{name}`"))
+            .unwrap_or_default();
+        Err(match before {
+            Some(run) => EngineError::usage(
+                format!(
+                    "run #{} is the only successful run{of} to compare: `pipe diff` compares the last two",
+                    run.id
+                ),
+                "run the pipeline again with a change (`pipe run -S KEY=VALUE`), or name two runs: `pipe diff A B` (`pipe runs` lists them)",
+            ),
+            None => EngineError::usage(
+                format!("no successful run{of} is recorded"),
+                "`pipe runs` lists the runs; name two to compare them whatever their status: `pipe diff A B`",
+            ),
+        })
+    }
+
+    /// The runs `pipe compare` shows for `selection`. Unless runs are
+    /// named or `selection.pipeline` is set, only runs of one pipeline:
+    /// that of the newest selected run; the others are left out and said so.
+    pub fn runs_to_compare(&self, selection: &RunSelection) -> Result<ComparedSelection> {
+        let mut runs = self.db.runs_to_compare(selection)?;
+        let mut notes = Vec::new();
+        let chosen = |run: &&ComparedRun| !selection.also.contains(&run.run.id);
+        let mut of_pipeline: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+        for run in runs.iter().filter(chosen) {
+            of_pipeline
+                .entry(run.run.pipeline.as_str())
+                .or_default()
+                .push(run.run.id);
+        }
+        if of_pipeline.len() < 2 {
+            return Ok(ComparedSelection { runs, notes });
+        }
+        if selection.named.is_some() {
+            let pipelines: Vec<String> = of_pipeline
+                .iter()
+                .map(|(name, ids)| format!("`{name}` ({})", run_list(ids)))
+                .collect();
+            notes.push(format!(
+                "the runs named are of {} pipelines: {}; their rows share few columns",
+                pipelines.len(),
+                pipelines.join(", ")
+            ));
+            return Ok(ComparedSelection { runs, notes });
+        }
+        let newest = runs
+            .iter()
+            .filter(chosen)
+            .max_by_key(|run| run.run.id)
+            .map(|run| run.run.pipeline.clone())
+            .unwrap_or_default();
+        let left_out: Vec<String> = of_pipeline
+            .iter()
+            .filter(|(name, _)| **name != newest)
+            .map(|(name, ids)| format!("`{name}` ({})", run_list(ids)))
+            .collect();
+        notes.push(format!(
+            "comparing runs of pipeline `{newest}`, the newest run's; left out runs of {}: {PIPELINE_HINT}",
+            left_out.join(", ")
+        ));
+        let narrowed = RunSelection {
+            pipeline: Some(newest),
+            ..selection.clone()
+        };
+        runs = self.db.runs_to_compare(&narrowed)?;
+        Ok(ComparedSelection { runs, notes })
+    }
+}
+
+/// `#1, #3` (the first few of a long list, then how many more).
+fn run_list(ids: &[i64]) -> String {
+    const NAMED: usize = 5;
+    let mut text = ids
+        .iter()
+        .take(NAMED)
+        .map(|id| format!("#{id}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() > NAMED {
+        text.push_str(&format!(" and {} more", ids.len() - NAMED));
+    }
+    text
+}

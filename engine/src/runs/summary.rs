@@ -1,0 +1,77 @@
+//! What `pipe show` puts first about a run: the metrics that matter (the
+//! key metrics `pipe compare` always shows), and where its report is.
+
+use serde_json::Value;
+
+use super::RunRecord;
+use crate::metrics::DirectionRules;
+
+/// One metric of one stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageMetric {
+    pub stage: String,
+    pub metric: String,
+    pub value: Value,
+}
+
+/// A run's metrics split for reading, and its report.
+#[derive(Debug, Clone, Default)]
+pub struct RunSummary {
+    /// Accuracy, F1 and loss by name, and what the pipeline's
+    /// `directions:` names; single values only, not per-epoch detail.
+    pub key_metrics: Vec<StageMetric>,
+    /// Every other metric, in the stages' order.
+    pub other_metrics: Vec<StageMetric>,
+    /// The pages of the run's report stages (`report/html`): the
+    /// `index.html` of each, with `report.md` beside it.
+    pub reports: Vec<String>,
+}
+
+/// The built-in stage whose output directory holds a run's report.
+const REPORT_STAGE: &str = "report/html@";
+
+impl RunRecord {
+    pub fn summary(&self) -> RunSummary {
+        let rules = DirectionRules::default().declared(&self.directions);
+        let mut summary = RunSummary::default();
+        for stage in &self.stages {
+            let identity = &stage.identity;
+            let base = if identity.base_name.is_empty() {
+                stage.stage.as_str()
+            } else {
+                identity.base_name.as_str()
+            };
+            // A command stage records no roles: the documented metric
+            // names say what is detail (`epochs.*`).
+            let roles = identity.roles.clone().with_conventional_metrics();
+            for (metric, value) in &stage.metrics {
+                let shown = StageMetric {
+                    stage: stage.stage.clone(),
+                    metric: metric.clone(),
+                    value: value.clone(),
+                };
+                let key = rules.is_key(base, metric)
+                    && !roles.is_detail_metric(metric)
+                    && (value.is_number() || value.is_boolean());
+                if key {
+                    summary.key_metrics.push(shown);
+                } else {
+                    summary.other_metrics.push(shown);
+                }
+            }
+            if identity
+                .uses
+                .as_deref()
+                .is_some_and(|uses| uses.starts_with(REPORT_STAGE))
+            {
+                summary.reports.extend(
+                    stage
+                        .outputs
+                        .keys()
+                        .map(|directory| format!("{}/index.html", directory.trim_end_matches('/'))),
+                );
+            }
+        }
+        summary
+    }
+}

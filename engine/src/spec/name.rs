@@ -1,0 +1,40 @@
+//! A pipeline file's name alone (`name:`, else its file name), for
+//! commands that choose runs by pipeline (`pipe diff --pipeline FILE`)
+//! without loading its stages.
+
+use std::path::Path;
+
+use super::load::name_from_file_stem;
+use super::source::Sources;
+use super::yaml;
+use crate::{EngineError, Result};
+
+/// The name of the pipeline in `file`, as `load` gives it.
+pub fn pipeline_name(file: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(file).map_err(|error| EngineError::io(file, error))?;
+    if text.len() as u64 > yaml::MAX_FILE_BYTES {
+        return Err(EngineError::usage(
+            format!(
+                "`{}` is larger than {} bytes",
+                file.display(),
+                yaml::MAX_FILE_BYTES
+            ),
+            "name a pipeline file, or a pipeline by its name",
+        ));
+    }
+    let mut sources = Sources::default();
+    let id = sources.add(Some(file.to_path_buf()), text);
+    let root = yaml::parse(&sources, id).map_err(EngineError::Spec)?;
+    let declared = root
+        .as_ref()
+        .and_then(|root| root.get("name"))
+        .and_then(|node| node.as_scalar())
+        .map(|scalar| scalar.text.clone())
+        .filter(|name| !name.is_empty());
+    Ok(declared.unwrap_or_else(|| {
+        file.file_stem().map_or_else(
+            || "pipeline".to_string(),
+            |stem| name_from_file_stem(&stem.to_string_lossy()),
+        )
+    }))
+}
