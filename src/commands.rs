@@ -553,7 +553,9 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     } else if args.csv {
         out!("{}", crate::compare_view::csv(&table));
     } else if args.html {
-        out!("{}", crate::compare_view::html(&table, &loaded)?);
+        let project = here::project()?;
+        let steps = compare::steps::step_curves(&history.db, &project.cache_dir, &table, &loaded)?;
+        out!("{}", crate::compare_view::html(&table, &loaded, &steps)?);
     } else {
         out!("{}", crate::compare_view::text(&table, Style::for_stdout()));
     }

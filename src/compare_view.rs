@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use std::collections::BTreeMap;
 
+use pipe_engine::compare::steps::StepCurves;
 use pipe_engine::compare::table::{
     row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs,
 };
@@ -61,13 +62,13 @@ fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
             verdict: None,
         };
     };
-    let value = match (column.numeric, cell.value.as_f64()) {
     // Bytes and durations in human units; other numbers with the digits
     // that tell the column's values apart.
     let number = |value: f64| match column.unit {
         Some(unit) => unit.format(value),
         None => metrics::format_significant(value, digits),
     };
+    let value = match (column.numeric, cell.value.as_f64()) {
         (true, Some(value)) => {
             let mean = number(value);
             // Rows that all had one value have that value, not `± 0`.
@@ -79,11 +80,11 @@ fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
         }
         _ => text_of(&cell.value),
     };
-    let change = match (cell.delta.filter(|&delta| delta != 0.0), cell.relative) {
     let delta_text = |delta: f64| match column.unit {
         Some(unit) => unit.format_delta(delta),
         None => metrics::format_delta(delta),
     };
+    let change = match (cell.delta.filter(|&delta| delta != 0.0), cell.relative) {
         (Some(delta), Some(relative)) => {
             format!(
                 "{} ({})",
@@ -403,8 +404,9 @@ const CURVES: &[(&str, &str)] = &[
 /// One self-contained page (pipe-report's): the table as `--md` has it, the
 /// warnings, and for every training stage the per-epoch curves of all rows
 /// overlaid, read from the runs' recorded metrics (`epochs.N.*`), so a page
-/// can be drawn for runs whose outputs are long gone from the workspace.
-pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
+/// can be drawn for runs whose outputs are long gone from the workspace;
+/// then the rows' per-step curves overlaid (`steps`, read from the cache).
+pub fn html(table: &CompareTable, runs: &[ComparedRun], steps: &StepCurves) -> Result<String> {
     let mut page = Document::new(format!(
         "pipe compare: {} row{}",
         table.groups.len(),
@@ -431,9 +433,9 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
         if group.n > 1 {
             label = format!("{label} (mean of {})", group.n);
         }
+        let mut cells = vec![PageCell::text(label)];
         for (column, digits) in table.columns.iter().zip(&digits) {
             let cell = group.cells.get(&column.id);
-        let mut cells = vec![PageCell::text(label)];
             let shown = shown(column, cell, *digits);
             let mark = verdict_mark(shown.verdict);
             let text = if shown.change.is_empty() {
@@ -475,6 +477,7 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun]) -> Result<String> {
             .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
         page.plot(&format!("{stage}-{metric}"), title, svg);
     }
+    step_plots(&mut page, table, steps)?;
     Ok(page.to_html())
 }
 
@@ -514,4 +517,60 @@ fn overlaid_curves(
         }
     }
     curves
+}
+
+/// The per-step columns overlaid on `compare --html`, one chart each per
+/// training stage, one line per row.
+const STEP_CURVES: &[(&str, &str)] = &[("loss", "train loss"), ("lr", "learning rate")];
+
+/// The rows' step curves overlaid: with one epoch, the per-epoch charts are
+/// a dot per row, and these show how each row trained.
+fn step_plots(page: &mut Document, table: &CompareTable, steps: &StepCurves) -> Result<()> {
+    let mut charts: BTreeMap<(&str, &str), Vec<Series>> = BTreeMap::new();
+    for curve in &steps.curves {
+        let Some(x) = curve.columns.get("step") else {
+            continue;
+        };
+        let row = &table.rows[curve.row];
+        for (column, _) in STEP_CURVES {
+            let Some(y) = curve.columns.get(*column) else {
+                continue;
+            };
+            let points: Vec<(f64, f64)> = x.iter().copied().zip(y.iter().copied()).collect();
+            charts
+                .entry((curve.stage.as_str(), column))
+                .or_default()
+                .push(Series::new(row_label(row.run, &row.matrix), points));
+        }
+    }
+    if !charts.is_empty() || !steps.unreadable.is_empty() {
+        page.heading(2, "Curves per step");
+    }
+    if !steps.unreadable.is_empty() {
+        page.paragraph(format!(
+            "Per-step curves that could not be read, so are not drawn: {}.",
+            steps.unreadable.join("; ")
+        ));
+    }
+    for ((stage, column), series) in charts {
+        let label = STEP_CURVES
+            .iter()
+            .find(|(name, _)| *name == column)
+            .map_or(column, |(_, label)| label);
+        let title = format!(
+            "{} per step of {stage}",
+            pipe_report::text::capitalised(label)
+        );
+        let chart = LineChart {
+            title: title.clone(),
+            x_label: "step".into(),
+            y_label: label.to_string(),
+            series,
+        };
+        let svg = chart
+            .to_svg()
+            .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
+        page.plot(&format!("{stage}-{column}-per-step"), title, svg);
+    }
+    Ok(())
 }

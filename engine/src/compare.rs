@@ -1,6 +1,7 @@
 //! `pipe diff`: what changed between two recorded runs; `table` holds
 //! `pipe compare`, many runs side by side.
 
+pub mod steps;
 pub mod table;
 
 use std::collections::BTreeMap;

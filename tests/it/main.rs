@@ -11,6 +11,7 @@ mod action_trust;
 mod cache_suite;
 mod cache_trust;
 mod compare;
+mod compare_page;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;
