@@ -227,26 +227,26 @@ pub fn show_run(run: &RunRecord) -> String {
                 .unwrap_or_default();
             detail = format!("  [Slurm job {job}{node}]{detail}");
         }
-    let summary = run.summary();
-    if !summary.key_metrics.is_empty() {
-        let _ = writeln!(out, "key metrics");
-        let labels: Vec<String> = summary
-            .key_metrics
-            .iter()
-            .map(|metric| format!("{}: {}", metric.stage, metric.metric))
-            .collect();
-        let label_width = width(labels.iter().map(String::as_str));
-        for (label, metric) in labels.iter().zip(&summary.key_metrics) {
-            let _ = writeln!(
-                out,
-                "  {label:<label_width$}  {}",
-                rounded(&metric.metric, &metric.value)
-            );
+        let summary = run.summary();
+        if !summary.key_metrics.is_empty() {
+            let _ = writeln!(out, "key metrics");
+            let labels: Vec<String> = summary
+                .key_metrics
+                .iter()
+                .map(|metric| format!("{}: {}", metric.stage, metric.metric))
+                .collect();
+            let label_width = width(labels.iter().map(String::as_str));
+            for (label, metric) in labels.iter().zip(&summary.key_metrics) {
+                let _ = writeln!(
+                    out,
+                    "  {label:<label_width$}  {}",
+                    rounded(&metric.metric, &metric.value)
+                );
+            }
         }
-    }
-    for report in &summary.reports {
-        let _ = writeln!(out, "report   {report} (report.md beside it)");
-    }
+        for report in &summary.reports {
+            let _ = writeln!(out, "report   {report} (report.md beside it)");
+        }
         let _ = writeln!(
             out,
             "  {:<stage_width$}  {:<8}  {:>7}{detail}",
@@ -266,10 +266,26 @@ pub fn show_run(run: &RunRecord) -> String {
             }
         );
         for metric in &summary.other_metrics {
-            let _ = writeln!(out, "  {}: {} = {}", metric.stage, metric.metric, metric.value);
+            let _ = writeln!(
+                out,
+                "  {}: {} = {}",
+                metric.stage, metric.metric, metric.value
+            );
         }
     }
     out
+}
+
+/// A metric as `pipe diff` prints one value: 4 significant digits, bytes
+/// and durations in human units.
+fn rounded(name: &str, value: &Value) -> String {
+    match (value.as_f64(), pipe_protocol::format::Unit::of(name)) {
+        (Some(number), Some(unit)) => unit.format(number),
+        (Some(number), None) if !value.is_i64() && !value.is_u64() => {
+            metrics::format_significant(number, metrics::SIGNIFICANT_DIGITS)
+        }
+        _ => show_value(&Some(value.clone())),
+    }
 }
 
 /// How one metric change reads: the two values with the digits that tell
@@ -300,18 +316,6 @@ fn metric_line(change: &MetricChange) -> MetricLine {
         None => (show_value(&change.a), show_value(&change.b)),
     };
     let arrow = match change.delta {
-/// A metric as `pipe diff` prints one value: 4 significant digits, bytes
-/// and durations in human units.
-fn rounded(name: &str, value: &Value) -> String {
-    match (value.as_f64(), pipe_protocol::format::Unit::of(name)) {
-        (Some(number), Some(unit)) => unit.format(number),
-        (Some(number), None) if !value.is_i64() && !value.is_u64() => {
-            metrics::format_significant(number, metrics::SIGNIFICANT_DIGITS)
-        }
-        _ => show_value(&Some(value.clone())),
-    }
-}
-
         Some(delta) if delta > 0.0 => "▲",
         Some(delta) if delta < 0.0 => "▼",
         _ => "",
