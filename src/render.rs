@@ -199,6 +199,26 @@ pub fn show_run(run: &RunRecord) -> String {
     }
     let _ = writeln!(out, "commit   {}", git_label(run));
     let _ = writeln!(out, "command  {}", run.argv.join(" "));
+    let summary = run.summary();
+    if !summary.key_metrics.is_empty() {
+        let _ = writeln!(out, "key metrics");
+        let labels: Vec<String> = summary
+            .key_metrics
+            .iter()
+            .map(|metric| format!("{}: {}", metric.stage, metric.metric))
+            .collect();
+        let label_width = width(labels.iter().map(String::as_str));
+        for (label, metric) in labels.iter().zip(&summary.key_metrics) {
+            let _ = writeln!(
+                out,
+                "  {label:<label_width$}  {}",
+                rounded(&metric.metric, &metric.value)
+            );
+        }
+    }
+    for report in &summary.reports {
+        let _ = writeln!(out, "report   {report} (report.md beside it)");
+    }
     let params = pipe_engine::key::flatten(&run.params);
     if !params.is_empty() && run.params != Value::Null {
         let _ = writeln!(out, "params");
@@ -226,26 +246,6 @@ pub fn show_run(run: &RunRecord) -> String {
                 .map(|node| format!(" on {node}"))
                 .unwrap_or_default();
             detail = format!("  [Slurm job {job}{node}]{detail}");
-        }
-        let summary = run.summary();
-        if !summary.key_metrics.is_empty() {
-            let _ = writeln!(out, "key metrics");
-            let labels: Vec<String> = summary
-                .key_metrics
-                .iter()
-                .map(|metric| format!("{}: {}", metric.stage, metric.metric))
-                .collect();
-            let label_width = width(labels.iter().map(String::as_str));
-            for (label, metric) in labels.iter().zip(&summary.key_metrics) {
-                let _ = writeln!(
-                    out,
-                    "  {label:<label_width$}  {}",
-                    rounded(&metric.metric, &metric.value)
-                );
-            }
-        }
-        for report in &summary.reports {
-            let _ = writeln!(out, "report   {report} (report.md beside it)");
         }
         let _ = writeln!(
             out,
