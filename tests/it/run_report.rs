@@ -160,3 +160,72 @@ fn running_one_stage_does_not_pull_in_the_report_but_running_the_report_runs_eve
         ["fit@width=16", "report", "score@width=16", "score@width=8"]
     );
 }
+
+/// Through the real binary: the dataset stage records the names of the
+/// classes it mapped, and the report's confusion matrix shows them; the
+/// report's `report.md` is the one to paste (no image, no link), and
+/// `report-with-images.md` shows every plot from the files beside it.
+#[test]
+fn the_report_names_the_classes_and_its_markdown_pastes_without_images() {
+    let project = TestProject::new();
+    project.write(
+        "reviews.csv",
+        "text,category\ngood,fresh\nbad,rotten\nfine,fresh\nawful,rotten\nmeh,plot\n",
+    );
+    project.write(
+        "pipe.yaml",
+        r#"name: labels
+stages:
+  dataset:
+    uses: data/from-csv@1
+    with:
+      file: reviews.csv
+      text_column: text
+      label_column: category
+      labels: { fresh: 1, rotten: 0 }
+  evaluate:
+    run: 'test -s ${stages.dataset.outs.dataset} && echo "{\"accuracy\": 0.75, \"confusion\": [[1, 1], [0, 2]]}" > m.json'
+    metrics: m.json
+  report:
+    uses: report/html@1
+"#,
+    );
+    let run = project.run(&[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let show: serde_json::Value =
+        serde_json::from_slice(&project.pipe(&["show", "last", "--json"]).stdout).unwrap();
+    let dataset = show["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|stage| stage["stage"] == "dataset")
+        .unwrap_or_else(|| panic!("{show:#}"));
+    assert_eq!(dataset["metrics"]["label_names.0"], "rotten", "{dataset:#}");
+    assert_eq!(dataset["metrics"]["label_names.1"], "fresh", "{dataset:#}");
+
+    let dir = ".pipe/out/labels/report/report";
+    let pasteable = project.read(&format!("{dir}/report.md"));
+    assert!(
+        pasteable.contains("| true \\\\ predicted | rotten | fresh |\n| --- | ---: | ---: |\n| rotten | 1 | 1 |\n| fresh | 0 | 2 |\n"),
+        "{pasteable}"
+    );
+    for forbidden in ["![", "](", "<img", "href"] {
+        assert!(
+            !pasteable.contains(forbidden),
+            "{forbidden} in:\n{pasteable}"
+        );
+    }
+    let with_images = project.read(&format!("{dir}/report-with-images.md"));
+    let images: Vec<&str> = with_images
+        .lines()
+        .filter_map(|line| line.strip_prefix("!["))
+        .filter_map(|line| line.rsplit_once("](")?.1.strip_suffix(')'))
+        .collect();
+    assert!(
+        images.contains(&"02-evaluate-confusion.svg"),
+        "{with_images}"
+    );
+    for image in images {
+        assert!(project.exists(&format!("{dir}/{image}")), "{image}");
+    }
+}
