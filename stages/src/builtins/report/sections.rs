@@ -341,7 +341,7 @@ pub(super) fn confusion_matrix(stage: &RunStage) -> Result<Option<Vec<Vec<f64>>>
 }
 
 /// The class names a dataset stage of the run recorded (metric
-/// `label_names.ID`, as `data/from-csv` and `data/imdb` write it), by class
+/// `label_names.ID`, as `data/from-csv` and `imdb/extract` write it), by class
 /// id from 0; `None` when no stage recorded any, the ids have gaps, or two
 /// stages disagree (datasets of a matrix with other classes).
 pub(crate) fn label_names(run: &RunContext) -> Option<Vec<String>> {
