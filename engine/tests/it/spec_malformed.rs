@@ -252,8 +252,9 @@ fn params_project(params_yaml: Option<&str>) -> (tempfile::TempDir, PathBuf) {
     (dir, file)
 }
 
-/// `-S` arguments are not in any file, so these diagnostics have no
-/// location; they name the argument instead.
+/// `-S` arguments are not in any file, so these diagnostics name the
+/// argument; an unknown param is also shown at the nearest mapping that
+/// exists, whose keys the hint lists.
 #[test]
 fn bad_overrides_name_the_argument() {
     let (_dir, file) = params_project(None);
@@ -268,7 +269,8 @@ fn bad_overrides_name_the_argument() {
         let diagnostics = diagnostics_for(&file, overrides);
         assert!(diagnostics
             .iter()
-            .all(|diagnostic| diagnostic.location.is_none() && diagnostic.hint.is_some()));
+            .all(|diagnostic| diagnostic.hint.is_some()
+                && diagnostic.location.is_some() == (diagnostic.code == "unknown-param")));
         assert!(
             diagnostics[0]
                 .message
