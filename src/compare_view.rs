@@ -523,6 +523,9 @@ fn overlaid_curves(
 /// training stage, one line per row.
 const STEP_CURVES: &[(&str, &str)] = &[("loss", "train loss"), ("lr", "learning rate")];
 
+/// The most points of one row's step curve drawn (report/html's limit).
+const MAX_STEP_POINTS: usize = 2000;
+
 /// The rows' step curves overlaid: with one epoch, the per-epoch charts are
 /// a dot per row, and these show how each row trained.
 fn step_plots(page: &mut Document, table: &CompareTable, steps: &StepCurves) -> Result<()> {
@@ -536,7 +539,14 @@ fn step_plots(page: &mut Document, table: &CompareTable, steps: &StepCurves) -> 
             let Some(y) = curve.columns.get(*column) else {
                 continue;
             };
-            let points: Vec<(f64, f64)> = x.iter().copied().zip(y.iter().copied()).collect();
+            // A long run's step log is thinned to every n-th point and the
+            // last, as the report does: a few thousand show all there is.
+            let all = x.len().min(y.len());
+            let stride = all.div_ceil(MAX_STEP_POINTS).max(1);
+            let points: Vec<(f64, f64)> = (0..all)
+                .filter(|&index| index % stride == 0 || index + 1 == all)
+                .map(|index| (x[index], y[index]))
+                .collect();
             charts
                 .entry((curve.stage.as_str(), column))
                 .or_default()

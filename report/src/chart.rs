@@ -270,7 +270,9 @@ impl LineChart {
         let x_range = padded_range(finite.iter().flatten().map(|p| p.0));
         let y_range = padded_range(finite.iter().flatten().map(|p| p.1));
         let note = zoom_note(finite.iter().flatten().map(|p| p.1));
-        draw_svg(&self.title, HEIGHT, |root| {
+        let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
+        let legend = legend_height(&names);
+        draw_svg(&self.title, HEIGHT + legend - LEGEND_HEIGHT, |root| {
             let (Some((x0, x1)), Some((y0, y1))) = (x_range, y_range) else {
                 return no_data(root, &self.title);
             };
@@ -302,7 +304,7 @@ impl LineChart {
             let mut chart = ChartBuilder::on(root)
                 .margin(12)
                 .margin_top(if note.is_some() { 60 } else { 40 })
-                .margin_bottom(LEGEND_HEIGHT)
+                .margin_bottom(legend)
                 .x_label_area_size(48)
                 .y_label_area_size(84)
                 .build_cartesian_2d(x0..x1, y0..y1)
@@ -354,35 +356,64 @@ impl LineChart {
                         .map_err(|e| e.to_string())?;
                 }
             }
-            let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
             legend_below(root, &names, LegendMark::Line)
         })
     }
 }
 
-/// Room under a chart's axes for its legend, which lies there rather
-/// than over the data.
+/// Room under a chart's axes for one row of its legend, which lies there
+/// rather than over the data; a legend too wide for one row wraps onto
+/// more, and the chart grows by as many rows.
 const LEGEND_HEIGHT: u32 = 32;
+
+/// Where the legend's entries start, under the value axis's labels.
+const LEGEND_LEFT: i32 = 84;
 
 enum LegendMark {
     Line,
     Box,
 }
 
-/// One row of series names with their colours, along the bottom edge.
+/// Each legend entry's label, left edge and row: entries run left to
+/// right and wrap before the right margin.
+fn legend_layout(names: &[&str]) -> Vec<(String, i32, u32)> {
+    let right = WIDTH as i32 - 12;
+    let (mut x, mut row) = (LEGEND_LEFT, 0);
+    names
+        .iter()
+        .map(|name| {
+            let label = shorten(name, 40);
+            let advance = label.chars().count() as i32 * 8 + 48;
+            if x > LEGEND_LEFT && x + advance - 24 > right {
+                (x, row) = (LEGEND_LEFT, row + 1);
+            }
+            let at = (label, x, row);
+            x += advance;
+            at
+        })
+        .collect()
+}
+
+/// The height of the legend of `names`: one [`LEGEND_HEIGHT`] per row.
+fn legend_height(names: &[&str]) -> u32 {
+    let rows = legend_layout(names).last().map_or(0, |(_, _, row)| row + 1);
+    LEGEND_HEIGHT * rows.max(1)
+}
+
+/// The series names with their colours, along the bottom edge.
 fn legend_below(
     root: &DrawingArea<SVGBackend, Shift>,
     names: &[&str],
     mark: LegendMark,
 ) -> Result<(), String> {
     let (_, height) = root.dim_in_pixel();
-    let y = height as i32 - LEGEND_HEIGHT as i32 / 2;
+    let top = (height - legend_height(names)) as i32 + LEGEND_HEIGHT as i32 / 2;
     let style = (FONT, TICK_FONT)
         .into_font()
         .into_text_style(root)
         .pos(Pos::new(HPos::Left, VPos::Center));
-    let mut x = 84;
-    for (index, name) in names.iter().enumerate() {
+    for (index, (label, x, row)) in legend_layout(names).into_iter().enumerate() {
+        let y = top + (row * LEGEND_HEIGHT) as i32;
         let ink = colour(index);
         match mark {
             LegendMark::Line => root.draw(&PathElement::new(
@@ -395,11 +426,8 @@ fn legend_below(
             )),
         }
         .map_err(|e| e.to_string())?;
-        let label = shorten(name, 40);
-        let advance = label.chars().count() as i32 * 8 + 48;
         root.draw(&Text::new(label, (x + 24, y), style.clone()))
             .map_err(|e| e.to_string())?;
-        x += advance;
     }
     Ok(())
 }
@@ -408,7 +436,7 @@ fn no_data(root: &DrawingArea<SVGBackend, Shift>, title: &str) -> Result<(), Str
     let centre = Pos::new(HPos::Center, VPos::Center);
     let (width, height) = root.dim_in_pixel();
     root.draw(&Text::new(
-        shorten(title, 80),
+        shorten(title, 64),
         (width as i32 / 2, 24),
         (FONT, TITLE_FONT)
             .into_font()
@@ -449,7 +477,9 @@ impl BarChart {
         let per_group = self.series.len().max(1);
         let bar_pixels = 20;
         let plot_height = (groups * (per_group * bar_pixels + 12)) as u32;
-        let height = (plot_height + 120 + LEGEND_HEIGHT).max(180);
+        let names: Vec<&str> = self.series.iter().map(|(name, _)| name.as_str()).collect();
+        let legend = legend_height(&names);
+        let height = (plot_height + 120 + legend).max(180);
         let max = self
             .series
             .iter()
@@ -468,7 +498,7 @@ impl BarChart {
             let mut chart = ChartBuilder::on(root)
                 .caption(shorten(&self.title, 64), (FONT, TITLE_FONT))
                 .margin(12)
-                .margin_bottom(LEGEND_HEIGHT)
+                .margin_bottom(legend)
                 .x_label_area_size(48)
                 .y_label_area_size(label_width)
                 .build_cartesian_2d(0.0..x_max, groups as f64..0.0)
@@ -512,7 +542,6 @@ impl BarChart {
                 root.draw(&Text::new(label.clone(), (x - 6, y), label_style.clone()))
                     .map_err(|e| e.to_string())?;
             }
-            let names: Vec<&str> = self.series.iter().map(|(name, _)| name.as_str()).collect();
             legend_below(root, &names, LegendMark::Box)
         })
     }
@@ -792,5 +821,40 @@ mod tests {
         assert!(svg.contains("prefers-color-scheme: dark"), "{svg}");
         assert!(!svg.contains("#000000"), "black is themed: {svg}");
         assert_eq!(svg.matches("class=\"bg\"").count(), 1, "{svg}");
+    }
+
+    #[test]
+    fn a_legend_too_wide_for_one_row_wraps_and_the_chart_grows() {
+        let few: Vec<Series> = (1..=2)
+            .map(|run| Series::new(format!("#{run}"), vec![(1.0, 0.5), (2.0, 0.6)]))
+            .collect();
+        let many: Vec<Series> = (1..=8)
+            .map(|run| {
+                Series::new(
+                    format!("#{run} (precision=bf16-mixed)"),
+                    vec![(1.0, 0.5), (2.0, 0.6)],
+                )
+            })
+            .collect();
+        let height = |svg: &str| {
+            let start = svg.find("height=\"").unwrap() + 8;
+            svg[start..start + svg[start..].find('"').unwrap()]
+                .parse::<u32>()
+                .unwrap()
+        };
+        let few = line_chart(few).to_svg().unwrap();
+        let many = line_chart(many).to_svg().unwrap();
+        assert_eq!(height(&few), HEIGHT);
+        let rows = legend_layout(&["#1 (precision=bf16-mixed)"; 8])
+            .iter()
+            .map(|(_, _, row)| *row)
+            .max()
+            .unwrap()
+            + 1;
+        assert!(rows > 1, "{rows}");
+        assert_eq!(height(&many), HEIGHT + (rows - 1) * LEGEND_HEIGHT);
+        for (_, x, _) in legend_layout(&["#1 (precision=bf16-mixed)"; 8]) {
+            assert!(x + 24 + 25 * 8 < WIDTH as i32, "{x}");
+        }
     }
 }
