@@ -394,7 +394,9 @@ fn table_markdown(markdown: &mut String, table: &Table) {
 /// are variables with a dark set under `prefers-color-scheme: dark`; the
 /// plots carry their own light and dark ink (`pipe_report::chart`). Plots
 /// take the content's width, so their text is drawn at least at the size
-/// the chart gives it; a confusion matrix, being square, less.
+/// the chart gives it; a confusion matrix, being square, less. On a narrow
+/// screen a plot keeps a width at which its text stays about 12 px and
+/// scrolls sideways instead.
 const STYLE: &str = "
 :root{color-scheme:light dark;--bg:#fafafa;--fg:#222;--muted:#666;--rule:#ddd;--line:#e4e4e4;--head:#f0f0f0;--panel:#fff}
 @media (prefers-color-scheme: dark){:root{--bg:#121212;--fg:#ddd;--muted:#aaa;--rule:#444;--line:#333;--head:#242424;--panel:#1e1e1e}}
@@ -411,9 +413,9 @@ table.data th[aria-sort=descending]::after{content:' \\25BC'}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 table.facts th{font-weight:600;padding-left:0}
 .scroll{overflow-x:auto}
-figure.plot{margin:12px 0;background:var(--panel);border:1px solid var(--line);padding:8px;display:block}
-figure.plot svg{display:block;width:100%;height:auto}
-figure.plot svg.heat-map{max-width:600px}
+figure.plot{margin:12px 0;background:var(--panel);border:1px solid var(--line);padding:8px;display:block;overflow-x:auto}
+figure.plot svg{display:block;width:100%;min-width:680px;height:auto}
+figure.plot svg.heat-map{max-width:600px;min-width:480px}
 figcaption{color:var(--muted);font-size:13px;margin-top:4px}
 ";
 

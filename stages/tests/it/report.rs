@@ -410,6 +410,22 @@ fn a_one_epoch_report_reads_well_in_light_and_dark() {
         assert!(chromium::brightness(&figure.ink) < 80.0, "{figure:?}");
     }
 
+    // On a phone-sized screen the plots scroll sideways rather than
+    // shrink their text.
+    let narrow = chromium::render(
+        &page,
+        &chromium::artefact_dir().join("report-one-epoch-narrow.png"),
+        (400, 5000),
+    );
+    for figure in narrow.checked_figures() {
+        assert!(
+            figure.min_font >= 12.0,
+            "{} has text of {} px in a narrow window",
+            figure.plot,
+            figure.min_font
+        );
+    }
+
     let dark = chromium::render_dark(
         &page,
         &chromium::artefact_dir().join("report-one-epoch-dark.png"),
