@@ -349,3 +349,47 @@ const RUN_COLUMNS: &[&str] = &[
     "uid",
     "origin",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_params_set_on_the_command_line_are_read_back_from_argv() {
+        let argv = [
+            "pipe",
+            "run",
+            "-S",
+            "train.precision=bf16-mixed",
+            "--set",
+            "seed=2",
+            "--set=lr=0.1",
+            "-Sbatch=8",
+            "-S",
+            "+extra.key=1",
+            "--json",
+            "--",
+            "-S",
+            "after=1",
+        ];
+        let record = RunRecord {
+            id: 1,
+            uid: None,
+            origin: None,
+            pipeline: "p".into(),
+            started_ms: 0,
+            ended_ms: None,
+            status: RunStatus::Succeeded,
+            git_commit: None,
+            git_dirty: None,
+            argv: argv.iter().map(|arg| arg.to_string()).collect(),
+            params: Value::Null,
+            directions: BTreeMap::new(),
+            stages: Vec::new(),
+        };
+        assert_eq!(
+            record.overridden_params(),
+            ["train.precision", "seed", "lr", "batch", "extra.key"]
+        );
+    }
+}
