@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::{ArgValueCandidates, ArgValueCompleter};
 
 #[derive(Debug, Parser)]
 #[command(name = "pipe", version, about = "Declarative ML pipelines with a content-addressed cache", long_about = None)]
@@ -26,7 +27,7 @@ pub struct PipelineArg {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// Override a param: `-S train.lr=0.001` (repeatable).
-    #[arg(short = 'S', long = "set", value_name = "KEY=VALUE")]
+    #[arg(short = 'S', long = "set", value_name = "KEY=VALUE", add = ArgValueCandidates::new(crate::complete::param_paths))]
     pub set: Vec<String>,
 }
 
@@ -57,6 +58,7 @@ pub enum Command {
     },
     /// Explain, field by field, why a stage would rerun.
     Why {
+        #[arg(add = ArgValueCandidates::new(crate::complete::stage_names))]
         stage: String,
         #[command(flatten)]
         pipeline: PipelineArg,
@@ -93,7 +95,7 @@ pub enum Command {
     /// stages and every metric.
     Show {
         /// A run id, `last`, `last~N`, or a git ref.
-        #[arg(default_value = "last")]
+        #[arg(default_value = "last", add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: String,
         /// The whole run record as JSON on stdout.
         #[arg(long)]
@@ -104,9 +106,11 @@ pub enum Command {
     /// pipeline.
     Diff {
         /// Default: the successful run of B's pipeline before B.
+        #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
         a: Option<String>,
         /// Default: the newest successful run of the pipeline (`--pipeline`,
         /// else A's, else the newest successful run's).
+        #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
         b: Option<String>,
         /// The pipeline whose runs are compared when they are not named: a
         /// pipeline name or file (default: the newest successful run's).
@@ -126,6 +130,7 @@ pub enum Command {
     Compare(CompareArgs),
     /// Restore a run's outputs into the workspace from the cache.
     Checkout {
+        #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: String,
         /// Link modes to try, in order: reflink, hardlink, symlink, copy
         /// (default: reflink,copy).
@@ -155,7 +160,8 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["name", "json"])]
         check: bool,
     },
-    /// Print shell completions.
+    /// Print the script that completes pipe in SHELL: commands, flags,
+    /// and the project's stage names, run ids and params (docs/cli.md).
     Completions { shell: clap_complete::Shell },
     /// Start a project: a pipeline from a template, its helper scripts and
     /// a .gitignore, in DIR (default: here); never overwrites a file.
@@ -178,12 +184,12 @@ pub enum TemplateArg {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// An optional pipeline file (ending in .yaml/.yml), then stage names.
-    #[arg(value_name = "FILE_OR_STAGE")]
+    #[arg(value_name = "FILE_OR_STAGE", add = ArgValueCompleter::new(crate::complete::run_targets))]
     pub targets: Vec<String>,
     #[command(flatten)]
     pub pipeline: PipelineArg,
     /// Run this stage even if its result is cached (repeatable).
-    #[arg(long, value_name = "STAGE")]
+    #[arg(long, value_name = "STAGE", add = ArgValueCandidates::new(crate::complete::stage_names))]
     pub force: Vec<String>,
     /// Run every selected stage even if cached.
     #[arg(long)]
@@ -238,7 +244,7 @@ pub struct DirectionArgs {
 pub struct CompareArgs {
     /// Runs: ids, `last`, `last~N`, git refs (default: the newest 10 that
     /// match the filters).
-    #[arg(value_name = "RUN")]
+    #[arg(value_name = "RUN", add = ArgValueCandidates::new(crate::complete::run_refs))]
     pub runs: Vec<String>,
     /// The N newest runs that match the filters.
     #[arg(long, value_name = "N", conflicts_with = "runs")]
@@ -249,14 +255,14 @@ pub struct CompareArgs {
     pub pipeline: Option<String>,
     /// Only runs whose param has this value: `--where train.lr=0.001`
     /// (repeatable; the value is read as a YAML scalar).
-    #[arg(long = "where", value_name = "PARAM=VALUE")]
+    #[arg(long = "where", value_name = "PARAM=VALUE", add = ArgValueCandidates::new(crate::complete::param_paths))]
     pub where_: Vec<String>,
     /// Only runs that ended so (comma-separated; `any` for all). Default:
     /// succeeded, except for runs named as RUN.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "STATUS")]
     pub status: Vec<StatusArg>,
     /// The run the others are compared with (default: the first row's).
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", add = ArgValueCandidates::new(crate::complete::run_refs))]
     pub baseline: Option<String>,
     /// The baseline's row in a matrix run: `precision=32-true,strategy=single`.
     #[arg(long, value_name = "KEY=VALUE,...")]
@@ -337,7 +343,7 @@ pub enum CacheCommand {
     /// Send a run's results (outputs, metrics) and its record to the remote cache.
     Push {
         /// A run id, `last`, `last~N` or a git ref (default: the last run).
-        #[arg(value_name = "RUN", conflicts_with = "all")]
+        #[arg(value_name = "RUN", conflicts_with = "all", add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: Option<String>,
         /// Every run recorded here.
         #[arg(long)]
@@ -356,7 +362,7 @@ pub enum CacheCommand {
     Pull {
         /// A run id, `last~N` or a git ref (e.g. `main`: the latest run
         /// recorded at that commit, here or in the remote).
-        #[arg(value_name = "RUN", conflicts_with = "all")]
+        #[arg(value_name = "RUN", conflicts_with = "all", add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: Option<String>,
         /// Every run record in the remote, and every result they name.
         #[arg(long)]
@@ -371,7 +377,7 @@ pub enum CacheCommand {
     },
     /// What the remote cache holds of a run's results (default: the last run).
     Status {
-        #[arg(value_name = "RUN")]
+        #[arg(value_name = "RUN", add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: Option<String>,
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: Option<PathBuf>,

@@ -197,10 +197,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),
         Command::Init { path, template } => crate::init::init(path.as_deref(), template),
         Command::Completions { shell } => {
-            let mut command = <Cli as clap::CommandFactory>::command();
-            // clap_complete panics when its writer fails; write it out ourselves.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut command, "pipe", &mut script);
+            let script = crate::complete::registration(shell);
             out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::Ok)
         }

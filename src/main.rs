@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod complete;
 mod compare_view;
 mod here;
 mod init;
@@ -25,6 +26,8 @@ use pipe_engine::EngineError;
 use crate::output::errln;
 
 fn main() -> ExitCode {
+    // `COMPLETE=SHELL pipe -- WORDS` is the shell asking for candidates.
+    complete::answer_if_asked();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         // Help and version are data on stdout like any command's, so a

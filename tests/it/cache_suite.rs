@@ -500,11 +500,3 @@ fn projects_sharing_a_cache_directory_reuse_each_others_results() {
         "the project's own cache directory is not used"
     );
 }
-
-#[test]
-fn shell_completions_are_generated() {
-    let project = TestProject::new();
-    let output = project.pipe(&["completions", "bash"]);
-    assert_eq!(output.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("checkout"));
-}
