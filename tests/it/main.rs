@@ -12,6 +12,7 @@ mod cache_suite;
 mod cache_trust;
 mod compare;
 mod compare_page;
+mod completions;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;
