@@ -8,12 +8,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pipe_engine::exec::Event;
+use pipe_engine::exec::{progress_interval, Event, ProgressText, Reading};
 use pipe_engine::libtorch::TORCH_VERSION;
 use pipe_engine::runs::{RunStatus, StageStatus};
 use serde_json::json;
 
 use crate::style::Style;
+
+/// How often a running stage's progress is printed when stderr is not a
+/// terminal (a CI log, a redirected run); `PIPE_PROGRESS_INTERVAL` changes it.
+const LINE_INTERVAL: Duration = Duration::from_secs(30);
 
 pub struct Progress {
     json: bool,
@@ -21,6 +25,8 @@ pub struct Progress {
     style: Style,
     bars: Option<MultiProgress>,
     running: Mutex<HashMap<String, ProgressBar>>,
+    /// Off a terminal: each running stage's occasional progress line.
+    progress_lines: Mutex<HashMap<String, ProgressText>>,
     counts: Mutex<HashMap<&'static str, usize>>,
     started: Instant,
 }
@@ -34,6 +40,7 @@ impl Progress {
             style: Style::for_stderr(),
             bars: live.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
             running: Mutex::new(HashMap::new()),
+            progress_lines: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
             started: Instant::now(),
         }
@@ -99,6 +106,13 @@ impl Progress {
                         .insert(stage.to_string(), bar);
                 } else {
                     self.line(format!("{} {stage}", self.style.dim("  running")));
+                    self.progress_lines
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(
+                            stage.to_string(),
+                            ProgressText::new(progress_interval(LINE_INTERVAL), Instant::now()),
+                        );
                 }
             }
             Event::StageFinished {
@@ -117,6 +131,10 @@ impl Progress {
                 {
                     bar.finish_and_clear();
                 }
+                self.progress_lines
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(stage);
                 *self
                     .counts
                     .lock()
@@ -186,6 +204,22 @@ impl Progress {
                     event["detail"] = json!(detail);
                 }
                 self.emit_json(event);
+                let reading = Reading {
+                    phase,
+                    done,
+                    total,
+                    unit,
+                    detail,
+                };
+                let due = self
+                    .progress_lines
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_mut(stage)
+                    .and_then(|lines| lines.observe(reading, Instant::now()));
+                if let Some(text) = due {
+                    self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
+                }
                 let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
                 if let Some(bar) = running.get(stage) {
                     bar.set_style(progress_style(unit, total.is_some()));

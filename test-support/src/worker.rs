@@ -61,6 +61,16 @@ pub fn run_worker(
 /// Runs `invocation` (from [`invocation`], perhaps with fields added, such
 /// as `run`) in `run_dir` with the worker binary `worker`.
 pub fn run_invocation(worker: &str, run_dir: &Path, invocation: &Value) -> Run {
+    run_invocation_with_env(worker, run_dir, invocation, &[])
+}
+
+/// [`run_invocation`] with variables set for the worker alone.
+pub fn run_invocation_with_env(
+    worker: &str,
+    run_dir: &Path,
+    invocation: &Value,
+    env: &[(&str, &Path)],
+) -> Run {
     std::fs::create_dir_all(run_dir).unwrap();
     let output_dir = PathBuf::from(
         invocation["output_dir"]
@@ -72,6 +82,7 @@ pub fn run_invocation(worker: &str, run_dir: &Path, invocation: &Value) -> Run {
     let output = Command::new(worker)
         .args(["run", "--invocation"])
         .arg(&file)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();

@@ -23,6 +23,7 @@ mod kill_safety;
 mod malformed;
 mod noop_record;
 mod parallel;
+mod progress_lines;
 mod quickstart;
 mod remote_cache;
 mod reports;

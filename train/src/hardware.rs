@@ -204,6 +204,88 @@ pub fn synchronize(device: Device) {
 }
 
 /// The best of a few timed `size`^3 matmuls, in FLOP/s.
+/// What the CPU offers bf16 matmuls, from /proc/cpuinfo's flags (or the
+/// file `PIPE_CPUINFO` names, which is how the tests stand in another CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuBf16 {
+    /// AMX tiles (`amx_bf16`): Intel Xeon from Sapphire Rapids on.
+    Amx,
+    /// `avx512_bf16` without AMX: AMD from Zen 4 on, Intel Cooper Lake.
+    Avx512Bf16,
+    /// Neither: oneDNN converts to fp32 and back, bf16 is emulated.
+    Emulated,
+    /// Not an x86 /proc/cpuinfo (an ARM board, another OS).
+    Unknown,
+}
+
+pub fn cpu_bf16() -> CpuBf16 {
+    let path = std::env::var_os("PIPE_CPUINFO").unwrap_or_else(|| "/proc/cpuinfo".into());
+    std::fs::read_to_string(path).map_or(CpuBf16::Unknown, |text| cpu_bf16_in(&text))
+}
+
+fn cpu_bf16_in(cpuinfo: &str) -> CpuBf16 {
+    let Some(flags) = cpuinfo.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == "flags").then_some(value)
+    }) else {
+        return CpuBf16::Unknown;
+    };
+    let has = |flag: &str| flags.split_whitespace().any(|each| each == flag);
+    if has("amx_bf16") {
+        CpuBf16::Amx
+    } else if has("avx512_bf16") {
+        CpuBf16::Avx512Bf16
+    } else {
+        CpuBf16::Emulated
+    }
+}
+
+/// A note for the stage log when bf16 on this CPU will not pay: emulated
+/// (no bf16 instruction at all), or a bf16 matmul measured at under 1.3x
+/// fp32's speed, as on Xeons with AVX512-BF16 and no AMX. A bf16 run is
+/// asked for to be faster; one that is not should say so before its
+/// epoch, not leave the user to find it in the figures.
+pub fn bf16_note(kind: Kind, device: Device) -> Option<String> {
+    if kind != Kind::BFloat16 || device != Device::Cpu {
+        return None;
+    }
+    let isa = cpu_bf16();
+    // Small enough to cost a few milliseconds, large enough to run the
+    // blocked kernels the model's matmuls run.
+    let ratio = match (
+        measured_gemm(device, Kind::BFloat16, 512),
+        measured_gemm(device, Kind::Float, 512),
+    ) {
+        (Ok(bf16), Ok(fp32)) if fp32 > 0.0 => Some(bf16 / fp32),
+        _ => None,
+    };
+    bf16_note_for(isa, ratio)
+}
+
+fn bf16_note_for(isa: CpuBf16, ratio: Option<f64>) -> Option<String> {
+    let measured = ratio
+        .map(|ratio| format!("a 512x512 bf16 matmul ran at {ratio:.2}x fp32's speed here"))
+        .unwrap_or_else(|| "the bf16 matmul probe failed".into());
+    let advice = "bf16-mixed is faster where the CPU has AMX, and measured 2.0x fp32 on an \
+                  AVX512-BF16 AMD EPYC; `precision: 32-true` gives the same accuracy \
+                  (docs/libtorch.md, \"bf16 on a CPU\")";
+    match isa {
+        CpuBf16::Emulated => Some(format!(
+            "note: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so libtorch \
+             emulates bf16 and will likely train slower than fp32 ({measured}); {advice}"
+        )),
+        _ if ratio.is_some_and(|ratio| ratio < 1.3) => Some(format!(
+            "note: {measured}{}, so bf16 will train at about fp32's speed or slower; {advice}",
+            match isa {
+                CpuBf16::Avx512Bf16 => " (AVX512-BF16, no AMX)",
+                CpuBf16::Amx => " (AMX)",
+                _ => "",
+            }
+        )),
+        _ => None,
+    }
+}
+
 fn measured_gemm(device: Device, kind: Kind, size: i64) -> Result<f64, tch::TchError> {
     tch::no_grad(|| {
         let a = Tensor::f_ones([size, size], (kind, device))?;
@@ -229,6 +311,31 @@ fn measured_gemm(device: Device, kind: Kind, size: i64) -> Result<f64, tch::TchE
 mod tests {
     use super::*;
     use pipe_protocol::gpus::{narrow_to_visible, parse_listing};
+
+    #[test]
+    fn bf16_on_a_cpu_is_told_by_its_flags_and_a_slow_or_emulated_one_gets_a_note() {
+        let flags = |flags: &str| format!("processor\t: 0\nflags\t\t: fpu sse2 {flags}\n");
+        assert_eq!(
+            cpu_bf16_in(&flags("avx512f amx_tile amx_bf16 avx512_bf16")),
+            CpuBf16::Amx
+        );
+        assert_eq!(
+            cpu_bf16_in(&flags("avx512f avx512_bf16")),
+            CpuBf16::Avx512Bf16
+        );
+        assert_eq!(cpu_bf16_in(&flags("avx2 avx512f")), CpuBf16::Emulated);
+        assert_eq!(cpu_bf16_in("Processor: ARMv8\n"), CpuBf16::Unknown);
+
+        assert_eq!(bf16_note_for(CpuBf16::Avx512Bf16, Some(2.0)), None);
+        assert_eq!(bf16_note_for(CpuBf16::Amx, Some(6.0)), None);
+        let slow = bf16_note_for(CpuBf16::Avx512Bf16, Some(0.9)).unwrap();
+        assert!(
+            slow.contains("0.90x fp32's speed here (AVX512-BF16, no AMX)"),
+            "{slow}"
+        );
+        let emulated = bf16_note_for(CpuBf16::Emulated, Some(2.5)).unwrap();
+        assert!(emulated.contains("no bf16 instructions"), "{emulated}");
+    }
 
     #[test]
     fn the_driver_version_is_read_off_the_kernel_modules_line() {

@@ -23,6 +23,7 @@ use run_so_far::RunSoFar;
 mod failure;
 mod gpus;
 mod process;
+mod progress_text;
 mod readiness;
 mod run_so_far;
 mod scheduler;
@@ -33,6 +34,7 @@ mod worker_client;
 
 pub use failure::StageFailure;
 pub use gpus::available_gpus;
+pub use progress_text::{progress_interval, ProgressText, Reading, PROGRESS_INTERVAL_VAR};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {

@@ -5,16 +5,22 @@
 use std::fs::File;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use pipe_protocol::redact::redact_text;
 
 use super::failure::StageFailure;
 use super::process::{check_exit, run_process};
+use super::progress_text::{progress_interval, ProgressText, Reading};
 use super::slurm::Placement;
 use super::{Context, Event};
 use crate::pipeline::{Stage, WorkerStage};
 use crate::project::partial_output_dir;
 use crate::workspace::remove_path;
+
+/// How often a running stage's progress is written to its log, so that
+/// `tail -f` on it shows a long stage moving.
+const LOG_PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Runs a built-in stage through its worker: writes the invocation, turns
 /// the worker's events into progress, and moves the output directory into
@@ -128,6 +134,8 @@ pub(super) fn run_worker(
         .map_err(|e| StageFailure::io("cannot open log", e))?;
     command.stdout(Stdio::piped()).stderr(stderr_log);
     let mut outcome: Option<Result<(), StageFailure>> = None;
+    let mut progress_in_log =
+        ProgressText::new(progress_interval(LOG_PROGRESS_INTERVAL), Instant::now());
     let mut read_events = |stdout: &mut dyn std::io::Read| {
         use std::io::{BufRead, Write};
         for line in std::io::BufReader::new(stdout).lines() {
@@ -140,6 +148,16 @@ pub(super) fn run_worker(
                     unit,
                     detail,
                 }) => {
+                    let reading = Reading {
+                        phase: &phase,
+                        done,
+                        total,
+                        unit: &unit,
+                        detail: detail.as_deref(),
+                    };
+                    if let Some(text) = progress_in_log.observe(reading, Instant::now()) {
+                        let _ = writeln!(log, "{}", redact_text(&text));
+                    }
                     (context.observer)(Event::StageProgress {
                         stage: &stage.name,
                         phase: &phase,

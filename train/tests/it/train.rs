@@ -194,6 +194,13 @@ pub(crate) fn model_dir_with(dir: &Path, fixture: &str, seed: i64, overrides: Va
 }
 
 pub(crate) fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: Value) -> Run {
+    let params = train_params(tokens, model, extra);
+    run_stage(dir, name, "train/classifier", params, Some(123))
+}
+
+/// Every param of `train/classifier`, as the engine hands them over, with
+/// `extra`'s in place of the defaults here.
+fn train_params(tokens: &Path, model: &Path, extra: Value) -> Value {
     let mut params = json!({
         "tokens": tokens,
         "model": model,
@@ -215,7 +222,7 @@ pub(crate) fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: 
     for (key, value) in extra.as_object().unwrap() {
         params[key] = value.clone();
     }
-    run_stage(dir, name, "train/classifier", params, Some(123))
+    params
 }
 
 pub(crate) fn eval(dir: &Path, name: &str, checkpoint: &Path, tokens: &Path, split: &str) -> Run {
@@ -618,6 +625,43 @@ fn bf16_mixed_learns_on_the_cpu_and_saves_fp32() {
 #[test]
 fn bf16_true_learns_on_the_cpu_and_saves_fp32() {
     learns_at("bf16-true");
+}
+
+/// On a CPU with no bf16 instruction libtorch emulates bf16, which trains
+/// slower than fp32: the stage says so before its first epoch. The CPU is
+/// stood in by a /proc/cpuinfo of one (PIPE_CPUINFO).
+#[test]
+fn bf16_on_a_cpu_without_bf16_instructions_trains_and_says_it_is_emulated() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 1);
+    let cpuinfo = dir.path().join("cpuinfo");
+    std::fs::write(
+        &cpuinfo,
+        "processor\t: 0\nmodel name\t: an AVX2 CPU\nflags\t\t: fpu sse2 avx avx2 fma\n",
+    )
+    .unwrap();
+    let run_dir = dir.path().join("train");
+    let params = train_params(
+        &tokens,
+        &model,
+        json!({"precision": "bf16-mixed", "epochs": 1}),
+    );
+    let invocation = invocation(&run_dir, "train", "train/classifier", params, Some(123), 2);
+    let run = pipe_test_support::worker::run_invocation_with_env(
+        &worker(),
+        &run_dir,
+        &invocation,
+        &[("PIPE_CPUINFO", cpuinfo.as_path())],
+    );
+    assert!(run.success, "{}", run.error());
+    let messages = run.messages();
+    let note = messages
+        .iter()
+        .find(|m| m.starts_with("note: this CPU has no bf16 instructions"))
+        .unwrap_or_else(|| panic!("no note about emulated bf16 in {messages:#?}"));
+    assert!(note.contains("32-true"), "{note}");
+    assert!(note.contains("fp32's speed here"), "{note}");
 }
 
 #[test]

@@ -148,6 +148,11 @@ pub(super) fn train(
                 settings.precision,
             ));
     }
+    if lead {
+        if let Some(note) = hardware::bf16_note(settings.precision.compute_kind(), device) {
+            context.message(note);
+        }
+    }
     let peak = hardware::peak_flops(
         devices,
         settings.precision.compute_kind(),
@@ -163,7 +168,7 @@ pub(super) fn train(
     let mut step_curve = StepCurve::new(settings.log_every_n_steps);
     let loop_started = Instant::now();
     for epoch in 0..settings.epochs {
-        let phase = format!("train epoch {}", epoch + 1);
+        let phase = format!("train epoch {}/{}", epoch + 1, settings.epochs);
         let started = Instant::now();
         if lead {
             context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
