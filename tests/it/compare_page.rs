@@ -117,3 +117,52 @@ fn the_html_page_overlays_each_rows_step_curve_with_readable_distinct_ticks() {
         accuracy.texts()
     );
 }
+
+/// A run whose step curve is no longer in the local cache is named on the
+/// page, and the other rows are still drawn.
+#[test]
+fn a_step_curve_missing_from_the_cache_is_named_and_the_others_drawn() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", PIPELINE);
+    for lr in ["2", "5"] {
+        project.run_ok(&["-S", &format!("lr={lr}")]);
+    }
+    let show: serde_json::Value =
+        serde_json::from_str(&stdout(&project.pipe(&["show", "1", "--json"]))).unwrap();
+    let train = show["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|stage| stage["stage"] == "train")
+        .unwrap_or_else(|| panic!("{show:#}"));
+    let digest = train["outputs"]["steps.csv"]["digest"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{train:#}"));
+    std::fs::remove_file(project.path(&format!(
+        ".pipe/cache/objects/{}/{}",
+        &digest[..2],
+        &digest[2..]
+    )))
+    .unwrap();
+
+    let page = stdout(&project.pipe(&["compare", "--html"]));
+    assert!(
+        page.contains("<p>Per-step curves that could not be read, so are not drawn: #1 train: "),
+        "{page}"
+    );
+    let file = project.path("compare.html");
+    std::fs::write(&file, &page).unwrap();
+    let rendered = chromium::render(
+        &file,
+        &chromium::artefact_dir().join("compare-steps-missing.png"),
+        (1100, 4000),
+    );
+    let figures = rendered.checked_figures();
+    let loss = figures
+        .iter()
+        .find(|figure| figure.plot.ends_with("train-loss-per-step.svg"))
+        .unwrap_or_else(|| panic!("{figures:?}"));
+    let texts = loss.texts();
+    assert!(texts.iter().any(|text| text == "#2"), "{texts:?}");
+    assert!(!texts.iter().any(|text| text == "#1"), "{texts:?}");
+}
