@@ -285,3 +285,36 @@ fn show_puts_the_key_metrics_rounded_and_the_report_first() {
     );
     assert!(!shown.contains("0.8060109289617486"), "{shown}");
 }
+
+#[test]
+fn every_json_flag_says_what_it_prints() {
+    let project = TestProject::new();
+    let commands: [&[&str]; 12] = [
+        &["run"],
+        &["status"],
+        &["why"],
+        &["runs"],
+        &["show"],
+        &["diff"],
+        &["compare"],
+        &["stages"],
+        &["cache", "verify"],
+        &["cache", "push"],
+        &["cache", "pull"],
+        &["cache", "status"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let help = stdout(&project.pipe(&args));
+        let line = help
+            .lines()
+            .find(|line| line.trim_start().starts_with("--json"))
+            .unwrap_or_else(|| panic!("no --json in `pipe {}`:\n{help}", command.join(" ")));
+        assert!(
+            line.trim_start().trim_start_matches("--json").trim().len() > 10,
+            "`pipe {} --json` has no help text: {line:?}",
+            command.join(" ")
+        );
+    }
+}
