@@ -237,3 +237,29 @@ fn commands_find_the_project_from_a_subdirectory() {
         stderr(&output)
     );
 }
+
+#[test]
+fn a_param_of_a_built_in_stage_that_its_with_does_not_set_is_explained() {
+    let project = TestProject::new();
+    project.write("data.jsonl", "{\"text\": \"a\", \"label\": 0}\n");
+    project.write(
+        "pipe.yaml",
+        "params:\n  split: { train: 0.5 }\nstages:\n  split:\n    uses: data/split@1\n    with:\n      dataset: data.jsonl\n      train: ${params.split.train}\n      val: 0.25\n      test: 0.25\n",
+    );
+    let output = project.pipe(&["validate", "-S", "split.seed=3"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("stage `split` (data/split@1) takes a param `seed` its `with:` does not set")
+            && text.contains("add `seed: ${params.split.seed}` under its `with:`"),
+        "{text}"
+    );
+    let literal = project.pipe(&["validate", "-S", "split.val=0.3"]);
+    let text = stderr(&literal);
+    assert_eq!(literal.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("sets `val` in its `with:` without a param")
+            && text.contains("write `val: ${params.split.val}` there"),
+        "{text}"
+    );
+}

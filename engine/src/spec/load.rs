@@ -369,12 +369,15 @@ fn load_params(
         }
     }
 
-    let params_at = root
-        .as_map()
-        .and_then(|entries| entries.iter().find(|entry| entry.key == "params"))
-        .map(|entry| entry.key_span);
+    let context = params::OverrideContext {
+        params_at: root
+            .as_map()
+            .and_then(|entries| entries.iter().find(|entry| entry.key == "params"))
+            .map(|entry| entry.key_span),
+        stages: root.get("stages"),
+    };
     for argument in overrides {
-        if let Err(diagnostic) = params::apply_override(&mut merged, params_at, argument, sources) {
+        if let Err(diagnostic) = params::apply_override(&mut merged, &context, argument, sources) {
             diagnostics.push(diagnostic);
         }
     }

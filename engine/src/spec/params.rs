@@ -125,6 +125,17 @@ fn kind(node: &Node) -> Kind {
     }
 }
 
+/// What of the pipeline file an unknown `-S` param is explained with.
+pub(crate) struct OverrideContext<'f> {
+    /// Where the file's `params:` is written: an unknown key of the top
+    /// level is shown there.
+    pub(crate) params_at: Option<Span>,
+    /// The file's `stages:`: `-S train.weight_decay=…` names a param the
+    /// built-in stage `train` takes but its `with:` does not set from the
+    /// params.
+    pub(crate) stages: Option<&'f Node>,
+}
+
 /// What an override may do to its path, in Hydra's grammar: `key=value`
 /// replaces a param that exists, `+key=value` adds one that does not,
 /// `++key=value` sets it either way.
@@ -139,12 +150,9 @@ enum Mode {
 // The error goes straight into the list of diagnostics; boxing it would
 // only move the allocation.
 #[allow(clippy::result_large_err)]
-///
-/// `params_at` is where the file's `params:` is written: an unknown key of
-/// the top level is shown there.
 pub(crate) fn apply_override(
     root: &mut Node,
-    params_at: Option<Span>,
+    file: &OverrideContext<'_>,
     argument: &str,
     sources: &mut Sources,
 ) -> Result<(), Diagnostic> {
@@ -182,7 +190,7 @@ pub(crate) fn apply_override(
     let keys: Vec<&str> = path.split('.').collect();
     let (leaf, parents) = keys.split_last().expect("a path has at least one key");
     // The nearest mapping that exists, where an unknown key is shown.
-    let mut anchor = params_at;
+    let mut anchor = file.params_at;
     let mut node: &mut Node = root;
     for (depth, key) in parents.iter().enumerate() {
         let found = node.describe();
@@ -200,6 +208,7 @@ pub(crate) fn apply_override(
                     depth,
                     siblings: entries.iter().map(|entry| entry.key.as_str()).collect(),
                     known_paths: &known_paths,
+                    stages: file.stages,
                 };
                 return Err(unknown
                     .diagnostic()
@@ -247,6 +256,7 @@ pub(crate) fn apply_override(
                 depth: parents.len(),
                 siblings: entries.iter().map(|entry| entry.key.as_str()).collect(),
                 known_paths: &known_paths,
+                stages: file.stages,
             };
             Err(unknown
                 .diagnostic()
@@ -316,6 +326,7 @@ struct UnknownKey<'k> {
     /// The keys of the mapping that lacks `keys[depth]`.
     siblings: Vec<&'k str>,
     known_paths: &'k [String],
+    stages: Option<&'k Node>,
 }
 
 impl UnknownKey<'_> {
@@ -333,14 +344,51 @@ impl UnknownKey<'_> {
         } else {
             format!("keys of `{parent}`: {}", name_list(&self.siblings, 12))
         };
+        let mut hint =
+            hint_with_suggestion(self.suggestion(&path).as_deref(), format!("{known}; {add}"));
+        if let Some(note) = self.stage_param_note() {
+            hint = format!("{note}\n{hint}");
+        }
         Diagnostic::new(
             "unknown-param",
             format!("`{}`: there is no param `{missing}`", self.shown),
         )
-        .with_hint(hint_with_suggestion(
-            self.suggestion(&path).as_deref(),
-            format!("{known}; {add}"),
-        ))
+        .with_hint(hint)
+    }
+
+    /// `-S STAGE.PARAM=…` where the built-in stage `STAGE` takes `PARAM`
+    /// but its `with:` does not set it from the params: `-S` sets
+    /// `params:` only, so the way to reach it is a reference.
+    fn stage_param_note(&self) -> Option<String> {
+        let [stage_name, param] = self.keys else {
+            return None;
+        };
+        let stage = self.stages?.get(stage_name)?;
+        let uses_text = stage.get("uses")?.as_str()?;
+        let (uses, version) = super::declare::parse_uses(stage.get("uses")?)?;
+        let declared = [
+            crate::worker_build::BuiltinWorker::Data,
+            crate::worker_build::BuiltinWorker::Training,
+        ]
+        .into_iter()
+        .flat_map(crate::catalog::built_in_stages)
+        .find(|info| info.name == uses && info.version == version)?
+        .params
+        .into_iter()
+        .any(|spec| spec.name == *param);
+        if !declared {
+            return None;
+        }
+        let reference = format!("${{params.{stage_name}.{param}}}");
+        Some(match stage.get("with").and_then(|with| with.get(param)) {
+            Some(_) => format!(
+                "stage `{stage_name}` ({uses_text}) sets `{param}` in its `with:` without a param; `-S` sets params only: write `{param}: {reference}` there and add `{param}` under `params: {stage_name}:`"
+            ),
+            None => format!(
+                "stage `{stage_name}` ({uses_text}) takes a param `{param}` its `with:` does not set; `-S` sets params only: add `{param}: {reference}` under its `with:`, then `-S +{}`",
+                self.body
+            ),
+        })
     }
 
     /// The key at this level closest to the one written (the rest of the
