@@ -126,9 +126,9 @@ fn a_rerun_that_did_nothing_is_not_what_diff_compares() {
     );
 }
 
-/// A matrix key `n` (the README's), one named `run` (the label column's
-/// name), bytes, seconds, free text, a precision reported back as a
-/// metric, and a metric that is the same everywhere.
+/// A matrix key `n` (the sentiment example's), one named `run` (the label
+/// column's name), bytes, seconds, free text, a precision and a seed
+/// reported back as metrics, and a metric that is the same everywhere.
 const STUDY: &str = r#"
 name: study
 params: { seed: 1, precision: 32-true, other: 5 }
@@ -138,7 +138,7 @@ stages:
     run: >-
       if [ ${params.precision} = 32-true ]; then bytes=1925935268; secs=192; else bytes=1073741824; secs=100.5; fi;
       echo "{\"accuracy\": 0.8${params.seed}${matrix.n}, \"peak_bytes\": $bytes, \"train_seconds\": $secs,
-      \"peak_source\": \"cuda allocator ${params.seed}\", \"precision\": \"${params.precision}\", \"rows\": 100}"
+      \"peak_source\": \"cuda allocator ${params.seed}\", \"precision\": \"${params.precision}\", \"rows\": 100, \"seed\": ${params.seed}}"
       > m-${matrix.n}.json
     metrics: m-${matrix.n}.json
 "#;
@@ -212,6 +212,7 @@ fn compare_md_shows_one_pipeline_what_differs_in_human_units_without_name_clashe
         "train.peak_source",
         "train.precision",
         "train.rows",
+        "train.seed",
         "other",
     ] {
         assert!(columns.split(',').any(|name| name == column), "{columns}");
