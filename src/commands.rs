@@ -772,10 +772,12 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
                 .collect();
             if found.is_empty() {
                 let known: Vec<&str> = catalog.stages.keys().map(String::as_str).collect();
-                return Err(EngineError::usage(
-                    format!("no stage `{name}`"),
-                    format!("stages: {}", known.join(", ")),
-                ));
+                let names = catalog.stages.values().map(|entry| entry.info.name.as_str());
+                let hint = match pipe_engine::spec::did_you_mean(stage, names) {
+                    Some(close) => format!("did you mean `{close}`? stages: {}", known.join(", ")),
+                    None => format!("stages: {}", known.join(", ")),
+                };
+                return Err(EngineError::usage(format!("no stage `{name}`"), hint));
             }
             found
         }

@@ -183,6 +183,15 @@ fn a_misspelt_stage_on_the_command_line_gets_a_suggestion() {
         );
     }
     assert!(!project.exists("data.txt"));
+
+    // A built-in stage's name too.
+    let output = project.pipe(&["stages", "trian/classifier"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("did you mean `train/classifier`?"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -18,6 +18,7 @@ mod executor_section;
 pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
 pub use name::pipeline_name;
 pub use params::override_value;
+pub use suggest::did_you_mean;
 mod collect;
 mod declare;
 mod expand;

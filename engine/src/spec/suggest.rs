@@ -1,7 +1,7 @@
 //! "Did you mean" for keys, stage names, params and outputs.
 
 /// The candidate closest to `word`, when it is close enough to be a typo.
-pub(crate) fn did_you_mean<'a>(
+pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
