@@ -135,12 +135,16 @@ fn amount(count: u64, unit: &str) -> String {
 
 fn grouped(count: u64) -> String {
     let digits = count.to_string();
-    let mut text = String::new();
-    for (position, digit) in digits.chars().enumerate() {
-        if position > 0 && (digits.len() - position) % 3 == 0 {
-            text.push(',');
-        }
-        text.push(digit);
+    let head = match digits.len() % 3 {
+        0 => 3.min(digits.len()),
+        rest => rest,
+    };
+    let mut text = digits[..head].to_string();
+    let mut at = head;
+    while at < digits.len() {
+        text.push(',');
+        text.push_str(&digits[at..at + 3]);
+        at += 3;
     }
     text
 }
@@ -237,5 +241,9 @@ mod tests {
         };
         let line = text.observe(reading, start + Duration::from_secs(3));
         assert_eq!(line.as_deref(), Some("download  5.3 MiB"));
+        assert_eq!(
+            [0, 999, 1000, 123456, 1234567].map(grouped),
+            ["0", "999", "1,000", "123,456", "1,234,567"]
+        );
     }
 }
