@@ -510,6 +510,7 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         }
     }
     if loaded.is_empty() {
+        unknown_where_param(&history, &args.where_)?;
         return Err(EngineError::usage(
             "no run matches the selection",
             "`pipe runs` lists the recorded runs; `--status any` includes those that failed",
@@ -557,6 +558,41 @@ fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         out!("{}", crate::compare_view::text(&table, Style::for_stdout()));
     }
     Ok(ExitCode::Ok)
+}
+
+/// How many of the newest runs a `--where` param is looked for in.
+const RUNS_SEARCHED_FOR_PARAMS: usize = 500;
+
+/// A `--where` param that no recorded run has is a typo (`train.lrr`), not
+/// a selection that happens to be empty: say so, with the closest one.
+fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
+    if conditions.is_empty() {
+        return Ok(());
+    }
+    let known = history.recorded_param_paths(RUNS_SEARCHED_FOR_PARAMS)?;
+    for condition in conditions {
+        let path = condition
+            .split_once('=')
+            .map_or(condition.as_str(), |(path, _)| path)
+            .trim();
+        if known.is_empty() || known.contains(path) {
+            continue;
+        }
+        let close = pipe_engine::spec::did_you_mean(path, known.iter().map(String::as_str));
+        let listed: Vec<&str> = known.iter().map(String::as_str).take(12).collect();
+        let mut hint = format!("params the runs recorded: {}", listed.join(", "));
+        if known.len() > listed.len() {
+            hint.push_str(&format!(" and {} more", known.len() - listed.len()));
+        }
+        if let Some(close) = close {
+            hint = format!("did you mean `{close}`? {hint}");
+        }
+        return Err(EngineError::usage(
+            format!("`--where {condition}`: no recorded run has a param `{path}`"),
+            hint,
+        ));
+    }
+    Ok(())
 }
 
 /// `train.lr=0.001` -> (["train", "lr"], 0.001).
@@ -772,7 +808,10 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
                 .collect();
             if found.is_empty() {
                 let known: Vec<&str> = catalog.stages.keys().map(String::as_str).collect();
-                let names = catalog.stages.values().map(|entry| entry.info.name.as_str());
+                let names = catalog
+                    .stages
+                    .values()
+                    .map(|entry| entry.info.name.as_str());
                 let hint = match pipe_engine::spec::did_you_mean(stage, names) {
                     Some(close) => format!("did you mean `{close}`? stages: {}", known.join(", ")),
                     None => format!("stages: {}", known.join(", ")),

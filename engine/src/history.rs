@@ -137,6 +137,30 @@ impl History {
         })
     }
 
+    /// Every dotted param path (`train.lr`) the newest `limit` runs
+    /// recorded: what `pipe compare --where PATH=…` can match, so that a
+    /// typo there is told apart from a selection that matches no run.
+    pub fn recorded_param_paths(&self, limit: usize) -> Result<BTreeSet<String>> {
+        fn walk(value: &serde_json::Value, prefix: String, paths: &mut BTreeSet<String>) {
+            if let serde_json::Value::Object(entries) = value {
+                for (key, value) in entries {
+                    let path = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    paths.insert(path.clone());
+                    walk(value, path, paths);
+                }
+            }
+        }
+        let mut paths = BTreeSet::new();
+        for run in self.db.list_runs(limit)? {
+            walk(&run.params, String::new(), &mut paths);
+        }
+        Ok(paths)
+    }
+
     /// The keys the stages of runs `ids` recorded.
     pub fn keys_of_runs(&self, ids: &[i64]) -> Result<BTreeSet<ActionKey>> {
         let mut keys = BTreeSet::new();

@@ -195,6 +195,30 @@ fn a_misspelt_stage_on_the_command_line_gets_a_suggestion() {
 }
 
 #[test]
+fn a_misspelt_where_param_of_compare_is_not_an_empty_selection() {
+    let project = project();
+    project.run_ok(&[]);
+    let typo = project.pipe(&["compare", "--where", "train.smothing=1.0"]);
+    let text = stderr(&typo);
+    assert_eq!(typo.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("no recorded run has a param `train.smothing`")
+            && text.contains("did you mean `train.smoothing`?"),
+        "{text}"
+    );
+    // A param that exists, with a value no run had, selects nothing.
+    let empty = project.pipe(&["compare", "--where", "train.smoothing=5"]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(
+        stderr(&empty).contains("no run matches the selection"),
+        "{}",
+        stderr(&empty)
+    );
+    let found = project.pipe(&["compare", "--where", "train.smoothing=1.0", "--csv"]);
+    assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
+}
+
+#[test]
 fn commands_find_the_project_from_a_subdirectory() {
     let project = project();
     // No `.git`: the walk stops at the first `pipe.yaml` above.
