@@ -82,7 +82,7 @@ fn template(choice: TemplateArg) -> Template {
             Template {
                 files,
                 ignored: &[".pipe/", "out/"],
-                next: "pipe run          # four shell-command stages with Python 3, in seconds\n  pipe run -S train.smoothing=0.5 && pipe diff   # only training and evaluation rerun\n  pipe dag          # the graph",
+                next: "pipe run          # four shell-command stages with Python 3, in seconds\n  pipe run -S train.smoothing=0.1 && pipe diff   # only training and evaluation rerun, accuracy moves\n  pipe dag          # the graph",
             }
         }
     }

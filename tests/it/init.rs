@@ -55,6 +55,35 @@ fn the_command_template_runs_where_it_was_created_even_inside_another_repository
         !outer.exists("out"),
         "outputs belong to the new project, not the repository around it"
     );
+
+    // The next step init suggests reruns training and moves a metric: a
+    // demo whose diff says "(unchanged)" teaches nothing.
+    let suggested = stdout
+        .split_whitespace()
+        .find(|word| word.starts_with("train.smoothing="))
+        .unwrap_or_else(|| panic!("no -S step in {stdout}"));
+    let rerun = outer
+        .std_command()
+        .current_dir(&project)
+        .args(["run", "--json", "-S", suggested])
+        .output()
+        .expect("pipe run -S");
+    let rerun = pipe_test_support::RunResult::from_output(rerun);
+    assert_eq!(rerun.code, 0, "{}", rerun.stderr);
+    let diff = outer
+        .std_command()
+        .current_dir(&project)
+        .args(["diff", "--json"])
+        .output()
+        .expect("pipe diff");
+    let diff: serde_json::Value = serde_json::from_slice(&diff.stdout).expect("diff --json");
+    let moved = diff["metrics"]
+        .as_array()
+        .expect("metrics")
+        .iter()
+        .filter(|metric| metric["delta"].as_f64().is_some_and(|delta| delta != 0.0))
+        .count();
+    assert!(moved > 0, "{suggested} moved no metric: {diff:#}");
 }
 
 #[test]
