@@ -97,6 +97,24 @@ fn a_misspelt_override_at_any_depth_is_refused_with_a_suggestion_and_nothing_run
 }
 
 #[test]
+fn a_misspelt_override_of_a_param_from_params_yaml_points_into_it() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    run: echo ${params.seed} > a.txt\n    outs: [a.txt]\n",
+    );
+    project.write("params.yaml", "seed: 1\nlr: 0.1\n");
+    let output = project.pipe(&["run", "-S", "sed=2"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("params.yaml:1:1") && text.contains("did you mean `seed`?"),
+        "{text}"
+    );
+    assert!(!project.exists("a.txt"));
+}
+
+#[test]
 fn plus_adds_a_param_and_a_plain_override_only_replaces_one() {
     let project = project();
     let refused = project.pipe(&["run", "-S", "newkey=1"]);

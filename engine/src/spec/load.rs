@@ -322,6 +322,12 @@ fn load_params(
         }
     };
 
+    // Where an unknown top-level `-S` key is shown: the file's `params:`,
+    // else the first key of `params.yaml`.
+    let mut params_at = root
+        .as_map()
+        .and_then(|entries| entries.iter().find(|entry| entry.key == "params"))
+        .map(|entry| entry.key_span);
     let params_file = file.with_file_name("params.yaml");
     if params_file.is_file() && params_file.file_name() != file.file_name() {
         match read_source(&params_file) {
@@ -348,7 +354,14 @@ fn load_params(
                     }
                     Ok(None) => {}
                     Ok(Some(node)) if node.is_null() => {}
-                    Ok(Some(node)) if node.as_map().is_some() => params::merge(&mut merged, node),
+                    Ok(Some(node)) if node.as_map().is_some() => {
+                        params_at = params_at.or_else(|| {
+                            node.as_map()
+                                .and_then(|entries| entries.first())
+                                .map(|entry| entry.key_span)
+                        });
+                        params::merge(&mut merged, node);
+                    }
                     Ok(Some(node)) => {
                         diagnostics.push(
                             Diagnostic::new(
@@ -370,10 +383,7 @@ fn load_params(
     }
 
     let context = params::OverrideContext {
-        params_at: root
-            .as_map()
-            .and_then(|entries| entries.iter().find(|entry| entry.key == "params"))
-            .map(|entry| entry.key_span),
+        params_at,
         stages: root.get("stages"),
     };
     for argument in overrides {
