@@ -364,7 +364,8 @@ fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCod
     };
     let planner = Planner::new(pipeline)?;
     let states = planner.states(dag, &order)?;
-    render::status_text(&states, true, |piece| out!("{piece}"));
+    let command_of = |position: usize| pipeline.stages[order[position]].shown_command();
+    render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
     Ok(ExitCode::Ok)
 }
 
@@ -394,7 +395,7 @@ fn status(
         let _ = writeln!(out);
         let _ = out.flush();
     } else {
-        render::status_text(&states, false, |piece| out!("{piece}"));
+        render::status_text(&states, None, |piece| out!("{piece}"));
     }
     Ok(ExitCode::Ok)
 }

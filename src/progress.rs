@@ -120,6 +120,7 @@ impl Progress {
                 status,
                 duration,
                 detail,
+                command,
                 log_tail,
                 log,
             } => {
@@ -141,10 +142,14 @@ impl Progress {
                     .unwrap_or_else(|p| p.into_inner())
                     .entry(status.as_str())
                     .or_default() += 1;
-                self.emit_json(json!({
+                let mut finished = json!({
                     "event": "stage_finished", "stage": stage, "status": status,
                     "duration_ms": duration.as_millis() as u64, "detail": detail,
-                }));
+                });
+                if let Some(command) = command {
+                    finished["command"] = json!(command);
+                }
+                self.emit_json(finished);
                 let seconds = format_duration(duration);
                 let text = match status {
                     StageStatus::Ran => format!(
@@ -171,6 +176,11 @@ impl Progress {
                             self.style.red("✗ failed  "),
                             detail.unwrap_or("failed")
                         );
+                        if let Some(command) = command {
+                            // As DVC shows it: what ran, as it ran.
+                            let lines = command.trim_end().replace('\n', "\n      ");
+                            text.push_str(&format!("\n    > {lines}"));
+                        }
                         if let Some(tail) = log_tail {
                             for line in tail.lines() {
                                 text.push_str(&format!("\n    {} {line}", self.style.dim("│")));

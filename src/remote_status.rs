@@ -81,6 +81,7 @@ pub fn show(
             (Freshness::Restorable, _) => "restorable".to_string(),
             (Freshness::Stale, Some(verdict)) => format!("stale — {}", describe(verdict)),
             (Freshness::Stale, None) => "stale".to_string(),
+            (Freshness::Running, _) => "running".to_string(),
         };
         let reasons = if state.reasons.is_empty() {
             String::new()

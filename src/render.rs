@@ -32,19 +32,29 @@ fn width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
     names.map(|name| name.chars().count()).max().unwrap_or(0)
 }
 
+/// For `--dry-run`: the command of the stage at a position of the states,
+/// shown below it when it would run (`Stage::shown_command`).
+pub type CommandOf<'a> = &'a dyn Fn(usize) -> Option<String>;
+
 /// The status table, handed to `emit` in pieces of about 64 KiB, so that
-/// a million stages are never one string in memory.
-pub fn status_text(states: &[StageState], dry_run: bool, mut emit: impl FnMut(&str)) {
+/// a million stages are never one string in memory. `dry_run` gives the
+/// commands of the stages that would run, as `pipe run --dry-run` shows them.
+pub fn status_text(
+    states: &[StageState],
+    dry_run: Option<CommandOf<'_>>,
+    mut emit: impl FnMut(&str),
+) {
     const PIECE: usize = 64 * 1024;
     let mut out = String::with_capacity(PIECE + 1024);
     let name_width = width(states.iter().map(|state| state.stage.as_str()));
-    for state in states {
-        let label = match (state.freshness, dry_run) {
+    for (position, state) in states.iter().enumerate() {
+        let label = match (state.freshness, dry_run.is_some()) {
             (Freshness::Fresh, _) => "fresh",
             (Freshness::Restorable, false) => "restorable",
             (Freshness::Restorable, true) => "would restore",
             (Freshness::Stale, false) => "stale",
             (Freshness::Stale, true) => "would run",
+            (Freshness::Running, _) => "running",
         };
         let reasons = if state.reasons.is_empty() {
             String::new()
@@ -52,6 +62,14 @@ pub fn status_text(states: &[StageState], dry_run: bool, mut emit: impl FnMut(&s
             format!("  {}", state.reasons.join("; "))
         };
         let _ = writeln!(out, "{:<name_width$}  {label}{reasons}", state.stage);
+        let command = match dry_run {
+            Some(command_of) if state.freshness == Freshness::Stale => command_of(position),
+            _ => None,
+        };
+        if let Some(command) = command {
+            let lines = command.trim_end().replace('\n', "\n      ");
+            let _ = writeln!(out, "    > {lines}");
+        }
         if out.len() >= PIECE {
             emit(&out);
             out.clear();
@@ -65,11 +83,20 @@ pub fn status_text(states: &[StageState], dry_run: bool, mut emit: impl FnMut(&s
         .iter()
         .filter(|state| state.freshness == Freshness::Restorable)
         .count();
+    let running = states
+        .iter()
+        .filter(|state| state.freshness == Freshness::Running)
+        .count();
     let _ = writeln!(
         out,
-        "{} stages: {} fresh, {restorable} restorable, {stale} stale",
+        "{} stages: {} fresh, {restorable} restorable, {stale} stale{}",
         states.len(),
-        states.len() - stale - restorable
+        states.len() - stale - restorable - running,
+        if running > 0 {
+            format!(", {running} running")
+        } else {
+            String::new()
+        }
     );
     emit(&out);
 }
@@ -107,6 +134,7 @@ pub fn why_text(why: &Why) -> String {
         Freshness::Fresh => "is fresh",
         Freshness::Restorable => "is restorable from the cache",
         Freshness::Stale => "is stale",
+        Freshness::Running => "is running",
     };
     let _ = writeln!(out, "stage `{}` {verdict}", state.stage);
     for reason in &state.reasons {
@@ -130,8 +158,12 @@ pub fn why_text(why: &Why) -> String {
             }
         }
         _ => {
-            let _ = writeln!(out, "no earlier run of this stage is recorded");
+            let _ = writeln!(out, "no earlier result of this stage is recorded");
         }
+    }
+    if let Some(run) = why.failed_run {
+        // A failed run had no result: named only as failed.
+        let _ = writeln!(out, "it failed in run #{run}");
     }
     out
 }

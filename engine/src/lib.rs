@@ -30,6 +30,7 @@ pub mod project;
 pub mod remote;
 pub mod remote_status;
 pub mod run_input;
+pub mod running;
 pub mod runs;
 pub mod settings;
 mod worker_build;

@@ -2,17 +2,22 @@
 //! `pipe run --dry-run` and gc. Keys are computed from what the workspace
 //! holds now, as DVC does.
 
-use pipe_cache::{ActionKey, ActionLookup, Cache, StatCache};
+use std::collections::{BTreeMap, HashMap};
+
+use pipe_cache::{ActionKey, ActionLookup, ActionResult, Artifact, Cache, StatCache};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::dag::Dag;
 use crate::key::{self, FieldChange};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Dep, Pipeline, Stage};
 use crate::project::Project;
 use crate::run_input;
+use crate::running::{self, RunningStage};
 use crate::runs::RunDb;
-use crate::workspace::{check_action_fits, hash_deps, outputs_differing};
+use crate::workspace::{
+    artifact_within, check_action_fits, hash_deps, hash_deps_planned, outputs_differing,
+};
 use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -24,6 +29,8 @@ pub enum Freshness {
     Restorable,
     /// `pipe run` executes it.
     Stale,
+    /// A `pipe run` in progress is running it now.
+    Running,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,6 +51,8 @@ pub struct Planner<'a> {
     cache: Cache,
     stat: StatCache,
     db: Option<RunDb>,
+    /// The stages a live `pipe run` of this pipeline is running, by name.
+    running: HashMap<String, RunningStage>,
 }
 
 impl<'a> Planner<'a> {
@@ -52,11 +61,13 @@ impl<'a> Planner<'a> {
         let cache = Cache::open(&project.cache_dir)?;
         let stat = StatCache::open(&project.stat_db())?;
         let db = RunDb::open_existing(&project.runs_db())?;
+        let running = running::running_stages(&project.state_dir, &pipeline.name);
         Ok(Planner {
             pipeline,
             cache,
             stat,
             db,
+            running,
         })
     }
 
@@ -93,15 +104,50 @@ impl<'a> Planner<'a> {
         } else {
             Vec::new()
         };
+        // The outputs a run restores, for each restorable stage: what the
+        // stages below it will read, which the workspace does not hold yet.
+        let mut restored: HashMap<usize, BTreeMap<String, Artifact>> = HashMap::new();
         for &index in order {
             let stage = &stages[index];
+            if let Some(running) = self.running.get(&stage.name) {
+                freshness[index] = Some(Freshness::Running);
+                states.push(StageState {
+                    stage: stage.name.clone(),
+                    freshness: Freshness::Running,
+                    reasons: vec![format!(
+                        "running in run #{} (pid {})",
+                        running.run, running.pid
+                    )],
+                    key: None,
+                    manifest: None,
+                });
+                continue;
+            }
             let mut reasons = Vec::new();
             for &up in &dag.upstream[index] {
-                if freshness[up] == Some(Freshness::Stale) {
-                    reasons.push(format!("upstream stage `{}` is stale", stages[up].name));
+                match freshness[up] {
+                    Some(Freshness::Stale) => {
+                        reasons.push(format!("upstream stage `{}` is stale", stages[up].name))
+                    }
+                    Some(Freshness::Running) => {
+                        reasons.push(format!("upstream stage `{}` is running", stages[up].name))
+                    }
+                    _ => {}
                 }
             }
-            let state = match hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat) {
+            let planned = |dep: &Dep| {
+                let producer = dep.producer.as_ref()?;
+                let up = dag.upstream[index]
+                    .iter()
+                    .find(|&&up| stages[up].name == producer.stage)?;
+                artifact_within(&self.cache, restored.get(up)?, &dep.path)
+            };
+            let deps = if restored.is_empty() {
+                hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat)
+            } else {
+                hash_deps_planned(&self.pipeline.root, stage, &self.cache, &self.stat, planned)
+            };
+            let state = match deps {
                 Err(problem) => {
                     let produced_by_stale_stage = !reasons.is_empty()
                         && stage
@@ -165,11 +211,20 @@ impl<'a> Planner<'a> {
                         } else {
                             if reasons.is_empty() {
                                 freshness = Freshness::Restorable;
+                                restored.insert(index, result.outputs.clone());
                             }
-                            for path in differing {
-                                reasons.push(format!(
-                                    "output `{path}` is missing or modified; the cache has it"
-                                ));
+                            match self.run_that_made_workspace(stage, &result)? {
+                                Some(made_by) => reasons.push(format!(
+                                    "the workspace holds the result of {made_by}; \
+                                     the cache has this one"
+                                )),
+                                None => {
+                                    for path in differing {
+                                        reasons.push(format!(
+                                            "output `{path}` is missing or modified; the cache has it"
+                                        ));
+                                    }
+                                }
                             }
                         }
                     } else {
@@ -232,12 +287,42 @@ impl<'a> Planner<'a> {
         None
     }
 
+    /// When the workspace holds every output of `stage`, but not those of
+    /// `result`: the recorded run whose result it holds (`run #4 with
+    /// -S lr=0.1`), if one is.
+    fn run_that_made_workspace(
+        &self,
+        stage: &Stage,
+        result: &ActionResult,
+    ) -> Result<Option<String>> {
+        let mut held = BTreeMap::new();
+        for path in result.outputs.keys() {
+            match self
+                .cache
+                .hash_path(&self.pipeline.root.join(path), &self.stat)
+            {
+                Ok(artifact) => {
+                    held.insert(path.clone(), artifact.digest);
+                }
+                // Missing: the plain reason says so.
+                Err(_) => return Ok(None),
+            }
+        }
+        let Some(db) = &self.db else {
+            return Ok(None);
+        };
+        Ok(db
+            .run_that_made(&self.pipeline.name, &stage.name, &held)?
+            .map(|(run, argv)| describe_run(run, &argv)))
+    }
+
     /// One line per changed field group, or "never run".
     fn changes_since_last_run(&self, stage: &str, manifest: &Value) -> Result<Vec<String>> {
         let Some((_, _, last)) = self.last_manifest(stage)? else {
-            return Ok(vec![
-                "never run with this key; no earlier run recorded".to_string()
-            ]);
+            return Ok(vec![match self.last_failure(stage)? {
+                Some(run) => format!("it never had a result; it failed in run #{run}"),
+                None => "never run with this key; no earlier run recorded".to_string(),
+            }]);
         };
         let changes = key::diff_manifests(&last, manifest);
         if changes.is_empty() {
@@ -253,6 +338,8 @@ impl<'a> Planner<'a> {
         Ok(groups)
     }
 
+    /// The key and manifest `stage` had in the last run in which it had
+    /// a result.
     pub fn last_manifest(
         &self,
         stage: &str,
@@ -261,6 +348,41 @@ impl<'a> Planner<'a> {
             Some(db) => db.last_manifest(&self.pipeline.name, stage),
             None => Ok(None),
         }
+    }
+
+    /// The last run in which `stage` failed.
+    pub fn last_failure(&self, stage: &str) -> Result<Option<i64>> {
+        match &self.db {
+            Some(db) => db.last_failure(&self.pipeline.name, stage),
+            None => Ok(None),
+        }
+    }
+}
+
+/// `run #4`, with the `-S` overrides its command line gave
+/// (`run #4 with -S lr=0.1`): what made it differ from a plain run.
+fn describe_run(run: i64, argv: &[String]) -> String {
+    let mut overrides = Vec::new();
+    let mut words = argv.iter();
+    while let Some(word) = words.next() {
+        if word == "-S" || word == "--set" {
+            if let Some(value) = words.next() {
+                overrides.push(value.as_str());
+            }
+        } else if let Some(value) = word.strip_prefix("--set=") {
+            overrides.push(value);
+        } else if let Some(value) = word.strip_prefix("-S").filter(|value| !value.is_empty()) {
+            overrides.push(value);
+        }
+    }
+    if overrides.is_empty() {
+        format!("run #{run}")
+    } else {
+        let shown: Vec<String> = overrides
+            .iter()
+            .map(|value| format!("-S {value}"))
+            .collect();
+        format!("run #{run} with {}", shown.join(" "))
     }
 }
 
@@ -291,9 +413,13 @@ fn describe_group(change: &FieldChange) -> String {
 pub struct Why {
     pub state: StageState,
     pub key: Option<pipe_cache::ActionKey>,
+    /// The last run in which the stage had a result, and its key then.
     pub previous_run: Option<i64>,
     pub previous_key: Option<pipe_cache::ActionKey>,
     pub changes: Vec<FieldChange>,
+    /// A later run in which the stage failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_run: Option<i64>,
 }
 
 pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> {
@@ -312,11 +438,15 @@ pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> 
         (Some((run, key, _)), None) => (Some(*run), Some(*key), Vec::new()),
         _ => (None, None, Vec::new()),
     };
+    let failed_run = planner
+        .last_failure(stage_name)?
+        .filter(|failed| previous_run.is_none_or(|previous| *failed > previous));
     Ok(Why {
         key: state.key,
         state,
         previous_run,
         previous_key,
         changes,
+        failed_run,
     })
 }

@@ -166,6 +166,7 @@ impl RunLock {
         let _ = file.rewind();
         let _ = write!(file, "{}", std::process::id());
         let stopped = crate::groups::stop_left_behind(&project.state_dir)?;
+        crate::running::remove_dead(&project.state_dir);
         if stopped > 0 {
             tracing::warn!(
                 "stopped {stopped} process(es) that a killed `pipe run` had left running in this project"

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pipe_cache::{ActionResult, Cache, StatCache};
+use pipe_cache::{ActionResult, Artifact, ArtifactKind, Cache, StatCache};
 use pipe_protocol::excerpt as shown;
 
 use crate::key::DepDigests;
-use crate::pipeline::{Out, Stage, StageKind};
+use crate::pipeline::{Dep, Out, Stage, StageKind};
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
 #[derive(Debug, Clone)]
@@ -25,29 +25,95 @@ pub fn hash_deps(
     cache: &Cache,
     stat: &StatCache,
 ) -> Result<DepDigests, DepProblem> {
+    hash_deps_planned(root, stage, cache, stat, |_| None)
+}
+
+/// [`hash_deps`], with the dependencies `planned` knows taken from it
+/// instead of the workspace: what they will hold when the stage runs, where
+/// the workspace does not hold it yet (the output of an upstream stage
+/// that the run restores first; `Some(None)`: it will not exist).
+pub fn hash_deps_planned(
+    root: &Path,
+    stage: &Stage,
+    cache: &Cache,
+    stat: &StatCache,
+    planned: impl Fn(&Dep) -> Option<Option<Artifact>>,
+) -> Result<DepDigests, DepProblem> {
     let mut digests = DepDigests::new();
     for dep in &stage.deps {
         let path = root.join(&dep.path);
-        match cache.hash_path(&path, stat) {
+        let hashed = match planned(dep) {
+            Some(Some(artifact)) => Ok(artifact),
+            Some(None) => Err(DepProblem {
+                dep: dep.name.clone(),
+                path: dep.path.clone(),
+                missing: true,
+                message: format!("dependency `{}` does not exist", dep.path),
+            }),
+            None => cache
+                .hash_path(&path, stat)
+                .map_err(|error| dep_problem(dep, &path, error)),
+        };
+        match hashed {
             Ok(artifact) => {
                 digests.insert(dep.name.clone(), artifact);
             }
-            Err(error) => {
-                let missing = std::fs::symlink_metadata(&path).is_err();
-                return Err(DepProblem {
-                    dep: dep.name.clone(),
-                    path: dep.path.clone(),
-                    missing,
-                    message: if missing {
-                        format!("dependency `{}` does not exist", dep.path)
-                    } else {
-                        format!("cannot read dependency `{}`: {error}", dep.path)
-                    },
-                });
-            }
+            Err(problem) => return Err(problem),
         }
     }
     Ok(digests)
+}
+
+fn dep_problem(dep: &Dep, path: &Path, error: pipe_cache::CacheError) -> DepProblem {
+    let missing = std::fs::symlink_metadata(path).is_err();
+    DepProblem {
+        dep: dep.name.clone(),
+        path: dep.path.clone(),
+        missing,
+        message: if missing {
+            format!("dependency `{}` does not exist", dep.path)
+        } else {
+            format!("cannot read dependency `{}`: {error}", dep.path)
+        },
+    }
+}
+
+/// The artifact at `path` (project-relative) within `outputs`, a stored
+/// result's: an output itself, or an entry inside an output directory.
+/// `None` when no output holds the path; `Some(None)` when the output
+/// that would hold it does not.
+pub fn artifact_within(
+    cache: &Cache,
+    outputs: &BTreeMap<String, Artifact>,
+    path: &str,
+) -> Option<Option<Artifact>> {
+    for (output, artifact) in outputs {
+        if output == path {
+            return Some(Some(artifact.clone()));
+        }
+        let Some(inner) = path
+            .strip_prefix(output.as_str())
+            .and_then(|rest| rest.strip_prefix('/'))
+        else {
+            continue;
+        };
+        let mut current = artifact.clone();
+        for name in inner.split('/') {
+            if current.kind != ArtifactKind::Dir {
+                return Some(None);
+            }
+            let entries = match cache.read_tree(&current) {
+                Ok(entries) => entries,
+                Err(_) => return Some(None),
+            };
+            match entries.into_iter().find(|(entry, _)| entry == name) {
+                Some((_, entry)) => current = entry,
+                None => return Some(None),
+            }
+        }
+        return Some(Some(current));
+    }
+    None
 }
 
 /// All declared outputs and metric files, which the cache stores alike.

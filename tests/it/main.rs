@@ -40,6 +40,7 @@ mod speed_study;
 mod status_scale;
 mod stdout_closed;
 mod transfer_progress;
+mod true_reasons;
 mod typos;
 mod untrusted_input;
 mod worker_build;

@@ -193,6 +193,13 @@ fn a_failing_job_fails_its_stage_and_its_dependents_never_start() {
         "the log's tail is shown:\n{}",
         result.stderr
     );
+    // What ran, as it ran, like a local stage's.
+    let finished = result
+        .events
+        .iter()
+        .find(|event| event["event"] == "stage_finished" && event["stage"] == "broken")
+        .expect("the failed stage's event");
+    assert_eq!(finished["command"], r#"echo "about to fail" && exit 3"#);
     let jobs = slurm::jobs_of(project.root());
     assert_eq!(jobs.len(), 2, "`after` must never be submitted: {jobs:#?}");
     assert!(jobs.iter().any(|job| job.state == "FAILED"), "{jobs:#?}");

@@ -304,6 +304,8 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
         "{stderr}"
     );
     assert!(!stderr.contains("building"), "{stderr}");
+    // The worker never started: its log is empty, and is not pointed at.
+    assert!(!stderr.contains("full log"), "{stderr}");
 }
 
 /// A training stage's params are held to the ranges of its ParamSpecs

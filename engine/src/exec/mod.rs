@@ -76,6 +76,9 @@ pub enum Event<'a> {
         status: StageStatus,
         duration: Duration,
         detail: Option<&'a str>,
+        /// The command as it ran, credentials masked, when it ran and
+        /// failed (`Stage::shown_command`).
+        command: Option<&'a str>,
         log_tail: Option<&'a str>,
         /// The command's full output, when it ran and failed.
         log: Option<&'a Path>,

@@ -274,13 +274,29 @@ fn report_finished(context: &Context<'_>, record: &StageRecord) {
         .project
         .log_dir(context.run_id)
         .join(log_name(&record.stage));
-    let failed_with_log = record.status == StageStatus::Failed && log.is_file();
-    let log_tail = failed_with_log.then(|| read_tail(&log, 20)).flatten();
+    // A stage's log is made right before its command starts: one that
+    // failed before that (a missing dependency) shows neither.
+    let started = record.status == StageStatus::Failed && log.is_file();
+    let command = started
+        .then(|| {
+            let stage = context
+                .pipeline
+                .stages
+                .iter()
+                .find(|stage| stage.name == record.stage)?;
+            stage.shown_command()
+        })
+        .flatten();
+    // A log is pointed at only when it holds something: a worker that
+    // could not start wrote nothing, and its reason is in `detail`.
+    let log_tail = started.then(|| read_tail(&log, 20)).flatten();
+    let failed_with_log = log_tail.is_some();
     (context.observer)(Event::StageFinished {
         stage: &record.stage,
         status: record.status,
         duration: Duration::from_millis(record.duration_ms),
         detail: record.detail.as_deref(),
+        command: command.as_deref(),
         log_tail: log_tail.as_deref(),
         log: failed_with_log.then_some(log.as_path()),
     });

@@ -282,6 +282,17 @@ pub(super) fn run_command(
     let log_path = log_dir.join(log_name(&stage.name));
     let log = File::create(&log_path)
         .map_err(|e| StageFailure::io(format!("cannot create log `{}`", log_path.display()), e))?;
+    // Until the stage ends, `pipe status` in another process says it runs.
+    let _running = crate::running::Marker::create(
+        &context.project.state_dir,
+        context.run_id,
+        &context.pipeline.name,
+        &stage.name,
+        index,
+    );
+    if let Some(command) = stage.shown_command() {
+        tracing::info!("stage `{}`: > {command}", stage.name);
+    }
     match &stage.kind {
         StageKind::Command { .. } | StageKind::Argv { .. } => {
             let mut process = command_process(&stage.kind, root)?;

@@ -186,6 +186,29 @@ impl Default for Resources {
 }
 
 impl Stage {
+    /// The command as it runs, for people to read (after `> ` with `-v`
+    /// and when it fails): interpolated, with every credential masked (in
+    /// URLs by `redact_text`, a secret env value wherever it appears).
+    /// `None` for a `uses:` stage, which runs no command of its own.
+    pub fn shown_command(&self) -> Option<String> {
+        let text = match &self.kind {
+            StageKind::Command { command } => command.clone(),
+            StageKind::Argv { argv } => argv
+                .iter()
+                .map(|word| shell_word(word))
+                .collect::<Vec<_>>()
+                .join(" "),
+            StageKind::Worker(_) => return None,
+        };
+        let mut shown = pipe_protocol::redact::redact_text(&text).into_owned();
+        for name in &self.secret_env {
+            if let Some(value) = self.env.get(name).filter(|value| !value.is_empty()) {
+                shown = shown.replace(value.as_str(), pipe_protocol::redact::MASK);
+            }
+        }
+        Some(shown)
+    }
+
     /// Whether the stage reports on its run (`report/html`).
     pub fn reads_run(&self) -> bool {
         matches!(&self.kind, StageKind::Worker(worker) if worker.reads_run)
@@ -252,5 +275,19 @@ impl Pipeline {
             }
         }
         sites
+    }
+}
+
+/// `word` as a shell would need it to read it back as one word: as is when
+/// it holds nothing the shell treats specially, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./=:,@%+".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }

@@ -100,7 +100,7 @@ fn db_error(path: &Path, source: rusqlite::Error) -> EngineError {
     }
 }
 
-fn process_alive(pid: i64) -> bool {
+pub(crate) fn process_alive(pid: i64) -> bool {
     if pid <= 0 || pid > i32::MAX as i64 {
         return false;
     }

@@ -1,8 +1,8 @@
 //! Reading the history: runs, a run's stages, and key manifests.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
-use pipe_cache::ActionKey;
+use pipe_cache::{ActionKey, Artifact, ObjectDigest};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
@@ -68,9 +68,11 @@ impl RunDb {
     }
 
     /// The last recorded key and manifest of `stage` in a run of
-    /// `pipeline` (newest first), skipping runs where it did not get a key.
-    /// Another pipeline's stage of the same name is a stranger: comparing
-    /// with it would explain nothing.
+    /// `pipeline` in which it had a result (it ran, was restored or was
+    /// fresh), newest first. A run in which it failed never had the
+    /// result of its key, so it is not what a change is measured from
+    /// ([`RunDb::last_failure`] names it). Another pipeline's stage of the
+    /// same name is a stranger: comparing with it would explain nothing.
     pub fn last_manifest(
         &self,
         pipeline: &str,
@@ -82,7 +84,8 @@ impl RunDb {
             .prepare_cached(
                 "SELECT s.run_id, s.key, m.manifest FROM stage_runs s
                  JOIN manifests m ON m.key = s.key JOIN runs r ON r.id = s.run_id
-                 WHERE s.stage = ?2 AND r.pipeline = ?1 ORDER BY s.run_id DESC LIMIT 1",
+                 WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status IN ('ran', 'restored', 'fresh')
+                 ORDER BY s.run_id DESC LIMIT 1",
             )
             .and_then(|mut statement| {
                 statement.query_row(params![pipeline, stage], |row| {
@@ -110,6 +113,63 @@ impl RunDb {
         let manifest = serde_json::from_str(&text)
             .map_err(|error| corrupt("manifest", format!("the manifest of its key: {error}")))?;
         Ok(Some((run, key, manifest)))
+    }
+
+    /// The newest run of `pipeline` in which `stage` failed.
+    pub fn last_failure(&self, pipeline: &str, stage: &str) -> Result<Option<i64>> {
+        self.connection
+            .prepare_cached(
+                "SELECT s.run_id FROM stage_runs s JOIN runs r ON r.id = s.run_id
+                 WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status = 'failed'
+                 ORDER BY s.run_id DESC LIMIT 1",
+            )
+            .and_then(|mut statement| {
+                statement.query_row(params![pipeline, stage], |row| row.get::<_, i64>(0))
+            })
+            .optional()
+            .map_err(|e| self.error(e))
+    }
+
+    /// The newest run of `pipeline` whose result of `stage` had exactly
+    /// the digests in `outputs` (path -> digest): the run that left what
+    /// the workspace holds. Its id and command line.
+    pub fn run_that_made(
+        &self,
+        pipeline: &str,
+        stage: &str,
+        outputs: &BTreeMap<String, ObjectDigest>,
+    ) -> Result<Option<(i64, Vec<String>)>> {
+        // The newest results are the likely ones; an older one than this
+        // is named by no message worth a longer search.
+        const SEARCHED: i64 = 200;
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT s.run_id, s.outputs, r.argv FROM stage_runs s JOIN runs r ON r.id = s.run_id
+                 WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status IN ('ran', 'restored', 'fresh')
+                 ORDER BY s.run_id DESC LIMIT ?3",
+            )
+            .map_err(|e| self.error(e))?;
+        let mut rows = statement
+            .query(params![pipeline, stage, SEARCHED])
+            .map_err(|e| self.error(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
+            let columns = Columns {
+                row,
+                path: &self.path,
+                run: row.get("run_id").map_err(|e| self.error(e))?,
+                stage: Some(stage.to_string()),
+            };
+            let recorded: BTreeMap<String, Artifact> = columns.json("outputs")?;
+            let same = recorded.len() == outputs.len()
+                && recorded
+                    .iter()
+                    .all(|(path, artifact)| outputs.get(path) == Some(&artifact.digest));
+            if same {
+                return Ok(Some((columns.run, columns.json("argv")?)));
+            }
+        }
+        Ok(None)
     }
 
     pub fn manifest(&self, key: &ActionKey) -> Result<Option<Value>> {
