@@ -406,3 +406,35 @@ fn status_after_a_killed_run_does_not_say_the_stage_runs() {
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_dependency_inside_a_restored_output_directory_is_judged_on_what_the_run_restores() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "
+params:
+  x: 1
+stages:
+  train:
+    run: mkdir -p model/parts && echo ${params.x} > model/parts/weights.txt && echo config > model/config.txt
+    outs: [model]
+  evaluate:
+    run: cat model/parts/weights.txt > score.txt
+    deps: [model/parts/weights.txt]
+    outs: [score.txt]
+",
+    );
+    project.run_ok(&[]);
+    let overridden = project.run_ok(&["-S", "x=2"]).run_id();
+    let status = stdout_of(&project, &["status"]);
+    assert!(
+        line_of(&status, "evaluate").contains(&format!(
+            "restorable  the workspace holds the result of run #{overridden} with -S x=2"
+        )),
+        "{status}"
+    );
+    let next = project.run_ok(&[]);
+    assert_eq!(next.status("train"), "restored");
+    assert_eq!(next.status("evaluate"), "restored");
+}
