@@ -234,6 +234,17 @@ fn a_misspelt_where_param_of_compare_is_not_an_empty_selection() {
     );
     let found = project.pipe(&["compare", "--where", "train.smoothing=1.0", "--csv"]);
     assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
+
+    // A pipeline name too.
+    for command in ["compare", "diff"] {
+        let output = project.pipe(&[command, "--pipeline", "typo"]);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("did you mean `typos`?"),
+            "{command}: {}",
+            stderr(&output)
+        );
+    }
 }
 
 #[test]

@@ -49,8 +49,12 @@ impl History {
             if recorded.is_empty() {
                 "run a pipeline first: `pipe run`".to_string()
             } else {
+                let suggestion =
+                    crate::spec::did_you_mean(text, recorded.iter().map(String::as_str))
+                        .map(|close| format!("did you mean `{close}`? "))
+                        .unwrap_or_default();
                 format!(
-                    "pipelines with recorded runs: {}; or name a pipeline file",
+                    "{suggestion}pipelines with recorded runs: {}; or name a pipeline file",
                     recorded.join(", ")
                 )
             },
