@@ -26,6 +26,15 @@ const RUNS_OFFERED: usize = 30;
 /// Answers a completion request (`COMPLETE=SHELL pipe -- WORDS...`) and
 /// exits; returns at once on an ordinary run.
 pub fn answer_if_asked() {
+    let asked =
+        std::env::var_os(COMPLETE_VAR).is_some_and(|value| !value.is_empty() && value != "0");
+    if asked {
+        // `pipe -C DIR …` completes what the command will see: DIR's
+        // project, and paths relative to DIR.
+        if let Some(directory) = typed_directory() {
+            let _ = std::env::set_current_dir(directory);
+        }
+    }
     clap_complete::CompleteEnv::with_factory(<crate::cli::Cli as clap::CommandFactory>::command)
         .var(COMPLETE_VAR)
         .complete();
@@ -173,13 +182,38 @@ fn pipeline() -> Option<Pipeline> {
         .map(|loaded| loaded.pipeline)
 }
 
-fn named_pipeline_file() -> Option<PathBuf> {
-    // The words being completed follow `--`; the last one is unfinished.
-    let args: Vec<String> = std::env::args().collect();
-    let start = args.iter().position(|arg| arg == "--")? + 1;
-    let words = args.get(start..args.len().saturating_sub(1))?;
+/// The words typed before the one being completed: they follow `--` in
+/// a completion request, and the last word is unfinished.
+fn typed_words() -> Vec<String> {
+    let mut args: Vec<String> = std::env::args().collect();
+    let Some(start) = args.iter().position(|arg| arg == "--") else {
+        return Vec::new();
+    };
+    args.pop();
+    args.drain(..=start.min(args.len().saturating_sub(1)));
+    args
+}
+
+/// `-C DIR` or `--directory DIR` among the typed words.
+fn typed_directory() -> Option<PathBuf> {
+    let words = typed_words();
     let mut previous = "";
-    for word in words {
+    for word in &words {
+        if matches!(previous, "-C" | "--directory") {
+            return Some(PathBuf::from(word));
+        }
+        if let Some(directory) = word.strip_prefix("--directory=") {
+            return Some(PathBuf::from(directory));
+        }
+        previous = word;
+    }
+    None
+}
+
+fn named_pipeline_file() -> Option<PathBuf> {
+    let words = typed_words();
+    let mut previous = "";
+    for word in &words {
         if matches!(previous, "-f" | "--file") {
             return Some(PathBuf::from(word));
         }

@@ -95,8 +95,25 @@ fn completions_offer_stage_names_run_ids_and_params() {
     );
     assert!(candidates(&project, &sub, &["pipe", "show", ""]).contains(&"2".to_string()));
 
-    // Outside any project: only the flags, and no error in the command line.
+    // `-C DIR`: the project in DIR.
     let empty = TestProject::new();
+    let elsewhere = root.to_str().unwrap();
+    assert_eq!(
+        candidates(
+            &project,
+            empty.root(),
+            &["pipe", "-C", elsewhere, "why", "tr"]
+        ),
+        ["train"]
+    );
+    assert!(candidates(
+        &project,
+        empty.root(),
+        &["pipe", "-C", elsewhere, "show", ""]
+    )
+    .contains(&"2".to_string()));
+
+    // Outside any project: only the flags, and no error in the command line.
     let flags = candidates(&empty, empty.root(), &["pipe", "why", ""]);
     assert!(flags.iter().all(|flag| flag.starts_with('-')), "{flags:?}");
 }
