@@ -257,8 +257,11 @@ fn render_with(
             "--run-all-compositor-stages-before-draw",
             "--virtual-time-budget=1000",
             "--hide-scrollbars",
+            // Chromium's own services, not the page: the optimization
+            // guide asked its server once in a quickstart test's render.
             "--disable-features=NetworkTimeServiceQuerying,PreconnectToSearch,AimEnabled,\
-             AimServerEligibilityEnabled",
+             AimServerEligibilityEnabled,OptimizationHints,OptimizationHintsFetching,\
+             OptimizationGuideModelDownloading,OptimizationTargetPrediction",
         ])
         .arg(format!("--gaia-url={}", unreachable_url("")))
         // Chromium 156 asks its component update server at every start
