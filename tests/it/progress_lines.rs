@@ -58,7 +58,7 @@ fn a_running_stage_writes_its_progress_to_its_log_and_to_a_ci_log() {
     let deadline = Instant::now() + Duration::from_secs(120);
     let written = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("of 2.0 MiB") {
+        if text.contains("of 2 MiB") {
             break text;
         }
         assert!(
@@ -73,10 +73,10 @@ fn a_running_stage_writes_its_progress_to_its_log_and_to_a_ci_log() {
     );
     let line = written
         .lines()
-        .find(|line| line.contains("of 2.0 MiB"))
+        .find(|line| line.contains("of 2 MiB"))
         .unwrap();
     assert!(
-        line.starts_with("download  ") && line.contains(" of 2.0 MiB ("),
+        line.starts_with("download  ") && line.contains(" of 2 MiB ("),
         "{line}"
     );
 
@@ -87,7 +87,7 @@ fn a_running_stage_writes_its_progress_to_its_log_and_to_a_ci_log() {
     assert!(
         stderr
             .lines()
-            .any(|line| line.starts_with("  get: ") && line.contains("of 2.0 MiB (")),
+            .any(|line| line.starts_with("  get: ") && line.contains("of 2 MiB (")),
         "no progress line on a stderr that is not a terminal:\n{stderr}"
     );
 }

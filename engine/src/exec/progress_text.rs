@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+use pipe_protocol::format::{format_bytes, format_seconds};
+
 /// The variable that sets the interval, in seconds (`0`: every event the
 /// worker sends, which it throttles to 5 a second itself).
 pub const PROGRESS_INTERVAL_VAR: &str = "PIPE_PROGRESS_INTERVAL";
@@ -108,7 +110,8 @@ fn line(reading: Reading<'_>, phase: &PhaseStart, now: Instant) -> String {
     if let Some(total) = reading.total.filter(|&total| total > reading.done) {
         if progressed > 0 && elapsed > 0.0 {
             let seconds = (total - reading.done) as f64 * elapsed / progressed as f64;
-            text.push_str(&format!("  ETA {}", rough_duration(seconds)));
+            // An estimate: to the second, never in milliseconds.
+            text.push_str(&format!("  ETA {}", format_seconds(seconds.round())));
         }
     }
     text
@@ -116,20 +119,10 @@ fn line(reading: Reading<'_>, phase: &PhaseStart, now: Instant) -> String {
 
 /// `1,250` or, for bytes, `12.4 MiB`.
 fn amount(count: u64, unit: &str) -> String {
-    if unit != "bytes" {
-        return grouped(count);
-    }
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = count as f64;
-    let mut index = 0;
-    while value >= 1024.0 && index + 1 < UNITS.len() {
-        value /= 1024.0;
-        index += 1;
-    }
-    if index == 0 {
-        format!("{count} B")
+    if unit == "bytes" {
+        format_bytes(count as f64)
     } else {
-        format!("{value:.1} {}", UNITS[index])
+        grouped(count)
     }
 }
 
@@ -147,17 +140,6 @@ fn grouped(count: u64) -> String {
         at += 3;
     }
     text
-}
-
-/// An estimate, so to the second below a minute and to the minute above
-/// an hour.
-fn rough_duration(seconds: f64) -> String {
-    let seconds = seconds.round() as u64;
-    match seconds {
-        0..=59 => format!("{seconds} s"),
-        60..=3599 => format!("{} min {:02} s", seconds / 60, seconds % 60),
-        _ => format!("{} h {:02} min", seconds / 3600, (seconds % 3600) / 60),
-    }
 }
 
 #[cfg(test)]
@@ -240,7 +222,7 @@ mod tests {
             detail: None,
         };
         let line = text.observe(reading, start + Duration::from_secs(3));
-        assert_eq!(line.as_deref(), Some("download  5.3 MiB"));
+        assert_eq!(line.as_deref(), Some("download  5.29 MiB"));
         assert_eq!(
             [0, 999, 1000, 123456, 1234567].map(grouped),
             ["0", "999", "1,000", "123,456", "1,234,567"]
