@@ -5,8 +5,8 @@
 
 mod cli;
 mod commands;
-mod complete;
 mod compare_view;
+mod complete;
 mod here;
 mod init;
 mod output;
