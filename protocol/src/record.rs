@@ -141,7 +141,23 @@ status_text!(StageStatus);
 #[serde(transparent)]
 pub struct Combination(pub Vec<(String, String)>);
 
+/// No combination: what a stage that shows nothing in a row splits rows by.
+static NO_COMBINATION: Combination = Combination(Vec::new());
+
 impl Combination {
+    /// What a stage's combination splits a run's rows by: its own when
+    /// the stage shows something in a row (metrics, or data rows are
+    /// compared on), none otherwise. The README's `features@n=1`, `@n=2`
+    /// report nothing; splitting rows by `n` would only repeat the one
+    /// `evaluate`'s figures on two rows.
+    pub fn splitting_rows(&self, shows_something: bool) -> &Combination {
+        if shows_something {
+            self
+        } else {
+            &NO_COMBINATION
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

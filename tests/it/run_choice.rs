@@ -319,3 +319,39 @@ fn every_json_flag_says_what_it_prints() {
         );
     }
 }
+
+/// The README's example: `features` expands over `n` and reports nothing,
+/// one `evaluate` reports the metrics. Rows split by `n` would show each
+/// run's one accuracy twice, beside an `n` that changes nothing.
+#[test]
+fn a_matrix_stage_that_reports_nothing_does_not_split_compares_rows() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"
+name: sentiment
+params: { smoothing: 1 }
+stages:
+  features:
+    matrix: { n: [1, 2] }
+    run: echo ${matrix.n} > f${matrix.n}.txt
+    outs: { f: "f${matrix.n}.txt" }
+  evaluate:
+    run: 'cat f1.txt f2.txt > /dev/null && echo "{\"accuracy\": 0.7${params.smoothing}}" > m.json'
+    deps: { a: "${stages.features@n=1.outs.f}", b: "${stages.features@n=2.outs.f}" }
+    metrics: m.json
+"#,
+    );
+    project.run_ok(&[]);
+    project.run_ok(&["-S", "smoothing=2"]);
+    let output = project.pipe(&["compare", "--md"]);
+    let table = stdout(&output);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|line| line.starts_with("| #"))
+        .collect();
+    assert_eq!(rows.len(), 2, "one row per run:\n{table}");
+    assert!(!table.contains("| n |") && !table.contains("n="), "{table}");
+    assert!(rows[1].contains("0.72"), "{table}");
+}

@@ -368,12 +368,11 @@ fn metric_id(stage: &str, metric: &str) -> String {
 /// The rows of one run: the record's one definition of them
 /// (`rows_by_combination`), shared with the HTML page and `report/html`.
 fn rows_of_run(compared: &ComparedRun) -> Vec<(Pairs, Vec<usize>)> {
-    rows_by_combination(
-        compared
-            .stages
-            .iter()
-            .map(|stage| &stage.identity.combination),
-    )
+    rows_by_combination(compared.stages.iter().map(|stage| {
+        // Outputs are loaded only for stages that make data.
+        let shows_something = !stage.metrics.is_empty() || stage.outputs.is_some();
+        stage.identity.combination.splitting_rows(shows_something)
+    }))
     .into_iter()
     .map(|row| (Pairs(row.combination.0), row.stages))
     .collect()

@@ -279,13 +279,16 @@ impl Row<'_> {
 /// The run's rows: the record's one definition of them, which `pipe
 /// compare` and its HTML page read too.
 fn rows(run: &RunContext) -> Vec<Row<'_>> {
-    rows_by_combination(run.stages.iter().map(|stage| &stage.combination))
-        .into_iter()
-        .map(|row| Row {
-            combination: row.combination,
-            stages: row.stages.iter().map(|&index| &run.stages[index]).collect(),
-        })
-        .collect()
+    rows_by_combination(run.stages.iter().map(|stage| {
+        let shows_something = !stage.metrics.is_empty() || stage.roles.makes_data;
+        stage.combination.splitting_rows(shows_something)
+    }))
+    .into_iter()
+    .map(|row| Row {
+        combination: row.combination,
+        stages: row.stages.iter().map(|&index| &run.stages[index]).collect(),
+    })
+    .collect()
 }
 
 /// The value of `column` in `row`.
