@@ -167,6 +167,23 @@ fn parse_number(field: &[u8]) -> Option<u64> {
     })
 }
 
+/// Whether `pid` runs (not a zombie) and, when `start_time` is known, is
+/// the process that started then rather than a later owner of the number.
+pub(crate) fn is_running_process(pid: u32, start_time: Option<u64>) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    match stat_of(pid) {
+        Some(stat) => stat.state != b'Z' && start_time.is_none_or(|at| at == stat.start_time),
+        None => false,
+    }
+}
+
+/// This process's start time (clock ticks after boot).
+pub(crate) fn start_time_of_self() -> Option<u64> {
+    own_start_time()
+}
+
 fn stat_of(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text)

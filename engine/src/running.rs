@@ -23,6 +23,10 @@ pub struct RunningStage {
     pub pid: u32,
     pub pipeline: String,
     pub stage: String,
+    /// The `pipe run` process's start time (clock ticks after boot): a
+    /// killed run's pid given to another process later is not that run.
+    #[serde(default)]
+    pub started: Option<u64>,
 }
 
 /// The marker of one running stage; removed when dropped.
@@ -50,6 +54,7 @@ impl Marker {
             pid,
             pipeline: pipeline.to_string(),
             stage: stage.to_string(),
+            started: crate::groups::start_time_of_self(),
         })
         .ok()?;
         // Renamed into place: a reader sees a whole marker or none.
@@ -77,51 +82,89 @@ impl Drop for Marker {
 pub fn running_stages(state_dir: &Path, pipeline: &str) -> HashMap<String, RunningStage> {
     let mut running = HashMap::new();
     for (_, marker) in markers(state_dir) {
-        if marker.pipeline == pipeline && process_alive(marker.pid) {
+        let Some(marker) = marker else { continue };
+        if marker.pipeline == pipeline && is_alive(&marker) {
             running.insert(marker.stage.clone(), marker);
         }
     }
     running
 }
 
-/// Removes the markers that dead runs left. Only the run lock's holder
-/// may: no other run is starting stages meanwhile.
+/// Removes the markers that dead runs left, and any file there that is
+/// not a whole marker (markers are renamed into place whole, so such a
+/// file is damage). Only the run lock's holder may: no other run is
+/// starting stages meanwhile.
 pub fn remove_dead(state_dir: &Path) {
     for (path, marker) in markers(state_dir) {
-        if !process_alive(marker.pid) {
+        if marker.as_ref().is_none_or(|marker| !is_alive(marker)) {
             let _ = std::fs::remove_file(path);
         }
     }
 }
 
-fn markers(state_dir: &Path) -> Vec<(PathBuf, RunningStage)> {
+/// Every marker file, with what it says when it reads as a marker. A
+/// staged `.NAME.tmp` is left out.
+fn markers(state_dir: &Path) -> Vec<(PathBuf, Option<RunningStage>)> {
     let Ok(entries) = std::fs::read_dir(state_dir.join(MARKERS_DIR)) else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter(|entry| !entry.file_name().to_string_lossy().starts_with('.'))
-        .filter_map(|entry| {
-            let text = std::fs::read(entry.path()).ok()?;
-            let marker = serde_json::from_slice::<RunningStage>(&text).ok()?;
-            Some((entry.path(), marker))
+        .map(|entry| {
+            let marker = std::fs::read(entry.path())
+                .ok()
+                .and_then(|text| serde_json::from_slice::<RunningStage>(&text).ok());
+            (entry.path(), marker)
         })
         .collect()
 }
 
-/// A killed `pipe` whose parent has not reaped it yet is a zombie: it
-/// runs nothing.
-fn process_alive(pid: u32) -> bool {
-    if !crate::runs::process_alive(i64::from(pid)) {
-        return false;
+/// A marker is believed while the `pipe` that wrote it runs: the same
+/// pid, started at the same time (a killed run's pid may belong to
+/// another process by now), and not a zombie (a killed `pipe` whose
+/// parent has not reaped it runs nothing).
+fn is_alive(marker: &RunningStage) -> bool {
+    crate::groups::is_running_process(marker.pid, marker.started)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(state_dir: &Path, name: &str, marker: &RunningStage) {
+        let dir = state_dir.join(MARKERS_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), serde_json::to_vec(marker).unwrap()).unwrap();
     }
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // The state follows the command name, which ends at the last `)`.
-    let state = stat
-        .iter()
-        .rposition(|&byte| byte == b')')
-        .and_then(|close| stat.get(close + 2));
-    state != Some(&b'Z')
+
+    #[test]
+    fn a_marker_is_believed_only_for_the_process_that_wrote_it() {
+        let state = tempfile::tempdir().unwrap();
+        let marker = Marker::create(state.path(), 7, "p", "train", 0).unwrap();
+        let running = running_stages(state.path(), "p");
+        assert_eq!(running["train"].run, 7);
+        assert!(running_stages(state.path(), "other").is_empty());
+        drop(marker);
+        assert!(running_stages(state.path(), "p").is_empty());
+
+        // This process's pid, as a killed run's pid reused: another start time.
+        let own = crate::groups::start_time_of_self().unwrap();
+        let reused = RunningStage {
+            run: 3,
+            pid: std::process::id(),
+            pipeline: "p".into(),
+            stage: "evaluate".into(),
+            started: Some(own + 1),
+        };
+        write(state.path(), "1-0", &reused);
+        assert!(running_stages(state.path(), "p").is_empty());
+        std::fs::write(state.path().join(MARKERS_DIR).join("1-1"), b"{\"run\":").unwrap();
+        assert!(running_stages(state.path(), "p").is_empty());
+        remove_dead(state.path());
+        let left: Vec<_> = std::fs::read_dir(state.path().join(MARKERS_DIR))
+            .unwrap()
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
