@@ -92,21 +92,27 @@ pub fn show(
     }
     let (restores, runs, after) = status.counts();
     let stale = restores + runs + after;
-    let restorable = states
-        .iter()
-        .filter(|state| state.freshness == Freshness::Restorable)
-        .count();
+    let count = |freshness: Freshness| {
+        states
+            .iter()
+            .filter(|state| state.freshness == freshness)
+            .count()
+    };
+    let (restorable, running) = (count(Freshness::Restorable), count(Freshness::Running));
     let _ = write!(
         text,
         "{} stages: {} fresh, {restorable} restorable, {stale} stale",
         states.len(),
-        states.len() - stale - restorable,
+        states.len() - stale - restorable - running,
     );
     if stale > 0 {
         let _ = write!(
             text,
             " ({restores} the remote has, {runs} run, {after} known after an upstream stage runs)"
         );
+    }
+    if running > 0 {
+        let _ = write!(text, "; {running} running now");
     }
     let _ = writeln!(
         text,

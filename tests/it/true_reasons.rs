@@ -367,6 +367,17 @@ fn status_during_a_run_says_the_stage_runs_and_in_which_run() {
     assert_eq!(freshness_of(&project, "slow"), "running");
     let why = stdout_of(&project, &["why", "slow"]);
     assert!(why.contains("stage `slow` is running"), "{why}");
+    // With a remote too: a running stage is not counted as fresh.
+    let remote = tempfile::tempdir().unwrap();
+    let remote_arg = remote.path().to_str().unwrap();
+    let remote_arg = format!("--remote={remote_arg}");
+    let status = stdout_of(&project, &["status", &remote_arg]);
+    assert!(line_of(&status, "slow").contains("running"), "{status}");
+    assert!(
+        status.contains("2 stages: 0 fresh, 0 restorable, 1 stale"),
+        "{status}"
+    );
+    assert!(status.contains("; 1 running now"), "{status}");
 
     project.write("go", "");
     assert!(run.wait().expect("wait for pipe run").success());
