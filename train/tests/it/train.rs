@@ -298,13 +298,13 @@ fn bert_learns_the_toy_task_and_eval_on_the_checkpoint_reproduces_val() {
 
     // Progress per step, a message per epoch.
     assert!(run.events.iter().any(|event| event["event"] == "progress"
-        && event["phase"] == "train epoch 1"
+        && event["phase"] == "train epoch 1/8"
         && event["unit"] == "steps"));
     // Each epoch's last progress event carries its mean loss and rate.
     let epoch_end = run
         .events
         .iter()
-        .rfind(|event| event["event"] == "progress" && event["phase"] == "train epoch 1")
+        .rfind(|event| event["event"] == "progress" && event["phase"] == "train epoch 1/8")
         .unwrap();
     let detail = epoch_end["detail"].as_str().unwrap_or_default();
     assert!(
