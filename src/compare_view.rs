@@ -458,24 +458,9 @@ pub fn html(table: &CompareTable, runs: &[ComparedRun], steps: &StepCurves) -> R
         page.heading(2, "Curves");
     }
     for ((stage, metric), series) in curves {
-        let label = CURVES
-            .iter()
-            .find(|(name, _)| *name == metric)
-            .map_or(metric, |(_, label)| label);
-        let title = format!(
-            "{} per epoch of {stage}",
-            pipe_report::text::capitalised(label)
-        );
-        let chart = LineChart {
-            title: title.clone(),
-            x_label: "epoch".into(),
-            y_label: label.to_string(),
-            series,
-        };
-        let svg = chart
-            .to_svg()
-            .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
-        page.plot(&format!("{stage}-{metric}"), title, svg);
+        let label = label_of(CURVES, metric);
+        let file = format!("{stage}-{metric}");
+        overlaid_plot(&mut page, &file, label, "epoch", &stage, series)?;
     }
     step_plots(&mut page, table, steps)?;
     Ok(page.to_html())
@@ -563,24 +548,44 @@ fn step_plots(page: &mut Document, table: &CompareTable, steps: &StepCurves) -> 
         ));
     }
     for ((stage, column), series) in charts {
-        let label = STEP_CURVES
-            .iter()
-            .find(|(name, _)| *name == column)
-            .map_or(column, |(_, label)| label);
-        let title = format!(
-            "{} per step of {stage}",
-            pipe_report::text::capitalised(label)
-        );
-        let chart = LineChart {
-            title: title.clone(),
-            x_label: "step".into(),
-            y_label: label.to_string(),
-            series,
-        };
-        let svg = chart
-            .to_svg()
-            .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
-        page.plot(&format!("{stage}-{column}-per-step"), title, svg);
+        let label = label_of(STEP_CURVES, column);
+        let file = format!("{stage}-{column}-per-step");
+        overlaid_plot(page, &file, label, "step", stage, series)?;
     }
+    Ok(())
+}
+
+/// The label a curve is drawn with: `labels`' own, else its name.
+fn label_of<'a>(labels: &[(&str, &'a str)], name: &'a str) -> &'a str {
+    labels
+        .iter()
+        .find(|(each, _)| *each == name)
+        .map_or(name, |(_, label)| label)
+}
+
+/// One chart of the rows' curves of `label` per `x` (epoch or step) of
+/// `stage`, as plot `file` of the page.
+fn overlaid_plot(
+    page: &mut Document,
+    file: &str,
+    label: &str,
+    x: &str,
+    stage: &str,
+    series: Vec<Series>,
+) -> Result<()> {
+    let title = format!(
+        "{} per {x} of {stage}",
+        pipe_report::text::capitalised(label)
+    );
+    let chart = LineChart {
+        title: title.clone(),
+        x_label: x.into(),
+        y_label: label.to_string(),
+        series,
+    };
+    let svg = chart
+        .to_svg()
+        .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
+    page.plot(file, title, svg);
     Ok(())
 }
