@@ -53,9 +53,19 @@ impl Progress {
     }
 
     fn line(&self, text: String) {
-        if self.quiet {
-            return;
+        if !self.quiet {
+            self.print(text);
         }
+    }
+
+    /// A failure is printed with `--quiet` too: it promises "only errors",
+    /// not silence, and a failed stage's reason, command and log tail are
+    /// the error.
+    fn error_line(&self, text: String) {
+        self.print(text);
+    }
+
+    fn print(&self, text: String) {
         match self.bars.as_ref().filter(|bars| !bars.is_hidden()) {
             Some(bars) => {
                 let _ = bars.println(text);
@@ -193,7 +203,8 @@ impl Progress {
                                 .unwrap_or_else(|| log.to_path_buf());
                             text.push_str(&format!("\n    full log: {}", shown.display()));
                         }
-                        text
+                        self.error_line(text);
+                        return;
                     }
                 };
                 self.line(text);
@@ -315,7 +326,7 @@ impl Progress {
                     RunStatus::Succeeded => self.style.green("succeeded"),
                     other => self.style.red(other.as_str()),
                 };
-                self.line(format!(
+                let text = format!(
                     "run #{run_id} {verdict}: {} in {}",
                     if parts.is_empty() {
                         "nothing to do".to_string()
@@ -323,7 +334,11 @@ impl Progress {
                         parts.join(", ")
                     },
                     format_duration(self.started.elapsed())
-                ));
+                );
+                match status {
+                    RunStatus::Succeeded => self.line(text),
+                    _ => self.error_line(text),
+                }
             }
         }
     }

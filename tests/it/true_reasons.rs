@@ -312,6 +312,59 @@ stages:
     assert!(stderr.contains("> exit 3"), "{stderr}");
 }
 
+#[test]
+fn quiet_keeps_the_failure_and_drops_the_rest() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "
+stages:
+  fine:
+    run: echo fine > a.txt
+    outs: [a.txt]
+  broken:
+    run: cat a.txt; echo boom >&2; exit 3
+    deps: [a.txt]
+    outs: [b.txt]
+",
+    );
+    let output = project.pipe(&["run", "-q"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("✗ failed") && stderr.contains("broken") && stderr.contains("│ boom"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("> cat a.txt; echo boom >&2; exit 3"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("run #1 failed: 1 ran, 1 failed"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("✓ ran"), "{stderr}");
+    assert!(!stderr.contains("running"), "{stderr}");
+
+    // A success with -q says nothing at all.
+    project.write(
+        "pipe.yaml",
+        "
+stages:
+  fine:
+    run: echo fine > a.txt
+    outs: [a.txt]
+",
+    );
+    let quiet = project.pipe(&["run", "-q"]);
+    assert!(quiet.status.success());
+    assert!(
+        quiet.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&quiet.stderr)
+    );
+}
+
 /// `pipe run` in the background, its output thrown away.
 fn spawn_run(project: &TestProject) -> Child {
     project
