@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use pipe_cache::remote::Pulled;
 use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
@@ -53,7 +53,10 @@ fn execute(
     let started = Instant::now();
     let stage = &context.pipeline.stages[index];
     let root = &context.pipeline.root;
-    let elapsed_ms = || started.elapsed().as_millis() as u64;
+    // Time spent building a worker before the stage could start.
+    let mut build_wait = Duration::ZERO;
+    let elapsed_ms =
+        |build_wait: Duration| started.elapsed().saturating_sub(build_wait).as_millis() as u64;
     let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
         Ok(digests) => digests,
         Err(problem) => {
@@ -72,7 +75,7 @@ fn execute(
             let detail = StageFailure::Dependency(detail);
             return StageOutcome {
                 index,
-                record: failed_record(stage, None, detail, elapsed_ms()),
+                record: failed_record(stage, None, detail, elapsed_ms(build_wait)),
                 manifest: None,
                 compute_ms: None,
             };
@@ -121,7 +124,7 @@ fn execute(
                 Ok((status, metrics)) => {
                     let record = StageRecord {
                         key: Some(key),
-                        duration_ms: elapsed_ms(),
+                        duration_ms: elapsed_ms(build_wait),
                         outputs: result.outputs.clone(),
                         metrics,
                         detail: pulled_from,
@@ -145,12 +148,12 @@ fn execute(
         }
     }
 
-    match run_command(context, index, stage, gpus, placement) {
+    match run_command(context, index, stage, gpus, placement, &mut build_wait) {
         Ok(()) => {}
         Err(detail) => {
             return StageOutcome {
                 index,
-                record: failed_record(stage, Some(&key), detail, elapsed_ms()),
+                record: failed_record(stage, Some(&key), detail, elapsed_ms(build_wait)),
                 manifest: Some(manifest),
                 compute_ms: None,
             }
@@ -161,7 +164,7 @@ fn execute(
         stage,
         key,
         &manifest,
-        elapsed_ms(),
+        elapsed_ms(build_wait),
         rehash_existing,
     ) {
         Ok((result, metrics)) => {
@@ -172,7 +175,7 @@ fn execute(
             let compute_ms = Some(result.duration_ms);
             let record = StageRecord {
                 key: Some(key),
-                duration_ms: elapsed_ms(),
+                duration_ms: elapsed_ms(build_wait),
                 outputs: result.outputs,
                 metrics,
                 ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
@@ -186,7 +189,7 @@ fn execute(
         }
         Err(detail) => StageOutcome {
             index,
-            record: failed_record(stage, Some(&key), detail, elapsed_ms()),
+            record: failed_record(stage, Some(&key), detail, elapsed_ms(build_wait)),
             manifest: Some(manifest),
             compute_ms: None,
         },
@@ -257,6 +260,7 @@ pub(super) fn run_command(
     stage: &Stage,
     gpus: &[String],
     placement: &mut Option<Placement>,
+    build_wait: &mut Duration,
 ) -> Result<(), StageFailure> {
     let root = &context.pipeline.root;
     // Stale outputs must not survive into a new result, and restored ones
@@ -306,7 +310,7 @@ pub(super) fn run_command(
             check_exit(status, "command")
         }
         StageKind::Worker(worker) => run_worker(
-            context, index, stage, worker, gpus, log, &log_path, placement,
+            context, index, stage, worker, gpus, log, &log_path, placement, build_wait,
         ),
     }
 }

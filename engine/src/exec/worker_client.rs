@@ -35,6 +35,7 @@ pub(super) fn run_worker(
     mut log: File,
     log_path: &Path,
     placement: &mut Option<Placement>,
+    build_wait: &mut Duration,
 ) -> Result<(), StageFailure> {
     if let Some(unavailable) = &worker_stage.launch.unavailable {
         return Err(StageFailure::Reported {
@@ -43,18 +44,22 @@ pub(super) fn run_worker(
         });
     }
     if let Some(build) = &worker_stage.launch.build {
-        build
-            .ensure(context.observer)
-            .map_err(|error| match error {
-                crate::EngineError::Usage { message, hint } => StageFailure::Reported {
-                    message,
-                    hint: Some(hint),
-                },
-                other => StageFailure::Reported {
-                    message: other.to_string(),
-                    hint: None,
-                },
-            })?;
+        // Building the worker, or waiting on a parallel stage's build of
+        // it, is not the stage's time: a 5-minute first build would
+        // otherwise be recorded as what the result cost to compute.
+        let build_started = Instant::now();
+        let built = build.ensure(context.observer);
+        *build_wait = build_started.elapsed();
+        built.map_err(|error| match error {
+            crate::EngineError::Usage { message, hint } => StageFailure::Reported {
+                message,
+                hint: Some(hint),
+            },
+            other => StageFailure::Reported {
+                message: other.to_string(),
+                hint: None,
+            },
+        })?;
     }
     let root = &context.pipeline.root;
     let final_dir = root.join(&worker_stage.output_dir);
