@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod compare_command;
 mod compare_view;
 mod complete;
 mod here;
