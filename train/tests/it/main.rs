@@ -1,6 +1,8 @@
 //! The tests of `pipe-train`, linked into one binary: the models against
 //! `transformers` outputs (`model_parity`), the training and eval stages
-//! through the real `pipe-stage-train` worker (`train`), the same on a GPU
+//! through the real `pipe-stage-train` worker (`train`, at each precision in
+//! `precision`, with each distributed strategy in `strategies`, and what
+//! a run reports in `metrics`), the same on a GPU
 //! where there is one (`cuda`), and what the libtorch binaries link
 //! (`linking`). Modules
 //! share one process: a test sets env vars on the child it starts, never
@@ -8,6 +10,9 @@
 
 mod cuda;
 mod linking;
+mod metrics;
 mod model_parity;
+mod precision;
 mod ranks;
+mod strategies;
 mod train;
