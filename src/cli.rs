@@ -240,6 +240,12 @@ pub struct DirectionArgs {
     pub lower: Vec<String>,
 }
 
+impl DirectionArgs {
+    pub fn rules(self) -> pipe_engine::metrics::DirectionRules {
+        pipe_engine::metrics::DirectionRules::new(self.higher, self.lower)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Runs: ids, `last`, `last~N`, git refs (default: the newest 10 that

@@ -15,9 +15,7 @@ use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::RunStatus;
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
 
-use crate::cli::{
-    CacheCommand, Cli, Command, DagFormatArg, DirectionArgs, ExecutorArg, PipelineArg, RunArgs,
-};
+use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, ExecutorArg, PipelineArg, RunArgs};
 use crate::here;
 use crate::output::{errln, out, outln};
 use crate::progress::Progress;
@@ -134,7 +132,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             } else {
                 (&record_b, &record_a)
             };
-            let rules = direction_rules(directions)
+            let rules = directions
+                .rules()
                 .declared(&newer.directions)
                 .declared(&older.directions);
             let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
@@ -420,10 +419,6 @@ fn no_runs(json: bool) -> Result<ExitCode> {
         errln!("no runs recorded yet; `pipe run` records one");
     }
     Ok(ExitCode::Ok)
-}
-
-pub(crate) fn direction_rules(args: DirectionArgs) -> pipe_engine::metrics::DirectionRules {
-    pipe_engine::metrics::DirectionRules::new(args.higher, args.lower)
 }
 
 fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {

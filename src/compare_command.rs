@@ -8,7 +8,6 @@ use pipe_engine::runs::{self, RunStatus};
 use pipe_engine::{compare, EngineError, ExitCode, Result};
 
 use crate::cli::{CompareArgs, StatusArg};
-use crate::commands::direction_rules;
 use crate::here;
 use crate::output::{errln, out, outln};
 use crate::style::Style;
@@ -110,7 +109,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
             by_age.sort_by_key(|run| std::cmp::Reverse(run.run.id));
             by_age
                 .into_iter()
-                .fold(direction_rules(args.directions), |rules, run| {
+                .fold(args.directions.rules(), |rules, run| {
                     rules.declared(&run.run.directions)
                 })
         },
