@@ -154,6 +154,38 @@ fn a_failing_worker_leaves_no_output_and_caches_nothing() {
     assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
 }
 
+/// A Python worker that dies before it speaks (a package missing from its
+/// environment) fails its stage with the traceback's last lines on stderr
+/// and the log that holds all of it; nothing is cached, and the next run
+/// with the package there runs it.
+#[test]
+fn a_worker_that_dies_on_a_missing_module_shows_its_traceback_and_log() {
+    let project = project();
+    let crashed = run(&project, &[], &[("SHOUT_CRASH", "1")]);
+    assert_eq!(crashed.code, 1, "{}", crashed.stderr);
+    assert_eq!(crashed.status("loud"), "failed");
+    assert_eq!(crashed.status("count"), "skipped");
+    for shown in [
+        "the stage worker exited with code 1",
+        "│ ModuleNotFoundError: No module named 'a_module_this_environment_lacks'",
+        "full log: .pipe/logs/1/loud.log",
+    ] {
+        assert!(
+            crashed.stderr.contains(shown),
+            "{shown}: {}",
+            crashed.stderr
+        );
+    }
+    let log = project.read(".pipe/logs/1/loud.log");
+    assert!(
+        log.contains("Traceback (most recent call last):")
+            && log.contains("import a_module_this_environment_lacks"),
+        "{log}"
+    );
+    assert!(!project.exists(".pipe/out/pipe/loud"));
+    assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
+}
+
 /// `pipe validate` with the Python worker on the stage path: exit code and stderr.
 fn validate(project: &TestProject) -> (Option<i32>, String) {
     let output = project
