@@ -382,6 +382,42 @@ fn a_request_no_node_can_meet_is_refused_before_anything_is_submitted() {
     assert!(!project.exists("fine.txt"));
 }
 
+/// A stage's recorded time is its job's, not the queue's: two stages that
+/// each take the whole node run one after the other, so one of them waits
+/// 3 s in the queue, and what the two record adds up to the run's time,
+/// not to 3 s more (which would also make a busy cluster look like a slow
+/// stage in `pipe compare`).
+#[test]
+fn the_time_a_job_waits_in_the_queue_is_not_its_stages_time() {
+    let project = TestProject::new();
+    let stage = |name: &str| {
+        format!(
+            "  {name}:\n    run: sleep 3 && touch {name}.txt\n    outs: [{name}.txt]\n    resources: {{ cpus: 8 }}\n"
+        )
+    };
+    project.write(
+        "pipe.yaml",
+        &format!("stages:\n{}{}", stage("first"), stage("second")),
+    );
+    let result = on_slurm(&project, &[]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let run = show(&project, "last");
+    let wall = run["ended_ms"].as_u64().unwrap() - run["started_ms"].as_u64().unwrap();
+    let recorded: Vec<u64> = ["first", "second"]
+        .iter()
+        .map(|name| stage_record(&run, name)["duration_ms"].as_u64().unwrap())
+        .collect();
+    // Each ran its 3 s on the node; one after the other, so the run took 6.
+    assert!(recorded.iter().all(|&ms| ms >= 3000), "{recorded:?}");
+    assert!(wall >= 6000, "{wall} ms: the jobs did not share the node");
+    // Counted with the queue, the two would add up to 9 s in a 6 s run.
+    let sum: u64 = recorded.iter().sum();
+    assert!(
+        sum < wall + 1500,
+        "the stages recorded {recorded:?} ms in a run of {wall} ms"
+    );
+}
+
 #[test]
 fn a_matrix_goes_out_as_one_job_array() {
     let project = TestProject::new();

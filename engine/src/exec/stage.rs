@@ -53,10 +53,11 @@ fn execute(
     let started = Instant::now();
     let stage = &context.pipeline.stages[index];
     let root = &context.pipeline.root;
-    // Time spent building a worker before the stage could start.
-    let mut build_wait = Duration::ZERO;
-    let elapsed_ms =
-        |build_wait: Duration| started.elapsed().saturating_sub(build_wait).as_millis() as u64;
+    // Time the stage waited without running: for its worker to be built,
+    // for its Slurm job to leave the queue. What the result cost is what
+    // is left; a first build or a busy cluster is not the stage's.
+    let mut waited = Duration::ZERO;
+    let elapsed_ms = |waited: Duration| started.elapsed().saturating_sub(waited).as_millis() as u64;
     let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
         Ok(digests) => digests,
         Err(problem) => {
@@ -75,7 +76,7 @@ fn execute(
             let detail = StageFailure::Dependency(detail);
             return StageOutcome {
                 index,
-                record: failed_record(stage, None, detail, elapsed_ms(build_wait)),
+                record: failed_record(stage, None, detail, elapsed_ms(waited)),
                 manifest: None,
                 compute_ms: None,
             };
@@ -124,7 +125,7 @@ fn execute(
                 Ok((status, metrics)) => {
                     let record = StageRecord {
                         key: Some(key),
-                        duration_ms: elapsed_ms(build_wait),
+                        duration_ms: elapsed_ms(waited),
                         outputs: result.outputs.clone(),
                         metrics,
                         detail: pulled_from,
@@ -148,12 +149,17 @@ fn execute(
         }
     }
 
-    match run_command(context, index, stage, gpus, placement, &mut build_wait) {
+    let ran = run_command(context, index, stage, gpus, placement, &mut waited);
+    waited += placement
+        .as_ref()
+        .and_then(|placement| placement.queued)
+        .unwrap_or_default();
+    match ran {
         Ok(()) => {}
         Err(detail) => {
             return StageOutcome {
                 index,
-                record: failed_record(stage, Some(&key), detail, elapsed_ms(build_wait)),
+                record: failed_record(stage, Some(&key), detail, elapsed_ms(waited)),
                 manifest: Some(manifest),
                 compute_ms: None,
             }
@@ -164,7 +170,7 @@ fn execute(
         stage,
         key,
         &manifest,
-        elapsed_ms(build_wait),
+        elapsed_ms(waited),
         rehash_existing,
     ) {
         Ok((result, metrics)) => {
@@ -175,7 +181,7 @@ fn execute(
             let compute_ms = Some(result.duration_ms);
             let record = StageRecord {
                 key: Some(key),
-                duration_ms: elapsed_ms(build_wait),
+                duration_ms: elapsed_ms(waited),
                 outputs: result.outputs,
                 metrics,
                 ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
@@ -189,7 +195,7 @@ fn execute(
         }
         Err(detail) => StageOutcome {
             index,
-            record: failed_record(stage, Some(&key), detail, elapsed_ms(build_wait)),
+            record: failed_record(stage, Some(&key), detail, elapsed_ms(waited)),
             manifest: Some(manifest),
             compute_ms: None,
         },

@@ -60,6 +60,9 @@ pub(super) fn check_requests(settings: &SlurmSettings, stages: &[&Stage]) -> Res
 pub struct Placement {
     pub job_id: String,
     pub node: Option<String>,
+    /// From submission to the job's start on its node, when the job said
+    /// when it started: the queue's time, not the stage's.
+    pub queued: Option<Duration>,
 }
 
 /// What the job's command does with its output.
@@ -265,6 +268,7 @@ impl Cluster {
         *placement.lock().unwrap_or_else(|p| p.into_inner()) = Some(Placement {
             job_id: job_id.clone(),
             node: None,
+            queued: None,
         });
         if interrupt::requested() {
             self.cancel_all();
@@ -334,9 +338,15 @@ impl Cluster {
                 log_timing(job_id, submitted_ms, &exit);
                 let code = exit.code;
                 let node = exit.node.or(node);
+                // The node's clock against the head's: a skew between them
+                // shows here, but a start before submission is no wait.
+                let queued = exit
+                    .started_ms
+                    .map(|started| Duration::from_millis(started.saturating_sub(submitted_ms)));
                 let placement = Placement {
                     job_id: job_id.to_string(),
                     node,
+                    queued,
                 };
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(placement);
                 // The code as a wait status, so that it reads as a local one.
