@@ -359,6 +359,7 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
             "corrupt_found": transfers.corrupt_found,
             "unavailable": transfers.unavailable,
             "push_refused": transfers.push_refused,
+            "push_seconds": transfers.push_seconds,
             "record_pushed": summary.record.is_ok(),
         });
         outln!("{event}");

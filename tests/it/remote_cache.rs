@@ -201,6 +201,43 @@ fn a_file_remote_is_shared_the_same_way() {
     same_outputs(&first, &second);
 }
 
+/// "pushed N results in T s" is the time pushing took, not the run's: a
+/// result pushed in the background while a later stage works for 3 s is
+/// not 3 s of pushing (it was, counted from the first push to the end).
+#[test]
+fn the_push_time_is_the_time_spent_pushing_not_the_stages_that_ran_meanwhile() {
+    let shared = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", shared.path().display());
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "cache:\n  remote: {url}\nstages:\n  quick:\n    run: echo quick > quick.txt\n    outs: [quick.txt]\n  slow:\n    run: sleep 3 && cp quick.txt slow.txt\n    deps: [quick.txt]\n    outs: [slow.txt]\n"
+        ),
+    );
+    let first = project.run_ok(&[]);
+    let event = remote_event(&first);
+    assert_eq!(event["results_pushed"], 2, "{event}");
+    let pushing = event["push_seconds"].as_f64().unwrap();
+    assert!(pushing > 0.0, "{event}");
+    let slow = first
+        .events
+        .iter()
+        .find(|event| event["event"] == "stage_finished" && event["stage"] == "slow")
+        .and_then(|event| event["duration_ms"].as_u64())
+        .unwrap();
+    assert!(slow >= 3000, "{slow}");
+    assert!(
+        pushing * 1000.0 < slow as f64,
+        "two small results took {pushing} s to push beside a stage of {slow} ms"
+    );
+    assert!(
+        first.stderr.contains("pushed 2 results"),
+        "{}",
+        first.stderr
+    );
+}
+
 #[test]
 fn a_rerun_whose_results_are_all_local_never_touches_the_remote() {
     let project = project();

@@ -13,6 +13,7 @@
 //! a run: the first failure is reported once and the rest of the run goes
 //! on with the local cache alone.
 
+mod busy;
 mod location;
 mod progress;
 mod pull;
@@ -21,7 +22,7 @@ mod push;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use opendal::{ErrorKind, Operator};
@@ -82,6 +83,8 @@ pub struct TransferReport {
     pub unavailable: Option<String>,
     /// Why pushing was given up on (the remote refused writes).
     pub push_refused: Option<String>,
+    /// How long at least one push was under way (busy::BusyClock): not
+    /// the stages that ran between pushes, nor overlapping pushes twice.
     pub push_seconds: f64,
 }
 
@@ -131,6 +134,8 @@ struct Shared {
     report: Mutex<TransferReport>,
     /// Where each result's transfer progress goes, if anyone shows it.
     progress: Option<ProgressSink>,
+    /// The time a push was under way, for the report's `push_seconds`.
+    pushing: busy::BusyClock,
 }
 
 /// A connection to one remote cache, attached to a local cache. Cheap to
@@ -140,7 +145,6 @@ pub struct Remote {
     shared: Arc<Shared>,
     runtime: OnceLock<tokio::runtime::Runtime>,
     pending: Mutex<Vec<tokio::task::JoinHandle<()>>>,
-    push_started: Mutex<Option<Instant>>,
 }
 
 impl Remote {
@@ -163,10 +167,10 @@ impl Remote {
                 corrupt: Mutex::new(HashSet::new()),
                 report: Mutex::new(TransferReport::default()),
                 progress: config.progress.clone(),
+                pushing: busy::BusyClock::default(),
             }),
             runtime: OnceLock::new(),
             pending: Mutex::new(Vec::new()),
-            push_started: Mutex::new(None),
         })
     }
 
@@ -249,7 +253,6 @@ impl Remote {
             lock(&self.shared.report).results_not_pushed += 1;
             return;
         };
-        lock(&self.push_started).get_or_insert_with(Instant::now);
         let shared = self.shared.clone();
         let handle = runtime.spawn(async move {
             push::push_and_count(&shared, &result).await;
@@ -268,7 +271,6 @@ impl Remote {
             lock(&self.shared.report).results_not_pushed += results.len() as u64;
             return 0;
         };
-        lock(&self.push_started).get_or_insert_with(Instant::now);
         let shared = self.shared.clone();
         let concurrency = self.shared.concurrency;
         runtime.block_on(async move {
@@ -296,8 +298,8 @@ impl Remote {
             });
         }
         let mut report = lock(&self.shared.report).clone();
-        if let Some(started) = *lock(&self.push_started) {
-            report.push_seconds = started.elapsed().as_secs_f64();
+        if let Some(pushing) = self.shared.pushing.total() {
+            report.push_seconds = pushing.as_secs_f64();
         }
         report
     }

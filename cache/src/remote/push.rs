@@ -13,6 +13,7 @@ use crate::{ActionResult, Artifact, ArtifactKind, CacheError, ObjectDigest};
 
 /// Pushes one result and counts it; false when it did not reach the remote.
 pub(super) async fn push_and_count(shared: &Shared, result: &ActionResult) -> bool {
+    let _busy = shared.pushing.enter();
     if shared.is_unavailable() || shared.push_refused() {
         lock(&shared.report).results_not_pushed += 1;
         return false;
