@@ -93,6 +93,18 @@ fn diff_compares_the_last_two_successful_runs_of_one_pipeline() {
             && warning.contains("`--pipeline NAME` chooses which"),
         "{warning}"
     );
+
+    // One run under two names: compared with itself, and said so.
+    let itself = project.pipe(&["diff", "4", "last~1"]);
+    assert_eq!(itself.status.code(), Some(0), "{}", stderr(&itself));
+    assert!(stdout(&itself).starts_with("run #4 -> run #4\n"));
+    assert!(
+        stderr(&itself).contains(
+            "warning: both runs named are run #4: it is compared with itself, so nothing differs"
+        ),
+        "{}",
+        stderr(&itself)
+    );
 }
 
 #[test]

@@ -109,6 +109,18 @@ impl History {
                 (a, b)
             }
         };
+        // `pipe diff 3 last` when run #3 is the last: a diff with nothing
+        // in it that could read as "the runs agree".
+        if a.id == b.id {
+            return Ok(DiffPair {
+                a: a.id,
+                b: b.id,
+                warning: Some(format!(
+                    "both runs named are run #{}: it is compared with itself, so nothing differs",
+                    a.id
+                )),
+            });
+        }
         let warning = (a.pipeline != b.pipeline).then(|| {
             format!(
                 "run #{} is of pipeline `{}` and run #{} of `{}`: most params and metrics will read as absent in one of them; without run names, `pipe diff` compares the last two successful runs of one pipeline (`--pipeline NAME` chooses which)",
