@@ -236,11 +236,11 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
         (Some(file), _) | (None, Some(file)) => file.to_path_buf(),
         (None, None) => default_pipeline_file()?,
     };
-    if !file.is_file() {
-        return Err(EngineError::usage(
-            format!("pipeline file `{}` does not exist", file.display()),
-            "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
-        ));
+    if let Some(problem) = pipe_engine::spec::pipeline_file_problem(
+        &file,
+        "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
+    ) {
+        return Err(problem);
     }
     let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &ProjectWorkers)?;
     Ok((pipeline, dag))
@@ -348,8 +348,14 @@ fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunSummary) {
     }
 }
 
+/// Whether `pipe run`'s first argument names the pipeline rather than a
+/// stage. A trailing `/` is a directory (no stage name has one), said to be
+/// one by the loader; a bare directory name may well be a stage's (`data`).
 fn looks_like_pipeline_file(argument: &str) -> bool {
-    argument.ends_with(".yaml") || argument.ends_with(".yml") || Path::new(argument).is_file()
+    argument.ends_with(".yaml")
+        || argument.ends_with(".yml")
+        || argument.ends_with('/')
+        || Path::new(argument).is_file()
 }
 
 fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCode> {

@@ -69,3 +69,67 @@ fn bad_overrides_and_missing_files_are_usage_errors() {
     assert_eq!(unknown_stage.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown_stage.stderr).contains("stages: a"));
 }
+
+/// A path that is not a pipeline file is named for what it is: a
+/// directory (with the pipeline inside it when there is one), a FIFO, or
+/// nothing; never "does not exist" for a directory that does.
+#[test]
+fn a_directory_or_a_fifo_named_as_the_pipeline_file_is_said_to_be_one() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    run: touch a.txt\n    outs: [a.txt]\n",
+    );
+    std::fs::create_dir(project.path("experiments")).unwrap();
+    let said = |args: &[&str]| {
+        let output = project.pipe(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&output.stderr).to_string()
+    };
+    // `pipe run NAME` takes a bare name for a stage's; a trailing `/` is a
+    // directory.
+    for args in [
+        &["run", "experiments/"][..],
+        &["status", "experiments"],
+        &["validate", "experiments"],
+    ] {
+        let stderr = said(args);
+        let shown = args[1];
+        assert!(
+            stderr.contains(&format!(
+                "error: `{shown}` is a directory, not a pipeline file"
+            )) && stderr.contains("pipe.yaml`")
+                && stderr.contains("`-C experiments"),
+            "{args:?}: {stderr}"
+        );
+    }
+    project.write("experiments/pipe.yml", "stages: {}\n");
+    let stderr = said(&["run", "experiments/"]);
+    assert!(
+        stderr.contains("did you mean `experiments/pipe.yml`?"),
+        "{stderr}"
+    );
+    let stderr = said(&["cache", "push", "-f", "experiments"]);
+    assert!(
+        stderr.contains("is a directory, not a pipeline file"),
+        "{stderr}"
+    );
+
+    let fifo = project.path("stream.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let stderr = said(&["validate", "stream.yaml"]);
+    assert!(
+        stderr.contains("pipeline file `stream.yaml` is not a regular file"),
+        "{stderr}"
+    );
+    let stderr = said(&["run", "nowhere.yaml"]);
+    assert!(
+        stderr.contains("pipeline file `nowhere.yaml` does not exist"),
+        "{stderr}"
+    );
+    assert!(!project.exists("a.txt"), "nothing ran");
+}

@@ -294,11 +294,8 @@ pub(crate) fn load_project_config(root: &Path) -> Result<FileSettings> {
 /// The `cache:` section of a pipeline file alone, for commands that need
 /// its remote but not its stages (`pipe cache push -f FILE`).
 pub fn pipeline_remote(file: &Path) -> Result<Option<RemoteSpec>> {
-    if !file.is_file() {
-        return Err(EngineError::usage(
-            format!("pipeline file `{}` does not exist", file.display()),
-            "check the path, or leave out -f",
-        ));
+    if let Some(problem) = super::pipeline_file_problem(file, "check the path, or leave out -f") {
+        return Err(problem);
     }
     Ok(read_cache_section(file, false)?.remote)
 }

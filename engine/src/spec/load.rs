@@ -228,6 +228,41 @@ fn project_root(file: &Path) -> PathBuf {
     crate::project::Project::find_root(&directory)
 }
 
+/// Why `file` cannot be read as a pipeline file, if it cannot: missing
+/// (`missing_hint` says what to do, which depends on how it was named), a
+/// directory (named as one, with the pipeline file inside it when there is
+/// one), or not a regular file.
+pub fn pipeline_file_problem(file: &Path, missing_hint: &str) -> Option<EngineError> {
+    let shown = file.display();
+    match std::fs::metadata(file) {
+        Ok(metadata) if metadata.is_file() => None,
+        Ok(metadata) if metadata.is_dir() => {
+            let inside = ["pipe.yaml", "pipe.yml"]
+                .iter()
+                .map(|name| file.join(name))
+                .find(|candidate| candidate.is_file());
+            Some(EngineError::usage(
+                format!("`{shown}` is a directory, not a pipeline file"),
+                match inside {
+                    Some(inside) => format!("did you mean `{}`?", inside.display()),
+                    None => format!(
+                        "name the YAML file, e.g. `{}`, or run pipe inside that directory (`-C {shown}`)",
+                        file.join("pipe.yaml").display()
+                    ),
+                },
+            ))
+        }
+        Ok(_) => Some(EngineError::usage(
+            format!("pipeline file `{shown}` is not a regular file"),
+            "name a YAML file",
+        )),
+        Err(_) => Some(EngineError::usage(
+            format!("pipeline file `{shown}` does not exist"),
+            missing_hint,
+        )),
+    }
+}
+
 /// The file's text, refusing what is too big to be a pipeline or is not
 /// UTF-8 before the YAML parser sees it.
 fn read_source(file: &Path) -> Result<String> {

@@ -16,6 +16,7 @@ use crate::Result;
 pub(crate) mod cache_section;
 mod executor_section;
 pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
+pub use load::pipeline_file_problem;
 pub use name::pipeline_name;
 pub use params::override_value;
 pub use suggest::did_you_mean;
