@@ -12,6 +12,7 @@
 
 pub mod format;
 pub mod gpus;
+pub mod lines;
 pub mod record;
 pub mod redact;
 

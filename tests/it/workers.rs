@@ -186,6 +186,59 @@ fn a_worker_that_dies_on_a_missing_module_shows_its_traceback_and_log() {
     assert_eq!(run(&project, &[], &[]).status("loud"), "ran");
 }
 
+/// A worker that writes bytes that are not UTF-8 to its stdout, then more
+/// than a pipe holds and one line of 3 MB, runs to its end: pipe reads its
+/// output to the end (it used to stop at the first such byte, and the
+/// worker then blocked on a full pipe for good), logs the lines that are
+/// not events as text, and keeps 1 MiB of the long one.
+#[test]
+fn a_worker_writing_bytes_that_are_not_utf8_and_a_huge_line_runs_to_its_end() {
+    let project = project();
+    let mut command = project.std_command();
+    command
+        .args(["run", "--json", "--", "loud"])
+        .env("PIPE_STAGE_PATH", workers_dir())
+        .env("SHOUT_BYTES", "1");
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hang is the failure this test is about: it must not hang the suite.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("pipe run did not end: the worker's output stopped being read");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let result = RunResult::from_output(child.wait_with_output().unwrap());
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert_eq!(result.status("loud"), "ran");
+    let log = std::fs::read(project.path(".pipe/logs/1/loud.log")).unwrap();
+    let log = String::from_utf8(log).expect("the log is text");
+    assert!(
+        log.contains("caf\u{fffd} latin-1 chatter"),
+        "{}",
+        &log[..200]
+    );
+    assert_eq!(log.matches(&"x".repeat(999)).count(), 2000);
+    let long = log
+        .lines()
+        .find(|line| line.starts_with('y'))
+        .expect("the long line");
+    assert!(
+        long.ends_with(&format!(
+            " … ({} more bytes of this line left out)",
+            (3 << 20) - (1 << 20)
+        )),
+        "{}",
+        &long[long.len() - 80..]
+    );
+    assert_eq!(long.find(' '), Some(1 << 20), "1 MiB of it is kept");
+}
+
 /// `pipe validate` with the Python worker on the stage path: exit code and stderr.
 fn validate(project: &TestProject) -> (Option<i32>, String) {
     let output = project

@@ -18,13 +18,14 @@
 //!   them, and names the rank that failed first with its last line; a rank
 //!   that stops answering is named when the others time out waiting for it.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use pipe_protocol::lines::TextLines;
 use pipe_protocol::Event;
 use pipe_stages::{StageContext, StageError};
 
@@ -231,8 +232,10 @@ fn relay(
     events: bool,
 ) {
     std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
+        // To the end of the stream whatever a rank writes (a library's
+        // Latin-1, a stray binary write): stopping early would leave the
+        // rank blocked on a full pipe.
+        for line in TextLines::new(BufReader::new(stream)) {
             let line = if !events {
                 Line::Stderr(line)
             } else {

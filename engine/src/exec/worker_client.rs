@@ -142,9 +142,10 @@ pub(super) fn run_worker(
     let mut progress_in_log =
         ProgressText::new(progress_interval(LOG_PROGRESS_INTERVAL), Instant::now());
     let mut read_events = |stdout: &mut dyn std::io::Read| {
-        use std::io::{BufRead, Write};
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
+        use std::io::Write;
+        // Read to the end whatever the worker writes: stopping at a byte
+        // that is not UTF-8 would leave it blocked on a full pipe.
+        for line in pipe_protocol::lines::TextLines::new(std::io::BufReader::new(stdout)) {
             match serde_json::from_str::<pipe_protocol::Event>(&line) {
                 Ok(pipe_protocol::Event::Progress {
                     phase,
