@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
@@ -539,21 +540,61 @@ pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
     serde_json::from_str(text).unwrap_or_default()
 }
 
+/// How long a worker may take to describe its stages: a Python worker that
+/// imports torch on a cold disk takes seconds; one that waits on something
+/// must not hang `pipe status`. `PIPE_DESCRIBE_TIMEOUT` (seconds) changes it.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn describe_timeout() -> Duration {
+    std::env::var("PIPE_DESCRIBE_TIMEOUT")
+        .ok()
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
+        .map_or(DESCRIBE_TIMEOUT, Duration::from_secs_f64)
+}
+
+/// The lines of a worker's stderr shown in an error: a traceback's end.
+const STDERR_LINES_SHOWN: usize = 20;
+
 /// Asks `worker` to describe its stages.
 pub(crate) fn describe(worker: &Path, launch: &Launch) -> Result<Vec<StageInfo>> {
     let mut command = Command::new(worker);
     launch.apply(&mut command);
-    let output = command
-        .arg("describe")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| EngineError::io(worker, e))?;
+    command.arg("describe");
+    let limit = describe_timeout();
+    let output = match pipe_protocol::child::output_within(&mut command, limit) {
+        Ok(output) => output,
+        Err(pipe_protocol::child::ChildError::Spawn(error)) => {
+            return Err(EngineError::io(worker, error))
+        }
+        Err(error) => {
+            return Err(EngineError::usage(
+                format!(
+                    "worker `{}` did not describe its stages: {error}",
+                    worker.display()
+                ),
+                format!(
+                    "`{} describe` must print its stages and exit; run it by hand to see where it waits \
+                     (PIPE_DESCRIBE_TIMEOUT={} sets the limit in seconds)",
+                    worker.display(),
+                    limit.as_secs()
+                ),
+            ))
+        }
+    };
     if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let lines: Vec<&str> = stderr.trim().lines().collect();
+        let shown = lines[lines.len().saturating_sub(STDERR_LINES_SHOWN)..].join("\n");
         return Err(EngineError::usage(
             format!(
                 "worker `{}` failed to describe its stages: {}",
                 worker.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
+                if shown.is_empty() {
+                    format!("it exited with {}", output.status)
+                } else {
+                    shown
+                }
             ),
             "a worker must print its stages as JSON for `WORKER describe` (docs/stage-protocol.md)",
         ));

@@ -10,6 +10,7 @@
 //!
 //! The full description, with examples, is docs/stage-protocol.md.
 
+pub mod child;
 pub mod format;
 pub mod gpus;
 pub mod lines;

@@ -239,6 +239,29 @@ fn a_worker_writing_bytes_that_are_not_utf8_and_a_huge_line_runs_to_its_end() {
     assert_eq!(long.find(' '), Some(1 << 20), "1 MiB of it is kept");
 }
 
+/// A worker whose `describe` never answers does not hang pipe: it is
+/// killed at the limit and named, with how to find where it waits.
+#[test]
+fn a_worker_whose_describe_never_answers_is_named_at_the_limit() {
+    let project = project();
+    let output = project
+        .std_command()
+        .args(["validate"])
+        .env("PIPE_STAGE_PATH", workers_dir())
+        .env("SHOUT_DESCRIBE_HANGS", "1")
+        .env("PIPE_DESCRIBE_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "pipe-stage-shout` did not describe its stages: it did not finish within 1 s"
+        ) && stderr.contains("describe` must print its stages and exit; run it by hand"),
+        "{stderr}"
+    );
+}
+
 /// `pipe validate` with the Python worker on the stage path: exit code and stderr.
 fn validate(project: &TestProject) -> (Option<i32>, String) {
     let output = project

@@ -4,7 +4,7 @@
 //! no node can satisfy before it waits in the queue forever.
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -274,56 +274,22 @@ pub(super) fn run_with_timeout(
     mut command: Command,
     timeout: Duration,
 ) -> std::result::Result<String, String> {
+    use pipe_protocol::child::{output_within, ChildError};
     let program = command.get_program().to_string_lossy().to_string();
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => format!("`{program}` is not on PATH"),
-            _ => format!("cannot run {program}: {error}"),
-        })?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        use std::io::Read;
-        let mut out = String::new();
-        let mut err = String::new();
-        if let Some(mut stdout) = stdout {
-            let _ = stdout.read_to_string(&mut out);
+    let finished = output_within(&mut command, timeout).map_err(|error| match error {
+        ChildError::Spawn(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            format!("`{program}` is not on PATH")
         }
-        if let Some(mut stderr) = stderr {
-            let _ = stderr.read_to_string(&mut err);
+        ChildError::Spawn(error) => format!("cannot run {program}: {error}"),
+        ChildError::TimedOut(_) => {
+            format!("{program} did not answer within {} s", timeout.as_secs())
         }
-        (out, err)
-    });
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{program} did not answer within {} s",
-                    timeout.as_secs()
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(error) => return Err(format!("waiting for {program}: {error}")),
-        }
-    };
-    let (out, err) = reader.join().unwrap_or_default();
-    if status.success() {
-        Ok(out)
+        ChildError::Wait(error) => format!("waiting for {program}: {error}"),
+    })?;
+    if finished.status.success() {
+        Ok(String::from_utf8_lossy(&finished.stdout).into_owned())
     } else {
-        Err(err
-            .trim()
-            .lines()
-            .last()
-            .unwrap_or("no message")
-            .to_string())
+        Err(finished.last_stderr_line())
     }
 }
 
