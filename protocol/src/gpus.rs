@@ -10,10 +10,9 @@
 //! another model than the one nvidia-smi gives that index. UUIDs are exact.
 
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 /// The program asked, found on `PATH`.
 pub const NVIDIA_SMI: &str = "nvidia-smi";
@@ -85,38 +84,17 @@ pub fn visible_gpus() -> Result<Vec<Gpu>, GpuError> {
 /// The stdout of `PROGRAM --query-gpu=index,uuid,name --format=csv,noheader`,
 /// killed if it has not exited within `timeout`.
 pub fn query_nvidia_smi(program: &Path, timeout: Duration) -> Result<String, GpuError> {
-    let mut child = Command::new(program)
-        .args(["--query-gpu=index,uuid,name", "--format=csv,noheader"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(GpuError::Spawn)?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            // A line per GPU: they fit in the pipe's buffer, so it can exit
-            // before anyone reads them.
-            Ok(Some(status)) if status.success() => {
-                let mut text = String::new();
-                if let Some(mut stdout) = child.stdout.take() {
-                    stdout.read_to_string(&mut text).map_err(GpuError::Read)?;
-                }
-                return Ok(text);
-            }
-            Ok(Some(status)) => return Err(GpuError::Failed(status)),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(GpuError::TimedOut(timeout));
-            }
-            Err(error) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(GpuError::Read(error));
-            }
+    use crate::child::{output_within, ChildError};
+    let mut command = Command::new(program);
+    command.args(["--query-gpu=index,uuid,name", "--format=csv,noheader"]);
+    match output_within(&mut command, timeout) {
+        Ok(finished) if finished.status.success() => {
+            Ok(String::from_utf8_lossy(&finished.stdout).into_owned())
         }
+        Ok(finished) => Err(GpuError::Failed(finished.status)),
+        Err(ChildError::Spawn(error)) => Err(GpuError::Spawn(error)),
+        Err(ChildError::TimedOut(after)) => Err(GpuError::TimedOut(after)),
+        Err(ChildError::Wait(error)) => Err(GpuError::Read(error)),
     }
 }
 
@@ -176,6 +154,7 @@ pub fn narrow_to_visible(gpus: Vec<Gpu>, visible: Option<&str>) -> Vec<Gpu> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     const LISTING: &str = "0, GPU-aaa-111, NVIDIA A100\n1, GPU-bbb-222, NVIDIA H100 80GB HBM3\n\
                            2, GPU-ccc-333, NVIDIA H200, rev 2\n\ngarbage\n";
