@@ -39,6 +39,9 @@ struct PhaseStart {
     name: String,
     at: Instant,
     done: u64,
+    /// Its line at 100% was given: a worker may report the end twice (the
+    /// last step, then the epoch's figures), and one such line is enough.
+    ended: bool,
 }
 
 /// One progress event of a stage.
@@ -73,16 +76,21 @@ impl ProgressText {
                 name: reading.phase.to_string(),
                 at: now,
                 done: reading.done,
+                ended: false,
             });
         }
-        let phase = self.phase.as_ref()?;
-        let due = now.saturating_duration_since(self.last_line) >= self.interval;
-        let ends = reading.total == Some(reading.done)
-            && self.last_line > phase.at
-            && self.last_line < now;
+        let interval = self.interval;
+        let phase = self.phase.as_mut()?;
+        let at_end = reading.total == Some(reading.done);
+        if at_end && phase.ended && !interval.is_zero() {
+            return None;
+        }
+        let due = now.saturating_duration_since(self.last_line) >= interval;
+        let ends = at_end && self.last_line > phase.at && self.last_line < now;
         if !due && !ends {
             return None;
         }
+        phase.ended = at_end;
         self.last_line = now;
         Some(line(reading, phase, now))
     }
@@ -186,6 +194,12 @@ mod tests {
             end.as_deref(),
             Some("train epoch 1/2  1,250 of 1,250 steps (100%)  loss 0.4521  85.3 samples/s")
         );
+        // Reported again at 100% (the epoch's own figures after its last
+        // step): one end line is enough.
+        assert_eq!(
+            text.observe(reading("train epoch 1/2", 1250, Some(1250)), at(70)),
+            None
+        );
         // A new phase measures its own rate.
         assert_eq!(
             text.observe(reading("train epoch 2/2", 0, Some(1250)), at(71)),
@@ -195,6 +209,36 @@ mod tests {
         assert!(next
             .unwrap()
             .ends_with("(50%)  loss 0.4521  85.3 samples/s  ETA 30 s"));
+    }
+
+    #[test]
+    fn a_phase_reported_at_its_end_again_past_the_interval_gives_no_second_line() {
+        let start = Instant::now();
+        let mut text = ProgressText::new(Duration::from_secs(30), start);
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+        assert_eq!(text.observe(reading("validate", 0, Some(40)), at(1)), None);
+        assert!(text
+            .observe(reading("validate", 20, Some(40)), at(31))
+            .is_some());
+        assert!(text
+            .observe(reading("validate", 40, Some(40)), at(35))
+            .is_some());
+        assert_eq!(
+            text.observe(reading("validate", 40, Some(40)), at(36)),
+            None
+        );
+        assert_eq!(
+            text.observe(reading("validate", 40, Some(40)), at(90)),
+            None
+        );
+        // Every event when the interval is 0, as asked.
+        let mut every = ProgressText::new(Duration::ZERO, start);
+        assert!(every
+            .observe(reading("validate", 40, Some(40)), at(1))
+            .is_some());
+        assert!(every
+            .observe(reading("validate", 40, Some(40)), at(2))
+            .is_some());
     }
 
     #[test]
