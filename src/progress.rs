@@ -58,13 +58,9 @@ impl Progress {
         }
     }
 
-    /// A failure is printed with `--quiet` too: it promises "only errors",
-    /// not silence, and a failed stage's reason, command and log tail are
-    /// the error.
-    fn error_line(&self, text: String) {
-        self.print(text);
-    }
-
+    /// A line printed with `--quiet` too: it promises "only errors", not
+    /// silence, and a failed stage's reason, command and log tail, or a
+    /// failed run's verdict, are the error.
     fn print(&self, text: String) {
         match self.bars.as_ref().filter(|bars| !bars.is_hidden()) {
             Some(bars) => {
@@ -203,7 +199,7 @@ impl Progress {
                                 .unwrap_or_else(|| log.to_path_buf());
                             text.push_str(&format!("\n    full log: {}", shown.display()));
                         }
-                        self.error_line(text);
+                        self.print(text);
                         return;
                     }
                 };
@@ -337,7 +333,7 @@ impl Progress {
                 );
                 match status {
                     RunStatus::Succeeded => self.line(text),
-                    _ => self.error_line(text),
+                    _ => self.print(text),
                 }
             }
         }

@@ -7,6 +7,7 @@
 
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// The most of each stream kept. A child that writes more blocks on its
@@ -63,29 +64,8 @@ pub fn output_within(command: &mut Command, limit: Duration) -> Result<Finished,
         .stderr(Stdio::piped())
         .spawn()
         .map_err(ChildError::Spawn)?;
-    let drain = |stream: Option<Box<dyn Read + Send>>| {
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(stream) = stream {
-                let _ = stream.take(MAX_OUTPUT_BYTES).read_to_end(&mut bytes);
-            }
-            let _ = sender.send(bytes);
-        });
-        receiver
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
@@ -106,7 +86,7 @@ pub fn output_within(command: &mut Command, limit: Duration) -> Result<Finished,
     // What the child wrote is in the pipes; a process it left behind may
     // hold them open, so the rest is waited for only until the limit (and
     // a second at least).
-    let rest = |receiver: std::sync::mpsc::Receiver<Vec<u8>>| {
+    let rest = |receiver: Receiver<Vec<u8>>| {
         let wait = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_secs(1));
@@ -117,6 +97,20 @@ pub fn output_within(command: &mut Command, limit: Duration) -> Result<Finished,
         stdout: rest(stdout),
         stderr: rest(stderr),
     })
+}
+
+/// Reads `stream` to its end, up to [`MAX_OUTPUT_BYTES`], on a thread of
+/// its own; what it read arrives on the receiver.
+fn drain(stream: Option<impl Read + Send + 'static>) -> Receiver<Vec<u8>> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(stream) = stream {
+            let _ = stream.take(MAX_OUTPUT_BYTES).read_to_end(&mut bytes);
+        }
+        let _ = sender.send(bytes);
+    });
+    receiver
 }
 
 #[cfg(test)]
