@@ -17,7 +17,7 @@ use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorker
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, ExecutorArg, PipelineArg, RunArgs};
 use crate::here;
-use crate::output::{errln, out, outln};
+use crate::output::{errln, jsonln, out, outln};
 use crate::progress::Progress;
 use crate::remote_commands::{self, Shown};
 use crate::remote_status;
@@ -69,10 +69,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             let runs = history.db.list_runs(limit)?;
             if json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&runs).unwrap_or_default()
-                );
+                jsonln!(serde_json::to_string_pretty(&runs).unwrap_or_default());
             } else {
                 out!("{}", render::runs_table(&runs));
             }
@@ -86,10 +83,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .run(id)?
                 .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
             if json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&record).unwrap_or_default()
-                );
+                jsonln!(serde_json::to_string_pretty(&record).unwrap_or_default());
             } else {
                 out!("{}", render::show_run(&record));
             }
@@ -138,10 +132,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .declared(&older.directions);
             let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
             if json {
-                outln!(
-                    "{}",
-                    serde_json::to_string_pretty(&diff).unwrap_or_default()
-                );
+                jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
             } else if md {
                 out!("{}", render::diff_markdown(&diff));
             } else {
@@ -410,7 +401,7 @@ fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
     for index in indices {
         let why = plan::why(&planner, &dag, index)?;
         if json {
-            outln!("{}", serde_json::to_string_pretty(&why).unwrap_or_default());
+            jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {
             out!("{}", render::why_text(&why));
         }
@@ -488,10 +479,7 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     let outcome = pipe_engine::cache_admin::verify(&project, repair)?;
     let (report, linked_files) = (&outcome.report, &outcome.linked_files);
     if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&outcome).unwrap_or_default()
-        );
+        jsonln!(serde_json::to_string_pretty(&outcome).unwrap_or_default());
     } else {
         outln!(
             "checked {} objects ({}) and {} actions",
@@ -618,10 +606,7 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     if json {
         let infos: Vec<&pipe_protocol::StageInfo> =
             entries.iter().map(|entry| &entry.info).collect();
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&infos).unwrap_or_default()
-        );
+        jsonln!(serde_json::to_string_pretty(&infos).unwrap_or_default());
     } else if name.is_none() {
         out!("{}", render::stage_list(&entries));
     } else {

@@ -9,7 +9,7 @@ use pipe_engine::{compare, EngineError, ExitCode, Result};
 
 use crate::cli::{CompareArgs, StatusArg};
 use crate::here;
-use crate::output::{errln, out, outln};
+use crate::output::{errln, jsonln, out};
 use crate::style::Style;
 
 /// How many runs `pipe compare` shows when neither runs nor `--last` are given.
@@ -127,10 +127,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         errln!("warning: {}", warning.message);
     }
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&table).unwrap_or_default()
-        );
+        jsonln!(serde_json::to_string_pretty(&table).unwrap_or_default());
     } else if args.md {
         out!("{}", crate::compare_view::markdown(&table));
     } else if args.csv {

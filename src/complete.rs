@@ -65,6 +65,12 @@ pub fn registration(shell: clap_complete::Shell) -> Vec<u8> {
     script
 }
 
+/// Help text as the shell will print it: whatever a terminal would obey
+/// escaped (`pipe_protocol::terminal`).
+fn safe(text: &str) -> String {
+    pipe_protocol::terminal::terminal_safe(text).into_owned()
+}
+
 /// Stage names of the pipeline: base names, and each matrix expansion.
 pub fn stage_names() -> Vec<CompletionCandidate> {
     let Some(pipeline) = pipeline() else {
@@ -75,7 +81,7 @@ pub fn stage_names() -> Vec<CompletionCandidate> {
     for stage in &pipeline.stages {
         for name in [&stage.base_name, &stage.name] {
             if seen.insert(name.clone()) {
-                let help = stage.desc.clone().map(Into::into);
+                let help = stage.desc.as_deref().map(|desc| safe(desc).into());
                 candidates.push(CompletionCandidate::new(name).help(help));
             }
         }
@@ -120,7 +126,8 @@ pub fn run_refs() -> Vec<CompletionCandidate> {
     {
         if let Ok(runs) = history.db.list_runs(RUNS_OFFERED) {
             for (order, run) in runs.iter().enumerate() {
-                let help = format!("{} {}", run.pipeline, run.status.as_str());
+                // A pulled record's pipeline name is data from elsewhere.
+                let help = safe(&format!("{} {}", run.pipeline, run.status.as_str()));
                 candidates.push(
                     CompletionCandidate::new(run.id.to_string())
                         .help(Some(help.into()))
@@ -163,7 +170,8 @@ fn leaf_params(value: &serde_json::Value, path: String, out: &mut Vec<Completion
         }
         _ if !path.is_empty() => {
             out.push(
-                CompletionCandidate::new(format!("{path}=")).help(Some(value.to_string().into())),
+                CompletionCandidate::new(format!("{path}="))
+                    .help(Some(safe(&value.to_string()).into())),
             );
         }
         _ => {}

@@ -102,7 +102,7 @@ fn init_logging(verbose: u8, quiet: bool) {
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::ShownStderr)
         .with_ansi(color)
         .with_target(false)
         .without_time()

@@ -40,29 +40,67 @@ extern "C" fn note_closed_stdout() {
 #[link_section = ".init_array"]
 static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
 
-/// `print!` for data on stdout; ends pipe if stdout fails.
+/// `print!` for human-readable data on stdout ([`shown`]); ends pipe if
+/// stdout fails.
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::output::print(format_args!($($arg)*))
     };
 }
 
-/// `println!` for data on stdout; ends pipe if stdout fails.
+/// `println!` for human-readable data on stdout ([`shown`]); ends pipe if
+/// stdout fails.
 macro_rules! outln {
     ($($arg:tt)*) => {
         $crate::output::print(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
-/// `eprintln!` for messages; a closed stderr loses them, the exit code
-/// still tells the outcome.
+/// `eprintln!` for messages ([`shown`]); a closed stderr loses them, the
+/// exit code still tells the outcome.
 macro_rules! errln {
     ($($arg:tt)*) => {
         $crate::output::eprint(format_args!("{}\n", format_args!($($arg)*)))
     };
 }
 
-pub(crate) use {errln, out, outln};
+/// One JSON document or line on stdout, exactly as serialized (JSON
+/// escapes every control character itself); ends pipe if stdout fails.
+macro_rules! jsonln {
+    ($value:expr) => {
+        $crate::output::print_exact(format_args!("{}\n", $value))
+    };
+}
+
+pub(crate) use {errln, jsonln, out, outln};
+
+/// What every human-readable line pipe writes goes through, once, here:
+/// credentials in URLs masked (`pipe_protocol::redact`) and whatever a
+/// terminal would obey escaped but pipe's own colours
+/// (`pipe_protocol::terminal`). Names, argv, metric text and messages from
+/// a pulled run record or a stage's stderr are data pipe did not write; no
+/// renderer has to remember that.
+pub fn shown(text: fmt::Arguments<'_>) -> String {
+    let text = match text.as_str() {
+        Some(constant) => constant.to_string(),
+        None => text.to_string(),
+    };
+    let masked = pipe_protocol::redact::redact_text(&text);
+    match pipe_protocol::terminal::terminal_safe_keeping_colour(&masked) {
+        std::borrow::Cow::Borrowed(_) => match masked {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(masked) => masked,
+        },
+        std::borrow::Cow::Owned(safe) => safe,
+    }
+}
+
+/// Data written exactly as given (JSON), ending pipe if stdout fails.
+pub fn print_exact(text: fmt::Arguments<'_>) {
+    if let Err(error) = try_print_exact(text) {
+        std::process::exit(i32::from(exit_code(&error)));
+    }
+}
 
 pub fn print(text: fmt::Arguments<'_>) {
     if let Err(error) = try_print(text) {
@@ -100,9 +138,14 @@ pub fn eprint(text: fmt::Arguments<'_>) {
     let _ = try_eprint(text);
 }
 
-/// Writes and flushes, so that a failure shows here and not, unnoticed,
-/// when pipe exits.
+/// Writes human-readable text ([`shown`]) and flushes, so that a failure
+/// shows here and not, unnoticed, when pipe exits.
 pub fn try_print(text: fmt::Arguments<'_>) -> io::Result<()> {
+    try_print_exact(format_args!("{}", shown(text)))
+}
+
+/// Writes exactly `text` (JSON) and flushes.
+pub fn try_print_exact(text: fmt::Arguments<'_>) -> io::Result<()> {
     if STDOUT_WAS_CLOSED.load(Ordering::Relaxed) {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
@@ -112,7 +155,25 @@ pub fn try_print(text: fmt::Arguments<'_>) -> io::Result<()> {
 }
 
 pub fn try_eprint(text: fmt::Arguments<'_>) -> io::Result<()> {
-    io::stderr().lock().write_fmt(text)
+    io::stderr().lock().write_all(shown(text).as_bytes())
+}
+
+/// Where tracing's log lines go: stderr, through [`shown`] like every
+/// other message (a log line quotes stage names, paths and errors).
+pub struct ShownStderr;
+
+impl Write for ShownStderr {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        io::stderr()
+            .lock()
+            .write_all(shown(format_args!("{text}")).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().lock().flush()
+    }
 }
 
 /// For `pipe run`'s progress: remembers the first failure and stops the run

@@ -64,7 +64,7 @@ impl Progress {
     fn print(&self, text: String) {
         match self.bars.as_ref().filter(|bars| !bars.is_hidden()) {
             Some(bars) => {
-                let _ = bars.println(text);
+                let _ = bars.println(crate::output::shown(format_args!("{text}")));
             }
             None => {
                 if let Err(error) = crate::output::try_eprint(format_args!("{text}\n")) {
@@ -76,7 +76,7 @@ impl Progress {
 
     fn emit_json(&self, value: serde_json::Value) {
         if self.json {
-            if let Err(error) = crate::output::try_print(format_args!("{value}\n")) {
+            if let Err(error) = crate::output::try_print_exact(format_args!("{value}\n")) {
                 crate::output::run_output_failed(error, true);
             }
         }
@@ -104,7 +104,7 @@ impl Progress {
                         ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                     );
-                    bar.set_message(format!("{stage}  running"));
+                    bar.set_message(crate::output::shown(format_args!("{stage}  running")));
                     bar.enable_steady_tick(Duration::from_millis(120));
                     self.running
                         .lock()
@@ -243,8 +243,10 @@ impl Progress {
                     bar.set_length(total.unwrap_or(0));
                     bar.set_position(done);
                     bar.set_message(match detail {
-                        Some(detail) => format!("{stage}  {phase}  {detail}"),
-                        None => format!("{stage}  {phase}"),
+                        Some(detail) => {
+                            crate::output::shown(format_args!("{stage}  {phase}  {detail}"))
+                        }
+                        None => crate::output::shown(format_args!("{stage}  {phase}")),
                     });
                 }
             }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::cli::RemoteArgs;
 use crate::here;
-use crate::output::{errln, outln};
+use crate::output::{errln, jsonln, outln};
 use crate::render;
 use crate::transfers::TransferView;
 
@@ -117,19 +117,16 @@ pub fn push(
     }
     let report = remote.finish();
     if shown.json {
-        outln!(
-            "{}",
-            json!({
-                "event": "pushed", "remote": remote.url(), "results": count,
-                "results_pushed": report.results_pushed,
-                "results_already_present": report.results_already_present,
-                "results_not_pushed": report.results_not_pushed,
-                "objects_pushed": report.objects_pushed, "objects_present": report.objects_present,
-                "bytes_pushed": report.bytes_pushed, "records_pushed": records,
-                "missing_locally": missing, "unavailable": report.unavailable,
-                "push_refused": report.push_refused,
-            })
-        );
+        jsonln!(json!({
+            "event": "pushed", "remote": remote.url(), "results": count,
+            "results_pushed": report.results_pushed,
+            "results_already_present": report.results_already_present,
+            "results_not_pushed": report.results_not_pushed,
+            "objects_pushed": report.objects_pushed, "objects_present": report.objects_present,
+            "bytes_pushed": report.bytes_pushed, "records_pushed": records,
+            "missing_locally": missing, "unavailable": report.unavailable,
+            "push_refused": report.push_refused,
+        }));
     }
     errln!(
         "{}: {count} results ({} pushed, {} already there; {} objects, {} sent), {records} run records",
@@ -164,14 +161,11 @@ pub fn pull(
             let pulled = pull_records(&remote, &mut history, None)?;
             let report = remote.finish();
             if shown.json {
-                outln!(
-                    "{}",
-                    json!({
-                        "event": "pulled", "remote": remote.url(),
-                        "records": pulled.listed, "records_new": pulled.new.len(),
-                        "unavailable": report.unavailable,
-                    })
-                );
+                jsonln!(json!({
+                    "event": "pulled", "remote": remote.url(),
+                    "records": pulled.listed, "records_new": pulled.new.len(),
+                    "unavailable": report.unavailable,
+                }));
             }
             errln!(
                 "{}: {} run records, {} new here",
@@ -216,15 +210,12 @@ pub fn pull(
     }
     let report = remote.finish();
     if shown.json {
-        outln!(
-            "{}",
-            json!({
-                "event": "pulled", "remote": remote.url(), "results_pulled": pulled,
-                "objects_pulled": report.objects_pulled, "bytes_pulled": report.bytes_pulled,
-                "already_here": here, "not_in_remote": absent, "corrupt": corrupt,
-                "unavailable": report.unavailable,
-            })
-        );
+        jsonln!(json!({
+            "event": "pulled", "remote": remote.url(), "results_pulled": pulled,
+            "objects_pulled": report.objects_pulled, "bytes_pulled": report.bytes_pulled,
+            "already_here": here, "not_in_remote": absent, "corrupt": corrupt,
+            "unavailable": report.unavailable,
+        }));
     }
     errln!(
         "{}: {pulled} results pulled ({} objects, {}), {here} already here, {absent} not in the remote, {corrupt} corrupt",
@@ -300,13 +291,10 @@ pub fn status(
                 json!({"stage": stage, "key": key.to_hex(), "local": local, "remote": in_remote})
             })
             .collect();
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "run": id, "remote": remote.url(), "record_pushed": record_pushed, "stages": stages,
-            }))
-            .unwrap_or_default()
-        );
+        jsonln!(serde_json::to_string_pretty(&json!({
+            "run": id, "remote": remote.url(), "record_pushed": record_pushed, "stages": stages,
+        }))
+        .unwrap_or_default());
     } else {
         outln!("run #{id} in {}", remote.url());
         for (stage, key, local, in_remote) in &rows {

@@ -12,7 +12,7 @@ use pipe_engine::remote_status::{remote_status, RemoteVerdict};
 use pipe_engine::{exec, Result};
 use serde_json::{json, Value};
 
-use crate::output::{errln, out};
+use crate::output::{errln, jsonln, out};
 use crate::remote_commands::no_remote;
 
 /// The remote `pipe status --remote[=URL]` asks: `flag` is the URL given,
@@ -63,10 +63,7 @@ pub fn show(
                 row
             })
             .collect();
-        out!(
-            "{}\n",
-            serde_json::to_string_pretty(&json!(rows)).unwrap_or_default()
-        );
+        jsonln!(serde_json::to_string_pretty(&json!(rows)).unwrap_or_default());
         return true;
     }
     let width = states

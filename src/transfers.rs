@@ -120,7 +120,10 @@ impl TransferView {
                             let bar = bars.add(
                                 ProgressBar::new(event.total_bytes)
                                     .with_style(bar_style())
-                                    .with_message(transfer.label.clone())
+                                    .with_message(crate::output::shown(format_args!(
+                                        "{}",
+                                        transfer.label
+                                    )))
                                     .with_elapsed(event.elapsed),
                             );
                             bar.enable_steady_tick(Duration::from_millis(120));
@@ -154,7 +157,7 @@ impl TransferView {
     fn line(&self, text: String) {
         match &self.stderr {
             Stderr::Bars(bars) => {
-                let _ = bars.println(text);
+                let _ = bars.println(crate::output::shown(format_args!("{text}")));
             }
             Stderr::Lines => {
                 if let Err(error) = crate::output::try_eprint(format_args!("{text}\n")) {
@@ -286,7 +289,7 @@ fn emit_json(event: &TransferEvent) {
             value["duration_ms"] = json!(event.elapsed.as_millis() as u64);
         }
     }
-    if let Err(error) = crate::output::try_print(format_args!("{value}\n")) {
+    if let Err(error) = crate::output::try_print_exact(format_args!("{value}\n")) {
         crate::output::run_output_failed(error, true);
     }
 }

@@ -16,6 +16,7 @@ pub mod gpus;
 pub mod lines;
 pub mod record;
 pub mod redact;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

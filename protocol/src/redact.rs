@@ -19,39 +19,98 @@ use serde_json::Value;
 /// What a secret is replaced with.
 pub const MASK: &str = "***";
 
-/// Query parameters whose value is masked, compared case-insensitively.
-/// Only names that mean a credential everywhere: a generic `key` is left
-/// alone, as many APIs use it to name *what* to fetch.
+/// Query parameters whose value is masked. A name is compared after
+/// percent-decoding, ignoring ASCII case and with `-` read as `_`
+/// ([`is_secret_query_param`]), so `access%5Ftoken`, `Access-Token` and
+/// `ACCESS_TOKEN` are one name. Only names that mean a credential
+/// everywhere: a generic `key` is left alone, as many APIs use it to name
+/// *what* to fetch.
 pub const SECRET_QUERY_PARAMS: &[&str] = &[
+    "access_key",
     "access_token",
-    "api-key",
     "api_key",
+    "api_token",
     "apikey",
     "auth",
     "auth_token",
     "authorization",
+    "awsaccesskeyid",
+    "bearer",
     "client_secret",
+    "code_verifier",
+    "deploy_token",
+    "gh_token",
+    "github_token",
+    "hf_token",
     "id_token",
-    "password",
+    "job_token",
+    "jwt",
+    "oauth_signature",
+    "oauth_token",
+    "ossaccesskeyid",
     "passwd",
+    "password",
+    "private_token",
     "refresh_token",
+    "sas_token",
     "secret",
+    "secret_key",
     "session_token",
     "sig",
     "signature",
     "token",
-    "x-amz-credential",
-    "x-amz-security-token",
-    "x-amz-signature",
-    "x-goog-credential",
-    "x-goog-signature",
+    "x_amz_credential",
+    "x_amz_security_token",
+    "x_amz_signature",
+    "x_api_key",
+    "x_goog_credential",
+    "x_goog_security_token",
+    "x_goog_signature",
+    "x_oss_credential",
+    "x_oss_security_token",
+    "x_oss_signature",
 ];
 
-/// Whether `name`, a query parameter name, is one of [`SECRET_QUERY_PARAMS`].
+/// Whether `name`, a query parameter name as written in a URL, is one of
+/// [`SECRET_QUERY_PARAMS`]: percent-escapes decoded (a writer may spell
+/// `_` as `%5F` and any letter as its escape), `+` read as a space, ASCII
+/// case ignored and `-` read as `_`.
 pub fn is_secret_query_param(name: &str) -> bool {
-    SECRET_QUERY_PARAMS
+    let normalized = normalized_param_name(name);
+    SECRET_QUERY_PARAMS.contains(&normalized.as_str())
+}
+
+fn normalized_param_name(name: &str) -> String {
+    let bytes = name.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        let escaped = (byte == b'%')
+            .then(|| bytes.get(at + 1..at + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(value) => {
+                decoded.push(value);
+                at += 3;
+            }
+            None => {
+                decoded.push(if byte == b'+' { b' ' } else { byte });
+                at += 1;
+            }
+        }
+    }
+    decoded
         .iter()
-        .any(|secret| secret.eq_ignore_ascii_case(name))
+        .map(|&byte| match byte.to_ascii_lowercase() {
+            b'-' => '_',
+            other => char::from(other),
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
 }
 
 /// `text` with the userinfo and the secret query and fragment values of
@@ -151,20 +210,32 @@ fn mask_fragment(fragment: &str) -> Option<String> {
 }
 
 /// Masks the values of secret parameters in a query (without `?`); `None`
-/// when it holds none.
+/// when it holds none. Pairs are separated by `&` or `;` (the older form
+/// HTML 4 recommended, which many servers still split on), and each
+/// separator is kept as written.
 fn mask_query(query: &str) -> Option<String> {
     let mut changed = false;
-    let pairs: Vec<Cow<'_, str>> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
+    let mut out = String::with_capacity(query.len());
+    let mut rest = query;
+    loop {
+        let end = rest.find(['&', ';']).unwrap_or(rest.len());
+        let pair = &rest[..end];
+        match pair.split_once('=') {
             Some((name, value)) if is_secret_query_param(name) && value != MASK => {
                 changed = true;
-                Cow::Owned(format!("{name}={MASK}"))
+                out.push_str(name);
+                out.push('=');
+                out.push_str(MASK);
             }
-            _ => Cow::Borrowed(pair),
-        })
-        .collect();
-    changed.then(|| pairs.join("&"))
+            _ => out.push_str(pair),
+        }
+        if end == rest.len() {
+            break;
+        }
+        out.push_str(&rest[end..=end]);
+        rest = &rest[end + 1..];
+    }
+    changed.then_some(out)
 }
 
 /// Where the scheme ending at `separator` (the index of `://`) starts, if
@@ -270,6 +341,39 @@ mod tests {
             redact_text("fetch 'https://h/d.csv#access_token=TOKEN' now"),
             "fetch 'https://h/d.csv#access_token=***' now"
         );
+    }
+
+    #[test]
+    fn secret_names_are_compared_decoded_and_split_on_semicolons_too() {
+        assert_eq!(
+            redact_url("https://h/cb#access%5Ftoken=T1"),
+            "https://h/cb#access%5Ftoken=***"
+        );
+        assert_eq!(
+            redact_url("https://h/cb#state=s;access_token=T2"),
+            "https://h/cb#state=s;access_token=***"
+        );
+        assert_eq!(
+            redact_url("https://h/f?access%5Ftoken=T3&page=2"),
+            "https://h/f?access%5Ftoken=***&page=2"
+        );
+        assert_eq!(
+            redact_url("https://gitlab.example/api/v4/f?private_token=glpat-T4"),
+            "https://gitlab.example/api/v4/f?private_token=***"
+        );
+        assert_eq!(
+            redact_url("https://h/f?%61ccess-Token=T5;x=1&X-Amz-Signature=T6"),
+            "https://h/f?%61ccess-Token=***;x=1&X-Amz-Signature=***"
+        );
+        assert_eq!(
+            redact_url("https://h/f?job_token=T7&AWSAccessKeyId=T8&x-oss-signature=T9"),
+            "https://h/f?job_token=***&AWSAccessKeyId=***&x-oss-signature=***"
+        );
+        // A `%` that starts no escape is kept as a character of the name.
+        assert!(matches!(
+            redact_url("https://h/f?a%=1;b=%zz"),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
