@@ -132,6 +132,11 @@ pub enum Command {
     Checkout {
         #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: String,
+        /// The pipeline file the run ran (default: the one its record
+        /// names, else `pipe.yaml` here or above); the record may name
+        /// only outputs its stages declare.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
         /// Link modes to try, in order: reflink, hardlink, symlink, copy
         /// (default: reflink,copy).
         #[arg(long, value_delimiter = ',')]

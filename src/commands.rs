@@ -140,7 +140,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::Ok)
         }
-        Command::Checkout { run, link, force } => checkout(&run, &link, force),
+        Command::Checkout {
+            run,
+            file,
+            link,
+            force,
+        } => checkout(&run, file.as_deref(), &link, force),
         Command::Cache { command } => match command {
             CacheCommand::Verify { json, repair } => verify(json, repair),
             CacheCommand::Gc {
@@ -418,7 +423,7 @@ fn no_runs(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
+fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Result<ExitCode> {
     let project = here::project()?;
     // It writes outputs, as a run does: the two take turns.
     let lock = RunLock::acquire(&project, |holder| {
@@ -432,17 +437,37 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
     let record = history
         .db
         .run(id)?
-        .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
-    let modes = link_modes(link, None)?;
-    match pipe_engine::checkout::checkout(&project, &lock, &record, &modes, force)? {
+        .ok_or_else(|| EngineError::Internal(format!("run #{id} vanished")))?;
+    // The record's outputs are held to the stages of the pipeline file it
+    // ran, read here, with the settings it ran with.
+    let file = match file {
+        Some(file) => file.to_path_buf(),
+        None => recorded_pipeline_file(&project, &record)?,
+    };
+    if let Some(problem) = pipe_engine::spec::pipeline_file_problem(
+        &file,
+        "pass the pipeline file the run ran with -f FILE",
+    ) {
+        return Err(problem);
+    }
+    let Loaded { pipeline, .. } = pipe_engine::load(&file, &record.overrides(), &ProjectWorkers)?;
+    let modes = link_modes(link, Some(&pipeline))?;
+    match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
         CheckoutReport::Refused(problems) => {
             for problem in &problems {
                 errln!("error: {problem}");
             }
             errln!(
-                "hint: run #{id}'s record names places pipe does not write; nothing was changed"
+                "hint: run #{id}'s record names what the pipeline does not write; nothing was changed (a record from another commit: check that commit out first, or pass its pipeline with -f)"
             );
             Ok(ExitCode::CorruptCache)
+        }
+        CheckoutReport::Missing(problems) => {
+            for problem in &problems {
+                errln!("error: cannot restore {problem}");
+            }
+            errln!("hint: nothing was changed; `pipe cache pull {id}` fetches the results from a remote, or rerun the pipeline at that commit to recreate them");
+            Ok(ExitCode::Environment)
         }
         CheckoutReport::WouldLoseFiles(lost) => {
             errln!(
@@ -459,18 +484,36 @@ fn checkout(run: &str, link: &[String], force: bool) -> Result<ExitCode> {
         CheckoutReport::Done {
             restored,
             unchanged,
-            missing,
         } => {
             errln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
-            if missing.is_empty() {
-                return Ok(ExitCode::Ok);
-            }
-            for problem in &missing {
-                errln!("error: cannot restore {problem}");
-            }
-            errln!("hint: the cache no longer holds these; rerun the pipeline at that commit to recreate them");
-            Ok(ExitCode::Environment)
+            Ok(ExitCode::Ok)
         }
+    }
+}
+
+/// The pipeline file a run record names, when it is a plain path inside
+/// the project (a pulled record's is only a hint); else the one a command
+/// would find here.
+fn recorded_pipeline_file(
+    project: &pipe_engine::project::Project,
+    record: &pipe_engine::runs::RunRecord,
+) -> Result<PathBuf> {
+    match record.file.as_deref() {
+        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
+            let path = project.root.join(file);
+            if path.is_file() {
+                return Ok(path);
+            }
+            Err(EngineError::usage(
+                format!(
+                    "run #{} ran the pipeline file `{}`, which is not here",
+                    record.id,
+                    pipe_protocol::excerpt(file)
+                ),
+                "pass the pipeline file the run ran with -f FILE",
+            ))
+        }
+        _ => default_pipeline_file(),
     }
 }
 

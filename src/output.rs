@@ -141,16 +141,29 @@ pub fn eprint(text: fmt::Arguments<'_>) {
 /// Writes human-readable text ([`shown`]) and flushes, so that a failure
 /// shows here and not, unnoticed, when pipe exits.
 pub fn try_print(text: fmt::Arguments<'_>) -> io::Result<()> {
-    try_print_exact(format_args!("{}", shown(text)))
+    try_print_shown(&shown(text))
 }
 
-/// Writes exactly `text` (JSON) and flushes.
+/// Writes `text` (JSON) as it is but for credentials in URLs, which are
+/// masked here too, and flushes. JSON escapes control characters itself.
 pub fn try_print_exact(text: fmt::Arguments<'_>) -> io::Result<()> {
     if STDOUT_WAS_CLOSED.load(Ordering::Relaxed) {
         return Err(io::Error::from_raw_os_error(libc::EBADF));
     }
+    let text = text.to_string();
+    let masked = pipe_protocol::redact::redact_text(&text);
     let mut stdout = io::stdout().lock();
-    stdout.write_fmt(text)?;
+    stdout.write_all(masked.as_bytes())?;
+    stdout.flush()
+}
+
+/// Writes text that [`shown`] already made safe, and flushes.
+fn try_print_shown(text: &str) -> io::Result<()> {
+    if STDOUT_WAS_CLOSED.load(Ordering::Relaxed) {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    let mut stdout = io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
     stdout.flush()
 }
 

@@ -62,7 +62,8 @@ fn pull_records(
     history: &mut History,
     commit: Option<&str>,
 ) -> Result<history::RecordsPulled> {
-    let pulled = history::pull_records(remote, &mut history.db, commit)?;
+    let cache = Cache::open(&here::project()?.cache_dir)?;
+    let pulled = history::pull_records(remote, &cache, &mut history.db, commit)?;
     for skipped in &pulled.skipped {
         errln!("warning: {skipped}");
     }

@@ -106,6 +106,18 @@ impl ActionResult {
         outs.chain(metrics).collect()
     }
 
+    /// The metrics files the manifest declares that the result holds, in
+    /// the order their values are merged.
+    pub fn metrics_paths(&self) -> Vec<&str> {
+        self.manifest
+            .get("metrics")
+            .and_then(|metrics| metrics.as_array())
+            .into_iter()
+            .flat_map(|metrics| metrics.iter().filter_map(|path| path.as_str()))
+            .filter(|path| self.outputs.contains_key(*path))
+            .collect()
+    }
+
     /// Every output path is plain, inside the project, and declared by
     /// the manifest; every declared `outs` path is there.
     pub fn check_paths(&self) -> Result<(), String> {

@@ -1,12 +1,20 @@
 //! `pipe checkout RUN`: a recorded run's outputs back into the workspace,
 //! from the cache. Nothing of a record is trusted (it may come from a
-//! remote): every place it names is checked before anything is written,
-//! and files only the workspace holds are never destroyed unasked.
+//! remote, and `.pipe/runs.db` is a file any local process can write):
+//! every output it names must be one the pipeline's stage of that name
+//! declares and one the stored result under the stage's key holds with
+//! the same digest, every place is checked, and every object is present
+//! and hashes to its name, all before the first file is touched. A
+//! checkout either completes or changes nothing; files only the
+//! workspace holds are never destroyed unasked.
 
-use std::path::PathBuf;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use pipe_cache::{Artifact, Cache, LinkMode, RestoreSites, StatCache};
+use pipe_protocol::excerpt as shown;
 
+use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
 use crate::runs::RunRecord;
 use crate::{workspace, EngineError, Result};
@@ -14,65 +22,102 @@ use crate::{workspace, EngineError, Result};
 /// What a checkout did, or why it did nothing.
 #[derive(Debug)]
 pub enum CheckoutReport {
-    /// The record names places pipe does not write (`stage: problem`
-    /// each); nothing was changed.
+    /// The record names what the pipeline does not declare, or places
+    /// pipe does not write (`stage: problem` each); nothing was changed.
     Refused(Vec<String>),
+    /// The cache cannot give these back (`path (stage): why` each), or
+    /// cannot write where they go; nothing was changed.
+    Missing(Vec<String>),
     /// Restoring would overwrite or delete these files, which the cache
     /// does not hold; nothing was changed.
     WouldLoseFiles(Vec<PathBuf>),
-    /// Outputs restored and already in place, and those the cache could
-    /// not give back (`path (stage): error` each).
-    Done {
-        restored: usize,
-        unchanged: usize,
-        missing: Vec<String>,
-    },
+    /// Outputs restored, and those already in place.
+    Done { restored: usize, unchanged: usize },
 }
 
-/// Restores the outputs of `record`. The caller holds the project's run
-/// lock: a checkout writes outputs as a run does, and the two take turns.
+/// One output to bring back: the stage, the path, and the stored result's
+/// artifact (which the record's must equal).
+struct Wanted<'a> {
+    stage: &'a str,
+    path: &'a str,
+    artifact: Artifact,
+}
+
+/// Restores the outputs of `record`, held to `pipeline` (the file the run
+/// ran, loaded with the run's settings). The caller holds the project's
+/// run lock: a checkout writes outputs as a run does, and the two take
+/// turns.
 pub fn checkout(
     project: &Project,
     lock: &RunLock,
     record: &RunRecord,
+    pipeline: &Pipeline,
     modes: &[LinkMode],
     force: bool,
 ) -> Result<CheckoutReport> {
-    let outputs: Vec<(&str, &str, &Artifact)> = record
-        .stages
-        .iter()
-        .flat_map(|stage| {
-            stage
-                .outputs
-                .iter()
-                .map(|(path, artifact)| (stage.stage.as_str(), path.as_str(), artifact))
-        })
-        .collect();
-    let refused: Vec<String> = outputs
-        .iter()
-        .filter_map(|(stage, path, _)| {
-            workspace::check_restore_target(&project.root, path)
-                .err()
-                .map(|problem| format!("stage `{stage}`: {problem}"))
-        })
-        .collect();
+    if pipeline.name != record.pipeline {
+        return Ok(CheckoutReport::Refused(vec![format!(
+            "run #{} is a run of pipeline `{}`, but `{}` is pipeline `{}`",
+            record.id,
+            shown(&record.pipeline),
+            pipeline.file.display(),
+            pipeline.name
+        )]));
+    }
+    let cache = Cache::open(&project.cache_dir)?;
+    let (wanted, refused, mut missing) = held_to_the_pipeline(project, record, pipeline, &cache);
     if !refused.is_empty() {
         return Ok(CheckoutReport::Refused(refused));
     }
 
-    let cache = Cache::open(&project.cache_dir)?;
     let stat = StatCache::open(&project.stat_db())?;
+    // What is already in place needs nothing from the cache.
+    let to_restore: Vec<&Wanted<'_>> = wanted
+        .iter()
+        .filter(|output| {
+            !cache
+                .hash_path(&project.root.join(output.path), &stat)
+                .is_ok_and(|current| {
+                    current.digest == output.artifact.digest && current.kind == output.artifact.kind
+                })
+        })
+        .collect();
+    // Every object present and whole, every place writable, before the
+    // first file changes: a restore that fails half-way would leave a
+    // workspace that is neither the run's nor what was there.
+    for output in &to_restore {
+        if let Err(error) = cache.verify_restorable(&output.artifact) {
+            missing.push(format!(
+                "{} (stage `{}`): {error}",
+                output.path, output.stage
+            ));
+        } else if let Some(problem) = unwritable(&project.root.join(output.path)) {
+            missing.push(format!(
+                "{} (stage `{}`): {problem}",
+                output.path, output.stage
+            ));
+        }
+    }
+    if !missing.is_empty() {
+        let _ = stat.flush();
+        return Ok(CheckoutReport::Missing(missing));
+    }
+
     let mut sites = RestoreSites::default();
-    for (_, path, _) in &outputs {
-        sites.output(path);
+    for output in &wanted {
+        sites.output(output.path);
     }
     lock.remove_restore_leftovers(&project.root, &sites);
 
     // As git does: refuse to destroy what only the workspace holds.
     if !force {
         let mut lost = Vec::new();
-        for (_, path, artifact) in &outputs {
-            lost.extend(cache.files_lost_by_restore(artifact, &project.root.join(path), &stat)?);
+        for output in &to_restore {
+            lost.extend(cache.files_lost_by_restore(
+                &output.artifact,
+                &project.root.join(output.path),
+                &stat,
+            )?);
         }
         if !lost.is_empty() {
             let _ = stat.flush();
@@ -80,31 +125,114 @@ pub fn checkout(
         }
     }
 
-    let mut restored = 0usize;
-    let mut unchanged = 0usize;
-    let mut missing = Vec::new();
-    for (stage, path, artifact) in &outputs {
-        let destination = project.root.join(path);
-        // Already in place: nothing to read from the cache.
-        if cache
-            .hash_path(&destination, &stat)
-            .is_ok_and(|current| current.digest == artifact.digest && current.kind == artifact.kind)
-        {
-            unchanged += 1;
-            continue;
-        }
+    for output in &to_restore {
+        // Checked again right before writing: a link may have appeared.
+        workspace::check_restore_target(&project.root, output.path).map_err(|problem| {
+            EngineError::Internal(format!("stage `{}`: {problem}", output.stage))
+        })?;
+        let destination = project.root.join(output.path);
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent).map_err(|e| EngineError::io(parent, e))?;
         }
-        match cache.restore(artifact, &destination, modes, &stat) {
-            Ok(()) => restored += 1,
-            Err(error) => missing.push(format!("{path} (stage `{stage}`): {error}")),
-        }
+        cache
+            .restore(&output.artifact, &destination, modes, &stat)
+            .map_err(|error| {
+                EngineError::Internal(format!(
+                    "restoring `{}` of stage `{}` failed after its objects were checked: {error}",
+                    output.path, output.stage
+                ))
+            })?;
     }
     let _ = stat.flush();
     Ok(CheckoutReport::Done {
-        restored,
-        unchanged,
-        missing,
+        restored: to_restore.len(),
+        unchanged: wanted.len() - to_restore.len(),
     })
+}
+
+/// The outputs of `record` that the pipeline declares and the stored
+/// results hold, what is refused (undeclared, differing from the stored
+/// result, or a place pipe does not write), and what the cache lacks.
+fn held_to_the_pipeline<'r>(
+    project: &Project,
+    record: &'r RunRecord,
+    pipeline: &Pipeline,
+    cache: &Cache,
+) -> (Vec<Wanted<'r>>, Vec<String>, Vec<String>) {
+    let stages: HashMap<&str, &Stage> = pipeline
+        .stages
+        .iter()
+        .map(|stage| (stage.name.as_str(), stage))
+        .collect();
+    let (mut wanted, mut refused, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    for stage_record in record
+        .stages
+        .iter()
+        .filter(|stage| !stage.outputs.is_empty())
+    {
+        let name = stage_record.stage.as_str();
+        let Some(stage) = stages.get(name) else {
+            refused.push(format!(
+                "stage `{}` of the record is not a stage of `{}`",
+                shown(name),
+                pipeline.file.display()
+            ));
+            continue;
+        };
+        let worker_metrics = workspace::worker_metrics_path(stage);
+        let result = stage_record.key.and_then(|key| cache.get_action(&key));
+        for (path, artifact) in &stage_record.outputs {
+            let declared = workspace::declared_outputs(stage).any(|out| out.path == *path)
+                || worker_metrics.as_deref() == Some(path.as_str());
+            if !declared {
+                refused.push(format!(
+                    "stage `{name}`: the record names `{}`, which the stage does not declare in `{}`",
+                    shown(path),
+                    pipeline.file.display()
+                ));
+                continue;
+            }
+            if let Err(problem) = workspace::check_restore_target(&project.root, path) {
+                refused.push(format!("stage `{name}`: {problem}"));
+                continue;
+            }
+            let Some(result) = &result else {
+                missing.push(format!(
+                    "{path} (stage `{name}`): its result is not in the local cache"
+                ));
+                continue;
+            };
+            match result.outputs.get(path) {
+                Some(stored)
+                    if stored.digest == artifact.digest && stored.kind == artifact.kind =>
+                {
+                    wanted.push(Wanted {
+                        stage: name,
+                        path,
+                        artifact: stored.clone(),
+                    })
+                }
+                _ => refused.push(format!(
+                    "stage `{name}`: the record's `{}` is not what its stored result {} holds",
+                    shown(path),
+                    result.key.short()
+                )),
+            }
+        }
+    }
+    (wanted, refused, missing)
+}
+
+/// Why `destination` cannot be written, if it cannot: the nearest
+/// directory that exists on its way must take new entries.
+fn unwritable(destination: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut directory = destination.parent()?;
+    while !directory.exists() {
+        directory = directory.parent()?;
+    }
+    let path = std::ffi::CString::new(directory.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and a mode flag; nothing is retained.
+    let allowed = unsafe { libc::access(path.as_ptr(), libc::W_OK) } == 0;
+    (!allowed).then(|| format!("cannot write into `{}`", directory.display()))
 }

@@ -14,6 +14,7 @@ use crate::runs::{self, RunDb, RunExport};
 use crate::{exec, EngineError, Result};
 
 mod choose;
+mod vet;
 
 pub use choose::{ComparedSelection, DiffPair};
 
@@ -105,7 +106,8 @@ impl History {
         let id = runs::resolve_run(&mut self.db, &root, query, |db, commit| match pull {
             Pull::Never => Ok(0),
             Pull::From(remote) => {
-                let records = pull_records(remote, db, Some(commit))?;
+                let cache = Cache::open(&Project::open(&root)?.cache_dir)?;
+                let records = pull_records(remote, &cache, db, Some(commit))?;
                 pulled = Some((remote.url().to_string(), records.new.len()));
                 skipped = records.skipped;
                 Ok(pulled.as_ref().map_or(0, |(_, new)| *new))
@@ -121,7 +123,12 @@ impl History {
                 else {
                     return Ok(0);
                 };
-                let Ok(records) = pull_records(&remote, db, Some(commit)) else {
+                let Ok(cache) = Project::open(&root)
+                    .and_then(|project| Cache::open(&project.cache_dir).map_err(EngineError::from))
+                else {
+                    return Ok(0);
+                };
+                let Ok(records) = pull_records(&remote, &cache, db, Some(commit)) else {
                     return Ok(0);
                 };
                 let new = records.new.len();
@@ -204,10 +211,12 @@ pub struct RecordsPulled {
 
 /// Downloads the run records the remote has (for `commit`, or all) that
 /// this database lacks. A record is hostile input: one that does not
-/// parse, is not for its name, or names an output outside the project is
-/// skipped and said so, never imported.
+/// parse, is not for its name, or names outputs that the results under
+/// its keys do not hold is skipped and said so, never imported; the
+/// metrics it keeps are read from those results' objects ([`vet::vet`]).
 pub fn pull_records(
     remote: &Remote,
+    cache: &Cache,
     db: &mut RunDb,
     commit: Option<&str>,
 ) -> Result<RecordsPulled> {
@@ -231,23 +240,15 @@ pub fn pull_records(
             Ok(export)
                 if export.format == RunExport::FORMAT && export.run.uid.as_deref() == Some(uid) =>
             {
-                // A record names outputs that `pipe checkout` writes: only
-                // plain project-relative places are taken in.
-                let bad_path = export.run.stages.iter().find_map(|stage| {
-                    stage.outputs.keys().find_map(|output| {
-                        pipe_cache::check_relative_path(output)
-                            .err()
-                            .map(|problem| format!("`{output:.80}` {problem}"))
-                    })
-                });
-                if let Some(problem) = bad_path {
-                    pulled.skipped.push(format!(
-                        "run record {path} in the remote names an output that {problem}; skipped"
-                    ));
-                    continue;
-                }
-                if let Some(id) = db.import_run(&export, remote.url())? {
-                    pulled.new.push(id);
+                match vet::vet(export, remote, cache) {
+                    Ok(export) => {
+                        if let Some(id) = db.import_run(&export, remote.url())? {
+                            pulled.new.push(id);
+                        }
+                    }
+                    Err(problem) => pulled.skipped.push(format!(
+                        "run record {path} in the remote is refused: {problem}; skipped"
+                    )),
                 }
             }
             Ok(_) => pulled.skipped.push(format!(

@@ -197,8 +197,31 @@ pub fn read_metrics(
     stage: &Stage,
     result: &ActionResult,
 ) -> Result<BTreeMap<String, serde_json::Value>, String> {
+    read_metrics_files(cache, result, metrics_paths(stage))
+}
+
+/// The flattened metrics of a result whose stage is not at hand (a pulled
+/// run record's): the metrics files its own manifest declares, read the
+/// same way, each checked against its digest.
+pub fn read_result_metrics(
+    cache: &Cache,
+    result: &ActionResult,
+) -> Result<BTreeMap<String, serde_json::Value>, String> {
+    let paths: Vec<String> = result
+        .metrics_paths()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    read_metrics_files(cache, result, paths)
+}
+
+fn read_metrics_files(
+    cache: &Cache,
+    result: &ActionResult,
+    paths: Vec<String>,
+) -> Result<BTreeMap<String, serde_json::Value>, String> {
     let mut metrics = BTreeMap::new();
-    for path in metrics_paths(stage) {
+    for path in paths {
         let Some(artifact) = result.outputs.get(&path) else {
             continue;
         };

@@ -27,7 +27,7 @@ fn project() -> TestProject {
     project
 }
 
-fn action_files(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn action_files(root: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     let Ok(shards) = std::fs::read_dir(root.join("actions")) else {
         return files;
@@ -42,7 +42,7 @@ fn action_files(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The action's own JSON, its checksum checked.
-fn read_action(path: &Path) -> Value {
+pub(crate) fn read_action(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
     let rest = text.strip_prefix(HEADER).expect("an action file");
     let (checksum, rest) = rest.split_at(64);
@@ -56,7 +56,7 @@ fn read_action(path: &Path) -> Value {
 
 /// Rewrites an action as a writer with access to the cache would: a valid
 /// file with a correct checksum, saying what the writer wants.
-fn write_action(path: &Path, action: &Value) {
+pub(crate) fn write_action(path: &Path, action: &Value) {
     let body = serde_json::to_string_pretty(action).unwrap();
     let checksum = blake3::hash(body.as_bytes()).to_hex();
     std::fs::write(path, format!("{HEADER}{checksum}\",\"action\":{body}}}\n")).unwrap();
@@ -64,7 +64,7 @@ fn write_action(path: &Path, action: &Value) {
 
 /// Adds `paths` to the action's outputs (pointing at the object of
 /// `model.txt`), and to its manifest's `outs` too when `in_manifest`.
-fn plant(action_path: &Path, paths: &[String], in_manifest: bool) {
+pub(crate) fn plant(action_path: &Path, paths: &[String], in_manifest: bool) {
     let mut action = read_action(action_path);
     let artifact = action["outputs"]["model.txt"].clone();
     for (index, path) in paths.iter().enumerate() {

@@ -25,6 +25,7 @@ mod noop_record;
 mod parallel;
 mod progress_lines;
 mod quickstart;
+mod record_trust;
 mod remote_cache;
 mod reports;
 mod resolved_pipeline;

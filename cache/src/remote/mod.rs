@@ -235,6 +235,28 @@ impl Remote {
         }
     }
 
+    /// The remote's result for `key`, checked, with its metrics files'
+    /// objects (only those) brought into the local cache: what a pulled
+    /// run record's metrics are read from, without downloading outputs.
+    /// `Ok(None)` when the remote holds no result for `key`.
+    pub fn pull_metrics(&self, key: &ActionKey) -> Result<Option<ActionResult>, String> {
+        if let Some(reason) = self.unavailable() {
+            return Err(reason);
+        }
+        let runtime = self
+            .runtime()
+            .map_err(|_| "the remote is unavailable".to_string())?;
+        let shared = self.shared.clone();
+        let key = *key;
+        match runtime.block_on(async move { pull::pull_metrics(&shared, &key).await }) {
+            Ok(result) => Ok(result),
+            Err(Failure::NotFound) => Ok(None),
+            Err(Failure::Corrupt(reason)) => Err(reason),
+            Err(Failure::Remote(error)) => Err(error.to_string()),
+            Err(Failure::Local(error)) => Err(format!("local cache: {error}")),
+        }
+    }
+
     /// The remote's result for `key` was refused by a check above the cache
     /// (it names outputs the stage does not declare): the next push of
     /// this key replaces it instead of yielding to it.

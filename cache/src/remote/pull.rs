@@ -51,6 +51,38 @@ pub(super) async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64
     stored
 }
 
+/// `key`'s result as the remote holds it, checked as a pull checks it,
+/// with the objects of its metrics files (small files, not the outputs)
+/// brought into the local cache: what a pulled run record's metrics are
+/// read from. The action is not stored here; `None` when the remote has
+/// none for `key`.
+pub(super) async fn pull_metrics(
+    shared: &Shared,
+    key: &ActionKey,
+) -> Result<Option<ActionResult>, Failure> {
+    let path = action_path(key);
+    let bytes = match shared.operator.read(&path).await {
+        Ok(buffer) => buffer.to_vec(),
+        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let result = crate::action::decode(&bytes, key)
+        .map_err(|reason| Failure::Corrupt(format!("result {}: {reason}", key.short())))?;
+    for metrics_path in result.metrics_paths() {
+        let artifact = &result.outputs[metrics_path];
+        if artifact.kind != ArtifactKind::File {
+            return Err(Failure::Corrupt(format!(
+                "result {}: its metrics file `{metrics_path}` is a directory",
+                key.short()
+            )));
+        }
+        if !shared.cache.has_object(&artifact.digest, artifact.size) {
+            fetch_object(shared, artifact, None).await?;
+        }
+    }
+    Ok(Some(result))
+}
+
 /// Brings every object `result` names into the local cache, level by
 /// level: a directory's entries are known once its tree is in.
 async fn fetch_objects(

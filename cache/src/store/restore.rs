@@ -170,6 +170,13 @@ impl Cache {
         Ok(())
     }
 
+    /// Whether `artifact` can be restored: every object it needs present
+    /// and hashing to its name. `pipe checkout` asks this of every output
+    /// before it writes the first, so that it completes or changes nothing.
+    pub fn verify_restorable(&self, artifact: &Artifact) -> Result<()> {
+        self.verified_plan(artifact, 0).map(|_| ())
+    }
+
     /// Rehashes every object `artifact` needs and returns what to create.
     fn verified_plan(&self, artifact: &Artifact, depth: usize) -> Result<Plan> {
         if depth > crate::tree::MAX_TREE_DEPTH {

@@ -518,6 +518,7 @@ mod tests {
                 uid: None,
                 origin: None,
                 pipeline: "p".into(),
+                file: None,
                 started_ms: 0,
                 ended_ms: Some(1),
                 status: RunStatus::Succeeded,

@@ -280,8 +280,10 @@ pub fn run(
     let stat = StatCache::open(&project.stat_db())?;
     let mut db = RunDb::open(&project.runs_db())?;
     let git = git.join().ok().flatten();
+    let file = pipeline_file_in_project(pipeline);
     let run_id = db.start_run(&RunStart {
         pipeline: &pipeline.name,
+        file: file.as_deref(),
         argv: &options.argv,
         params: &pipeline.params,
         directions: &pipeline.directions,
@@ -407,6 +409,22 @@ pub fn run(
 /// Whether a run did nothing at all: it succeeded and every stage in it
 /// was fresh. Such a run is not recorded, as DVC records none: a rerun
 /// with nothing changed must not push the run it repeats out of `pipe diff`.
+/// The pipeline file relative to the project root, as the run record
+/// keeps it; `None` when it lies outside the project (`-f /elsewhere`).
+fn pipeline_file_in_project(pipeline: &Pipeline) -> Option<String> {
+    let file = std::path::absolute(&pipeline.file).ok()?;
+    let relative = match file.strip_prefix(&pipeline.root) {
+        Ok(relative) => relative.to_path_buf(),
+        // One of the two reached through a symbolic link.
+        Err(_) => {
+            let file = file.canonicalize().ok()?;
+            let root = pipeline.root.canonicalize().ok()?;
+            file.strip_prefix(root).ok()?.to_path_buf()
+        }
+    };
+    relative.to_str().map(str::to_string)
+}
+
 fn nothing_done(status: RunStatus, records: &[StageRecord]) -> bool {
     status == RunStatus::Succeeded
         && records

@@ -13,8 +13,9 @@ use crate::{EngineError, Result};
 /// The version this pipe writes. 1: each stage's identity (base name,
 /// matrix combination, `uses`, roles and their values) is stored in its
 /// own columns instead of being worked out from its name and manifest.
-/// 2: and its place in the pipeline (`position`).
-pub(super) const CURRENT: i64 = 2;
+/// 2: and its place in the pipeline (`position`). 3: the pipeline file a
+/// run ran (`file`), which `pipe checkout` holds a record's outputs to.
+pub(super) const CURRENT: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -54,7 +55,12 @@ CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
 const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
     (
         "runs",
-        &[("directions", "TEXT"), ("uid", "TEXT"), ("origin", "TEXT")],
+        &[
+            ("directions", "TEXT"),
+            ("uid", "TEXT"),
+            ("origin", "TEXT"),
+            ("file", "TEXT"),
+        ],
     ),
     (
         "stage_runs",

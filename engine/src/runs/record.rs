@@ -73,6 +73,12 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     pub pipeline: String,
+    /// The pipeline file, relative to the project root, as the run found
+    /// it; `None` for runs recorded before pipe kept it. Only a hint in a
+    /// pulled record: `pipe checkout` reads the file here and holds the
+    /// record to the stages it declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
     pub status: RunStatus,
@@ -92,7 +98,20 @@ impl RunRecord {
     /// `--set=KEY=VALUE`, `-SKEY=VALUE`), as dotted paths, read back from
     /// the recorded argv: what the user changed on purpose.
     pub fn overridden_params(&self) -> Vec<String> {
-        let mut paths = Vec::new();
+        self.overrides()
+            .into_iter()
+            .filter_map(|setting| {
+                let (path, _) = setting.split_once('=')?;
+                let path = path.trim().trim_start_matches('+');
+                (!path.is_empty()).then(|| path.to_string())
+            })
+            .collect()
+    }
+
+    /// The `-S KEY=VALUE` settings of the recorded argv, as given, in
+    /// order: what loads the pipeline as the run loaded it.
+    pub fn overrides(&self) -> Vec<String> {
+        let mut settings = Vec::new();
         let mut args = self.argv.iter().skip(1);
         while let Some(arg) = args.next() {
             let setting = match arg.as_str() {
@@ -102,14 +121,11 @@ impl RunRecord {
                     .strip_prefix("--set=")
                     .or_else(|| other.strip_prefix("-S").filter(|rest| !rest.is_empty())),
             };
-            if let Some((path, _)) = setting.and_then(|setting| setting.split_once('=')) {
-                let path = path.trim().trim_start_matches('+');
-                if !path.is_empty() {
-                    paths.push(path.to_string());
-                }
+            if let Some(setting) = setting.filter(|setting| setting.contains('=')) {
+                settings.push(setting.to_string());
             }
         }
-        paths
+        settings
     }
 }
 
@@ -128,6 +144,8 @@ impl RunExport {
 
 pub struct RunStart<'a> {
     pub pipeline: &'a str,
+    /// The pipeline file, relative to the project root.
+    pub file: Option<&'a str>,
     pub argv: &'a [String],
     pub params: &'a Value,
     pub directions: &'a BTreeMap<String, Direction>,
@@ -250,6 +268,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         uid: columns.get("uid")?,
         origin: columns.get("origin")?,
         pipeline: columns.get("pipeline")?,
+        file: columns.get("file")?,
         started_ms: columns.unsigned("started_ms")?,
         ended_ms: columns.opt_unsigned("ended_ms")?,
         status,
@@ -348,6 +367,7 @@ const RUN_COLUMNS: &[&str] = &[
     "directions",
     "uid",
     "origin",
+    "file",
 ];
 
 #[cfg(test)]
@@ -377,6 +397,7 @@ mod tests {
             uid: None,
             origin: None,
             pipeline: "p".into(),
+            file: None,
             started_ms: 0,
             ended_ms: None,
             status: RunStatus::Succeeded,

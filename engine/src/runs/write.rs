@@ -24,8 +24,8 @@ impl RunDb {
         let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -37,6 +37,7 @@ impl RunDb {
                     RunStatus::Running.as_str(),
                     (!start.directions.is_empty()).then(|| json(start.directions)),
                     new_uid(),
+                    start.file,
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -177,8 +178,8 @@ impl RunDb {
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -191,6 +192,7 @@ impl RunDb {
                     (!run.directions.is_empty()).then(|| json(&run.directions)),
                     uid,
                     origin,
+                    run.file,
                 ],
             )
             .map_err(|e| db_error(&path, e))?;

@@ -427,7 +427,13 @@ pub(super) fn matrix_values(
                 format!("contains `{}`", ch.escape_default())
             });
             diagnostics.push(
-                Diagnostic::new("bad-matrix-value", format!("matrix value `{text}` of `{key}` in stage `{stage}` {what}"))
+                Diagnostic::new(
+                    "bad-matrix-value",
+                    format!(
+                        "matrix value `{}` of `{key}` in stage `{stage}` {what}",
+                        pipe_protocol::excerpt(&pipe_protocol::redact::redact_text(&text))
+                    ),
+                )
                     .at(sources.location(item.span))
                     .with_hint("matrix values name the expanded stages (`train@seed=1`): use letters, digits and `_ . - + :`"),
             );
