@@ -373,3 +373,89 @@ fn assert_every_reader_clean(project: &TestProject, command_stage: &str) {
         assert_output_clean(&args.join(" "), &output);
     }
 }
+
+/// Token names spelled as writers spell them: escaped (`%5F`), after a
+/// `;`, in a query or a fragment, and a forge's own name.
+const SPELLED: [(&str, &str); 5] = [
+    ("a", "https://h.example/cb#access%5Ftoken=SPELLED-A1"),
+    ("b", "https://h.example/cb#state=s;access_token=SPELLED-B2"),
+    ("c", "https://h.example/f?access%5Ftoken=SPELLED-C3&page=2"),
+    (
+        "d",
+        "https://gitlab.example/api/v4/f?private_token=SPELLED-D4",
+    ),
+    ("e", "https://h.example/f?x=1;Access-Token=SPELLED-E5"),
+];
+
+fn assert_no_spelled_secret(what: &str, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    assert!(!text.contains("SPELLED-"), "{what} shows a token:\n{text}");
+}
+
+#[test]
+fn a_token_is_masked_by_any_spelling_of_its_name() {
+    let params: String = SPELLED
+        .iter()
+        .map(|(name, url)| format!("  {name}: \"{url}\"\n"))
+        .collect();
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "params:\n{params}stages:\n  echo_urls:\n    run: printf '%s\\n' \"${{params.a}}\" \"${{params.b}}\" \"${{params.c}}\" \"${{params.d}}\" \"${{params.e}}\" | od -An -tx1 | tr -d ' \\n' > urls.hex\n    outs: [urls.hex]\n"
+        ),
+    );
+    let run = project.pipe(&["run", "-v"]);
+    assert!(run.status.success(), "{run:?}");
+    assert_no_spelled_secret("run -v", &run.stdout);
+    assert_no_spelled_secret("run -v", &run.stderr);
+    // The stage got every URL whole.
+    let urls: String = SPELLED.iter().map(|(_, url)| format!("{url}\n")).collect();
+    assert_eq!(project.read("urls.hex"), hex(&urls));
+    for args in [
+        vec!["show"],
+        vec!["show", "--json"],
+        vec!["runs", "--json"],
+        vec!["why", "echo_urls"],
+        vec!["status", "--json"],
+        vec!["run", "--dry-run"],
+    ] {
+        let output = project.pipe(&args);
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        assert_no_spelled_secret(&args.join(" "), &output.stdout);
+        assert_no_spelled_secret(&args.join(" "), &output.stderr);
+    }
+    let mut files = 0;
+    for_each_file(&project.path(".pipe"), &mut |path, bytes| {
+        files += 1;
+        assert_no_spelled_secret(&path.display().to_string(), bytes);
+    });
+    assert!(files > 5, "only {files} files under .pipe");
+}
+
+fn for_each_file(dir: &Path, visit: &mut dyn FnMut(&Path, &[u8])) {
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().expect("file type");
+        if kind.is_dir() {
+            for_each_file(&path, visit);
+        } else if kind.is_file() {
+            visit(&path, &std::fs::read(&path).expect("read file"));
+        }
+    }
+}
+
+#[test]
+fn an_error_quoting_a_value_masks_the_credentials_in_it() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  s:\n    matrix:\n      src: [\"https://u:SPELLED-PW@h.example/x\"]\n    run: echo ${matrix.src} > o.txt\n    outs: [o.txt]\n",
+    );
+    let output = project.pipe(&["run"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad-matrix-value"), "{stderr}");
+    assert!(stderr.contains("https://***@h.example/x"), "{stderr}");
+    assert_no_spelled_secret("the bad-matrix-value error", &output.stderr);
+}
