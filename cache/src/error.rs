@@ -38,6 +38,16 @@ pub enum CacheError {
         #[source]
         source: std::io::Error,
     },
+    /// A folder of a cache directory that is a link to elsewhere.
+    #[error(
+        "`{path}` is a symbolic link to `{target}`, outside the cache directory that holds it, \
+         so what pipe writes there would land outside; {fix}"
+    )]
+    LinkOutside {
+        path: PathBuf,
+        target: PathBuf,
+        fix: String,
+    },
     #[error("cache at `{path}` has layout `{found}`, this pipe expects `{expected}`")]
     Layout {
         path: PathBuf,
