@@ -21,6 +21,17 @@ pub enum CacheError {
         "`{path}` is nested more than {max} directories deep, more than pipe stores or restores"
     )]
     TooDeep { path: PathBuf, max: usize },
+    /// A directory whose listing is larger than a tree object may be
+    /// (`untrusted::TREE_OBJECT`): no reader would take it back.
+    #[error(
+        "`{path}` holds too many entries: its listing would be {size} bytes, more than the {limit} \
+         a tree object may hold (docs/cache-format.md, Limits); split it into subdirectories"
+    )]
+    TooManyEntries {
+        path: PathBuf,
+        size: u64,
+        limit: String,
+    },
     #[error("stat cache database `{path}`: {source}")]
     StatDb {
         path: PathBuf,

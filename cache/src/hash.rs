@@ -228,6 +228,13 @@ fn hash_dir(path: &Path, stat: &StatCache, objects_dir: &Path, depth: usize) -> 
         )
     })?;
     let listing = tree::encode(&entries);
+    if listing.len() as u64 > crate::untrusted::TREE_OBJECT.bytes {
+        return Err(CacheError::TooManyEntries {
+            path: path.to_path_buf(),
+            size: listing.len() as u64,
+            limit: crate::untrusted::human(crate::untrusted::TREE_OBJECT.bytes),
+        });
+    }
     let artifact = Artifact {
         kind: ArtifactKind::Dir,
         digest: ObjectDigest::of(&listing),

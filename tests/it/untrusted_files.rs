@@ -412,6 +412,22 @@ fn what_killed_pushes_left_in_a_file_remote_is_cleared_by_the_next_push_and_by_g
 }
 
 #[test]
+fn what_a_killed_run_left_in_the_local_cache_tmp_is_cleared_by_the_next_run() {
+    let project = project();
+    project.run_ok(&[]);
+    let tmp = project.path(".pipe/cache/tmp");
+    std::fs::write(tmp.join("object-killed"), vec![7u8; 1 << 20]).unwrap();
+    set_age(
+        &tmp.join("object-killed"),
+        Duration::from_secs(2 * 24 * 3600),
+    );
+    std::fs::write(tmp.join("object-in-flight"), b"now").unwrap();
+    let run = pipe(&project, &[], &["run", "--json"]);
+    assert_eq!(run.code(), Some(0), "{}", run.stderr());
+    assert_eq!(files_under(&tmp), vec![tmp.join("object-in-flight")]);
+}
+
+#[test]
 fn a_file_remote_whose_folder_links_outside_it_is_refused() {
     let remote = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();

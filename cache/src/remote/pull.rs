@@ -116,7 +116,7 @@ async fn fetch_object(
         .await
         .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
     let path = object_path(&artifact.digest);
-    let mut chunks = match Chunks::open(shared, &path).await {
+    let mut chunks = match Chunks::open(shared, &path, true).await {
         Err(Failure::Corrupt(reason)) => {
             shared.mark_corrupt(&path);
             return Err(Failure::Corrupt(reason));

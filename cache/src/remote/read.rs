@@ -21,8 +21,10 @@ pub(super) enum Chunks {
 }
 
 impl Chunks {
-    /// Opens the file at `path` (relative to the remote's root).
-    pub(super) async fn open(shared: &Shared, path: &str) -> Result<Chunks, Failure> {
+    /// Opens the file at `path` (relative to the remote's root). `ranged`:
+    /// in `CHUNK`-sized ranged requests (an object, as large as it may
+    /// be), else as one plain request (a small file: no `HEAD` first).
+    pub(super) async fn open(shared: &Shared, path: &str, ranged: bool) -> Result<Chunks, Failure> {
         match &shared.fs_root {
             Some(root) => {
                 let (file, _) = untrusted::open_regular(&root.join(path))
@@ -33,7 +35,11 @@ impl Chunks {
                 })
             }
             None => {
-                let reader = shared.operator.reader_with(path).chunk(CHUNK).await?;
+                let reader = if ranged {
+                    shared.operator.reader_with(path).chunk(CHUNK).await?
+                } else {
+                    shared.operator.reader(path).await?
+                };
                 Ok(Chunks::Stream(Box::new(
                     reader.into_bytes_stream(..).await?,
                 )))
@@ -73,7 +79,7 @@ pub(super) async fn read_capped(
     path: &str,
     limit: Limit,
 ) -> Result<Vec<u8>, Failure> {
-    let mut chunks = Chunks::open(shared, path).await?;
+    let mut chunks = Chunks::open(shared, path, false).await?;
     let mut bytes = Vec::new();
     while let Some(chunk) = chunks.next(shared).await? {
         if (bytes.len() + chunk.len()) as u64 > limit.bytes {

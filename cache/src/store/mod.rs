@@ -118,6 +118,11 @@ impl Cache {
             // Written last and atomically: a VERSION file means a complete layout.
             cache.write_atomic(&version_path, LAYOUT_VERSION.as_bytes(), 0o644)?;
         }
+        // A killed run leaves its partial objects in tmp/, and not every
+        // project ever runs gc; listing an empty directory costs nothing.
+        if let Err(error) = cache.clean_tmp(STALE_TMP_AGE) {
+            tracing::debug!(%error, "could not remove stale temporaries");
+        }
         Ok(cache)
     }
 
