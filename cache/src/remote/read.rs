@@ -64,10 +64,9 @@ impl Chunks {
             Chunks::Stream(stream) => match stream.next().await {
                 None => Ok(None),
                 Some(Ok(bytes)) => Ok(Some(bytes.to_vec())),
-                Some(Err(error)) => Err(Failure::Remote(opendal::Error::new(
-                    ErrorKind::Unexpected,
-                    error.to_string(),
-                ))),
+                // The request is made on the first poll: its answer (a
+                // missing key, a refusal) arrives here, wrapped.
+                Some(Err(error)) => Err(stream_failure(error)),
             },
         }
     }
@@ -108,5 +107,17 @@ fn fs_failure(root: &Path, path: &str, error: std::io::Error) -> Failure {
             ErrorKind::Unexpected,
             format!("{}: {error}", root.join(path).display()),
         )),
+    }
+}
+
+/// A failed read of a stream, as the opendal error inside it says.
+fn stream_failure(error: std::io::Error) -> Failure {
+    let text = error.to_string();
+    match error
+        .into_inner()
+        .map(|inner| inner.downcast::<opendal::Error>())
+    {
+        Some(Ok(inner)) => Failure::from(*inner),
+        _ => Failure::Remote(opendal::Error::new(ErrorKind::Unexpected, text)),
     }
 }
