@@ -350,6 +350,10 @@ pub enum CacheCommand {
         /// Keep entries younger than this many seconds (protects concurrent runs).
         #[arg(long, default_value_t = 3600)]
         grace_secs: u64,
+        /// The remote whose stale temporaries (what killed pushes left in a
+        /// `file://` remote's tmp/) are removed too; default: the configured one.
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// Send a run's results (outputs, metrics) and its record to the remote cache.
     Push {

@@ -152,7 +152,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
                 pipeline,
                 keep_runs,
                 grace_secs,
-            } => gc(&pipeline, keep_runs, grace_secs),
+                remote,
+            } => gc(&pipeline, keep_runs, grace_secs, &remote),
             CacheCommand::Push {
                 run,
                 all,
@@ -566,7 +567,12 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     }
 }
 
-fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> {
+fn gc(
+    arg: &PipelineArg,
+    keep_runs: usize,
+    grace_secs: u64,
+    remote: &crate::cli::RemoteArgs,
+) -> Result<ExitCode> {
     let project = here::project()?;
     let pipeline_file = match &arg.file {
         Some(file) => Some(file.clone()),
@@ -590,6 +596,7 @@ fn gc(arg: &PipelineArg, keep_runs: usize, grace_secs: u64) -> Result<ExitCode> 
         report.objects_kept,
         report.actions_kept
     );
+    remote_commands::remove_stale_temporaries(&project, arg.file.as_deref(), remote)?;
     Ok(ExitCode::Ok)
 }
 

@@ -70,6 +70,29 @@ fn pull_records(
     Ok(pulled)
 }
 
+/// `pipe cache gc`'s part for the configured remote: what killed pushes
+/// left in a `file://` remote's `tmp/` (S3 has its lifecycle rule for
+/// aborted uploads; docs/remote-cache.md).
+pub fn remove_stale_temporaries(
+    project: &pipe_engine::project::Project,
+    file: Option<&Path>,
+    args: &RemoteArgs,
+) -> Result<()> {
+    let Some(config) = configured(&project.root, file, args)? else {
+        return Ok(());
+    };
+    let remote = exec::open_remote(&config, &project.cache_dir)?;
+    if let Some(swept) = remote.remove_stale_temporaries()? {
+        outln!(
+            "{}: removed {} temporary files ({}) that killed pushes left in tmp/",
+            remote.url(),
+            swept.files,
+            render::bytes(swept.bytes)
+        );
+    }
+    Ok(())
+}
+
 pub fn push(
     run: Option<&str>,
     all: bool,

@@ -21,6 +21,17 @@ pub enum CacheError {
         "`{path}` is nested more than {max} directories deep, more than pipe stores or restores"
     )]
     TooDeep { path: PathBuf, max: usize },
+    /// A directory whose listing is larger than a tree object may be
+    /// (`untrusted::TREE_OBJECT`): no reader would take it back.
+    #[error(
+        "`{path}` holds too many entries: its listing would be {size} bytes, more than the {limit} \
+         a tree object may hold (docs/cache-format.md, Limits); split it into subdirectories"
+    )]
+    TooManyEntries {
+        path: PathBuf,
+        size: u64,
+        limit: String,
+    },
     #[error("stat cache database `{path}`: {source}")]
     StatDb {
         path: PathBuf,
@@ -37,6 +48,16 @@ pub enum CacheError {
         url: String,
         #[source]
         source: std::io::Error,
+    },
+    /// A folder of a cache directory that is a link to elsewhere.
+    #[error(
+        "`{path}` is a symbolic link to `{target}`, outside the cache directory that holds it, \
+         so what pipe writes there would land outside; {fix}"
+    )]
+    LinkOutside {
+        path: PathBuf,
+        target: PathBuf,
+        fix: String,
     },
     #[error("cache at `{path}` has layout `{found}`, this pipe expects `{expected}`")]
     Layout {

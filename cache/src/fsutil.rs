@@ -131,3 +131,60 @@ pub(crate) fn older_than(metadata: &std::fs::Metadata, age: Duration, now: Syste
         Err(_) => false,
     }
 }
+
+/// Removes the entries of `dir` whose mtime is at least `max_age` old
+/// (temporaries of killed processes); returns how many, and their bytes.
+/// A missing `dir` has none.
+pub(crate) fn remove_stale(dir: &Path, max_age: Duration) -> io::Result<(u64, u64)> {
+    let now = SystemTime::now();
+    let listing = match std::fs::read_dir(dir) {
+        Ok(listing) => listing,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok((0, 0)),
+        Err(error) => return Err(error),
+    };
+    let (mut files, mut bytes) = (0, 0);
+    for entry in listing {
+        let path = entry?.path();
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if older_than(&metadata, max_age, now) {
+            tracing::debug!(path = %path.display(), "removing stale temp file");
+            remove_any(&path)?;
+            files += 1;
+            bytes += metadata.len();
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// The folders of a cache directory (local or a `file://` remote) that
+/// pipe writes into.
+pub(crate) const CACHE_FOLDERS: [&str; 4] = ["objects", "actions", "runs", "tmp"];
+
+/// Refuses a cache directory at `root` one of whose own folders is a
+/// symbolic link leading outside it: every write meant for the cache
+/// would land where the link points.
+pub(crate) fn check_own_folders(root: &Path, fix: &str) -> Result<(), crate::CacheError> {
+    let real_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    for name in CACHE_FOLDERS {
+        let folder = root.join(name);
+        let Ok(metadata) = std::fs::symlink_metadata(&folder) else {
+            continue;
+        };
+        if !metadata.file_type().is_symlink() {
+            continue;
+        }
+        let inside = std::fs::canonicalize(&folder)
+            .is_ok_and(|real| real.starts_with(&real_root) && real != real_root);
+        if !inside {
+            let target = std::fs::read_link(&folder).unwrap_or_default();
+            return Err(crate::CacheError::LinkOutside {
+                path: folder,
+                target,
+                fix: fix.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

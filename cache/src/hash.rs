@@ -67,7 +67,32 @@ pub(crate) fn hash_file_content(
             hasher.count(),
         ));
     }
-    let mut file = File::open(path)?;
+    hash_read(File::open(path)?, size_hint)
+}
+
+/// blake3 of a cache object, opened without following a link and only if
+/// it is a regular file (`untrusted::open_regular`): a link to
+/// `/dev/zero` or a FIFO in `objects/` is an error, not a read that never
+/// ends.
+pub(crate) fn hash_object(path: &Path) -> std::io::Result<(ObjectDigest, u64)> {
+    let (file, metadata) = crate::untrusted::open_regular(path)?;
+    if metadata.len() >= MMAP_THRESHOLD {
+        // SAFETY: the map lives while the file is open. A truncation while
+        // it is read (through a hard-linked output) would fault, the same
+        // risk as blake3's `update_mmap_rayon`, which hashed objects before.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        let mut hasher = blake3::Hasher::new();
+        hasher.update_rayon(&map);
+        return Ok((
+            ObjectDigest::from_bytes(*hasher.finalize().as_bytes()),
+            map.len() as u64,
+        ));
+    }
+    hash_read(file, metadata.len())
+}
+
+/// Reads `file` to its end into a reused buffer and hashes it.
+fn hash_read(mut file: File, size_hint: u64) -> std::io::Result<(ObjectDigest, u64)> {
     READ_BUFFER.with(|buffer| {
         let mut buffer = buffer.borrow_mut();
         buffer.clear();
@@ -203,6 +228,13 @@ fn hash_dir(path: &Path, stat: &StatCache, objects_dir: &Path, depth: usize) -> 
         )
     })?;
     let listing = tree::encode(&entries);
+    if listing.len() as u64 > crate::untrusted::TREE_OBJECT.bytes {
+        return Err(CacheError::TooManyEntries {
+            path: path.to_path_buf(),
+            size: listing.len() as u64,
+            limit: crate::untrusted::human(crate::untrusted::TREE_OBJECT.bytes),
+        });
+    }
     let artifact = Artifact {
         kind: ArtifactKind::Dir,
         digest: ObjectDigest::of(&listing),

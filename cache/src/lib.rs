@@ -17,6 +17,7 @@ mod staging;
 mod stat;
 mod store;
 mod tree;
+pub mod untrusted;
 
 pub use action::{check_relative_path, ActionResult};
 pub use action_lookup::ActionLookup;

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use pipe_cache::untrusted;
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
@@ -298,7 +299,7 @@ fn read_checked_catalog(bytes: &[u8]) -> Option<Vec<CachedDescribe>> {
 /// it must run.
 pub fn load_catalog(project: &Project) -> Result<Catalog> {
     let cache_path = project.state_dir.join("catalog.json");
-    let cached: Vec<CachedDescribe> = std::fs::read(&cache_path)
+    let cached: Vec<CachedDescribe> = untrusted::read(&cache_path, untrusted::CATALOG)
         .ok()
         .and_then(|bytes| read_checked_catalog(&bytes))
         .unwrap_or_default();

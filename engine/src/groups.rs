@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::{EngineError, Result};
+use pipe_cache::untrusted;
 
 /// Under the project's `.pipe/`.
 const RECORDS_DIR: &str = "groups";
@@ -268,7 +269,10 @@ pub fn stop_left_behind(state_dir: &Path) -> Result<usize> {
     let mut stopped = 0;
     for entry in entries.flatten() {
         let path = entry.path();
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        // A record that is a link, a FIFO or too large is damaged, as is
+        // one cut short: removed below.
+        let bytes = untrusted::read(&path, untrusted::STATE_FILE).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
         let mut numbers = text.split_whitespace().map(str::parse::<u64>);
         let (Some(Ok(group)), Some(Ok(start_time))) = (numbers.next(), numbers.next()) else {
             // Cut short by a kill while it was being written: the process

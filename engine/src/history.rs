@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use pipe_cache::remote::{Remote, RemoteConfig};
+use pipe_cache::remote::{RecordError, Remote, RemoteConfig};
 use pipe_cache::{ActionKey, ActionResult, Cache};
 
 use crate::project::{runs_db_of, Project};
@@ -233,16 +233,25 @@ pub fn pull_records(
         if known.contains(uid) {
             continue;
         }
-        let bytes = remote
-            .get_run_record(path)
-            .map_err(EngineError::RemoteUnavailable)?;
+        let bytes = match remote.get_run_record(path) {
+            Ok(bytes) => bytes,
+            Err(RecordError::Refused(reason)) => {
+                pulled
+                    .skipped
+                    .push(format!("run record in the remote: {reason}; skipped"));
+                continue;
+            }
+            Err(RecordError::Unavailable(reason)) => {
+                return Err(EngineError::RemoteUnavailable(reason))
+            }
+        };
         match serde_json::from_slice::<RunExport>(&bytes) {
             Ok(export)
                 if export.format == RunExport::FORMAT && export.run.uid.as_deref() == Some(uid) =>
             {
                 match vet::vet(export, remote, cache) {
                     Ok(export) => {
-                        if let Some(id) = db.import_run(&export, remote.url())? {
+                        if let Some(id) = db.import_run(export, remote.url())? {
                             pulled.new.push(id);
                         }
                     }

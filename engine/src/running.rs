@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use pipe_cache::untrusted;
 use serde::{Deserialize, Serialize};
 
 /// Under the project's `.pipe/`.
@@ -112,7 +113,8 @@ fn markers(state_dir: &Path) -> Vec<(PathBuf, Option<RunningStage>)> {
         .flatten()
         .filter(|entry| !entry.file_name().to_string_lossy().starts_with('.'))
         .map(|entry| {
-            let marker = std::fs::read(entry.path())
+            // Read as anything under `.pipe/` is: no link, no FIFO, small.
+            let marker = untrusted::read(&entry.path(), untrusted::STATE_FILE)
                 .ok()
                 .and_then(|text| serde_json::from_slice::<RunningStage>(&text).ok());
             (entry.path(), marker)

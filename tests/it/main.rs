@@ -43,6 +43,7 @@ mod stdout_closed;
 mod transfer_progress;
 mod true_reasons;
 mod typos;
+mod untrusted_files;
 mod untrusted_input;
 mod worker_build;
 mod workers;

@@ -139,6 +139,11 @@ pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Ope
     let root = |prefix: &str| format!("/{prefix}");
     let operator = match location {
         Location::Fs(path) => {
+            crate::fsutil::check_own_folders(
+                path,
+                "replace the link with the directory it points to, \
+                 or set the remote to the directory that holds them all",
+            )?;
             let mut builder = services::Fs::default().root(&path.to_string_lossy());
             // Writes land in tmp/ and are renamed into place; a read-only
             // remote is not written at all, not even that directory.

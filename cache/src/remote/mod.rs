@@ -18,9 +18,11 @@ mod location;
 mod progress;
 mod pull;
 mod push;
+mod read;
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -31,8 +33,9 @@ use tokio::sync::Semaphore;
 pub use location::{Location, RemoteConfig};
 pub use progress::{Direction, Outcome, Phase, ProgressSink, TransferEvent, PROGRESS_INTERVAL};
 
-use crate::store::shard_and_rest;
-use crate::{ActionKey, ActionResult, Cache, CacheError, ObjectDigest};
+use crate::store::{shard_and_rest, STALE_TMP_AGE};
+use crate::untrusted;
+use crate::{fsutil, ActionKey, ActionResult, Cache, CacheError, ObjectDigest};
 
 /// Chunk size of streamed transfers; S3 multipart parts are this large.
 const CHUNK: usize = 8 << 20;
@@ -136,6 +139,29 @@ struct Shared {
     progress: Option<ProgressSink>,
     /// The time a push was under way, for the report's `push_seconds`.
     pushing: busy::BusyClock,
+    /// The directory of a `file://` remote, read without opendal (see
+    /// `read`).
+    fs_root: Option<PathBuf>,
+    /// Whether this process has cleared the stale temporaries of a
+    /// `file://` remote yet (on its first write).
+    tmp_swept: AtomicBool,
+}
+
+/// Why a run record was not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordError {
+    /// The record is not one pipe reads (too large, not a regular file,
+    /// gone): skip it, say why.
+    Refused(String),
+    /// The remote failed; reported once.
+    Unavailable(String),
+}
+
+/// The stale temporaries `Remote::remove_stale_temporaries` removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TmpSwept {
+    pub files: u64,
+    pub bytes: u64,
 }
 
 /// A connection to one remote cache, attached to a local cache. Cheap to
@@ -155,6 +181,10 @@ impl Remote {
         let operator = location::operator(config, &location)?;
         let cache = Cache::open(cache_root)?;
         let concurrency = config.concurrency.clamp(1, 256);
+        let fs_root = match &location {
+            Location::Fs(path) => Some(path.clone()),
+            Location::S3 { .. } => None,
+        };
         Ok(Remote {
             shared: Arc::new(Shared {
                 url: config.url.clone(),
@@ -168,6 +198,8 @@ impl Remote {
                 report: Mutex::new(TransferReport::default()),
                 progress: config.progress.clone(),
                 pushing: busy::BusyClock::default(),
+                fs_root,
+                tmp_swept: AtomicBool::new(false),
             }),
             runtime: OnceLock::new(),
             pending: Mutex::new(Vec::new()),
@@ -363,6 +395,14 @@ impl Remote {
         if let Some(reason) = self.unavailable() {
             return Err(reason);
         }
+        if json.len() as u64 > untrusted::RUN_RECORD.bytes {
+            return Err(format!(
+                "the run record is {} bytes, more than the {} a pull reads (docs/cache-format.md, Limits); not pushed",
+                json.len(),
+                untrusted::human(untrusted::RUN_RECORD.bytes)
+            ));
+        }
+        self.shared.sweep_tmp_once();
         let path = run_record_path(commit, uid);
         let shared = self.shared.clone();
         self.runtime()?
@@ -393,13 +433,34 @@ impl Remote {
         }
     }
 
-    pub fn get_run_record(&self, path: &str) -> Result<Vec<u8>, String> {
+    /// The bytes of the run record at `path`, at most
+    /// `untrusted::RUN_RECORD` of them.
+    pub fn get_run_record(&self, path: &str) -> Result<Vec<u8>, RecordError> {
         let shared = self.shared.clone();
-        let path = path.to_string();
-        self.runtime()?
-            .block_on(async move { shared.operator.read(&path).await })
-            .map(|buffer| buffer.to_vec())
-            .map_err(|error| self.shared.give_up(&error))
+        let owned = path.to_string();
+        let runtime = self.runtime().map_err(RecordError::Unavailable)?;
+        let read = runtime.block_on(async move {
+            read::read_capped(&shared, &owned, untrusted::RUN_RECORD).await
+        });
+        match read {
+            Ok(bytes) => Ok(bytes),
+            Err(Failure::Corrupt(reason)) => Err(RecordError::Refused(reason)),
+            Err(Failure::NotFound) => Err(RecordError::Refused(format!(
+                "`{path}` was removed while it was read"
+            ))),
+            Err(Failure::Remote(error)) => {
+                Err(RecordError::Unavailable(self.shared.give_up(&error)))
+            }
+            Err(Failure::Local(error)) => Err(RecordError::Unavailable(error.to_string())),
+        }
+    }
+
+    /// Removes what killed pushes left in a `file://` remote's `tmp/`:
+    /// entries older than any push takes (`STALE_TMP_AGE`). `None` for a
+    /// remote without one (S3 keeps its lifecycle rule) or a read-only one.
+    pub fn remove_stale_temporaries(&self) -> Result<Option<TmpSwept>, CacheError> {
+        self.shared.tmp_swept.store(true, Ordering::Relaxed);
+        self.shared.remove_stale_temporaries()
     }
 }
 
@@ -489,6 +550,38 @@ impl Shared {
                  set `read_only: true` for a job that should not write"
             );
             report.push_refused = Some(reason);
+        }
+    }
+
+    fn remove_stale_temporaries(&self) -> Result<Option<TmpSwept>, CacheError> {
+        let Some(root) = self.fs_root.as_deref().filter(|_| !self.read_only) else {
+            return Ok(None);
+        };
+        let tmp = root.join("tmp");
+        let (files, bytes) = fsutil::remove_stale(&tmp, STALE_TMP_AGE)
+            .map_err(|error| CacheError::io(&tmp, error))?;
+        Ok(Some(TmpSwept { files, bytes }))
+    }
+
+    /// Clears a `file://` remote's stale temporaries once per process,
+    /// before its first write: nothing else ever would, and every killed
+    /// push leaves one. A failure is only worth a warning.
+    fn sweep_tmp_once(&self) {
+        if self.tmp_swept.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        match self.remove_stale_temporaries() {
+            Ok(Some(swept)) if swept.files > 0 => tracing::info!(
+                "remote cache {}: removed {} temporary files ({} bytes) that killed pushes left behind",
+                self.url,
+                swept.files,
+                swept.bytes
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(
+                "remote cache {}: cannot clear old temporary files: {error}",
+                self.url
+            ),
         }
     }
 

@@ -6,13 +6,25 @@ use futures::{StreamExt, TryStreamExt};
 use opendal::ErrorKind;
 
 use super::progress::{count_done, count_transferred, Direction, Outcome, Transfer};
-use super::{action_path, object_path, Failure, Presence, Shared, CHUNK};
+use super::read::{read_capped, Chunks};
+use super::{action_path, object_path, Failure, Presence, Shared};
+use crate::untrusted;
 use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, CacheError};
 
 /// Pulls `key`'s result: (objects, bytes) received.
 pub(super) async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64, u64), Failure> {
     let path = action_path(key);
-    let bytes = shared.operator.read(&path).await?.to_vec();
+    let bytes = match read_capped(shared, &path, untrusted::ACTION_FILE).await {
+        Ok(bytes) => bytes,
+        Err(Failure::Corrupt(reason)) => {
+            shared.mark_corrupt(&path);
+            return Err(Failure::Corrupt(format!(
+                "result {}: {reason}",
+                key.short()
+            )));
+        }
+        Err(other) => return Err(other),
+    };
     // Checked before a single object is fetched: a result naming a path
     // its manifest does not declare is refused here, whoever wrote it.
     let result = match crate::action::decode(&bytes, key) {
@@ -61,10 +73,16 @@ pub(super) async fn pull_metrics(
     key: &ActionKey,
 ) -> Result<Option<ActionResult>, Failure> {
     let path = action_path(key);
-    let bytes = match shared.operator.read(&path).await {
-        Ok(buffer) => buffer.to_vec(),
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(error.into()),
+    let bytes = match read_capped(shared, &path, untrusted::ACTION_FILE).await {
+        Ok(bytes) => bytes,
+        Err(Failure::NotFound) => return Ok(None),
+        Err(Failure::Corrupt(reason)) => {
+            return Err(Failure::Corrupt(format!(
+                "result {}: {reason}",
+                key.short()
+            )))
+        }
+        Err(other) => return Err(other),
     };
     let result = crate::action::decode(&bytes, key)
         .map_err(|reason| Failure::Corrupt(format!("result {}: {reason}", key.short())))?;
@@ -136,28 +154,37 @@ async fn fetch_object(
         .await
         .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
     let path = object_path(&artifact.digest);
-    let reader = shared.operator.reader_with(&path).chunk(CHUNK).await?;
-    let mut stream = reader.into_bytes_stream(..).await?;
+    let mut chunks = match Chunks::open(shared, &path, true).await {
+        Err(Failure::Corrupt(reason)) => {
+            shared.mark_corrupt(&path);
+            return Err(Failure::Corrupt(reason));
+        }
+        other => other?,
+    };
     let mut incoming = shared.cache.incoming_object(&artifact.digest)?;
+    // A file's size is declared; a tree listing's is not, but it is
+    // bounded by what one directory can hold. Nothing past either is
+    // written, however much the remote has.
     let (limit, is_file) = match artifact.kind {
-        ArtifactKind::File => (Some(artifact.size), true),
-        ArtifactKind::Dir => (None, false),
+        ArtifactKind::File => (artifact.size, true),
+        ArtifactKind::Dir => (untrusted::TREE_OBJECT.bytes, false),
     };
     let mut received = 0u64;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|error| {
-            Failure::Remote(opendal::Error::new(
-                ErrorKind::Unexpected,
-                error.to_string(),
-            ))
-        })?;
+    while let Some(chunk) = chunks.next(shared).await? {
         received += chunk.len() as u64;
-        if limit.is_some_and(|limit| received > limit) {
+        if received > limit {
             shared.mark_corrupt(&path);
+            let declared = match artifact.kind {
+                ArtifactKind::File => format!("its {} bytes", artifact.size),
+                ArtifactKind::Dir => format!(
+                    "{}, the most {} can hold",
+                    untrusted::human(limit),
+                    untrusted::TREE_OBJECT.what
+                ),
+            };
             return Err(Failure::Corrupt(format!(
-                "object {}: longer than its {} bytes",
+                "object {}: longer than {declared}",
                 artifact.digest.short(),
-                artifact.size
             )));
         }
         incoming.write(&chunk)?;
@@ -166,7 +193,7 @@ async fn fetch_object(
             count_done(transfer, chunk.len() as u64);
         }
     }
-    match incoming.finish(limit) {
+    match incoming.finish(is_file.then_some(limit)) {
         Ok(()) => Ok(received),
         Err(error) => {
             shared.mark_corrupt(&path);
@@ -178,10 +205,11 @@ async fn fetch_object(
 /// What the remote has of `key`'s result: its action read and checked,
 /// then a `HEAD` of each top-level object.
 pub(super) async fn presence(shared: &Shared, key: &ActionKey) -> Result<Presence, opendal::Error> {
-    let bytes = match shared.operator.read(&action_path(key)).await {
-        Ok(buffer) => buffer.to_vec(),
-        Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Presence::Absent),
-        Err(error) => return Err(error),
+    let bytes = match read_capped(shared, &action_path(key), untrusted::ACTION_FILE).await {
+        Ok(bytes) => bytes,
+        Err(Failure::NotFound) => return Ok(Presence::Absent),
+        Err(Failure::Remote(error)) => return Err(error),
+        Err(Failure::Corrupt(_) | Failure::Local(_)) => return Ok(Presence::Incomplete),
     };
     let Ok(result) = crate::action::decode(&bytes, key) else {
         return Ok(Presence::Incomplete);

@@ -18,6 +18,7 @@ pub(super) async fn push_and_count(shared: &Shared, result: &ActionResult) -> bo
         lock(&shared.report).results_not_pushed += 1;
         return false;
     }
+    shared.sweep_tmp_once();
     match push_result(shared, result).await {
         Ok(_) => true,
         Err(failure) => {
@@ -171,12 +172,17 @@ async fn send_object(
         .await
         .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
     let local = shared.cache.object_path(&digest);
-    let local_size = std::fs::metadata(&local)
-        .map_err(|error| match error.kind() {
+    // Opened once, never through a link: a local object replaced by a link
+    // to `/dev/zero` would otherwise be sent without end.
+    let (file, metadata) =
+        crate::untrusted::open_regular(&local).map_err(|error| match error.kind() {
             std::io::ErrorKind::NotFound => Failure::NotFound,
+            std::io::ErrorKind::InvalidData => {
+                Failure::Corrupt(format!("local object {} {error}", digest.short()))
+            }
             _ => Failure::Local(CacheError::io(&local, error)),
-        })?
-        .len();
+        })?;
+    let local_size = metadata.len();
     if size.is_some_and(|size| size != local_size) {
         return Err(Failure::Corrupt(format!(
             "local object {} has {local_size} bytes, expected {}",
@@ -199,8 +205,8 @@ async fn send_object(
             Err(error) => return Err(Failure::Remote(error)),
         }
     }
-    let mut file = std::fs::File::open(&local)
-        .map_err(|error| Failure::Local(CacheError::io(&local, error)))?;
+    // What grows past the size it had when opened is not this object.
+    let mut file = file.take(local_size + 1);
     let mut writer = shared
         .operator
         .writer_with(&path)

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use super::objects::OnCorrupt;
 use super::{list_sharded, Cache};
 use crate::action::{self, ActionResult};
+use crate::untrusted;
 use crate::{ActionKey, Result};
 
 impl Cache {
@@ -21,7 +22,8 @@ impl Cache {
         path: &Path,
         key: &ActionKey,
     ) -> std::result::Result<ActionResult, String> {
-        let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
+        let bytes =
+            untrusted::read(path, untrusted::ACTION_FILE).map_err(|error| error.to_string())?;
         action::decode(&bytes, key)
     }
 
@@ -30,7 +32,7 @@ impl Cache {
     /// gone (see `action::decode`).
     pub fn get_action(&self, key: &ActionKey) -> Option<ActionResult> {
         let path = self.action_path(key);
-        let bytes = match std::fs::read(&path) {
+        let bytes = match untrusted::read(&path, untrusted::ACTION_FILE) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return None,
             Err(error) => {

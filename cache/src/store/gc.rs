@@ -12,6 +12,7 @@ use super::{Artifact, ArtifactKind, Cache, STALE_TMP_AGE};
 use crate::action;
 use crate::fsutil;
 use crate::tree;
+use crate::untrusted;
 use crate::{ActionKey, CacheError, ObjectDigest, Result};
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -26,7 +27,8 @@ pub struct GcReport {
 impl Cache {
     /// Adds `artifact`'s object and, through trees, everything below it.
     /// A tree that is missing or damaged keeps nothing below it (its
-    /// result is a miss anyway); one that cannot be read is an error, as
+    /// result is a miss anyway); one that cannot be read, or that is not a
+    /// regular file within its limit (`untrusted`), is an error, as
     /// skipping it would delete the objects of a result that is kept.
     pub(super) fn mark_reachable(
         &self,
@@ -51,9 +53,12 @@ impl Cache {
             return Ok(());
         }
         let object = self.object_path(&artifact.digest);
-        let bytes = match std::fs::read(&object) {
+        let bytes = match untrusted::read(&object, untrusted::TREE_OBJECT) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            // Refused by the reader (a link, a FIFO, past the limit) is an
+            // error too, naming it, never a reason to delete below it;
+            // `pipe cache verify --repair` removes it.
             Err(error) => return Err(CacheError::io(&object, error)),
         };
         let Ok(entries) = tree::decode(&bytes) else {
@@ -74,7 +79,7 @@ impl Cache {
         key: &ActionKey,
         reachable: &mut HashSet<ObjectDigest>,
     ) -> Result<()> {
-        let bytes = match std::fs::read(path) {
+        let bytes = match untrusted::read(path, untrusted::ACTION_FILE) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(error) => return Err(CacheError::io(path, error)),

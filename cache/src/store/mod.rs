@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -56,7 +56,7 @@ pub struct Artifact {
 pub const LAYOUT_VERSION: &str = "pipe-cache-v1";
 
 /// Temp files older than this are leftovers of a killed process.
-const STALE_TMP_AGE: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const STALE_TMP_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// A cache directory: `objects/`, `actions/`, `tmp/` and a `VERSION` file.
 pub struct Cache {
@@ -93,12 +93,15 @@ impl Cache {
             tmp_dir: root.join("tmp"),
             reflink_works: AtomicBool::new(true),
         };
+        fsutil::check_own_folders(
+            root,
+            "replace the link with a directory (to keep the cache on another disk, \
+             set PIPE_CACHE_DIR to a directory there)",
+        )?;
         let version_path = root.join("VERSION");
-        let found = match std::fs::read_to_string(&version_path) {
-            Ok(text) => Some(text),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => None,
-            Err(error) => return Err(CacheError::io(&version_path, error)),
-        };
+        let found = crate::untrusted::read_if_present(&version_path, crate::untrusted::STATE_FILE)
+            .map_err(|error| CacheError::io(&version_path, error))?
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
         if let Some(found) = &found {
             if found.trim() != LAYOUT_VERSION {
                 return Err(CacheError::Layout {
@@ -114,6 +117,11 @@ impl Cache {
         if found.is_none() {
             // Written last and atomically: a VERSION file means a complete layout.
             cache.write_atomic(&version_path, LAYOUT_VERSION.as_bytes(), 0o644)?;
+        }
+        // A killed run leaves its partial objects in tmp/, and not every
+        // project ever runs gc; listing an empty directory costs nothing.
+        if let Err(error) = cache.clean_tmp(STALE_TMP_AGE) {
+            tracing::debug!(%error, "could not remove stale temporaries");
         }
         Ok(cache)
     }
@@ -164,23 +172,8 @@ impl Cache {
 
     /// Removes temp files left by killed processes.
     fn clean_tmp(&self, max_age: Duration) -> Result<()> {
-        let now = SystemTime::now();
-        let listing = match std::fs::read_dir(&self.tmp_dir) {
-            Ok(listing) => listing,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(error) => return Err(CacheError::io(&self.tmp_dir, error)),
-        };
-        for entry in listing {
-            let entry = entry.map_err(|error| CacheError::io(&self.tmp_dir, error))?;
-            let path = entry.path();
-            let Ok(metadata) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if fsutil::older_than(&metadata, max_age, now) {
-                tracing::debug!(path = %path.display(), "removing stale temp file");
-                fsutil::remove_any(&path).map_err(|error| CacheError::io(&path, error))?;
-            }
-        }
+        fsutil::remove_stale(&self.tmp_dir, max_age)
+            .map_err(|error| CacheError::io(&self.tmp_dir, error))?;
         Ok(())
     }
 }

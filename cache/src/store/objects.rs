@@ -14,6 +14,7 @@ use crate::fsutil::{self, TempPath};
 use crate::hash::{self, Node};
 use crate::stat::FileStamp;
 use crate::tree::{self, TreeEntry};
+use crate::untrusted;
 use crate::{CacheError, ObjectDigest, Result, StatCache};
 
 /// An object being received; see `Cache::incoming_object`. Dropped
@@ -150,7 +151,7 @@ impl Cache {
         if !must_rehash {
             return true;
         }
-        match hash::hash_file_content(object, size) {
+        match hash::hash_object(object) {
             Ok((actual, _)) if actual == *digest => true,
             Ok((actual, _)) => {
                 tracing::warn!(path = %object.display(), %actual, "replacing a corrupt object");
@@ -265,7 +266,8 @@ impl Cache {
             // corrupt tree of the right size.
             let same = existing.is_file()
                 && existing.len() == bytes.len() as u64
-                && std::fs::read(&object).is_ok_and(|stored| stored == bytes);
+                && untrusted::read(&object, untrusted::TREE_OBJECT)
+                    .is_ok_and(|stored| stored == bytes);
             if same {
                 if let Err(error) = fsutil::touch(&object) {
                     tracing::debug!(path = %object.display(), %error, "could not touch object");
@@ -372,10 +374,17 @@ impl Cache {
     ) -> Result<Vec<TreeEntry>> {
         let digest = &artifact.digest;
         let object = self.object_path(digest);
-        let bytes = match std::fs::read(&object) {
+        let bytes = match untrusted::read(&object, untrusted::TREE_OBJECT) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 return Err(corrupt(digest, "tree object is missing"))
+            }
+            // A link, a FIFO, a file past the limit: damage, so a miss.
+            Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                if on_corrupt == OnCorrupt::Discard {
+                    self.discard_corrupt_object(&object);
+                }
+                return Err(corrupt(digest, format!("tree object {error}")));
             }
             Err(error) => return Err(CacheError::io(&object, error)),
         };
@@ -423,8 +432,8 @@ impl Cache {
                 format!("object has {} bytes, expected {size}", metadata.len()),
             ));
         }
-        let (actual, _) = hash::hash_file_content(&object, size)
-            .map_err(|error| CacheError::io(&object, error))?;
+        let (actual, _) =
+            hash::hash_object(&object).map_err(|error| CacheError::io(&object, error))?;
         if actual != *digest {
             self.discard_corrupt_object(&object);
             return Err(corrupt(
@@ -450,10 +459,18 @@ impl Cache {
             ));
         }
         let object = self.object_path(digest);
-        let bytes = match std::fs::read(&object) {
+        let limit = untrusted::Limit {
+            bytes: artifact.size,
+            what: "this object",
+        };
+        let bytes = match untrusted::read(&object, limit) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 return Err(corrupt(digest, "object is missing"))
+            }
+            Err(error) if error.kind() == io::ErrorKind::InvalidData => {
+                self.discard_corrupt_object(&object);
+                return Err(corrupt(digest, format!("object {error}")));
             }
             Err(error) => return Err(CacheError::io(&object, error)),
         };

@@ -104,11 +104,7 @@ impl Cache {
                         digest: None,
                     };
                 };
-                let size = metadata
-                    .as_ref()
-                    .map(|metadata| metadata.len())
-                    .unwrap_or(0);
-                let (bytes, problem) = match hash::hash_file_content(path, size) {
+                let (bytes, problem) = match hash::hash_object(path) {
                     Ok((actual, len)) if actual == *digest => (len, None),
                     Ok((actual, len)) => (len, Some(format!("content hashes to {actual}"))),
                     Err(error) => (0, Some(error.to_string())),

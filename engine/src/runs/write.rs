@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pipe_protocol::redact::{redact_text, redacted_json};
+use pipe_protocol::redact::{redact_json, redact_text, redacted_json};
 use rusqlite::config::DbConfig;
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
@@ -151,9 +151,11 @@ impl RunDb {
     /// again: a record from elsewhere is not trusted to be. A stage
     /// recorded by a pipe that stored no identity gets the one that pipe
     /// worked out from its name and manifest.
-    pub fn import_run(&mut self, export: &RunExport, origin: &str) -> Result<Option<i64>> {
-        let run = &export.run;
-        let Some(uid) = run.uid.as_deref() else {
+    ///
+    /// The record is masked in place, never copied: it may be as large as
+    /// `pipe_cache::untrusted::RUN_RECORD` allows.
+    pub fn import_run(&mut self, mut export: RunExport, origin: &str) -> Result<Option<i64>> {
+        let Some(uid) = export.run.uid.clone() else {
             return Ok(None);
         };
         let known = self
@@ -166,11 +168,16 @@ impl RunDb {
         if known.is_some() {
             return Ok(None);
         }
+        redact_json(&mut export.run.params);
+        for manifest in export.manifests.values_mut() {
+            redact_json(manifest);
+        }
         let path = self.path.clone();
         let transaction = self
             .connection
             .transaction()
             .map_err(|e| db_error(&path, e))?;
+        let run = &mut export.run;
         let argv: Vec<Cow<'_, str>> = run.argv.iter().map(|arg| redact_text(arg)).collect();
         let status = match run.status {
             RunStatus::Running => RunStatus::Interrupted,
@@ -188,7 +195,7 @@ impl RunDb {
                     run.git_commit,
                     run.git_dirty,
                     json(&argv),
-                    redacted_json(&run.params).to_string(),
+                    run.params.to_string(),
                     (!run.directions.is_empty()).then(|| json(&run.directions)),
                     uid,
                     origin,
@@ -197,34 +204,29 @@ impl RunDb {
             )
             .map_err(|e| db_error(&path, e))?;
         let run_id = transaction.last_insert_rowid();
-        let stages: Vec<(StageRecord, Option<Value>)> = run
-            .stages
-            .iter()
-            .map(|record| {
+        for record in &mut run.stages {
+            if let Some(detail) = &mut record.detail {
+                if let Cow::Owned(masked) = redact_text(detail) {
+                    *detail = masked;
+                }
+            }
+            if record.identity.base_name.is_empty() {
                 let manifest = record
                     .key
                     .and_then(|key| export.manifests.get(&key.to_hex()));
-                let mut record = StageRecord {
-                    detail: record
-                        .detail
-                        .as_deref()
-                        .map(|detail| redact_text(detail).into_owned()),
-                    ..record.clone()
-                };
-                if record.identity.base_name.is_empty() {
-                    record.identity = legacy_identity(&record.stage, manifest);
-                }
-                (record, manifest.map(redacted_json))
+                record.identity = legacy_identity(&record.stage, manifest);
+            }
+        }
+        let manifests = &export.manifests;
+        let stages: Vec<(&StageRecord, Option<&Value>)> = run
+            .stages
+            .iter()
+            .map(|record| {
+                let manifest = record.key.and_then(|key| manifests.get(&key.to_hex()));
+                (record, manifest)
             })
             .collect();
-        insert_stages(
-            &transaction,
-            &path,
-            run_id,
-            stages
-                .iter()
-                .map(|(record, manifest)| (record, manifest.as_ref())),
-        )?;
+        insert_stages(&transaction, &path, run_id, stages.into_iter())?;
         transaction.commit().map_err(|e| db_error(&path, e))?;
         Ok(Some(run_id))
     }
