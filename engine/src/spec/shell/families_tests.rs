@@ -276,7 +276,24 @@ fn values_arrive_as_the_words_the_quoting_gives() {
 #[test]
 fn builtins_that_only_read_a_word_take_any_value() {
     // Checked against bash: these neither parse nor evaluate a quoted
-    // argument, so the usual quoting is enough.
+    // argument, so the usual quoting is enough, and no value is refused.
+    for template in [
+        "getopts a @V@",
+        "shift @V@",
+        "x=(1); export x=@V@",
+        "export X=\"<@V@>\"",
+        "printf '%s\\0' @V@ @V@",
+        "printf -- @V@",
+        "select @V@ in a; do break; done",
+    ] {
+        for value in VALUES {
+            assert!(
+                build(template, value).is_ok(),
+                "{template} refused {value:?}"
+            );
+        }
+    }
+    assert!(build("[ @V@ -eq 0 ]", "y").is_ok());
     check_all(&[
         ("getopts a @V@ || true; printf '%s\\0' ok", |_| {
             with("", "ok", "\0")

@@ -99,8 +99,6 @@ pub(super) struct Param {
     /// Inside `"..."` or an unquoted here-document body, where a `'` in
     /// it is paired but does not quote.
     pub(super) in_double: bool,
-    /// Unquoted `{` inside the word.
-    pub(super) braces: u32,
     pub(super) name: String,
 }
 

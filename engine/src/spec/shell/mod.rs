@@ -173,6 +173,8 @@ impl QuoteTracker {
 }
 
 #[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
 mod families_tests;
 #[cfg(test)]
 mod tests;

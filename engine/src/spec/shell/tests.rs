@@ -145,7 +145,7 @@ fn arithmetic_and_parameter_expansions_are_followed() {
     assert_eq!(place_after("echo ${x:1:"), "arithmetic");
     assert_eq!(place_after("echo ${a["), "arithmetic");
     assert_eq!(place_after("echo ${"), "param-name");
-    assert_eq!(place_after("echo ${x:-{a} "), "param-word");
+    assert_eq!(place_after("echo ${x:-{a} "), "bare");
     assert_eq!(place_after("echo ${x:-{a}} "), "bare");
     assert_eq!(place_after("echo ${x:-'}'} "), "bare");
     assert_eq!(place_after("echo ${#x} "), "bare");

@@ -253,7 +253,6 @@ impl Layer {
                     self.push(Frame::Param(Param {
                         part: ParamPart::Name,
                         in_double,
-                        braces: 0,
                         name: String::new(),
                     }));
                     return Ok(());
@@ -580,9 +579,9 @@ impl Layer {
                 if ch == op || (op == '/' && matches!(ch, '#' | '%')) => {}
             ParamPart::Pattern { op: '/', .. } if ch == '/' => param.part = ParamPart::Replacement,
             ParamPart::Word | ParamPart::Pattern { .. } | ParamPart::Replacement => match ch {
-                '{' => param.braces += 1,
-                '}' if param.braces == 0 => self.pop(),
-                '}' => param.braces -= 1,
+                // Bash 5 ends the expansion at the first unquoted `}`: a
+                // `{` in the word does not pair with it.
+                '}' => self.pop(),
                 '<' | '>' => {
                     if let ParamPart::Pattern { op, .. } = param.part {
                         param.part = ParamPart::Pattern { op, begun: true };
@@ -742,7 +741,11 @@ impl Command {
         if !word.started {
             return Ok(());
         }
-        let reserved = !word.quoted && RESERVED.contains(&word.text.as_str());
+        // `{`, `}` and `!` are reserved words too, made of characters no
+        // plain value holds.
+        let reserved = !word.quoted
+            && (RESERVED.contains(&word.text.as_str())
+                || matches!(word.text.as_str(), "{" | "}" | "!"));
         let late = self.simple.end_word(
             &word.literal,
             word.expanded,
@@ -755,7 +758,9 @@ impl Command {
         if !word.quoted {
             match word.text.as_str() {
                 // Its `pattern)` would look like the end of the `$(...)`.
-                "case" if self.in_parens => return Err("a `case` inside `$(...)`"),
+                "case" if self.in_parens || !self.parens.is_empty() => {
+                    return Err("a `case` inside `$(...)`, `<(...)` or `(...)`")
+                }
                 "[[" => self.double_bracket = true,
                 "]]" => self.double_bracket = false,
                 _ => {}
