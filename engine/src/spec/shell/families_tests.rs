@@ -271,6 +271,12 @@ fn values_arrive_as_the_words_the_quoting_gives() {
     assert_eq!(build("@V@", "q+=X").unwrap(), "'q+=X'");
     assert_eq!(build("v=~@V@", "root").unwrap(), "v=~'root'");
     assert_eq!(build("[[ a =~ @V@ ]]", "abc").unwrap(), "[[ a =~ abc ]]");
+    // A number in a command inside arithmetic (or in a `$((` that is a
+    // `$( (`) is a word too: `~0` would be `$PWD`.
+    assert_eq!(
+        build("x=$(( $(v=a:~@V@; echo 1) ))", "0").unwrap(),
+        "x=$(( $(v=a:~'0'; echo 1) ))"
+    );
 }
 
 #[test]

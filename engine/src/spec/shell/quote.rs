@@ -138,7 +138,14 @@ impl Layer {
                     format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(word)),
                 ));
             }
-            return Ok(words.join(" "));
+            // In a command inside it (`$(( $(...) ))`, or a `$((` that
+            // turns out to be `$( (...) )`) a number is a word like any
+            // other: `~0` is a tilde prefix there.
+            let in_command =
+                matches!(self.top(), Frame::Command(_)) || self.pending == Pending::DollarParen;
+            if !in_command {
+                return Ok(words.join(" "));
+            }
         }
         if inherited.code {
             if let Some(bad) = words
