@@ -412,3 +412,74 @@ fn a_nul_byte_is_refused_where_it_is_written_before_anything_runs() {
         );
     }
 }
+
+#[test]
+fn a_line_continuation_cannot_open_a_command_substitution_or_a_here_document() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: hello }\nstages:\n  subst:\n    run: |\n      printf '%s|' \"$\\\n      (printf '%s' ${params.x})\" > subst.txt\n    outs: [subst.txt]\n  heredoc:\n    run: |\n      cat > heredoc.txt <\\\n      <EOF\n      <${params.x}>\n      EOF\n    outs: [heredoc.txt]\n",
+    );
+    let hostile = "a; touch PWNED $(touch PWNED2) `touch PWNED3` it's";
+    project.run_ok(&["-S", &format!("x={hostile}")]);
+    assert_nothing_ran(&project);
+    assert_eq!(project.read("subst.txt"), format!("{hostile}|"));
+    assert_eq!(project.read("heredoc.txt"), format!("<{hostile}>\n"));
+}
+
+#[test]
+fn a_value_a_builtin_would_evaluate_is_refused_at_the_reference() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: name }\nstages:\n  test:\n    run: \"[ -v ${params.x} ] || true; touch test.txt\"\n    outs: [test.txt]\n  declare:\n    run: x=(1); declare x=${params.x}; touch declare.txt\n    outs: [declare.txt]\n  printf:\n    run: printf -v ${params.x} %s v; touch printf.txt\n    outs: [printf.txt]\n  trap:\n    run: trap 'echo ${params.x}' EXIT; touch trap.txt\n    outs: [trap.txt]\n",
+    );
+    // `[ -v ]` evaluates only a subscript; the others take a `(...)` too.
+    for (hostile, lines) in [
+        ("a[$(touch PWNED)]", &[4, 7, 10, 13][..]),
+        ("($(touch PWNED))", &[7, 10, 13][..]),
+    ] {
+        let output = project.pipe(&["run", "-S", &format!("x={hostile}")]);
+        assert_nothing_ran(&project);
+        for line in lines {
+            assert_refused_at(&output, "${params.x}", *line);
+        }
+    }
+    // A plain value is a name, or text, to each of them.
+    project.run_ok(&[]);
+    for file in ["test.txt", "declare.txt", "printf.txt", "trap.txt"] {
+        assert!(project.exists(file), "{file}");
+    }
+}
+
+#[test]
+fn an_operand_of_an_arithmetic_test_must_be_a_number() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { a: \"1\", b: \"1\" }\nstages:\n  s:\n    run: y=${params.a}; [[ ${params.b} -eq 1 ]] && echo one > n.txt || echo other > n.txt\n    outs: [n.txt]\n",
+    );
+    // `b=y` names the variable that `a` filled: bash would evaluate its text.
+    let output = project.pipe(&["run", "-S", "a=a[$(touch PWNED)]", "-S", "b=y"]);
+    assert_nothing_ran(&project);
+    assert_refused_at(&output, "${params.b}", 4);
+    assert!(
+        stderr_of(&output).contains("arithmetic test"),
+        "{}",
+        stderr_of(&output)
+    );
+    project.run_ok(&[]);
+    assert_eq!(project.read("n.txt"), "one\n");
+}
+
+#[test]
+fn a_value_keeps_its_words_as_an_assignment_tilde_regex_or_split_would_not() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { cmd: \"q+=X\", user: root, re: z.z, dotted: a.b }\nstages:\n  s:\n    run: |\n      command_not_found_handle() { printf '%s|' \"$1\" >> out.txt; }\n      ${params.cmd}\n      v=~${params.user}\n      [[ zzz =~ ^${params.re}$ ]] && m=match || m=other\n      IFS=.\n      printf '%s|' \"$${q-unset}\" \"$v\" \"$m\" $${u:-${params.dotted}} >> out.txt\n    outs: [out.txt]\n",
+    );
+    project.run_ok(&[]);
+    assert_nothing_ran(&project);
+    assert_eq!(project.read("out.txt"), "q+=X|unset|~root|other|a.b|");
+}

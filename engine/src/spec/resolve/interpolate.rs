@@ -7,7 +7,7 @@ use crate::spec::collect::Diagnostics;
 use crate::spec::declare::{type_error, Decl};
 use crate::spec::interp::{self, Piece, Reference};
 use crate::spec::params;
-use crate::spec::shell::QuoteTracker;
+use crate::spec::shell::{QuoteTracker, Refusal};
 use crate::spec::source::Span;
 use crate::spec::suggest::name_list;
 use crate::spec::yaml::{Node, NodeValue, Resolved};
@@ -263,7 +263,7 @@ impl<'a> Resolver<'a> {
         let mut text = String::with_capacity(scalar.text.len());
         let mut quotes = QuoteTracker::default();
         let mut ok = true;
-        for piece in pieces.iter() {
+        for (index, piece) in pieces.iter().enumerate() {
             match piece {
                 Piece::Text(literal) => {
                     text.push_str(literal);
@@ -300,7 +300,7 @@ impl<'a> Resolver<'a> {
                                     words.map(|words| words.join(" "))
                                 }
                                 Interpolation::Shell => words.and_then(|words| {
-                                    shell_words(&quotes, &words, reference, scope)
+                                    shell_words(&mut quotes, &words, index, reference, scope)
                                 }),
                             }
                         }
@@ -317,6 +317,21 @@ impl<'a> Resolver<'a> {
                             ok = false;
                         }
                     }
+                }
+            }
+        }
+        if mode == Interpolation::Shell && ok {
+            // Some values are judged by the text after them (the `-eq` after
+            // an operand of `[[ ... ]]`).
+            for (index, refusal) in quotes.finish() {
+                if let Some(Piece::Ref(reference)) = pieces.get(index) {
+                    self.report(
+                        node,
+                        reference,
+                        refused(refusal, reference, scope),
+                        diagnostics,
+                    );
+                    ok = false;
                 }
             }
         }
@@ -345,8 +360,9 @@ impl<'a> Resolver<'a> {
 /// spaces; a value that no quoting keeps text there is refused at the
 /// reference.
 pub(in crate::spec) fn shell_words(
-    quotes: &QuoteTracker,
+    quotes: &mut QuoteTracker,
     values: &[String],
+    id: usize,
     reference: &Reference,
     scope: &Scope,
 ) -> Result<String, Failure> {
@@ -355,18 +371,22 @@ pub(in crate::spec) fn shell_words(
         // (`nul-byte`) like any other command that holds one.
         return Ok(values.join(" "));
     }
-    quotes.quote(values).map_err(|refusal| {
-        failure(
-            format!(
-                "`${{{}}}` in `run` of stage `{}` lands {}, where its value cannot be put as text: {}",
-                reference.expr, scope.stage, refusal.place, refusal.why
-            ),
-            format!(
-                "move the reference to a plain place (bare, or inside \"...\"), or pass the value through `env:` and write \"$NAME\" there; to splice the text as shell syntax on purpose write `${{raw:{}}}`",
-                reference.expr
-            ),
-        )
-    })
+    quotes
+        .quote(values, id)
+        .map_err(|refusal| refused(refusal, reference, scope))
+}
+
+fn refused(refusal: Refusal, reference: &Reference, scope: &Scope) -> Failure {
+    failure(
+        format!(
+            "`${{{}}}` in `run` of stage `{}` lands {}, where its value cannot be put as text: {}",
+            reference.expr, scope.stage, refusal.place, refusal.why
+        ),
+        format!(
+            "move the reference to a plain place (bare, or inside \"...\"), or pass the value through `env:` and write \"$NAME\" there; to splice the text as shell syntax on purpose write `${{raw:{}}}`",
+            reference.expr
+        ),
+    )
 }
 
 /// A param as it appears in a command: a scalar as written, a list as one

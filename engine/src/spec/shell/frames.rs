@@ -4,7 +4,9 @@
 //! carries can be seen whole, without the rules that move it.
 
 use super::heredoc::{Delimiter, HereDoc, HereDocSpec};
+use super::simple::{Simple, Value};
 use super::tracker::Layer;
+use super::Refusal;
 
 #[derive(Debug, Clone)]
 pub(super) enum Frame {
@@ -47,6 +49,12 @@ pub(super) struct Command {
     /// A `<(...)` in a `${...}` inside "...": parsed as a command, but
     /// printed as it is written.
     pub(super) inert: bool,
+    /// The simple command being read, and those around each unclosed `(`.
+    pub(super) simple: Box<Simple>,
+    pub(super) saved: Vec<Simple>,
+    /// Values found unsafe once the words after them were read, by the
+    /// id `resolve` gave each.
+    pub(super) late: Vec<(usize, Refusal)>,
 }
 
 /// What the tracker knows of the word being read in a command.
@@ -63,6 +71,12 @@ pub(super) struct Word {
     /// Unquoted `[` not yet closed (an array subscript, which bash
     /// evaluates as arithmetic, or a glob's bracket expression).
     pub(super) brackets: u32,
+    /// Its text after quote removal, as far as it is literal.
+    pub(super) literal: String,
+    /// It holds a `$` or backquote expansion.
+    pub(super) expanded: bool,
+    /// The values put into it.
+    pub(super) values: Vec<Value>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -85,8 +99,6 @@ pub(super) struct Param {
     /// Inside `"..."` or an unquoted here-document body, where a `'` in
     /// it is paired but does not quote.
     pub(super) in_double: bool,
-    /// Unquoted `{` inside the word.
-    pub(super) braces: u32,
     pub(super) name: String,
 }
 

@@ -25,6 +25,8 @@ pub(super) struct HereDocSpec {
     pub(super) quoted: bool,
     /// `<<-`: leading tabs are stripped from each line.
     strip_tabs: bool,
+    /// Given to a command that runs it as code (`bash <<EOF`).
+    pub(super) code: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -63,12 +65,19 @@ impl Delimiter {
         }
     }
 
+    /// Whether `\` + line break read now would vanish (not inside `'...'`
+    /// nor after a backslash).
+    pub(super) fn joins_lines(&self) -> bool {
+        !self.escaped && self.quote != Some('\'')
+    }
+
     /// The here-document the finished word opens.
     pub(super) fn into_spec(self) -> HereDocSpec {
         HereDocSpec {
             delimiter: self.text,
             quoted: self.quoted,
             strip_tabs: self.strip_tabs,
+            code: false,
         }
     }
 
@@ -121,6 +130,12 @@ impl HereDoc {
             rest,
             in_comsub,
         }
+    }
+
+    /// Whether `\` + line break read now would vanish: in an unquoted
+    /// body, unless this backslash is escaped.
+    pub(super) fn joins_lines(&self) -> bool {
+        !self.spec.quoted && !self.line_escape
     }
 
     /// Follows the body's lines: whether `ch` ends the body.

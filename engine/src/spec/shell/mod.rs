@@ -33,9 +33,12 @@
 mod frames;
 mod heredoc;
 mod quote;
+mod simple;
 mod tracker;
 
-use quote::Inherited;
+use frames::{Frame, ParamPart};
+use quote::{is_number, Inherited};
+use simple::Value;
 use tracker::Layer;
 
 /// Why a value cannot be put where it lands.
@@ -63,6 +66,13 @@ pub(crate) struct QuoteTracker {
     /// (a `case` inside `$(...)`, a here-document opened inside a nested
     /// command before its body): every later value is refused.
     lost: Option<&'static str>,
+    /// Whether the text mentions `IFS`, which may then split words.
+    mentions_ifs: bool,
+    /// The last characters fed, to find an `IFS` split across pieces.
+    tail: String,
+    /// Values whose words bash splits on `$IFS` (in the replacement of an
+    /// unquoted `${x/p/r}`), refused if the command mentions `IFS`.
+    split: Vec<usize>,
 }
 
 impl Default for QuoteTracker {
@@ -70,6 +80,9 @@ impl Default for QuoteTracker {
         QuoteTracker {
             layer: Layer::new(false),
             lost: None,
+            mentions_ifs: false,
+            tail: String::new(),
+            split: Vec::new(),
         }
     }
 }
@@ -77,6 +90,13 @@ impl Default for QuoteTracker {
 impl QuoteTracker {
     /// Advances over `text` as the shell will read it.
     pub(crate) fn feed(&mut self, text: &str) {
+        self.tail.push_str(text);
+        self.mentions_ifs |= self.tail.contains("IFS");
+        let keep = self.tail.len().saturating_sub(2);
+        let keep = (keep..=self.tail.len())
+            .find(|index| self.tail.is_char_boundary(*index))
+            .unwrap_or(0);
+        self.tail.drain(..keep);
         for ch in text.chars() {
             if self.lost.is_some() {
                 return;
@@ -89,8 +109,9 @@ impl QuoteTracker {
 
     /// `words` (one value, or a list param's items) as text that makes each
     /// arrive as one word, byte for byte, where the tracker stands; the
-    /// words are separated by spaces.
-    pub(crate) fn quote(&self, words: &[String]) -> Result<String, Refusal> {
+    /// words are separated by spaces. `id` names the value in what
+    /// [`QuoteTracker::finish`] returns.
+    pub(crate) fn quote(&mut self, words: &[String], id: usize) -> Result<String, Refusal> {
         if words.iter().any(|word| word.contains('\0')) {
             return Err(refuse(
                 "in a `run` command",
@@ -103,7 +124,44 @@ impl QuoteTracker {
                 "pipe cannot tell how the shell would read it there",
             ));
         }
-        self.layer.quote(words, Inherited::default())
+        let text = self.layer.quote(words, Inherited::default())?;
+        self.layer.note(Value {
+            id,
+            number: words.iter().all(|word| is_number(word)),
+        });
+        let split = self.layer.innermost().frames.iter().any(|frame| {
+            matches!(frame, Frame::Param(param) if param.part == ParamPart::Replacement && !param.in_double)
+        });
+        if split {
+            self.split.push(id);
+        }
+        Ok(text)
+    }
+
+    /// The values (by id) that the text after them made unsafe: an
+    /// operand of `[[ ... -eq ... ]]` read before the `-eq`, a value that
+    /// made a command's name `eval`, a replacement split by an `IFS` the
+    /// command sets. Call once the whole command was fed.
+    pub(crate) fn finish(&self) -> Vec<(usize, Refusal)> {
+        let mut end = self.clone();
+        // A line break ends the last word, so that it is judged too.
+        end.feed("\n");
+        end.layer.harvest();
+        let mut late = std::mem::take(&mut end.layer.late);
+        if self.mentions_ifs {
+            late.extend(self.split.iter().map(|id| {
+                (
+                    *id,
+                    refuse(
+                        "in the replacement of an unquoted `${x/pattern/replacement}` in a command that sets `IFS`",
+                        "bash splits the result on `$IFS`, whatever the quotes, so the value's words could change",
+                    ),
+                )
+            }));
+        }
+        late.sort_by_key(|(id, _)| *id);
+        late.dedup_by_key(|(id, _)| *id);
+        late
     }
 
     /// The innermost place the next value lands in (for tests and
@@ -114,5 +172,9 @@ impl QuoteTracker {
     }
 }
 
+#[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
+mod families_tests;
 #[cfg(test)]
 mod tests;

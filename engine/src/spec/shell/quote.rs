@@ -5,6 +5,7 @@
 //! with the others and with the refusal messages users see.
 
 use super::frames::{Command, Frame, ParamPart, Redirect};
+use super::simple::{Force, WordSeen};
 use super::tracker::{Layer, Pending, RESERVED};
 use super::{refuse, Refusal};
 
@@ -17,12 +18,25 @@ pub(super) struct Inherited {
     double_bracket: bool,
     /// Inside the replacement of `${x/pattern/replacement}`.
     replacement: bool,
+    /// Inside an argument of a command that parses it again as code
+    /// (`eval`, `trap`, `bash -c`, a here-document given to `bash`).
+    code: bool,
 }
 
 const ARITHMETIC: &str = "inside shell arithmetic (`$((...))`, `((...))`, `$[...]`, an array subscript or a `${x:offset}`), where bash evaluates the text and runs the `$(...)` of any subscript in it";
 
 impl Layer {
     pub(super) fn quote(&self, words: &[String], below: Inherited) -> Result<String, Refusal> {
+        if self.held {
+            // The held backslash escapes the value's first character unless
+            // that is a line break, which no quoting below starts with.
+            let mut escaped = self.clone();
+            escaped.held = false;
+            if escaped.step_char('\\').is_err() {
+                return Err(after_backslash());
+            }
+            return escaped.quote(words, below);
+        }
         let mut inherited = below;
         for frame in &self.frames {
             match frame {
@@ -38,9 +52,11 @@ impl Layer {
                 Frame::Param(param) if param.part == ParamPart::Replacement => {
                     inherited.replacement = true
                 }
-                Frame::Command(command) if command.double_bracket => {
-                    inherited.double_bracket = true
+                Frame::Command(command) => {
+                    inherited.double_bracket |= command.double_bracket;
+                    inherited.code |= command.simple.parses_code();
                 }
+                Frame::HereDoc(heredoc) => inherited.code |= heredoc.spec.code,
                 _ => {}
             }
         }
@@ -51,7 +67,24 @@ impl Layer {
                 }
                 escape_for_backquote(&backquote.inner.quote(words, inherited)?)
             }
-            _ => self.quote_here(words, inherited)?,
+            _ => {
+                let force = match self.word_command() {
+                    Some(index) => match &self.frames[index] {
+                        Frame::Command(command) => command.simple.check(
+                            &WordSeen {
+                                literal: &command.word.literal,
+                                empty: !command.word.started,
+                                at_start: command.keyword_words > 0,
+                                double_bracket: command.double_bracket,
+                            },
+                            words,
+                        )?,
+                        _ => Force::No,
+                    },
+                    None => Force::No,
+                };
+                self.quote_here(words, inherited, force)?
+            }
         };
         for frame in &self.frames {
             if let Frame::HereDoc(heredoc) = frame {
@@ -62,7 +95,12 @@ impl Layer {
     }
 
     /// `words` quoted for the innermost frame of this layer.
-    fn quote_here(&self, words: &[String], inherited: Inherited) -> Result<String, Refusal> {
+    fn quote_here(
+        &self,
+        words: &[String],
+        inherited: Inherited,
+        force: Force,
+    ) -> Result<String, Refusal> {
         if matches!(self.top(), Frame::Comment) {
             // The shell never reads it; a line break would end the comment.
             return Ok(words.join(" ").replace(['\n', '\r'], " "));
@@ -100,7 +138,25 @@ impl Layer {
                     format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(word)),
                 ));
             }
-            return Ok(words.join(" "));
+            // In a command inside it (`$(( $(...) ))`, or a `$((` that
+            // turns out to be `$( (...) )`) a number is a word like any
+            // other: `~0` is a tilde prefix there.
+            let in_command =
+                matches!(self.top(), Frame::Command(_)) || self.pending == Pending::DollarParen;
+            if !in_command {
+                return Ok(words.join(" "));
+            }
+        }
+        if inherited.code {
+            if let Some(bad) = words
+                .iter()
+                .find(|word| !word.chars().all(|ch| is_plain(ch) || ch == '='))
+            {
+                return Err(refuse(
+                    "in an argument of a command that parses it again as shell code (`eval`, `trap`, `bash -c`, a here-document given to `bash` or `source`)",
+                    format!("only letters, digits and `_-./:@%+,=` are safe there, and {} is more", describe(bad)),
+                ));
+            }
         }
         if inherited.double_bracket && words.iter().any(|word| word.contains('[')) {
             return Err(refuse(
@@ -160,21 +216,25 @@ impl Layer {
                         ));
                     }
                 }
-                // A `~` starting the word takes what follows up to a `/`
-                // as a user name; a `{` before it makes `,` and `..` brace
-                // expansion.
-                let tilde = !word.quoted && word.text.starts_with('~') && !word.text.contains('/');
+                // A `~` starting the word, or after the `=` or a `:` of an
+                // assignment, takes what follows up to a `/` as a user
+                // name; a `{` before it makes `,` and `..` brace expansion.
+                let tilde = in_tilde_prefix(&word.text, word.quoted);
+                // In the regular expression of `=~` quoting makes `.` and
+                // `+` match themselves.
+                let regex = force == Force::Regex;
                 // A whole word where a command starts: `if` would be syntax.
                 let keyword = !word.started && command.keyword_words > 0;
                 words
                     .iter()
                     .enumerate()
                     .map(|(index, value)| {
-                        let force = index == 0
-                            && ((keyword && RESERVED.contains(&value.as_str()))
-                                || tilde
-                                || (word.braces > 0
-                                    && (value.contains(',') || value.contains(".."))));
+                        let force = (regex && !value.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_'))
+                            || (index == 0
+                                && ((keyword && RESERVED.contains(&value.as_str()))
+                                    || tilde
+                                    || (word.braces > 0
+                                        && (value.contains(',') || value.contains("..")))));
                         quote_bare(value, force)
                     })
                     .collect()
@@ -227,7 +287,10 @@ impl Layer {
                     .iter()
                     .map(|word| quote_double(word).replace('}', r"\}"))
                     .collect(),
-                ParamPart::Word => words.iter().map(|word| quote_bare(word, false)).collect(),
+                // Unquoted, bash splits the word's result on `$IFS` (which
+                // the command may set) and expands a `~` that starts it,
+                // but neither in quoted text.
+                ParamPart::Word => words.iter().map(|word| quote_bare(word, true)).collect(),
                 ParamPart::Replacement => unreachable!("a replacement is handled above"),
                 ParamPart::Pattern { op, begun } => {
                     // Right after the operator a value starting with it
@@ -291,7 +354,7 @@ fn after_backslash() -> Refusal {
 }
 
 /// The value in a message: short ones whole, long ones by their start.
-fn describe(value: &str) -> String {
+pub(super) fn describe(value: &str) -> String {
     const SHOWN: usize = 40;
     let count = value.chars().count();
     if count <= SHOWN {
@@ -316,7 +379,7 @@ fn escape_for_backquote(text: &str) -> String {
 
 /// Characters that mean nothing to the shell in an unquoted word. `=` is
 /// handled apart: `NAME=value` as the first word is an assignment.
-fn is_plain(ch: char) -> bool {
+pub(super) fn is_plain(ch: char) -> bool {
     ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.' | '/' | ':' | '@' | '%' | '+' | ',')
 }
 
@@ -325,19 +388,44 @@ fn is_plain_word(word: &str) -> bool {
 }
 
 /// A number bash's arithmetic reads as it is written.
-fn is_number(word: &str) -> bool {
+pub(super) fn is_number(word: &str) -> bool {
     let digits = word.strip_prefix('-').unwrap_or(word);
     !digits.is_empty() && digits.chars().all(|ch| ch.is_ascii_digit())
 }
 
+/// `NAME=...`, `NAME+=...` or `NAME[...]=...`: an assignment where a
+/// command starts.
 pub(super) fn looks_like_assignment(value: &str) -> bool {
-    value.split_once('=').is_some_and(|(name, _)| {
-        let mut chars = name.chars();
-        chars
-            .next()
-            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
-            && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-    })
+    let Some((left, _)) = value.split_once('=') else {
+        return false;
+    };
+    let left = left.strip_suffix('+').unwrap_or(left);
+    let name = match left.split_once('[') {
+        Some((name, subscript)) if subscript.ends_with(']') => name,
+        Some(_) => return false,
+        None => left,
+    };
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+        && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// Whether a value appended to the unquoted text `text` of a word would
+/// be part of a tilde prefix (`~user`): at the word's start, or after the
+/// `=` or a `:` of a word that looks like an assignment (bash expands
+/// those in any such word, `echo a=~` too).
+fn in_tilde_prefix(text: &str, quoted: bool) -> bool {
+    let open = |segment: &str| segment.starts_with('~') && !segment.contains('/');
+    if !quoted && open(text) {
+        return true;
+    }
+    if !looks_like_assignment(text) {
+        return false;
+    }
+    let value = text.split_once('=').map_or("", |(_, value)| value);
+    value.rsplit(':').next().is_some_and(open)
 }
 
 /// `value` as one unquoted-context word. A plain value (`5.0e-5`,

@@ -22,7 +22,13 @@ fn place_after(text: &str) -> &'static str {
 }
 
 fn quote_after(text: &str, value: &str) -> Result<String, Refusal> {
-    tracker_after(text).quote(&[value.to_string()])
+    let mut tracker = tracker_after(text);
+    let quoted = tracker.quote(&[value.to_string()], 0)?;
+    tracker.feed(&quoted);
+    match tracker.finish().into_iter().next() {
+        Some((_, refusal)) => Err(refusal),
+        None => Ok(quoted),
+    }
 }
 
 #[test]
@@ -139,7 +145,7 @@ fn arithmetic_and_parameter_expansions_are_followed() {
     assert_eq!(place_after("echo ${x:1:"), "arithmetic");
     assert_eq!(place_after("echo ${a["), "arithmetic");
     assert_eq!(place_after("echo ${"), "param-name");
-    assert_eq!(place_after("echo ${x:-{a} "), "param-word");
+    assert_eq!(place_after("echo ${x:-{a} "), "bare");
     assert_eq!(place_after("echo ${x:-{a}} "), "bare");
     assert_eq!(place_after("echo ${x:-'}'} "), "bare");
     assert_eq!(place_after("echo ${#x} "), "bare");
@@ -157,9 +163,9 @@ fn syntax_it_cannot_follow_refuses_every_later_value() {
         "cat <<EOF; x=$(echo\n",
         "cat <<$x\n",
     ] {
-        let tracker = tracker_after(text);
+        let mut tracker = tracker_after(text);
         assert!(tracker.lost.is_some(), "{text:?}");
-        assert!(tracker.quote(&["a".to_string()]).is_err(), "{text:?}");
+        assert!(tracker.quote(&["a".to_string()], 0).is_err(), "{text:?}");
     }
     // A `case` outside `$(...)` is fine.
     assert_eq!(place_after("case a in a) echo "), "bare");
@@ -299,27 +305,30 @@ fn a_refusal_says_where_and_why() {
 }
 
 /// A command with one value put in at each `@V@`, as `resolve` builds it.
-fn build(template: &str, value: &str) -> Result<String, Refusal> {
+pub(super) fn build(template: &str, value: &str) -> Result<String, Refusal> {
     let mut tracker = QuoteTracker::default();
     let mut command = String::new();
     let mut pieces = template.split("@V@");
     let first = pieces.next().unwrap_or_default();
     tracker.feed(first);
     command.push_str(first);
-    for piece in pieces {
-        let quoted = tracker.quote(&[value.to_string()])?;
+    for (id, piece) in pieces.enumerate() {
+        let quoted = tracker.quote(&[value.to_string()], id)?;
         tracker.feed(&quoted);
         command.push_str(&quoted);
         tracker.feed(piece);
         command.push_str(piece);
     }
-    Ok(command)
+    match tracker.finish().into_iter().next() {
+        Some((_, refusal)) => Err(refusal),
+        None => Ok(command),
+    }
 }
 
 /// What a template prints for a value that arrives as text.
-type Expect = fn(&str) -> Option<Vec<u8>>;
+pub(super) type Expect = fn(&str) -> Option<Vec<u8>>;
 
-fn with(before: &str, value: &str, after: &str) -> Option<Vec<u8>> {
+pub(super) fn with(before: &str, value: &str, after: &str) -> Option<Vec<u8>> {
     Some(format!("{before}{value}{after}").into_bytes())
 }
 
@@ -518,7 +527,7 @@ const TEMPLATES: &[(&str, Expect)] = &[
 ];
 
 /// Runs `command` as a stage does, in `dir`; its stdout and stderr.
-fn run_bash(command: &str, dir: &Path) -> (Vec<u8>, String) {
+pub(super) fn run_bash(command: &str, dir: &Path) -> (Vec<u8>, String) {
     let output = Command::new("bash")
         .args(["-e", "-o", "pipefail", "-c", command])
         .current_dir(dir)
@@ -535,7 +544,7 @@ fn run_bash(command: &str, dir: &Path) -> (Vec<u8>, String) {
 /// Puts `value` through `template`: the command is refused, or runs
 /// printing exactly what it would with the value as text, and runs nothing
 /// the value says.
-fn check(template: &str, expect: Expect, value: &str, dir: &Path) {
+pub(super) fn check(template: &str, expect: Expect, value: &str, dir: &Path) {
     let Ok(command) = build(template, value) else {
         return;
     };

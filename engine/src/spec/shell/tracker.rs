@@ -7,6 +7,8 @@
 use super::frames::{Arith, Backquote, Command, Frame, Param, ParamPart, Redirect, Word};
 use super::heredoc::{Delimiter, HereDoc, LineEnd};
 use super::quote::looks_like_assignment;
+use super::simple::Value;
+use super::Refusal;
 
 /// One text the shell parses as a command: the whole string, or a
 /// backquote's content.
@@ -16,6 +18,12 @@ pub(super) struct Layer {
     /// The previous character was a backslash that escapes this one.
     pub(super) escaped: bool,
     pub(super) pending: Pending,
+    /// A backslash not yet read: bash drops it with a line break after
+    /// it before it reads any token, so what it means waits on the next
+    /// character.
+    pub(super) held: bool,
+    /// Values found unsafe by what followed them, with their ids.
+    pub(super) late: Vec<(usize, Refusal)>,
 }
 
 /// A character that means something only with the one after it.
@@ -55,6 +63,8 @@ impl Layer {
             frames: vec![Frame::Command(Command::new(in_parens))],
             escaped: false,
             pending: Pending::None,
+            held: false,
+            late: Vec::new(),
         }
     }
 
@@ -64,7 +74,23 @@ impl Layer {
         self.pending = Pending::None;
     }
 
+    /// Moves the refusals the frames found into the layer's, before a
+    /// frame that holds some is dropped.
+    pub(super) fn harvest(&mut self) {
+        for frame in &mut self.frames {
+            match frame {
+                Frame::Command(command) => self.late.append(&mut command.late),
+                Frame::Backquote(backquote) => {
+                    backquote.inner.harvest();
+                    self.late.append(&mut backquote.inner.late);
+                }
+                _ => {}
+            }
+        }
+    }
+
     fn pop(&mut self) {
+        self.harvest();
         // The bottom command of a layer is closed by the layer's end.
         if self.frames.len() > 1 {
             self.frames.pop();
@@ -83,7 +109,58 @@ impl Layer {
             .expect("a layer always has its command")
     }
 
+    /// Reads `ch`, first removing `\` + line break wherever bash does:
+    /// `"$\<newline>(...)"` is `$(...)` and `<\<newline><EOF` is `<<EOF`.
     pub(super) fn step(&mut self, ch: char) -> Result<(), &'static str> {
+        let read = self.join_and_step(ch);
+        self.harvest();
+        read
+    }
+
+    fn join_and_step(&mut self, ch: char) -> Result<(), &'static str> {
+        if std::mem::take(&mut self.held) {
+            if ch == '\n' {
+                return Ok(());
+            }
+            // The held backslash escapes `ch`, so `ch` cannot start a
+            // line continuation of its own.
+            self.step_char('\\')?;
+            return self.step_char(ch);
+        }
+        if ch == '\\' && self.joins_lines() {
+            self.held = true;
+            return Ok(());
+        }
+        self.step_char(ch)
+    }
+
+    /// Whether a backslash read now would, with a line break after it,
+    /// vanish: everywhere but in `'...'`, `$'...'`, a comment, a quoted
+    /// here-document body and after another backslash.
+    fn joins_lines(&self) -> bool {
+        // A here-document body is read line by line before anything in it
+        // is parsed, so its own reading decides.
+        if let Some(heredoc) = self.frames.iter().find_map(|frame| match frame {
+            Frame::HereDoc(heredoc) => Some(heredoc),
+            _ => None,
+        }) {
+            return heredoc.joins_lines();
+        }
+        if self.escaped {
+            return false;
+        }
+        match self.top() {
+            Frame::Single | Frame::AnsiC | Frame::Comment => false,
+            Frame::Backquote(backquote) => !backquote.escaped,
+            Frame::Command(command) => match &command.redirect {
+                Redirect::Delimiter(delimiter) => delimiter.joins_lines(),
+                _ => true,
+            },
+            _ => true,
+        }
+    }
+
+    pub(super) fn step_char(&mut self, ch: char) -> Result<(), &'static str> {
         // A here-document ends at its delimiter line whatever is open
         // inside it: bash reads the body line by line before expanding it.
         let mut ended = None;
@@ -102,6 +179,7 @@ impl Layer {
             let Frame::HereDoc(heredoc) = self.frames.remove(index) else {
                 unreachable!("the frame was a here-document");
             };
+            self.harvest();
             self.frames.truncate(index);
             self.escaped = false;
             self.pending = Pending::None;
@@ -156,7 +234,10 @@ impl Layer {
                 if ch != '\n' {
                     command.word.started = true;
                     command.word.quoted = true;
+                    command.word.literal.push(ch);
                 }
+            } else if matches!(self.top(), Frame::Double) {
+                self.word_literal(ch);
             }
             return Ok(());
         }
@@ -172,7 +253,6 @@ impl Layer {
                     self.push(Frame::Param(Param {
                         part: ParamPart::Name,
                         in_double,
-                        braces: 0,
                         name: String::new(),
                     }));
                     return Ok(());
@@ -210,7 +290,7 @@ impl Layer {
             Pending::Paren => {
                 if ch == '(' {
                     if let Frame::Command(command) = self.top_mut() {
-                        command.parens.pop();
+                        command.close_paren();
                     }
                     self.push(Frame::Arith(Arith::new(')')));
                     return Ok(());
@@ -223,15 +303,23 @@ impl Layer {
                 match ch {
                     '"' => self.pop(),
                     '\\' => self.escaped = true,
-                    '$' => self.pending = Pending::Dollar,
-                    '`' => self.push(Frame::Backquote(Box::new(Backquote::new(true)))),
-                    _ => {}
+                    '$' => {
+                        self.word_expanded();
+                        self.pending = Pending::Dollar
+                    }
+                    '`' => {
+                        self.word_expanded();
+                        self.push(Frame::Backquote(Box::new(Backquote::new(true))))
+                    }
+                    _ => self.word_literal(ch),
                 }
                 Ok(())
             }
             Frame::Single => {
                 if ch == '\'' {
                     self.pop();
+                } else {
+                    self.word_literal(ch);
                 }
                 Ok(())
             }
@@ -267,6 +355,29 @@ impl Layer {
         }
     }
 
+    /// The word a `"..."` or `'...'` right in a command is part of.
+    fn quoted_word(&mut self) -> Option<&mut Word> {
+        let below = self.frames.len().checked_sub(2)?;
+        match &mut self.frames[below] {
+            Frame::Command(command) => Some(&mut command.word),
+            _ => None,
+        }
+    }
+
+    /// `ch` is part of the word's text after quote removal.
+    fn word_literal(&mut self, ch: char) {
+        if let Some(word) = self.quoted_word() {
+            word.literal.push(ch);
+        }
+    }
+
+    /// The word holds an expansion, so its text is not known.
+    fn word_expanded(&mut self) {
+        if let Some(word) = self.quoted_word() {
+            word.expanded = true;
+        }
+    }
+
     /// Whether a `${` opened now is inside `"..."` (or an unquoted
     /// here-document body, which reads like it).
     fn in_double(&self) -> bool {
@@ -295,6 +406,10 @@ impl Layer {
         match std::mem::take(&mut command.redirect) {
             Redirect::None => {}
             Redirect::Less => {
+                if ch == '&' {
+                    // `<&3`: a redirection, not the end of the command.
+                    return Ok(());
+                }
                 if ch == '<' {
                     command.redirect = Redirect::HereDoc {
                         strip_tabs: false,
@@ -303,15 +418,17 @@ impl Layer {
                     return Ok(());
                 }
                 if ch == '(' {
-                    command.parens.push(true);
-                    command.keyword_words = 1;
+                    command.open_paren(true);
                     return Ok(());
                 }
             }
             Redirect::Greater => {
+                if ch == '&' {
+                    // `2>&1`: a redirection, not the end of the command.
+                    return Ok(());
+                }
                 if ch == '(' {
-                    command.parens.push(true);
-                    command.keyword_words = 1;
+                    command.open_paren(true);
                     return Ok(());
                 }
             }
@@ -345,7 +462,9 @@ impl Layer {
                     command.redirect = Redirect::Delimiter(delimiter);
                     return Ok(());
                 }
-                command.heredocs.push(delimiter.into_spec());
+                let mut spec = delimiter.into_spec();
+                spec.code = command.simple.reads_code_from_stdin();
+                command.heredocs.push(spec);
             }
         }
         match ch {
@@ -356,11 +475,11 @@ impl Layer {
             }
             ';' | '&' | '|' => {
                 command.end_word()?;
-                command.keyword_words = 1;
+                command.new_simple();
             }
             '\n' => {
                 command.end_word()?;
-                command.keyword_words = 1;
+                command.new_simple();
                 let heredocs = std::mem::take(&mut command.heredocs);
                 let in_comsub = command.in_parens || command.parens.contains(&true);
                 let below = self.frames.len() - 1;
@@ -383,17 +502,15 @@ impl Layer {
             }
             '(' => {
                 command.end_word()?;
-                command.keyword_words = 1;
-                command.parens.push(false);
+                command.open_paren(false);
                 self.pending = Pending::Paren;
             }
             ')' => {
                 command.end_word()?;
-                command.keyword_words = 1;
                 if command.in_parens && command.parens.is_empty() {
                     self.pop();
                 } else {
-                    command.parens.pop();
+                    command.close_paren();
                 }
             }
             '#' if !command.word.started => self.push(Frame::Comment),
@@ -403,6 +520,7 @@ impl Layer {
             '\'' | '"' | '`' | '$' => {
                 command.word.started = true;
                 command.word.quoted = true;
+                command.word.expanded |= matches!(ch, '`' | '$');
                 match ch {
                     '\'' => self.push(Frame::Single),
                     '"' => self.push(Frame::Double),
@@ -461,9 +579,9 @@ impl Layer {
                 if ch == op || (op == '/' && matches!(ch, '#' | '%')) => {}
             ParamPart::Pattern { op: '/', .. } if ch == '/' => param.part = ParamPart::Replacement,
             ParamPart::Word | ParamPart::Pattern { .. } | ParamPart::Replacement => match ch {
-                '{' => param.braces += 1,
-                '}' if param.braces == 0 => self.pop(),
-                '}' => param.braces -= 1,
+                // Bash 5 ends the expansion at the first unquoted `}`: a
+                // `{` in the word does not pair with it.
+                '}' => self.pop(),
                 '<' | '>' => {
                     if let ParamPart::Pattern { op, .. } = param.part {
                         param.part = ParamPart::Pattern { op, begun: true };
@@ -527,9 +645,46 @@ impl Layer {
         Ok(())
     }
 
+    /// The innermost layer: a backquote's, if one is open.
+    pub(super) fn innermost(&self) -> &Layer {
+        match self.top() {
+            Frame::Backquote(backquote) => backquote.inner.innermost(),
+            _ => self,
+        }
+    }
+
+    /// The index of the command whose word the next value is part of:
+    /// the innermost one, with only quotes and `${...}` opened in it since.
+    pub(super) fn word_command(&self) -> Option<usize> {
+        let index = self
+            .frames
+            .iter()
+            .rposition(|frame| matches!(frame, Frame::Command(_)))?;
+        self.frames[index + 1..]
+            .iter()
+            .all(|frame| matches!(frame, Frame::Double | Frame::Single | Frame::Param(_)))
+            .then_some(index)
+    }
+
+    /// Records a value put into the word being read, so that the words
+    /// after it can still refuse it.
+    pub(super) fn note(&mut self, value: Value) {
+        if let Frame::Backquote(backquote) = self.top_mut() {
+            return backquote.inner.note(value);
+        }
+        if let Some(index) = self.word_command() {
+            if let Frame::Command(command) = &mut self.frames[index] {
+                command.word.values.push(value);
+            }
+        }
+    }
+
     /// The innermost place, for tests.
     #[cfg(test)]
     pub(super) fn place(&self) -> &'static str {
+        if self.held {
+            return "escaped";
+        }
         match self.top() {
             Frame::Backquote(backquote) => backquote.inner.place(),
             Frame::Command(command) => match command.redirect {
@@ -561,16 +716,51 @@ impl Layer {
 }
 
 impl Command {
+    /// The start of a new simple command.
+    fn new_simple(&mut self) {
+        self.keyword_words = 1;
+        self.simple.reset();
+    }
+
+    /// `(`: a subshell, or a process substitution when `substitution`,
+    /// after which the command around it goes on.
+    fn open_paren(&mut self, substitution: bool) {
+        self.parens.push(substitution);
+        self.saved.push(std::mem::take(&mut *self.simple));
+        self.keyword_words = 1;
+    }
+
+    fn close_paren(&mut self) {
+        self.parens.pop();
+        *self.simple = self.saved.pop().unwrap_or_default();
+        self.keyword_words = 1;
+    }
+
     fn end_word(&mut self) -> Result<(), &'static str> {
         let word = std::mem::take(&mut self.word);
         if !word.started {
             return Ok(());
         }
-        let reserved = !word.quoted && RESERVED.contains(&word.text.as_str());
+        // `{`, `}` and `!` are reserved words too, made of characters no
+        // plain value holds.
+        let reserved = !word.quoted
+            && (RESERVED.contains(&word.text.as_str())
+                || matches!(word.text.as_str(), "{" | "}" | "!"));
+        let late = self.simple.end_word(
+            &word.literal,
+            word.expanded,
+            self.keyword_words > 0,
+            reserved,
+            self.double_bracket,
+            word.values,
+        );
+        self.late.extend(late);
         if !word.quoted {
             match word.text.as_str() {
                 // Its `pattern)` would look like the end of the `$(...)`.
-                "case" if self.in_parens => return Err("a `case` inside `$(...)`"),
+                "case" if self.in_parens || !self.parens.is_empty() => {
+                    return Err("a `case` inside `$(...)`, `<(...)` or `(...)`")
+                }
                 "[[" => self.double_bracket = true,
                 "]]" => self.double_bracket = false,
                 _ => {}
@@ -596,6 +786,7 @@ impl Word {
     fn push(&mut self, ch: char) {
         self.started = true;
         self.text.push(ch);
+        self.literal.push(ch);
         match ch {
             '{' => self.braces += 1,
             '}' => self.braces = self.braces.saturating_sub(1),
