@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The no-op rerun of the 100-stage command pipeline (benchmark (a)) for two
-# builds of pipe side by side in one hyperfine run, each in its own copy of
+# builds of pipe side by side, runs interleaved, each in its own copy of
 # the project: what a change to the engine costs the millisecond no-op.
 # Usage: scripts/bench/noop_before_after.sh BEFORE_PIPE AFTER_PIPE [STAGES]
 #   GEN_ARGS=--metrics: every stage also writes a metrics file.
@@ -12,7 +12,6 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 before=$(realpath "$1")
 after=$(realpath "$2")
 stages=${3:-100}
-command -v hyperfine >/dev/null || apt-get install -y -qq hyperfine >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for side in before after; do
@@ -22,12 +21,23 @@ done
 (cd "$work/before" && "$before" run -q -j 2 && "$before" run -q -j 2)
 (cd "$work/after" && "$after" run -q -j 2 && "$after" run -q -j 2)
 echo "$stages stages; $(nproc) cores; $(date -u +%F)"
-hyperfine --warmup 3 --runs "${RUNS:-30}" -N --export-json "$work/result.json" \
-    -n before "$before -C $work/before run -q" \
-    -n after "$after -C $work/after run -q"
-python3 - "$work/result.json" <<'PY'
-import json, sys
-results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
-before, after = results["before"]["median"], results["after"]["median"]
-print(f"medians: before {before * 1e3:.1f} ms, after {after * 1e3:.1f} ms, after/before {after / before:.2f}")
+# Interleaved, not hyperfine's one block per command: on a shared 2-core
+# machine the drift between two blocks of runs (30% seen) swamps the
+# difference being measured; alternating puts both sides under the same
+# load. Medians of RUNS each, after WARMUP alternations.
+python3 - "$before" "$after" "$work" "${RUNS:-60}" <<'PY'
+import statistics, subprocess, sys, time
+before, after, work, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+sides = {"before": (before, f"{work}/before"), "after": (after, f"{work}/after")}
+times = {"before": [], "after": []}
+for index in range(runs + 3):
+    order = ["before", "after"] if index % 2 == 0 else ["after", "before"]
+    for side in order:
+        pipe, project = sides[side]
+        started = time.perf_counter()
+        subprocess.run([pipe, "-C", project, "run", "-q"], check=True)
+        if index >= 3:
+            times[side].append(time.perf_counter() - started)
+b, a = statistics.median(times["before"]), statistics.median(times["after"])
+print(f"{runs} interleaved runs each: medians before {b * 1e3:.1f} ms, after {a * 1e3:.1f} ms, after/before {a / b:.2f}")
 PY

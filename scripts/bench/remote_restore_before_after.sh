@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A fresh clone's restore of quickstart-shaped results from a `file://`
-# remote, two builds of pipe side by side in one hyperfine run: what a
+# remote, two builds of pipe side by side, runs interleaved: what a
 # change to the pull, the checks of what is read back and the restore costs
 # the CI job that only restores.
 #
@@ -17,7 +17,6 @@
 set -euo pipefail
 before=$(realpath "$1")
 after=$(realpath "$2")
-command -v hyperfine >/dev/null || apt-get install -y -qq hyperfine >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/remote" "$work/seed"
@@ -45,7 +44,8 @@ stages:
     deps: [dataset]
     outs: [split]
   score:
-    run: echo '{"accuracy": 0.806}' > metrics.json
+    run: >-
+      echo '{"accuracy": 0.806}' > metrics.json
     deps: [model, split]
     metrics: [metrics.json]
 YAML
@@ -54,14 +54,30 @@ for side in before after; do
   mkdir -p "$work/$side"
   cp "$work/seed/pipe.yaml" "$work/$side/"
 done
-clean() { echo "rm -rf $work/$1/.pipe $work/$1/model $work/$1/dataset $work/$1/split $work/$1/metrics.json"; }
 echo "$(du -sh "$work/remote" | cut -f1) in the remote; $(nproc) cores; $(date -u +%F)"
-hyperfine --warmup 1 --runs "${RUNS:-10}" -N --export-json "$work/result.json" \
-  --prepare "$(clean before)" -n before "$before -C $work/before run -q" \
-  --prepare "$(clean after)" -n after "$after -C $work/after run -q"
-python3 - "$work/result.json" <<'PY'
-import json, sys
-results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
-before, after = results["before"]["median"], results["after"]["median"]
-print(f"medians: before {before * 1e3:.0f} ms, after {after * 1e3:.0f} ms, after/before {after / before:.2f}")
+# Interleaved, as scripts/bench/noop_before_after.sh is, for the same
+# reason: two blocks of runs drift apart on a shared machine.
+python3 - "$before" "$after" "$work" "${RUNS:-10}" <<'PY'
+import shutil, statistics, subprocess, sys, time
+from pathlib import Path
+before, after, work, runs = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+sides = {"before": before, "after": after}
+times = {"before": [], "after": []}
+for index in range(runs + 1):
+    order = ["before", "after"] if index % 2 == 0 else ["after", "before"]
+    for side in order:
+        project = work / side
+        for leftover in [".pipe", "model", "dataset", "split", "metrics.json"]:
+            path = project / leftover
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        started = time.perf_counter()
+        subprocess.run([sides[side], "-C", str(project), "run", "-q"], check=True)
+        if index >= 1:
+            times[side].append(time.perf_counter() - started)
+        assert (project / "model" / "model.safetensors").stat().st_size == 91226112
+b, a = statistics.median(times["before"]), statistics.median(times["after"])
+print(f"{runs} interleaved restores each: medians before {b * 1e3:.0f} ms, after {a * 1e3:.0f} ms, after/before {a / b:.2f}")
 PY
