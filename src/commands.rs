@@ -294,6 +294,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
         executor,
         link: link_modes(&args.link, Some(&pipeline))?,
         argv: std::env::args().collect(),
+        overrides: args.pipeline.set.clone(),
         remote: pipe_engine::remote::resolve(
             &pipeline.root,
             pipeline.remote.as_ref(),
@@ -451,7 +452,7 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
     ) {
         return Err(problem);
     }
-    let Loaded { pipeline, .. } = pipe_engine::load(&file, &record.overrides(), &ProjectWorkers)?;
+    let Loaded { pipeline, .. } = pipe_engine::load(&file, &record.overrides, &ProjectWorkers)?;
     let modes = link_modes(link, Some(&pipeline))?;
     match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
         CheckoutReport::Refused(problems) => {

@@ -313,7 +313,7 @@ impl<'a> Planner<'a> {
         };
         Ok(db
             .run_that_made(&self.pipeline.name, &stage.name, &held)?
-            .map(|(run, argv)| describe_run(run, &argv)))
+            .map(|(run, overrides)| describe_run(run, &overrides)))
     }
 
     /// One line per changed field group, or "never run".
@@ -361,26 +361,13 @@ impl<'a> Planner<'a> {
 
 /// `run #4`, with the `-S` overrides its command line gave
 /// (`run #4 with -S lr=0.1`): what made it differ from a plain run.
-fn describe_run(run: i64, argv: &[String]) -> String {
-    let mut overrides = Vec::new();
-    let mut words = argv.iter();
-    while let Some(word) = words.next() {
-        if word == "-S" || word == "--set" {
-            if let Some(value) = words.next() {
-                overrides.push(value.as_str());
-            }
-        } else if let Some(value) = word.strip_prefix("--set=") {
-            overrides.push(value);
-        } else if let Some(value) = word.strip_prefix("-S").filter(|value| !value.is_empty()) {
-            overrides.push(value);
-        }
-    }
+fn describe_run(run: i64, overrides: &[String]) -> String {
     if overrides.is_empty() {
         format!("run #{run}")
     } else {
         let shown: Vec<String> = overrides
             .iter()
-            .map(|value| format!("-S {value}"))
+            .map(|setting| format!("-S {setting}"))
             .collect();
         format!("run #{run} with {}", shown.join(" "))
     }

@@ -220,3 +220,50 @@ fn where_reads_a_value_as_the_override_that_made_the_run_did() {
         .collect();
     assert_eq!(runs, [1], "{table:#}");
 }
+
+/// The `-S` settings a run was loaded with are kept as data: shown as
+/// given, exported with the record, used to name the run whose outputs the
+/// workspace holds; a runs.db from before has them read once from argv.
+#[test]
+fn the_settings_a_run_was_loaded_with_are_recorded_as_data_and_old_runs_get_theirs() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: 1 }\nstages:\n  s:\n    run: echo ${params.x} > o.txt\n    outs: [o.txt]\n",
+    );
+    project.run_ok(&["-S", "x=2", "--set=x=3"]);
+    let show: serde_json::Value =
+        serde_json::from_slice(&project.pipe(&["show", "--json"]).stdout).unwrap();
+    assert_eq!(
+        show["overrides"],
+        serde_json::json!(["x=2", "x=3"]),
+        "{show}"
+    );
+    assert_eq!(project.read("o.txt"), "3\n");
+
+    // A database from before the column: the settings come from argv once.
+    let status = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); \
+             db.execute('ALTER TABLE runs DROP COLUMN overrides'); \
+             db.execute('PRAGMA user_version = 2'); db.commit()",
+        )
+        .arg(project.path(".pipe/runs.db"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let show: serde_json::Value =
+        serde_json::from_slice(&project.pipe(&["show", "--json"]).stdout).unwrap();
+    assert_eq!(
+        show["overrides"],
+        serde_json::json!(["x=2", "x=3"]),
+        "{show}"
+    );
+    // `why` names the run by them when the workspace holds its outputs.
+    project.run_ok(&[]);
+    project.pipe(&["checkout", "1"]);
+    let why = project.pipe(&["why", "s"]);
+    let text = String::from_utf8_lossy(&why.stdout);
+    assert!(text.contains("run #1 with -S x=2 -S x=3"), "{text}");
+}

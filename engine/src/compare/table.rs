@@ -525,6 +525,7 @@ mod tests {
                 git_commit: None,
                 git_dirty: None,
                 argv: vec![],
+                overrides: vec![],
                 params,
                 directions: Default::default(),
                 stages: vec![],

@@ -49,6 +49,9 @@ pub struct RunOptions {
     pub link: Vec<LinkMode>,
     /// The command line, for the run record.
     pub argv: Vec<String>,
+    /// The `-S KEY=VALUE` settings the pipeline was loaded with, as given:
+    /// recorded as data with the run.
+    pub overrides: Vec<String>,
     /// The remote cache behind the local one (`remote::resolve`).
     pub remote: Option<RemoteConfig>,
     /// Where stages that miss the cache run (`executor::resolve`).
@@ -285,6 +288,7 @@ pub fn run(
         pipeline: &pipeline.name,
         file: file.as_deref(),
         argv: &options.argv,
+        overrides: &options.overrides,
         params: &pipeline.params,
         directions: &pipeline.directions,
         git_commit: git.as_ref().map(GitProbe::commit),

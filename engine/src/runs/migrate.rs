@@ -14,7 +14,9 @@ use crate::{EngineError, Result};
 /// matrix combination, `uses`, roles and their values) is stored in its
 /// own columns instead of being worked out from its name and manifest.
 /// 2: and its place in the pipeline (`position`). 3: the pipeline file a
-/// run ran (`file`), which `pipe checkout` holds a record's outputs to.
+/// run ran (`file`), which `pipe checkout` holds a record's outputs to, and
+/// its `-S` settings as data (`overrides`, filled in from argv for the
+/// runs before).
 pub(super) const CURRENT: i64 = 3;
 
 const SCHEMA: &str = "
@@ -60,6 +62,7 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("uid", "TEXT"),
             ("origin", "TEXT"),
             ("file", "TEXT"),
+            ("overrides", "TEXT"),
         ],
     ),
     (
@@ -109,6 +112,7 @@ pub(super) fn to_current(db: &mut RunDb) -> Result<()> {
             .execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid)")
             .map_err(|e| db_error(&path, e))?;
         backfill_identities(&transaction, &path)?;
+        backfill_overrides(&transaction, &path)?;
         transaction
             .execute_batch(&format!("PRAGMA user_version = {CURRENT}"))
             .map_err(|e| db_error(&path, e))?;
@@ -159,6 +163,35 @@ fn add_columns(
 
 /// Version 0 stored no identity: stages recorded then get the one version
 /// 0 worked out when it read them, from the stage's name and manifest.
+/// The `-S` settings of the runs recorded before they were kept as data,
+/// read once from their argv.
+fn backfill_overrides(
+    transaction: &rusqlite::Transaction<'_>,
+    path: &std::path::Path,
+) -> Result<()> {
+    let mut select = transaction
+        .prepare("SELECT id, argv FROM runs WHERE overrides IS NULL")
+        .map_err(|e| db_error(path, e))?;
+    let mut update = transaction
+        .prepare("UPDATE runs SET overrides = ?2 WHERE id = ?1")
+        .map_err(|e| db_error(path, e))?;
+    let rows: Vec<(i64, String)> = select
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .and_then(|rows| rows.collect())
+        .map_err(|e| db_error(path, e))?;
+    for (id, argv) in rows {
+        // An argv that does not parse is left for the reader to name.
+        let Ok(argv) = serde_json::from_str::<Vec<String>>(&argv) else {
+            continue;
+        };
+        let overrides = super::record::overrides_in_argv(&argv);
+        update
+            .execute(params![id, json(&overrides)])
+            .map_err(|e| db_error(path, e))?;
+    }
+    Ok(())
+}
+
 fn backfill_identities(
     transaction: &rusqlite::Transaction<'_>,
     path: &std::path::Path,

@@ -132,7 +132,7 @@ impl RunDb {
 
     /// The newest run of `pipeline` whose result of `stage` had exactly
     /// the digests in `outputs` (path -> digest): the run that left what
-    /// the workspace holds. Its id and command line.
+    /// the workspace holds. Its id and `-S` settings.
     pub fn run_that_made(
         &self,
         pipeline: &str,
@@ -145,7 +145,7 @@ impl RunDb {
         let mut statement = self
             .connection
             .prepare_cached(
-                "SELECT s.run_id, s.outputs, r.argv FROM stage_runs s JOIN runs r ON r.id = s.run_id
+                "SELECT s.run_id, s.outputs, r.overrides FROM stage_runs s JOIN runs r ON r.id = s.run_id
                  WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status IN ('ran', 'restored', 'fresh')
                  ORDER BY s.run_id DESC LIMIT ?3",
             )
@@ -166,7 +166,7 @@ impl RunDb {
                     .iter()
                     .all(|(path, artifact)| outputs.get(path) == Some(&artifact.digest));
             if same {
-                return Ok(Some((columns.run, columns.json("argv")?)));
+                return Ok(Some((columns.run, columns.json("overrides")?)));
             }
         }
         Ok(None)

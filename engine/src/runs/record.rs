@@ -85,6 +85,10 @@ pub struct RunRecord {
     pub git_commit: Option<String>,
     pub git_dirty: Option<bool>,
     pub argv: Vec<String>,
+    /// The `-S KEY=VALUE` settings the run was loaded with, in order, as
+    /// given (credentials masked): kept as data, never re-read from argv.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<String>,
     pub params: Value,
     /// What the pipeline declared under `directions:`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -94,12 +98,11 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    /// The params the command line set (`-S KEY=VALUE`, `--set KEY=VALUE`,
-    /// `--set=KEY=VALUE`, `-SKEY=VALUE`), as dotted paths, read back from
-    /// the recorded argv: what the user changed on purpose.
+    /// The params the command line set, as dotted paths: what the user
+    /// changed on purpose, read from [`RunRecord::overrides`].
     pub fn overridden_params(&self) -> Vec<String> {
-        self.overrides()
-            .into_iter()
+        self.overrides
+            .iter()
             .filter_map(|setting| {
                 let (path, _) = setting.split_once('=')?;
                 let path = path.trim().trim_start_matches('+');
@@ -107,26 +110,27 @@ impl RunRecord {
             })
             .collect()
     }
+}
 
-    /// The `-S KEY=VALUE` settings of the recorded argv, as given, in
-    /// order: what loads the pipeline as the run loaded it.
-    pub fn overrides(&self) -> Vec<String> {
-        let mut settings = Vec::new();
-        let mut args = self.argv.iter().skip(1);
-        while let Some(arg) = args.next() {
-            let setting = match arg.as_str() {
-                "-S" | "--set" => args.next().map(String::as_str),
-                "--" => break,
-                other => other
-                    .strip_prefix("--set=")
-                    .or_else(|| other.strip_prefix("-S").filter(|rest| !rest.is_empty())),
-            };
-            if let Some(setting) = setting.filter(|setting| setting.contains('=')) {
-                settings.push(setting.to_string());
-            }
+/// The `-S KEY=VALUE` settings of a command line, in order: how records
+/// written before the settings were kept as data get theirs (migration,
+/// and a pulled record that lacks them). `--` ends them.
+pub(crate) fn overrides_in_argv(argv: &[String]) -> Vec<String> {
+    let mut settings = Vec::new();
+    let mut args = argv.iter().skip(1);
+    while let Some(arg) = args.next() {
+        let setting = match arg.as_str() {
+            "-S" | "--set" => args.next().map(String::as_str),
+            "--" => break,
+            other => other
+                .strip_prefix("--set=")
+                .or_else(|| other.strip_prefix("-S").filter(|rest| !rest.is_empty())),
+        };
+        if let Some(setting) = setting.filter(|setting| setting.contains('=')) {
+            settings.push(setting.to_string());
         }
-        settings
     }
+    settings
 }
 
 /// A run as it travels to and from a remote cache: its record, stages
@@ -147,6 +151,8 @@ pub struct RunStart<'a> {
     /// The pipeline file, relative to the project root.
     pub file: Option<&'a str>,
     pub argv: &'a [String],
+    /// The `-S KEY=VALUE` settings, as given.
+    pub overrides: &'a [String],
     pub params: &'a Value,
     pub directions: &'a BTreeMap<String, Direction>,
     /// The commit HEAD names; the dirty flag comes with the run's end
@@ -275,6 +281,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         git_commit: columns.get("git_commit")?,
         git_dirty: columns.get("git_dirty")?,
         argv: columns.json("argv")?,
+        overrides: columns.json("overrides")?,
         params: columns.json("params")?,
         directions: columns.opt_json("directions")?.unwrap_or_default(),
         stages: Vec::new(),
@@ -368,6 +375,7 @@ const RUN_COLUMNS: &[&str] = &[
     "uid",
     "origin",
     "file",
+    "overrides",
 ];
 
 #[cfg(test)]
@@ -392,6 +400,7 @@ mod tests {
             "-S",
             "after=1",
         ];
+        let argv: Vec<String> = argv.iter().map(|arg| arg.to_string()).collect();
         let record = RunRecord {
             id: 1,
             uid: None,
@@ -403,7 +412,8 @@ mod tests {
             status: RunStatus::Succeeded,
             git_commit: None,
             git_dirty: None,
-            argv: argv.iter().map(|arg| arg.to_string()).collect(),
+            overrides: overrides_in_argv(&argv),
+            argv,
             params: Value::Null,
             directions: BTreeMap::new(),
             stages: Vec::new(),

@@ -22,10 +22,15 @@ impl RunDb {
     /// the run and is meant to be queried and shared.
     pub fn start_run(&self, start: &RunStart<'_>) -> Result<i64> {
         let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
+        let overrides: Vec<Cow<'_, str>> = start
+            .overrides
+            .iter()
+            .map(|setting| redact_text(setting))
+            .collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -38,6 +43,7 @@ impl RunDb {
                     (!start.directions.is_empty()).then(|| json(start.directions)),
                     new_uid(),
                     start.file,
+                    json(&overrides),
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -179,14 +185,26 @@ impl RunDb {
             .map_err(|e| db_error(&path, e))?;
         let run = &mut export.run;
         let argv: Vec<Cow<'_, str>> = run.argv.iter().map(|arg| redact_text(arg)).collect();
+        // A record from a pipe that did not keep the settings as data.
+        let legacy;
+        let overrides: &[String] = if run.overrides.is_empty() {
+            legacy = super::record::overrides_in_argv(&run.argv);
+            &legacy
+        } else {
+            &run.overrides
+        };
+        let overrides: Vec<Cow<'_, str>> = overrides
+            .iter()
+            .map(|setting| redact_text(setting))
+            .collect();
         let status = match run.status {
             RunStatus::Running => RunStatus::Interrupted,
             other => other,
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -200,6 +218,7 @@ impl RunDb {
                     uid,
                     origin,
                     run.file,
+                    json(&overrides),
                 ],
             )
             .map_err(|e| db_error(&path, e))?;
