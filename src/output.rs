@@ -81,10 +81,7 @@ pub(crate) use {errln, jsonln, out, outln};
 /// a pulled run record or a stage's stderr are data pipe did not write; no
 /// renderer has to remember that.
 pub fn shown(text: fmt::Arguments<'_>) -> String {
-    let text = match text.as_str() {
-        Some(constant) => constant.to_string(),
-        None => text.to_string(),
-    };
+    let text = fmt::format(text);
     let masked = pipe_protocol::redact::redact_text(&text);
     match pipe_protocol::terminal::terminal_safe_keeping_colour(&masked) {
         std::borrow::Cow::Borrowed(_) => match masked {

@@ -59,11 +59,11 @@ pub fn no_remote(flag: &str) -> EngineError {
 /// lacks, pulled; says which it skipped.
 fn pull_records(
     remote: &Remote,
+    cache: &Cache,
     history: &mut History,
     commit: Option<&str>,
 ) -> Result<history::RecordsPulled> {
-    let cache = Cache::open(&here::project()?.cache_dir)?;
-    let pulled = history::pull_records(remote, &cache, &mut history.db, commit)?;
+    let pulled = history::pull_records(remote, cache, &mut history.db, commit)?;
     for skipped in &pulled.skipped {
         errln!("warning: {skipped}");
     }
@@ -176,13 +176,14 @@ pub fn pull(
     let project = here::project()?;
     let config = required(&project.root, file, args)?;
     let remote = open_shown(config, &project.cache_dir, shown)?;
+    let cache = Cache::open(&project.cache_dir)?;
     let mut history = History {
         db: RunDb::open(&project.runs_db())?,
         root: project.root.clone(),
     };
     let ids: Vec<i64> = match (run, all) {
         (None, false) => {
-            let pulled = pull_records(&remote, &mut history, None)?;
+            let pulled = pull_records(&remote, &cache, &mut history, None)?;
             let report = remote.finish();
             if shown.json {
                 jsonln!(json!({
@@ -200,7 +201,7 @@ pub fn pull(
             return Ok(exit_for(&report));
         }
         (_, true) => {
-            pull_records(&remote, &mut history, None)?;
+            pull_records(&remote, &cache, &mut history, None)?;
             let uids = history::remote_uids(&remote)?;
             history
                 .db
@@ -212,7 +213,6 @@ pub fn pull(
         }
         (Some(query), false) => vec![here::resolve(&mut history, query, Pull::From(&remote))?],
     };
-    let cache = Cache::open(&project.cache_dir)?;
     let (mut here, mut pulled, mut absent, mut corrupt) = (0, 0, 0, 0);
     for key in history.keys_of_runs(&ids)? {
         if cache.get_action(&key).is_some() {

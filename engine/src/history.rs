@@ -113,18 +113,14 @@ impl History {
                 Ok(pulled.as_ref().map_or(0, |(_, new)| *new))
             }
             Pull::IfConfigured => {
-                let Some(remote) = configured_remote(&root, None, None, false)
+                let Some((remote, cache)) = configured_remote(&root, None, None, false)
                     .ok()
                     .flatten()
                     .and_then(|config| {
                         let project = Project::open(&root).ok()?;
-                        exec::open_remote(&config, &project.cache_dir).ok()
+                        let remote = exec::open_remote(&config, &project.cache_dir).ok()?;
+                        Some((remote, Cache::open(&project.cache_dir).ok()?))
                     })
-                else {
-                    return Ok(0);
-                };
-                let Ok(cache) = Project::open(&root)
-                    .and_then(|project| Cache::open(&project.cache_dir).map_err(EngineError::from))
                 else {
                     return Ok(0);
                 };

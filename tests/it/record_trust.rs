@@ -53,6 +53,18 @@ impl Shared {
         found.remove(0)
     }
 
+    /// Adds [`PLANTED`] to the record's outputs of `score`, with the
+    /// object of its `model.txt`.
+    fn plant_in_record(&self) {
+        self.edit_record(|record| {
+            let stage = stage_mut(record, "score");
+            let artifact = stage["outputs"]["model.txt"].clone();
+            for path in PLANTED {
+                stage["outputs"][path] = artifact.clone();
+            }
+        });
+    }
+
     fn edit_record(&self, edit: impl FnOnce(&mut Value)) {
         let path = self.record_file();
         let mut record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -99,13 +111,7 @@ const PLANTED: [&str; 2] = ["conftest.py", ".github/workflows/x.yml"];
 #[test]
 fn a_pulled_record_naming_outputs_its_result_does_not_hold_is_refused() {
     let shared = Shared::new();
-    shared.edit_record(|record| {
-        let stage = stage_mut(record, "score");
-        let artifact = stage["outputs"]["model.txt"].clone();
-        for path in PLANTED {
-            stage["outputs"][path] = artifact.clone();
-        }
-    });
+    shared.plant_in_record();
     let second = shared.clone_project();
     let pulled = second.pipe(&["cache", "pull", "--all"]);
     let stderr = String::from_utf8_lossy(&pulled.stderr);
@@ -129,13 +135,7 @@ fn checkout_writes_only_what_the_pipelines_stage_declares_whoever_wrote_the_resu
         let planted: Vec<String> = PLANTED.iter().map(|path| path.to_string()).collect();
         plant(&action, &planted, true);
     }
-    shared.edit_record(|record| {
-        let stage = stage_mut(record, "score");
-        let artifact = stage["outputs"]["model.txt"].clone();
-        for path in PLANTED {
-            stage["outputs"][path] = artifact.clone();
-        }
-    });
+    shared.plant_in_record();
     let second = shared.clone_project();
     let pulled = second.pipe(&["cache", "pull", "--all"]);
     assert!(pulled.status.success(), "{pulled:?}");
