@@ -233,7 +233,7 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
         (Some(file), _) | (None, Some(file)) => file.to_path_buf(),
         (None, None) => default_pipeline_file()?,
     };
-    if let Some(problem) = pipe_engine::spec::pipeline_file_problem(
+    if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
         &file,
         "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
     ) {
@@ -446,7 +446,7 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
         Some(file) => file.to_path_buf(),
         None => recorded_pipeline_file(&project, &record)?,
     };
-    if let Some(problem) = pipe_engine::spec::pipeline_file_problem(
+    if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
         &file,
         "pass the pipeline file the run ran with -f FILE",
     ) {
@@ -645,7 +645,7 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
                     .stages
                     .values()
                     .map(|entry| entry.info.name.as_str());
-                let hint = match pipe_engine::spec::did_you_mean(stage, names) {
+                let hint = match pipe_engine::pipefile::did_you_mean(stage, names) {
                     Some(close) => format!("did you mean `{close}`? stages: {}", known.join(", ")),
                     None => format!("stages: {}", known.join(", ")),
                 };

@@ -160,7 +160,7 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
         if known.is_empty() || known.contains(path) {
             continue;
         }
-        let close = pipe_engine::spec::did_you_mean(path, known.iter().map(String::as_str));
+        let close = pipe_engine::pipefile::did_you_mean(path, known.iter().map(String::as_str));
         let listed: Vec<&str> = known.iter().map(String::as_str).take(12).collect();
         let mut hint = format!("params the runs recorded: {}", listed.join(", "));
         if known.len() > listed.len() {
@@ -194,7 +194,7 @@ fn parse_where(condition: &str) -> Result<(Vec<String>, serde_json::Value)> {
         return Err(bad("a param name holds a quote"));
     }
     // The value means what it meant in the `-S` that made the run.
-    let value = pipe_engine::spec::override_value(value.trim()).map_err(|why| bad(&why))?;
+    let value = pipe_engine::pipefile::override_value(value.trim()).map_err(|why| bad(&why))?;
     Ok((names, value))
 }
 

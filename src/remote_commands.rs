@@ -50,7 +50,7 @@ pub fn no_remote(flag: &str) -> EngineError {
         "no remote cache is configured",
         format!(
             "pass {flag}, set PIPE_REMOTE, or add `cache: {{ remote: s3://BUCKET/PREFIX }}` to the pipeline or {} (docs/remote-cache.md)",
-            pipe_engine::spec::PROJECT_CONFIG_FILE
+            pipe_engine::pipefile::PROJECT_CONFIG_FILE
         ),
     )
 }

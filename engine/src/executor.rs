@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::pipefile::cache_section::load_project_config;
 use crate::settings::{Invalid, Places, Setting};
-use crate::spec::cache_section::load_project_config;
 use crate::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,8 +29,8 @@ pub fn configured_remote(
 ) -> Result<Option<RemoteConfig>> {
     let default_file = root.join("pipe.yaml");
     let pipeline: Option<RemoteSpec> = match file {
-        Some(file) => crate::spec::pipeline_remote(file)?,
-        None if default_file.is_file() => crate::spec::pipeline_remote(&default_file)?,
+        Some(file) => crate::pipefile::pipeline_remote(file)?,
+        None if default_file.is_file() => crate::pipefile::pipeline_remote(&default_file)?,
         None => None,
     };
     crate::remote::resolve(root, pipeline.as_ref(), flag, read_only_flag)

@@ -5,11 +5,11 @@
 pub mod dag;
 pub mod diagnostic;
 mod error;
-pub mod spec;
+pub mod pipefile;
 
 pub use diagnostic::{Diagnostic, Location};
 pub use error::{EngineError, ExitCode};
-pub use spec::{load, CatalogSource, Loaded, ProjectWorkers};
+pub use pipefile::{load, CatalogSource, Loaded, ProjectWorkers};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 pub mod cache_admin;

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use pipe_cache::remote::RemoteConfig;
 
+use crate::pipefile::cache_section::load_project_config;
 use crate::settings::{Invalid, Places, Setting};
-use crate::spec::cache_section::load_project_config;
 use crate::Result;
 
 /// What one source says about the remote cache.

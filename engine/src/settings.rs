@@ -14,7 +14,7 @@ use std::path::Path;
 use pipe_cache::LinkMode;
 
 use crate::diagnostic::{Diagnostic, Location};
-use crate::spec::cache_section::load_project_config;
+use crate::pipefile::cache_section::load_project_config;
 use crate::{EngineError, Result};
 
 /// Where a setting's value came from.
@@ -42,7 +42,7 @@ impl fmt::Display for Source {
             }
             Source::Pipeline(None) => write!(f, "the pipeline file"),
             Source::ProjectConfig(None) => {
-                write!(f, "{}", crate::spec::PROJECT_CONFIG_FILE)
+                write!(f, "{}", crate::pipefile::PROJECT_CONFIG_FILE)
             }
             Source::Default => write!(f, "the default"),
         }

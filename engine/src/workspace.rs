@@ -182,7 +182,7 @@ pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), Str
 pub fn check_restore_target(root: &Path, path: &str) -> Result<(), String> {
     pipe_cache::check_relative_path(path)
         .map_err(|problem| format!("refusing to restore `{}`, which {problem}", shown(path)))?;
-    crate::spec::paths::check_output_location(root, path)
+    crate::pipefile::paths::check_output_location(root, path)
 }
 
 /// A metrics file is a small JSON document; a bigger one is not read.

@@ -184,11 +184,13 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
                     .map(|s| s.base_name.as_str())
                     .collect();
                 known.dedup();
-                let suggestion = crate::spec::suggest::did_you_mean(name, known.iter().copied())
-                    .or_else(|| crate::spec::suggest::did_you_mean(name, by_name.keys().copied()));
+                let suggestion =
+                    crate::pipefile::suggest::did_you_mean(name, known.iter().copied()).or_else(
+                        || crate::pipefile::suggest::did_you_mean(name, by_name.keys().copied()),
+                    );
                 return Err(EngineError::usage(
                     format!("no stage named `{name}` in `{}`", pipeline.file.display()),
-                    crate::spec::suggest::hint_with_suggestion(
+                    crate::pipefile::suggest::hint_with_suggestion(
                         suggestion,
                         format!("stages: {}", known.join(", ")),
                     ),

@@ -17,9 +17,9 @@ use super::process::{check_exit, command_process, run_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
 use super::{failed_record, Context, StageOutcome};
+use crate::pipefile::paths::{check_output_after_command, check_output_location};
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
-use crate::spec::paths::{check_output_after_command, check_output_location};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, hash_deps, outputs_differing,
     read_metrics, remove_path, worker_metrics_path,

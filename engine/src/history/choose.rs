@@ -42,7 +42,7 @@ impl History {
         }
         let file = Path::new(text);
         if file.is_file() {
-            return crate::spec::pipeline_name(file);
+            return crate::pipefile::pipeline_name(file);
         }
         Err(EngineError::usage(
             format!("no run of a pipeline `{text}` is recorded, and there is no file `{text}`"),
@@ -50,7 +50,7 @@ impl History {
                 "run a pipeline first: `pipe run`".to_string()
             } else {
                 let suggestion =
-                    crate::spec::did_you_mean(text, recorded.iter().map(String::as_str))
+                    crate::pipefile::did_you_mean(text, recorded.iter().map(String::as_str))
                         .map(|close| format!("did you mean `{close}`? "))
                         .unwrap_or_default();
                 format!(

@@ -2,17 +2,17 @@
 //! memory, time and nodes.
 
 use super::*;
+use crate::pipefile::collect::Diagnostics;
+use crate::pipefile::declare::{type_error, Decl};
+use crate::pipefile::params;
+use crate::pipefile::suggest::{did_you_mean, hint_with_suggestion};
+use crate::pipefile::yaml::Entry;
 use crate::pipeline::Resources;
-use crate::spec::collect::Diagnostics;
-use crate::spec::declare::{type_error, Decl};
-use crate::spec::params;
-use crate::spec::suggest::{did_you_mean, hint_with_suggestion};
-use crate::spec::yaml::Entry;
 use crate::Diagnostic;
 use serde_json::Value;
 
 impl<'a> Resolver<'a> {
-    pub(in crate::spec) fn resources(
+    pub(in crate::pipefile) fn resources(
         &mut self,
         decl: &Decl,
         scope: &Scope,
@@ -149,7 +149,7 @@ impl<'a> Resolver<'a> {
     /// `resources.nodes` above 1 on a stage that runs as one process
     /// (`what`: a command, or a worker stage without a `nodes_param`),
     /// located at the stage's `resources`.
-    pub(in crate::spec) fn nodes_unsupported(
+    pub(in crate::pipefile) fn nodes_unsupported(
         &self,
         decl: &Decl,
         stage: &str,

@@ -2,18 +2,18 @@
 //! checked, and the outputs of a `uses:` stage.
 
 use super::*;
+use crate::pipefile::collect::Diagnostics;
+use crate::pipefile::declare::{type_error, Decl, DeclKind};
+use crate::pipefile::expand::Expansion;
+use crate::pipefile::paths::{self, PathProblem};
+use crate::pipefile::yaml::{Node, NodeValue, Resolved};
 use crate::pipeline::Out;
-use crate::spec::collect::Diagnostics;
-use crate::spec::declare::{type_error, Decl, DeclKind};
-use crate::spec::expand::Expansion;
-use crate::spec::paths::{self, PathProblem};
-use crate::spec::yaml::{Node, NodeValue, Resolved};
 use crate::Diagnostic;
 
 impl<'a> Resolver<'a> {
     /// `outs` (mapping name -> path, list of paths, or one path) or
     /// `metrics` (list of paths or one path).
-    pub(in crate::spec) fn outputs(
+    pub(in crate::pipefile) fn outputs(
         &mut self,
         decl: &Decl,
         expansion: &Expansion,
@@ -62,7 +62,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// The (name, path node) pairs of a `deps`/`outs`/`metrics` value.
-    pub(in crate::spec) fn path_entries<'n>(
+    pub(in crate::pipefile) fn path_entries<'n>(
         &self,
         stage: &str,
         field: &str,
@@ -124,7 +124,7 @@ impl<'a> Resolver<'a> {
         pairs
     }
 
-    pub(in crate::spec) fn output_path(
+    pub(in crate::pipefile) fn output_path(
         &self,
         stage: &str,
         field: &str,

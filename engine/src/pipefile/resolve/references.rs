@@ -2,17 +2,17 @@
 //! path of this or another stage.
 
 use super::*;
+use crate::pipefile::declare::DeclKind;
+use crate::pipefile::interp::{self, Reference};
+use crate::pipefile::params;
+use crate::pipefile::source::Span;
+use crate::pipefile::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::pipeline::StageOutRef;
 use crate::project::stage_output_dir;
-use crate::spec::declare::DeclKind;
-use crate::spec::interp::{self, Reference};
-use crate::spec::params;
-use crate::spec::source::Span;
-use crate::spec::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::Result;
 
 impl<'a> Resolver<'a> {
-    pub(in crate::spec) fn evaluate(
+    pub(in crate::pipefile) fn evaluate(
         &mut self,
         scope: &Scope,
         reference: &Reference,
@@ -218,7 +218,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    pub(in crate::spec) fn unknown_stage(&self, name: &str, place: &str) -> Failure {
+    pub(in crate::pipefile) fn unknown_stage(&self, name: &str, place: &str) -> Failure {
         if let Some(expanded) = self.expansions_by_base.get(name) {
             let names: Vec<&str> = expanded
                 .iter()
