@@ -13,7 +13,8 @@ use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::RunStatus;
-use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
+use pipe_engine::pipefile::{Loaded, ProjectWorkers};
+use pipe_engine::{catalog, compare, EngineError, ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, ExecutorArg, PipelineArg, RunArgs};
 use crate::here;
@@ -239,7 +240,7 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     ) {
         return Err(problem);
     }
-    let Loaded { pipeline, dag } = pipe_engine::load(&file, &arg.set, &ProjectWorkers)?;
+    let Loaded { pipeline, dag } = pipe_engine::pipefile::load(&file, &arg.set, &ProjectWorkers)?;
     Ok((pipeline, dag))
 }
 
@@ -452,7 +453,7 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
     ) {
         return Err(problem);
     }
-    let Loaded { pipeline, .. } = pipe_engine::load(&file, &record.overrides, &ProjectWorkers)?;
+    let Loaded { pipeline, .. } = pipe_engine::pipefile::load(&file, &record.overrides, &ProjectWorkers)?;
     let modes = link_modes(link, Some(&pipeline))?;
     match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
         CheckoutReport::Refused(problems) => {

@@ -15,7 +15,7 @@ use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
 use pipe_engine::history::History;
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::project::Project;
-use pipe_engine::ProjectWorkers;
+use pipe_engine::pipefile::ProjectWorkers;
 
 /// The variable clap_complete's shell scripts set to ask for candidates.
 pub const COMPLETE_VAR: &str = "COMPLETE";
@@ -185,7 +185,7 @@ fn pipeline() -> Option<Pipeline> {
         let cwd = std::env::current_dir().ok()?;
         Project::find_pipeline_file(&cwd)
     })?;
-    pipe_engine::load(&file, &[], &ProjectWorkers)
+    pipe_engine::pipefile::load(&file, &[], &ProjectWorkers)
         .ok()
         .map(|loaded| loaded.pipeline)
 }

@@ -9,7 +9,6 @@ pub mod pipefile;
 
 pub use diagnostic::{Diagnostic, Location};
 pub use error::{EngineError, ExitCode};
-pub use pipefile::{load, CatalogSource, Loaded, ProjectWorkers};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 pub mod cache_admin;

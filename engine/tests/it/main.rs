@@ -8,7 +8,7 @@ mod spec_malformed;
 mod spec_valid;
 
 /// The real data stages of `pipe-stage` (its `describe` answer) and a
-/// training stage, as a worker would offer them: what `pipe_engine::load`
+/// training stage, as a worker would offer them: what `pipe_engine::pipefile::load`
 /// checks `uses:` stages against.
 fn fixture_catalog() -> pipe_engine::catalog::Catalog {
     let text = include_str!("../../../tests/fixtures/catalog.json");

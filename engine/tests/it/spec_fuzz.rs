@@ -77,8 +77,8 @@ fn apply(text: &str, edits: &[Edit]) -> String {
 fn load_text(dir: &Path, text: &str, overrides: &[String]) {
     let file = dir.join("pipe.yaml");
     std::fs::write(&file, text).unwrap();
-    match pipe_engine::load(&file, overrides, &crate::fixture_catalog()) {
-        Ok(pipe_engine::Loaded { pipeline, dag }) => {
+    match pipe_engine::pipefile::load(&file, overrides, &crate::fixture_catalog()) {
+        Ok(pipe_engine::pipefile::Loaded { pipeline, dag }) => {
             for format in [DagFormat::Ascii, DagFormat::Dot, DagFormat::Mermaid] {
                 dag.render(&pipeline, format);
             }

@@ -15,7 +15,7 @@ fn fixture(name: &str) -> PathBuf {
 
 fn load(file: &Path, overrides: &[&str]) -> Pipeline {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    pipe_engine::load(file, &overrides, &crate::fixture_catalog())
+    pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog())
         .map(|loaded| loaded.pipeline)
         .unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
 }
@@ -603,7 +603,7 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
 ",
         None,
     );
-    let loaded = pipe_engine::load(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = pipe_engine::pipefile::load(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
     let (pipeline, dag) = (loaded.pipeline, loaded.dag);
     let index = |name: &str| pipeline.stages.iter().position(|s| s.name == name).unwrap();
     let upstream = |name: &str| -> Vec<&str> {
