@@ -9,11 +9,11 @@ use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
 use pipe_engine::executor::{Executor, ExecutorKind};
 use pipe_engine::history::{History, Pull};
+use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::RunStatus;
-use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, ExecutorArg, PipelineArg, RunArgs};
@@ -453,7 +453,8 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
     ) {
         return Err(problem);
     }
-    let Loaded { pipeline, .. } = pipe_engine::pipefile::load(&file, &record.overrides, &ProjectWorkers)?;
+    let Loaded { pipeline, .. } =
+        pipe_engine::pipefile::load(&file, &record.overrides, &ProjectWorkers)?;
     let modes = link_modes(link, Some(&pipeline))?;
     match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
         CheckoutReport::Refused(problems) => {

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use clap_complete::engine::{CompletionCandidate, PathCompleter, ValueCompleter};
 use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
 use pipe_engine::history::History;
+use pipe_engine::pipefile::ProjectWorkers;
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::project::Project;
-use pipe_engine::pipefile::ProjectWorkers;
 
 /// The variable clap_complete's shell scripts set to ask for candidates.
 pub const COMPLETE_VAR: &str = "COMPLETE";

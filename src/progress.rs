@@ -8,7 +8,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pipe_engine::exec::{progress_interval, Event, ProgressText, Reading};
+use pipe_engine::events::Event;
+use pipe_engine::exec::{progress_interval, ProgressText, Reading};
 use pipe_engine::libtorch::TORCH_VERSION;
 use pipe_engine::runs::{RunStatus, StageStatus};
 use serde_json::json;

@@ -13,7 +13,7 @@
 //!
 //! In a source checkout (`pipe` running from a cargo target directory of
 //! the workspace) a missing or stale worker is built when a stage that
-//! needs it must run (crate::worker_build), not before: the training worker
+//! needs it must run (crate::workers), not before: the training worker
 //! after libtorch is bootstrapped into `.venv/` (docs/libtorch.md).
 //! In an installation, a missing worker fails the stages that need it, with
 //! what to install, and only when they must run.
@@ -27,18 +27,17 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 use pipe_cache::untrusted;
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
-use crate::libtorch::{Libtorch, TORCH_VERSION};
+use crate::libtorch::TORCH_VERSION;
 use crate::project::Project;
-pub use crate::worker_build::without_cargo_run_env;
-pub use crate::worker_build::BuiltinWorker;
-use crate::worker_build::{Checkout, PendingBuild};
+use crate::workers::{
+    built_in_stages, describe, first_difference, launch_of, BuiltinWorker, Checkout, Launch,
+    PendingBuild, Unavailable,
+};
 use crate::{EngineError, Result};
 
 /// A stage a worker can run.
@@ -47,27 +46,6 @@ pub struct CatalogEntry {
     pub info: StageInfo,
     pub worker: PathBuf,
     pub launch: Launch,
-}
-
-/// How a worker is started, beyond its path.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Launch {
-    /// Put first on its library path: the libtorch of a wheel install
-    /// (crate::libtorch).
-    pub library_dir: Option<PathBuf>,
-    /// Why it cannot start and what to install: its stages are known (the
-    /// pipeline loads, every other stage runs) but fail when they run.
-    pub unavailable: Option<Box<Unavailable>>,
-    /// In a checkout, a worker missing or older than its sources: built
-    /// when one of its stages must run.
-    pub build: Option<PendingBuild>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Unavailable {
-    /// Follows the stage's name: "`train/classifier@1` REASON".
-    pub reason: String,
-    pub hint: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -188,7 +166,7 @@ fn builtin_workers() -> Result<Vec<Builtin>> {
                 Some(checkout) => (
                     !checkout.is_stale(worker, &path),
                     Launch {
-                        build: Some(checkout.pending_build(worker)),
+                        build: Some(PendingBuild::new(checkout.clone(), worker)),
                         ..Launch::default()
                     },
                 ),
@@ -350,7 +328,7 @@ pub fn load_catalog(project: &Project) -> Result<Catalog> {
                 "`{}` describes its stages differently from the catalog built into this \
                  `pipe` ({difference}): they come from different builds, and the worker's \
                  description is used; install both from one build, or in a checkout \
-                 regenerate the catalog with `{} describe > engine/src/{}`",
+                 regenerate the catalog with `{} describe > engine/src/workers/{}`",
                 builtin.path.display(),
                 builtin.path.display(),
                 builtin.worker.catalog_file(),
@@ -398,7 +376,7 @@ impl Described {
             Some(entry) => entry.stages.clone(),
             None => {
                 self.changed = true;
-                describe(worker, launch)?
+                describe(worker, launch.library_dir.as_deref())?
             }
         };
         self.fresh.push(CachedDescribe {
@@ -431,7 +409,7 @@ impl WorkerCheck {
 /// with the catalog built into pipe, which keys every stage of a run that
 /// starts no worker. In a checkout, builds the workers first (the
 /// training worker after libtorch), as a run that needs them would.
-pub fn check_builtin_workers(observer: crate::exec::Observer<'_>) -> Result<Vec<WorkerCheck>> {
+pub fn check_builtin_workers(observer: crate::events::Observer<'_>) -> Result<Vec<WorkerCheck>> {
     let mut checks = Vec::new();
     for builtin in builtin_workers()? {
         let built_in = built_in_stages(builtin.worker);
@@ -443,12 +421,12 @@ pub fn check_builtin_workers(observer: crate::exec::Observer<'_>) -> Result<Vec<
                 match &launch.unavailable {
                     Some(unavailable) => Err(unavailable.reason.clone()),
                     None => {
-                        let described = describe(&builtin.path, &launch)?;
+                        let described = describe(&builtin.path, launch.library_dir.as_deref())?;
                         match first_difference(&built_in, &described) {
                             None => Ok(()),
                             Some(difference) => Err(format!(
                                 "it describes its stages differently ({difference}): regenerate \
-                                 engine/src/{} from its `describe`",
+                                 engine/src/workers/{} from its `describe`",
                                 builtin.worker.catalog_file()
                             )),
                         }
@@ -463,147 +441,4 @@ pub fn check_builtin_workers(observer: crate::exec::Observer<'_>) -> Result<Vec<
         });
     }
     Ok(checks)
-}
-
-/// The first stage whose description differs between `built_in` and
-/// `described`, said in a few words; `None` when they agree.
-pub fn first_difference(built_in: &[StageInfo], described: &[StageInfo]) -> Option<String> {
-    for info in described {
-        match built_in
-            .iter()
-            .find(|other| other.name == info.name && other.version == info.version)
-        {
-            None => return Some(format!("`{}@{}` is new", info.name, info.version)),
-            Some(other) if other != info => {
-                return Some(format!("`{}@{}` differs", info.name, info.version))
-            }
-            Some(_) => {}
-        }
-    }
-    built_in
-        .iter()
-        .find(|info| {
-            !described
-                .iter()
-                .any(|other| other.name == info.name && other.version == info.version)
-        })
-        .map(|info| format!("`{}@{}` is gone", info.name, info.version))
-}
-
-/// How to start `worker`: only the training worker needs more than its
-/// path, and only when installed from the wheel (crate::libtorch).
-fn launch_of(worker: &Path) -> Launch {
-    if worker.file_name() != Some(BuiltinWorker::Training.binary().as_ref()) {
-        return Launch::default();
-    }
-    let libtorch = Libtorch::for_worker(worker);
-    if let Some((reason, hint)) = libtorch.missing_reason() {
-        return Launch {
-            unavailable: Some(Box::new(Unavailable { reason, hint })),
-            ..Launch::default()
-        };
-    }
-    match libtorch {
-        Libtorch::At(dir) => Launch {
-            library_dir: Some(dir),
-            ..Launch::default()
-        },
-        _ => Launch::default(),
-    }
-}
-
-impl Launch {
-    /// Sets what `command`, which starts the worker, needs.
-    pub fn apply(&self, command: &mut Command) {
-        if let Some(path) = self.library_dir.as_deref().and_then(library_path_with) {
-            command.env("LD_LIBRARY_PATH", path);
-        }
-    }
-}
-
-/// `dir`, then the library path pipe was started with.
-fn library_path_with(dir: &Path) -> Option<std::ffi::OsString> {
-    let mut dirs = vec![dir.to_path_buf()];
-    if let Some(existing) = std::env::var_os("LD_LIBRARY_PATH") {
-        dirs.extend(std::env::split_paths(&existing));
-    }
-    std::env::join_paths(dirs).ok()
-}
-
-/// What `worker describe` answers, built into pipe: checked in, and
-/// compared with the worker by `pipe stages --check` (and its test), so
-/// never stale in a commit.
-pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
-    let text = match worker {
-        BuiltinWorker::Data => include_str!("data_stages.json"),
-        BuiltinWorker::Training => include_str!("training_stages.json"),
-    };
-    serde_json::from_str(text).unwrap_or_default()
-}
-
-/// How long a worker may take to describe its stages: a Python worker that
-/// imports torch on a cold disk takes seconds; one that waits on something
-/// must not hang `pipe status`. `PIPE_DESCRIBE_TIMEOUT` (seconds) changes it.
-const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn describe_timeout() -> Duration {
-    std::env::var("PIPE_DESCRIBE_TIMEOUT")
-        .ok()
-        .and_then(|text| text.trim().parse::<f64>().ok())
-        .filter(|seconds| seconds.is_finite() && *seconds > 0.0)
-        .map_or(DESCRIBE_TIMEOUT, Duration::from_secs_f64)
-}
-
-/// The lines of a worker's stderr shown in an error: a traceback's end.
-const STDERR_LINES_SHOWN: usize = 20;
-
-/// Asks `worker` to describe its stages.
-pub(crate) fn describe(worker: &Path, launch: &Launch) -> Result<Vec<StageInfo>> {
-    let mut command = Command::new(worker);
-    launch.apply(&mut command);
-    command.arg("describe");
-    let limit = describe_timeout();
-    let output = match pipe_protocol::child::output_within(&mut command, limit) {
-        Ok(output) => output,
-        Err(pipe_protocol::child::ChildError::Spawn(error)) => {
-            return Err(EngineError::io(worker, error))
-        }
-        Err(error) => {
-            return Err(EngineError::usage(
-                format!(
-                    "worker `{}` did not describe its stages: {error}",
-                    worker.display()
-                ),
-                format!(
-                    "`{} describe` must print its stages and exit; run it by hand to see where it waits \
-                     (PIPE_DESCRIBE_TIMEOUT={} sets the limit in seconds)",
-                    worker.display(),
-                    limit.as_secs()
-                ),
-            ))
-        }
-    };
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let lines: Vec<&str> = stderr.trim().lines().collect();
-        let shown = lines[lines.len().saturating_sub(STDERR_LINES_SHOWN)..].join("\n");
-        return Err(EngineError::usage(
-            format!(
-                "worker `{}` failed to describe its stages: {}",
-                worker.display(),
-                if shown.is_empty() {
-                    format!("it exited with {}", output.status)
-                } else {
-                    shown
-                }
-            ),
-            "a worker must print its stages as JSON for `WORKER describe` (docs/stage-protocol.md)",
-        ));
-    }
-    serde_json::from_slice(&output.stdout).map_err(|error| {
-        EngineError::usage(
-            format!("worker `{}` printed an invalid stage description: {error}", worker.display()),
-            "`WORKER describe` must print a JSON array of stage descriptions (docs/stage-protocol.md)",
-        )
-    })
 }

@@ -5,6 +5,7 @@
 pub mod dag;
 pub mod diagnostic;
 mod error;
+pub mod events;
 pub mod pipefile;
 
 pub use diagnostic::{Diagnostic, Location};
@@ -32,6 +33,6 @@ pub mod run_input;
 pub mod running;
 pub mod runs;
 pub mod settings;
-mod worker_build;
+pub mod workers;
 
 pub mod workspace;

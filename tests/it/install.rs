@@ -37,7 +37,7 @@ fn repository() -> PathBuf {
 fn cargo_install(root: &Path, crate_dir: &str, env: &[(&str, String)]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut command = Command::new(cargo);
-    pipe_engine::catalog::without_cargo_run_env(&mut command);
+    pipe_engine::workers::without_cargo_run_env(&mut command);
     let output = command
         .current_dir(repository())
         .args([
@@ -338,7 +338,7 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
 }
 
 /// pipe knows the built-in stages without starting a worker, from their
-/// descriptions built into it (engine/src/data_stages.json and
+/// descriptions built into it (engine/src/workers/data_stages.json and
 /// training_stages.json): a run that only restores needs no worker. They
 /// must be what the workers themselves describe, or keys and checks would
 /// drift: `pipe stages --check` builds both workers in this checkout (as a
@@ -350,8 +350,8 @@ fn the_catalog_built_into_pipe_is_what_the_workers_describe() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "{stdout}{}\nregenerate with `target/debug/pipe-stage describe > engine/src/data_stages.json` \
-         and `target/debug/pipe-stage-train describe > engine/src/training_stages.json`",
+        "{stdout}{}\nregenerate with `target/debug/pipe-stage describe > engine/src/workers/data_stages.json` \
+         and `target/debug/pipe-stage-train describe > engine/src/workers/training_stages.json`",
         String::from_utf8_lossy(&output.stderr)
     );
     for worker in ["pipe-stage:", "pipe-stage-train:"] {
@@ -364,8 +364,11 @@ fn the_catalog_built_into_pipe_is_what_the_workers_describe() {
     }
     // Each is compared with what it really says.
     for (worker, file) in [
-        ("pipe-stage", "engine/src/data_stages.json"),
-        ("pipe-stage-train", "engine/src/training_stages.json"),
+        ("pipe-stage", "engine/src/workers/data_stages.json"),
+        (
+            "pipe-stage-train",
+            "engine/src/workers/training_stages.json",
+        ),
     ] {
         let binary = assert_cmd::cargo::cargo_bin("pipe").with_file_name(worker);
         let described = Command::new(&binary)

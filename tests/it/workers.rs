@@ -420,7 +420,7 @@ fn a_training_stage_without_the_training_worker_says_how_to_get_it() {
 /// when the pipeline loads, like any other stage's: a bad `lr` is an error
 /// at its place before any stage runs, not a failure of the training
 /// stage after its upstream stages have run. The training stages' specs
-/// come from the catalog built into `pipe` (engine/src/training_stages.json,
+/// come from the catalog built into `pipe` (engine/src/workers/training_stages.json,
 /// `pipe-stage-train describe`), as in an installation without the worker.
 #[test]
 fn a_training_param_out_of_its_range_is_a_located_error_before_anything_runs() {

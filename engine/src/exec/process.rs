@@ -9,9 +9,10 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::context::Context;
 use super::failure::StageFailure;
 use super::slurm::{JobOutput, Placement};
-use super::{Context, Event};
+use crate::events::Event;
 use crate::groups::{self, GroupRecord};
 use crate::interrupt;
 use crate::pipeline::{Stage, StageKind};

@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::context::{failed_record, nothing_done, Context, StageOutcome};
+use super::failure::StageFailure;
+use super::gpus::available_gpus;
 use super::readiness::Readiness;
 use super::slots::{Grant, Request, Slots};
 use super::stage::{execute_stage, log_name, read_tail};
-use super::{
-    available_gpus, failed_record, nothing_done, Context, Event, StageFailure, StageOutcome,
-};
 use crate::dag::Dag;
+use crate::events::Event;
 use crate::pipeline::Stage;
 use crate::run_input;
 use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};

@@ -12,11 +12,11 @@ use pipe_cache::remote::Pulled;
 use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
+use super::context::{failed_record, Context, StageOutcome};
 use super::failure::StageFailure;
 use super::process::{check_exit, command_process, run_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
-use super::{failed_record, Context, StageOutcome};
 use crate::pipefile::paths::{check_output_after_command, check_output_location};
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};

@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use pipe_protocol::redact::redact_text;
 
+use super::context::Context;
 use super::failure::StageFailure;
 use super::process::{check_exit, run_process};
 use super::progress_text::{progress_interval, ProgressText, Reading};
 use super::slurm::Placement;
-use super::{Context, Event};
+use crate::events::Event;
 use crate::pipeline::{Stage, WorkerStage};
 use crate::project::partial_output_dir;
 use crate::workspace::remove_path;

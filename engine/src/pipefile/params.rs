@@ -367,11 +367,11 @@ impl UnknownKey<'_> {
         let uses_text = stage.get("uses")?.as_str()?;
         let (uses, version) = super::declare::parse_uses(stage.get("uses")?)?;
         let declared = [
-            crate::worker_build::BuiltinWorker::Data,
-            crate::worker_build::BuiltinWorker::Training,
+            crate::workers::BuiltinWorker::Data,
+            crate::workers::BuiltinWorker::Training,
         ]
         .into_iter()
-        .flat_map(crate::catalog::built_in_stages)
+        .flat_map(crate::workers::built_in_stages)
         .find(|info| info.name == uses && info.version == version)?
         .params
         .into_iter()

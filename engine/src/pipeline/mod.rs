@@ -109,7 +109,7 @@ pub struct WorkerStage {
     /// The executable that runs it.
     pub worker: PathBuf,
     /// What starting it needs beyond its path, or why it cannot start.
-    pub launch: crate::catalog::Launch,
+    pub launch: crate::workers::Launch,
     /// `with:` after interpolation, checked against the catalog, defaults
     /// filled in, params the stage takes from the pipeline (`seed`) filled
     /// in, and `path` params project-relative.

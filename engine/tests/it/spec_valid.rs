@@ -603,7 +603,8 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
 ",
         None,
     );
-    let loaded = pipe_engine::pipefile::load(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let loaded =
+        pipe_engine::pipefile::load(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
     let (pipeline, dag) = (loaded.pipeline, loaded.dag);
     let index = |name: &str| pipeline.stages.iter().position(|s| s.name == name).unwrap();
     let upstream = |name: &str| -> Vec<&str> {

@@ -12,6 +12,7 @@
 //! cancellations and failed nodes. `sbatch --wait` is not used: it
 //! returns 0 for a job cancelled before it ran.
 
+mod jobs;
 mod queue;
 mod script;
 mod submit;
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use jobs::{cancel_job, write_script, JobFiles, UNREACHABLE_LIMIT};
 pub(crate) use queue::Partitions;
 use queue::{JobState, Queue};
 use submit::{Submission, SubmitContext};
@@ -148,13 +150,6 @@ pub(super) struct Cluster {
 const EXIT_FILE_GRACE: Duration = Duration::from_secs(30);
 /// After Ctrl-C, how long to wait for Slurm to confirm the cancellation.
 const CANCEL_WAIT: Duration = Duration::from_secs(15);
-/// A controller that has not answered for this long fails the waiting stages.
-const UNREACHABLE_LIMIT: Duration = Duration::from_secs(600);
-/// Matrix expansions that become ready within this window of each other
-/// go out as one job array.
-const ARRAY_WINDOW: Duration = Duration::from_millis(200);
-/// Array task ids are stage indices, below Slurm's default MaxArraySize.
-const MAX_ARRAY_INDEX: usize = 1000;
 
 impl Cluster {
     fn start(
@@ -487,16 +482,6 @@ impl Drop for Cluster {
     }
 }
 
-fn cancel_job(job_id: &str) {
-    if let Err(error) = Command::new("scancel")
-        .arg(job_id)
-        .stdin(Stdio::null())
-        .status()
-    {
-        tracing::warn!("cannot cancel Slurm job {job_id}: {error}");
-    }
-}
-
 /// Jobs of an earlier run of this project that are still queued or
 /// running: a `pipe` killed together with its reaper (a lost login node)
 /// leaves them. They would write into outputs this run is about to make,
@@ -552,42 +537,6 @@ pub(super) fn settle_leftover_jobs(state_dir: &Path) {
     let started = Instant::now();
     while !look().is_empty() && started.elapsed() < CANCEL_WAIT * 8 {
         std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// The files of stage number `index`'s job, under the run's job directory.
-struct JobFiles {
-    script: PathBuf,
-    exit: PathBuf,
-    events: PathBuf,
-    stderr: PathBuf,
-    /// What Slurm itself writes for the job (`--output`): its notices of
-    /// cancellation and time limits.
-    slurm_out: PathBuf,
-}
-
-impl JobFiles {
-    fn remove(&self) {
-        for path in [
-            &self.script,
-            &self.exit,
-            &self.events,
-            &self.stderr,
-            &self.slurm_out,
-        ] {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-
-    fn new(dir: &Path, index: usize) -> JobFiles {
-        let file = |suffix: &str| dir.join(format!("S{index}.{suffix}"));
-        JobFiles {
-            script: file("sh"),
-            exit: file("exit"),
-            events: file("events"),
-            stderr: file("stderr"),
-            slurm_out: file("slurm"),
-        }
     }
 }
 
@@ -713,17 +662,6 @@ fn append_file(from: &Path, log: &Path) {
     if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(log) {
         let _ = file.write_all(&bytes);
     }
-}
-
-fn write_script(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o700)
-        .open(path)?;
-    file.write_all(text.as_bytes())
 }
 
 /// A process that outlives pipe only to cancel the run's jobs when pipe

@@ -8,10 +8,11 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::queue::Queue;
-use super::{
-    cancel_job, script, write_script, JobFiles, ARRAY_WINDOW, MAX_ARRAY_INDEX, UNREACHABLE_LIMIT,
+use super::jobs::{
+    cancel_job, write_script, JobFiles, ARRAY_WINDOW, MAX_ARRAY_INDEX, UNREACHABLE_LIMIT,
 };
+use super::queue::Queue;
+use super::script;
 use crate::executor::SlurmSettings;
 use crate::interrupt;
 use crate::pipeline::Resources;

@@ -10,142 +10,12 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::Instant;
 
-use crate::exec::{Event, Observer};
+use super::builtin::BuiltinWorker;
+use crate::events::{Event, Observer};
 use crate::libtorch::TORCH_VERSION;
 use crate::{EngineError, Result};
-
-/// A built-in worker to build before the first of its stages runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PendingBuild {
-    checkout: Checkout,
-    worker: BuiltinWorker,
-}
-
-/// The builds this process made, by worker: parallel stages wait for one
-/// build, and a failed build is not tried again by every stage.
-static BUILDS: Mutex<Vec<(BuiltinWorker, BuildOutcome)>> = Mutex::new(Vec::new());
-
-/// A build's outcome, kept to answer the stages that ask after it: the
-/// error's message and hint.
-type BuildOutcome = std::result::Result<(), (String, String)>;
-
-impl PendingBuild {
-    /// Builds the worker unless this process already did (or another
-    /// `pipe` did meanwhile), then checks that it describes its stages as
-    /// the catalog built into pipe does: the stages' keys were made from
-    /// that catalog.
-    pub fn ensure(&self, observer: Observer<'_>) -> Result<()> {
-        let mut builds = BUILDS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((_, outcome)) = builds.iter().find(|(worker, _)| *worker == self.worker) {
-            return outcome
-                .clone()
-                .map_err(|(message, hint)| EngineError::usage(message, hint));
-        }
-        let outcome = self.build_and_check(observer);
-        builds.push((
-            self.worker,
-            outcome.as_ref().map(|_| ()).map_err(|error| match error {
-                EngineError::Usage { message, hint } => (message.clone(), hint.clone()),
-                other => (other.to_string(), String::new()),
-            }),
-        ));
-        outcome
-    }
-
-    fn build_and_check(&self, observer: Observer<'_>) -> Result<()> {
-        let binary = self.checkout.binary(self.worker);
-        if self.checkout.is_stale(self.worker, &binary) {
-            self.checkout.build(&[self.worker], observer)?;
-            mark_fresh(&binary);
-        }
-        let described = crate::catalog::describe(&binary, &crate::catalog::Launch::default())?;
-        let built_in = crate::catalog::built_in_stages(self.worker);
-        match crate::catalog::first_difference(&built_in, &described) {
-            None => Ok(()),
-            Some(difference) => Err(EngineError::usage(
-                format!(
-                    "`{}`, just built, describes its stages differently from the catalog built \
-                     into this `pipe` ({difference}), and the stages' keys were made from the latter",
-                    binary.display()
-                ),
-                format!(
-                    "regenerate the catalog (`{} describe > engine/src/{}`), rebuild `pipe` \
-                     (`cargo build`) and run again",
-                    binary.display(),
-                    self.worker.catalog_file()
-                ),
-            )),
-        }
-    }
-}
-
-/// A worker binary of this repository.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum BuiltinWorker {
-    /// `pipe-stage` (package `pipe-stages`): the data stages, no libtorch.
-    Data,
-    /// `pipe-stage-train` (package `pipe-train`): the training stages, on
-    /// libtorch.
-    Training,
-}
-
-impl BuiltinWorker {
-    /// Its catalog built into pipe, under engine/src/.
-    pub fn catalog_file(self) -> &'static str {
-        match self {
-            BuiltinWorker::Data => "data_stages.json",
-            BuiltinWorker::Training => "training_stages.json",
-        }
-    }
-
-    pub fn binary(self) -> &'static str {
-        match self {
-            BuiltinWorker::Data => "pipe-stage",
-            BuiltinWorker::Training => "pipe-stage-train",
-        }
-    }
-
-    fn package(self) -> &'static str {
-        match self {
-            BuiltinWorker::Data => "pipe-stages",
-            BuiltinWorker::Training => "pipe-train",
-        }
-    }
-
-    /// What its build reads, relative to the workspace root: its crate, the
-    /// crates it depends on, and the workspace's manifest and lock file
-    /// (profiles, versions).
-    /// The training worker is built from the data worker's sources and its own.
-    fn sources(self) -> impl Iterator<Item = &'static str> {
-        const DATA: &[&str] = &[
-            "stages/src",
-            "stages/Cargo.toml",
-            "protocol/src",
-            "protocol/Cargo.toml",
-            "report/src",
-            "report/Cargo.toml",
-            "shared-deps/Cargo.toml",
-            "Cargo.toml",
-            "Cargo.lock",
-        ];
-        const TRAINING_ONLY: &[&str] = &[
-            "train/src",
-            "train/csrc",
-            "train/build.rs",
-            "train/Cargo.toml",
-        ];
-        let own: &[&str] = match self {
-            BuiltinWorker::Data => &[],
-            BuiltinWorker::Training => TRAINING_ONLY,
-        };
-        DATA.iter().chain(own).copied()
-    }
-}
 
 /// `pipe` running from a cargo target directory of a source checkout: the
 /// workers are built on first use, and again when their sources are newer,
@@ -221,15 +91,8 @@ impl Checkout {
         })
     }
 
-    pub(crate) fn pending_build(&self, worker: BuiltinWorker) -> PendingBuild {
-        PendingBuild {
-            checkout: self.clone(),
-            worker,
-        }
-    }
-
     /// Where `worker`'s binary goes: beside `pipe`.
-    fn binary(&self, worker: BuiltinWorker) -> PathBuf {
+    pub(super) fn binary(&self, worker: BuiltinWorker) -> PathBuf {
         self.target_dir
             .join(&self.profile_dir)
             .join(worker.binary())
@@ -240,7 +103,7 @@ impl Checkout {
     /// the workspace aligns their features, see `shared-deps/`).
     /// The training worker needs libtorch first. What it does is told to
     /// `observer`; cargo's and the bootstrap's own output go to stderr.
-    fn build(&self, workers: &[BuiltinWorker], observer: Observer<'_>) -> Result<()> {
+    pub(super) fn build(&self, workers: &[BuiltinWorker], observer: Observer<'_>) -> Result<()> {
         let names: Vec<&str> = workers.iter().map(|worker| worker.binary()).collect();
         let libtorch = workers.contains(&BuiltinWorker::Training);
         observer(Event::WorkerBuildStarted {
@@ -346,7 +209,7 @@ fn is_cargo_run_env(name: &str) -> bool {
 /// untouched (a `Cargo.lock` change for another package, an edited
 /// comment it did not need to recompile for), which would make it look
 /// stale on every run; it is now as new as the check requires.
-fn mark_fresh(binary: &Path) {
+pub(super) fn mark_fresh(binary: &Path) {
     if let Ok(file) = std::fs::File::options().write(true).open(binary) {
         let _ = file.set_modified(std::time::SystemTime::now());
     }

@@ -1,0 +1,375 @@
+//! The scheduler: runs the selected stages in dependency order, in
+//! parallel within `-j` and each stage's resources, reusing cached
+//! results, and records the run.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
+use pipe_cache::{Cache, CacheError, LinkMode, StatCache};
+
+use super::context::{nothing_done, Context};
+use super::run_so_far::RunSoFar;
+use super::{scheduler, slurm};
+use crate::dag::Dag;
+use crate::events::{Event, Observer};
+use crate::executor::Executor;
+use crate::pipeline::{Pipeline, Stage};
+use crate::project::{Project, RunLock};
+use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
+use crate::{EngineError, Result};
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Stage names to bring up to date (with what they depend on); a base
+    /// name selects all its matrix expansions. Empty: every stage.
+    pub targets: Vec<String>,
+    /// Stages to run even on a cache hit.
+    pub force: Vec<String>,
+    pub force_all: bool,
+    /// Parallel CPU slots.
+    pub jobs: usize,
+    pub link: Vec<LinkMode>,
+    /// The command line, for the run record.
+    pub argv: Vec<String>,
+    /// The `-S KEY=VALUE` settings the pipeline was loaded with, as given:
+    /// recorded as data with the run.
+    pub overrides: Vec<String>,
+    /// The remote cache behind the local one (`remote::resolve`).
+    pub remote: Option<RemoteConfig>,
+    /// Where stages that miss the cache run (`executor::resolve`).
+    pub executor: Executor,
+}
+
+#[derive(Debug)]
+pub struct RunSummary {
+    pub run_id: i64,
+    /// `succeeded`, `failed` or `interrupted`.
+    pub status: RunStatus,
+    /// Whether the run is in the history: not when every selected stage
+    /// was fresh (then `run_id` was given back).
+    pub recorded: bool,
+    pub stages: Vec<StageRecord>,
+    /// What went to and from the remote cache, when there is one.
+    pub remote: Option<RemoteSummary>,
+}
+
+#[derive(Debug)]
+pub struct RemoteSummary {
+    pub url: String,
+    pub read_only: bool,
+    pub transfers: TransferReport,
+    /// Whether the run's record reached the remote, or why not.
+    pub record: std::result::Result<(), String>,
+}
+
+/// Opens the remote cache of `config` for the local cache at `cache_dir`;
+/// a configuration mistake is the user's to fix (exit 2).
+pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
+    Remote::new(config, cache_dir).map_err(|error| match error {
+        CacheError::RemoteConfig(message) => EngineError::usage(
+            message,
+            "see docs/remote-cache.md for the URL forms and settings",
+        ),
+        other => EngineError::Cache(other),
+    })
+}
+
+/// Resolves stage names given on the command line to indices.
+pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>> {
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (index, stage) in pipeline.stages.iter().enumerate() {
+        by_name.entry(stage.name.as_str()).or_default().push(index);
+        if stage.base_name != stage.name {
+            by_name
+                .entry(stage.base_name.as_str())
+                .or_default()
+                .push(index);
+        }
+    }
+    let mut selected = Vec::new();
+    for name in names {
+        match by_name.get(name.as_str()) {
+            Some(indices) => selected.extend(indices),
+            None => {
+                let mut known: Vec<&str> = pipeline
+                    .stages
+                    .iter()
+                    .map(|s| s.base_name.as_str())
+                    .collect();
+                known.dedup();
+                let suggestion =
+                    crate::pipefile::suggest::did_you_mean(name, known.iter().copied()).or_else(
+                        || crate::pipefile::suggest::did_you_mean(name, by_name.keys().copied()),
+                    );
+                return Err(EngineError::usage(
+                    format!("no stage named `{name}` in `{}`", pipeline.file.display()),
+                    crate::pipefile::suggest::hint_with_suggestion(
+                        suggestion,
+                        format!("stages: {}", known.join(", ")),
+                    ),
+                ));
+            }
+        }
+    }
+    selected.sort_unstable();
+    selected.dedup();
+    Ok(selected)
+}
+
+pub fn run(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    options: &RunOptions,
+    observer: Observer<'_>,
+) -> Result<RunSummary> {
+    let project = Project::open(&pipeline.root)?;
+    let targets = select_stages(pipeline, &options.targets)?;
+    let forced: Vec<usize> = select_stages(pipeline, &options.force)?;
+    let lock = RunLock::acquire(&project, |holder| {
+        observer(Event::WaitingForLock { holder })
+    })?;
+    lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
+
+    if let Executor::Slurm(settings) = &options.executor {
+        let selected = if targets.is_empty() {
+            dag.order.clone()
+        } else {
+            dag.closure(&targets)
+        };
+        let on_cluster: Vec<&Stage> = selected
+            .iter()
+            .map(|&index| &pipeline.stages[index])
+            .filter(|stage| !stage.local)
+            .collect();
+        slurm::check_requests(settings, &on_cluster)?;
+    }
+    check_local_requests(pipeline, dag, &targets, &options.executor)?;
+    let root = pipeline.root.clone();
+    // The commit is read beside the opening of the stores; the dirty flag
+    // is worked out only by a run that will be recorded (below).
+    let git = std::thread::spawn(move || GitProbe::start(&root));
+    let cache = Cache::open(&project.cache_dir)?;
+    let remote = match &options.remote {
+        Some(config) => Some(open_remote(config, &project.cache_dir)?),
+        None => None,
+    };
+    let stat = StatCache::open(&project.stat_db())?;
+    let mut db = RunDb::open(&project.runs_db())?;
+    let git = git.join().ok().flatten();
+    let file = pipeline_file_in_project(pipeline);
+    let run_id = db.start_run(&RunStart {
+        pipeline: &pipeline.name,
+        file: file.as_deref(),
+        argv: &options.argv,
+        overrides: &options.overrides,
+        params: &pipeline.params,
+        directions: &pipeline.directions,
+        git_commit: git.as_ref().map(GitProbe::commit),
+    })?;
+
+    let selected = if targets.is_empty() {
+        dag.order.clone()
+    } else {
+        dag.closure(&targets)
+    };
+    observer(Event::RunStarted {
+        run_id,
+        stages: selected.len(),
+    });
+    let run_so_far = RunSoFar::of(pipeline, dag, &selected);
+    // The first stage that is not fresh makes this a run to record: the
+    // work tree's comparison with HEAD starts then, in the background,
+    // beside the stages, and is waited for when the record is finished. A
+    // no-op never starts it.
+    let observe = |event: Event<'_>| {
+        if let (Some(git), true) = (&git, does_something(&event)) {
+            git.check_dirty();
+        }
+        observer(event)
+    };
+    let observer: Observer<'_> = &observe;
+    let cluster = match &options.executor {
+        Executor::Local => None,
+        Executor::Slurm(settings) => Some({
+            slurm::settle_leftover_jobs(&project.state_dir);
+            slurm::LazyCluster::new(settings, &pipeline.root, &project.state_dir, run_id)
+        }),
+    };
+    let mut is_forced = vec![options.force_all; pipeline.stages.len()];
+    for index in forced {
+        is_forced[index] = true;
+    }
+    let context = Context {
+        pipeline,
+        cache,
+        stat,
+        link: &options.link,
+        run_id,
+        project,
+        observer,
+        jobs: options.jobs.max(1),
+        running: Mutex::new(HashMap::new()),
+        run_so_far,
+        remote,
+        cluster,
+    };
+    let outcome = scheduler::schedule(
+        &context,
+        dag,
+        &selected,
+        &is_forced,
+        options.jobs.max(1),
+        &mut db,
+    );
+    tracing::info!(
+        "{} files hashed; every other file was answered by the stat cache",
+        context.stat.files_hashed()
+    );
+    // The stat cache only speeds things up: failing to save it loses nothing.
+    if let Err(error) = context.stat.flush() {
+        tracing::warn!("could not save the stat cache: {error}");
+    }
+    if let Some(cluster) = &context.cluster {
+        cluster.finish();
+    }
+    // Pushes still in flight finish before the run is called done.
+    let transfers = context.remote.as_ref().map(Remote::finish);
+    let (records, status) = outcome?;
+    // Nothing ran, was restored, failed or was skipped: the run changed
+    // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
+    // last` never see it), and it does not wait for the dirty flag.
+    let recorded = !nothing_done(status, &records);
+    if recorded {
+        let git_dirty = git.as_ref().and_then(|git| git.finish().dirty);
+        db.finish_run(run_id, &RunEnd { status, git_dirty })?;
+    } else {
+        db.discard_run(run_id)?;
+    }
+    let remote = match (context.remote.as_ref(), transfers) {
+        (Some(remote), Some(transfers)) => {
+            // A run that neither pulled nor made a result is a rerun of one
+            // already recorded: it leaves the remote alone, so a no-op run
+            // costs no request at all.
+            let touched = transfers.results_pulled
+                + transfers.results_pushed
+                + transfers.results_already_present
+                + transfers.results_not_pushed
+                > 0;
+            let record = if touched && recorded {
+                push_run_record(remote, &db, run_id)
+            } else {
+                Err("nothing new to record".to_string())
+            };
+            Some(RemoteSummary {
+                url: remote.url().to_string(),
+                read_only: remote.read_only(),
+                transfers,
+                record,
+            })
+        }
+        _ => None,
+    };
+    observer(Event::RunFinished {
+        run_id,
+        status,
+        recorded,
+    });
+    Ok(RunSummary {
+        run_id,
+        status,
+        recorded,
+        stages: records,
+        remote,
+    })
+}
+
+/// Whether a run did nothing at all: it succeeded and every stage in it
+/// was fresh. Such a run is not recorded, as DVC records none: a rerun
+/// with nothing changed must not push the run it repeats out of `pipe diff`.
+/// The pipeline file relative to the project root, as the run record
+/// keeps it; `None` when it lies outside the project (`-f /elsewhere`).
+fn pipeline_file_in_project(pipeline: &Pipeline) -> Option<String> {
+    let file = std::path::absolute(&pipeline.file).ok()?;
+    let relative = match file.strip_prefix(&pipeline.root) {
+        Ok(relative) => relative.to_path_buf(),
+        // One of the two reached through a symbolic link.
+        Err(_) => {
+            let file = file.canonicalize().ok()?;
+            let root = pipeline.root.canonicalize().ok()?;
+            file.strip_prefix(root).ok()?.to_path_buf()
+        }
+    };
+    relative.to_str().map(str::to_string)
+}
+
+/// Whether `event` shows the run doing something: a stage that runs, or
+/// ends other than fresh.
+fn does_something(event: &Event<'_>) -> bool {
+    match event {
+        Event::StageRunning { .. } => true,
+        Event::StageFinished { status, .. } => *status != StageStatus::Fresh,
+        _ => false,
+    }
+}
+
+/// Sends run `run_id`'s record to the remote, so that `pipe compare` on
+/// another machine shows it.
+pub fn push_run_record(
+    remote: &Remote,
+    db: &RunDb,
+    run_id: i64,
+) -> std::result::Result<(), String> {
+    if remote.read_only() {
+        return Err("the remote is read-only".to_string());
+    }
+    let export = db
+        .export_run(run_id)
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| format!("no run {run_id}"))?;
+    let json = serde_json::to_vec_pretty(&export).map_err(|error| error.to_string())?;
+    let uid = export.run.uid.as_deref().unwrap_or_default();
+    remote.put_run_record(export.run.git_commit.as_deref(), uid, json)
+}
+
+/// A stage that runs on this machine cannot span nodes: refused, at its
+/// place in the pipeline, before anything runs.
+fn check_local_requests(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    targets: &[usize],
+    executor: &Executor,
+) -> Result<()> {
+    let selected = if targets.is_empty() {
+        dag.order.clone()
+    } else {
+        dag.closure(targets)
+    };
+    let on_slurm = matches!(executor, Executor::Slurm(_));
+    let diagnostics: Vec<crate::diagnostic::Diagnostic> = selected
+        .iter()
+        .map(|&index| &pipeline.stages[index])
+        .filter(|stage| stage.resources.nodes > 1 && (!on_slurm || stage.local))
+        .map(|stage| {
+            crate::diagnostic::Diagnostic::new(
+                "nodes-need-slurm",
+                format!(
+                    "stage `{}` asks for {} nodes, but it runs on this machine",
+                    stage.name, stage.resources.nodes
+                ),
+            )
+            .at(stage.location.clone())
+            .with_hint(if stage.local {
+                "a `local: true` stage never goes to Slurm; drop `local`, or ask for `resources.nodes: 1`"
+            } else {
+                "run it on Slurm (`pipe run --executor slurm`, or `executor: slurm` in the pipeline), or ask for `resources.nodes: 1`"
+            })
+        })
+        .collect();
+    if diagnostics.is_empty() {
+        Ok(())
+    } else {
+        Err(EngineError::Spec(diagnostics))
+    }
+}

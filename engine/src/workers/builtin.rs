@@ -1,0 +1,103 @@
+//! The workers of this repository and the stages they describe, as built
+//! into pipe.
+
+use pipe_protocol::StageInfo;
+
+/// A worker binary of this repository.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BuiltinWorker {
+    /// `pipe-stage` (package `pipe-stages`): the data stages, no libtorch.
+    Data,
+    /// `pipe-stage-train` (package `pipe-train`): the training stages, on
+    /// libtorch.
+    Training,
+}
+
+impl BuiltinWorker {
+    /// Its catalog built into pipe, under engine/src/.
+    pub fn catalog_file(self) -> &'static str {
+        match self {
+            BuiltinWorker::Data => "data_stages.json",
+            BuiltinWorker::Training => "training_stages.json",
+        }
+    }
+
+    pub fn binary(self) -> &'static str {
+        match self {
+            BuiltinWorker::Data => "pipe-stage",
+            BuiltinWorker::Training => "pipe-stage-train",
+        }
+    }
+
+    pub(super) fn package(self) -> &'static str {
+        match self {
+            BuiltinWorker::Data => "pipe-stages",
+            BuiltinWorker::Training => "pipe-train",
+        }
+    }
+
+    /// What its build reads, relative to the workspace root: its crate, the
+    /// crates it depends on, and the workspace's manifest and lock file
+    /// (profiles, versions).
+    /// The training worker is built from the data worker's sources and its own.
+    pub(super) fn sources(self) -> impl Iterator<Item = &'static str> {
+        const DATA: &[&str] = &[
+            "stages/src",
+            "stages/Cargo.toml",
+            "protocol/src",
+            "protocol/Cargo.toml",
+            "report/src",
+            "report/Cargo.toml",
+            "shared-deps/Cargo.toml",
+            "Cargo.toml",
+            "Cargo.lock",
+        ];
+        const TRAINING_ONLY: &[&str] = &[
+            "train/src",
+            "train/csrc",
+            "train/build.rs",
+            "train/Cargo.toml",
+        ];
+        let own: &[&str] = match self {
+            BuiltinWorker::Data => &[],
+            BuiltinWorker::Training => TRAINING_ONLY,
+        };
+        DATA.iter().chain(own).copied()
+    }
+}
+
+/// The first stage whose description differs between `built_in` and
+/// `described`, said in a few words; `None` when they agree.
+pub fn first_difference(built_in: &[StageInfo], described: &[StageInfo]) -> Option<String> {
+    for info in described {
+        match built_in
+            .iter()
+            .find(|other| other.name == info.name && other.version == info.version)
+        {
+            None => return Some(format!("`{}@{}` is new", info.name, info.version)),
+            Some(other) if other != info => {
+                return Some(format!("`{}@{}` differs", info.name, info.version))
+            }
+            Some(_) => {}
+        }
+    }
+    built_in
+        .iter()
+        .find(|info| {
+            !described
+                .iter()
+                .any(|other| other.name == info.name && other.version == info.version)
+        })
+        .map(|info| format!("`{}@{}` is gone", info.name, info.version))
+}
+
+/// What `worker describe` answers, built into pipe: checked in, and
+/// compared with the worker by `pipe stages --check` (and its test), so
+/// never stale in a commit.
+pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
+    let text = match worker {
+        BuiltinWorker::Data => include_str!("data_stages.json"),
+        BuiltinWorker::Training => include_str!("training_stages.json"),
+    };
+    serde_json::from_str(text).unwrap_or_default()
+}
