@@ -7,9 +7,10 @@ use pipe_cache::LinkMode;
 use pipe_engine::checkout::CheckoutReport;
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunOptions};
-use pipe_engine::executor::{Executor, ExecutorKind};
+use pipe_engine::executor::Executor;
 use pipe_engine::history::{History, Pull};
 use pipe_engine::pipefile::{Loaded, ProjectWorkers};
+use pipe_engine::pipeline::ExecutorKind;
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
@@ -245,7 +246,7 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
 }
 
 /// `--link`, `PIPE_LINK`, the pipeline's `cache.link`, pipe.config.yaml's
-/// (`settings::link_modes`).
+/// (`link::link_modes`).
 fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMode>> {
     let root = match pipeline {
         Some(pipeline) => pipeline.root.clone(),
@@ -259,7 +260,7 @@ fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMod
         let modes = pipeline.link.as_deref()?;
         Some((modes, pipeline.link_at.as_ref()))
     });
-    Ok(pipe_engine::settings::link_modes(&root, flag.as_deref(), from_pipeline)?.value)
+    Ok(pipe_engine::link::link_modes(&root, flag.as_deref(), from_pipeline)?.value)
 }
 
 fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {

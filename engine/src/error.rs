@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use crate::Diagnostic;
+use crate::diagnostic::Diagnostic;
 
 /// Documented process exit codes (docs/cli.md). The binary maps every
 /// error to one of these.

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use pipe_cache::remote::{RecordError, Remote, RemoteConfig};
 use pipe_cache::{ActionKey, ActionResult, Cache};
 
+use crate::pipeline::RemoteSpec;
 use crate::project::{runs_db_of, Project};
-use crate::remote::RemoteSpec;
 use crate::runs::{self, RunDb, RunExport};
 use crate::{exec, EngineError, Result};
 

@@ -23,6 +23,7 @@ pub mod history;
 pub mod interrupt;
 pub mod key;
 pub mod libtorch;
+pub mod link;
 pub mod metrics;
 pub mod pipeline;
 pub mod plan;

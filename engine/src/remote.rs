@@ -9,21 +9,9 @@ use std::path::Path;
 use pipe_cache::remote::RemoteConfig;
 
 use crate::pipefile::cache_section::load_project_config;
-use crate::settings::{Invalid, Places, Setting};
+use crate::pipeline::RemoteSpec;
+use crate::settings::{Invalid, Setting};
 use crate::Result;
-
-/// What one source says about the remote cache.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RemoteSpec {
-    /// A URL, a directory, or `off`.
-    pub url: Option<String>,
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    pub read_only: Option<bool>,
-    pub concurrency: Option<usize>,
-    /// Where each is written (`url`, `endpoint`, ...).
-    pub places: Places,
-}
 
 /// A directory given as a relative path is relative to `base`.
 fn anchored(url: String, base: &Path) -> String {

@@ -9,13 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 
 use pipe_cache::LinkMode;
 
 use crate::diagnostic::{Diagnostic, Location};
-use crate::pipefile::cache_section::load_project_config;
 use crate::{EngineError, Result};
+
+/// The project's settings file, beside `.pipe/`.
+pub const PROJECT_CONFIG_FILE: &str = "pipe.config.yaml";
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,7 @@ impl fmt::Display for Source {
             }
             Source::Pipeline(None) => write!(f, "the pipeline file"),
             Source::ProjectConfig(None) => {
-                write!(f, "{}", crate::pipefile::PROJECT_CONFIG_FILE)
+                write!(f, "{PROJECT_CONFIG_FILE}")
             }
             Source::Default => write!(f, "the default"),
         }
@@ -276,30 +277,9 @@ pub fn parse_link_modes(text: &str) -> std::result::Result<Vec<LinkMode>, Invali
     Ok(modes)
 }
 
-/// The link modes a restore tries, in order, for the project at `root`:
-/// `--link`, `PIPE_LINK`, the pipeline's `cache.link`, pipe.config.yaml's,
-/// else `LinkMode::DEFAULT_ORDER`.
-pub fn link_modes(
-    root: &Path,
-    flag: Option<&str>,
-    pipeline: Option<(&[LinkMode], Option<&Location>)>,
-) -> Result<Sourced<Vec<LinkMode>>> {
-    let project = load_project_config(root)?;
-    let (pipeline, pipeline_at) = pipeline.map_or((None, None), |(modes, at)| (Some(modes), at));
-    let chosen = Setting::new("the link modes")
-        .flag_text("--link", flag, parse_link_modes)
-        .env("PIPE_LINK", parse_link_modes)
-        .pipeline(pipeline.map(<[LinkMode]>::to_vec), pipeline_at)
-        .project(project.link, project.link_at.as_ref())
-        .resolve()?;
-    Ok(chosen.unwrap_or_else(|| Sourced {
-        value: LinkMode::DEFAULT_ORDER.to_vec(),
-        source: Source::Default,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::sync::Arc;
 
     use super::*;

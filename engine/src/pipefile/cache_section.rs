@@ -9,7 +9,7 @@ use super::collect::Diagnostics;
 use super::source::Sources;
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
-use crate::remote::RemoteSpec;
+use crate::pipeline::RemoteSpec;
 use crate::{Diagnostic, EngineError, Location, Result};
 
 /// What a `cache:` section says; unset parts fall through to other sources.
@@ -20,7 +20,7 @@ pub(crate) struct FileSettings {
     pub link_at: Option<Location>,
     pub remote: Option<RemoteSpec>,
     /// `executor:` of pipe.config.yaml (a pipeline's own is read by `load`).
-    pub executor: Option<crate::executor::ExecutorSpec>,
+    pub executor: Option<crate::pipeline::ExecutorSpec>,
 }
 
 const CACHE_KEYS: [&str; 2] = ["link", "remote"];
@@ -282,8 +282,7 @@ fn checked_url(
     }
 }
 
-/// The project config file's name, at the project root.
-pub const PROJECT_CONFIG_FILE: &str = "pipe.config.yaml";
+pub use crate::settings::PROJECT_CONFIG_FILE;
 
 /// Reads `pipe.config.yaml` at `root`, if there is one: the settings every
 /// pipeline of the project shares (a pipeline's own `cache:` overrides it).

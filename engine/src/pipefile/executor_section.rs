@@ -5,7 +5,7 @@ use super::collect::Diagnostics;
 use super::source::Sources;
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{Node, NodeValue};
-use crate::executor::{parse_suffixed_duration, ExecutorKind, ExecutorSpec};
+use crate::pipeline::{parse_suffixed_duration, ExecutorKind, ExecutorSpec};
 use crate::Diagnostic;
 
 const EXECUTOR_KEYS: [&str; 6] = ["type", "partition", "account", "qos", "flags", "poll"];

@@ -7,9 +7,16 @@ use std::path::{Path, PathBuf};
 
 use pipe_cache::LinkMode;
 
+pub use executor::{
+    parse_memory_mb, parse_suffixed_duration, parse_time_limit_s, slurm_time, ExecutorKind,
+    ExecutorSpec,
+};
 pub use matrix::StageMatrix;
+pub use remote::RemoteSpec;
 
+mod executor;
 pub(crate) mod matrix;
+mod remote;
 use crate::Location;
 
 /// A validated pipeline: every stage expanded, every `${...}` resolved,
@@ -33,13 +40,13 @@ pub struct Pipeline {
     /// Where `link` is written.
     pub link_at: Option<crate::Location>,
     /// `cache: { remote: ... }`, when the file sets it.
-    pub remote: Option<crate::remote::RemoteSpec>,
+    pub remote: Option<RemoteSpec>,
     /// `directions: { METRIC: higher | lower }`: which way metrics the
     /// built-in rules do not know improve, recorded with every run for
     /// `pipe diff` and `pipe compare`.
     pub directions: std::collections::BTreeMap<String, crate::metrics::Direction>,
     /// `executor:`, when the file sets it.
-    pub executor: Option<crate::executor::ExecutorSpec>,
+    pub executor: Option<ExecutorSpec>,
 }
 
 #[derive(Debug, Clone)]

@@ -590,7 +590,7 @@ fn describe_end(state: &str, reason: Option<&str>, resources: &Resources) -> Str
             "timed out: it ran past its time limit{}{reason}; raise `resources.time`",
             resources
                 .time_s
-                .map(|s| format!(" of {}", crate::executor::slurm_time(s)))
+                .map(|s| format!(" of {}", crate::pipeline::slurm_time(s)))
                 .unwrap_or_default()
         ),
         "CANCELLED" => format!(

@@ -333,7 +333,7 @@ impl Partitions {
                     gpus: gpus_in_gres(gres),
                     max_time_s: match time.trim() {
                         "infinite" | "UNLIMITED" | "n/a" => None,
-                        limit => crate::executor::parse_time_limit_s(limit),
+                        limit => crate::pipeline::parse_time_limit_s(limit),
                     },
                 })
             })
@@ -425,8 +425,8 @@ impl Partitions {
                 if asked > limit {
                     problems.push(format!(
                         "a time limit of {}, but {name} allows at most {}",
-                        crate::executor::slurm_time(asked),
-                        crate::executor::slurm_time(limit)
+                        crate::pipeline::slurm_time(asked),
+                        crate::pipeline::slurm_time(limit)
                     ));
                 }
             }

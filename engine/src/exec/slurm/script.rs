@@ -5,7 +5,8 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use crate::executor::{slurm_time, SlurmSettings};
+use crate::executor::SlurmSettings;
+use crate::pipeline::slurm_time;
 use crate::pipeline::{Resources, Stage};
 
 pub(super) struct Task<'a> {

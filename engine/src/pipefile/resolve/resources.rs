@@ -99,11 +99,11 @@ impl<'a> Resolver<'a> {
         };
         let (parsed, example) = match entry.key.as_str() {
             "mem" => (
-                crate::executor::parse_memory_mb(&text).map(|mb| resources.mem_mb = Some(mb)),
+                crate::pipeline::parse_memory_mb(&text).map(|mb| resources.mem_mb = Some(mb)),
                 "a size such as `8G` or `512M` (a bare number is MiB)",
             ),
             "time" => (
-                crate::executor::parse_time_limit_s(&text).map(|s| resources.time_s = Some(s)),
+                crate::pipeline::parse_time_limit_s(&text).map(|s| resources.time_s = Some(s)),
                 "a time limit such as `30m`, `2h`, `1h30m` or `1-00:00:00` (a bare number is minutes)",
             ),
             "nodes" => (
