@@ -179,7 +179,7 @@ fn held_to_the_pipeline<'r>(
             ));
             continue;
         };
-        let worker_metrics = workspace::worker_metrics_path(stage);
+        let worker_metrics = stage.worker_metrics_path();
         let result = stage_record.key.and_then(|key| cache.get_action(&key));
         for (path, artifact) in &stage_record.outputs {
             let declared = workspace::declared_outputs(stage).any(|out| out.path == *path)

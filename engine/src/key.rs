@@ -76,10 +76,7 @@ pub fn manifest(stage: &Stage, deps: &DepDigests, nonce: Option<&str>) -> Value 
     // A built-in stage's `metrics.json` too: the paths listed here (and
     // under `outs`) are the only ones a result filed under this key may
     // hold (`pipe_cache::ActionResult::check_paths`).
-    manifest.insert(
-        "metrics".into(),
-        json!(crate::workspace::metrics_paths(stage)),
-    );
+    manifest.insert("metrics".into(), json!(stage.metrics_paths()));
     let env: Map<String, Value> = stage
         .env
         .iter()

@@ -8,7 +8,7 @@ use pipe_cache::{ActionResult, Artifact, ArtifactKind, Cache, StatCache};
 use pipe_protocol::excerpt as shown;
 
 use crate::key::DepDigests;
-use crate::pipeline::{Dep, Out, Stage, StageKind};
+use crate::pipeline::{Dep, Out, Stage};
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
 #[derive(Debug, Clone)]
@@ -121,28 +121,6 @@ pub fn declared_outputs(stage: &Stage) -> impl Iterator<Item = &Out> {
     stage.outs.iter().chain(stage.metrics.iter())
 }
 
-/// The `metrics.json` a built-in stage's worker may write beside its
-/// outputs: stored, restored and verified like them, when it is there.
-pub fn worker_metrics_path(stage: &Stage) -> Option<String> {
-    match &stage.kind {
-        StageKind::Worker(worker) => Some(format!(
-            "{}/{}",
-            worker.output_dir,
-            pipe_protocol::METRICS_FILE
-        )),
-        _ => None,
-    }
-}
-
-/// Every metrics file of a stage, in the order their values are merged:
-/// the worker's `metrics.json`, then the stage's `metrics:` files.
-pub fn metrics_paths(stage: &Stage) -> Vec<String> {
-    worker_metrics_path(stage)
-        .into_iter()
-        .chain(stage.metrics.iter().map(|metric| metric.path.clone()))
-        .collect()
-}
-
 /// Whether a cached result may be used for `stage`: it holds every
 /// declared output and nothing but declared outputs and metrics files.
 /// The cache has already refused paths the result's own manifest does not
@@ -150,7 +128,7 @@ pub fn metrics_paths(stage: &Stage) -> Vec<String> {
 /// result written elsewhere (a shared directory, a remote) under this key
 /// cannot make pipe write anything the pipeline does not name.
 pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), String> {
-    let worker_metrics = worker_metrics_path(stage);
+    let worker_metrics = stage.worker_metrics_path();
     for path in result.outputs.keys() {
         let declared = declared_outputs(stage).any(|out| out.path == *path)
             || worker_metrics.as_deref() == Some(path.as_str());
@@ -197,7 +175,7 @@ pub fn read_metrics(
     stage: &Stage,
     result: &ActionResult,
 ) -> Result<BTreeMap<String, serde_json::Value>, String> {
-    read_metrics_files(cache, result, metrics_paths(stage))
+    read_metrics_files(cache, result, stage.metrics_paths())
 }
 
 /// The flattened metrics of a result whose stage is not at hand (a pulled

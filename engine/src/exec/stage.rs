@@ -22,7 +22,7 @@ use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, hash_deps, outputs_differing,
-    read_metrics, remove_path, worker_metrics_path,
+    read_metrics, remove_path,
 };
 use crate::{key, run_input};
 
@@ -353,7 +353,7 @@ pub(super) fn store_outputs(
     }
     if let StageKind::Worker(worker_stage) = &stage.kind {
         check_worker_output_dir(root, stage, &worker_stage.output_dir)?;
-        if let Some(metrics) = worker_metrics_path(stage) {
+        if let Some(metrics) = stage.worker_metrics_path() {
             if std::fs::symlink_metadata(root.join(&metrics)).is_ok() {
                 to_store.push(metrics);
             }

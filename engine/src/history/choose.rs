@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::History;
+use super::resolve::History;
 use crate::runs::{ComparedRun, RunRecord, RunSelection};
 use crate::{EngineError, Result};
 

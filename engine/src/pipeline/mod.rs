@@ -193,6 +193,28 @@ impl Default for Resources {
 }
 
 impl Stage {
+    /// The `metrics.json` a built-in stage's worker may write beside its
+    /// outputs: stored, restored and verified like them, when it is there.
+    pub fn worker_metrics_path(&self) -> Option<String> {
+        match &self.kind {
+            StageKind::Worker(worker) => Some(format!(
+                "{}/{}",
+                worker.output_dir,
+                pipe_protocol::METRICS_FILE
+            )),
+            _ => None,
+        }
+    }
+
+    /// Every metrics file of the stage, in the order their values are
+    /// merged: the worker's `metrics.json`, then the stage's `metrics:` files.
+    pub fn metrics_paths(&self) -> Vec<String> {
+        self.worker_metrics_path()
+            .into_iter()
+            .chain(self.metrics.iter().map(|metric| metric.path.clone()))
+            .collect()
+    }
+
     /// The command as it runs, for people to read (after `> ` with `-v`
     /// and when it fails): interpolated, with every credential masked (in
     /// URLs by `redact_text`, a secret env value wherever it appears).

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts};
+use super::model::{
+    is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts,
+};
 use crate::runs::ComparedRun;
 use crate::{EngineError, Result};
 use pipe_protocol::format::Unit;

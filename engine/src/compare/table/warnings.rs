@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::{row_label, sorted, Pairs, RowFacts, Warning, WarningKind};
+use super::columns::row_label;
+use super::model::{sorted, Pairs, RowFacts, Warning, WarningKind};
 use crate::runs::ComparedRun;
 
 /// How many rows a warning names per value before "and N more".

@@ -1,0 +1,12 @@
+//! A project's run history as the commands that read it see it: the run
+//! database, and the remote cache whose run records it can pull on
+//! demand. Every command that names a run resolves it here, one way.
+
+mod choose;
+mod remote_records;
+mod resolve;
+mod vet;
+
+pub use choose::{ComparedSelection, DiffPair};
+pub use remote_records::{configured_remote, pull_records, remote_uids, uid_of, RecordsPulled};
+pub use resolve::{History, Pull, ResolvedRun};
