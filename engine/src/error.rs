@@ -71,6 +71,13 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    pub fn database(path: &std::path::Path, source: rusqlite::Error) -> Self {
+        EngineError::Database {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EngineError::Io {
             path: path.into(),

@@ -6,9 +6,11 @@ use pipe_cache::Artifact;
 use pipe_protocol::record::StageIdentity;
 use serde_json::Value;
 
+use super::db::RunDb;
+use super::record::RunRecord;
 use super::record::{identity_from_row, run_columns, run_from_row, Columns};
-use super::{RunDb, RunRecord, RunStatus, StageStatus};
 use crate::Result;
+use pipe_protocol::record::{RunStatus, StageStatus};
 
 /// Which runs `RunDb::runs_to_compare` loads.
 #[derive(Debug, Clone, Default)]

@@ -7,7 +7,8 @@ use pipe_protocol::record::{Combination, RoleValues, StageIdentity, StageRoles};
 use rusqlite::{params, TransactionBehavior};
 use serde_json::Value;
 
-use super::{db_error, RunDb};
+use rusqlite::Connection;
+
 use crate::{EngineError, Result};
 
 /// The version this pipe writes. 1: each stage's identity (base name,
@@ -82,48 +83,49 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
 
 /// Brings the database to [`CURRENT`] in one immediate transaction, so
 /// two pipes opening an old database at once migrate it once.
-pub(super) fn to_current(db: &mut RunDb) -> Result<()> {
-    let path = db.path.clone();
-    let version = user_version(db)?;
+pub(super) fn to_current(connection: &mut Connection, path: &std::path::Path) -> Result<()> {
+    let path = path.to_path_buf();
+    let version = user_version(connection, &path)?;
     if version == CURRENT {
         return Ok(());
     }
     if version > CURRENT {
         return Err(newer(&path, version));
     }
-    let transaction = db
-        .connection
+    let transaction = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| db_error(&path, e))?;
+        .map_err(|e| EngineError::database(&path, e))?;
     let version: i64 = transaction
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(|e| db_error(&path, e))?;
+        .map_err(|e| EngineError::database(&path, e))?;
     if version > CURRENT {
         return Err(newer(&path, version));
     }
     if version < CURRENT {
         transaction
             .execute_batch(SCHEMA)
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         for (table, columns) in ADDED_COLUMNS {
             add_columns(&transaction, &path, table, columns)?;
         }
         transaction
             .execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid)")
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         backfill_identities(&transaction, &path)?;
         backfill_overrides(&transaction, &path)?;
         transaction
             .execute_batch(&format!("PRAGMA user_version = {CURRENT}"))
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
     }
-    transaction.commit().map_err(|e| db_error(&path, e))
+    transaction
+        .commit()
+        .map_err(|e| EngineError::database(&path, e))
 }
 
-fn user_version(db: &RunDb) -> Result<i64> {
-    db.connection
+fn user_version(connection: &Connection, path: &std::path::Path) -> Result<i64> {
+    connection
         .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(|e| db.error(e))
+        .map_err(|e| EngineError::database(path, e))
 }
 
 fn newer(path: &std::path::Path, version: i64) -> EngineError {
@@ -145,17 +147,17 @@ fn add_columns(
 ) -> Result<()> {
     let mut statement = transaction
         .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     let columns = statement
         .query_map([], |row| row.get::<_, String>(0))
-        .map_err(|e| db_error(path, e))?
+        .map_err(|e| EngineError::database(path, e))?
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     for (column, kind) in wanted {
         if !columns.iter().any(|name| name == column) {
             transaction
                 .execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind}"))
-                .map_err(|e| db_error(path, e))?;
+                .map_err(|e| EngineError::database(path, e))?;
         }
     }
     Ok(())
@@ -171,14 +173,14 @@ fn backfill_overrides(
 ) -> Result<()> {
     let mut select = transaction
         .prepare("SELECT id, argv FROM runs WHERE overrides IS NULL")
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     let mut update = transaction
         .prepare("UPDATE runs SET overrides = ?2 WHERE id = ?1")
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     let rows: Vec<(i64, String)> = select
         .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
         .and_then(|rows| rows.collect())
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     for (id, argv) in rows {
         // An argv that does not parse is left for the reader to name.
         let Ok(argv) = serde_json::from_str::<Vec<String>>(&argv) else {
@@ -187,7 +189,7 @@ fn backfill_overrides(
         let overrides = super::record::overrides_in_argv(&argv);
         update
             .execute(params![id, json(&overrides)])
-            .map_err(|e| db_error(path, e))?;
+            .map_err(|e| EngineError::database(path, e))?;
     }
     Ok(())
 }
@@ -201,18 +203,20 @@ fn backfill_identities(
             "SELECT s.rowid, s.stage, m.manifest FROM stage_runs s
              LEFT JOIN manifests m ON m.key = s.key WHERE s.base_name IS NULL",
         )
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     let mut update = transaction
         .prepare(
             "UPDATE stage_runs SET base_name = ?2, combination = ?3, uses = ?4, roles = ?5,
              role_values = ?6 WHERE rowid = ?1",
         )
-        .map_err(|e| db_error(path, e))?;
-    let mut rows = select.query([]).map_err(|e| db_error(path, e))?;
-    while let Some(row) = rows.next().map_err(|e| db_error(path, e))? {
-        let rowid: i64 = row.get(0).map_err(|e| db_error(path, e))?;
-        let stage: String = row.get(1).map_err(|e| db_error(path, e))?;
-        let manifest: Option<String> = row.get(2).map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
+    let mut rows = select
+        .query([])
+        .map_err(|e| EngineError::database(path, e))?;
+    while let Some(row) = rows.next().map_err(|e| EngineError::database(path, e))? {
+        let rowid: i64 = row.get(0).map_err(|e| EngineError::database(path, e))?;
+        let stage: String = row.get(1).map_err(|e| EngineError::database(path, e))?;
+        let manifest: Option<String> = row.get(2).map_err(|e| EngineError::database(path, e))?;
         let manifest = manifest.and_then(|text| serde_json::from_str::<Value>(&text).ok());
         let identity = legacy_identity(&stage, manifest.as_ref());
         update
@@ -224,7 +228,7 @@ fn backfill_identities(
                 json(&identity.roles),
                 json(&identity.role_values),
             ])
-            .map_err(|e| db_error(path, e))?;
+            .map_err(|e| EngineError::database(path, e))?;
     }
     Ok(())
 }

@@ -6,8 +6,9 @@ use pipe_cache::{ActionKey, Artifact, ObjectDigest};
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
+use super::db::RunDb;
+use super::record::RunRecord;
 use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
-use super::{RunDb, RunRecord};
 use crate::{EngineError, Result};
 
 impl RunDb {

@@ -13,7 +13,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::process_alive;
 use crate::metrics::Direction;
 use crate::{EngineError, Result};
 
@@ -257,7 +256,7 @@ impl Columns<'_, '_> {
 
 /// The run of a row holding the `runs` columns under their own names.
 pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRecord> {
-    let id: i64 = row.get("id").map_err(|e| super::db_error(path, e))?;
+    let id: i64 = row.get("id").map_err(|e| EngineError::database(path, e))?;
     let columns = Columns {
         row,
         path,
@@ -377,6 +376,17 @@ const RUN_COLUMNS: &[&str] = &[
     "file",
     "overrides",
 ];
+
+fn process_alive(pid: i64) -> bool {
+    if pid <= 0 || pid > i32::MAX as i64 {
+        return false;
+    }
+    if pid as u32 == std::process::id() {
+        return true;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
 
 #[cfg(test)]
 mod tests {

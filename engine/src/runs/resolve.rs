@@ -5,7 +5,8 @@ use std::path::Path;
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{git_commit_of, RunDb};
+use super::db::RunDb;
+use super::git::git_commit_of;
 use crate::{EngineError, Result};
 
 impl RunDb {

@@ -3,9 +3,11 @@
 
 use rusqlite::params;
 
+use super::db::RunDb;
+use super::record::RunRecord;
 use super::record::{run_columns, run_from_row};
-use super::{RunDb, RunRecord, RunStatus};
 use crate::Result;
+use pipe_protocol::record::RunStatus;
 
 impl RunDb {
     /// The newest runs that succeeded, of `pipeline` when given, newest

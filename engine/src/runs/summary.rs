@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::RunRecord;
+use super::record::RunRecord;
 use crate::metrics::DirectionRules;
 
 /// One metric of one stage.

@@ -10,11 +10,11 @@ use rusqlite::config::DbConfig;
 use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
+use super::db::{new_uid, now_ms, RunDb};
 use super::migrate::{json, legacy_identity};
-use super::{
-    db_error, new_uid, now_ms, RunDb, RunEnd, RunExport, RunStart, RunStatus, StageRecord,
-};
-use crate::Result;
+use super::record::{RunEnd, RunExport, RunStart, StageRecord};
+use crate::{EngineError, Result};
+use pipe_protocol::record::RunStatus;
 
 impl RunDb {
     /// Records a new run. Credentials in its command line and params
@@ -61,14 +61,16 @@ impl RunDb {
         let transaction = self
             .connection
             .transaction()
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         insert_stages(
             &transaction,
             &path,
             run_id,
             stages.iter().map(|(record, manifest)| (record, *manifest)),
         )?;
-        transaction.commit().map_err(|e| db_error(&path, e))
+        transaction
+            .commit()
+            .map_err(|e| EngineError::database(&path, e))
     }
 
     pub fn finish_run(&self, run_id: i64, end: &RunEnd) -> Result<()> {
@@ -93,13 +95,13 @@ impl RunDb {
         let transaction = self
             .connection
             .transaction()
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         transaction
             .execute("DELETE FROM stage_runs WHERE run_id = ?1", params![run_id])
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         transaction
             .execute("DELETE FROM runs WHERE id = ?1", params![run_id])
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         // AUTOINCREMENT keeps the largest id ever used in sqlite_sequence;
         // lowering it is what SQLite documents for reusing numbers. Only
         // when it is still this run's: a run imported or started since
@@ -109,8 +111,10 @@ impl RunDb {
                 "UPDATE sqlite_sequence SET seq = ?1 - 1 WHERE name = 'runs' AND seq = ?1",
                 params![run_id],
             )
-            .map_err(|e| db_error(&path, e))?;
-        transaction.commit().map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
+        transaction
+            .commit()
+            .map_err(|e| EngineError::database(&path, e))?;
         // Nothing of this run needs to reach the disk: closing without
         // the checkpoint SQLite makes by default (an fsync of the
         // write-ahead log and one of the database) leaves its two
@@ -119,7 +123,7 @@ impl RunDb {
         // (docs/ARCHITECTURE.md, "The fsyncs of a no-op").
         self.connection
             .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         Ok(())
     }
 
@@ -182,7 +186,7 @@ impl RunDb {
         let transaction = self
             .connection
             .transaction()
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         let run = &mut export.run;
         let argv: Vec<Cow<'_, str>> = run.argv.iter().map(|arg| redact_text(arg)).collect();
         // A record from a pipe that did not keep the settings as data.
@@ -221,7 +225,7 @@ impl RunDb {
                     json(&overrides),
                 ],
             )
-            .map_err(|e| db_error(&path, e))?;
+            .map_err(|e| EngineError::database(&path, e))?;
         let run_id = transaction.last_insert_rowid();
         for record in &mut run.stages {
             if let Some(detail) = &mut record.detail {
@@ -246,7 +250,9 @@ impl RunDb {
             })
             .collect();
         insert_stages(&transaction, &path, run_id, stages.into_iter())?;
-        transaction.commit().map_err(|e| db_error(&path, e))?;
+        transaction
+            .commit()
+            .map_err(|e| EngineError::database(&path, e))?;
         Ok(Some(run_id))
     }
 }
@@ -265,10 +271,10 @@ fn insert_stages<'a>(
               base_name, combination, uses, roles, role_values, position)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     let mut insert_manifest = transaction
         .prepare_cached("INSERT OR IGNORE INTO manifests (key, manifest) VALUES (?1, ?2)")
-        .map_err(|e| db_error(path, e))?;
+        .map_err(|e| EngineError::database(path, e))?;
     for (record, manifest) in stages {
         let key = record.key.map(|key| key.to_hex());
         let identity = &record.identity;
@@ -291,11 +297,11 @@ fn insert_stages<'a>(
                 json(&identity.role_values),
                 identity.position as i64,
             ])
-            .map_err(|e| db_error(path, e))?;
+            .map_err(|e| EngineError::database(path, e))?;
         if let (Some(key), Some(manifest)) = (&key, manifest) {
             insert_manifest
                 .execute(params![key, manifest.to_string()])
-                .map_err(|e| db_error(path, e))?;
+                .map_err(|e| EngineError::database(path, e))?;
         }
     }
     Ok(())

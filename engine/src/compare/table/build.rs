@@ -293,6 +293,7 @@ fn hardware_value(value: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Verdict;
     use crate::runs::{ComparedStage, RunRecord, RunStatus, StageStatus};
     use serde_json::json;
 
