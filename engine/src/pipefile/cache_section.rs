@@ -147,7 +147,7 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
     for entry in entries {
         let value = &entry.value;
         if value.as_str().is_some_and(|text| text.contains('\0')) {
-            diagnostics.push(super::resolve::nul_byte(
+            diagnostics.push(super::collect::nul_byte(
                 &format!("`cache.remote.{}`", entry.key),
                 sources.location(value.span),
             ));
@@ -254,7 +254,7 @@ fn checked_url(
     diagnostics: &mut Diagnostics,
 ) -> Option<String> {
     if url.contains('\0') {
-        diagnostics.push(super::resolve::nul_byte(
+        diagnostics.push(super::collect::nul_byte(
             "the remote's URL or directory",
             sources.location(node.span),
         ));
@@ -293,7 +293,9 @@ pub(crate) fn load_project_config(root: &Path) -> Result<FileSettings> {
 /// The `cache:` section of a pipeline file alone, for commands that need
 /// its remote but not its stages (`pipe cache push -f FILE`).
 pub fn pipeline_remote(file: &Path) -> Result<Option<RemoteSpec>> {
-    if let Some(problem) = super::pipeline_file_problem(file, "check the path, or leave out -f") {
+    if let Some(problem) =
+        super::file::pipeline_file_problem(file, "check the path, or leave out -f")
+    {
         return Err(problem);
     }
     Ok(read_cache_section(file, false)?.remote)

@@ -72,3 +72,14 @@ impl Diagnostics {
         self.list
     }
 }
+
+/// For a value that holds a NUL byte where the system cannot take one.
+pub(crate) const NUL_HINT: &str = "no path, command, argument or environment value can hold a NUL byte (`\\0` in a double-quoted YAML string, or in a param's value); remove it";
+
+/// `what` holds a NUL byte, refused at `location` before anything runs:
+/// one message wherever the spec finds one (stages, `cache:`, `executor:`).
+pub(crate) fn nul_byte(what: &str, location: Option<crate::Location>) -> Diagnostic {
+    Diagnostic::new("nul-byte", format!("{what} holds a NUL byte"))
+        .at(location)
+        .with_hint(NUL_HINT)
+}

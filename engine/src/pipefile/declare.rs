@@ -4,11 +4,12 @@
 use std::collections::HashSet;
 
 use super::collect::Diagnostics;
+use super::interp::ref_span;
 use super::interp::{self, Piece};
 use super::params;
-use super::resolve::ref_span;
 use super::source::{Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
+use super::uses::parse_uses;
 use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
 use crate::Diagnostic;
@@ -259,24 +260,6 @@ pub(super) fn declare<'a>(
         has_matrix: !axes.is_empty(),
     };
     Some((decl, axes))
-}
-
-/// `data/download@1` -> (`data/download`, 1).
-pub(super) fn parse_uses(node: &Node) -> Option<(String, u32)> {
-    let text = node.as_str()?;
-    let (name, version) = text.rsplit_once('@')?;
-    let segment_ok = |segment: &str| {
-        let mut chars = segment.chars();
-        chars
-            .next()
-            .is_some_and(|first| first.is_ascii_alphanumeric())
-            && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.'))
-    };
-    if !name.split('/').all(segment_ok) || !version.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let version: u32 = version.parse().ok()?;
-    (version > 0).then(|| (name.to_string(), version))
 }
 
 pub(super) fn matrix_axes(

@@ -77,7 +77,7 @@ pub(crate) fn parse(
         };
         if items_hold_nul {
             // Each setting becomes an argument of `sbatch`.
-            diagnostics.push(super::resolve::nul_byte(
+            diagnostics.push(super::collect::nul_byte(
                 &format!("`executor.{}`", entry.key),
                 sources.location(value.span),
             ));

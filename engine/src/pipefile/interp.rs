@@ -1,6 +1,9 @@
 //! `${namespace.path}` templates: parsing only. What a reference means is
 //! decided by the stage resolver, which knows the params, matrix and stages.
 
+use super::source::Span;
+use super::yaml::Node;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Piece {
     Text(String),
@@ -138,6 +141,19 @@ pub(crate) fn substitute_matrix_keys(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The span of `reference` inside the scalar `node`, when the scalar's
+/// text can be found character for character in the source.
+pub(crate) fn ref_span(node: &Node, reference: &Reference) -> Span {
+    match node.as_scalar().and_then(|scalar| scalar.verbatim_col) {
+        Some(col) => Span {
+            col: col + reference.offset,
+            len: reference.len,
+            ..node.span
+        },
+        None => node.span,
+    }
 }
 
 #[cfg(test)]

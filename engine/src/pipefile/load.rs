@@ -5,12 +5,15 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::catalog_source::CatalogSource;
 use super::collect::Diagnostics;
+use super::context::Context;
 use super::declare::{self, is_valid_name};
+use super::file::name_from_file_stem;
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, MAX_FILE_BYTES};
-use super::{cache_section, executor_section, params, stages, CatalogSource, Loaded};
+use super::{cache_section, executor_section, params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::pipeline::Pipeline;
@@ -29,11 +32,18 @@ const TOP_LEVEL_KEYS: [&str; 7] = [
 const MINIMAL_PIPELINE: &str =
     "stages:\n  train:\n    run: python train.py\n    deps: [train.py]\n    outs: [model.pt]";
 
-pub(crate) fn load(
-    file: &Path,
-    overrides: &[String],
-    catalogs: &dyn CatalogSource,
-) -> Result<Loaded> {
+/// A pipeline and its DAG, built once.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub pipeline: Pipeline,
+    pub dag: Dag,
+}
+
+/// Reads, validates, expands and resolves the pipeline at `file`.
+/// `overrides` are the `-S key.path=value` arguments, in order. Every
+/// problem found is reported at once as `EngineError::Spec`, located in the
+/// file.
+pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> Result<Loaded> {
     let mut sources = Sources::default();
     let mut diagnostics = Diagnostics::default();
 
@@ -150,7 +160,7 @@ pub(crate) fn load(
     }
     let stages = match root.get("stages") {
         Some(node) => stages::build(
-            &stages::Context {
+            &Context {
                 sources: &sources,
                 params: &merged_params,
                 root: &project_root,
@@ -191,25 +201,6 @@ pub(crate) fn load(
     Ok(Loaded { pipeline, dag })
 }
 
-/// A file `my pipeline.yaml` without `name:` is the pipeline `my_pipeline`.
-pub(super) fn name_from_file_stem(stem: &str) -> String {
-    let name: String = stem
-        .chars()
-        .map(|ch| {
-            if ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-') {
-                ch
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if is_valid_name(&name) {
-        name
-    } else {
-        format!("_{name}")
-    }
-}
-
 fn spec_error(diagnostic: Diagnostic) -> EngineError {
     EngineError::Spec(vec![diagnostic])
 }
@@ -226,41 +217,6 @@ fn project_root(file: &Path) -> PathBuf {
     // `pipelines/imdb.yaml` in a repository runs from the repository root,
     // as `dvc.yaml` does: paths in the file are relative to the project.
     crate::project::Project::find_root(&directory)
-}
-
-/// Why `file` cannot be read as a pipeline file, if it cannot: missing
-/// (`missing_hint` says what to do, which depends on how it was named), a
-/// directory (named as one, with the pipeline file inside it when there is
-/// one), or not a regular file.
-pub fn pipeline_file_problem(file: &Path, missing_hint: &str) -> Option<EngineError> {
-    let shown = file.display();
-    match std::fs::metadata(file) {
-        Ok(metadata) if metadata.is_file() => None,
-        Ok(metadata) if metadata.is_dir() => {
-            let inside = ["pipe.yaml", "pipe.yml"]
-                .iter()
-                .map(|name| file.join(name))
-                .find(|candidate| candidate.is_file());
-            Some(EngineError::usage(
-                format!("`{shown}` is a directory, not a pipeline file"),
-                match inside {
-                    Some(inside) => format!("did you mean `{}`?", inside.display()),
-                    None => format!(
-                        "name the YAML file, e.g. `{}`, or run pipe inside that directory (`-C {shown}`)",
-                        file.join("pipe.yaml").display()
-                    ),
-                },
-            ))
-        }
-        Ok(_) => Some(EngineError::usage(
-            format!("pipeline file `{shown}` is not a regular file"),
-            "name a YAML file",
-        )),
-        Err(_) => Some(EngineError::usage(
-            format!("pipeline file `{shown}` does not exist"),
-            missing_hint,
-        )),
-    }
 }
 
 /// The file's text, refusing what is too big to be a pipeline or is not

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::load::name_from_file_stem;
+use super::file::name_from_file_stem;
 use super::source::Sources;
 use super::yaml;
 use crate::{EngineError, Result};

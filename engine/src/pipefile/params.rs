@@ -365,7 +365,7 @@ impl UnknownKey<'_> {
         };
         let stage = self.stages?.get(stage_name)?;
         let uses_text = stage.get("uses")?.as_str()?;
-        let (uses, version) = super::declare::parse_uses(stage.get("uses")?)?;
+        let (uses, version) = super::uses::parse_uses(stage.get("uses")?)?;
         let declared = [
             crate::workers::BuiltinWorker::Data,
             crate::workers::BuiltinWorker::Training,

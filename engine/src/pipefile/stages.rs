@@ -3,36 +3,20 @@
 //! paths, references and `with:` (`resolve`, `worker_stage`) -> output
 //! ownership and implicit edges (`ownership`).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::collect::Diagnostics;
+use super::context::Context;
 use super::declare::{declare, DeclKind};
 use super::expand::expand;
 use super::ownership::{check_output_ownership, follow_symlinks};
 use super::resolve::{Effects, Resolver};
-use super::source::Sources;
 use super::worker_stage::unknown_worker_stage;
 use super::yaml::Node;
-use super::CatalogSource;
 use crate::catalog::CatalogEntry;
 use crate::pipeline::matrix::MatrixAxis;
 use crate::pipeline::{Out, Stage};
 use crate::{Diagnostic, Result};
-
-/// What every phase of building the stages reads.
-pub(crate) struct Context<'a> {
-    pub sources: &'a Sources,
-    /// The merged params.
-    pub params: &'a Node,
-    /// The project root, absolute.
-    pub root: &'a Path,
-    /// The pipeline's name: its namespace under `.pipe/out/`.
-    pub pipeline: &'a str,
-    pub catalogs: &'a dyn CatalogSource,
-    /// The top-level `resources:`: every stage's, under its own.
-    pub default_resources: Option<&'a Node>,
-}
 
 pub(crate) fn build(
     cx: &Context,

@@ -217,7 +217,7 @@ impl<'a> Resolver<'a> {
                         ),
                     )
                     .at(place(&spec.name, false))
-                    .with_hint(super::resolve::NUL_HINT),
+                    .with_hint(super::collect::NUL_HINT),
                 );
                 ok = false;
                 continue;

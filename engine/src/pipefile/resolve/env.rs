@@ -1,7 +1,7 @@
 //! A stage's `env`: values interpolated, and `from_env` values taken
 //! from pipe's own environment, secret or part of the key.
 
-use super::*;
+use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{is_valid_identifier, type_error, Decl};
 use crate::pipefile::yaml::{Entry, Resolved};
@@ -9,7 +9,7 @@ use crate::Diagnostic;
 use std::collections::{BTreeMap, BTreeSet};
 
 impl<'a> Resolver<'a> {
-    pub(in crate::pipefile) fn env(
+    pub(crate) fn env(
         &mut self,
         decl: &Decl,
         scope: &Scope,
@@ -86,7 +86,7 @@ impl<'a> Resolver<'a> {
     /// file. `secret` must be spelled out: a secret is left out of the key,
     /// a plain value is part of it, and guessing wrong either leaks a
     /// token into the run history or reuses a result made with another value.
-    pub(in crate::pipefile) fn env_from_environment(
+    pub(crate) fn env_from_environment(
         &self,
         decl: &Decl,
         entry: &Entry,

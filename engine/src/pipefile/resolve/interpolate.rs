@@ -2,9 +2,10 @@
 //! evaluated and its value put into the text, quoted for its place in a
 //! shell command.
 
-use super::*;
+use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl};
+use crate::pipefile::interp::ref_span;
 use crate::pipefile::interp::{self, Piece, Reference};
 use crate::pipefile::params;
 use crate::pipefile::shell::{QuoteTracker, Refusal};
@@ -15,7 +16,7 @@ use crate::{Diagnostic, Result};
 use serde_json::Value;
 
 impl<'a> Resolver<'a> {
-    pub(in crate::pipefile) fn params_list(
+    pub(crate) fn params_list(
         &mut self,
         decl: &Decl,
         effects: &mut Effects,
@@ -77,7 +78,7 @@ impl<'a> Resolver<'a> {
 
     /// `with:` values: strings are interpolated; a string that is exactly
     /// one reference keeps the referenced value's type.
-    pub(in crate::pipefile) fn resolve_json(
+    pub(crate) fn resolve_json(
         &mut self,
         scope: &Scope,
         node: &Node,
@@ -135,7 +136,7 @@ impl<'a> Resolver<'a> {
 
     /// Interpolates the scalar `node` as plain text; every bad reference is
     /// reported.
-    pub(in crate::pipefile) fn resolve_string(
+    pub(crate) fn resolve_string(
         &mut self,
         scope: &Scope,
         node: &Node,
@@ -147,7 +148,7 @@ impl<'a> Resolver<'a> {
 
     /// `run: [program, arg, ...]`: each item is one argument. An item that
     /// is exactly one reference to a list gives one argument per value.
-    pub(in crate::pipefile) fn argv(
+    pub(crate) fn argv(
         &mut self,
         scope: &Scope,
         node: &Node,
@@ -200,7 +201,7 @@ impl<'a> Resolver<'a> {
 
     /// The words a reference stands for: a list param gives one per item,
     /// anything else one.
-    pub(in crate::pipefile) fn reference_words(
+    pub(crate) fn reference_words(
         &mut self,
         scope: &Scope,
         reference: &Reference,
@@ -217,7 +218,7 @@ impl<'a> Resolver<'a> {
     /// Interpolates the scalar `node`; every bad reference is reported.
     /// For a shell command each value is quoted as one word for where it
     /// lands, unless the reference says `raw:`.
-    pub(in crate::pipefile) fn interpolate(
+    pub(crate) fn interpolate(
         &mut self,
         scope: &Scope,
         node: &Node,
@@ -338,7 +339,7 @@ impl<'a> Resolver<'a> {
         ok.then_some(text)
     }
 
-    pub(in crate::pipefile) fn report(
+    pub(crate) fn report(
         &self,
         node: &Node,
         reference: &Reference,
@@ -359,7 +360,7 @@ impl<'a> Resolver<'a> {
 /// `values` quoted as shell words for where `quotes` stands, separated by
 /// spaces; a value that no quoting keeps text there is refused at the
 /// reference.
-pub(in crate::pipefile) fn shell_words(
+pub(crate) fn shell_words(
     quotes: &mut QuoteTracker,
     values: &[String],
     id: usize,
@@ -391,7 +392,7 @@ fn refused(refusal: Refusal, reference: &Reference, scope: &Scope) -> Failure {
 
 /// A param as it appears in a command: a scalar as written, a list as one
 /// word per item.
-pub(in crate::pipefile) fn param_words(node: &Node, expr: &str) -> Result<Vec<String>, Failure> {
+pub(crate) fn param_words(node: &Node, expr: &str) -> Result<Vec<String>, Failure> {
     match &node.value {
         NodeValue::Scalar(scalar) => Ok(vec![scalar.text.clone()]),
         NodeValue::Seq(items) => {
@@ -430,12 +431,5 @@ pub(in crate::pipefile) fn param_words(node: &Node, expr: &str) -> Result<Vec<St
                 ),
             ))
         }
-    }
-}
-
-pub(in crate::pipefile) fn json_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
     }
 }

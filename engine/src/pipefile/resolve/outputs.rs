@@ -1,8 +1,9 @@
 //! A stage's `outs` and `metrics`: their names and paths, normalised and
 //! checked, and the outputs of a `uses:` stage.
 
-use super::*;
+use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
+use crate::pipefile::collect::NUL_HINT;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
 use crate::pipefile::paths::{self, PathProblem};
@@ -13,7 +14,7 @@ use crate::Diagnostic;
 impl<'a> Resolver<'a> {
     /// `outs` (mapping name -> path, list of paths, or one path) or
     /// `metrics` (list of paths or one path).
-    pub(in crate::pipefile) fn outputs(
+    pub(crate) fn outputs(
         &mut self,
         decl: &Decl,
         expansion: &Expansion,
@@ -62,7 +63,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// The (name, path node) pairs of a `deps`/`outs`/`metrics` value.
-    pub(in crate::pipefile) fn path_entries<'n>(
+    pub(crate) fn path_entries<'n>(
         &self,
         stage: &str,
         field: &str,
@@ -124,7 +125,7 @@ impl<'a> Resolver<'a> {
         pairs
     }
 
-    pub(in crate::pipefile) fn output_path(
+    pub(crate) fn output_path(
         &self,
         stage: &str,
         field: &str,

@@ -1,7 +1,7 @@
 //! What one `${...}` reference stands for: a param, a matrix value, or a
 //! path of this or another stage.
 
-use super::*;
+use super::resolver::*;
 use crate::pipefile::declare::DeclKind;
 use crate::pipefile::interp::{self, Reference};
 use crate::pipefile::params;
@@ -12,7 +12,7 @@ use crate::project::stage_output_dir;
 use crate::Result;
 
 impl<'a> Resolver<'a> {
-    pub(in crate::pipefile) fn evaluate(
+    pub(crate) fn evaluate(
         &mut self,
         scope: &Scope,
         reference: &Reference,
@@ -218,7 +218,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    pub(in crate::pipefile) fn unknown_stage(&self, name: &str, place: &str) -> Failure {
+    pub(crate) fn unknown_stage(&self, name: &str, place: &str) -> Failure {
         if let Some(expanded) = self.expansions_by_base.get(name) {
             let names: Vec<&str> = expanded
                 .iter()

@@ -1,7 +1,7 @@
 //! A stage's `resources` (and the top-level default): CPUs, GPUs,
 //! memory, time and nodes.
 
-use super::*;
+use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl};
 use crate::pipefile::params;
@@ -12,7 +12,7 @@ use crate::Diagnostic;
 use serde_json::Value;
 
 impl<'a> Resolver<'a> {
-    pub(in crate::pipefile) fn resources(
+    pub(crate) fn resources(
         &mut self,
         decl: &Decl,
         scope: &Scope,
@@ -149,7 +149,7 @@ impl<'a> Resolver<'a> {
     /// `resources.nodes` above 1 on a stage that runs as one process
     /// (`what`: a command, or a worker stage without a `nodes_param`),
     /// located at the stage's `resources`.
-    pub(in crate::pipefile) fn nodes_unsupported(
+    pub(crate) fn nodes_unsupported(
         &self,
         decl: &Decl,
         stage: &str,

@@ -1,0 +1,21 @@
+//! What every phase of building a pipeline's stages reads.
+
+use std::path::Path;
+
+use super::catalog_source::CatalogSource;
+use super::source::Sources;
+use super::yaml::Node;
+
+/// What every phase of building the stages reads.
+pub(crate) struct Context<'a> {
+    pub sources: &'a Sources,
+    /// The merged params.
+    pub params: &'a Node,
+    /// The project root, absolute.
+    pub root: &'a Path,
+    /// The pipeline's name: its namespace under `.pipe/out/`.
+    pub pipeline: &'a str,
+    pub catalogs: &'a dyn CatalogSource,
+    /// The top-level `resources:`: every stage's, under its own.
+    pub default_resources: Option<&'a Node>,
+}

@@ -1,0 +1,454 @@
+//! The resolver of one expansion: its scope, what it found, and the
+//! failures it reports; the phases live in the sibling files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::catalog::CatalogEntry;
+use crate::pipefile::collect::Diagnostics;
+use crate::pipefile::collect::{nul_byte, NUL_HINT};
+use crate::pipefile::context::Context;
+use crate::pipefile::declare::{type_error, Decl, DeclKind};
+use crate::pipefile::expand::Expansion;
+use crate::pipefile::interp::Piece;
+use crate::pipefile::params;
+use crate::pipefile::paths::{self, PathProblem};
+use crate::pipefile::source::{Sources, Span};
+use crate::pipefile::yaml::{Node, Resolved};
+use crate::pipeline::matrix::{MatrixValue, StageMatrix};
+use crate::pipeline::{Dep, Out, Stage, StageKind, StageOutRef};
+use crate::Diagnostic;
+
+/// `${raw:params.flags}` splices a value into a `run` command unquoted.
+pub(crate) const RAW_PREFIX: &str = "raw:";
+
+/// How values are put into the text of a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Interpolation {
+    /// As they are (paths, `env`, `with`).
+    Plain,
+    /// Into a `run:` shell command: each value quoted as one word.
+    Shell,
+    /// Into one item of `run: [...]`, which no shell reads.
+    Argv,
+}
+
+pub(crate) struct Scope<'s> {
+    pub(crate) stage: &'s str,
+    pub(crate) field: &'static str,
+    pub(crate) combo: &'s StageMatrix,
+    pub(crate) has_matrix: bool,
+    pub(crate) deps: Option<&'s [Dep]>,
+    pub(crate) outs: Option<&'s [Out]>,
+    pub(crate) allow_stage_refs: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct Effects {
+    pub(crate) params_used: BTreeMap<String, Value>,
+    pub(crate) stage_refs: Vec<(StageOutRef, String, Span)>,
+}
+
+pub(crate) enum Evaluated<'n> {
+    Param(&'n Node),
+    Matrix(MatrixValue),
+    Path(String),
+}
+
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) hint: String,
+    /// The reference fails only because of an error already reported
+    /// (a dependency whose own path did not resolve): not reported again.
+    pub(crate) already_reported: bool,
+}
+
+/// "`FIELD` of stage `STAGE`", where a reference is, for messages.
+pub(super) struct Place<'s>(pub(super) &'s str, pub(super) &'s str);
+
+impl std::fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` of stage `{}`", self.0, self.1)
+    }
+}
+
+pub(crate) fn failure(message: impl Into<String>, hint: impl Into<String>) -> Failure {
+    Failure {
+        message: message.into(),
+        hint: hint.into(),
+        already_reported: false,
+    }
+}
+
+pub(crate) struct Resolver<'a> {
+    pub(crate) sources: &'a Sources,
+    pub(crate) params: &'a Node,
+    pub(crate) root: &'a Path,
+    pub(crate) pipeline: &'a str,
+    pub(crate) decls: &'a [Decl<'a>],
+    /// Per declaration: the catalog entry of a `uses:` stage, when the
+    /// catalog has it (`None` for `run:` stages, and when the file has
+    /// errors found before the catalog was needed).
+    pub(crate) catalog_entries: &'a [Option<&'a CatalogEntry>],
+    pub(crate) expansions: &'a [Expansion],
+    pub(crate) index_by_name: HashMap<&'a str, usize>,
+    /// Expanded names of each matrix stage, for "refer to one expansion".
+    pub(crate) expansions_by_base: HashMap<&'a str, Vec<usize>>,
+    pub(crate) outputs_by_stage: Vec<Vec<Out>>,
+    /// Every expansion looks up the same few params; mappings are
+    /// searched linearly, so each path is looked up once.
+    pub(crate) param_cache: HashMap<String, Option<&'a Node>>,
+    pub(crate) default_resources: Option<&'a Node>,
+    /// Every expansion of a matrix stage interpolates the same strings of
+    /// the file: each is parsed once, by the address of its node (every
+    /// node interpolated belongs to the file's tree or the params, which
+    /// outlive the resolver, so an address names one node).
+    pub(crate) templates: HashMap<*const Node, std::rc::Rc<[Piece]>>,
+    /// The named `deps` of the stage being resolved whose path was
+    /// reported as an error: `${deps.NAME}` of one is not a second error.
+    pub(crate) unresolved_deps: Vec<String>,
+}
+
+impl<'a> Resolver<'a> {
+    pub(crate) fn new(
+        cx: &Context<'a>,
+        decls: &'a [Decl<'a>],
+        catalog_entries: &'a [Option<&'a CatalogEntry>],
+        expansions: &'a [Expansion],
+    ) -> Self {
+        let mut index_by_name = HashMap::with_capacity(expansions.len());
+        let mut expansions_by_base: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (index, expansion) in expansions.iter().enumerate() {
+            index_by_name.insert(expansion.name.as_str(), index);
+            let decl = &decls[expansion.decl];
+            if decl.has_matrix {
+                expansions_by_base.entry(decl.name).or_default().push(index);
+            }
+        }
+        Resolver {
+            sources: cx.sources,
+            params: cx.params,
+            root: cx.root,
+            pipeline: cx.pipeline,
+            decls,
+            catalog_entries,
+            expansions,
+            index_by_name,
+            expansions_by_base,
+            outputs_by_stage: Vec::new(),
+            param_cache: HashMap::new(),
+            default_resources: cx.default_resources,
+            templates: HashMap::new(),
+            unresolved_deps: Vec::new(),
+        }
+    }
+
+    pub(crate) fn lookup_param(&mut self, path: &str) -> Option<&'a Node> {
+        if let Some(found) = self.param_cache.get(path) {
+            return *found;
+        }
+        let found = params::lookup(self.params, path);
+        self.param_cache.insert(path.to_string(), found);
+        found
+    }
+
+    pub(crate) fn location(&self, span: Span) -> Option<crate::Location> {
+        self.sources.location(span)
+    }
+
+    /// `what` (a command, an argument, an env value) holds a NUL byte,
+    /// which `exec` cannot pass on: refused at `node`, before anything runs.
+    pub(crate) fn nul_byte(&self, what: String, node: &Node) -> Diagnostic {
+        nul_byte(&what, self.location(node.span))
+    }
+
+    pub(crate) fn stage(
+        &mut self,
+        decl: &Decl,
+        expansion: &Expansion,
+        index: usize,
+        metrics: Vec<Out>,
+        mut effects: Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Stage {
+        let mut scope = Scope {
+            stage: decl.name,
+            field: "deps",
+            combo: &expansion.combo,
+            has_matrix: decl.has_matrix,
+            deps: None,
+            outs: None,
+            allow_stage_refs: true,
+        };
+
+        let mut deps: Vec<Dep> = Vec::new();
+        self.unresolved_deps.clear();
+        if let Some(node) = decl.node.get("deps") {
+            for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
+                let mut dep_effects = Effects::default();
+                let Some(text) =
+                    self.resolve_string(&scope, path_node, &mut dep_effects, diagnostics)
+                else {
+                    self.unresolved_deps.extend(name.map(str::to_string));
+                    continue;
+                };
+                effects.params_used.append(&mut dep_effects.params_used);
+                let path = match paths::normalize(&text) {
+                    Ok(path) => path,
+                    Err(problem) => {
+                        let (message, hint) = match problem {
+                            PathProblem::Absolute | PathProblem::EscapesRoot => (
+                                format!("dependency `{text}` of stage `{}` is outside the project", decl.name),
+                                "pipe hashes dependencies inside the project (the nearest directory above the pipeline file with `.git` or `.pipe`); copy or link the file into the project, or add a stage that downloads it",
+                            ),
+                            PathProblem::IsRoot => (
+                                format!("stage `{}` depends on the whole project (`{text}`)", decl.name),
+                                "name the files or directories the stage reads",
+                            ),
+                            PathProblem::Empty => (
+                                format!("empty path in `deps` of stage `{}`", decl.name),
+                                "write a project-relative path such as `data/train.csv`",
+                            ),
+                            PathProblem::Nul => (
+                                format!("dependency `{}` of stage `{}` holds a NUL byte", text.escape_debug(), decl.name),
+                                NUL_HINT,
+                            ),
+                        };
+                        diagnostics.push(
+                            Diagnostic::new("bad-path", message)
+                                .at(self.location(path_node.span))
+                                .with_hint(hint),
+                        );
+                        self.unresolved_deps.extend(name.map(str::to_string));
+                        continue;
+                    }
+                };
+                let producer = match dep_effects.stage_refs.as_slice() {
+                    [(reference, out_path, _)] if *out_path == path => Some(reference.clone()),
+                    _ => None,
+                };
+                let name = name.map_or_else(|| path.clone(), str::to_string);
+                deps.push(Dep {
+                    name,
+                    path,
+                    producer,
+                    location: self.location(path_node.span),
+                });
+            }
+        }
+
+        // `outs` move into the stage once every stage is built; other
+        // stages' references read them until then.
+        let all_outs: Vec<Out> = self.outputs_by_stage[index]
+            .iter()
+            .chain(&metrics)
+            .cloned()
+            .collect();
+        scope.deps = Some(&deps);
+        scope.outs = Some(&all_outs);
+
+        // A `uses:` stage is resolved against its catalog entry once its
+        // dependencies are all known (below); until then it is its `with:`.
+        let mut worker_with: Option<Value> = None;
+        let kind = match &decl.kind {
+            DeclKind::Command(node) => {
+                scope.field = "run";
+                let command = self
+                    .interpolate(
+                        &scope,
+                        node,
+                        Interpolation::Shell,
+                        &mut effects,
+                        diagnostics,
+                    )
+                    .unwrap_or_default();
+                if command.contains('\0') {
+                    diagnostics
+                        .push(self.nul_byte(format!("`run` of stage `{}`", decl.name), node));
+                }
+                StageKind::Command { command }
+            }
+            DeclKind::Argv(node) => {
+                scope.field = "run";
+                let argv = self.argv(&scope, node, &mut effects, diagnostics);
+                if argv.as_ref().is_some_and(Vec::is_empty) {
+                    diagnostics.push(
+                        Diagnostic::new("bad-type", format!("`run` of stage `{}` has no program: its list is empty once interpolated", decl.name))
+                            .at(self.location(node.span))
+                            .with_hint("the first item names the program to run; a reference to an empty list gives no arguments"),
+                    );
+                }
+                StageKind::Argv {
+                    argv: argv.unwrap_or_default(),
+                }
+            }
+            DeclKind::Worker { .. } => {
+                scope.field = "with";
+                let reported = diagnostics.reported();
+                let with = match decl.node.get("with") {
+                    None => Value::Object(serde_json::Map::new()),
+                    Some(node) if node.is_null() => Value::Object(serde_json::Map::new()),
+                    Some(node) if node.as_map().is_some() => {
+                        self.resolve_json(&scope, node, &mut effects, diagnostics)
+                    }
+                    Some(node) => {
+                        diagnostics.push(type_error(
+                            self.sources,
+                            node,
+                            format!("`with` of stage `{}` must be a mapping of the built-in stage's params", decl.name),
+                            "write e.g.\nwith:\n  url: https://example.org/data.tar.gz",
+                        ));
+                        Value::Null
+                    }
+                };
+                // A value that failed to resolve was reported; checking
+                // what is left of it would only add a second message.
+                worker_with = (diagnostics.reported() == reported).then_some(with);
+                // Stands in only until `worker_stage` below; when that
+                // fails, a diagnostic is recorded and the pipeline is
+                // never returned.
+                StageKind::Argv { argv: Vec::new() }
+            }
+        };
+
+        scope.field = "env";
+        let (env, secret_env) = self.env(decl, &scope, &mut effects, diagnostics);
+        scope.field = "resources";
+        let mut resources = self.resources(decl, &scope, &mut effects, diagnostics);
+        self.params_list(decl, &mut effects, diagnostics);
+
+        let desc = decl
+            .node
+            .get("desc")
+            .and_then(|node| match node.as_scalar() {
+                Some(scalar) if !node.is_null() => Some(scalar.text.clone()),
+                _ => {
+                    if !node.is_null() {
+                        diagnostics.push(type_error(
+                            self.sources,
+                            node,
+                            format!("`desc` of stage `{}` must be text", decl.name),
+                            "write a one-line description, e.g. `desc: Train the classifier`",
+                        ));
+                    }
+                    None
+                }
+            });
+        let always_run = self.flag(
+            decl,
+            "always_run",
+            "write `always_run: true` (without quotes; `yes` and `on` are strings in YAML 1.2)",
+            diagnostics,
+        );
+        let local = self.flag(
+            decl,
+            "local",
+            "write `local: true` to run the stage on this machine whatever the executor",
+            diagnostics,
+        );
+        let makes_data = self.flag(
+            decl,
+            "makes_data",
+            "write `makes_data: true` when other stages train or evaluate on what this stage writes",
+            diagnostics,
+        );
+
+        // References to other stages' outputs outside `deps:` are
+        // dependencies too, named by the reference text.
+        for (reference, path, span) in std::mem::take(&mut effects.stage_refs) {
+            if deps.iter().any(|dep| dep.path == path) {
+                continue;
+            }
+            let name = format!("stages.{}.outs.{}", reference.stage, reference.out);
+            deps.push(Dep {
+                name,
+                path,
+                producer: Some(reference),
+                location: self.location(span),
+            });
+        }
+
+        if worker_with.is_none() && resources.nodes > 1 {
+            diagnostics.push(self.nodes_unsupported(
+                decl,
+                &expansion.name,
+                resources.nodes,
+                "a command",
+            ));
+        }
+        let kind = match worker_with {
+            Some(with) => self
+                .worker_stage(
+                    decl,
+                    expansion,
+                    with,
+                    &mut deps,
+                    &mut resources,
+                    diagnostics,
+                )
+                .map_or(kind, |worker| StageKind::Worker(Box::new(worker))),
+            None => kind,
+        };
+
+        // A stage that reads the run is keyed on the results it reads
+        // (crate::run_input), not run every time.
+        // Held for the whole command: no spare capacity per stage.
+        deps.shrink_to_fit();
+        let mut metrics = metrics;
+        metrics.shrink_to_fit();
+        Stage {
+            name: expansion.name.clone(),
+            base_name: decl.name.to_string(),
+            matrix: expansion.combo.clone(),
+            kind,
+            desc,
+            deps,
+            outs: Vec::new(),
+            metrics,
+            env,
+            secret_env,
+            params_used: effects.params_used,
+            resources,
+            always_run,
+            makes_data,
+            local,
+            location: self.location(decl.name_span),
+        }
+    }
+
+    /// A `true`/`false` key of the stage, `false` when absent.
+    pub(super) fn flag(
+        &self,
+        decl: &Decl,
+        key: &str,
+        hint: &str,
+        diagnostics: &mut Diagnostics,
+    ) -> bool {
+        let Some(node) = decl.node.get(key) else {
+            return false;
+        };
+        match node.as_scalar().map(|scalar| scalar.resolve()) {
+            Some(Resolved::Bool(value)) => value,
+            _ => {
+                diagnostics.push(type_error(
+                    self.sources,
+                    node,
+                    format!("`{key}` of stage `{}` must be `true` or `false`", decl.name),
+                    hint,
+                ));
+                false
+            }
+        }
+    }
+}
+
+/// A value as text where a string is wanted: a string as itself, anything
+/// else as JSON.
+pub(crate) fn json_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
