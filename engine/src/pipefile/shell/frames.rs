@@ -4,9 +4,8 @@
 //! carries can be seen whole, without the rules that move it.
 
 use super::heredoc::{Delimiter, HereDoc, HereDocSpec};
+use super::refusal::Refusal;
 use super::simple::{Simple, Value};
-use super::tracker::Layer;
-use super::Refusal;
 
 #[derive(Debug, Clone)]
 pub(super) enum Frame {
@@ -173,4 +172,35 @@ impl Backquote {
             in_double,
         }
     }
+}
+
+/// One text the shell parses as a command: the whole string, or a
+/// backquote's content.
+#[derive(Debug, Clone)]
+pub(super) struct Layer {
+    pub(super) frames: Vec<Frame>,
+    /// The previous character was a backslash that escapes this one.
+    pub(super) escaped: bool,
+    pub(super) pending: Pending,
+    /// A backslash not yet read: bash drops it with a line break after
+    /// it before it reads any token, so what it means waits on the next
+    /// character.
+    pub(super) held: bool,
+    /// Values found unsafe by what followed them, with their ids.
+    pub(super) late: Vec<(usize, Refusal)>,
+}
+
+/// A character that means something only with the one after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pending {
+    None,
+    /// `$`: `$(`, `${`, `$[`, `$'` or a plain `$`.
+    Dollar,
+    /// `$(`: `$((` is arithmetic, anything else a command substitution.
+    DollarParen,
+    /// `(` in a command: `((` is arithmetic, anything else a subshell.
+    Paren,
+    /// `<` or `>` in the word of a `${...}`: `<(` there is a process
+    /// substitution, which bash parses (and, outside "...", runs).
+    Angle,
 }

@@ -5,8 +5,8 @@
 //! checked against the delimiter, which is why this sits apart from the
 //! per-character reader and the per-place quoting.
 
-use super::tracker::{is_blank, is_operator};
-use super::{refuse, Refusal};
+use super::refusal::{refuse, Refusal};
+use super::words::{is_blank, is_operator};
 
 /// The delimiter word being read after `<<` or `<<-`.
 #[derive(Debug, Clone, Default)]

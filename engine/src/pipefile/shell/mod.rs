@@ -33,29 +33,18 @@
 mod frames;
 mod heredoc;
 mod quote;
+mod refusal;
 mod simple;
 mod tracker;
+mod words;
 
+use frames::Layer;
 use frames::{Frame, ParamPart};
-use quote::{is_number, Inherited};
+use quote::Inherited;
+use refusal::refuse;
+pub(crate) use refusal::Refusal;
 use simple::Value;
-use tracker::Layer;
-
-/// Why a value cannot be put where it lands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
-    /// Where the value lands: "inside an arithmetic expression ...".
-    pub(crate) place: String,
-    /// What about the value (or the place) makes it unsafe there.
-    pub(crate) why: String,
-}
-
-fn refuse(place: impl Into<String>, why: impl Into<String>) -> Refusal {
-    Refusal {
-        place: place.into(),
-        why: why.into(),
-    }
-}
+use words::is_number;
 
 /// Follows a command string as its literal pieces and inserted values are
 /// appended, so that the next value is quoted for the context it lands in.

@@ -4,10 +4,10 @@
 //! syntax; they sit together so that every place's rule can be compared
 //! with the others and with the refusal messages users see.
 
-use super::frames::{Command, Frame, ParamPart, Redirect};
+use super::frames::{Command, Frame, Layer, ParamPart, Pending, Redirect};
+use super::refusal::{describe, refuse, Refusal};
 use super::simple::{Force, WordSeen};
-use super::tracker::{Layer, Pending, RESERVED};
-use super::{refuse, Refusal};
+use super::words::{is_number, is_plain, looks_like_assignment, RESERVED};
 
 /// What the places below the innermost one add: a value anywhere inside
 /// arithmetic is evaluated as arithmetic in the end, one inside `[[ ... ]]`
@@ -353,18 +353,6 @@ fn after_backslash() -> Refusal {
     )
 }
 
-/// The value in a message: short ones whole, long ones by their start.
-pub(super) fn describe(value: &str) -> String {
-    const SHOWN: usize = 40;
-    let count = value.chars().count();
-    if count <= SHOWN {
-        format!("`{}`", value.escape_debug())
-    } else {
-        let start: String = value.chars().take(SHOWN).collect();
-        format!("`{}...` ({count} characters)", start.escape_debug())
-    }
-}
-
 /// Text that a backquote's reading turns back into `text`.
 fn escape_for_backquote(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
@@ -377,39 +365,8 @@ fn escape_for_backquote(text: &str) -> String {
     escaped
 }
 
-/// Characters that mean nothing to the shell in an unquoted word. `=` is
-/// handled apart: `NAME=value` as the first word is an assignment.
-pub(super) fn is_plain(ch: char) -> bool {
-    ch.is_ascii_alphanumeric() || matches!(ch, '_' | '-' | '.' | '/' | ':' | '@' | '%' | '+' | ',')
-}
-
 fn is_plain_word(word: &str) -> bool {
     !word.is_empty() && word.chars().all(is_plain)
-}
-
-/// A number bash's arithmetic reads as it is written.
-pub(super) fn is_number(word: &str) -> bool {
-    let digits = word.strip_prefix('-').unwrap_or(word);
-    !digits.is_empty() && digits.chars().all(|ch| ch.is_ascii_digit())
-}
-
-/// `NAME=...`, `NAME+=...` or `NAME[...]=...`: an assignment where a
-/// command starts.
-pub(super) fn looks_like_assignment(value: &str) -> bool {
-    let Some((left, _)) = value.split_once('=') else {
-        return false;
-    };
-    let left = left.strip_suffix('+').unwrap_or(left);
-    let name = match left.split_once('[') {
-        Some((name, subscript)) if subscript.ends_with(']') => name,
-        Some(_) => return false,
-        None => left,
-    };
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
 /// Whether a value appended to the unquoted text `text` of a word would

@@ -8,8 +8,8 @@
 //! regular expression. Kept apart from the character reader so that the
 //! list of such commands, and the rule for each, can be read whole.
 
-use super::quote::{is_number, is_plain, looks_like_assignment};
-use super::{refuse, Refusal};
+use super::refusal::{describe, refuse, Refusal};
+use super::words::{is_number, is_plain, looks_like_assignment};
 
 /// Commands that parse an argument as shell code.
 const CODE: &[&str] = &["eval", "trap", "compgen", "complete", "bind"];
@@ -322,7 +322,7 @@ fn plain_only(words: &[String], place: impl Into<String>) -> Result<Force, Refus
             place,
             format!(
                 "only letters, digits and `_-./:@%+,=` are safe there, and {} is more",
-                super::quote::describe(bad)
+                describe(bad)
             ),
         )),
     }
@@ -335,7 +335,7 @@ fn numbers_only(words: &[String], place: impl Into<String>) -> Result<Force, Ref
             place,
             format!(
                 "only a plain number (digits, maybe after a `-`) is safe there, and {} is not one",
-                super::quote::describe(bad)
+                describe(bad)
             ),
         )),
     }

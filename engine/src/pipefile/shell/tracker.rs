@@ -4,58 +4,12 @@
 //! place is decided in `quote`, so that the grammar bash reads and the
 //! rules for making a value text there can each be checked on their own.
 
-use super::frames::{Arith, Backquote, Command, Frame, Param, ParamPart, Redirect, Word};
+use super::frames::{
+    Arith, Backquote, Command, Frame, Layer, Param, ParamPart, Pending, Redirect, Word,
+};
 use super::heredoc::{Delimiter, HereDoc, LineEnd};
-use super::quote::looks_like_assignment;
 use super::simple::Value;
-use super::Refusal;
-
-/// One text the shell parses as a command: the whole string, or a
-/// backquote's content.
-#[derive(Debug, Clone)]
-pub(super) struct Layer {
-    pub(super) frames: Vec<Frame>,
-    /// The previous character was a backslash that escapes this one.
-    pub(super) escaped: bool,
-    pub(super) pending: Pending,
-    /// A backslash not yet read: bash drops it with a line break after
-    /// it before it reads any token, so what it means waits on the next
-    /// character.
-    pub(super) held: bool,
-    /// Values found unsafe by what followed them, with their ids.
-    pub(super) late: Vec<(usize, Refusal)>,
-}
-
-/// A character that means something only with the one after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Pending {
-    None,
-    /// `$`: `$(`, `${`, `$[`, `$'` or a plain `$`.
-    Dollar,
-    /// `$(`: `$((` is arithmetic, anything else a command substitution.
-    DollarParen,
-    /// `(` in a command: `((` is arithmetic, anything else a subshell.
-    Paren,
-    /// `<` or `>` in the word of a `${...}`: `<(` there is a process
-    /// substitution, which bash parses (and, outside "...", runs).
-    Angle,
-}
-
-/// Bash's reserved words made only of plain characters: as a whole
-/// unquoted word where a command starts, each is syntax.
-pub(super) const RESERVED: &[&str] = &[
-    "case", "coproc", "do", "done", "elif", "else", "esac", "fi", "for", "function", "if", "in",
-    "select", "then", "time", "until", "while",
-];
-
-pub(super) fn is_blank(ch: char) -> bool {
-    ch == ' ' || ch == '\t'
-}
-
-/// Characters that end an unquoted word (with blanks and newlines).
-pub(super) fn is_operator(ch: char) -> bool {
-    matches!(ch, ';' | '&' | '|' | '<' | '>' | '(' | ')')
-}
+use super::words::{is_blank, is_operator, looks_like_assignment, RESERVED};
 
 impl Layer {
     pub(super) fn new(in_parens: bool) -> Layer {
