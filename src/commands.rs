@@ -23,7 +23,7 @@ use crate::remote_commands::{self, Shown};
 use crate::remote_status;
 use crate::render;
 use crate::style::Style;
-use crate::transfers::TransferView;
+use crate::transfers;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
@@ -306,7 +306,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     // Transfer bars share the stages' live display.
     let options = RunOptions {
         remote: options.remote.map(|config| {
-            match TransferView::sink(args.json, quiet, progress.bars()) {
+            match transfers::sink(args.json, quiet, progress.bars()) {
                 Some(sink) => config.with_progress(sink),
                 None => config,
             }

@@ -15,7 +15,7 @@ use crate::cli::RemoteArgs;
 use crate::here;
 use crate::output::{errln, jsonln, outln};
 use crate::render;
-use crate::transfers::TransferView;
+use crate::transfers;
 
 /// How a command's transfers are shown: `--json` events on stdout, and
 /// bars or lines on stderr unless `--quiet`.
@@ -27,8 +27,8 @@ pub struct Shown {
 
 /// Opens `config`'s remote with its transfers shown as `shown` says.
 fn open_shown(config: RemoteConfig, cache_dir: &Path, shown: Shown) -> Result<Remote> {
-    let bars = TransferView::terminal_bars(shown.quiet);
-    let config = match TransferView::sink(shown.json, shown.quiet, bars) {
+    let bars = transfers::terminal_bars(shown.quiet);
+    let config = match transfers::sink(shown.json, shown.quiet, bars) {
         Some(sink) => config.with_progress(sink),
         None => config,
     };
