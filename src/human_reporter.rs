@@ -175,9 +175,8 @@ impl Reporter<Event<'_>> for HumanReporter {
     fn report(&self, event: &Event<'_>) {
         match *event {
             Event::WaitingForLock { holder } => {
-                let who = holder
-                    .map(|pid| format!(" (pid {pid})"))
-                    .unwrap_or_default();
+                let who = holder.map(|pid| format!(" (pid {pid})"));
+                let who = who.unwrap_or_default();
                 self.line(format!(
                     "waiting for another `pipe run` in this project{who} to finish"
                 ));

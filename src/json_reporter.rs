@@ -190,13 +190,9 @@ struct TransferLine<'a> {
 #[serde(tag = "event")]
 enum TransferPhaseLine<'a> {
     #[serde(rename = "transfer_started")]
-    Started {
-        outputs: &'a [String],
-    },
+    Started { outputs: &'a [String] },
     #[serde(rename = "transfer_progress")]
-    Progress {
-        elapsed_ms: u64,
-    },
+    Progress { elapsed_ms: u64 },
     #[serde(rename = "transfer_finished")]
     Finished {
         outcome: &'static str,
