@@ -14,6 +14,7 @@ use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::RunStatus;
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Loaded, ProjectWorkers, Result};
+use pipe_protocol::format::format_bytes;
 
 use crate::cli::{
     CacheCommand, Cli, Command, DagFormatArg, DirectionArgs, ExecutorArg, PipelineArg, RunArgs,
@@ -553,7 +554,7 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
         outln!(
             "checked {} objects ({}) and {} actions",
             report.objects_checked,
-            render::bytes(report.bytes_checked),
+            format_bytes(report.bytes_checked as f64),
             report.actions_checked
         );
         for object in &report.corrupt_objects {
@@ -616,7 +617,7 @@ fn gc(
     outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
         report.objects_removed,
-        render::bytes(report.bytes_removed),
+        format_bytes(report.bytes_removed as f64),
         report.actions_removed,
         report.objects_kept,
         report.actions_kept

@@ -13,8 +13,9 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_engine::exec::{progress_interval, Event, ProgressText, Reading};
 use pipe_engine::libtorch::TORCH_VERSION;
 use pipe_engine::runs::{RunStatus, StageStatus};
+use pipe_protocol::format::format_seconds;
 
-use crate::progress::{format_duration, Reporter};
+use crate::progress::Reporter;
 use crate::style::Style;
 
 /// How often a running stage's progress is printed when stderr is not a
@@ -132,7 +133,7 @@ impl HumanReporter {
 
     fn run_finished(&self, run_id: i64, status: RunStatus, recorded: bool) {
         let counts = lock(&self.counts);
-        let elapsed = format_duration(self.started.elapsed());
+        let elapsed = format_seconds(self.started.elapsed().as_secs_f64());
         if !recorded {
             let fresh = counts.get(&StageStatus::Fresh).copied().unwrap_or(0);
             self.line(format!(
@@ -255,7 +256,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `✓ ran      train  1.2s`: how a stage ended.
+/// `✓ ran      train  1.2 s`: how a stage ended.
 fn stage_line(
     style: Style,
     stage: &str,
@@ -263,7 +264,7 @@ fn stage_line(
     duration: Duration,
     detail: Option<&str>,
 ) -> String {
-    let took = format_duration(duration);
+    let took = format_seconds(duration.as_secs_f64());
     match status {
         StageStatus::Ran => format!(
             "{} {stage}  {}",

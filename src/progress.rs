@@ -7,8 +7,6 @@
 //! src/transfers.rs for transfers). No match has a JSON branch and a
 //! terminal branch.
 
-use std::time::Duration;
-
 use indicatif::MultiProgress;
 use pipe_engine::exec::Event;
 
@@ -51,20 +49,5 @@ impl Progress {
         for reporter in &self.reporters {
             reporter.report(&event);
         }
-    }
-}
-
-pub fn format_duration(duration: Duration) -> String {
-    let seconds = duration.as_secs_f64();
-    if seconds < 1.0 {
-        format!("{}ms", duration.as_millis())
-    } else if seconds < 60.0 {
-        format!("{seconds:.1}s")
-    } else {
-        format!(
-            "{}m{:02}s",
-            duration.as_secs() / 60,
-            duration.as_secs() % 60
-        )
     }
 }

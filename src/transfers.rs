@@ -16,11 +16,11 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_cache::remote::{Direction, Outcome, Phase, ProgressSink, TransferEvent};
 use pipe_cache::ActionKey;
+use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::human_reporter::print_line;
 use crate::json_reporter::JsonReporter;
 use crate::progress::Reporter;
-use crate::render;
 
 /// A transfer gets a bar (terminal) or its lines (log) once it has been
 /// moving this long.
@@ -160,10 +160,10 @@ fn periodic_line(transfer: &mut Live, event: &TransferEvent) -> Option<String> {
     Some(format!(
         "  {}: {} of {} ({}%), {}/s",
         transfer.label,
-        render::bytes(event.done_bytes),
-        render::bytes(event.total_bytes),
+        format_bytes(event.done_bytes as f64),
+        format_bytes(event.total_bytes as f64),
         percent(event.done_bytes, event.total_bytes),
-        render::bytes(rate(event.done_bytes, event.elapsed)),
+        format_bytes(rate(event.done_bytes, event.elapsed) as f64),
     ))
 }
 
@@ -179,11 +179,11 @@ fn finished_line(transfer: &Live, event: &TransferEvent, outcome: Outcome) -> Op
         (Direction::Push, Outcome::Done) => "pushed",
     };
     Some(format!(
-        "  {}: {verb}, {} in {:.1} s ({}/s)",
+        "  {}: {verb}, {} in {} ({}/s)",
         transfer.label,
-        render::bytes(event.done_bytes),
-        event.elapsed.as_secs_f64(),
-        render::bytes(rate(event.done_bytes, event.elapsed)),
+        format_bytes(event.done_bytes as f64),
+        format_seconds(event.elapsed.as_secs_f64()),
+        format_bytes(rate(event.done_bytes, event.elapsed) as f64),
     ))
 }
 
@@ -217,13 +217,17 @@ fn bar_style() -> ProgressStyle {
     .progress_chars("=> ")
 }
 
-/// `140.1 MiB/s, eta 3s`, from the start of the transfer.
+/// `140 MiB/s, eta 3 s`, from the start of the transfer.
 fn rate_and_eta(event: &TransferEvent) -> String {
     let rate = rate(event.done_bytes, event.elapsed);
     let left = event.total_bytes.saturating_sub(event.done_bytes);
     match left.checked_div(rate) {
-        Some(seconds) => format!("{}/s, eta {seconds}s", render::bytes(rate)),
-        None => format!("{}/s", render::bytes(rate)),
+        Some(seconds) => format!(
+            "{}/s, eta {}",
+            format_bytes(rate as f64),
+            format_seconds(seconds as f64)
+        ),
+        None => format!("{}/s", format_bytes(rate as f64)),
     }
 }
 
@@ -318,11 +322,11 @@ mod tests {
         assert_eq!(finished_line(&live(), &finished(30), Outcome::Done), None);
         assert_eq!(
             finished_line(&live(), &finished(2_000), Outcome::Done).as_deref(),
-            Some("  ↑ model: pushed, 1000 B in 2.0 s (500 B/s)")
+            Some("  ↑ model: pushed, 1000 B in 2 s (500 B/s)")
         );
         assert_eq!(
             finished_line(&live(), &finished(2_000), Outcome::AlreadyThere).as_deref(),
-            Some("  ↑ model: already there, 1000 B in 2.0 s (500 B/s)")
+            Some("  ↑ model: already there, 1000 B in 2 s (500 B/s)")
         );
     }
 
@@ -330,7 +334,7 @@ mod tests {
     fn a_bar_shows_the_average_rate_and_what_is_left_at_it() {
         assert_eq!(
             rate_and_eta(&event(2_000, 400, Phase::Progress)),
-            "200 B/s, eta 3s"
+            "200 B/s, eta 3 s"
         );
         assert_eq!(rate_and_eta(&event(0, 0, Phase::Progress)), "0 B/s");
     }
