@@ -175,13 +175,7 @@ impl HumanReporter {
 impl Reporter<Event<'_>> for HumanReporter {
     fn report(&self, event: &Event<'_>) {
         match *event {
-            Event::WaitingForLock { holder } => {
-                let who = holder.map(|pid| format!(" (pid {pid})"));
-                let who = who.unwrap_or_default();
-                self.line(format!(
-                    "waiting for another `pipe run` in this project{who} to finish"
-                ));
-            }
+            Event::WaitingForLock { holder } => self.line(waiting_line(holder)),
             Event::RunStarted { .. } => {}
             Event::StageRunning { stage, .. } => self.stage_running(stage),
             Event::StageFinished {
@@ -316,6 +310,14 @@ fn failure_details(
     text
 }
 
+fn waiting_line(holder: Option<u32>) -> String {
+    let who = holder.map(|pid| format!(" (pid {pid})"));
+    format!(
+        "waiting for another `pipe run` in this project{} to finish",
+        who.unwrap_or_default()
+    )
+}
+
 fn worker_build_line(workers: &[&str], libtorch: bool, target_dir: &Path) -> String {
     let names: Vec<String> = workers.iter().map(|name| format!("`{name}`")).collect();
     let names = names.join(" and ");
@@ -343,4 +345,52 @@ fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
     ProgressStyle::with_template(&template)
         .unwrap_or_else(|_| ProgressStyle::default_spinner())
         .progress_chars("=> ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_stage_ends_with_one_line_and_a_failure_says_what_ran_and_printed() {
+        let style = Style::plain();
+        let line = |status, detail| {
+            stage_line(style, "train", status, Duration::from_millis(2_100), detail)
+        };
+        assert_eq!(line(StageStatus::Ran, None), "✓ ran      train  2.1 s");
+        assert_eq!(line(StageStatus::Fresh, None), "· fresh    train");
+        assert_eq!(
+            line(StageStatus::Restored, None),
+            "↺ restored train  from cache"
+        );
+        assert_eq!(
+            line(StageStatus::Failed, Some("command exited with code 1")),
+            "✗ failed   train  after 2.1 s: command exited with code 1"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            failure_details(
+                style,
+                Some("python train.py \\\n  --lr 0.1\n"),
+                Some("epoch 1\nTraceback"),
+                Some(&cwd.join(".pipe/logs/3/train.log")),
+            ),
+            "\n    > python train.py \\\n        --lr 0.1\
+             \n    │ epoch 1\n    │ Traceback\
+             \n    full log: .pipe/logs/3/train.log"
+        );
+        assert_eq!(failure_details(style, None, None, None), "");
+    }
+
+    #[test]
+    fn a_wait_names_the_holder_when_it_is_known() {
+        assert_eq!(
+            waiting_line(Some(42)),
+            "waiting for another `pipe run` in this project (pid 42) to finish"
+        );
+        assert_eq!(
+            waiting_line(None),
+            "waiting for another `pipe run` in this project to finish"
+        );
+    }
 }
