@@ -16,8 +16,11 @@ use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::RunStatus;
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Result};
+use pipe_protocol::format::format_bytes;
 
-use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, ExecutorArg, PipelineArg, RunArgs};
+use crate::cli::{
+    CacheCommand, Cli, Command, DagFormatArg, DirectionArgs, ExecutorArg, PipelineArg, RunArgs,
+};
 use crate::here;
 use crate::output::{errln, jsonln, out, outln};
 use crate::progress::Progress;
@@ -25,7 +28,7 @@ use crate::remote_commands::{self, Shown};
 use crate::remote_status;
 use crate::render;
 use crate::style::Style;
-use crate::transfers::TransferView;
+use crate::transfers;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
@@ -46,51 +49,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             path,
             pipeline,
             format,
-        } => {
-            let (pipeline, dag) = load(path.as_deref(), &pipeline)?;
-            let format = match format {
-                DagFormatArg::Ascii => DagFormat::Ascii,
-                DagFormatArg::Dot => DagFormat::Dot,
-                DagFormatArg::Mermaid => DagFormat::Mermaid,
-            };
-            out!("{}", ensure_newline(dag.render(&pipeline, format)));
-            Ok(ExitCode::Ok)
-        }
-        Command::Validate { path, pipeline } => {
-            let (pipeline, _) = load(path.as_deref(), &pipeline)?;
-            errln!(
-                "`{}` is valid: {} stages",
-                pipeline.file.display(),
-                pipeline.stages.len()
-            );
-            Ok(ExitCode::Ok)
-        }
-        Command::Runs { limit, json } => {
-            let Some(history) = History::open_existing(&here::root()?)? else {
-                return no_runs(json);
-            };
-            let runs = history.db.list_runs(limit)?;
-            if json {
-                jsonln!(serde_json::to_string_pretty(&runs).unwrap_or_default());
-            } else {
-                out!("{}", render::runs_table(&runs));
-            }
-            Ok(ExitCode::Ok)
-        }
-        Command::Show { run, json } => {
-            let mut history = here::history()?;
-            let id = here::resolve(&mut history, &run, Pull::IfConfigured)?;
-            let record = history
-                .db
-                .run(id)?
-                .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
-            if json {
-                jsonln!(serde_json::to_string_pretty(&record).unwrap_or_default());
-            } else {
-                out!("{}", render::show_run(&record));
-            }
-            Ok(ExitCode::Ok)
-        }
+        } => dag(path.as_deref(), &pipeline, format),
+        Command::Validate { path, pipeline } => validate(path.as_deref(), &pipeline),
+        Command::Runs { limit, json } => runs(limit, json),
+        Command::Show { run, json } => show(&run, json),
         Command::Compare(args) => crate::compare_command::compare_command(args),
         Command::Diff {
             a,
@@ -99,96 +61,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             json,
             md,
             directions,
-        } => {
-            let mut history = here::history()?;
-            let mut named = |query: Option<String>| {
-                query
-                    .map(|query| here::resolve(&mut history, &query, Pull::IfConfigured))
-                    .transpose()
-            };
-            let (a, b) = (named(a)?, named(b)?);
-            let pipeline = pipeline
-                .map(|text| history.pipeline_named(&text))
-                .transpose()?;
-            let pair = history.runs_to_diff(a, b, pipeline.as_deref())?;
-            if let Some(warning) = &pair.warning {
-                errln!("warning: {warning}");
-            }
-            let (a_id, b_id) = (pair.a, pair.b);
-            let db = &history.db;
-            let record_a = db
-                .run(a_id)?
-                .ok_or_else(|| EngineError::Internal(format!("run {a_id} vanished")))?;
-            let record_b = db
-                .run(b_id)?
-                .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
-            // The later run's declarations first.
-            let (older, newer) = if a_id < b_id {
-                (&record_a, &record_b)
-            } else {
-                (&record_b, &record_a)
-            };
-            let rules = directions
-                .rules()
-                .declared(&newer.directions)
-                .declared(&older.directions);
-            let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
-            if json {
-                jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
-            } else if md {
-                out!("{}", render::diff_markdown(&diff));
-            } else {
-                out!("{}", render::diff_text(&diff, Style::for_stdout()));
-            }
-            Ok(ExitCode::Ok)
-        }
+        } => diff(a, b, pipeline, directions, json, md),
         Command::Checkout {
             run,
             file,
             link,
             force,
         } => checkout(&run, file.as_deref(), &link, force),
-        Command::Cache { command } => match command {
-            CacheCommand::Verify { json, repair } => verify(json, repair),
-            CacheCommand::Gc {
-                pipeline,
-                keep_runs,
-                grace_secs,
-                remote,
-            } => gc(&pipeline, keep_runs, grace_secs, &remote),
-            CacheCommand::Push {
-                run,
-                all,
-                file,
-                remote,
-                json,
-            } => remote_commands::push(
-                run.as_deref(),
-                all,
-                file.as_deref(),
-                &remote,
-                Shown { json, quiet },
-            ),
-            CacheCommand::Pull {
-                run,
-                all,
-                file,
-                remote,
-                json,
-            } => remote_commands::pull(
-                run.as_deref(),
-                all,
-                file.as_deref(),
-                &remote,
-                Shown { json, quiet },
-            ),
-            CacheCommand::Status {
-                run,
-                file,
-                remote,
-                json,
-            } => remote_commands::status(run.as_deref(), file.as_deref(), &remote, json),
-        },
+        Command::Cache { command } => cache(command, quiet),
         Command::Stages { check: true, .. } => check_stages(quiet),
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),
         Command::Init { path, template } => crate::init::init(path.as_deref(), template),
@@ -198,6 +78,151 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::Ok)
         }
     }
+}
+
+fn cache(command: CacheCommand, quiet: bool) -> Result<ExitCode> {
+    match command {
+        CacheCommand::Verify { json, repair } => verify(json, repair),
+        CacheCommand::Gc {
+            pipeline,
+            keep_runs,
+            grace_secs,
+            remote,
+        } => gc(&pipeline, keep_runs, grace_secs, &remote),
+        CacheCommand::Push {
+            run,
+            all,
+            file,
+            remote,
+            json,
+        } => remote_commands::push(
+            run.as_deref(),
+            all,
+            file.as_deref(),
+            &remote,
+            Shown { json, quiet },
+        ),
+        CacheCommand::Pull {
+            run,
+            all,
+            file,
+            remote,
+            json,
+        } => remote_commands::pull(
+            run.as_deref(),
+            all,
+            file.as_deref(),
+            &remote,
+            Shown { json, quiet },
+        ),
+        CacheCommand::Status {
+            run,
+            file,
+            remote,
+            json,
+        } => remote_commands::status(run.as_deref(), file.as_deref(), &remote, json),
+    }
+}
+
+fn dag(path: Option<&Path>, pipeline: &PipelineArg, format: DagFormatArg) -> Result<ExitCode> {
+    let (pipeline, dag) = load(path, pipeline)?;
+    let format = match format {
+        DagFormatArg::Ascii => DagFormat::Ascii,
+        DagFormatArg::Dot => DagFormat::Dot,
+        DagFormatArg::Mermaid => DagFormat::Mermaid,
+    };
+    out!("{}", ensure_newline(dag.render(&pipeline, format)));
+    Ok(ExitCode::Ok)
+}
+
+fn validate(path: Option<&Path>, pipeline: &PipelineArg) -> Result<ExitCode> {
+    let (pipeline, _) = load(path, pipeline)?;
+    errln!(
+        "`{}` is valid: {} stages",
+        pipeline.file.display(),
+        pipeline.stages.len()
+    );
+    Ok(ExitCode::Ok)
+}
+
+fn runs(limit: usize, json: bool) -> Result<ExitCode> {
+    let Some(history) = History::open_existing(&here::root()?)? else {
+        return no_runs(json);
+    };
+    let runs = history.db.list_runs(limit)?;
+    if json {
+        jsonln!(serde_json::to_string_pretty(&runs).unwrap_or_default());
+    } else {
+        out!("{}", render::runs_table(&runs));
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn show(run: &str, json: bool) -> Result<ExitCode> {
+    let mut history = here::history()?;
+    let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
+    let record = history
+        .db
+        .run(id)?
+        .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
+    if json {
+        jsonln!(serde_json::to_string_pretty(&record).unwrap_or_default());
+    } else {
+        out!("{}", render::show_run(&record));
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// `pipe diff [A] [B]`: the runs named, or the defaults `runs_to_diff`
+/// picks, compared with the later run's direction declarations first.
+fn diff(
+    a: Option<String>,
+    b: Option<String>,
+    pipeline: Option<String>,
+    directions: DirectionArgs,
+    json: bool,
+    md: bool,
+) -> Result<ExitCode> {
+    let mut history = here::history()?;
+    let mut named = |query: Option<String>| {
+        query
+            .map(|query| here::resolve(&mut history, &query, Pull::IfConfigured))
+            .transpose()
+    };
+    let (a, b) = (named(a)?, named(b)?);
+    let pipeline = pipeline
+        .map(|text| history.pipeline_named(&text))
+        .transpose()?;
+    let pair = history.runs_to_diff(a, b, pipeline.as_deref())?;
+    if let Some(warning) = &pair.warning {
+        errln!("warning: {warning}");
+    }
+    let (a_id, b_id) = (pair.a, pair.b);
+    let db = &history.db;
+    let record_a = db
+        .run(a_id)?
+        .ok_or_else(|| EngineError::Internal(format!("run {a_id} vanished")))?;
+    let record_b = db
+        .run(b_id)?
+        .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
+    let (older, newer) = if a_id < b_id {
+        (&record_a, &record_b)
+    } else {
+        (&record_b, &record_a)
+    };
+    let rules = directions
+        .rules()
+        .declared(&newer.directions)
+        .declared(&older.directions);
+    let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
+    if json {
+        jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
+    } else if md {
+        out!("{}", render::diff_markdown(&diff));
+    } else {
+        out!("{}", render::diff_text(&diff, Style::for_stdout()));
+    }
+    Ok(ExitCode::Ok)
 }
 
 fn ensure_newline(mut text: String) -> String {
@@ -308,7 +333,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     // Transfer bars share the stages' live display.
     let options = RunOptions {
         remote: options.remote.map(|config| {
-            match TransferView::sink(args.json, quiet, progress.bars()) {
+            match transfers::sink(args.json, quiet, progress.bars()) {
                 Some(sink) => config.with_progress(sink),
                 None => config,
             }
@@ -532,7 +557,7 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
         outln!(
             "checked {} objects ({}) and {} actions",
             report.objects_checked,
-            render::bytes(report.bytes_checked),
+            format_bytes(report.bytes_checked as f64),
             report.actions_checked
         );
         for object in &report.corrupt_objects {
@@ -595,7 +620,7 @@ fn gc(
     outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
         report.objects_removed,
-        render::bytes(report.bytes_removed),
+        format_bytes(report.bytes_removed as f64),
         report.actions_removed,
         report.objects_kept,
         report.actions_kept

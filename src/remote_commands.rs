@@ -9,13 +9,13 @@ use pipe_engine::exec::{self, RemoteSummary};
 use pipe_engine::history::{self, History, Pull};
 use pipe_engine::runs::RunDb;
 use pipe_engine::{EngineError, ExitCode, Result};
+use pipe_protocol::format::{format_bytes, format_seconds};
 use serde_json::json;
 
 use crate::cli::RemoteArgs;
 use crate::here;
 use crate::output::{errln, jsonln, outln};
-use crate::render;
-use crate::transfers::TransferView;
+use crate::transfers;
 
 /// How a command's transfers are shown: `--json` events on stdout, and
 /// bars or lines on stderr unless `--quiet`.
@@ -27,8 +27,8 @@ pub struct Shown {
 
 /// Opens `config`'s remote with its transfers shown as `shown` says.
 fn open_shown(config: RemoteConfig, cache_dir: &Path, shown: Shown) -> Result<Remote> {
-    let bars = TransferView::terminal_bars(shown.quiet);
-    let config = match TransferView::sink(shown.json, shown.quiet, bars) {
+    let bars = transfers::terminal_bars(shown.quiet);
+    let config = match transfers::sink(shown.json, shown.quiet, bars) {
         Some(sink) => config.with_progress(sink),
         None => config,
     };
@@ -87,7 +87,7 @@ pub fn remove_stale_temporaries(
             "{}: removed {} temporary files ({}) that killed pushes left in tmp/",
             remote.url(),
             swept.files,
-            render::bytes(swept.bytes)
+            format_bytes(swept.bytes as f64)
         );
     }
     Ok(())
@@ -158,7 +158,7 @@ pub fn push(
         report.results_pushed,
         report.results_already_present,
         report.objects_pushed,
-        render::bytes(report.bytes_pushed),
+        format_bytes(report.bytes_pushed as f64),
     );
     if missing > 0 {
         errln!("warning: {missing} results of these runs are no longer in the local cache (removed by `pipe cache gc`) and were not pushed");
@@ -245,7 +245,7 @@ pub fn pull(
         "{}: {pulled} results pulled ({} objects, {}), {here} already here, {absent} not in the remote, {corrupt} corrupt",
         remote.url(),
         report.objects_pulled,
-        render::bytes(report.bytes_pulled),
+        format_bytes(report.bytes_pulled as f64),
     );
     if let [id] = ids.as_slice() {
         if report.unavailable.is_none() && absent + corrupt == 0 {
@@ -384,15 +384,15 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
         parts.push(format!(
             "pulled {} results ({})",
             transfers.results_pulled,
-            render::bytes(transfers.bytes_pulled)
+            format_bytes(transfers.bytes_pulled as f64)
         ));
     }
     if transfers.results_pushed > 0 {
         parts.push(format!(
-            "pushed {} results ({}) in {:.1} s",
+            "pushed {} results ({}) in {}",
             transfers.results_pushed,
-            render::bytes(transfers.bytes_pushed),
-            transfers.push_seconds
+            format_bytes(transfers.bytes_pushed as f64),
+            format_seconds(transfers.push_seconds)
         ));
     }
     if transfers.results_already_present > 0 {

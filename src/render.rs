@@ -8,24 +8,14 @@ use pipe_engine::key::FieldChange;
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, StageState, Why};
 use pipe_engine::runs::RunRecord;
+use pipe_protocol::format::format_seconds;
 use serde_json::Value;
 
-use crate::progress::format_duration;
 use crate::style::Style;
 
-pub fn bytes(count: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = count as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{count} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
+/// A run's or a stage's time, from the milliseconds it is recorded in.
+fn took(ms: u64) -> String {
+    format_seconds(ms as f64 / 1000.0)
 }
 
 fn width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
@@ -184,24 +174,24 @@ fn git_label(run: &RunRecord) -> String {
 }
 
 pub fn runs_table(runs: &[RunRecord]) -> String {
+    let durations: Vec<String> = runs
+        .iter()
+        .map(|run| match run.ended_ms {
+            Some(end) => took(end.saturating_sub(run.started_ms)),
+            None => "-".to_string(),
+        })
+        .collect();
+    let duration_width = width(durations.iter().map(String::as_str)).max("duration".len());
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>5}  {:<19}  {:<11}  {:>8}  {:<9}  pipeline",
+        "{:>5}  {:<19}  {:<11}  {:>duration_width$}  {:<9}  pipeline",
         "run", "started (UTC)", "status", "duration", "commit"
     );
-    for run in runs {
-        let duration = run
-            .ended_ms
-            .map(|end| {
-                format_duration(std::time::Duration::from_millis(
-                    end.saturating_sub(run.started_ms),
-                ))
-            })
-            .unwrap_or_else(|| "-".to_string());
+    for (run, duration) in runs.iter().zip(&durations) {
         let _ = writeln!(
             out,
-            "{:>5}  {}  {:<11}  {:>8}  {:<9}  {}",
+            "{:>5}  {}  {:<11}  {:>duration_width$}  {:<9}  {}",
             format!("#{}", run.id),
             date(run.started_ms),
             run.status,
@@ -221,13 +211,7 @@ pub fn show_run(run: &RunRecord) -> String {
     let _ = writeln!(out, "run #{}  {}  {}", run.id, run.pipeline, run.status);
     let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
     if let Some(end) = run.ended_ms {
-        let _ = writeln!(
-            out,
-            "duration {}",
-            format_duration(std::time::Duration::from_millis(
-                end.saturating_sub(run.started_ms)
-            ))
-        );
+        let _ = writeln!(out, "duration {}", took(end.saturating_sub(run.started_ms)));
     }
     let _ = writeln!(out, "commit   {}", git_label(run));
     let _ = writeln!(out, "command  {}", run.argv.join(" "));
@@ -265,7 +249,13 @@ pub fn show_run(run: &RunRecord) -> String {
     }
     let _ = writeln!(out, "stages");
     let stage_width = width(run.stages.iter().map(|stage| stage.stage.as_str()));
-    for stage in &run.stages {
+    let durations: Vec<String> = run
+        .stages
+        .iter()
+        .map(|stage| took(stage.duration_ms))
+        .collect();
+    let duration_width = width(durations.iter().map(String::as_str)).max(7);
+    for (stage, duration) in run.stages.iter().zip(&durations) {
         let mut detail = stage
             .detail
             .as_deref()
@@ -281,10 +271,9 @@ pub fn show_run(run: &RunRecord) -> String {
         }
         let _ = writeln!(
             out,
-            "  {:<stage_width$}  {:<8}  {:>7}{detail}",
+            "  {:<stage_width$}  {:<8}  {duration:>duration_width$}{detail}",
             stage.stage,
             stage.status.as_str(),
-            format_duration(std::time::Duration::from_millis(stage.duration_ms))
         );
     }
     if !summary.other_metrics.is_empty() {

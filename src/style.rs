@@ -23,6 +23,12 @@ impl Style {
         }
     }
 
+    /// No colour whatever stderr is: for tests of rendered lines.
+    #[cfg(test)]
+    pub fn plain() -> Style {
+        Style { enabled: false }
+    }
+
     fn paint(&self, code: &str, text: &str) -> String {
         if self.enabled {
             format!("\x1b[{code}m{text}\x1b[0m")

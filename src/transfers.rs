@@ -1,7 +1,8 @@
 //! Shows the remote cache's transfers (`pipe run`'s pulls and pushes,
 //! `pipe cache push|pull`): a bar per long transfer on a terminal, a line
-//! per long transfer in a log, and every event as a JSON line on stdout
-//! with `--json`. docs/remote-cache.md ("Progress") is the user's side.
+//! per long transfer in a log (`HumanTransfers`), and every event as a
+//! JSON line on stdout with `--json` (src/json_reporter.rs).
+//! docs/remote-cache.md ("Progress") is the user's side.
 //!
 //! What is long: a transfer still moving bytes `LONG` after it started. A
 //! result of a few KB is done long before, so it never flashes a bar or
@@ -9,15 +10,17 @@
 //! size, decides: 50 MB is instant on a LAN and a minute on a bad link.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_cache::remote::{Direction, Outcome, Phase, ProgressSink, TransferEvent};
 use pipe_cache::ActionKey;
-use serde_json::json;
+use pipe_protocol::format::{format_bytes, format_seconds};
 
-use crate::render;
+use crate::human_reporter::print_line;
+use crate::json_reporter::JsonReporter;
+use crate::progress::Reporter;
 
 /// A transfer gets a bar (terminal) or its lines (log) once it has been
 /// moving this long.
@@ -30,22 +33,43 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// At most this many output paths name a transfer in its bar or line.
 const SHOWN_OUTPUTS: usize = 2;
 
-/// How transfers are shown, decided once per command.
-pub struct TransferView {
-    json: bool,
-    stderr: Stderr,
-    live: Mutex<HashMap<(&'static str, ActionKey), Live>>,
+/// The sink for a remote's transfers, handing each to the reporters that
+/// `--json` and `--quiet` chose, or `None` when nothing would be shown
+/// (`--quiet` without `--json`): the transfers then track nothing. `bars`
+/// is the command's own `MultiProgress` when stderr is a terminal (`pipe
+/// run` shares its stages' one).
+pub fn sink(json: bool, quiet: bool, bars: Option<MultiProgress>) -> Option<ProgressSink> {
+    let mut reporters: Vec<Box<dyn Reporter<TransferEvent>>> = Vec::new();
+    if json {
+        reporters.push(Box::new(JsonReporter));
+    }
+    if !quiet {
+        reporters.push(Box::new(HumanTransfers::new(bars)));
+    }
+    if reporters.is_empty() {
+        return None;
+    }
+    Some(ProgressSink::new(move |event| {
+        for reporter in &reporters {
+            reporter.report(event);
+        }
+    }))
 }
 
-/// What stderr gets.
-enum Stderr {
-    /// Nothing (`--quiet`).
-    Quiet,
-    /// Plain lines: not a terminal.
-    Lines,
-    /// A terminal: bars, and lines printed through the same display so
-    /// that they do not tear each other.
-    Bars(MultiProgress),
+/// A `MultiProgress` on stderr when it is a terminal and bars may be
+/// drawn, for commands that have none of their own.
+pub fn terminal_bars(quiet: bool) -> Option<MultiProgress> {
+    use std::io::IsTerminal;
+    (!quiet && std::io::stderr().is_terminal())
+        .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+}
+
+/// Long transfers on stderr: bars on a terminal, lines otherwise.
+struct HumanTransfers {
+    /// A terminal's display, through which lines are printed too so that
+    /// the two do not tear each other; `None`: plain lines.
+    bars: Option<MultiProgress>,
+    live: Mutex<HashMap<(&'static str, ActionKey), Live>>,
 }
 
 /// One transfer in flight, as shown.
@@ -56,45 +80,45 @@ struct Live {
     logged: Duration,
 }
 
-impl TransferView {
-    /// The sink for a remote's transfers, or `None` when nothing would be
-    /// shown (`--quiet` without `--json`): the transfers then track
-    /// nothing. `bars` is the command's own `MultiProgress` when stderr is
-    /// a terminal (`pipe run` shares its stages' one).
-    pub fn sink(json: bool, quiet: bool, bars: Option<MultiProgress>) -> Option<ProgressSink> {
-        let stderr = match (quiet, bars) {
-            (true, _) => Stderr::Quiet,
-            (false, Some(bars)) => Stderr::Bars(bars),
-            (false, None) => Stderr::Lines,
-        };
-        if !json && matches!(stderr, Stderr::Quiet) {
-            return None;
-        }
-        let view = TransferView {
-            json,
-            stderr,
+impl HumanTransfers {
+    fn new(bars: Option<MultiProgress>) -> HumanTransfers {
+        HumanTransfers {
+            bars,
             live: Mutex::new(HashMap::new()),
-        };
-        Some(ProgressSink::new(move |event| view.on_event(event)))
-    }
-
-    /// A `MultiProgress` on stderr when it is a terminal and bars may be
-    /// drawn, for commands that have none of their own.
-    pub fn terminal_bars(quiet: bool) -> Option<MultiProgress> {
-        use std::io::IsTerminal;
-        (!quiet && std::io::stderr().is_terminal())
-            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
-    }
-
-    fn on_event(&self, event: &TransferEvent) {
-        if self.json {
-            emit_json(event);
         }
-        if matches!(self.stderr, Stderr::Quiet) {
+    }
+
+    /// A long transfer's bar moves; in a log, its line is written when due.
+    fn progress(&self, transfer: &mut Live, event: &TransferEvent) {
+        if event.elapsed < LONG || event.done_bytes >= event.total_bytes {
             return;
         }
+        let Some(bars) = &self.bars else {
+            if let Some(line) = periodic_line(transfer, event) {
+                print_line(None, &line);
+            }
+            return;
+        };
+        let bar = transfer.bar.get_or_insert_with(|| {
+            // Its clock starts with the transfer, not the bar.
+            let bar = bars.add(
+                ProgressBar::new(event.total_bytes)
+                    .with_style(bar_style())
+                    .with_message(crate::output::shown(format_args!("{}", transfer.label)))
+                    .with_elapsed(event.elapsed),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        bar.set_position(event.done_bytes);
+        bar.set_prefix(rate_and_eta(event));
+    }
+}
+
+impl Reporter<TransferEvent> for HumanTransfers {
+    fn report(&self, event: &TransferEvent) {
         let id = (event.direction.as_str(), event.key);
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         match &event.phase {
             Phase::Started { outputs } => {
                 live.insert(
@@ -107,37 +131,8 @@ impl TransferView {
                 );
             }
             Phase::Progress => {
-                let Some(transfer) = live.get_mut(&id) else {
-                    return;
-                };
-                if event.elapsed < LONG || event.done_bytes >= event.total_bytes {
-                    return;
-                }
-                match &self.stderr {
-                    Stderr::Bars(bars) => {
-                        let bar = transfer.bar.get_or_insert_with(|| {
-                            // Its clock starts with the transfer, not the bar.
-                            let bar = bars.add(
-                                ProgressBar::new(event.total_bytes)
-                                    .with_style(bar_style())
-                                    .with_message(crate::output::shown(format_args!(
-                                        "{}",
-                                        transfer.label
-                                    )))
-                                    .with_elapsed(event.elapsed),
-                            );
-                            bar.enable_steady_tick(Duration::from_millis(120));
-                            bar
-                        });
-                        bar.set_position(event.done_bytes);
-                        bar.set_prefix(rate_and_eta(event));
-                    }
-                    Stderr::Lines => {
-                        if let Some(line) = periodic_line(transfer, event) {
-                            self.line(line);
-                        }
-                    }
-                    Stderr::Quiet => {}
+                if let Some(transfer) = live.get_mut(&id) {
+                    self.progress(transfer, event);
                 }
             }
             Phase::Finished { outcome, .. } => {
@@ -148,23 +143,9 @@ impl TransferView {
                     bar.finish_and_clear();
                 }
                 if let Some(line) = finished_line(&transfer, event, *outcome) {
-                    self.line(line);
+                    print_line(self.bars.as_ref(), &line);
                 }
             }
-        }
-    }
-
-    fn line(&self, text: String) {
-        match &self.stderr {
-            Stderr::Bars(bars) => {
-                let _ = bars.println(crate::output::shown(format_args!("{text}")));
-            }
-            Stderr::Lines => {
-                if let Err(error) = crate::output::try_eprint(format_args!("{text}\n")) {
-                    crate::output::run_output_failed(error, false);
-                }
-            }
-            Stderr::Quiet => {}
         }
     }
 }
@@ -179,10 +160,10 @@ fn periodic_line(transfer: &mut Live, event: &TransferEvent) -> Option<String> {
     Some(format!(
         "  {}: {} of {} ({}%), {}/s",
         transfer.label,
-        render::bytes(event.done_bytes),
-        render::bytes(event.total_bytes),
+        format_bytes(event.done_bytes as f64),
+        format_bytes(event.total_bytes as f64),
         percent(event.done_bytes, event.total_bytes),
-        render::bytes(rate(event.done_bytes, event.elapsed)),
+        format_bytes(rate(event.done_bytes, event.elapsed) as f64),
     ))
 }
 
@@ -198,11 +179,11 @@ fn finished_line(transfer: &Live, event: &TransferEvent, outcome: Outcome) -> Op
         (Direction::Push, Outcome::Done) => "pushed",
     };
     Some(format!(
-        "  {}: {verb}, {} in {:.1} s ({}/s)",
+        "  {}: {verb}, {} in {} ({}/s)",
         transfer.label,
-        render::bytes(event.done_bytes),
-        event.elapsed.as_secs_f64(),
-        render::bytes(rate(event.done_bytes, event.elapsed)),
+        format_bytes(event.done_bytes as f64),
+        format_seconds(event.elapsed.as_secs_f64()),
+        format_bytes(rate(event.done_bytes, event.elapsed) as f64),
     ))
 }
 
@@ -236,13 +217,17 @@ fn bar_style() -> ProgressStyle {
     .progress_chars("=> ")
 }
 
-/// `140.1 MiB/s, eta 3s`, from the start of the transfer.
+/// `140 MiB/s, eta 3 s`, from the start of the transfer.
 fn rate_and_eta(event: &TransferEvent) -> String {
     let rate = rate(event.done_bytes, event.elapsed);
     let left = event.total_bytes.saturating_sub(event.done_bytes);
     match left.checked_div(rate) {
-        Some(seconds) => format!("{}/s, eta {seconds}s", render::bytes(rate)),
-        None => format!("{}/s", render::bytes(rate)),
+        Some(seconds) => format!(
+            "{}/s, eta {}",
+            format_bytes(rate as f64),
+            format_seconds(seconds as f64)
+        ),
+        None => format!("{}/s", format_bytes(rate as f64)),
     }
 }
 
@@ -258,39 +243,6 @@ fn rate(bytes: u64, elapsed: Duration) -> u64 {
         (bytes as f64 / seconds) as u64
     } else {
         0
-    }
-}
-
-/// The event as one JSON line on stdout, in the envelope of the run's
-/// other events (`event` names it).
-fn emit_json(event: &TransferEvent) {
-    let mut value = json!({
-        "direction": event.direction.as_str(),
-        "key": event.key.to_hex(),
-        "total_bytes": event.total_bytes,
-        "done_bytes": event.done_bytes,
-    });
-    match &event.phase {
-        Phase::Started { outputs } => {
-            value["event"] = json!("transfer_started");
-            value["outputs"] = json!(outputs);
-        }
-        Phase::Progress => {
-            value["event"] = json!("transfer_progress");
-            value["elapsed_ms"] = json!(event.elapsed.as_millis() as u64);
-        }
-        Phase::Finished {
-            outcome,
-            transferred_bytes,
-        } => {
-            value["event"] = json!("transfer_finished");
-            value["outcome"] = json!(outcome.as_str());
-            value["transferred_bytes"] = json!(transferred_bytes);
-            value["duration_ms"] = json!(event.elapsed.as_millis() as u64);
-        }
-    }
-    if let Err(error) = crate::output::try_print_exact(format_args!("{value}\n")) {
-        crate::output::run_output_failed(error, true);
     }
 }
 
@@ -370,11 +322,11 @@ mod tests {
         assert_eq!(finished_line(&live(), &finished(30), Outcome::Done), None);
         assert_eq!(
             finished_line(&live(), &finished(2_000), Outcome::Done).as_deref(),
-            Some("  ↑ model: pushed, 1000 B in 2.0 s (500 B/s)")
+            Some("  ↑ model: pushed, 1000 B in 2 s (500 B/s)")
         );
         assert_eq!(
             finished_line(&live(), &finished(2_000), Outcome::AlreadyThere).as_deref(),
-            Some("  ↑ model: already there, 1000 B in 2.0 s (500 B/s)")
+            Some("  ↑ model: already there, 1000 B in 2 s (500 B/s)")
         );
     }
 
@@ -382,7 +334,7 @@ mod tests {
     fn a_bar_shows_the_average_rate_and_what_is_left_at_it() {
         assert_eq!(
             rate_and_eta(&event(2_000, 400, Phase::Progress)),
-            "200 B/s, eta 3s"
+            "200 B/s, eta 3 s"
         );
         assert_eq!(rate_and_eta(&event(0, 0, Phase::Progress)), "0 B/s");
     }

@@ -43,7 +43,7 @@ fn settings() -> insta::Settings {
     settings.add_filter(r"\b[0-9a-f]{64}\b", "[digest]");
     settings.add_filter(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "[date]");
     // Padding depends on how wide the time was, so it goes too.
-    settings.add_filter(r" *\b\d+(\.\d+)?(ms|s)\b", " [time]");
+    settings.add_filter(r" *\b\d+(\.\d+)? (ms|s)\b", " [time]");
     settings.add_filter(r"`[0-9a-f]{12}`", "`[digest]`");
     settings.add_filter(r"(?m)^command  .*", "command  [argv]");
     settings

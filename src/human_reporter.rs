@@ -1,0 +1,397 @@
+//! The reporter for people: on a terminal, a live line per running stage
+//! (indicatif) above the stage lines; off one (a CI log, `2> file`), plain
+//! lines, a running stage's progress among them at most every
+//! `LINE_INTERVAL`. `--quiet` keeps only what is an error.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use pipe_engine::events::Event;
+use pipe_engine::exec::{progress_interval, ProgressText, Reading};
+use pipe_engine::libtorch::TORCH_VERSION;
+use pipe_engine::runs::{RunStatus, StageStatus};
+use pipe_protocol::format::format_seconds;
+
+use crate::progress::Reporter;
+use crate::style::Style;
+
+/// How often a running stage's progress is printed when stderr is not a
+/// terminal (a CI log, a redirected run); `PIPE_PROGRESS_INTERVAL` changes it.
+const LINE_INTERVAL: Duration = Duration::from_secs(30);
+
+pub struct HumanReporter {
+    quiet: bool,
+    style: Style,
+    bars: Option<MultiProgress>,
+    running: Mutex<HashMap<String, ProgressBar>>,
+    /// Off a terminal: each running stage's occasional progress line.
+    progress_lines: Mutex<HashMap<String, ProgressText>>,
+    counts: Mutex<HashMap<StageStatus, usize>>,
+    started: Instant,
+}
+
+impl HumanReporter {
+    pub fn new(quiet: bool) -> HumanReporter {
+        let live = !quiet && std::io::stderr().is_terminal();
+        HumanReporter {
+            quiet,
+            style: Style::for_stderr(),
+            bars: live.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
+            running: Mutex::new(HashMap::new()),
+            progress_lines: Mutex::new(HashMap::new()),
+            counts: Mutex::new(HashMap::new()),
+            started: Instant::now(),
+        }
+    }
+
+    /// The live display on a terminal; `None` when stderr is not one or
+    /// with `--quiet`.
+    pub fn bars(&self) -> Option<MultiProgress> {
+        self.bars.clone()
+    }
+
+    fn line(&self, text: String) {
+        if !self.quiet {
+            self.print(text);
+        }
+    }
+
+    /// A line printed with `--quiet` too: it promises "only errors", not
+    /// silence, and a failed stage's reason, command and log tail, or a
+    /// failed run's verdict, are the error.
+    fn print(&self, text: String) {
+        // Hidden while cargo builds workers: a line printed through it
+        // then would be lost.
+        print_line(self.bars.as_ref().filter(|bars| !bars.is_hidden()), &text);
+    }
+
+    fn stage_running(&self, stage: &str) {
+        let Some(bars) = &self.bars else {
+            self.line(format!("{} {stage}", self.style.dim("  running")));
+            lock(&self.progress_lines).insert(
+                stage.to_string(),
+                ProgressText::new(progress_interval(LINE_INTERVAL), Instant::now()),
+            );
+            return;
+        };
+        let bar = bars.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.set_message(crate::output::shown(format_args!("{stage}  running")));
+        bar.enable_steady_tick(Duration::from_millis(120));
+        lock(&self.running).insert(stage.to_string(), bar);
+    }
+
+    /// Ends the stage's live line, counts it, and prints its line.
+    fn stage_finished(&self, stage: &str, status: StageStatus, text: String) {
+        if let Some(bar) = lock(&self.running).remove(stage) {
+            bar.finish_and_clear();
+        }
+        lock(&self.progress_lines).remove(stage);
+        *lock(&self.counts).entry(status).or_default() += 1;
+        match status {
+            StageStatus::Failed => self.print(text),
+            _ => self.line(text),
+        }
+    }
+
+    fn stage_progress(&self, stage: &str, reading: Reading<'_>) {
+        let due = lock(&self.progress_lines)
+            .get_mut(stage)
+            .and_then(|lines| lines.observe(reading, Instant::now()));
+        if let Some(text) = due {
+            self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
+        }
+        if let Some(bar) = lock(&self.running).get(stage) {
+            bar.set_style(progress_style(reading.unit, reading.total.is_some()));
+            bar.set_length(reading.total.unwrap_or(0));
+            bar.set_position(reading.done);
+            let phase = reading.phase;
+            bar.set_message(match reading.detail {
+                Some(detail) => crate::output::shown(format_args!("{stage}  {phase}  {detail}")),
+                None => crate::output::shown(format_args!("{stage}  {phase}")),
+            });
+        }
+    }
+
+    /// cargo writes to the terminal while workers build: the live lines
+    /// would be drawn over it, so they wait.
+    fn pause_bars(&self, paused: bool) {
+        if let Some(bars) = &self.bars {
+            bars.set_draw_target(if paused {
+                ProgressDrawTarget::hidden()
+            } else {
+                ProgressDrawTarget::stderr()
+            });
+        }
+    }
+
+    fn run_finished(&self, run_id: i64, status: RunStatus, recorded: bool) {
+        let counts = lock(&self.counts);
+        let elapsed = format_seconds(self.started.elapsed().as_secs_f64());
+        if !recorded {
+            let fresh = counts.get(&StageStatus::Fresh).copied().unwrap_or(0);
+            self.line(format!(
+                "nothing to do: {fresh} {} fresh, no run recorded ({elapsed})",
+                if fresh == 1 { "stage" } else { "stages" },
+            ));
+            return;
+        }
+        let parts: Vec<String> = [
+            StageStatus::Ran,
+            StageStatus::Restored,
+            StageStatus::Fresh,
+            StageStatus::Failed,
+            StageStatus::Skipped,
+        ]
+        .iter()
+        .filter_map(|status| {
+            let count = counts.get(status)?;
+            Some(format!("{count} {}", status.as_str()))
+        })
+        .collect();
+        let verdict = match status {
+            RunStatus::Succeeded => self.style.green("succeeded"),
+            other => self.style.red(other.as_str()),
+        };
+        let done = if parts.is_empty() {
+            "nothing to do".to_string()
+        } else {
+            parts.join(", ")
+        };
+        let text = format!("run #{run_id} {verdict}: {done} in {elapsed}");
+        match status {
+            RunStatus::Succeeded => self.line(text),
+            _ => self.print(text),
+        }
+    }
+}
+
+impl Reporter<Event<'_>> for HumanReporter {
+    fn report(&self, event: &Event<'_>) {
+        match *event {
+            Event::WaitingForLock { holder } => self.line(waiting_line(holder)),
+            Event::RunStarted { .. } => {}
+            Event::StageRunning { stage, .. } => self.stage_running(stage),
+            Event::StageFinished {
+                stage,
+                status,
+                duration,
+                detail,
+                command,
+                log_tail,
+                log,
+            } => {
+                let mut text = stage_line(self.style, stage, status, duration, detail);
+                if status == StageStatus::Failed {
+                    text.push_str(&failure_details(self.style, command, log_tail, log));
+                }
+                self.stage_finished(stage, status, text);
+            }
+            Event::StageProgress {
+                stage,
+                phase,
+                done,
+                total,
+                unit,
+                detail,
+            } => self.stage_progress(
+                stage,
+                Reading {
+                    phase,
+                    done,
+                    total,
+                    unit,
+                    detail,
+                },
+            ),
+            Event::StageMessage { stage, text } => {
+                self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
+            }
+            Event::WorkerBuildStarted {
+                workers,
+                libtorch,
+                target_dir,
+            } => {
+                self.pause_bars(true);
+                self.line(worker_build_line(workers, libtorch, target_dir));
+            }
+            Event::WorkerBuildFinished { .. } => self.pause_bars(false),
+            Event::RunFinished {
+                run_id,
+                status,
+                recorded,
+            } => self.run_finished(run_id, status, recorded),
+        }
+    }
+}
+
+/// A line on stderr, through the live display when there is one, so the
+/// two do not tear each other.
+pub fn print_line(bars: Option<&MultiProgress>, text: &str) {
+    match bars {
+        Some(bars) => {
+            let _ = bars.println(crate::output::shown(format_args!("{text}")));
+        }
+        None => {
+            if let Err(error) = crate::output::try_eprint(format_args!("{text}\n")) {
+                crate::output::run_output_failed(error, false);
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `✓ ran      train  1.2 s`: how a stage ended.
+fn stage_line(
+    style: Style,
+    stage: &str,
+    status: StageStatus,
+    duration: Duration,
+    detail: Option<&str>,
+) -> String {
+    let took = format_seconds(duration.as_secs_f64());
+    match status {
+        StageStatus::Ran => format!(
+            "{} {stage}  {}",
+            style.green("✓ ran     "),
+            style.dim(&took)
+        ),
+        StageStatus::Fresh => format!("{} {stage}", style.dim("· fresh   ")),
+        StageStatus::Restored => format!(
+            "{} {stage}  {}",
+            style.cyan("↺ restored"),
+            style.dim(detail.unwrap_or("from cache"))
+        ),
+        StageStatus::Skipped => format!(
+            "{} {stage}  {}",
+            style.yellow("- skipped "),
+            detail.unwrap_or_default()
+        ),
+        StageStatus::Failed => format!(
+            "{} {stage}  after {took}: {}",
+            style.red("✗ failed  "),
+            detail.unwrap_or("failed")
+        ),
+    }
+}
+
+/// Below a failed stage's line: the command as it ran (as DVC shows it),
+/// its log's last lines and where the whole log is.
+fn failure_details(
+    style: Style,
+    command: Option<&str>,
+    log_tail: Option<&str>,
+    log: Option<&Path>,
+) -> String {
+    let mut text = String::new();
+    if let Some(command) = command {
+        let lines = command.trim_end().replace('\n', "\n      ");
+        text.push_str(&format!("\n    > {lines}"));
+    }
+    for line in log_tail.unwrap_or_default().lines() {
+        text.push_str(&format!("\n    {} {line}", style.dim("│")));
+    }
+    if let Some(log) = log {
+        let shown = std::env::current_dir()
+            .ok()
+            .and_then(|cwd| log.strip_prefix(cwd).ok().map(Path::to_path_buf))
+            .unwrap_or_else(|| log.to_path_buf());
+        text.push_str(&format!("\n    full log: {}", shown.display()));
+    }
+    text
+}
+
+fn waiting_line(holder: Option<u32>) -> String {
+    let who = holder.map(|pid| format!(" (pid {pid})"));
+    format!(
+        "waiting for another `pipe run` in this project{} to finish",
+        who.unwrap_or_default()
+    )
+}
+
+fn worker_build_line(workers: &[&str], libtorch: bool, target_dir: &Path) -> String {
+    let names: Vec<String> = workers.iter().map(|name| format!("`{name}`")).collect();
+    let names = names.join(" and ");
+    if libtorch {
+        format!(
+            "building {names} (first use or sources changed): libtorch first \
+             (torch=={TORCH_VERSION} into .venv/, 4.6 GB, unless LIBTORCH is set), \
+             then a cargo build into {}; the first time takes several minutes on \
+             2 cores (docs/libtorch.md)",
+            target_dir.display()
+        )
+    } else {
+        format!("building {names} (first use or sources changed)")
+    }
+}
+
+/// A bar with rate and ETA when the total is known, a counter otherwise.
+fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
+    let template = match (unit == "bytes", known_total) {
+        (true, true) => "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta} {elapsed:.dim}".to_string(),
+        (true, false) => "{spinner} {msg} {bytes} {bytes_per_sec} {elapsed:.dim}".to_string(),
+        (false, true) => format!("{{spinner}} {{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} {{per_sec}} eta {{eta}} {{elapsed:.dim}}"),
+        (false, false) => format!("{{spinner}} {{msg}} {{human_pos}} {unit} {{per_sec}} {{elapsed:.dim}}"),
+    };
+    ProgressStyle::with_template(&template)
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .progress_chars("=> ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_stage_ends_with_one_line_and_a_failure_says_what_ran_and_printed() {
+        let style = Style::plain();
+        let line = |status, detail| {
+            stage_line(style, "train", status, Duration::from_millis(2_100), detail)
+        };
+        assert_eq!(line(StageStatus::Ran, None), "✓ ran      train  2.1 s");
+        assert_eq!(line(StageStatus::Fresh, None), "· fresh    train");
+        assert_eq!(
+            line(StageStatus::Restored, None),
+            "↺ restored train  from cache"
+        );
+        assert_eq!(
+            line(StageStatus::Failed, Some("command exited with code 1")),
+            "✗ failed   train  after 2.1 s: command exited with code 1"
+        );
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            failure_details(
+                style,
+                Some("python train.py \\\n  --lr 0.1\n"),
+                Some("epoch 1\nTraceback"),
+                Some(&cwd.join(".pipe/logs/3/train.log")),
+            ),
+            "\n    > python train.py \\\n        --lr 0.1\
+             \n    │ epoch 1\n    │ Traceback\
+             \n    full log: .pipe/logs/3/train.log"
+        );
+        assert_eq!(failure_details(style, None, None, None), "");
+    }
+
+    #[test]
+    fn a_wait_names_the_holder_when_it_is_known() {
+        assert_eq!(
+            waiting_line(Some(42)),
+            "waiting for another `pipe run` in this project (pid 42) to finish"
+        );
+        assert_eq!(
+            waiting_line(None),
+            "waiting for another `pipe run` in this project to finish"
+        );
+    }
+}
