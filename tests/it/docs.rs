@@ -105,12 +105,11 @@ fn code_spans(markdown: &str) -> Vec<(usize, String)> {
 /// `(path, name)` when a span cites a test: `tests/it/x.rs::name`.
 fn citation(span: &str) -> Option<(&str, &str)> {
     let (path, name) = span.split_once("::")?;
-    let path_ok = path.ends_with(".rs")
+    let is_path = path.ends_with(".rs")
         && path
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
-    path_ok.then_some(())?;
-    is_snake_case(name).then_some((path, name))
+    (is_path && is_snake_case(name)).then_some((path, name))
 }
 
 fn is_snake_case(name: &str) -> bool {
@@ -124,11 +123,9 @@ fn is_snake_case(name: &str) -> bool {
 /// file (`a_long_name`, `module::a_long_name`).
 fn bare_test_name(span: &str) -> Option<&str> {
     let name = span.rsplit("::").next()?;
-    let qualified_ok = span
-        .split("::")
-        .all(|segment| !segment.is_empty() && is_snake_case(segment));
-    let long = name.split('_').filter(|word| !word.is_empty()).count() >= TEST_NAME_WORDS;
-    (qualified_ok && long).then_some(name)
+    let is_identifier = span.split("::").all(is_snake_case);
+    let is_long = name.split('_').filter(|word| !word.is_empty()).count() >= TEST_NAME_WORDS;
+    (is_identifier && is_long).then_some(name)
 }
 
 /// The functions of a Rust source that `#[test]` marks (in a `proptest!`
@@ -185,16 +182,15 @@ fn every_identifier() -> BTreeSet<String> {
         let is_code = file
             .extension()
             .is_some_and(|extension| CODE.iter().any(|code| extension == *code));
-        let Ok(text) = fs::read_to_string(&file) else {
+        // A fixture that is not text has no names to give.
+        let Some(text) = is_code.then(|| fs::read_to_string(&file).ok()).flatten() else {
             continue;
         };
-        if is_code {
-            identifiers.extend(
-                text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .filter(|word| word.contains('_'))
-                    .map(str::to_string),
-            );
-        }
+        identifiers.extend(
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|word| word.contains('_'))
+                .map(str::to_string),
+        );
     }
     identifiers
 }
