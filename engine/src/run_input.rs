@@ -3,7 +3,7 @@
 //! Both are made here from the same values, so the key covers everything
 //! such a stage can read, and nothing that changes from run to run without
 //! changing a result: with the results unchanged, its own result is
-//! restored instead of made again (docs/ARCHITECTURE.md, "Decisions").
+//! restored instead of made again (docs/decisions.md, "A report is keyed on the results it reads").
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -131,8 +131,9 @@ const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
 pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Operator, CacheError> {
     opendal_http_transport_reqwest::install_default();
-    // reqwest is built without a default TLS provider (docs/ARCHITECTURE.md);
-    // another part of the process may have installed one already.
+    // reqwest is built without a default TLS provider (docs/decisions.md,
+    // "opendal, behind a sync API"); another part of the process may have
+    // installed one already.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let invalid =
         |error: opendal::Error| CacheError::RemoteConfig(format!("{}: {error}", config.url));

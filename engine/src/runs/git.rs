@@ -7,7 +7,7 @@
 //! tree, which grows with the repository (a second in one of a million
 //! files), so [`GitProbe`] works it out on a thread of its own, started
 //! once the run is sure to be recorded and waited for at its end; a run
-//! that records nothing never starts it (docs/ARCHITECTURE.md, "The run
+//! that records nothing never starts it (docs/decisions.md, "The run
 //! record's git state").
 
 use std::path::Path;

@@ -85,7 +85,7 @@ impl RunDb {
 
     /// Removes run `run_id`, one in which nothing happened (every stage
     /// fresh), with any stage rows it has, in one transaction: such a run
-    /// is not history (docs/ARCHITECTURE.md, "A no-op records no run").
+    /// is not history (docs/decisions.md, "A no-op records no run").
     /// When no run was numbered after it in the meantime, its number is
     /// given back, so that run numbers have no gaps. The manifests its
     /// stages named stay: they are shared by key with the runs that made
@@ -120,7 +120,7 @@ impl RunDb {
         // write-ahead log and one of the database) leaves its two
         // transactions in the log, where the next recorded run's close
         // checkpoints them. A no-op in a row then syncs nothing at all
-        // (docs/ARCHITECTURE.md, "The fsyncs of a no-op").
+        // (docs/decisions.md, "The fsyncs of a no-op").
         self.connection
             .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| EngineError::database(&path, e))?;
