@@ -16,7 +16,7 @@ use pipe_engine::libtorch::TORCH_VERSION;
 use pipe_engine::runs::{RunStatus, StageStatus};
 use pipe_protocol::format::format_seconds;
 
-use crate::progress::Reporter;
+use crate::reporter::Reporter;
 use crate::style::Style;
 
 /// How often a running stage's progress is printed when stderr is not a

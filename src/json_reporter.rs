@@ -15,7 +15,7 @@ use pipe_engine::events::Event;
 use pipe_engine::runs::{RunStatus, StageStatus};
 use serde::{Serialize, Serializer};
 
-use crate::progress::Reporter;
+use crate::reporter::Reporter;
 
 /// Writes every event it gets as a JSON line on stdout.
 pub struct JsonReporter;

@@ -17,6 +17,7 @@ mod progress;
 mod remote_commands;
 mod remote_status;
 mod render;
+mod reporter;
 mod style;
 mod transfers;
 

@@ -12,12 +12,7 @@ use pipe_engine::events::Event;
 
 use crate::human_reporter::HumanReporter;
 use crate::json_reporter::JsonReporter;
-
-/// One way of showing events of type `E`. Called from the threads the
-/// events happen on.
-pub trait Reporter<E: ?Sized>: Send + Sync {
-    fn report(&self, event: &E);
-}
+use crate::reporter::Reporter;
 
 /// The reporters of a run's events, chosen once from `--json` and
 /// `--quiet`.

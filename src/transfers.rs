@@ -20,7 +20,7 @@ use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::human_reporter::print_line;
 use crate::json_reporter::JsonReporter;
-use crate::progress::Reporter;
+use crate::reporter::Reporter;
 
 /// A transfer gets a bar (terminal) or its lines (log) once it has been
 /// moving this long.

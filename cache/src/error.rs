@@ -75,3 +75,5 @@ impl CacheError {
         }
     }
 }
+
+pub type Result<T, E = CacheError> = std::result::Result<T, E>;

@@ -8,6 +8,7 @@
 
 mod action;
 mod action_lookup;
+mod artifact;
 mod digest;
 mod error;
 mod fsutil;
@@ -21,14 +22,12 @@ pub mod untrusted;
 
 pub use action::{check_relative_path, ActionResult};
 pub use action_lookup::ActionLookup;
+pub use artifact::{Artifact, ArtifactKind};
 pub use digest::{ActionKey, BadDigest, Digest, ObjectDigest};
-pub use error::CacheError;
+pub use error::{CacheError, Result};
 pub use staging::RestoreSites;
 pub use stat::StatCache;
 pub use store::{
-    Artifact, ArtifactKind, Cache, CorruptObject, GcReport, IncomingObject, LinkMode, VerifyReport,
-    LAYOUT_VERSION,
+    Cache, CorruptObject, GcReport, IncomingObject, LinkMode, VerifyReport, LAYOUT_VERSION,
 };
 pub use tree::MAX_TREE_DEPTH;
-
-pub type Result<T, E = CacheError> = std::result::Result<T, E>;

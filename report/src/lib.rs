@@ -11,20 +11,9 @@
 
 pub mod chart;
 mod document;
+mod error;
 pub mod text;
 
 pub use chart::{BarChart, HeatMap, LineChart, Series};
 pub use document::{Block, Cell, Document, Plot, Table};
-
-/// Why a report could not be drawn.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// plotters refused to draw a chart (its own message).
-    #[error("cannot draw the plot `{title}`: {message}")]
-    Plot { title: String, message: String },
-    /// The data handed to a chart or table does not fit it.
-    #[error("{0}")]
-    Data(String),
-}
-
-pub type Result<T, E = ReportError> = std::result::Result<T, E>;
+pub use error::{ReportError, Result};

@@ -3,8 +3,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::cache_dir::{list_sharded, Cache};
 use super::objects::OnCorrupt;
-use super::{list_sharded, Cache};
 use crate::action::{self, ActionResult};
 use crate::untrusted;
 use crate::{ActionKey, Result};

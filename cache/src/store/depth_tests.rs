@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use super::{Artifact, ArtifactKind, Cache, LinkMode};
+use super::cache_dir::Cache;
+use super::LinkMode;
+use crate::artifact::{Artifact, ArtifactKind};
 use crate::tree::{self, TreeEntry, MAX_TREE_DEPTH};
 use crate::{CacheError, ObjectDigest, StatCache};
 

@@ -8,8 +8,9 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{Artifact, ArtifactKind, Cache, STALE_TMP_AGE};
+use super::cache_dir::{Cache, STALE_TMP_AGE};
 use crate::action;
+use crate::artifact::{Artifact, ArtifactKind};
 use crate::fsutil;
 use crate::tree;
 use crate::untrusted;

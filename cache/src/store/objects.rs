@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
-use super::{corrupt, list_sharded, Artifact, ArtifactKind, Cache};
+use super::cache_dir::{corrupt, list_sharded, Cache};
+use crate::artifact::{Artifact, ArtifactKind};
 use crate::fsutil::{self, TempPath};
 use crate::hash::{self, Node};
 use crate::stat::FileStamp;

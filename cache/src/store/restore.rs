@@ -14,8 +14,9 @@ use std::time::SystemTime;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::cache_dir::{corrupt, Cache};
 use super::objects::OnCorrupt;
-use super::{corrupt, Artifact, ArtifactKind, Cache};
+use crate::artifact::{Artifact, ArtifactKind};
 use crate::fsutil::{self, TempPath};
 use crate::hash;
 use crate::{CacheError, ObjectDigest, Result, StatCache};

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::cache_dir::{Cache, STALE_TMP_AGE};
 use super::objects::OnCorrupt;
-use super::{Cache, STALE_TMP_AGE};
 use crate::fsutil;
 use crate::hash;
 use crate::{ActionKey, CacheError, ObjectDigest, Result};

@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Fails when the Rust files of a crate import each other in a circle.
+
+The import graph of the tree is kept a DAG at the level of files, not only
+of crates (docs/ARCHITECTURE.md, "Layering"): a file never imports a file
+that imports it back, a module's children never import their parent's
+`mod.rs` (what they share lives in a sibling leaf), and `lib.rs` re-exports
+only leaves. An arrow A -> B is any path A names that resolves to B:
+`use crate::x::Y`, `super::y::Z`, a child module's name, or a path written
+inline (`crate::x::f(..)`), visibility paths (`pub(in crate::x)`) included,
+as a reader of the file sees them. A name a file only re-exports (`pub use
+error::Error` in `lib.rs`, a facade `mod.rs`) is followed to the file that
+defines it: a facade is no room of its own. Declaring a module (`mod x;`)
+is not an arrow. Test files (`tests.rs`, `*_tests.rs`, `tests/`) are left out.
+
+    scripts/check-import-circles.py            # every crate of the workspace
+    scripts/check-import-circles.py engine/src # one source root
+"""
+
+import os
+import re
+import sys
+
+ROOTS = [
+    "src",
+    "engine/src",
+    "cache/src",
+    "protocol/src",
+    "stages/src",
+    "report/src",
+    "train/src",
+    "test-support/src",
+]
+
+# clap_complete's dynamic completion needs the CLI definition, and the CLI
+# definition names the completers: one pair, by design.
+ALLOWED = {frozenset({"src/cli.rs", "src/complete.rs"})}
+
+USE = re.compile(r"\buse\s+([^;]+);")
+INLINE = re.compile(r"(?<![:\w])((?:crate|super|self|\w+)(?:::\w+)+)")
+TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{.*", re.S)
+LINE_COMMENT = re.compile(r"//[^\n]*")
+
+
+module_path_of = {}
+
+
+def module_path(root, path):
+    parts = os.path.relpath(path, root)[:-3].split(os.sep)
+    if parts[-1] in ("mod", "lib", "main"):
+        parts = parts[:-1]
+    return tuple(parts)
+
+
+def is_test_file(path):
+    name = os.path.basename(path)
+    return name == "tests.rs" or name.endswith("_tests.rs") or "/tests/" in path
+
+
+def expand_use(tree):
+    """`a::{b, c::{d, e}}` -> [`a::b`, `a::c::d`, `a::c::e`]."""
+    tree = tree.strip()
+    match = re.match(r"^([\w:]*?)::\{(.*)\}$", tree, re.S)
+    if not match:
+        return [tree]
+    prefix, inner = match.group(1), match.group(2)
+    items, depth, current = [], 0, ""
+    for ch in inner:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+        else:
+            current += ch
+    items.append(current)
+    paths = []
+    for item in filter(None, (item.strip() for item in items)):
+        for tail in expand_use(item):
+            paths.append(prefix if tail == "self" else f"{prefix}::{tail}")
+    return paths
+
+
+DEFINITION = r"\b(?:struct|enum|union|trait|type|fn|const|static|mod)\s+{}\b|macro_rules!\s*{}\b"
+
+
+def resolve(modules, current, path, imports=None, depth=0):
+    """The file `path`, named in the module `current`, points at: the
+    longest module prefix of it that is a file of the crate, or, when that
+    file only imports the item named next, the file it imports it from."""
+    segments = [segment for segment in path.split("::") if segment]
+    if not segments:
+        return None
+    head = segments[0]
+    if head == "crate":
+        base, segments = [], segments[1:]
+    elif head == "super":
+        base = list(current)
+        while segments and segments[0] == "super":
+            base, segments = base[:-1], segments[1:]
+    elif head == "self":
+        base, segments = list(current), segments[1:]
+    elif tuple(current) + (head,) in modules:
+        base = list(current)
+    else:
+        return None
+    found, rest = None, []
+    for length in range(len(segments) + 1):
+        candidate = tuple(base + segments[:length])
+        if candidate in modules:
+            found, rest = modules[candidate], segments[length:]
+    if found and rest and imports is not None and depth < 8:
+        item = rest[0]
+        text, named = imports.get(found, ("", {}))
+        if item in named and not re.search(DEFINITION.format(item, item), text):
+            owner = module_path_of[found]
+            followed = resolve(modules, owner, named[item], imports, depth + 1)
+            if followed:
+                return followed
+    return found
+
+
+def import_graph(root):
+    files = {}
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            if name.endswith(".rs") and not is_test_file(path):
+                with open(path, encoding="utf-8") as handle:
+                    files[path] = handle.read()
+    modules = {module_path(root, path): path for path in files}
+    module_path_of.clear()
+    module_path_of.update({path: module_path(root, path) for path in files})
+    imports, uses = {}, {}
+    for path, text in files.items():
+        text = TEST_MODULE.sub("", LINE_COMMENT.sub("", text))
+        used, named = [], {}
+        for match in USE.finditer(text):
+            for item in expand_use(re.sub(r"\s+", " ", match.group(1))):
+                renamed = re.match(r"^(.*?)\s+as\s+(\w+)$", item)
+                full = (renamed.group(1) if renamed else item).replace(" ", "")
+                used.append(full)
+                # What each imported name stands for, by the name it has here.
+                if not full.endswith("*"):
+                    named[renamed.group(2) if renamed else full.split("::")[-1]] = full
+        imports[path] = (text, named)
+        uses[path] = used + [match.group(1) for match in INLINE.finditer(text)]
+    graph = {}
+    for path in files:
+        current = module_path(root, path)
+        for name in uses[path]:
+            target = resolve(modules, current, name, imports)
+            if target and target != path:
+                graph.setdefault(path, set()).add(target)
+    return graph
+
+
+def circles(graph):
+    """Strongly connected components of more than one file (Tarjan's,
+    iterative so that a deep module tree cannot overflow the stack)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    counter = 0
+    for start in list(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = counter
+                    counter += 1
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def main():
+    roots = sys.argv[1:] or ROOTS
+    failed = False
+    for root in roots:
+        graph = import_graph(root)
+        for component in circles(graph):
+            if frozenset(component) in ALLOWED:
+                continue
+            failed = True
+            members = set(component)
+            print(f"import circle in {root}: {len(component)} files", file=sys.stderr)
+            for source in component:
+                for target in sorted(graph.get(source, ())):
+                    if target in members:
+                        print(f"  {source} -> {target}", file=sys.stderr)
+    if failed:
+        print(
+            "hint: move what both sides need into a leaf file that imports neither "
+            "(docs/ARCHITECTURE.md, \"Layering\")",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"no import circle in {len(roots)} source roots")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
