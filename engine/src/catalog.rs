@@ -114,15 +114,18 @@ struct CachedDescribe {
     stages: Vec<StageInfo>,
 }
 
-/// Names of the stages `pipe-stage-train` offers, by prefix: a pipeline
-/// using one of them needs that worker, and in a checkout gets it built.
-const TRAINING_STAGE_PREFIXES: &[&str] = &["train/", "eval/"];
-
-/// Whether the stage `uses` names runs in `pipe-stage-train`.
+/// Whether the stage `uses` names would run in `pipe-stage-train`: one of
+/// the families (`train/`, `eval/`) its built-in description offers, so a
+/// misspelt or newer training stage is told which worker it needs. The
+/// families come from the worker's own `describe`, not from a list here.
 pub fn is_training_stage(uses: &str) -> bool {
-    TRAINING_STAGE_PREFIXES
+    let family = |name: &str| name.split_once('/').map(|(family, _)| family.to_string());
+    let Some(wanted) = family(uses) else {
+        return false;
+    };
+    built_in_stages(BuiltinWorker::Training)
         .iter()
-        .any(|prefix| uses.starts_with(prefix))
+        .any(|info| family(&info.name).as_deref() == Some(wanted.as_str()))
 }
 
 /// A built-in worker: where it is, or would be, and whether to ask it.
@@ -441,4 +444,19 @@ pub fn check_builtin_workers(observer: crate::events::Observer<'_>) -> Result<Ve
         });
     }
     Ok(checks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_training_stage;
+
+    #[test]
+    fn the_training_families_come_from_the_training_workers_description() {
+        assert!(is_training_stage("train/classifier"));
+        assert!(is_training_stage("train/clasifier"));
+        assert!(is_training_stage("eval/anything"));
+        assert!(!is_training_stage("data/split"));
+        assert!(!is_training_stage("report/html"));
+        assert!(!is_training_stage("training"));
+    }
 }
