@@ -3,11 +3,9 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use pipe_cache::LinkMode;
 use pipe_engine::checkout::CheckoutReport;
 use pipe_engine::dag::{Dag, DagFormat};
-use pipe_engine::exec::{self, RunOptions};
-use pipe_engine::executor::Executor;
+use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::history::{History, Pull};
 use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::ExecutorKind;
@@ -270,24 +268,6 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     Ok((pipeline, dag))
 }
 
-/// `--link`, `PIPE_LINK`, the pipeline's `cache.link`, pipe.config.yaml's
-/// (`link::link_modes`).
-fn link_modes(cli: &[String], pipeline: Option<&Pipeline>) -> Result<Vec<LinkMode>> {
-    let root = match pipeline {
-        Some(pipeline) => pipeline.root.clone(),
-        None => {
-            let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-            Project::find_root(&cwd)
-        }
-    };
-    let flag = (!cli.is_empty()).then(|| cli.join(","));
-    let from_pipeline = pipeline.and_then(|pipeline| {
-        let modes = pipeline.link.as_deref()?;
-        Some((modes, pipeline.link_at.as_ref()))
-    });
-    Ok(pipe_engine::link::link_modes(&root, flag.as_deref(), from_pipeline)?.value)
-}
-
 fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     let mut targets = args.targets.clone();
     let positional_file = match targets.first() {
@@ -298,48 +278,25 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets);
     }
-    let executor = pipe_engine::executor::resolve(
-        &pipeline.root,
-        pipeline.executor.as_ref(),
-        args.executor.map(|executor| match executor {
+    let progress = Progress::new(args.json, quiet);
+    let request = RunRequest {
+        targets,
+        force: args.force,
+        force_all: args.force_all,
+        jobs: args.jobs,
+        executor: args.executor.map(|executor| match executor {
             ExecutorArg::Local => ExecutorKind::Local,
             ExecutorArg::Slurm => ExecutorKind::Slurm,
         }),
-    )?;
-    // On a cluster, -j bounds the jobs in the queue, not this machine's cores.
-    let default_jobs = match executor {
-        Executor::Slurm(_) => 100,
-        Executor::Local => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    };
-    let options = RunOptions {
-        targets,
-        force: args.force.clone(),
-        force_all: args.force_all,
-        jobs: args.jobs.unwrap_or(default_jobs),
-        executor,
-        link: link_modes(&args.link, Some(&pipeline))?,
+        link: args.link,
+        remote: args.remote.remote,
+        remote_read_only: args.remote.remote_read_only,
         argv: std::env::args().collect(),
-        overrides: args.pipeline.set.clone(),
-        remote: pipe_engine::remote::resolve(
-            &pipeline.root,
-            pipeline.remote.as_ref(),
-            args.remote.remote.as_deref(),
-            args.remote.remote_read_only,
-        )?,
+        overrides: args.pipeline.set,
+        // Transfer bars share the stages' live display.
+        transfers: transfers::sink(args.json, quiet, progress.bars()),
     };
-    let progress = Progress::new(args.json, quiet);
-    // Transfer bars share the stages' live display.
-    let options = RunOptions {
-        remote: options.remote.map(|config| {
-            match transfers::sink(args.json, quiet, progress.bars()) {
-                Some(sink) => config.with_progress(sink),
-                None => config,
-            }
-        }),
-        ..options
-    };
+    let options = request.options(&pipeline)?;
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
     if let Some(remote) = &summary.remote {
         remote_commands::print_run_summary(remote, args.json, quiet);
@@ -481,7 +438,7 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
     }
     let Loaded { pipeline, .. } =
         pipe_engine::pipefile::load(&file, &record.overrides, &ProjectWorkers)?;
-    let modes = link_modes(link, Some(&pipeline))?;
+    let modes = pipe_engine::link::link_modes_for(&pipeline, link)?.value;
     match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
         CheckoutReport::Refused(problems) => {
             for problem in &problems {

@@ -27,15 +27,5 @@ pub fn history() -> Result<History> {
 /// Resolves a run reference, pulling the records of a git ref's commit
 /// from `pull`, and says what was pulled.
 pub fn resolve(history: &mut History, query: &str, pull: Pull<'_>) -> Result<i64> {
-    let resolved = history.resolve(query, pull)?;
-    for skipped in &resolved.skipped {
-        errln!("warning: {skipped}");
-    }
-    if let Some((remote, new)) = &resolved.pulled {
-        errln!(
-            "pulled {new} run record{} of `{query}` from {remote}",
-            if *new == 1 { "" } else { "s" }
-        );
-    }
-    Ok(resolved.id)
+    history.resolve_noting(query, pull, &mut |notice| errln!("{notice}"))
 }

@@ -1,8 +1,11 @@
 //! `pipe diff`: what changed between two recorded runs; `table` holds
 //! `pipe compare`, many runs side by side.
 
+mod selection;
 pub mod steps;
 pub mod table;
+
+pub use selection::{compare, CompareRequest, Comparison, StatusFilter, DEFAULT_COMPARED_RUNS};
 
 use std::collections::BTreeMap;
 

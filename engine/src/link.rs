@@ -7,6 +7,7 @@ use pipe_cache::LinkMode;
 
 use crate::diagnostic::Location;
 use crate::pipefile::cache_section::load_project_config;
+use crate::pipeline::Pipeline;
 use crate::settings::{parse_link_modes, Setting, Source, Sourced};
 use crate::Result;
 
@@ -30,4 +31,15 @@ pub fn link_modes(
         value: LinkMode::DEFAULT_ORDER.to_vec(),
         source: Source::Default,
     }))
+}
+
+/// The link modes of a run or checkout of `pipeline`, `--link` given as
+/// its values (each may hold a comma-separated list).
+pub fn link_modes_for(pipeline: &Pipeline, flags: &[String]) -> Result<Sourced<Vec<LinkMode>>> {
+    let flag = (!flags.is_empty()).then(|| flags.join(","));
+    let declared = pipeline
+        .link
+        .as_deref()
+        .map(|modes| (modes, pipeline.link_at.as_ref()));
+    link_modes(&pipeline.root, flag.as_deref(), declared)
 }

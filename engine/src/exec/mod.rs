@@ -8,6 +8,7 @@ mod gpus;
 mod process;
 mod progress_text;
 mod readiness;
+mod request;
 mod run;
 mod run_so_far;
 mod scheduler;
@@ -19,6 +20,7 @@ mod worker_client;
 pub use failure::StageFailure;
 pub use gpus::available_gpus;
 pub use progress_text::{progress_interval, ProgressText, Reading, PROGRESS_INTERVAL_VAR};
+pub use request::RunRequest;
 pub use run::{
     open_remote, push_run_record, run, select_stages, RemoteSummary, RunOptions, RunSummary,
 };

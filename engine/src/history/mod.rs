@@ -9,4 +9,4 @@ mod vet;
 
 pub use choose::{ComparedSelection, DiffPair};
 pub use remote_records::{configured_remote, pull_records, remote_uids, uid_of, RecordsPulled};
-pub use resolve::{History, Pull, ResolvedRun};
+pub use resolve::{History, Notice, Pull, ResolvedRun};

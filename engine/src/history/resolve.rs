@@ -34,6 +34,33 @@ pub struct ResolvedRun {
     pub skipped: Vec<String>,
 }
 
+/// What looking runs up tells the user on the way: a pulled record not
+/// taken in, records pulled to resolve a reference, a note on a selection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    Skipped(String),
+    Pulled {
+        query: String,
+        remote: String,
+        new: usize,
+    },
+    Note(String),
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::Skipped(why) => write!(f, "warning: {why}"),
+            Notice::Pulled { query, remote, new } => write!(
+                f,
+                "pulled {new} run record{} of `{query}` from {remote}",
+                if *new == 1 { "" } else { "s" }
+            ),
+            Notice::Note(note) => write!(f, "note: {note}"),
+        }
+    }
+}
+
 pub struct History {
     pub db: RunDb,
     pub root: PathBuf,
@@ -70,6 +97,27 @@ impl History {
             db,
             root: root.to_path_buf(),
         }))
+    }
+
+    /// [`History::resolve`], telling `notify` what was pulled or skipped.
+    pub fn resolve_noting(
+        &mut self,
+        query: &str,
+        pull: Pull<'_>,
+        notify: &mut dyn FnMut(Notice),
+    ) -> Result<i64> {
+        let resolved = self.resolve(query, pull)?;
+        for skipped in &resolved.skipped {
+            notify(Notice::Skipped(skipped.clone()));
+        }
+        if let Some((remote, new)) = &resolved.pulled {
+            notify(Notice::Pulled {
+                query: query.to_string(),
+                remote: remote.clone(),
+                new: *new,
+            });
+        }
+        Ok(resolved.id)
     }
 
     /// A run id, `last`, `last~N` or a git ref. A git ref that no run here

@@ -1,0 +1,261 @@
+//! `pipe compare` as one use case: the runs a request names or selects,
+//! in the order they are shown, and the table of them. The CLI parses its
+//! flags into a [`CompareRequest`], calls [`compare`] and renders the
+//! [`Comparison`] (text, Markdown, CSV, JSON or HTML).
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+use super::steps::{step_curves, StepCurves};
+use super::table::{compare_runs, CompareOptions, CompareTable};
+use crate::history::{History, Notice, Pull};
+use crate::metrics::DirectionRules;
+use crate::project::Project;
+use crate::runs::{ComparedRun, RunSelection, RunStatus};
+use crate::{EngineError, Result};
+
+/// How many runs `pipe compare` shows when neither runs nor `--last` are given.
+pub const DEFAULT_COMPARED_RUNS: usize = 10;
+
+/// How many of the newest runs a `--where` param is looked for in.
+const RUNS_SEARCHED_FOR_PARAMS: usize = 500;
+
+/// Which run statuses a selection takes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Named runs as they ended; a selection by filters, the runs that
+    /// succeeded.
+    #[default]
+    Default,
+    Any,
+    These(Vec<RunStatus>),
+}
+
+/// What `pipe compare` was asked, as the user wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct CompareRequest {
+    /// Run references (`12`, `last~2`, a git ref), in the order shown.
+    pub runs: Vec<String>,
+    pub baseline: Option<String>,
+    /// The N newest runs that match the filters.
+    pub last: Option<usize>,
+    pub statuses: StatusFilter,
+    /// A pipeline name or file.
+    pub pipeline: Option<String>,
+    /// `PARAM=VALUE` conditions, all of which a run's params meet.
+    pub where_params: Vec<String>,
+    /// The directions the command line gives (`--higher`, `--lower`): they
+    /// win over what the runs' pipelines declared.
+    pub directions: DirectionRules,
+    pub all_columns: bool,
+    pub per_seed: bool,
+    /// `KEY=VALUE,...`: the matrix row the deltas are taken against.
+    pub baseline_row: Option<String>,
+    pub sort: Option<String>,
+    /// The per-step curves of the runs' training stages, for the HTML page.
+    pub with_steps: bool,
+}
+
+/// What [`compare`] found: the table, and the runs in it (baseline first,
+/// named runs in the order named).
+pub struct Comparison {
+    pub table: CompareTable,
+    pub runs: Vec<ComparedRun>,
+    /// Present when the request asked `with_steps`.
+    pub steps: Option<StepCurves>,
+}
+
+/// Picks the runs `request` names or selects and builds their table.
+/// `notify` hears, as they happen, the records pulled or skipped while the
+/// runs are resolved and the notes on the selection.
+pub fn compare(
+    history: &mut History,
+    request: &CompareRequest,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<Comparison> {
+    let named = resolve_named(history, &request.runs, notify)?;
+    let baseline_run = match request.baseline.as_deref() {
+        Some(query) => Some(history.resolve_noting(query, Pull::IfConfigured, notify)?),
+        None => None,
+    };
+    let selection = RunSelection {
+        last: match (&named, request.last) {
+            (Some(_), _) => None,
+            (None, last) => Some(last.unwrap_or(DEFAULT_COMPARED_RUNS)),
+        },
+        named: named.clone(),
+        also: baseline_run.into_iter().collect(),
+        pipeline: request
+            .pipeline
+            .as_deref()
+            .map(|text| history.pipeline_named(text))
+            .transpose()?,
+        params_equal: request
+            .where_params
+            .iter()
+            .map(|condition| parse_where(condition))
+            .collect::<Result<_>>()?,
+        statuses: match &request.statuses {
+            StatusFilter::Any => None,
+            StatusFilter::Default => named.is_none().then(|| vec![RunStatus::Succeeded]),
+            StatusFilter::These(statuses) => Some(statuses.clone()),
+        },
+    };
+    let chosen = history.runs_to_compare(&selection)?;
+    chosen
+        .notes
+        .into_iter()
+        .map(Notice::Note)
+        .for_each(&mut *notify);
+    let runs = shown_in_order(chosen.runs, named.as_deref(), baseline_run);
+    if runs.is_empty() {
+        unknown_where_param(history, &request.where_params)?;
+        return Err(EngineError::usage(
+            "no run matches the selection",
+            "`pipe runs` lists the recorded runs; `--status any` includes those that failed",
+        ));
+    }
+    let options = CompareOptions {
+        rules: direction_rules(&runs, request.directions.clone()),
+        all_columns: request.all_columns,
+        per_seed: request.per_seed,
+        baseline_run,
+        baseline_row: match &request.baseline_row {
+            Some(text) => parse_pairs(text)?,
+            None => Vec::new(),
+        },
+        sort: request.sort.clone(),
+    };
+    let table = compare_runs(&runs, &options)?;
+    let steps = if request.with_steps {
+        let cache_dir = Project::open(&history.root)?.cache_dir;
+        Some(step_curves(&history.db, &cache_dir, &table, &runs)?)
+    } else {
+        None
+    };
+    Ok(Comparison { table, runs, steps })
+}
+
+/// The runs named, each once, in the order named; `None` when none is.
+fn resolve_named(
+    history: &mut History,
+    queries: &[String],
+    notify: &mut dyn FnMut(Notice),
+) -> Result<Option<Vec<i64>>> {
+    if queries.is_empty() {
+        return Ok(None);
+    }
+    let mut ids = Vec::with_capacity(queries.len());
+    let mut seen = HashSet::new();
+    for query in queries {
+        let id = history.resolve_noting(query, Pull::IfConfigured, notify)?;
+        if seen.insert(id) {
+            ids.push(id);
+        }
+    }
+    Ok(Some(ids))
+}
+
+/// Named runs in the order they were named, the baseline first.
+fn shown_in_order(
+    mut runs: Vec<ComparedRun>,
+    named: Option<&[i64]>,
+    baseline: Option<i64>,
+) -> Vec<ComparedRun> {
+    if let Some(named) = named {
+        let position: HashMap<i64, usize> = named
+            .iter()
+            .enumerate()
+            .map(|(index, &id)| (id, index))
+            .collect();
+        runs.sort_by_key(|run| position.get(&run.run.id).copied());
+    }
+    if let Some(baseline) = baseline {
+        if let Some(index) = runs.iter().position(|run| run.run.id == baseline) {
+            let run = runs.remove(index);
+            runs.insert(0, run);
+        }
+    }
+    runs
+}
+
+/// What the newest run's pipeline declared wins over older ones; the
+/// command line over both.
+fn direction_rules(runs: &[ComparedRun], from_flags: DirectionRules) -> DirectionRules {
+    let mut by_age: Vec<&ComparedRun> = runs.iter().collect();
+    by_age.sort_by_key(|run| std::cmp::Reverse(run.run.id));
+    by_age
+        .into_iter()
+        .fold(from_flags, |rules, run| rules.declared(&run.run.directions))
+}
+
+/// A `--where` param that no recorded run has is a typo (`train.lrr`), not
+/// a selection that happens to be empty: say so, with the closest one.
+fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
+    if conditions.is_empty() {
+        return Ok(());
+    }
+    let known = history.recorded_param_paths(RUNS_SEARCHED_FOR_PARAMS)?;
+    for condition in conditions {
+        let path = condition
+            .split_once('=')
+            .map_or(condition.as_str(), |(path, _)| path)
+            .trim();
+        if known.is_empty() || known.contains(path) {
+            continue;
+        }
+        let close = crate::pipefile::did_you_mean(path, known.iter().map(String::as_str));
+        let listed: Vec<&str> = known.iter().map(String::as_str).take(12).collect();
+        let mut hint = format!("params the runs recorded: {}", listed.join(", "));
+        if known.len() > listed.len() {
+            hint.push_str(&format!(" and {} more", known.len() - listed.len()));
+        }
+        if let Some(close) = close {
+            hint = format!("did you mean `{close}`? {hint}");
+        }
+        return Err(EngineError::usage(
+            format!("`--where {condition}`: no recorded run has a param `{path}`"),
+            hint,
+        ));
+    }
+    Ok(())
+}
+
+/// `train.lr=0.001` -> (["train", "lr"], 0.001).
+fn parse_where(condition: &str) -> Result<(Vec<String>, Value)> {
+    let bad = |why: &str| {
+        EngineError::usage(
+            format!("bad `--where {condition}`: {why}"),
+            "write PARAM=VALUE with PARAM a dotted path in the params, e.g. `--where train.lr=0.001`",
+        )
+    };
+    let (path, value) = condition.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let names: Vec<String> = path.trim().split('.').map(String::from).collect();
+    if names.iter().any(|name| name.is_empty()) {
+        return Err(bad("the param path has an empty name"));
+    }
+    if names.iter().any(|name| name.contains('"')) {
+        return Err(bad("a param name holds a quote"));
+    }
+    // The value means what it meant in the `-S` that made the run.
+    let value = crate::pipefile::override_value(value.trim()).map_err(|why| bad(&why))?;
+    Ok((names, value))
+}
+
+/// `precision=32-true,strategy=single` -> pairs.
+fn parse_pairs(text: &str) -> Result<Vec<(String, String)>> {
+    text.split(',')
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+                .filter(|(key, value)| !key.is_empty() && !value.is_empty())
+                .ok_or_else(|| {
+                    EngineError::usage(
+                        format!("bad `--baseline-row {text}`: `{pair}` is not KEY=VALUE"),
+                        "name matrix values, e.g. `--baseline-row precision=32-true,strategy=single`",
+                    )
+                })
+        })
+        .collect()
+}
