@@ -22,7 +22,7 @@ pub mod untrusted;
 pub use action::{check_relative_path, ActionResult};
 pub use action_lookup::ActionLookup;
 pub use digest::{ActionKey, BadDigest, Digest, ObjectDigest};
-pub use error::CacheError;
+pub use error::{CacheError, RemoteError};
 pub use staging::RestoreSites;
 pub use stat::StatCache;
 pub use store::{

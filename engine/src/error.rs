@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use pipe_cache::RemoteError;
+
 use crate::Diagnostic;
 
 /// Documented process exit codes (docs/cli.md). The binary maps every
@@ -38,7 +40,7 @@ pub enum EngineError {
     /// The remote cache could not be reached or refused (`pipe cache
     /// push|pull|status`; a run goes on without it instead).
     #[error("{0}")]
-    RemoteUnavailable(String),
+    RemoteUnavailable(RemoteError),
     #[error("I/O error on `{path}`: {source}")]
     Io {
         path: PathBuf,

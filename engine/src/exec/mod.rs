@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
-use pipe_cache::{ActionKey, Cache, CacheError, LinkMode, StatCache};
+use pipe_cache::{ActionKey, Cache, CacheError, LinkMode, RemoteError, StatCache};
 use pipe_protocol::redact::redact_text;
 use serde_json::Value;
 
@@ -146,15 +146,32 @@ pub struct RemoteSummary {
     pub read_only: bool,
     pub transfers: TransferReport,
     /// Whether the run's record reached the remote, or why not.
-    pub record: std::result::Result<(), String>,
+    pub record: std::result::Result<(), RecordNotPushed>,
+}
+
+/// Why a run's record did not reach the remote.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordNotPushed {
+    /// The run neither pulled nor made a result: its record is there.
+    #[error("nothing new to record")]
+    NothingNew,
+    #[error("no run {0}")]
+    NoSuchRun(i64),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The run database could not give the record.
+    #[error(transparent)]
+    History(Box<EngineError>),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
 }
 
 /// Opens the remote cache of `config` for the local cache at `cache_dir`;
 /// a configuration mistake is the user's to fix (exit 2).
 pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
     Remote::new(config, cache_dir).map_err(|error| match error {
-        CacheError::RemoteConfig(message) => EngineError::usage(
-            message,
+        CacheError::Remote(remote) if remote.is_configuration() => EngineError::usage(
+            remote.to_string(),
             "see docs/remote-cache.md for the URL forms and settings",
         ),
         other => EngineError::Cache(other),
@@ -385,7 +402,7 @@ pub fn run(
             let record = if touched && recorded {
                 push_run_record(remote, &db, run_id)
             } else {
-                Err("nothing new to record".to_string())
+                Err(RecordNotPushed::NothingNew)
             };
             Some(RemoteSummary {
                 url: remote.url().to_string(),
@@ -452,17 +469,17 @@ pub fn push_run_record(
     remote: &Remote,
     db: &RunDb,
     run_id: i64,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), RecordNotPushed> {
     if remote.read_only() {
-        return Err("the remote is read-only".to_string());
+        return Err(RemoteError::ReadOnly.into());
     }
     let export = db
         .export_run(run_id)
-        .map_err(|error| error.to_string())?
-        .ok_or_else(|| format!("no run {run_id}"))?;
-    let json = serde_json::to_vec_pretty(&export).map_err(|error| error.to_string())?;
+        .map_err(|error| RecordNotPushed::History(Box::new(error)))?
+        .ok_or(RecordNotPushed::NoSuchRun(run_id))?;
+    let json = serde_json::to_vec_pretty(&export)?;
     let uid = export.run.uid.as_deref().unwrap_or_default();
-    remote.put_run_record(export.run.git_commit.as_deref(), uid, json)
+    Ok(remote.put_run_record(export.run.git_commit.as_deref(), uid, json)?)
 }
 
 fn failed_record(

@@ -70,6 +70,7 @@ fn result_of(key: &ActionKey, remote: &Remote, cache: &Cache) -> Result<ActionRe
         return Ok(result);
     }
     remote
-        .pull_metrics(key)?
+        .pull_metrics(key)
+        .map_err(|error| error.to_string())?
         .ok_or_else(|| format!("its result {} is not in the remote", key.short()))
 }

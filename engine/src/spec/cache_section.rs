@@ -266,11 +266,11 @@ fn checked_url(
     }
     match pipe_cache::remote::Location::parse(url) {
         Ok(_) => Some(url.to_string()),
-        Err(message) => {
+        Err(bad) => {
             let message = if url.contains('@') {
                 "the remote URL carries credentials".to_string()
             } else {
-                message
+                bad.to_string()
             };
             diagnostics.push(
                 Diagnostic::new("bad-remote", message)
