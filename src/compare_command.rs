@@ -194,7 +194,8 @@ fn parse_where(condition: &str) -> Result<(Vec<String>, serde_json::Value)> {
         return Err(bad("a param name holds a quote"));
     }
     // The value means what it meant in the `-S` that made the run.
-    let value = pipe_engine::spec::override_value(value.trim()).map_err(|why| bad(&why))?;
+    let value = pipe_engine::spec::override_value(value.trim())
+        .map_err(|not_yaml| bad(&not_yaml.to_string()))?;
     Ok((names, value))
 }
 

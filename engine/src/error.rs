@@ -101,6 +101,14 @@ impl EngineError {
     }
 }
 
+/// Text that was to be read as a YAML value (`-S key=TEXT`, `--where
+/// key=TEXT`) and is not one; the YAML parser's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
+pub struct NotYaml {
+    pub problem: String,
+}
+
 fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
     let mut text = diagnostics
         .iter()

@@ -19,6 +19,7 @@ pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
 pub use load::pipeline_file_problem;
 pub use name::pipeline_name;
 pub use params::override_value;
+pub use paths::UnsafeOutput;
 pub use suggest::did_you_mean;
 mod collect;
 mod declare;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::queue::Queue;
+use super::queue::{Queue, SlurmError};
 use super::{
     cancel_job, script, write_script, JobFiles, ARRAY_WINDOW, MAX_ARRAY_INDEX, UNREACHABLE_LIMIT,
 };
@@ -23,7 +23,8 @@ pub(super) struct Submission {
     pub(super) group: Option<String>,
     pub(super) resources: Resources,
     pub(super) secret_env: BTreeMap<String, String>,
-    pub(super) reply: mpsc::Sender<std::result::Result<String, String>>,
+    /// The job id, or why there is none.
+    pub(super) reply: mpsc::Sender<std::result::Result<String, SlurmError>>,
 }
 
 pub(super) struct SubmitContext {
@@ -92,7 +93,7 @@ impl SubmitContext {
         resources: &Resources,
         secret_env: &BTreeMap<String, String>,
         queue: &Queue,
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<String, SlurmError> {
         let mut sbatch = Command::new("sbatch");
         sbatch
             .arg("--parsable")
@@ -117,8 +118,12 @@ impl SubmitContext {
                 .arg(format!("--array={}", list.join(",")))
                 .arg(format!("--output={}", self.dir.join("S%a.slurm").display()));
             let path = self.dir.join(format!("A{}.sh", indices[0]));
-            write_script(&path, &script::array_script(&self.dir))
-                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+            write_script(&path, &script::array_script(&self.dir)).map_err(|error| {
+                SlurmError::Script {
+                    path: path.clone(),
+                    detail: error.to_string(),
+                }
+            })?;
             path
         };
         // Secrets reach the job through sbatch's environment (exported to
@@ -131,8 +136,11 @@ impl SubmitContext {
         let mut pause = Duration::from_secs(1);
         let job_id = loop {
             let output = sbatch.output().map_err(|error| match error.kind() {
-                std::io::ErrorKind::NotFound => "`sbatch` is not on PATH: run pipe on a machine that can submit to the cluster (a login node), or use `--executor local`".to_string(),
-                _ => format!("cannot run sbatch: {error}"),
+                std::io::ErrorKind::NotFound => SlurmError::NotASubmitHost,
+                _ => SlurmError::CannotRun {
+                    program: "sbatch".to_string(),
+                    detail: error.to_string(),
+                },
             })?;
             let stdout = String::from_utf8_lossy(&output.stdout);
             let job_id = stdout
@@ -168,7 +176,7 @@ impl SubmitContext {
                 || queue.is_cancelled()
                 || interrupt::requested()
             {
-                return Err(format!("sbatch refused the job: {message}"));
+                return Err(SlurmError::Refused { message });
             }
             tracing::warn!("sbatch: {message}; trying again in {} s", pause.as_secs());
             std::thread::sleep(pause);
