@@ -11,7 +11,7 @@ use pipe_cache::{ActionKey, ActionResult, Cache};
 use crate::project::{runs_db_of, Project};
 use crate::remote::RemoteSpec;
 use crate::runs::{self, RunDb, RunExport};
-use crate::{exec, EngineError, Result};
+use crate::{exec, EngineError, Result, UsageError};
 
 mod choose;
 mod vet;
@@ -82,10 +82,7 @@ impl History {
                 root: root.to_path_buf(),
             });
         }
-        Err(EngineError::usage(
-            "no runs recorded in this project yet",
-            "run a pipeline first: `pipe run`",
-        ))
+        Err(UsageError::NoRuns.into())
     }
 
     /// The history if the project has one.

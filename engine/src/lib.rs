@@ -8,7 +8,7 @@ mod error;
 pub mod spec;
 
 pub use diagnostic::{Diagnostic, Location};
-pub use error::{EngineError, ExitCode, NotYaml};
+pub use error::{EngineError, ExitCode, NoSuchRun, NotYaml, UsageError, WhereProblem};
 pub use spec::{load, CatalogSource, Loaded, ProjectWorkers};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

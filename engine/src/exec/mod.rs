@@ -17,7 +17,7 @@ use crate::executor::Executor;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
 use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError};
 use run_so_far::RunSoFar;
 
 mod failure;
@@ -170,10 +170,9 @@ pub enum RecordNotPushed {
 /// a configuration mistake is the user's to fix (exit 2).
 pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
     Remote::new(config, cache_dir).map_err(|error| match error {
-        CacheError::Remote(remote) if remote.is_configuration() => EngineError::usage(
-            remote.to_string(),
-            "see docs/remote-cache.md for the URL forms and settings",
-        ),
+        CacheError::Remote(remote) if remote.is_configuration() => {
+            UsageError::BadRemote(remote).into()
+        }
         other => EngineError::Cache(other),
     })
 }
@@ -203,13 +202,13 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
                 known.dedup();
                 let suggestion = crate::spec::suggest::did_you_mean(name, known.iter().copied())
                     .or_else(|| crate::spec::suggest::did_you_mean(name, by_name.keys().copied()));
-                return Err(EngineError::usage(
-                    format!("no stage named `{name}` in `{}`", pipeline.file.display()),
-                    crate::spec::suggest::hint_with_suggestion(
-                        suggestion,
-                        format!("stages: {}", known.join(", ")),
-                    ),
-                ));
+                return Err(UsageError::UnknownStage {
+                    name: name.clone(),
+                    file: pipeline.file.clone(),
+                    suggestion: suggestion.map(str::to_string),
+                    known: known.iter().map(|name| name.to_string()).collect(),
+                }
+                .into());
             }
         }
     }

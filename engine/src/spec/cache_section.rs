@@ -10,7 +10,7 @@ use super::source::Sources;
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
 use crate::remote::RemoteSpec;
-use crate::{Diagnostic, EngineError, Location, Result};
+use crate::{Diagnostic, EngineError, Location, Result, UsageError};
 
 /// What a `cache:` section says; unset parts fall through to other sources.
 #[derive(Debug, Clone, Default)]
@@ -309,14 +309,11 @@ fn read_cache_section(path: &Path, config_file: bool) -> Result<FileSettings> {
         Err(error) => return Err(EngineError::io(path, error)),
     };
     if text.len() as u64 > yaml::MAX_FILE_BYTES {
-        return Err(EngineError::usage(
-            format!(
-                "`{}` is larger than {} bytes",
-                path.display(),
-                yaml::MAX_FILE_BYTES
-            ),
-            "a settings file is a few lines",
-        ));
+        return Err(UsageError::SettingsFileTooLarge {
+            file: path.to_path_buf(),
+            limit: yaml::MAX_FILE_BYTES,
+        }
+        .into());
     }
     let mut sources = Sources::default();
     let mut diagnostics = Diagnostics::default();

@@ -14,7 +14,7 @@ use super::{cache_section, executor_section, params, stages, CatalogSource, Load
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::pipeline::Pipeline;
-use crate::{Diagnostic, EngineError, Result};
+use crate::{Diagnostic, EngineError, Result, UsageError};
 
 const TOP_LEVEL_KEYS: [&str; 7] = [
     "name",
@@ -232,35 +232,24 @@ fn project_root(file: &Path) -> PathBuf {
 /// (`missing_hint` says what to do, which depends on how it was named), a
 /// directory (named as one, with the pipeline file inside it when there is
 /// one), or not a regular file.
-pub fn pipeline_file_problem(file: &Path, missing_hint: &str) -> Option<EngineError> {
-    let shown = file.display();
-    match std::fs::metadata(file) {
-        Ok(metadata) if metadata.is_file() => None,
-        Ok(metadata) if metadata.is_dir() => {
-            let inside = ["pipe.yaml", "pipe.yml"]
+pub fn pipeline_file_problem(file: &Path, missing_hint: &'static str) -> Option<EngineError> {
+    let file_buf = || file.to_path_buf();
+    let problem = match std::fs::metadata(file) {
+        Ok(metadata) if metadata.is_file() => return None,
+        Ok(metadata) if metadata.is_dir() => UsageError::PipelineFileIsDirectory {
+            file: file_buf(),
+            inside: ["pipe.yaml", "pipe.yml"]
                 .iter()
                 .map(|name| file.join(name))
-                .find(|candidate| candidate.is_file());
-            Some(EngineError::usage(
-                format!("`{shown}` is a directory, not a pipeline file"),
-                match inside {
-                    Some(inside) => format!("did you mean `{}`?", inside.display()),
-                    None => format!(
-                        "name the YAML file, e.g. `{}`, or run pipe inside that directory (`-C {shown}`)",
-                        file.join("pipe.yaml").display()
-                    ),
-                },
-            ))
-        }
-        Ok(_) => Some(EngineError::usage(
-            format!("pipeline file `{shown}` is not a regular file"),
-            "name a YAML file",
-        )),
-        Err(_) => Some(EngineError::usage(
-            format!("pipeline file `{shown}` does not exist"),
-            missing_hint,
-        )),
-    }
+                .find(|candidate| candidate.is_file()),
+        },
+        Ok(_) => UsageError::PipelineFileNotRegular { file: file_buf() },
+        Err(_) => UsageError::PipelineFileMissing {
+            file: file_buf(),
+            hint: missing_hint,
+        },
+    };
+    Some(problem.into())
 }
 
 /// The file's text, refusing what is too big to be a pipeline or is not

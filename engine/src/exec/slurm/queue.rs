@@ -9,7 +9,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::pipeline::Stage;
-use crate::{Diagnostic, EngineError, Result};
+use crate::{Diagnostic, EngineError, Result, UsageError};
 
 /// A job as the last look at the queue saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,13 +396,11 @@ impl Partitions {
         if nodes.is_empty() {
             let mut known: Vec<String> = self.nodes.iter().map(|n| n.partition.clone()).collect();
             known.dedup();
-            return Err(EngineError::usage(
-                format!("Slurm has no {name} with nodes"),
-                format!(
-                    "set `executor: {{ partition: NAME }}` to one of: {}",
-                    known.join(", ")
-                ),
-            ));
+            return Err(UsageError::NoPartition {
+                partition: name,
+                known,
+            }
+            .into());
         }
         let most = |pick: fn(&NodeInfo) -> u64| nodes.iter().map(|n| pick(n)).max().unwrap_or(0);
         let (cpus, mem, gpus) = (
