@@ -146,3 +146,24 @@ impl serde::Serialize for RemoteError {
         serializer.collect_str(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_error_serialises_as_the_message_it_shows() {
+        let error = RemoteError::Unreachable {
+            url: "s3://bucket/p".to_string(),
+            detail: "Connection refused".to_string(),
+        };
+        assert_eq!(
+            serde_json::to_value(&error).unwrap(),
+            serde_json::json!(
+                "remote cache s3://bucket/p is unreachable or failing: Connection refused"
+            )
+        );
+        assert!(!error.is_configuration());
+        assert!(RemoteError::BadLocation(BadLocation::Credentials).is_configuration());
+    }
+}

@@ -443,3 +443,53 @@ fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usage_error_shows_its_message_then_its_hint_and_exits_2() {
+        let error = EngineError::from(UsageError::UnknownRun {
+            query: "nosuchref".to_string(),
+            why: NoSuchRun::NotARunOrRef,
+        });
+        assert_eq!(
+            error.to_string(),
+            "no run matches `nosuchref`\nhint: use a run id, `last`, `last~N`, or a git ref \
+             (branch, tag, commit)"
+        );
+        assert_eq!(error.exit_code(), ExitCode::InvalidInput);
+    }
+
+    #[test]
+    fn an_unknown_where_param_suggests_the_closest_and_lists_twelve() {
+        let known: Vec<String> = (0..14).map(|index| format!("p{index:02}")).collect();
+        let error = UsageError::UnknownWhereParam {
+            condition: "p1=3".to_string(),
+            path: "p1".to_string(),
+            suggestion: Some("p01".to_string()),
+            known,
+        };
+        assert_eq!(
+            error.to_string(),
+            "`--where p1=3`: no recorded run has a param `p1`"
+        );
+        let hint = error.hint();
+        assert!(
+            hint.starts_with("did you mean `p01`? params the runs recorded: p00, p01,"),
+            "{hint}"
+        );
+        assert!(hint.ends_with("p11 and 2 more"), "{hint}");
+    }
+
+    #[test]
+    fn a_vanished_run_is_a_bug_not_the_users_mistake() {
+        let error = EngineError::RunVanished { id: 7 };
+        assert_eq!(error.exit_code(), ExitCode::Internal);
+        assert_eq!(
+            error.to_string(),
+            "internal error: run #7 vanished\nthis is a bug in pipe; please report it"
+        );
+    }
+}
