@@ -13,7 +13,7 @@ use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Planner};
 use pipe_engine::project::{Project, RunLock};
 use pipe_engine::runs::RunStatus;
-use pipe_engine::{catalog, compare, EngineError, ExitCode, Result};
+use pipe_engine::{catalog, compare, EngineError, ExitCode, Result, UsageError};
 use pipe_protocol::format::format_bytes;
 
 use crate::cli::{
@@ -159,10 +159,7 @@ fn runs(limit: usize, json: bool) -> Result<ExitCode> {
 fn show(run: &str, json: bool) -> Result<ExitCode> {
     let mut history = here::history()?;
     let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
-    let record = history
-        .db
-        .run(id)?
-        .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
+    let record = history.db.resolved_run(id)?;
     if json {
         jsonln!(serde_json::to_string_pretty(&record).unwrap_or_default());
     } else {
@@ -197,12 +194,9 @@ fn diff(
     }
     let (a_id, b_id) = (pair.a, pair.b);
     let db = &history.db;
-    let record_a = db
-        .run(a_id)?
-        .ok_or_else(|| EngineError::Internal(format!("run {a_id} vanished")))?;
-    let record_b = db
-        .run(b_id)?
-        .ok_or_else(|| EngineError::Internal(format!("run {b_id} vanished")))?;
+    let record_a = db.resolved_run(a_id)?;
+    let record_b = db.resolved_run(b_id)?;
+    // The later run's declarations first.
     let (older, newer) = if a_id < b_id {
         (&record_a, &record_b)
     } else {
@@ -234,26 +228,18 @@ fn ensure_newline(mut text: String) -> String {
 /// to the project root (`Project::find_pipeline_file`).
 fn default_pipeline_file() -> Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    Project::find_pipeline_file(&cwd).ok_or_else(|| {
-        EngineError::usage(
-            "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project",
-            "pass one, e.g. `pipe run pipelines/quickstart.yaml`, or use -f FILE",
-        )
-    })
+    Project::find_pipeline_file(&cwd).ok_or(UsageError::NoPipelineFile.into())
 }
 
 /// Loads and validates the pipeline named by a positional file or `-f`.
 pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     let file = match (file, arg.file.as_deref()) {
         (Some(positional), Some(flag)) if positional != flag => {
-            return Err(EngineError::usage(
-                format!(
-                    "two pipeline files given: `{}` and `{}`",
-                    positional.display(),
-                    flag.display()
-                ),
-                "give the file once, positionally or with -f",
-            ))
+            return Err(UsageError::TwoPipelineFiles {
+                positional: positional.to_path_buf(),
+                flag: flag.to_path_buf(),
+            }
+            .into())
         }
         (Some(file), _) | (None, Some(file)) => file.to_path_buf(),
         (None, None) => default_pipeline_file()?,
@@ -420,10 +406,7 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
     })?;
     let mut history = here::history()?;
     let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
-    let record = history
-        .db
-        .run(id)?
-        .ok_or_else(|| EngineError::Internal(format!("run #{id} vanished")))?;
+    let record = history.db.resolved_run(id)?;
     // The record's outputs are held to the stages of the pipeline file it
     // ran, read here, with the settings it ran with.
     let file = match file {
@@ -491,14 +474,11 @@ fn recorded_pipeline_file(
             if path.is_file() {
                 return Ok(path);
             }
-            Err(EngineError::usage(
-                format!(
-                    "run #{} ran the pipeline file `{}`, which is not here",
-                    record.id,
-                    pipe_protocol::excerpt(file)
-                ),
-                "pass the pipeline file the run ran with -f FILE",
-            ))
+            Err(UsageError::RecordedFileGone {
+                run: record.id,
+                file: pipe_protocol::excerpt(file),
+            }
+            .into())
         }
         _ => default_pipeline_file(),
     }
@@ -625,16 +605,17 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
                 })
                 .collect();
             if found.is_empty() {
-                let known: Vec<&str> = catalog.stages.keys().map(String::as_str).collect();
                 let names = catalog
                     .stages
                     .values()
                     .map(|entry| entry.info.name.as_str());
-                let hint = match pipe_engine::pipefile::did_you_mean(stage, names) {
-                    Some(close) => format!("did you mean `{close}`? stages: {}", known.join(", ")),
-                    None => format!("stages: {}", known.join(", ")),
-                };
-                return Err(EngineError::usage(format!("no stage `{name}`"), hint));
+                return Err(UsageError::UnknownCatalogStage {
+                    name: name.to_string(),
+                    suggestion: pipe_engine::pipefile::did_you_mean(stage, names)
+                        .map(str::to_string),
+                    known: catalog.stages.keys().cloned().collect(),
+                }
+                .into());
             }
             found
         }

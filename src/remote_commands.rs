@@ -8,7 +8,7 @@ use pipe_cache::Cache;
 use pipe_engine::exec::{self, RemoteSummary};
 use pipe_engine::history::{self, History, Pull};
 use pipe_engine::runs::RunDb;
-use pipe_engine::{EngineError, ExitCode, Result};
+use pipe_engine::{EngineError, ExitCode, Result, UsageError};
 use pipe_protocol::format::{format_bytes, format_seconds};
 use serde_json::json;
 
@@ -40,18 +40,11 @@ fn configured(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<Opt
 }
 
 fn required(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<RemoteConfig> {
-    configured(root, file, args)?.ok_or_else(|| no_remote("--remote s3://BUCKET/PREFIX"))
-}
-
-/// The usage error of a command that needs a remote and has none; `flag`
-/// is how that command takes one on its command line.
-pub fn no_remote(flag: &str) -> EngineError {
-    EngineError::usage(
-        "no remote cache is configured",
-        format!(
-            "pass {flag}, set PIPE_REMOTE, or add `cache: {{ remote: s3://BUCKET/PREFIX }}` to the pipeline or {} (docs/remote-cache.md)",
-            pipe_engine::pipefile::PROJECT_CONFIG_FILE
-        ),
+    configured(root, file, args)?.ok_or(
+        UsageError::NoRemote {
+            flag: "--remote s3://BUCKET/PREFIX",
+        }
+        .into(),
     )
 }
 
@@ -103,10 +96,7 @@ pub fn push(
     let project = here::project()?;
     let config = required(&project.root, file, args)?;
     if config.read_only {
-        return Err(EngineError::usage(
-            format!("the remote cache {} is read-only here", config.url),
-            "a read-only remote is never written; drop --remote-read-only, PIPE_REMOTE_READ_ONLY or `read_only: true` to push",
-        ));
+        return Err(UsageError::RemoteReadOnly { url: config.url }.into());
     }
     let mut history = here::history()?;
     let ids: Vec<i64> = if all {
@@ -269,10 +259,7 @@ pub fn status(
         root: project.root.clone(),
     };
     let id = here::resolve(&mut history, run.unwrap_or("last"), Pull::From(&remote))?;
-    let record = history
-        .db
-        .run(id)?
-        .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))?;
+    let record = history.db.resolved_run(id)?;
     let cache = Cache::open(&project.cache_dir)?;
     let keyed: Vec<_> = record
         .stages

@@ -9,11 +9,10 @@ use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{Freshness, StageState};
 use pipe_engine::project::Project;
 use pipe_engine::remote_status::{remote_status, RemoteVerdict};
-use pipe_engine::{exec, Result};
+use pipe_engine::{exec, Result, UsageError};
 use serde_json::{json, Value};
 
 use crate::output::{errln, jsonln, out};
-use crate::remote_commands::no_remote;
 
 /// The remote `pipe status --remote[=URL]` asks: `flag` is the URL given,
 /// or empty for the configured one. None configured is a usage error.
@@ -21,8 +20,11 @@ pub fn open(pipeline: &Pipeline, flag: &str) -> Result<Remote> {
     let flag = Some(flag).filter(|url| !url.is_empty());
     // Read-only: a status never writes.
     let config =
-        pipe_engine::remote::resolve(&pipeline.root, pipeline.remote.as_ref(), flag, true)?
-            .ok_or_else(|| no_remote("--remote=s3://BUCKET/PREFIX"))?;
+        pipe_engine::remote::resolve(&pipeline.root, pipeline.remote.as_ref(), flag, true)?.ok_or(
+            UsageError::NoRemote {
+                flag: "--remote=s3://BUCKET/PREFIX",
+            },
+        )?;
     let project = Project::open(&pipeline.root)?;
     exec::open_remote(&config, &project.cache_dir)
 }

@@ -62,27 +62,50 @@ pub(crate) fn encode(result: &ActionResult) -> Vec<u8> {
     bytes
 }
 
+/// Why an action file is refused: it is not what `encode` writes for its
+/// key, or its paths are not its own.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadAction {
+    #[error("not a pipe-action-v2 file (written by another version of pipe, or damaged)")]
+    NotAnAction,
+    #[error("truncated")]
+    Truncated,
+    #[error("damaged framing")]
+    DamagedFraming,
+    #[error("its content does not match its checksum")]
+    ChecksumMismatch,
+    /// The body is not a result; serde's words.
+    #[error("not a valid result ({0})")]
+    NotAResult(String),
+    #[error("holds key {0} under another name")]
+    UnderAnotherKey(ActionKey),
+    #[error("names output `{}`, which {problem}", shown(.path))]
+    OutputNotRelative { path: String, problem: &'static str },
+    #[error("names output `{}`, which its manifest does not declare", shown(.path))]
+    OutputUndeclared { path: String },
+    #[error("lacks its declared output `{}`", shown(.path))]
+    OutputMissing { path: String },
+}
+
 /// Reads an action file filed under `key`, refusing anything `encode`
 /// would not have written for that key, or whose paths are not its own.
-pub(crate) fn decode(bytes: &[u8], key: &ActionKey) -> Result<ActionResult, String> {
-    let rest = bytes.strip_prefix(HEADER).ok_or_else(|| {
-        "not a pipe-action-v2 file (written by another version of pipe, or damaged)".to_string()
-    })?;
+pub(crate) fn decode(bytes: &[u8], key: &ActionKey) -> Result<ActionResult, BadAction> {
+    let rest = bytes.strip_prefix(HEADER).ok_or(BadAction::NotAnAction)?;
     if rest.len() < CHECKSUM_HEX_LEN {
-        return Err("truncated".to_string());
+        return Err(BadAction::Truncated);
     }
     let (checksum, rest) = rest.split_at(CHECKSUM_HEX_LEN);
     let body = rest
         .strip_prefix(BODY_START)
         .and_then(|rest| rest.strip_suffix(b"}\n"))
-        .ok_or_else(|| "damaged framing".to_string())?;
+        .ok_or(BadAction::DamagedFraming)?;
     if blake3::hash(body).to_hex().as_bytes() != checksum {
-        return Err("its content does not match its checksum".to_string());
+        return Err(BadAction::ChecksumMismatch);
     }
     let result: ActionResult =
-        serde_json::from_slice(body).map_err(|error| format!("not a valid result ({error})"))?;
+        serde_json::from_slice(body).map_err(|error| BadAction::NotAResult(error.to_string()))?;
     if result.key != *key {
-        return Err(format!("holds key {} under another name", result.key));
+        return Err(BadAction::UnderAnotherKey(result.key));
     }
     result.check_paths()?;
     Ok(result)
@@ -120,23 +143,25 @@ impl ActionResult {
 
     /// Every output path is plain, inside the project, and declared by
     /// the manifest; every declared `outs` path is there.
-    pub fn check_paths(&self) -> Result<(), String> {
+    pub(crate) fn check_paths(&self) -> Result<(), BadAction> {
         let declared = self.declared_paths();
         for path in self.outputs.keys() {
             if let Err(problem) = check_relative_path(path) {
-                return Err(format!("names output `{}`, which {problem}", shown(path)));
+                return Err(BadAction::OutputNotRelative {
+                    path: path.clone(),
+                    problem,
+                });
             }
             if !declared.contains(&path.as_str()) {
-                return Err(format!(
-                    "names output `{}`, which its manifest does not declare",
-                    shown(path)
-                ));
+                return Err(BadAction::OutputUndeclared { path: path.clone() });
             }
         }
         if let Some(outs) = self.manifest.get("outs").and_then(|outs| outs.as_object()) {
             for path in outs.values().filter_map(|path| path.as_str()) {
                 if !self.outputs.contains_key(path) {
-                    return Err(format!("lacks its declared output `{}`", shown(path)));
+                    return Err(BadAction::OutputMissing {
+                        path: path.to_string(),
+                    });
                 }
             }
         }
@@ -242,19 +267,32 @@ mod tests {
         ] {
             let bad = result(&["out/model.bin", path]);
             let error = decode(&encode(&bad), &bad.key).expect_err(path);
-            assert!(error.contains("names output"), "{path}: {error}");
+            assert!(
+                matches!(
+                    error,
+                    BadAction::OutputNotRelative { .. } | BadAction::OutputUndeclared { .. }
+                ),
+                "{path}: {error}"
+            );
+            assert!(
+                error.to_string().contains("names output"),
+                "{path}: {error}"
+            );
         }
         let missing = result(&[]);
-        assert!(decode(&encode(&missing), &missing.key)
-            .expect_err("missing output")
-            .contains("lacks its declared output"));
+        let error = decode(&encode(&missing), &missing.key).expect_err("missing output");
+        assert_eq!(
+            error.to_string(),
+            "lacks its declared output `out/model.bin`"
+        );
     }
 
     #[test]
     fn a_result_under_another_key_is_refused() {
         let written = result(&["out/model.bin"]);
         let error = decode(&encode(&written), &ActionKey::of(b"other")).unwrap_err();
-        assert!(error.contains("under another name"), "{error}");
+        assert_eq!(error, BadAction::UnderAnotherKey(written.key));
+        assert!(error.to_string().contains("under another name"), "{error}");
     }
 
     #[test]

@@ -1,4 +1,7 @@
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::remote::BadLocation;
 
 /// Every way the cache can fail. A corrupt entry is not an error while a
 /// pipeline runs (it is a miss); it surfaces here only where the caller
@@ -38,17 +41,10 @@ pub enum CacheError {
         #[source]
         source: rusqlite::Error,
     },
-    /// The remote cache's configuration is wrong (its URL, its options).
-    #[error("{0}")]
-    RemoteConfig(String),
-    /// The remote cache's I/O threads could not start (the process has no
-    /// threads or file descriptors left).
-    #[error("remote cache {url} is unusable: cannot start its I/O threads: {source}")]
-    RemoteRuntime {
-        url: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The remote cache is misconfigured, cannot be reached, refused, or
+    /// sent something corrupt.
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
     /// A folder of a cache directory that is a link to elsewhere.
     #[error(
         "`{path}` is a symbolic link to `{target}`, outside the cache directory that holds it, \
@@ -77,3 +73,98 @@ impl CacheError {
 }
 
 pub type Result<T, E = CacheError> = std::result::Result<T, E>;
+/// Why the remote cache did not do what was asked. Every text in it went
+/// through the remote's redaction first: no credential is ever in it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RemoteError {
+    /// The remote's URL is not one pipe can use.
+    #[error(transparent)]
+    BadLocation(#[from] BadLocation),
+    /// The storage client refused the remote's options.
+    #[error("{url}: {detail}")]
+    BadOptions { url: String, detail: String },
+    /// The remote answered that these credentials may not do this.
+    #[error("remote cache {url} is access denied (check the credentials): {detail}")]
+    Refused { url: String, detail: String },
+    /// No credentials were found for a remote that needs them.
+    #[error(
+        "remote cache {url} is not reachable without credentials (set AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): {detail}"
+    )]
+    NoCredentials { url: String, detail: String },
+    /// The remote rejected a request as misconfigured.
+    #[error("remote cache {url} is invalid configuration: {detail}")]
+    Misconfigured { url: String, detail: String },
+    #[error("remote cache {url} is rate limited: {detail}")]
+    RateLimited { url: String, detail: String },
+    /// The network, the server or a transfer failed.
+    #[error("remote cache {url} is unreachable or failing: {detail}")]
+    Unreachable { url: String, detail: String },
+    /// The remote's I/O threads could not start (the process has no
+    /// threads or file descriptors left).
+    #[error("remote cache {url} is unusable: cannot start its I/O threads: {detail}")]
+    NoThreads { url: String, detail: String },
+    /// A write to a remote configured read-only.
+    #[error("the remote is read-only")]
+    ReadOnly,
+    /// A run record larger than any pull would read back.
+    #[error(
+        "the run record is {bytes} bytes, more than the {limit} a pull reads \
+         (docs/cache-format.md, Limits); not pushed"
+    )]
+    RecordTooLarge { bytes: usize, limit: String },
+    /// What the remote holds is damaged, incomplete or not pipe's: `what`
+    /// names the entry and says what is wrong with it.
+    #[error("{what}")]
+    Corrupt { what: String },
+    /// An entry the remote listed was gone when it was read.
+    #[error("`{path}` was removed while it was read")]
+    Vanished { path: String },
+    /// The local cache failed while taking in what the remote sent.
+    #[error("local cache: {0}")]
+    Local(Arc<CacheError>),
+    /// The pool that bounds concurrent transfers was shut down under a
+    /// transfer: only a bug does that.
+    #[error("transfer pool closed")]
+    TransferPoolClosed,
+}
+
+impl RemoteError {
+    /// Whether the configuration is at fault (the URL, the options), so
+    /// the user fixes it, rather than the remote or the network.
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self,
+            RemoteError::BadLocation(_) | RemoteError::BadOptions { .. }
+        )
+    }
+}
+
+/// As its message: the `--json` reports carry the reason a remote was
+/// given up on as text.
+impl serde::Serialize for RemoteError {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_error_serialises_as_the_message_it_shows() {
+        let error = RemoteError::Unreachable {
+            url: "s3://bucket/p".to_string(),
+            detail: "Connection refused".to_string(),
+        };
+        assert_eq!(
+            serde_json::to_value(&error).unwrap(),
+            serde_json::json!(
+                "remote cache s3://bucket/p is unreachable or failing: Connection refused"
+            )
+        );
+        assert!(!error.is_configuration());
+        assert!(RemoteError::BadLocation(BadLocation::Credentials).is_configuration());
+    }
+}

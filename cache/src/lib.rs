@@ -24,7 +24,7 @@ pub use action::{check_relative_path, ActionResult};
 pub use action_lookup::ActionLookup;
 pub use artifact::{Artifact, ArtifactKind};
 pub use digest::{ActionKey, BadDigest, Digest, ObjectDigest};
-pub use error::{CacheError, Result};
+pub use error::{CacheError, RemoteError, Result};
 pub use staging::RestoreSites;
 pub use stat::StatCache;
 pub use store::{

@@ -399,7 +399,31 @@ pub struct WorkerCheck {
     pub path: PathBuf,
     /// The number of stages it describes as the catalog built into pipe
     /// does, or what is wrong.
-    pub outcome: std::result::Result<usize, String>,
+    pub outcome: std::result::Result<usize, WorkerDisagrees>,
+}
+
+/// Why a built-in worker does not agree with the catalog built into pipe.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerDisagrees {
+    #[error("not installed")]
+    NotInstalled,
+    /// It cannot start here (libtorch missing); the reason as `Launch`
+    /// gives it.
+    #[error("{0}")]
+    CannotStart(String),
+    /// Building it, or checking what it built, failed.
+    #[error(transparent)]
+    Build(Box<EngineError>),
+    /// `difference` as `first_difference` says it; `catalog_file` is
+    /// where the catalog lives, under engine/src/.
+    #[error(
+        "it describes its stages differently ({difference}): regenerate engine/src/{catalog_file} \
+         from its `describe`"
+    )]
+    Differs {
+        difference: String,
+        catalog_file: &'static str,
+    },
 }
 
 impl WorkerCheck {
@@ -417,21 +441,24 @@ pub fn check_builtin_workers(observer: crate::events::Observer<'_>) -> Result<Ve
     for builtin in builtin_workers()? {
         let built_in = built_in_stages(builtin.worker);
         let outcome = match (&builtin.launch_when_absent.build, builtin.present) {
-            (Some(build), _) => build.ensure(observer).map_err(|error| error.to_string()),
-            (None, false) => Err("not installed".to_string()),
+            (Some(build), _) => build
+                .ensure(observer)
+                .map_err(|error| WorkerDisagrees::Build(Box::new(error))),
+            (None, false) => Err(WorkerDisagrees::NotInstalled),
             (None, true) => {
                 let launch = launch_of(&builtin.path);
                 match &launch.unavailable {
-                    Some(unavailable) => Err(unavailable.reason.clone()),
+                    Some(unavailable) => {
+                        Err(WorkerDisagrees::CannotStart(unavailable.reason.clone()))
+                    }
                     None => {
                         let described = describe(&builtin.path, launch.library_dir.as_deref())?;
                         match first_difference(&built_in, &described) {
                             None => Ok(()),
-                            Some(difference) => Err(format!(
-                                "it describes its stages differently ({difference}): regenerate \
-                                 engine/src/workers/{} from its `describe`",
-                                builtin.worker.catalog_file()
-                            )),
+                            Some(difference) => Err(WorkerDisagrees::Differs {
+                                difference,
+                                catalog_file: builtin.worker.catalog_file(),
+                            }),
                         }
                     }
                 }

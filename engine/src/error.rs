@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use pipe_cache::RemoteError;
+
 use crate::diagnostic::Diagnostic;
 
 /// Documented process exit codes (docs/cli.md). The binary maps every
@@ -38,7 +40,7 @@ pub enum EngineError {
     /// The remote cache could not be reached or refused (`pipe cache
     /// push|pull|status`; a run goes on without it instead).
     #[error("{0}")]
-    RemoteUnavailable(String),
+    RemoteUnavailable(RemoteError),
     #[error("I/O error on `{path}`: {source}")]
     Io {
         path: PathBuf,
@@ -62,12 +64,25 @@ pub enum EngineError {
         column: String,
         problem: String,
     },
-    #[error("{message}\nhint: {hint}")]
-    Usage { message: String, hint: String },
+    /// The command line, a setting or the history cannot give what was
+    /// asked: the user's to fix.
+    #[error("{0}\nhint: {hint}", hint = .0.hint())]
+    Usage(UsageError),
     #[error("interrupted")]
     Interrupted,
-    #[error("internal error: {0}\nthis is a bug in pipe; please report it")]
+    /// A run the history had a moment ago is gone from it.
+    #[error("internal error: run #{id} vanished\n{bug}", bug = BUG)]
+    RunVanished { id: i64 },
+    #[error("internal error: {0}\n{bug}", bug = BUG)]
     Internal(String),
+}
+
+const BUG: &str = "this is a bug in pipe; please report it";
+
+impl From<UsageError> for EngineError {
+    fn from(usage: UsageError) -> Self {
+        EngineError::Usage(usage)
+    }
 }
 
 impl EngineError {
@@ -85,25 +100,340 @@ impl EngineError {
         }
     }
 
+    /// A usage error of its own kind, said once: the recurring ones are
+    /// [`UsageError`] variants.
     pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> Self {
-        EngineError::Usage {
+        EngineError::Usage(UsageError::Other {
             message: message.into(),
             hint: hint.into(),
-        }
+        })
     }
 
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            EngineError::Spec(_) | EngineError::Usage { .. } => ExitCode::InvalidInput,
+            EngineError::Spec(_) | EngineError::Usage(_) => ExitCode::InvalidInput,
             EngineError::Cache(_)
             | EngineError::Io { .. }
             | EngineError::Database { .. }
             | EngineError::CorruptRecord { .. } => ExitCode::Environment,
             EngineError::RemoteUnavailable(_) => ExitCode::RemoteUnavailable,
             EngineError::Interrupted => ExitCode::Interrupted,
-            EngineError::Internal(_) => ExitCode::Internal,
+            EngineError::RunVanished { .. } | EngineError::Internal(_) => ExitCode::Internal,
         }
     }
+}
+
+/// What the user asked for that cannot be done, and how to ask instead:
+/// the message is the variant's `Display`, the hint [`UsageError::hint`],
+/// and `EngineError::Usage` shows both as `MESSAGE\nhint: HINT`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UsageError {
+    /// A run reference (`12`, `last~2`, a git ref) that names no run.
+    #[error("no run matches `{query}`")]
+    UnknownRun { query: String, why: NoSuchRun },
+    #[error("no runs recorded in this project yet")]
+    NoRuns,
+    /// `pipe compare`'s selection (`--where`, `--status`, `--pipeline`,
+    /// the runs named) leaves no run.
+    #[error("no run matches the selection")]
+    NoRunSelected,
+    /// A run record names a pipeline file that is not in the workspace.
+    #[error("run #{run} ran the pipeline file `{file}`, which is not here")]
+    RecordedFileGone { run: i64, file: String },
+    /// `--pipeline NAME` that names no pipeline with runs, nor a file.
+    #[error("no run of a pipeline `{name}` is recorded, and there is no file `{name}`")]
+    UnknownPipeline {
+        name: String,
+        suggestion: Option<String>,
+        recorded: Vec<String>,
+    },
+    /// A stage name on the command line that the pipeline lacks.
+    #[error("no stage named `{name}` in `{}`", .file.display())]
+    UnknownStage {
+        name: String,
+        file: PathBuf,
+        suggestion: Option<String>,
+        known: Vec<String>,
+    },
+    /// `pipe stages NAME` for a stage no worker offers.
+    #[error("no stage `{name}`")]
+    UnknownCatalogStage {
+        name: String,
+        suggestion: Option<String>,
+        known: Vec<String>,
+    },
+    #[error(
+        "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project"
+    )]
+    NoPipelineFile,
+    #[error("two pipeline files given: `{}` and `{}`", .positional.display(), .flag.display())]
+    TwoPipelineFiles { positional: PathBuf, flag: PathBuf },
+    /// `hint` depends on how the file was named.
+    #[error("pipeline file `{}` does not exist", .file.display())]
+    PipelineFileMissing { file: PathBuf, hint: &'static str },
+    /// `inside`: the pipeline file in that directory, when there is one.
+    #[error("`{}` is a directory, not a pipeline file", .file.display())]
+    PipelineFileIsDirectory {
+        file: PathBuf,
+        inside: Option<PathBuf>,
+    },
+    #[error("pipeline file `{}` is not a regular file", .file.display())]
+    PipelineFileNotRegular { file: PathBuf },
+    #[error("`{}` is larger than {limit} bytes", .file.display())]
+    PipelineFileTooLarge { file: PathBuf, limit: u64 },
+    #[error("`{}` is larger than {limit} bytes", .file.display())]
+    SettingsFileTooLarge { file: PathBuf, limit: u64 },
+    /// `flag`: how this command names a remote (`--remote URL`).
+    #[error("no remote cache is configured")]
+    NoRemote { flag: &'static str },
+    #[error("the remote cache {url} is read-only here")]
+    RemoteReadOnly { url: String },
+    /// The remote's URL or options are wrong.
+    #[error("{0}")]
+    BadRemote(RemoteError),
+    /// `--where` text that is not `PARAM=VALUE`.
+    #[error("bad `--where {condition}`: {why}")]
+    BadWhere {
+        condition: String,
+        why: WhereProblem,
+    },
+    /// `--where` on a param no compared run has.
+    #[error("`--where {condition}`: no recorded run has a param `{path}`")]
+    UnknownWhereParam {
+        condition: String,
+        path: String,
+        suggestion: Option<String>,
+        known: Vec<String>,
+    },
+    #[error("bad `--baseline-row {text}`: `{pair}` is not KEY=VALUE")]
+    BadBaselineRow { text: String, pair: String },
+    #[error("the baseline run #{run} is not among the compared runs")]
+    BaselineNotCompared { run: i64 },
+    /// `keys`: the matrix keys the run has.
+    #[error("run #{run} has no matrix key `{key}`")]
+    NoMatrixKey {
+        run: i64,
+        key: String,
+        keys: Vec<String>,
+    },
+    /// `rows`: the run's rows, labelled.
+    #[error("no row of run #{run} matches `--baseline-row`")]
+    NoBaselineRow { run: i64, rows: Vec<String> },
+    /// `rows`: the rows that match, labelled.
+    #[error("{} rows of run #{run} match the baseline: {}", .rows.len(), .rows.join("; "))]
+    AmbiguousBaselineRow { run: i64, rows: Vec<String> },
+    /// `shown`: the metric columns there are.
+    #[error("no metric `{name}` to sort by")]
+    UnknownSortMetric { name: String, shown: Vec<String> },
+    /// `columns`: the stages' columns of that metric.
+    #[error("`{name}` is a metric of several stages")]
+    AmbiguousSortMetric { name: String, columns: Vec<String> },
+    #[error("`{column}` has no known direction to sort by")]
+    NoSortDirection { column: String },
+    /// `pipe diff A` where A is the newest successful run.
+    #[error("run #{run} is the newest successful run of `{pipeline}`: there is nothing after it to compare it with")]
+    NothingAfter { run: i64, pipeline: String },
+    #[error("run #{run} is the only successful run{} to compare: `pipe diff` compares the last two", of_pipeline(.pipeline))]
+    OnlySuccessfulRun { run: i64, pipeline: Option<String> },
+    #[error("no successful run{} is recorded", of_pipeline(.pipeline))]
+    NoSuccessfulRun { pipeline: Option<String> },
+    /// A Slurm partition with no nodes; `known`: the partitions there are.
+    #[error("Slurm has no {partition} with nodes")]
+    NoPartition {
+        /// `partition \`gpu\`` or `the default partition`.
+        partition: String,
+        known: Vec<String>,
+    },
+    #[error("run database `{}` has version {version}, written by a newer pipe (this one reads up to {reads})", .path.display())]
+    NewerDatabase {
+        path: PathBuf,
+        version: i64,
+        reads: i64,
+    },
+    /// Said once, where it happens.
+    #[error("{message}")]
+    Other { message: String, hint: String },
+}
+
+impl UsageError {
+    /// How to fix it: the `hint:` line.
+    pub fn hint(&self) -> String {
+        match self {
+            UsageError::UnknownRun { why, .. } => why.to_string(),
+            UsageError::NoRuns => "run a pipeline first: `pipe run`".to_string(),
+            UsageError::NoRunSelected => "`pipe runs` lists the recorded runs; `--status any` \
+                 includes those that failed"
+                .to_string(),
+            UsageError::RecordedFileGone { .. } => {
+                "pass the pipeline file the run ran with -f FILE".to_string()
+            }
+            UsageError::UnknownPipeline {
+                suggestion,
+                recorded,
+                ..
+            } => {
+                if recorded.is_empty() {
+                    "run a pipeline first: `pipe run`".to_string()
+                } else {
+                    format!(
+                        "{}pipelines with recorded runs: {}; or name a pipeline file",
+                        did_you_mean(suggestion),
+                        recorded.join(", ")
+                    )
+                }
+            }
+            UsageError::UnknownStage {
+                suggestion, known, ..
+            }
+            | UsageError::UnknownCatalogStage {
+                suggestion, known, ..
+            } => format!("{}stages: {}", did_you_mean(suggestion), known.join(", ")),
+            UsageError::NoPipelineFile => {
+                "pass one, e.g. `pipe run pipelines/quickstart.yaml`, or use -f FILE".to_string()
+            }
+            UsageError::TwoPipelineFiles { .. } => {
+                "give the file once, positionally or with -f".to_string()
+            }
+            UsageError::PipelineFileMissing { hint, .. } => hint.to_string(),
+            UsageError::PipelineFileIsDirectory { file, inside } => match inside {
+                Some(inside) => format!("did you mean `{}`?", inside.display()),
+                None => format!(
+                    "name the YAML file, e.g. `{}`, or run pipe inside that directory (`-C {}`)",
+                    file.join("pipe.yaml").display(),
+                    file.display()
+                ),
+            },
+            UsageError::PipelineFileNotRegular { .. } => "name a YAML file".to_string(),
+            UsageError::PipelineFileTooLarge { .. } => {
+                "name a pipeline file, or a pipeline by its name".to_string()
+            }
+            UsageError::SettingsFileTooLarge { .. } => "a settings file is a few lines".to_string(),
+            UsageError::NoRemote { flag } => format!(
+                "pass {flag}, set PIPE_REMOTE, or add `cache: {{ remote: s3://BUCKET/PREFIX }}` \
+                 to the pipeline or {} (docs/remote-cache.md)",
+                crate::settings::PROJECT_CONFIG_FILE
+            ),
+            UsageError::RemoteReadOnly { .. } => "a read-only remote is never written; drop \
+                 --remote-read-only, PIPE_REMOTE_READ_ONLY or `read_only: true` to push"
+                .to_string(),
+            UsageError::BadRemote(_) => {
+                "see docs/remote-cache.md for the URL forms and settings".to_string()
+            }
+            UsageError::BadWhere { .. } => "write PARAM=VALUE with PARAM a dotted path in the \
+                 params, e.g. `--where train.lr=0.001`"
+                .to_string(),
+            UsageError::UnknownWhereParam {
+                suggestion, known, ..
+            } => {
+                let listed: Vec<&str> = known.iter().map(String::as_str).take(12).collect();
+                let more = match known.len() - listed.len() {
+                    0 => String::new(),
+                    more => format!(" and {more} more"),
+                };
+                format!(
+                    "{}params the runs recorded: {}{more}",
+                    did_you_mean(suggestion),
+                    listed.join(", ")
+                )
+            }
+            UsageError::BadBaselineRow { .. } => {
+                "name matrix values, e.g. `--baseline-row precision=32-true,strategy=single`"
+                    .to_string()
+            }
+            UsageError::BaselineNotCompared { .. } => {
+                "name it among the runs, or choose another with `--baseline RUN`".to_string()
+            }
+            UsageError::NoMatrixKey { keys, .. } => {
+                if keys.is_empty() {
+                    "it has no matrix; leave out `--baseline-row`".to_string()
+                } else {
+                    format!("its matrix keys: {}", keys.join(", "))
+                }
+            }
+            UsageError::NoBaselineRow { rows, .. } => format!("its rows: {}", rows.join("; ")),
+            UsageError::AmbiguousBaselineRow { .. } => "name more matrix values in \
+                 `--baseline-row`, e.g. `precision=32-true,strategy=single`"
+                .to_string(),
+            UsageError::UnknownSortMetric { shown, .. } => {
+                format!("metrics shown: {}", shown.join(", "))
+            }
+            UsageError::AmbiguousSortMetric { columns, .. } => {
+                format!("name one: {}", columns.join(", "))
+            }
+            UsageError::NoSortDirection { column } => {
+                format!("say which way is better: `--higher {column}` or `--lower {column}`")
+            }
+            UsageError::NothingAfter { run, .. } => {
+                format!("name the run to compare it with: `pipe diff {run} B`")
+            }
+            UsageError::OnlySuccessfulRun { .. } => "run the pipeline again with a change \
+                 (`pipe run -S KEY=VALUE`), or name two runs: `pipe diff A B` (`pipe runs` \
+                 lists them)"
+                .to_string(),
+            UsageError::NoSuccessfulRun { .. } => "`pipe runs` lists the runs; name two to \
+                 compare them whatever their status: `pipe diff A B`"
+                .to_string(),
+            UsageError::NoPartition { known, .. } => format!(
+                "set `executor: {{ partition: NAME }}` to one of: {}",
+                known.join(", ")
+            ),
+            UsageError::NewerDatabase { .. } => "use that newer pipe here, or move .pipe/runs.db \
+                 aside to start a new history (the cache is kept)"
+                .to_string(),
+            UsageError::Other { hint, .. } => hint.clone(),
+        }
+    }
+}
+
+/// Why a run reference names no run; it reads as the hint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoSuchRun {
+    #[error("`pipe runs` lists the recorded runs")]
+    NoSuchId,
+    #[error("there are fewer runs than that; `pipe runs` lists them")]
+    TooFewRuns,
+    #[error("use a run id, `last`, `last~N`, or a git ref (branch, tag, commit)")]
+    NotARunOrRef,
+    /// `commit`: its first 12 digits.
+    #[error("no run was recorded at commit {commit}")]
+    NoneAtCommit { commit: String },
+}
+
+/// What is wrong with the text of `--where PARAM=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WhereProblem {
+    #[error("no `=`")]
+    NoEquals,
+    #[error("the param path has an empty name")]
+    EmptyName,
+    #[error("a param name holds a quote")]
+    Quote,
+    #[error(transparent)]
+    Value(#[from] NotYaml),
+}
+
+/// Text that was to be read as a YAML value (`-S key=TEXT`, `--where
+/// key=TEXT`) and is not one; the YAML parser's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
+pub struct NotYaml {
+    pub problem: String,
+}
+
+/// `did you mean `X`? ` before a list of what there is, or nothing.
+fn did_you_mean(suggestion: &Option<String>) -> String {
+    suggestion
+        .as_ref()
+        .map(|close| format!("did you mean `{close}`? "))
+        .unwrap_or_default()
+}
+
+/// ` of pipeline `NAME``, or nothing for any pipeline.
+fn of_pipeline(pipeline: &Option<String>) -> String {
+    pipeline
+        .as_ref()
+        .map(|name| format!(" of pipeline `{name}`"))
+        .unwrap_or_default()
 }
 
 fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
@@ -119,4 +449,54 @@ fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usage_error_shows_its_message_then_its_hint_and_exits_2() {
+        let error = EngineError::from(UsageError::UnknownRun {
+            query: "nosuchref".to_string(),
+            why: NoSuchRun::NotARunOrRef,
+        });
+        assert_eq!(
+            error.to_string(),
+            "no run matches `nosuchref`\nhint: use a run id, `last`, `last~N`, or a git ref \
+             (branch, tag, commit)"
+        );
+        assert_eq!(error.exit_code(), ExitCode::InvalidInput);
+    }
+
+    #[test]
+    fn an_unknown_where_param_suggests_the_closest_and_lists_twelve() {
+        let known: Vec<String> = (0..14).map(|index| format!("p{index:02}")).collect();
+        let error = UsageError::UnknownWhereParam {
+            condition: "p1=3".to_string(),
+            path: "p1".to_string(),
+            suggestion: Some("p01".to_string()),
+            known,
+        };
+        assert_eq!(
+            error.to_string(),
+            "`--where p1=3`: no recorded run has a param `p1`"
+        );
+        let hint = error.hint();
+        assert!(
+            hint.starts_with("did you mean `p01`? params the runs recorded: p00, p01,"),
+            "{hint}"
+        );
+        assert!(hint.ends_with("p11 and 2 more"), "{hint}");
+    }
+
+    #[test]
+    fn a_vanished_run_is_a_bug_not_the_users_mistake() {
+        let error = EngineError::RunVanished { id: 7 };
+        assert_eq!(error.exit_code(), ExitCode::Internal);
+        assert_eq!(
+            error.to_string(),
+            "internal error: run #7 vanished\nthis is a bug in pipe; please report it"
+        );
+    }
 }

@@ -9,7 +9,7 @@ pub mod events;
 pub mod pipefile;
 
 pub use diagnostic::{Diagnostic, Location};
-pub use error::{EngineError, ExitCode};
+pub use error::{EngineError, ExitCode, NoSuchRun, NotYaml, UsageError, WhereProblem};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 pub mod cache_admin;

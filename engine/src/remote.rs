@@ -89,9 +89,9 @@ pub fn resolve(
             }
             pipe_cache::remote::Location::parse(url)
                 .map(|_| ())
-                .map_err(|message| {
+                .map_err(|bad| {
                     Invalid::because(
-                        message,
+                        bad.to_string(),
                         "an s3:// URL, a directory, or `off` (docs/remote-cache.md)",
                     )
                 })

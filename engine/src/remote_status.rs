@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use pipe_cache::remote::{Presence, Remote};
-use pipe_cache::ActionKey;
+use pipe_cache::{ActionKey, RemoteError};
 use serde::Serialize;
 
 use crate::dag::Dag;
@@ -72,7 +72,7 @@ pub fn remote_status(
     pipeline: &Pipeline,
     dag: &Dag,
     states: &[StageState],
-) -> Result<RemoteStatus, String> {
+) -> Result<RemoteStatus, RemoteError> {
     let index_of: HashMap<&str, usize> = pipeline
         .stages
         .iter()

@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use pipe_cache::{ActionResult, Artifact, ArtifactKind, Cache, StatCache};
+use pipe_cache::{ActionResult, Artifact, ArtifactKind, Cache, CacheError, StatCache};
 use pipe_protocol::excerpt as shown;
 
 use crate::key::DepDigests;
+use crate::pipefile::UnsafeOutput;
 use crate::pipeline::{Dep, Out, Stage};
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
@@ -127,29 +128,45 @@ pub fn declared_outputs(stage: &Stage) -> impl Iterator<Item = &Out> {
 /// declare; this holds the result to the stage actually being run, so a
 /// result written elsewhere (a shared directory, a remote) under this key
 /// cannot make pipe write anything the pipeline does not name.
-pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), String> {
+pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), Misfit> {
     let worker_metrics = stage.worker_metrics_path();
     for path in result.outputs.keys() {
         let declared = declared_outputs(stage).any(|out| out.path == *path)
             || worker_metrics.as_deref() == Some(path.as_str());
         if !declared {
-            return Err(format!(
-                "cached result {} names `{}`, which stage `{}` does not declare",
-                result.key.short(),
-                shown(path),
-                stage.name
-            ));
+            return Err(Misfit::Undeclared {
+                result: result.key.short(),
+                path: path.clone(),
+                stage: stage.name.clone(),
+            });
         }
     }
     if let Some(out) = declared_outputs(stage).find(|out| !result.outputs.contains_key(&out.path)) {
-        return Err(format!(
-            "cached result {} lacks the declared output `{}` of stage `{}`",
-            result.key.short(),
-            out.path,
-            stage.name
-        ));
+        return Err(Misfit::Lacking {
+            result: result.key.short(),
+            path: out.path.clone(),
+            stage: stage.name.clone(),
+        });
     }
     Ok(())
+}
+
+/// Why a cached result cannot be used for a stage (`check_action_fits`);
+/// `result` is the short form of its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misfit {
+    #[error("cached result {result} names `{}`, which stage `{stage}` does not declare", shown(.path))]
+    Undeclared {
+        result: String,
+        path: String,
+        stage: String,
+    },
+    #[error("cached result {result} lacks the declared output `{path}` of stage `{stage}`")]
+    Lacking {
+        result: String,
+        path: String,
+        stage: String,
+    },
 }
 
 /// Checks a place a cached output is about to be written to: a plain
@@ -157,9 +174,11 @@ pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), Str
 /// whose directories lead nowhere else through a symbolic link. Run right
 /// before each restore, as the links may have changed since the
 /// pipeline was loaded.
-pub fn check_restore_target(root: &Path, path: &str) -> Result<(), String> {
-    pipe_cache::check_relative_path(path)
-        .map_err(|problem| format!("refusing to restore `{}`, which {problem}", shown(path)))?;
+pub fn check_restore_target(root: &Path, path: &str) -> Result<(), UnsafeOutput> {
+    pipe_cache::check_relative_path(path).map_err(|problem| UnsafeOutput::NotProjectRelative {
+        path: path.to_string(),
+        problem,
+    })?;
     crate::pipefile::paths::check_output_location(root, path)
 }
 
@@ -174,7 +193,7 @@ pub fn read_metrics(
     cache: &Cache,
     stage: &Stage,
     result: &ActionResult,
-) -> Result<BTreeMap<String, serde_json::Value>, String> {
+) -> Result<BTreeMap<String, serde_json::Value>, BadMetrics> {
     read_metrics_files(cache, result, stage.metrics_paths())
 }
 
@@ -184,7 +203,7 @@ pub fn read_metrics(
 pub fn read_result_metrics(
     cache: &Cache,
     result: &ActionResult,
-) -> Result<BTreeMap<String, serde_json::Value>, String> {
+) -> Result<BTreeMap<String, serde_json::Value>, BadMetrics> {
     let paths: Vec<String> = result
         .metrics_paths()
         .into_iter()
@@ -193,21 +212,41 @@ pub fn read_result_metrics(
     read_metrics_files(cache, result, paths)
 }
 
+/// Why a result's metrics could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BadMetrics {
+    #[error("metrics file `{path}`: {source}")]
+    Unreadable {
+        path: String,
+        #[source]
+        source: CacheError,
+    },
+    #[error("metrics file `{path}` is not valid JSON ({source})")]
+    NotJson {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 fn read_metrics_files(
     cache: &Cache,
     result: &ActionResult,
     paths: Vec<String>,
-) -> Result<BTreeMap<String, serde_json::Value>, String> {
+) -> Result<BTreeMap<String, serde_json::Value>, BadMetrics> {
     let mut metrics = BTreeMap::new();
     for path in paths {
         let Some(artifact) = result.outputs.get(&path) else {
             continue;
         };
-        let bytes = cache
-            .read_file_object(artifact, MAX_METRICS_BYTES)
-            .map_err(|error| format!("metrics file `{path}`: {error}"))?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes)
-            .map_err(|error| format!("metrics file `{path}` is not valid JSON ({error})"))?;
+        let bytes = match cache.read_file_object(artifact, MAX_METRICS_BYTES) {
+            Ok(bytes) => bytes,
+            Err(source) => return Err(BadMetrics::Unreadable { path, source }),
+        };
+        let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+            Ok(value) => value,
+            Err(source) => return Err(BadMetrics::NotJson { path, source }),
+        };
         metrics.extend(crate::key::flatten(&value));
     }
     Ok(metrics)

@@ -7,7 +7,7 @@ use std::time::Duration;
 use opendal::layers::{RetryLayer, TimeoutLayer};
 use opendal::{services, Operator};
 
-use crate::CacheError;
+use crate::{CacheError, RemoteError};
 
 /// How a remote cache is configured, from whichever source set it (flag,
 /// environment, pipeline file, project config); see docs/remote-cache.md.
@@ -63,39 +63,61 @@ pub enum Location {
 
 const URL_HINT: &str = "write the remote as s3://BUCKET/PREFIX (any S3-compatible store, with `endpoint`) or file:///ABSOLUTE/PATH";
 
+/// Why a remote URL is not one pipe can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadLocation {
+    #[error("remote `{url}` is not a URL or an absolute path; {hint}", hint = URL_HINT)]
+    NotAUrl { url: String },
+    #[error("remote `{url}` must name an absolute path: file:///PATH")]
+    RelativePath { url: String },
+    /// The URL is not repeated: it holds the credentials.
+    #[error(
+        "credentials in the remote URL are refused, since URLs end up in logs and run records; \
+         set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
+    )]
+    Credentials,
+    #[error("remote `{url}`: `.` and `..` are not allowed in the prefix")]
+    DotInPrefix { url: String },
+    #[error("remote `{url}`: `{name}` is not a valid {what} name")]
+    BadName {
+        url: String,
+        name: String,
+        what: &'static str,
+    },
+    #[error(
+        "remote `{url}`: `{scheme}` is not built into this pipe (opendal supports it, \
+         but it cannot be tested here and adds dozens of crates to the build); {hint}",
+        hint = URL_HINT
+    )]
+    NotBuiltIn { url: String, scheme: String },
+    #[error("remote `{url}`: unknown scheme `{scheme}`; {hint}", hint = URL_HINT)]
+    UnknownScheme { url: String, scheme: String },
+}
+
 impl Location {
-    pub fn parse(url: &str) -> Result<Location, String> {
+    pub fn parse(url: &str) -> Result<Location, BadLocation> {
+        let owned_url = || url.to_string();
         if url.starts_with('/') {
             return Ok(Location::Fs(PathBuf::from(url)));
         }
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(format!(
-                "remote `{url}` is not a URL or an absolute path; {URL_HINT}"
-            ));
+            return Err(BadLocation::NotAUrl { url: owned_url() });
         };
         if scheme == "file" {
             if !rest.starts_with('/') {
-                return Err(format!(
-                    "remote `{url}` must name an absolute path: file:///PATH"
-                ));
+                return Err(BadLocation::RelativePath { url: owned_url() });
             }
             return Ok(Location::Fs(PathBuf::from(rest)));
         }
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         if authority.contains('@') {
-            return Err(
-                "credentials in the remote URL are refused, since URLs end up in logs and run records; \
-                 set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
-                    .to_string(),
-            );
+            return Err(BadLocation::Credentials);
         }
         let prefix = path.trim_matches('/').to_string();
         if prefix.split('/').any(|part| part == ".." || part == ".") {
-            return Err(format!(
-                "remote `{url}`: `.` and `..` are not allowed in the prefix"
-            ));
+            return Err(BadLocation::DotInPrefix { url: owned_url() });
         }
-        let named = |what: &str| -> Result<String, String> {
+        let named = |what: &'static str| -> Result<String, BadLocation> {
             let valid = !authority.is_empty()
                 && authority
                     .chars()
@@ -103,9 +125,11 @@ impl Location {
             if valid {
                 Ok(authority.to_string())
             } else {
-                Err(format!(
-                    "remote `{url}`: `{authority}` is not a valid {what} name"
-                ))
+                Err(BadLocation::BadName {
+                    url: owned_url(),
+                    name: authority.to_string(),
+                    what,
+                })
             }
         };
         match scheme {
@@ -113,13 +137,14 @@ impl Location {
                 bucket: named("bucket")?,
                 prefix,
             }),
-            "gs" | "gcs" | "azblob" | "ghac" => Err(format!(
-                "remote `{url}`: `{scheme}` is not built into this pipe (opendal supports it, \
-                 but it cannot be tested here and adds dozens of crates to the build); {URL_HINT}"
-            )),
-            other => Err(format!(
-                "remote `{url}`: unknown scheme `{other}`; {URL_HINT}"
-            )),
+            "gs" | "gcs" | "azblob" | "ghac" => Err(BadLocation::NotBuiltIn {
+                url: owned_url(),
+                scheme: scheme.to_string(),
+            }),
+            other => Err(BadLocation::UnknownScheme {
+                url: owned_url(),
+                scheme: other.to_string(),
+            }),
         }
     }
 }
@@ -135,8 +160,12 @@ pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Ope
     // "opendal, behind a sync API"); another part of the process may have
     // installed one already.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let invalid =
-        |error: opendal::Error| CacheError::RemoteConfig(format!("{}: {error}", config.url));
+    let invalid = |error: opendal::Error| {
+        CacheError::from(RemoteError::BadOptions {
+            url: config.url.clone(),
+            detail: error.to_string(),
+        })
+    };
     let root = |prefix: &str| format!("/{prefix}");
     let operator = match location {
         Location::Fs(path) => {
@@ -240,21 +269,24 @@ mod tests {
 
     #[test]
     fn bad_urls_are_refused_with_a_way_out() {
-        let credentials = Location::parse("s3://AKIA:secret@bucket/p").unwrap_err();
+        let refused = |url: &str| Location::parse(url).unwrap_err();
+        let credentials = refused("s3://AKIA:secret@bucket/p");
+        assert_eq!(credentials, BadLocation::Credentials);
+        let credentials = credentials.to_string();
         assert!(credentials.contains("AWS_ACCESS_KEY_ID"), "{credentials}");
         assert!(!credentials.contains("secret@"), "{credentials}");
-        assert!(Location::parse("ftp://host/x")
-            .unwrap_err()
+        assert!(
+            matches!(refused("ftp://host/x"), BadLocation::UnknownScheme { scheme, .. } if scheme == "ftp")
+        );
+        assert!(refused("ftp://host/x")
+            .to_string()
             .contains("s3://BUCKET/PREFIX"));
-        assert!(Location::parse("cache-dir")
-            .unwrap_err()
-            .contains("absolute"));
-        assert!(Location::parse("file://relative")
-            .unwrap_err()
-            .contains("absolute"));
-        assert!(Location::parse("s3://b/../x").unwrap_err().contains(".."));
-        assert!(Location::parse("s3:///prefix")
-            .unwrap_err()
-            .contains("bucket"));
+        assert!(refused("cache-dir").to_string().contains("absolute"));
+        assert!(refused("file://relative").to_string().contains("absolute"));
+        assert!(refused("s3://b/../x").to_string().contains(".."));
+        assert_eq!(
+            refused("s3:///prefix").to_string(),
+            "remote `s3:///prefix`: `` is not a valid bucket name"
+        );
     }
 }

@@ -30,12 +30,12 @@ use futures::StreamExt;
 use opendal::{ErrorKind, Operator};
 use tokio::sync::Semaphore;
 
-pub use location::{Location, RemoteConfig};
+pub use location::{BadLocation, Location, RemoteConfig};
 pub use progress::{Direction, Outcome, Phase, ProgressSink, TransferEvent, PROGRESS_INTERVAL};
 
 use crate::store::{shard_and_rest, STALE_TMP_AGE};
 use crate::untrusted;
-use crate::{fsutil, ActionKey, ActionResult, Cache, CacheError, ObjectDigest};
+use crate::{fsutil, ActionKey, ActionResult, Cache, CacheError, ObjectDigest, RemoteError};
 
 /// Chunk size of streamed transfers; S3 multipart parts are this large.
 const CHUNK: usize = 8 << 20;
@@ -83,9 +83,9 @@ pub struct TransferReport {
     pub results_not_pushed: u64,
     pub corrupt_found: u64,
     /// Why the remote was given up on, if it was.
-    pub unavailable: Option<String>,
+    pub unavailable: Option<RemoteError>,
     /// Why pushing was given up on (the remote refused writes).
-    pub push_refused: Option<String>,
+    pub push_refused: Option<RemoteError>,
     /// How long at least one push was under way (busy::BusyClock): not
     /// the stages that ran between pushes, nor overlapping pushes twice.
     pub push_seconds: f64,
@@ -148,13 +148,13 @@ struct Shared {
 }
 
 /// Why a run record was not read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum RecordError {
     /// The record is not one pipe reads (too large, not a regular file,
     /// gone): skip it, say why.
-    Refused(String),
+    Refused(RemoteError),
     /// The remote failed; reported once.
-    Unavailable(String),
+    Unavailable(RemoteError),
 }
 
 /// The stale temporaries `Remote::remove_stale_temporaries` removed.
@@ -177,7 +177,8 @@ impl Remote {
     /// Checks the configuration (URL, credentials not in it) and prepares
     /// the client; errors are the user's to fix.
     pub fn new(config: &RemoteConfig, cache_root: &Path) -> Result<Remote, CacheError> {
-        let location = Location::parse(&config.url).map_err(CacheError::RemoteConfig)?;
+        let location = Location::parse(&config.url)
+            .map_err(|bad| CacheError::Remote(RemoteError::BadLocation(bad)))?;
         let operator = location::operator(config, &location)?;
         let cache = Cache::open(cache_root)?;
         let concurrency = config.concurrency.clamp(1, 256);
@@ -215,19 +216,23 @@ impl Remote {
     }
 
     /// Why the remote was given up on in this process, if it was.
-    pub fn unavailable(&self) -> Option<String> {
+    pub fn unavailable(&self) -> Option<RemoteError> {
         lock(&self.shared.report).unavailable.clone()
     }
 
     /// The I/O threads, started on first use. A failure to start them
     /// (no threads or file descriptors left) gives the remote up like a
     /// server that is down; nothing is kept, so a later call tries again.
-    fn runtime(&self) -> Result<&tokio::runtime::Runtime, String> {
+    fn runtime(&self) -> Result<&tokio::runtime::Runtime, RemoteError> {
         if let Some(runtime) = self.runtime.get() {
             return Ok(runtime);
         }
-        let started = start_runtime(&self.shared.url)
-            .map_err(|error| self.shared.give_up_because(error.to_string()))?;
+        let started = start_runtime().map_err(|error| {
+            self.shared.give_up_because(RemoteError::NoThreads {
+                url: self.shared.redacted(&self.shared.url),
+                detail: self.shared.redacted(&error.to_string()),
+            })
+        })?;
         // Another thread may have started one meanwhile; this one is then
         // dropped unused.
         Ok(self.runtime.get_or_init(|| started))
@@ -271,21 +276,19 @@ impl Remote {
     /// objects (only those) brought into the local cache: what a pulled
     /// run record's metrics are read from, without downloading outputs.
     /// `Ok(None)` when the remote holds no result for `key`.
-    pub fn pull_metrics(&self, key: &ActionKey) -> Result<Option<ActionResult>, String> {
+    pub fn pull_metrics(&self, key: &ActionKey) -> Result<Option<ActionResult>, RemoteError> {
         if let Some(reason) = self.unavailable() {
             return Err(reason);
         }
-        let runtime = self
-            .runtime()
-            .map_err(|_| "the remote is unavailable".to_string())?;
+        let runtime = self.runtime()?;
         let shared = self.shared.clone();
         let key = *key;
         match runtime.block_on(async move { pull::pull_metrics(&shared, &key).await }) {
             Ok(result) => Ok(result),
             Err(Failure::NotFound) => Ok(None),
-            Err(Failure::Corrupt(reason)) => Err(reason),
-            Err(Failure::Remote(error)) => Err(error.to_string()),
-            Err(Failure::Local(error)) => Err(format!("local cache: {error}")),
+            Err(Failure::Corrupt(what)) => Err(RemoteError::Corrupt { what }),
+            Err(Failure::Remote(error)) => Err(self.shared.describe(&error)),
+            Err(Failure::Local(error)) => Err(RemoteError::Local(Arc::new(error))),
         }
     }
 
@@ -359,7 +362,7 @@ impl Remote {
     }
 
     /// What the remote has of `key`'s result, without downloading objects.
-    pub fn presence(&self, key: &ActionKey) -> Result<Presence, String> {
+    pub fn presence(&self, key: &ActionKey) -> Result<Presence, RemoteError> {
         let runtime = self.runtime()?;
         let shared = self.shared.clone();
         let key = *key;
@@ -370,7 +373,7 @@ impl Remote {
     /// `presence` of every key, in their order, `concurrency` of them at a
     /// time (`pipe status --remote`). The first failure of the remote ends
     /// it, described as `presence` describes it.
-    pub fn presence_of_all(&self, keys: &[ActionKey]) -> Result<Vec<Presence>, String> {
+    pub fn presence_of_all(&self, keys: &[ActionKey]) -> Result<Vec<Presence>, RemoteError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -388,19 +391,18 @@ impl Remote {
         commit: Option<&str>,
         uid: &str,
         json: Vec<u8>,
-    ) -> Result<(), String> {
+    ) -> Result<(), RemoteError> {
         if self.shared.read_only {
-            return Err("the remote is read-only".to_string());
+            return Err(RemoteError::ReadOnly);
         }
         if let Some(reason) = self.unavailable() {
             return Err(reason);
         }
         if json.len() as u64 > untrusted::RUN_RECORD.bytes {
-            return Err(format!(
-                "the run record is {} bytes, more than the {} a pull reads (docs/cache-format.md, Limits); not pushed",
-                json.len(),
-                untrusted::human(untrusted::RUN_RECORD.bytes)
-            ));
+            return Err(RemoteError::RecordTooLarge {
+                bytes: json.len(),
+                limit: untrusted::human(untrusted::RUN_RECORD.bytes),
+            });
         }
         self.shared.sweep_tmp_once();
         let path = run_record_path(commit, uid);
@@ -413,7 +415,7 @@ impl Remote {
 
     /// The paths of the run records stored for `commit`, or for every
     /// commit.
-    pub fn list_run_records(&self, commit: Option<&str>) -> Result<Vec<String>, String> {
+    pub fn list_run_records(&self, commit: Option<&str>) -> Result<Vec<String>, RemoteError> {
         let dir = match commit {
             Some(commit) => format!("{RUNS_DIR}/{}/", safe_component(commit)),
             None => format!("{RUNS_DIR}/"),
@@ -444,14 +446,16 @@ impl Remote {
         });
         match read {
             Ok(bytes) => Ok(bytes),
-            Err(Failure::Corrupt(reason)) => Err(RecordError::Refused(reason)),
-            Err(Failure::NotFound) => Err(RecordError::Refused(format!(
-                "`{path}` was removed while it was read"
-            ))),
+            Err(Failure::Corrupt(what)) => Err(RecordError::Refused(RemoteError::Corrupt { what })),
+            Err(Failure::NotFound) => Err(RecordError::Refused(RemoteError::Vanished {
+                path: path.to_string(),
+            })),
             Err(Failure::Remote(error)) => {
                 Err(RecordError::Unavailable(self.shared.give_up(&error)))
             }
-            Err(Failure::Local(error)) => Err(RecordError::Unavailable(error.to_string())),
+            Err(Failure::Local(error)) => Err(RecordError::Unavailable(RemoteError::Local(
+                Arc::new(error),
+            ))),
         }
     }
 
@@ -480,13 +484,7 @@ impl Drop for Remote {
 impl Shared {
     /// A failure as the user may read it: the kind, the message, and no
     /// credential anywhere in it.
-    fn describe(&self, error: &opendal::Error) -> String {
-        let kind = match error.kind() {
-            ErrorKind::PermissionDenied => "access denied (check the credentials)",
-            ErrorKind::ConfigInvalid => "invalid configuration",
-            ErrorKind::RateLimited => "rate limited",
-            _ => "unreachable or failing",
-        };
+    fn describe(&self, error: &opendal::Error) -> RemoteError {
         // opendal's own message and the innermost cause ("Connection
         // refused"), not its context, which repeats the request.
         let mut detail = error.message().to_string();
@@ -499,17 +497,23 @@ impl Shared {
         if let Some(innermost) = innermost.filter(|text| !detail.contains(text.as_str())) {
             detail = format!("{detail}: {innermost}");
         }
-        let detail = detail.lines().next().unwrap_or_default();
-        let kind = if detail.contains("failed to load signing credential") {
-            "not reachable without credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)"
-        } else {
-            kind
-        };
-        self.redacted(format!("remote cache {} is {kind}: {detail}", self.url))
+        let first_line = detail.lines().next().unwrap_or_default();
+        let url = self.redacted(&self.url);
+        let detail = self.redacted(first_line);
+        if first_line.contains("failed to load signing credential") {
+            return RemoteError::NoCredentials { url, detail };
+        }
+        match error.kind() {
+            ErrorKind::PermissionDenied => RemoteError::Refused { url, detail },
+            ErrorKind::ConfigInvalid => RemoteError::Misconfigured { url, detail },
+            ErrorKind::RateLimited => RemoteError::RateLimited { url, detail },
+            _ => RemoteError::Unreachable { url, detail },
+        }
     }
 
     /// `text` with no credential in it.
-    fn redacted(&self, mut text: String) -> String {
+    fn redacted(&self, text: &str) -> String {
+        let mut text = text.to_string();
         for secret in &self.secrets {
             text = text.replace(secret.as_str(), "***");
         }
@@ -518,13 +522,13 @@ impl Shared {
 
     /// Records the first failure and reports it once; later operations in
     /// this process skip the remote.
-    fn give_up(&self, error: &opendal::Error) -> String {
+    fn give_up(&self, error: &opendal::Error) -> RemoteError {
         self.give_up_because(self.describe(error))
     }
 
-    /// `give_up` for a failure that is not the remote's answer.
-    fn give_up_because(&self, reason: String) -> String {
-        let reason = self.redacted(reason);
+    /// `give_up` for a failure that is not the remote's answer; `reason`
+    /// is already redacted.
+    fn give_up_because(&self, reason: RemoteError) -> RemoteError {
         let mut report = lock(&self.report);
         if report.unavailable.is_none() {
             tracing::warn!("{reason}; going on with the local cache only");
@@ -594,16 +598,12 @@ impl Shared {
     }
 }
 
-fn start_runtime(url: &str) -> Result<tokio::runtime::Runtime, CacheError> {
+fn start_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("pipe-remote")
         .enable_all()
         .build()
-        .map_err(|source| CacheError::RemoteRuntime {
-            url: url.to_string(),
-            source,
-        })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

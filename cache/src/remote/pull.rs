@@ -9,7 +9,7 @@ use super::progress::{count_done, count_transferred, Direction, Outcome, Transfe
 use super::read::{read_capped, Chunks};
 use super::{action_path, object_path, Failure, Presence, Shared};
 use crate::untrusted;
-use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, CacheError};
+use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, RemoteError};
 
 /// Pulls `key`'s result: (objects, bytes) received.
 pub(super) async fn pull_result(shared: &Shared, key: &ActionKey) -> Result<(u64, u64), Failure> {
@@ -152,7 +152,7 @@ async fn fetch_object(
         .transfers
         .acquire()
         .await
-        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
+        .map_err(|_| Failure::Local(RemoteError::TransferPoolClosed.into()))?;
     let path = object_path(&artifact.digest);
     let mut chunks = match Chunks::open(shared, &path, true).await {
         Err(Failure::Corrupt(reason)) => {

@@ -9,7 +9,7 @@ use opendal::ErrorKind;
 
 use super::progress::{count_done, count_transferred, Direction, Outcome, Transfer};
 use super::{action_path, lock, object_path, Failure, Shared, CHUNK};
-use crate::{ActionResult, Artifact, ArtifactKind, CacheError, ObjectDigest};
+use crate::{ActionResult, Artifact, ArtifactKind, CacheError, ObjectDigest, RemoteError};
 
 /// Pushes one result and counts it; false when it did not reach the remote.
 pub(super) async fn push_and_count(shared: &Shared, result: &ActionResult) -> bool {
@@ -170,7 +170,7 @@ async fn send_object(
         .transfers
         .acquire()
         .await
-        .map_err(|_| Failure::Local(CacheError::RemoteConfig("transfer pool closed".into())))?;
+        .map_err(|_| Failure::Local(RemoteError::TransferPoolClosed.into()))?;
     let local = shared.cache.object_path(&digest);
     // Opened once, never through a link: a local object replaced by a link
     // to `/dev/zero` would otherwise be sent without end.

@@ -24,7 +24,7 @@ impl Cache {
     ) -> std::result::Result<ActionResult, String> {
         let bytes =
             untrusted::read(path, untrusted::ACTION_FILE).map_err(|error| error.to_string())?;
-        action::decode(&bytes, key)
+        action::decode(&bytes, key).map_err(|bad| bad.to_string())
     }
 
     /// `None` when absent, unreadable, damaged, not its key's, naming a

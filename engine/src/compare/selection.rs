@@ -13,7 +13,7 @@ use crate::history::{History, Notice, Pull};
 use crate::metrics::DirectionRules;
 use crate::project::Project;
 use crate::runs::{ComparedRun, RunSelection, RunStatus};
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError, WhereProblem};
 
 /// How many runs `pipe compare` shows when neither runs nor `--last` are given.
 pub const DEFAULT_COMPARED_RUNS: usize = 10;
@@ -111,10 +111,7 @@ pub fn compare(
     let runs = shown_in_order(chosen.runs, named.as_deref(), baseline_run);
     if runs.is_empty() {
         unknown_where_param(history, &request.where_params)?;
-        return Err(EngineError::usage(
-            "no run matches the selection",
-            "`pipe runs` lists the recorded runs; `--status any` includes those that failed",
-        ));
+        return Err(UsageError::NoRunSelected.into());
     }
     let options = CompareOptions {
         rules: direction_rules(&runs, request.directions.clone()),
@@ -206,40 +203,38 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
             continue;
         }
         let close = crate::pipefile::did_you_mean(path, known.iter().map(String::as_str));
-        let listed: Vec<&str> = known.iter().map(String::as_str).take(12).collect();
-        let mut hint = format!("params the runs recorded: {}", listed.join(", "));
-        if known.len() > listed.len() {
-            hint.push_str(&format!(" and {} more", known.len() - listed.len()));
+        return Err(UsageError::UnknownWhereParam {
+            condition: condition.clone(),
+            path: path.to_string(),
+            suggestion: close.map(str::to_string),
+            known: known.iter().cloned().collect(),
         }
-        if let Some(close) = close {
-            hint = format!("did you mean `{close}`? {hint}");
-        }
-        return Err(EngineError::usage(
-            format!("`--where {condition}`: no recorded run has a param `{path}`"),
-            hint,
-        ));
+        .into());
     }
     Ok(())
 }
 
 /// `train.lr=0.001` -> (["train", "lr"], 0.001).
 fn parse_where(condition: &str) -> Result<(Vec<String>, Value)> {
-    let bad = |why: &str| {
-        EngineError::usage(
-            format!("bad `--where {condition}`: {why}"),
-            "write PARAM=VALUE with PARAM a dotted path in the params, e.g. `--where train.lr=0.001`",
-        )
+    let bad = |why: WhereProblem| {
+        EngineError::from(UsageError::BadWhere {
+            condition: condition.to_string(),
+            why,
+        })
     };
-    let (path, value) = condition.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let (path, value) = condition
+        .split_once('=')
+        .ok_or_else(|| bad(WhereProblem::NoEquals))?;
     let names: Vec<String> = path.trim().split('.').map(String::from).collect();
     if names.iter().any(|name| name.is_empty()) {
-        return Err(bad("the param path has an empty name"));
+        return Err(bad(WhereProblem::EmptyName));
     }
     if names.iter().any(|name| name.contains('"')) {
-        return Err(bad("a param name holds a quote"));
+        return Err(bad(WhereProblem::Quote));
     }
     // The value means what it meant in the `-S` that made the run.
-    let value = crate::pipefile::override_value(value.trim()).map_err(|why| bad(&why))?;
+    let value = crate::pipefile::override_value(value.trim())
+        .map_err(|not_yaml| bad(WhereProblem::Value(not_yaml)))?;
     Ok((names, value))
 }
 
@@ -251,10 +246,10 @@ fn parse_pairs(text: &str) -> Result<Vec<(String, String)>> {
                 .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
                 .filter(|(key, value)| !key.is_empty() && !value.is_empty())
                 .ok_or_else(|| {
-                    EngineError::usage(
-                        format!("bad `--baseline-row {text}`: `{pair}` is not KEY=VALUE"),
-                        "name matrix values, e.g. `--baseline-row precision=32-true,strategy=single`",
-                    )
+                    EngineError::from(UsageError::BadBaselineRow {
+                        text: text.to_string(),
+                        pair: pair.to_string(),
+                    })
                 })
         })
         .collect()

@@ -8,6 +8,8 @@ use std::process::ExitStatus;
 
 use pipe_cache::CacheError;
 
+use crate::pipefile::UnsafeOutput;
+
 #[derive(Debug)]
 pub enum StageFailure {
     /// A dependency is missing or cannot be read.
@@ -31,7 +33,7 @@ pub enum StageFailure {
     /// nothing was cached.
     Contract(String),
     /// An output leads somewhere pipe must not write (`paths::check_output_location`).
-    OutputRefused(String),
+    OutputRefused(UnsafeOutput),
     /// pipe could not do its own part in the project.
     Io {
         what: String,
@@ -67,9 +69,10 @@ impl StageFailure {
 impl fmt::Display for StageFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StageFailure::Dependency(message)
-            | StageFailure::Contract(message)
-            | StageFailure::OutputRefused(message) => f.write_str(message),
+            StageFailure::Dependency(message) | StageFailure::Contract(message) => {
+                f.write_str(message)
+            }
+            StageFailure::OutputRefused(unsafe_output) => unsafe_output.fmt(f),
             StageFailure::NotEnoughGpus { needed, available } => write!(
                 f,
                 "stage needs {needed} GPU(s) but {available} are available; set PIPE_GPUS or lower `resources.gpus`"

@@ -22,5 +22,6 @@ pub use gpus::available_gpus;
 pub use progress_text::{progress_interval, ProgressText, Reading, PROGRESS_INTERVAL_VAR};
 pub use request::RunRequest;
 pub use run::{
-    open_remote, push_run_record, run, select_stages, RemoteSummary, RunOptions, RunSummary,
+    open_remote, push_run_record, run, select_stages, RecordNotPushed, RemoteSummary, RunOptions,
+    RunSummary,
 };

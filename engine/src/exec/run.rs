@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
-use pipe_cache::{Cache, CacheError, LinkMode, StatCache};
+use pipe_cache::{Cache, CacheError, LinkMode, RemoteError, StatCache};
 
 use super::context::{nothing_done, Context};
 use super::run_so_far::RunSoFar;
@@ -18,7 +18,7 @@ use crate::executor::Executor;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
 use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -61,17 +61,33 @@ pub struct RemoteSummary {
     pub read_only: bool,
     pub transfers: TransferReport,
     /// Whether the run's record reached the remote, or why not.
-    pub record: std::result::Result<(), String>,
+    pub record: std::result::Result<(), RecordNotPushed>,
+}
+
+/// Why a run's record did not reach the remote.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordNotPushed {
+    /// The run neither pulled nor made a result: its record is there.
+    #[error("nothing new to record")]
+    NothingNew,
+    #[error("no run {0}")]
+    NoSuchRun(i64),
+    #[error(transparent)]
+    Remote(#[from] RemoteError),
+    /// The run database could not give the record.
+    #[error(transparent)]
+    History(Box<EngineError>),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
 }
 
 /// Opens the remote cache of `config` for the local cache at `cache_dir`;
 /// a configuration mistake is the user's to fix (exit 2).
 pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
     Remote::new(config, cache_dir).map_err(|error| match error {
-        CacheError::RemoteConfig(message) => EngineError::usage(
-            message,
-            "see docs/remote-cache.md for the URL forms and settings",
-        ),
+        CacheError::Remote(remote) if remote.is_configuration() => {
+            UsageError::BadRemote(remote).into()
+        }
         other => EngineError::Cache(other),
     })
 }
@@ -103,13 +119,13 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
                     crate::pipefile::suggest::did_you_mean(name, known.iter().copied()).or_else(
                         || crate::pipefile::suggest::did_you_mean(name, by_name.keys().copied()),
                     );
-                return Err(EngineError::usage(
-                    format!("no stage named `{name}` in `{}`", pipeline.file.display()),
-                    crate::pipefile::suggest::hint_with_suggestion(
-                        suggestion,
-                        format!("stages: {}", known.join(", ")),
-                    ),
-                ));
+                return Err(UsageError::UnknownStage {
+                    name: name.clone(),
+                    file: pipeline.file.clone(),
+                    suggestion: suggestion.map(str::to_string),
+                    known: known.iter().map(|name| name.to_string()).collect(),
+                }
+                .into());
             }
         }
     }
@@ -260,7 +276,7 @@ pub fn run(
             let record = if touched && recorded {
                 push_run_record(remote, &db, run_id)
             } else {
-                Err("nothing new to record".to_string())
+                Err(RecordNotPushed::NothingNew)
             };
             Some(RemoteSummary {
                 url: remote.url().to_string(),
@@ -320,17 +336,17 @@ pub fn push_run_record(
     remote: &Remote,
     db: &RunDb,
     run_id: i64,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), RecordNotPushed> {
     if remote.read_only() {
-        return Err("the remote is read-only".to_string());
+        return Err(RemoteError::ReadOnly.into());
     }
     let export = db
         .export_run(run_id)
-        .map_err(|error| error.to_string())?
-        .ok_or_else(|| format!("no run {run_id}"))?;
-    let json = serde_json::to_vec_pretty(&export).map_err(|error| error.to_string())?;
+        .map_err(|error| RecordNotPushed::History(Box::new(error)))?
+        .ok_or(RecordNotPushed::NoSuchRun(run_id))?;
+    let json = serde_json::to_vec_pretty(&export)?;
     let uid = export.run.uid.as_deref().unwrap_or_default();
-    remote.put_run_record(export.run.git_commit.as_deref(), uid, json)
+    Ok(remote.put_run_record(export.run.git_commit.as_deref(), uid, json)?)
 }
 
 /// A stage that runs on this machine cannot span nodes: refused, at its

@@ -117,10 +117,14 @@ fn execute(
                 },
             );
         if let Some((result, pulled_from)) = cached {
-            let reused = read_metrics(&context.cache, stage, &result).and_then(|metrics| {
-                let status = reuse_cached(context, &result).map_err(|error| error.to_string())?;
-                Ok((status, metrics))
-            });
+            // Either failure is only worth a warning, so one message.
+            let reused = read_metrics(&context.cache, stage, &result)
+                .map_err(|bad| bad.to_string())
+                .and_then(|metrics| {
+                    let status =
+                        reuse_cached(context, &result).map_err(|error| error.to_string())?;
+                    Ok((status, metrics))
+                });
             match reused {
                 Ok((status, metrics)) => {
                     let record = StageRecord {

@@ -52,9 +52,9 @@ pub(super) fn run_worker(
         let built = build.ensure(context.observer);
         *build_wait = build_started.elapsed();
         built.map_err(|error| match error {
-            crate::EngineError::Usage { message, hint } => StageFailure::Reported {
-                message,
-                hint: Some(hint),
+            crate::EngineError::Usage(usage) => StageFailure::Reported {
+                message: usage.to_string(),
+                hint: Some(usage.hint()),
             },
             other => StageFailure::Reported {
                 message: other.to_string(),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::resolve::History;
 use crate::runs::{ComparedRun, RunRecord, RunSelection};
-use crate::{EngineError, Result};
+use crate::{Result, UsageError};
 
 /// The two runs `pipe diff` compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,21 +44,14 @@ impl History {
         if file.is_file() {
             return crate::pipefile::pipeline_name(file);
         }
-        Err(EngineError::usage(
-            format!("no run of a pipeline `{text}` is recorded, and there is no file `{text}`"),
-            if recorded.is_empty() {
-                "run a pipeline first: `pipe run`".to_string()
-            } else {
-                let suggestion =
-                    crate::pipefile::did_you_mean(text, recorded.iter().map(String::as_str))
-                        .map(|close| format!("did you mean `{close}`? "))
-                        .unwrap_or_default();
-                format!(
-                    "{suggestion}pipelines with recorded runs: {}; or name a pipeline file",
-                    recorded.join(", ")
-                )
-            },
-        ))
+        let suggestion = crate::pipefile::did_you_mean(text, recorded.iter().map(String::as_str))
+            .map(str::to_string);
+        Err(UsageError::UnknownPipeline {
+            name: text.to_string(),
+            suggestion,
+            recorded,
+        }
+        .into())
     }
 
     /// The runs `pipe diff [A] [B] [--pipeline P]` compares. Unnamed, B
@@ -72,11 +65,7 @@ impl History {
         b: Option<i64>,
         pipeline: Option<&str>,
     ) -> Result<DiffPair> {
-        let record = |id: i64| -> Result<RunRecord> {
-            self.db
-                .run(id)?
-                .ok_or_else(|| EngineError::Internal(format!("run {id} vanished")))
-        };
+        let record = |id: i64| self.db.resolved_run(id);
         let named_a = a.map(record).transpose()?;
         let named_b = b.map(record).transpose()?;
         let pipeline = match (pipeline, &named_a, &named_b) {
@@ -89,13 +78,11 @@ impl History {
             (Some(a), None) => {
                 let b = self.newest_succeeded(pipeline.as_deref(), None)?;
                 if b.id == a.id {
-                    return Err(EngineError::usage(
-                        format!(
-                            "run #{} is the newest successful run of `{}`: there is nothing after it to compare it with",
-                            a.id, a.pipeline
-                        ),
-                        format!("name the run to compare it with: `pipe diff {} B`", a.id),
-                    ));
+                    return Err(UsageError::NothingAfter {
+                        run: a.id,
+                        pipeline: a.pipeline,
+                    }
+                    .into());
                 }
                 (a, b)
             }
@@ -151,22 +138,15 @@ impl History {
         if let Some(run) = found {
             return Ok(run);
         }
-        let of = pipeline
-            .map(|name| format!(" of pipeline `{name}`"))
-            .unwrap_or_default();
+        let pipeline = pipeline.map(str::to_string);
         Err(match before {
-            Some(run) => EngineError::usage(
-                format!(
-                    "run #{} is the only successful run{of} to compare: `pipe diff` compares the last two",
-                    run.id
-                ),
-                "run the pipeline again with a change (`pipe run -S KEY=VALUE`), or name two runs: `pipe diff A B` (`pipe runs` lists them)",
-            ),
-            None => EngineError::usage(
-                format!("no successful run{of} is recorded"),
-                "`pipe runs` lists the runs; name two to compare them whatever their status: `pipe diff A B`",
-            ),
-        })
+            Some(run) => UsageError::OnlySuccessfulRun {
+                run: run.id,
+                pipeline,
+            },
+            None => UsageError::NoSuccessfulRun { pipeline },
+        }
+        .into())
     }
 
     /// The runs `pipe compare` shows for `selection`. Unless runs are

@@ -10,7 +10,7 @@ use pipe_cache::{ActionKey, ActionResult, Cache};
 use super::remote_records::{configured_remote, pull_records};
 use crate::project::{runs_db_of, Project};
 use crate::runs::{self, RunDb};
-use crate::{exec, EngineError, Result};
+use crate::{exec, Result, UsageError};
 
 /// How a run reference that this history lacks is looked for elsewhere.
 pub enum Pull<'a> {
@@ -85,10 +85,7 @@ impl History {
                 root: root.to_path_buf(),
             });
         }
-        Err(EngineError::usage(
-            "no runs recorded in this project yet",
-            "run a pipeline first: `pipe run`",
-        ))
+        Err(UsageError::NoRuns.into())
     }
 
     /// The history if the project has one.

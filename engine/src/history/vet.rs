@@ -3,10 +3,40 @@
 //! metrics is taken in only as the remote's checked results prove it.
 
 use pipe_cache::remote::Remote;
-use pipe_cache::{ActionKey, ActionResult, Cache};
+use pipe_cache::{ActionKey, ActionResult, Cache, RemoteError};
 use pipe_protocol::excerpt as shown;
 
 use crate::runs::RunExport;
+use crate::workspace::BadMetrics;
+
+/// Why a pulled run record is refused; `stage` and `output` are as the
+/// record writes them, shortened for a message.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refused {
+    #[error("stage `{stage}` names an output `{output}` that {problem}")]
+    OutputNotProjectRelative {
+        stage: String,
+        output: String,
+        problem: &'static str,
+    },
+    #[error("stage `{stage}` names outputs but no key")]
+    NoKey { stage: String },
+    #[error("stage `{stage}`: its result {key} is not in the remote")]
+    NotInRemote { stage: String, key: String },
+    #[error("stage `{stage}`: {source}")]
+    Remote { stage: String, source: RemoteError },
+    #[error("stage `{stage}` names `{output}`, which its result {key} does not hold")]
+    NotHeld {
+        stage: String,
+        output: String,
+        key: String,
+    },
+    #[error("stage `{stage}`: {source}")]
+    Metrics {
+        stage: String,
+        source: Box<BadMetrics>,
+    },
+}
 
 /// `export` as far as the results under its keys bear it out, or why it
 /// is refused. Each stage that names outputs must name a key whose result
@@ -20,7 +50,7 @@ pub(super) fn vet(
     mut export: RunExport,
     remote: &Remote,
     cache: &Cache,
-) -> Result<RunExport, String> {
+) -> Result<RunExport, Refused> {
     export.manifests.retain(|hex, manifest| {
         hex.parse::<ActionKey>()
             .is_ok_and(|key| crate::key::key_of(manifest) == key)
@@ -32,44 +62,67 @@ pub(super) fn vet(
                 .err()
                 .map(|problem| (output, problem))
         }) {
-            return Err(format!(
-                "stage `{name}` names an output `{}` that {problem}",
-                shown(output)
-            ));
+            return Err(Refused::OutputNotProjectRelative {
+                stage: name,
+                output: shown(output),
+                problem,
+            });
         }
         if stage.outputs.is_empty() {
             stage.metrics.clear();
             continue;
         }
         let Some(key) = stage.key else {
-            return Err(format!("stage `{name}` names outputs but no key"));
+            return Err(Refused::NoKey { stage: name });
         };
-        let result = result_of(&key, remote, cache)
-            .map_err(|problem| format!("stage `{name}`: {problem}"))?;
+        let result = match result_of(&key, remote, cache) {
+            Ok(Some(result)) => result,
+            Ok(None) => {
+                return Err(Refused::NotInRemote {
+                    stage: name,
+                    key: key.short(),
+                })
+            }
+            Err(source) => {
+                return Err(Refused::Remote {
+                    stage: name,
+                    source,
+                })
+            }
+        };
         for (path, artifact) in &stage.outputs {
             match result.outputs.get(path) {
                 Some(stored)
                     if stored.digest == artifact.digest && stored.kind == artifact.kind => {}
                 _ => {
-                    return Err(format!(
-                        "stage `{name}` names `{}`, which its result {} does not hold",
-                        shown(path),
-                        key.short()
-                    ))
+                    return Err(Refused::NotHeld {
+                        stage: name,
+                        output: shown(path),
+                        key: key.short(),
+                    })
                 }
             }
         }
-        stage.metrics = crate::workspace::read_result_metrics(cache, &result)
-            .map_err(|problem| format!("stage `{name}`: {problem}"))?;
+        stage.metrics =
+            crate::workspace::read_result_metrics(cache, &result).map_err(|source| {
+                Refused::Metrics {
+                    stage: name.clone(),
+                    source: Box::new(source),
+                }
+            })?;
     }
     Ok(export)
 }
 
-fn result_of(key: &ActionKey, remote: &Remote, cache: &Cache) -> Result<ActionResult, String> {
-    if let Some(result) = cache.get_action(key) {
-        return Ok(result);
+/// `key`'s result from the local cache, else from the remote; `None`
+/// when neither has it.
+fn result_of(
+    key: &ActionKey,
+    remote: &Remote,
+    cache: &Cache,
+) -> Result<Option<ActionResult>, RemoteError> {
+    match cache.get_action(key) {
+        Some(result) => Ok(Some(result)),
+        None => remote.pull_metrics(key),
     }
-    remote
-        .pull_metrics(key)?
-        .ok_or_else(|| format!("its result {} is not in the remote", key.short()))
 }

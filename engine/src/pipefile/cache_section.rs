@@ -10,7 +10,7 @@ use super::source::Sources;
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
 use crate::pipeline::RemoteSpec;
-use crate::{Diagnostic, EngineError, Location, Result};
+use crate::{Diagnostic, EngineError, Location, Result, UsageError};
 
 /// What a `cache:` section says; unset parts fall through to other sources.
 #[derive(Debug, Clone, Default)]
@@ -266,11 +266,11 @@ fn checked_url(
     }
     match pipe_cache::remote::Location::parse(url) {
         Ok(_) => Some(url.to_string()),
-        Err(message) => {
+        Err(bad) => {
             let message = if url.contains('@') {
                 "the remote URL carries credentials".to_string()
             } else {
-                message
+                bad.to_string()
             };
             diagnostics.push(
                 Diagnostic::new("bad-remote", message)
@@ -310,14 +310,11 @@ fn read_cache_section(path: &Path, config_file: bool) -> Result<FileSettings> {
         Err(error) => return Err(EngineError::io(path, error)),
     };
     if text.len() as u64 > yaml::MAX_FILE_BYTES {
-        return Err(EngineError::usage(
-            format!(
-                "`{}` is larger than {} bytes",
-                path.display(),
-                yaml::MAX_FILE_BYTES
-            ),
-            "a settings file is a few lines",
-        ));
+        return Err(UsageError::SettingsFileTooLarge {
+            file: path.to_path_buf(),
+            limit: yaml::MAX_FILE_BYTES,
+        }
+        .into());
     }
     let mut sources = Sources::default();
     let mut diagnostics = Diagnostics::default();

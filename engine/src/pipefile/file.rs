@@ -4,41 +4,30 @@
 use std::path::Path;
 
 use super::declare::is_valid_name;
-use crate::EngineError;
+use crate::{EngineError, UsageError};
 
 /// Why `file` cannot be read as a pipeline file, if it cannot: missing
 /// (`missing_hint` says what to do, which depends on how it was named), a
 /// directory (named as one, with the pipeline file inside it when there is
 /// one), or not a regular file.
-pub fn pipeline_file_problem(file: &Path, missing_hint: &str) -> Option<EngineError> {
-    let shown = file.display();
-    match std::fs::metadata(file) {
-        Ok(metadata) if metadata.is_file() => None,
-        Ok(metadata) if metadata.is_dir() => {
-            let inside = ["pipe.yaml", "pipe.yml"]
+pub fn pipeline_file_problem(file: &Path, missing_hint: &'static str) -> Option<EngineError> {
+    let file_buf = || file.to_path_buf();
+    let problem = match std::fs::metadata(file) {
+        Ok(metadata) if metadata.is_file() => return None,
+        Ok(metadata) if metadata.is_dir() => UsageError::PipelineFileIsDirectory {
+            file: file_buf(),
+            inside: ["pipe.yaml", "pipe.yml"]
                 .iter()
                 .map(|name| file.join(name))
-                .find(|candidate| candidate.is_file());
-            Some(EngineError::usage(
-                format!("`{shown}` is a directory, not a pipeline file"),
-                match inside {
-                    Some(inside) => format!("did you mean `{}`?", inside.display()),
-                    None => format!(
-                        "name the YAML file, e.g. `{}`, or run pipe inside that directory (`-C {shown}`)",
-                        file.join("pipe.yaml").display()
-                    ),
-                },
-            ))
-        }
-        Ok(_) => Some(EngineError::usage(
-            format!("pipeline file `{shown}` is not a regular file"),
-            "name a YAML file",
-        )),
-        Err(_) => Some(EngineError::usage(
-            format!("pipeline file `{shown}` does not exist"),
-            missing_hint,
-        )),
-    }
+                .find(|candidate| candidate.is_file()),
+        },
+        Ok(_) => UsageError::PipelineFileNotRegular { file: file_buf() },
+        Err(_) => UsageError::PipelineFileMissing {
+            file: file_buf(),
+            hint: missing_hint,
+        },
+    };
+    Some(problem.into())
 }
 
 /// A file `my pipeline.yaml` without `name:` is the pipeline `my_pipeline`.

@@ -13,6 +13,7 @@ pub use file::pipeline_file_problem;
 pub use load::{load, Loaded};
 pub use name::pipeline_name;
 pub use params::override_value;
+pub use paths::UnsafeOutput;
 pub use suggest::did_you_mean;
 mod catalog_source;
 mod collect;

@@ -7,20 +7,17 @@ use std::path::Path;
 use super::file::name_from_file_stem;
 use super::source::Sources;
 use super::yaml;
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError};
 
 /// The name of the pipeline in `file`, as `load` gives it.
 pub fn pipeline_name(file: &Path) -> Result<String> {
     let text = std::fs::read_to_string(file).map_err(|error| EngineError::io(file, error))?;
     if text.len() as u64 > yaml::MAX_FILE_BYTES {
-        return Err(EngineError::usage(
-            format!(
-                "`{}` is larger than {} bytes",
-                file.display(),
-                yaml::MAX_FILE_BYTES
-            ),
-            "name a pipeline file, or a pipeline by its name",
-        ));
+        return Err(UsageError::PipelineFileTooLarge {
+            file: file.to_path_buf(),
+            limit: yaml::MAX_FILE_BYTES,
+        }
+        .into());
     }
     let mut sources = Sources::default();
     let id = sources.add(Some(file.to_path_buf()), text);

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::source::{Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use super::yaml::{self, Entry, Node, NodeValue, Resolved, Scalar};
-use crate::Diagnostic;
+use crate::{Diagnostic, NotYaml};
 
 /// Lays `overlay` over `base`: mappings merge key by key, anything else
 /// is replaced.
@@ -420,7 +420,7 @@ impl UnknownKey<'_> {
 /// The value `text` stands for in `-S key=TEXT`, as JSON: what `pipe
 /// compare --where key=TEXT` matches, so `--where seed=0x10` finds the run
 /// made with `-S seed=0x10`. An error says why the text is not YAML.
-pub fn override_value(text: &str) -> Result<Value, String> {
+pub fn override_value(text: &str) -> Result<Value, NotYaml> {
     let mut sources = Sources::default();
     parse_override_value(text, &mut sources).map(|node| to_json(&node))
 }
@@ -428,7 +428,7 @@ pub fn override_value(text: &str) -> Result<Value, String> {
 /// Plain text is a YAML plain scalar (`1e-4`, `true`, `bf16-mixed`);
 /// text starting with a bracket or quote is parsed as YAML, so lists and
 /// quoted strings can be passed too.
-fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, String> {
+fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, NotYaml> {
     let file = sources.add(None, text.to_string());
     let span = Span {
         file,
@@ -458,14 +458,16 @@ fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, Strin
             }),
             span,
         }),
-        Err(diagnostics) => Err(diagnostics
-            .first()
-            .map(|diagnostic| {
-                diagnostic
-                    .message
-                    .trim_start_matches("invalid YAML: ")
-                    .to_string()
-            })
-            .unwrap_or_default()),
+        Err(diagnostics) => Err(NotYaml {
+            problem: diagnostics
+                .first()
+                .map(|diagnostic| {
+                    diagnostic
+                        .message
+                        .trim_start_matches("invalid YAML: ")
+                        .to_string()
+                })
+                .unwrap_or_default(),
+        }),
     }
 }

@@ -227,13 +227,65 @@ fn lexically_normal(path: &Path) -> PathBuf {
     normal
 }
 
+/// Why pipe will not delete, write or read an output where it lies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnsafeOutput {
+    /// A directory on its way is a symbolic link (`link`) out of the project.
+    #[error(
+        "output `{out_path}` is outside the project: `{link}` is a symbolic link to `{}`; pipe \
+         does not delete or write files it does not own. Remove the link or change the output's path",
+        .target.display()
+    )]
+    DirectoryOutside {
+        out_path: String,
+        link: String,
+        target: PathBuf,
+    },
+    /// Its directory is really `real`, inside `dir/` (`.git`, `.pipe`).
+    #[error(
+        "output `{out_path}` leads into `{dir}/` through a symbolic link (its directory is really \
+         `{real}`); pipe does not delete or write files there. Remove the link or change the output's path"
+    )]
+    DirectoryProtected {
+        out_path: String,
+        dir: &'static str,
+        real: String,
+    },
+    /// The command left a symbolic link to nothing; `detail` is why it
+    /// does not resolve.
+    #[error(
+        "output `{out_path}` is a symbolic link that leads nowhere ({detail}); write the output itself"
+    )]
+    DanglingLink { out_path: String, detail: String },
+    #[error(
+        "output `{out_path}` is a symbolic link to `{}`, outside the project; pipe does not read or \
+         store files it does not own. Write the output itself, or copy the file into the project",
+        .target.display()
+    )]
+    LinkOutside { out_path: String, target: PathBuf },
+    /// The link leads to `inside`, project-relative, under `dir/`.
+    #[error(
+        "output `{out_path}` is a symbolic link into `{dir}/` (`{inside}`); pipe does not store \
+         files from there. Write the output itself"
+    )]
+    LinkProtected {
+        out_path: String,
+        dir: &'static str,
+        inside: String,
+    },
+    /// A path a cached result names that cannot be the project's: `problem`
+    /// is `pipe_cache::check_relative_path`'s.
+    #[error("refusing to restore `{}`, which {problem}", pipe_protocol::excerpt(.path))]
+    NotProjectRelative { path: String, problem: &'static str },
+}
+
 /// Refuses to let pipe delete or write `out_path` (project-relative, as
 /// declared) when a symlink on the way leads outside the project or into
 /// `.git/` or `.pipe/`. The spec is checked when the pipeline is loaded;
 /// this repeats the check right before outputs are removed or restored,
 /// since a symlink may appear in between. It looks only at the output's
 /// directories, a handful of `lstat`s.
-pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), String> {
+pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), UnsafeOutput> {
     // Built-in stages' outputs are placed in `.pipe/out/` by pipe itself,
     // wherever the user has put `.pipe/`.
     if protected_dir(out_path).is_some() {
@@ -242,15 +294,18 @@ pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), S
     let mut real_paths = RealPaths::new(root);
     match real_paths.parent(out_path) {
         RealPath::AsWritten { .. } => Ok(()),
-        RealPath::Outside { link, target } => Err(format!(
-            "output `{out_path}` is outside the project: `{link}` is a symbolic link to `{}`; pipe does not delete or write files it does not own. Remove the link or change the output's path",
-            target.display()
-        )),
+        RealPath::Outside { link, target } => Err(UnsafeOutput::DirectoryOutside {
+            out_path: out_path.to_string(),
+            link,
+            target,
+        }),
         RealPath::Moved { path, .. } => match protected_dir(&path) {
             None => Ok(()),
-            Some(dir) => Err(format!(
-                "output `{out_path}` leads into `{dir}/` through a symbolic link (its directory is really `{path}`); pipe does not delete or write files there. Remove the link or change the output's path"
-            )),
+            Some(dir) => Err(UnsafeOutput::DirectoryProtected {
+                out_path: out_path.to_string(),
+                dir,
+                real: path,
+            }),
         },
     }
 }
@@ -261,7 +316,7 @@ pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), S
 /// leading to a place inside the project and outside `.git/` and `.pipe/`.
 /// So a command that swaps a directory for a link (`ln -s /outside d`)
 /// gets nothing outside the project read, stored or pushed.
-pub(crate) fn check_output_after_command(root: &Path, out_path: &str) -> Result<(), String> {
+pub(crate) fn check_output_after_command(root: &Path, out_path: &str) -> Result<(), UnsafeOutput> {
     check_output_location(root, out_path)?;
     let full = root.join(out_path);
     let is_link = std::fs::symlink_metadata(&full)
@@ -270,24 +325,29 @@ pub(crate) fn check_output_after_command(root: &Path, out_path: &str) -> Result<
     if !is_link {
         return Ok(());
     }
-    let target = full.canonicalize().map_err(|error| {
-        format!("output `{out_path}` is a symbolic link that leads nowhere ({error}); write the output itself")
-    })?;
+    let target = full
+        .canonicalize()
+        .map_err(|error| UnsafeOutput::DanglingLink {
+            out_path: out_path.to_string(),
+            detail: error.to_string(),
+        })?;
     let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let inside = target
         .strip_prefix(&real_root)
         .ok()
         .and_then(|inside| inside.to_str());
     match inside {
-        None => Err(format!(
-            "output `{out_path}` is a symbolic link to `{}`, outside the project; pipe does not read or store files it does not own. Write the output itself, or copy the file into the project",
-            target.display()
-        )),
+        None => Err(UnsafeOutput::LinkOutside {
+            out_path: out_path.to_string(),
+            target,
+        }),
         Some(inside) => match protected_dir(inside) {
             None => Ok(()),
-            Some(dir) => Err(format!(
-                "output `{out_path}` is a symbolic link into `{dir}/` (`{inside}`); pipe does not store files from there. Write the output itself"
-            )),
+            Some(dir) => Err(UnsafeOutput::LinkProtected {
+                out_path: out_path.to_string(),
+                dir,
+                inside: inside.to_string(),
+            }),
         },
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use rusqlite::Connection;
 
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError};
 
 /// The version this pipe writes. 1: each stage's identity (base name,
 /// matrix combination, `uses`, roles and their values) is stored in its
@@ -129,13 +129,12 @@ fn user_version(connection: &Connection, path: &std::path::Path) -> Result<i64> 
 }
 
 fn newer(path: &std::path::Path, version: i64) -> EngineError {
-    EngineError::usage(
-        format!(
-            "run database `{}` has version {version}, written by a newer pipe (this one reads up to {CURRENT})",
-            path.display()
-        ),
-        "use that newer pipe here, or move .pipe/runs.db aside to start a new history (the cache is kept)",
-    )
+    UsageError::NewerDatabase {
+        path: path.to_path_buf(),
+        version,
+        reads: CURRENT,
+    }
+    .into()
 }
 
 /// Adds to `table` the columns of `wanted` (name, type) it lacks.

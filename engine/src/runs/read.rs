@@ -29,6 +29,13 @@ impl RunDb {
         Ok(runs)
     }
 
+    /// The record of a run `resolve` found: that it is gone since is a
+    /// bug, not the user's mistake.
+    pub fn resolved_run(&self, run_id: i64) -> Result<RunRecord> {
+        self.run(run_id)?
+            .ok_or(crate::EngineError::RunVanished { id: run_id })
+    }
+
     pub fn run(&self, run_id: i64) -> Result<Option<RunRecord>> {
         let query = format!("SELECT {} FROM runs r WHERE r.id = ?1", run_columns("r"));
         let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;

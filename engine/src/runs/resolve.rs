@@ -7,7 +7,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::db::RunDb;
 use super::git::git_commit_of;
-use crate::{EngineError, Result};
+use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 impl RunDb {
     /// Resolves `12`, `last`, `last~2` (runs of this project, not pulled
@@ -19,12 +19,16 @@ impl RunDb {
         query: &str,
         git_commit_of: impl Fn(&str) -> Option<String>,
     ) -> Result<i64> {
-        let unknown =
-            |hint: &str| EngineError::usage(format!("no run matches `{query}`"), hint.to_string());
+        let unknown = |why: NoSuchRun| {
+            EngineError::from(UsageError::UnknownRun {
+                query: query.to_string(),
+                why,
+            })
+        };
         if let Some(id) = run_id_of(query) {
             return match self.run_exists(id)? {
                 true => Ok(id),
-                false => Err(unknown("`pipe runs` lists the recorded runs")),
+                false => Err(unknown(NoSuchRun::NoSuchId)),
             };
         }
         if let Some(back) = runs_back_of(query) {
@@ -37,12 +41,10 @@ impl RunDb {
                 )
                 .optional()
                 .map_err(|e| self.error(e))?
-                .ok_or_else(|| unknown("there are fewer runs than that; `pipe runs` lists them"));
+                .ok_or_else(|| unknown(NoSuchRun::TooFewRuns));
         }
         let Some(commit) = git_commit_of(query) else {
-            return Err(unknown(
-                "use a run id, `last`, `last~N`, or a git ref (branch, tag, commit)",
-            ));
+            return Err(unknown(NoSuchRun::NotARunOrRef));
         };
         self.connection
             .query_row(
@@ -56,10 +58,9 @@ impl RunDb {
             .optional()
             .map_err(|e| self.error(e))?
             .ok_or_else(|| {
-                unknown(&format!(
-                    "no run was recorded at commit {}",
-                    &commit[..commit.len().min(12)]
-                ))
+                unknown(NoSuchRun::NoneAtCommit {
+                    commit: commit[..commit.len().min(12)].to_string(),
+                })
             })
     }
 }

@@ -6,7 +6,7 @@ use super::builtin::{built_in_stages, first_difference, BuiltinWorker};
 use super::describe::describe;
 use super::source_checkout::{mark_fresh, Checkout};
 use crate::events::Observer;
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError};
 
 /// A built-in worker to build before the first of its stages runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,9 +19,9 @@ pub struct PendingBuild {
 /// build, and a failed build is not tried again by every stage.
 static BUILDS: Mutex<Vec<(BuiltinWorker, BuildOutcome)>> = Mutex::new(Vec::new());
 
-/// A build's outcome, kept to answer the stages that ask after it: the
-/// error's message and hint.
-type BuildOutcome = std::result::Result<(), (String, String)>;
+/// A build's outcome, kept to answer the stages that ask after it: its
+/// error, as a usage error.
+type BuildOutcome = std::result::Result<(), UsageError>;
 
 impl PendingBuild {
     pub(crate) fn new(checkout: Checkout, worker: BuiltinWorker) -> PendingBuild {
@@ -37,16 +37,17 @@ impl PendingBuild {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some((_, outcome)) = builds.iter().find(|(worker, _)| *worker == self.worker) {
-            return outcome
-                .clone()
-                .map_err(|(message, hint)| EngineError::usage(message, hint));
+            return outcome.clone().map_err(EngineError::Usage);
         }
         let outcome = self.build_and_check(observer);
         builds.push((
             self.worker,
             outcome.as_ref().map(|_| ()).map_err(|error| match error {
-                EngineError::Usage { message, hint } => (message.clone(), hint.clone()),
-                other => (other.to_string(), String::new()),
+                EngineError::Usage(usage) => usage.clone(),
+                other => UsageError::Other {
+                    message: other.to_string(),
+                    hint: String::new(),
+                },
             }),
         ));
         outcome

@@ -11,16 +11,13 @@ use super::warnings::warnings;
 use crate::key;
 use crate::metrics::{relative_change, Direction};
 use crate::runs::ComparedRun;
-use crate::{EngineError, Result};
+use crate::{Result, UsageError};
 use pipe_protocol::record::rows_by_combination;
 
 /// Builds the table of `runs` (in the order given).
 pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<CompareTable> {
     if runs.is_empty() {
-        return Err(EngineError::usage(
-            "no run matches",
-            "`pipe runs` lists the recorded runs; `--status any` includes failed ones",
-        ));
+        return Err(UsageError::NoRunSelected.into());
     }
     let mut metric_order: Vec<(String, String)> = Vec::new();
     let mut seen_metrics: HashSet<String> = HashSet::new();
@@ -121,13 +118,10 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
         let column = sort_column(&columns, metric)?;
         let direction = column.direction.unwrap_or(Direction::Unknown);
         if direction == Direction::Unknown {
-            return Err(EngineError::usage(
-                format!("`{}` has no known direction to sort by", column.name),
-                format!(
-                    "say which way is better: `--higher {0}` or `--lower {0}`",
-                    column.name
-                ),
-            ));
+            return Err(UsageError::NoSortDirection {
+                column: column.name.clone(),
+            }
+            .into());
         }
         let value = |group: usize| {
             groups[group]

@@ -9,7 +9,7 @@ use super::model::{
     is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts,
 };
 use crate::runs::ComparedRun;
-use crate::{EngineError, Result};
+use crate::{Result, UsageError};
 use pipe_protocol::format::Unit;
 
 pub(super) fn columns(
@@ -229,30 +229,25 @@ pub(super) fn baseline_group(
         .filter(|&row| runs[facts[row].run].run.id == run)
         .collect();
     if of_run.is_empty() {
-        return Err(EngineError::usage(
-            format!("the baseline run #{run} is not among the compared runs"),
-            "name it among the runs, or choose another with `--baseline RUN`",
-        ));
+        return Err(UsageError::BaselineNotCompared { run }.into());
     }
     for (key, _) in &options.baseline_row {
         if !of_run
             .iter()
             .any(|&row| facts[row].matrix.get(key).is_some())
         {
-            let keys: Vec<&str> = facts[of_run[0]]
+            let keys: Vec<String> = facts[of_run[0]]
                 .matrix
                 .0
                 .iter()
-                .map(|(key, _)| key.as_str())
+                .map(|(key, _)| key.clone())
                 .collect();
-            return Err(EngineError::usage(
-                format!("run #{run} has no matrix key `{key}`"),
-                if keys.is_empty() {
-                    "it has no matrix; leave out `--baseline-row`".to_string()
-                } else {
-                    format!("its matrix keys: {}", keys.join(", "))
-                },
-            ));
+            return Err(UsageError::NoMatrixKey {
+                run,
+                key: key.clone(),
+                keys,
+            }
+            .into());
         }
     }
     let matching: Vec<usize> = of_run
@@ -268,24 +263,14 @@ pub(super) fn baseline_group(
     let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
     let Some(&first) = matching.first() else {
         let rows: Vec<String> = of_run.iter().map(|&row| label(row)).collect();
-        return Err(EngineError::usage(
-            format!("no row of run #{run} matches `--baseline-row`"),
-            format!("its rows: {}", rows.join("; ")),
-        ));
+        return Err(UsageError::NoBaselineRow { run, rows }.into());
     };
     let group = group_of_row[first];
     if options.baseline_row.is_empty() || matching.iter().all(|&row| group_of_row[row] == group) {
         return Ok(group);
     }
     let rows: Vec<String> = matching.iter().map(|&row| label(row)).collect();
-    Err(EngineError::usage(
-        format!(
-            "{} rows of run #{run} match the baseline: {}",
-            matching.len(),
-            rows.join("; ")
-        ),
-        "name more matrix values in `--baseline-row`, e.g. `precision=32-true,strategy=single`",
-    ))
+    Err(UsageError::AmbiguousBaselineRow { run, rows }.into())
 }
 
 /// `#3` or `#3 (precision=bf16-mixed,strategy=ddp)`.
@@ -374,27 +359,15 @@ pub(super) fn sort_column<'a>(columns: &'a [Column], name: &str) -> Result<&'a C
         .collect();
     match by_metric.as_slice() {
         [column] => Ok(column),
-        [] => Err(EngineError::usage(
-            format!("no metric `{name}` to sort by"),
-            format!(
-                "metrics shown: {}",
-                metrics
-                    .iter()
-                    .map(|column| column.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-        several => Err(EngineError::usage(
-            format!("`{name}` is a metric of several stages"),
-            format!(
-                "name one: {}",
-                several
-                    .iter()
-                    .map(|column| column.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
+        [] => Err(UsageError::UnknownSortMetric {
+            name: name.to_string(),
+            shown: metrics.iter().map(|column| column.name.clone()).collect(),
+        }
+        .into()),
+        several => Err(UsageError::AmbiguousSortMetric {
+            name: name.to_string(),
+            columns: several.iter().map(|column| column.name.clone()).collect(),
+        }
+        .into()),
     }
 }

@@ -83,7 +83,7 @@ pub(super) struct LazyCluster {
     root: PathBuf,
     state_dir: PathBuf,
     run_id: i64,
-    cell: std::sync::OnceLock<std::result::Result<Cluster, String>>,
+    cell: std::sync::OnceLock<Result<Cluster>>,
 }
 
 impl LazyCluster {
@@ -105,11 +105,10 @@ impl LazyCluster {
     pub(super) fn get(&self) -> std::result::Result<&Cluster, StageFailure> {
         let started = self.cell.get_or_init(|| {
             Cluster::start(&self.settings, &self.root, &self.state_dir, self.run_id)
-                .map_err(|error| error.to_string())
         });
         started
             .as_ref()
-            .map_err(|message| StageFailure::Submit(message.clone()))
+            .map_err(|error| StageFailure::Submit(error.to_string()))
     }
 
     fn started(&self) -> Option<&Cluster> {
@@ -258,7 +257,7 @@ impl Cluster {
         let job_id = answer
             .recv()
             .map_err(|_| StageFailure::Submit("the submitting thread stopped".to_string()))?
-            .map_err(StageFailure::Submit)?;
+            .map_err(|error| StageFailure::Submit(error.to_string()))?;
         tracing::info!("stage `{}`: Slurm job {job_id}", stage.name);
         *placement.lock().unwrap_or_else(|p| p.into_inner()) = Some(Placement {
             job_id: job_id.clone(),
@@ -409,7 +408,10 @@ impl Cluster {
                         what: format!(
                             "has not been heard of for {} min: Slurm's controller does not answer ({}); the job may still run: `scancel {job_id}`",
                             silent_for.as_secs() / 60,
-                            self.queue.last_error().unwrap_or_default()
+                            self.queue
+                                .last_error()
+                                .map(|error| error.to_string())
+                                .unwrap_or_default()
                         ),
                     });
                 }

@@ -9,7 +9,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::pipeline::Stage;
-use crate::{Diagnostic, EngineError, Result};
+use crate::{Diagnostic, EngineError, Result, UsageError};
 
 /// A job as the last look at the queue saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ struct View {
     woken: bool,
     stop: bool,
     failing_since: Option<Instant>,
-    last_error: Option<String>,
+    last_error: Option<SlurmError>,
 }
 
 impl Queue {
@@ -110,7 +110,7 @@ impl Queue {
         self.view().failing_since.map(|since| since.elapsed())
     }
 
-    pub(super) fn last_error(&self) -> Option<String> {
+    pub(super) fn last_error(&self) -> Option<SlurmError> {
         self.view().last_error.clone()
     }
 
@@ -174,7 +174,7 @@ impl Queue {
     }
 
     /// Every job of the run, by id (`123`, or `123_4` for a task of an array).
-    fn look(&self) -> std::result::Result<HashMap<String, SeenJob>, String> {
+    fn look(&self) -> std::result::Result<HashMap<String, SeenJob>, SlurmError> {
         let mut squeue = Command::new("squeue");
         squeue.args([
             "--noheader",
@@ -269,27 +269,64 @@ fn expand_array_ids(id: &str) -> Vec<String> {
     ids
 }
 
+/// Why a Slurm client command (`squeue`, `sinfo`, `sbatch`) gave no
+/// answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SlurmError {
+    #[error("`{program}` is not on PATH")]
+    NotOnPath { program: String },
+    /// `sbatch` is missing: this machine cannot submit jobs.
+    #[error(
+        "`sbatch` is not on PATH: run pipe on a machine that can submit to the cluster (a login \
+         node), or use `--executor local`"
+    )]
+    NotASubmitHost,
+    #[error("cannot run {program}: {detail}")]
+    CannotRun { program: String, detail: String },
+    #[error("{program} did not answer within {} s", .timeout.as_secs())]
+    TimedOut { program: String, timeout: Duration },
+    #[error("waiting for {program}: {detail}")]
+    Wait { program: String, detail: String },
+    /// It exited with an error: the last line it wrote to stderr.
+    #[error("{last_line}")]
+    Failed { last_line: String },
+    /// `sbatch` said no, for a reason that waiting does not cure.
+    #[error("sbatch refused the job: {message}")]
+    Refused { message: String },
+    #[error("cannot write `{}`: {detail}", .path.display())]
+    Script {
+        path: std::path::PathBuf,
+        detail: String,
+    },
+}
+
 /// Runs a Slurm client command; its stdout, or why it failed.
 pub(super) fn run_with_timeout(
     mut command: Command,
     timeout: Duration,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<String, SlurmError> {
     use pipe_protocol::child::{output_within, ChildError};
     let program = command.get_program().to_string_lossy().to_string();
     let finished = output_within(&mut command, timeout).map_err(|error| match error {
         ChildError::Spawn(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            format!("`{program}` is not on PATH")
+            SlurmError::NotOnPath { program }
         }
-        ChildError::Spawn(error) => format!("cannot run {program}: {error}"),
-        ChildError::TimedOut(_) => {
-            format!("{program} did not answer within {} s", timeout.as_secs())
-        }
-        ChildError::Wait(error) => format!("waiting for {program}: {error}"),
+        ChildError::Spawn(error) => SlurmError::CannotRun {
+            program,
+            detail: error.to_string(),
+        },
+        ChildError::TimedOut(_) => SlurmError::TimedOut { program, timeout },
+        ChildError::Wait(error) => SlurmError::Wait {
+            program,
+            detail: error.to_string(),
+        },
     })?;
     if finished.status.success() {
         Ok(String::from_utf8_lossy(&finished.stdout).into_owned())
     } else {
-        Err(finished.last_stderr_line())
+        Err(SlurmError::Failed {
+            last_line: finished.last_stderr_line(),
+        })
     }
 }
 
@@ -310,7 +347,7 @@ struct NodeInfo {
 }
 
 impl Partitions {
-    pub(crate) fn query() -> std::result::Result<Partitions, String> {
+    pub(crate) fn query() -> std::result::Result<Partitions, SlurmError> {
         let mut sinfo = Command::new("sinfo");
         sinfo.args(["--noheader", "--Node", "--format=%N|%P|%c|%m|%G|%l"]);
         let text = run_with_timeout(sinfo, SQUEUE_TIMEOUT)?;
@@ -357,19 +394,13 @@ impl Partitions {
             |p| format!("partition `{p}`"),
         );
         if nodes.is_empty() {
-            let known: Vec<&str> = {
-                let mut names: Vec<&str> =
-                    self.nodes.iter().map(|n| n.partition.as_str()).collect();
-                names.dedup();
-                names
-            };
-            return Err(EngineError::usage(
-                format!("Slurm has no {name} with nodes"),
-                format!(
-                    "set `executor: {{ partition: NAME }}` to one of: {}",
-                    known.join(", ")
-                ),
-            ));
+            let mut known: Vec<String> = self.nodes.iter().map(|n| n.partition.clone()).collect();
+            known.dedup();
+            return Err(UsageError::NoPartition {
+                partition: name,
+                known,
+            }
+            .into());
         }
         let most = |pick: fn(&NodeInfo) -> u64| nodes.iter().map(|n| pick(n)).max().unwrap_or(0);
         let (cpus, mem, gpus) = (

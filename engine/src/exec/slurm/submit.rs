@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::jobs::{
     cancel_job, write_script, JobFiles, ARRAY_WINDOW, MAX_ARRAY_INDEX, UNREACHABLE_LIMIT,
 };
-use super::queue::Queue;
+use super::queue::{Queue, SlurmError};
 use super::script;
 use crate::executor::SlurmSettings;
 use crate::interrupt;
@@ -24,7 +24,8 @@ pub(super) struct Submission {
     pub(super) group: Option<String>,
     pub(super) resources: Resources,
     pub(super) secret_env: BTreeMap<String, String>,
-    pub(super) reply: mpsc::Sender<std::result::Result<String, String>>,
+    /// The job id, or why there is none.
+    pub(super) reply: mpsc::Sender<std::result::Result<String, SlurmError>>,
 }
 
 pub(super) struct SubmitContext {
@@ -93,7 +94,7 @@ impl SubmitContext {
         resources: &Resources,
         secret_env: &BTreeMap<String, String>,
         queue: &Queue,
-    ) -> std::result::Result<String, String> {
+    ) -> std::result::Result<String, SlurmError> {
         let mut sbatch = Command::new("sbatch");
         sbatch
             .arg("--parsable")
@@ -118,8 +119,12 @@ impl SubmitContext {
                 .arg(format!("--array={}", list.join(",")))
                 .arg(format!("--output={}", self.dir.join("S%a.slurm").display()));
             let path = self.dir.join(format!("A{}.sh", indices[0]));
-            write_script(&path, &script::array_script(&self.dir))
-                .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+            write_script(&path, &script::array_script(&self.dir)).map_err(|error| {
+                SlurmError::Script {
+                    path: path.clone(),
+                    detail: error.to_string(),
+                }
+            })?;
             path
         };
         // Secrets reach the job through sbatch's environment (exported to
@@ -132,8 +137,11 @@ impl SubmitContext {
         let mut pause = Duration::from_secs(1);
         let job_id = loop {
             let output = sbatch.output().map_err(|error| match error.kind() {
-                std::io::ErrorKind::NotFound => "`sbatch` is not on PATH: run pipe on a machine that can submit to the cluster (a login node), or use `--executor local`".to_string(),
-                _ => format!("cannot run sbatch: {error}"),
+                std::io::ErrorKind::NotFound => SlurmError::NotASubmitHost,
+                _ => SlurmError::CannotRun {
+                    program: "sbatch".to_string(),
+                    detail: error.to_string(),
+                },
             })?;
             let stdout = String::from_utf8_lossy(&output.stdout);
             let job_id = stdout
@@ -169,7 +177,7 @@ impl SubmitContext {
                 || queue.is_cancelled()
                 || interrupt::requested()
             {
-                return Err(format!("sbatch refused the job: {message}"));
+                return Err(SlurmError::Refused { message });
             }
             tracing::warn!("sbatch: {message}; trying again in {} s", pause.as_secs());
             std::thread::sleep(pause);
