@@ -311,7 +311,7 @@ impl UsageError {
             UsageError::NoRemote { flag } => format!(
                 "pass {flag}, set PIPE_REMOTE, or add `cache: {{ remote: s3://BUCKET/PREFIX }}` \
                  to the pipeline or {} (docs/remote-cache.md)",
-                crate::settings::PROJECT_CONFIG_FILE
+                crate::project_files::PROJECT_CONFIG_FILE
             ),
             UsageError::RemoteReadOnly { .. } => "a read-only remote is never written; drop \
                  --remote-read-only, PIPE_REMOTE_READ_ONLY or `read_only: true` to push"

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod plan;
 pub mod project;
+pub mod project_files;
 pub mod remote;
 pub mod remote_status;
 pub mod run_input;

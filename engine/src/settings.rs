@@ -15,8 +15,7 @@ use pipe_cache::LinkMode;
 use crate::diagnostic::{Diagnostic, Location};
 use crate::{EngineError, Result};
 
-/// The project's settings file, beside `.pipe/`.
-pub const PROJECT_CONFIG_FILE: &str = "pipe.config.yaml";
+pub use crate::project_files::PROJECT_CONFIG_FILE;
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use opendal::layers::{RetryLayer, TimeoutLayer};
 use opendal::{services, Operator};
 
+use crate::error::BadLocation;
 use crate::{CacheError, RemoteError};
 
 /// How a remote cache is configured, from whichever source set it (flag,
@@ -26,7 +27,7 @@ pub struct RemoteConfig {
     pub concurrency: usize,
     /// Where each result's transfer progress goes: set by whoever shows
     /// it (the CLI), never by a setting.
-    pub progress: Option<super::ProgressSink>,
+    pub progress: Option<super::progress::ProgressSink>,
 }
 
 impl RemoteConfig {
@@ -44,7 +45,7 @@ impl RemoteConfig {
     }
 
     /// This configuration, reporting transfers to `sink`.
-    pub fn with_progress(mut self, sink: super::ProgressSink) -> RemoteConfig {
+    pub fn with_progress(mut self, sink: super::progress::ProgressSink) -> RemoteConfig {
         self.progress = Some(sink);
         self
     }
@@ -59,39 +60,6 @@ pub enum Location {
         bucket: String,
         prefix: String,
     },
-}
-
-const URL_HINT: &str = "write the remote as s3://BUCKET/PREFIX (any S3-compatible store, with `endpoint`) or file:///ABSOLUTE/PATH";
-
-/// Why a remote URL is not one pipe can use.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BadLocation {
-    #[error("remote `{url}` is not a URL or an absolute path; {hint}", hint = URL_HINT)]
-    NotAUrl { url: String },
-    #[error("remote `{url}` must name an absolute path: file:///PATH")]
-    RelativePath { url: String },
-    /// The URL is not repeated: it holds the credentials.
-    #[error(
-        "credentials in the remote URL are refused, since URLs end up in logs and run records; \
-         set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) instead"
-    )]
-    Credentials,
-    #[error("remote `{url}`: `.` and `..` are not allowed in the prefix")]
-    DotInPrefix { url: String },
-    #[error("remote `{url}`: `{name}` is not a valid {what} name")]
-    BadName {
-        url: String,
-        name: String,
-        what: &'static str,
-    },
-    #[error(
-        "remote `{url}`: `{scheme}` is not built into this pipe (opendal supports it, \
-         but it cannot be tested here and adds dozens of crates to the build); {hint}",
-        hint = URL_HINT
-    )]
-    NotBuiltIn { url: String, scheme: String },
-    #[error("remote `{url}`: unknown scheme `{scheme}`; {hint}", hint = URL_HINT)]
-    UnknownScheme { url: String, scheme: String },
 }
 
 impl Location {

@@ -15,154 +15,35 @@
 
 mod busy;
 mod location;
+mod outcomes;
 mod progress;
 mod pull;
 mod push;
 mod read;
+mod shared;
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use opendal::{ErrorKind, Operator};
+use opendal::ErrorKind;
 use tokio::sync::Semaphore;
 
-pub use location::{BadLocation, Location, RemoteConfig};
+pub use crate::error::BadLocation;
+pub use location::{Location, RemoteConfig};
+pub use outcomes::{Presence, Pulled, RecordError, TmpSwept, TransferReport};
 pub use progress::{Direction, Outcome, Phase, ProgressSink, TransferEvent, PROGRESS_INTERVAL};
+pub use shared::{action_path, object_path};
+use shared::{lock, start_runtime, Failure, Shared};
 
-use crate::store::{shard_and_rest, STALE_TMP_AGE};
 use crate::untrusted;
-use crate::{fsutil, ActionKey, ActionResult, Cache, CacheError, ObjectDigest, RemoteError};
-
-/// Chunk size of streamed transfers; S3 multipart parts are this large.
-const CHUNK: usize = 8 << 20;
+use crate::{ActionKey, ActionResult, Cache, CacheError, RemoteError};
 
 /// Where run records live in the remote.
 const RUNS_DIR: &str = "runs";
-
-/// A result as the remote has it, or why not.
-#[derive(Debug)]
-pub enum Pulled {
-    /// The result and every object it names are now in the local cache.
-    Hit { objects: u64, bytes: u64 },
-    /// The remote has no result under that key.
-    Miss,
-    /// The remote's entry is corrupt or incomplete; reported, and it is
-    /// overwritten when this key is pushed again.
-    Corrupt(String),
-    /// The remote is down or refused; reported once per process.
-    Unavailable,
-}
-
-/// What the remote has of one result (`pipe cache status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Presence {
-    Complete,
-    /// The action is there, some of its objects are not.
-    Incomplete,
-    Absent,
-}
-
-/// Totals for one process's transfers, for the end-of-run summary.
-#[derive(Debug, Default, Clone)]
-pub struct TransferReport {
-    pub results_pulled: u64,
-    pub objects_pulled: u64,
-    pub bytes_pulled: u64,
-    pub results_pushed: u64,
-    pub objects_pushed: u64,
-    pub bytes_pushed: u64,
-    /// Objects a push found already in the remote.
-    pub objects_present: u64,
-    /// Results written by another process first (their If-None-Match put lost).
-    pub results_already_present: u64,
-    /// Results that were not pushed because the remote failed or is read-only.
-    pub results_not_pushed: u64,
-    pub corrupt_found: u64,
-    /// Why the remote was given up on, if it was.
-    pub unavailable: Option<RemoteError>,
-    /// Why pushing was given up on (the remote refused writes).
-    pub push_refused: Option<RemoteError>,
-    /// How long at least one push was under way (busy::BusyClock): not
-    /// the stages that ran between pushes, nor overlapping pushes twice.
-    pub push_seconds: f64,
-}
-
-/// Why one remote operation failed.
-#[derive(Debug)]
-enum Failure {
-    NotFound,
-    Corrupt(String),
-    /// The remote is unreachable, refuses access, or broke mid-transfer.
-    Remote(opendal::Error),
-    /// The local cache failed (disk full, permissions).
-    Local(CacheError),
-}
-
-impl From<opendal::Error> for Failure {
-    fn from(error: opendal::Error) -> Failure {
-        if error.kind() == ErrorKind::NotFound {
-            Failure::NotFound
-        } else {
-            Failure::Remote(error)
-        }
-    }
-}
-
-impl From<CacheError> for Failure {
-    fn from(error: CacheError) -> Failure {
-        match error {
-            CacheError::Corrupt { digest, reason } => {
-                Failure::Corrupt(format!("object {digest}: {reason}"))
-            }
-            other => Failure::Local(other),
-        }
-    }
-}
-
-struct Shared {
-    url: String,
-    read_only: bool,
-    concurrency: usize,
-    cache: Cache,
-    operator: Operator,
-    transfers: Semaphore,
-    secrets: Vec<String>,
-    /// Remote paths found corrupt by this process: a push overwrites them
-    /// instead of trusting their presence.
-    corrupt: Mutex<HashSet<String>>,
-    report: Mutex<TransferReport>,
-    /// Where each result's transfer progress goes, if anyone shows it.
-    progress: Option<ProgressSink>,
-    /// The time a push was under way, for the report's `push_seconds`.
-    pushing: busy::BusyClock,
-    /// The directory of a `file://` remote, read without opendal (see
-    /// `read`).
-    fs_root: Option<PathBuf>,
-    /// Whether this process has cleared the stale temporaries of a
-    /// `file://` remote yet (on its first write).
-    tmp_swept: AtomicBool,
-}
-
-/// Why a run record was not read.
-#[derive(Debug, Clone)]
-pub enum RecordError {
-    /// The record is not one pipe reads (too large, not a regular file,
-    /// gone): skip it, say why.
-    Refused(RemoteError),
-    /// The remote failed; reported once.
-    Unavailable(RemoteError),
-}
-
-/// The stale temporaries `Remote::remove_stale_temporaries` removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TmpSwept {
-    pub files: u64,
-    pub bytes: u64,
-}
 
 /// A connection to one remote cache, attached to a local cache. Cheap to
 /// create: nothing touches the network until a result is looked up or
@@ -479,149 +360,6 @@ impl Drop for Remote {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
     }
-}
-
-impl Shared {
-    /// A failure as the user may read it: the kind, the message, and no
-    /// credential anywhere in it.
-    fn describe(&self, error: &opendal::Error) -> RemoteError {
-        // opendal's own message and the innermost cause ("Connection
-        // refused"), not its context, which repeats the request.
-        let mut detail = error.message().to_string();
-        let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
-        let mut innermost = None;
-        while let Some(next) = cause {
-            innermost = Some(next.to_string());
-            cause = next.source();
-        }
-        if let Some(innermost) = innermost.filter(|text| !detail.contains(text.as_str())) {
-            detail = format!("{detail}: {innermost}");
-        }
-        let first_line = detail.lines().next().unwrap_or_default();
-        let url = self.redacted(&self.url);
-        let detail = self.redacted(first_line);
-        if first_line.contains("failed to load signing credential") {
-            return RemoteError::NoCredentials { url, detail };
-        }
-        match error.kind() {
-            ErrorKind::PermissionDenied => RemoteError::Refused { url, detail },
-            ErrorKind::ConfigInvalid => RemoteError::Misconfigured { url, detail },
-            ErrorKind::RateLimited => RemoteError::RateLimited { url, detail },
-            _ => RemoteError::Unreachable { url, detail },
-        }
-    }
-
-    /// `text` with no credential in it.
-    fn redacted(&self, text: &str) -> String {
-        let mut text = text.to_string();
-        for secret in &self.secrets {
-            text = text.replace(secret.as_str(), "***");
-        }
-        pipe_protocol::redact::redact_text(&text).into_owned()
-    }
-
-    /// Records the first failure and reports it once; later operations in
-    /// this process skip the remote.
-    fn give_up(&self, error: &opendal::Error) -> RemoteError {
-        self.give_up_because(self.describe(error))
-    }
-
-    /// `give_up` for a failure that is not the remote's answer; `reason`
-    /// is already redacted.
-    fn give_up_because(&self, reason: RemoteError) -> RemoteError {
-        let mut report = lock(&self.report);
-        if report.unavailable.is_none() {
-            tracing::warn!("{reason}; going on with the local cache only");
-            report.unavailable = Some(reason.clone());
-        }
-        reason
-    }
-
-    fn is_unavailable(&self) -> bool {
-        lock(&self.report).unavailable.is_some()
-    }
-
-    fn push_refused(&self) -> bool {
-        lock(&self.report).push_refused.is_some()
-    }
-
-    fn refuse_pushes(&self, error: &opendal::Error) {
-        let reason = self.describe(error);
-        let mut report = lock(&self.report);
-        if report.push_refused.is_none() {
-            tracing::warn!(
-                "{reason}; pushing is off for the rest of this run (pulls go on); \
-                 set `read_only: true` for a job that should not write"
-            );
-            report.push_refused = Some(reason);
-        }
-    }
-
-    fn remove_stale_temporaries(&self) -> Result<Option<TmpSwept>, CacheError> {
-        let Some(root) = self.fs_root.as_deref().filter(|_| !self.read_only) else {
-            return Ok(None);
-        };
-        let tmp = root.join("tmp");
-        let (files, bytes) = fsutil::remove_stale(&tmp, STALE_TMP_AGE)
-            .map_err(|error| CacheError::io(&tmp, error))?;
-        Ok(Some(TmpSwept { files, bytes }))
-    }
-
-    /// Clears a `file://` remote's stale temporaries once per process,
-    /// before its first write: nothing else ever would, and every killed
-    /// push leaves one. A failure is only worth a warning.
-    fn sweep_tmp_once(&self) {
-        if self.tmp_swept.swap(true, Ordering::Relaxed) {
-            return;
-        }
-        match self.remove_stale_temporaries() {
-            Ok(Some(swept)) if swept.files > 0 => tracing::info!(
-                "remote cache {}: removed {} temporary files ({} bytes) that killed pushes left behind",
-                self.url,
-                swept.files,
-                swept.bytes
-            ),
-            Ok(_) => {}
-            Err(error) => tracing::warn!(
-                "remote cache {}: cannot clear old temporary files: {error}",
-                self.url
-            ),
-        }
-    }
-
-    fn mark_corrupt(&self, path: &str) {
-        lock(&self.corrupt).insert(path.to_string());
-    }
-
-    fn known_corrupt(&self, path: &str) -> bool {
-        lock(&self.corrupt).contains(path)
-    }
-}
-
-fn start_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("pipe-remote")
-        .enable_all()
-        .build()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-pub fn object_path(digest: &ObjectDigest) -> String {
-    let hex = digest.to_hex();
-    let (shard, rest) = shard_and_rest(&hex);
-    format!("objects/{shard}/{rest}")
-}
-
-pub fn action_path(key: &ActionKey) -> String {
-    let hex = key.to_hex();
-    let (shard, rest) = shard_and_rest(&hex);
-    format!("actions/{shard}/{rest}.json")
 }
 
 fn run_record_path(commit: Option<&str>, uid: &str) -> String {

@@ -5,9 +5,10 @@
 use futures::{StreamExt, TryStreamExt};
 use opendal::ErrorKind;
 
+use super::outcomes::Presence;
 use super::progress::{count_done, count_transferred, Direction, Outcome, Transfer};
 use super::read::{read_capped, Chunks};
-use super::{action_path, object_path, Failure, Presence, Shared};
+use super::shared::{action_path, object_path, Failure, Shared};
 use crate::untrusted;
 use crate::{ActionKey, ActionResult, Artifact, ArtifactKind, RemoteError};
 

@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use opendal::ErrorKind;
 
 use super::progress::{count_done, count_transferred, Direction, Outcome, Transfer};
-use super::{action_path, lock, object_path, Failure, Shared, CHUNK};
+use super::shared::{action_path, lock, object_path, Failure, Shared, CHUNK};
 use crate::{ActionResult, Artifact, ArtifactKind, CacheError, ObjectDigest, RemoteError};
 
 /// Pushes one result and counts it; false when it did not reach the remote.

@@ -11,7 +11,7 @@ use std::path::Path;
 use futures::StreamExt;
 use opendal::ErrorKind;
 
-use super::{Failure, Shared, CHUNK};
+use super::shared::{Failure, Shared, CHUNK};
 use crate::untrusted::{self, Limit};
 
 /// A remote file being read chunk by chunk.

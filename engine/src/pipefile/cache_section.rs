@@ -282,7 +282,7 @@ fn checked_url(
     }
 }
 
-pub use crate::settings::PROJECT_CONFIG_FILE;
+pub use crate::project_files::PROJECT_CONFIG_FILE;
 
 /// Reads `pipe.config.yaml` at `root`, if there is one: the settings every
 /// pipeline of the project shares (a pipeline's own `cache:` overrides it).

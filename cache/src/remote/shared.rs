@@ -1,0 +1,219 @@
+//! What the remote's handle and its transfers share: the operator, the
+//! runtime, the bound on concurrent transfers, the report, and the layout
+//! of objects and actions in the remote.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use opendal::{ErrorKind, Operator};
+use tokio::sync::Semaphore;
+
+use super::busy;
+use super::outcomes::{TmpSwept, TransferReport};
+use super::progress::ProgressSink;
+use crate::store::{shard_and_rest, STALE_TMP_AGE};
+use crate::{fsutil, ActionKey, Cache, CacheError, ObjectDigest, RemoteError};
+
+/// Chunk size of streamed transfers; S3 multipart parts are this large.
+pub(super) const CHUNK: usize = 8 << 20;
+
+/// Why one remote operation failed.
+#[derive(Debug)]
+pub(super) enum Failure {
+    NotFound,
+    Corrupt(String),
+    /// The remote is unreachable, refuses access, or broke mid-transfer.
+    Remote(opendal::Error),
+    /// The local cache failed (disk full, permissions).
+    Local(CacheError),
+}
+
+impl From<opendal::Error> for Failure {
+    fn from(error: opendal::Error) -> Failure {
+        if error.kind() == ErrorKind::NotFound {
+            Failure::NotFound
+        } else {
+            Failure::Remote(error)
+        }
+    }
+}
+
+impl From<CacheError> for Failure {
+    fn from(error: CacheError) -> Failure {
+        match error {
+            CacheError::Corrupt { digest, reason } => {
+                Failure::Corrupt(format!("object {digest}: {reason}"))
+            }
+            other => Failure::Local(other),
+        }
+    }
+}
+
+pub(super) struct Shared {
+    pub(super) url: String,
+    pub(super) read_only: bool,
+    pub(super) concurrency: usize,
+    pub(super) cache: Cache,
+    pub(super) operator: Operator,
+    pub(super) transfers: Semaphore,
+    pub(super) secrets: Vec<String>,
+    /// Remote paths found corrupt by this process: a push overwrites them
+    /// instead of trusting their presence.
+    pub(super) corrupt: Mutex<HashSet<String>>,
+    pub(super) report: Mutex<TransferReport>,
+    /// Where each result's transfer progress goes, if anyone shows it.
+    pub(super) progress: Option<ProgressSink>,
+    /// The time a push was under way, for the report's `push_seconds`.
+    pub(super) pushing: busy::BusyClock,
+    /// The directory of a `file://` remote, read without opendal (see
+    /// `read`).
+    pub(super) fs_root: Option<PathBuf>,
+    /// Whether this process has cleared the stale temporaries of a
+    /// `file://` remote yet (on its first write).
+    pub(super) tmp_swept: AtomicBool,
+}
+
+impl Shared {
+    /// A failure as the user may read it: the kind, the message, and no
+    /// credential anywhere in it.
+    pub(super) fn describe(&self, error: &opendal::Error) -> RemoteError {
+        // opendal's own message and the innermost cause ("Connection
+        // refused"), not its context, which repeats the request.
+        let mut detail = error.message().to_string();
+        let mut cause: Option<&dyn std::error::Error> = std::error::Error::source(error);
+        let mut innermost = None;
+        while let Some(next) = cause {
+            innermost = Some(next.to_string());
+            cause = next.source();
+        }
+        if let Some(innermost) = innermost.filter(|text| !detail.contains(text.as_str())) {
+            detail = format!("{detail}: {innermost}");
+        }
+        let first_line = detail.lines().next().unwrap_or_default();
+        let url = self.redacted(&self.url);
+        let detail = self.redacted(first_line);
+        if first_line.contains("failed to load signing credential") {
+            return RemoteError::NoCredentials { url, detail };
+        }
+        match error.kind() {
+            ErrorKind::PermissionDenied => RemoteError::Refused { url, detail },
+            ErrorKind::ConfigInvalid => RemoteError::Misconfigured { url, detail },
+            ErrorKind::RateLimited => RemoteError::RateLimited { url, detail },
+            _ => RemoteError::Unreachable { url, detail },
+        }
+    }
+
+    /// `text` with no credential in it.
+    pub(super) fn redacted(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for secret in &self.secrets {
+            text = text.replace(secret.as_str(), "***");
+        }
+        pipe_protocol::redact::redact_text(&text).into_owned()
+    }
+
+    /// Records the first failure and reports it once; later operations in
+    /// this process skip the remote.
+    pub(super) fn give_up(&self, error: &opendal::Error) -> RemoteError {
+        self.give_up_because(self.describe(error))
+    }
+
+    /// `give_up` for a failure that is not the remote's answer; `reason`
+    /// is already redacted.
+    pub(super) fn give_up_because(&self, reason: RemoteError) -> RemoteError {
+        let mut report = lock(&self.report);
+        if report.unavailable.is_none() {
+            tracing::warn!("{reason}; going on with the local cache only");
+            report.unavailable = Some(reason.clone());
+        }
+        reason
+    }
+
+    pub(super) fn is_unavailable(&self) -> bool {
+        lock(&self.report).unavailable.is_some()
+    }
+
+    pub(super) fn push_refused(&self) -> bool {
+        lock(&self.report).push_refused.is_some()
+    }
+
+    pub(super) fn refuse_pushes(&self, error: &opendal::Error) {
+        let reason = self.describe(error);
+        let mut report = lock(&self.report);
+        if report.push_refused.is_none() {
+            tracing::warn!(
+                "{reason}; pushing is off for the rest of this run (pulls go on); \
+                 set `read_only: true` for a job that should not write"
+            );
+            report.push_refused = Some(reason);
+        }
+    }
+
+    pub(super) fn remove_stale_temporaries(&self) -> Result<Option<TmpSwept>, CacheError> {
+        let Some(root) = self.fs_root.as_deref().filter(|_| !self.read_only) else {
+            return Ok(None);
+        };
+        let tmp = root.join("tmp");
+        let (files, bytes) = fsutil::remove_stale(&tmp, STALE_TMP_AGE)
+            .map_err(|error| CacheError::io(&tmp, error))?;
+        Ok(Some(TmpSwept { files, bytes }))
+    }
+
+    /// Clears a `file://` remote's stale temporaries once per process,
+    /// before its first write: nothing else ever would, and every killed
+    /// push leaves one. A failure is only worth a warning.
+    pub(super) fn sweep_tmp_once(&self) {
+        if self.tmp_swept.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        match self.remove_stale_temporaries() {
+            Ok(Some(swept)) if swept.files > 0 => tracing::info!(
+                "remote cache {}: removed {} temporary files ({} bytes) that killed pushes left behind",
+                self.url,
+                swept.files,
+                swept.bytes
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(
+                "remote cache {}: cannot clear old temporary files: {error}",
+                self.url
+            ),
+        }
+    }
+
+    pub(super) fn mark_corrupt(&self, path: &str) {
+        lock(&self.corrupt).insert(path.to_string());
+    }
+
+    pub(super) fn known_corrupt(&self, path: &str) -> bool {
+        lock(&self.corrupt).contains(path)
+    }
+}
+
+pub(super) fn start_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("pipe-remote")
+        .enable_all()
+        .build()
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn object_path(digest: &ObjectDigest) -> String {
+    let hex = digest.to_hex();
+    let (shard, rest) = shard_and_rest(&hex);
+    format!("objects/{shard}/{rest}")
+}
+
+pub fn action_path(key: &ActionKey) -> String {
+    let hex = key.to_hex();
+    let (shard, rest) = shard_and_rest(&hex);
+    format!("actions/{shard}/{rest}.json")
+}
