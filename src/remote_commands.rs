@@ -1,14 +1,12 @@
-//! `pipe cache push|pull|status`, the end-of-run remote summary, and run
-//! records pulled on demand for a git ref (`pipe compare main` on a laptop).
+//! `pipe cache push|pull|status` and the end-of-run remote summary: the
+//! flags as a request to `pipe_engine::cache_sync`, its reports rendered.
 
 use std::path::Path;
 
-use pipe_cache::remote::{Presence, Pulled, Remote, RemoteConfig, TransferReport};
-use pipe_cache::Cache;
-use pipe_engine::exec::{self, RemoteSummary};
-use pipe_engine::history::{self, History, Pull};
-use pipe_engine::runs::RunDb;
-use pipe_engine::{EngineError, ExitCode, Result, UsageError};
+use pipe_cache::remote::{Presence, TransferReport};
+use pipe_engine::cache_sync::{self, PullReport, RemoteChoice, Runs};
+use pipe_engine::exec::RemoteSummary;
+use pipe_engine::{EngineError, ExitCode, Result};
 use pipe_protocol::format::{format_bytes, format_seconds};
 use serde_json::json;
 
@@ -25,60 +23,22 @@ pub struct Shown {
     pub quiet: bool,
 }
 
-/// Opens `config`'s remote with its transfers shown as `shown` says.
-fn open_shown(config: RemoteConfig, cache_dir: &Path, shown: Shown) -> Result<Remote> {
-    let bars = transfers::terminal_bars(shown.quiet);
-    let config = match transfers::sink(shown.json, shown.quiet, bars) {
-        Some(sink) => config.with_progress(sink),
-        None => config,
-    };
-    exec::open_remote(&config, cache_dir)
-}
-
-fn configured(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<Option<RemoteConfig>> {
-    history::configured_remote(root, file, args.remote.as_deref(), args.remote_read_only)
-}
-
-fn required(root: &Path, file: Option<&Path>, args: &RemoteArgs) -> Result<RemoteConfig> {
-    configured(root, file, args)?.ok_or(
-        UsageError::NoRemote {
-            flag: "--remote s3://BUCKET/PREFIX",
-        }
-        .into(),
-    )
-}
-
-/// The records the remote has (for `commit`, or all) that this history
-/// lacks, pulled; says which it skipped.
-fn pull_records(
-    remote: &Remote,
-    cache: &Cache,
-    history: &mut History,
-    commit: Option<&str>,
-) -> Result<history::RecordsPulled> {
-    let pulled = history::pull_records(remote, cache, &mut history.db, commit)?;
-    for skipped in &pulled.skipped {
-        errln!("warning: {skipped}");
-    }
-    Ok(pulled)
-}
-
-/// `pipe cache gc`'s part for the configured remote: what killed pushes
-/// left in a `file://` remote's `tmp/` (S3 has its lifecycle rule for
-/// aborted uploads; docs/remote-cache.md).
+/// `pipe cache gc`'s part for the configured remote
+/// (`cache_sync::sweep_remote`).
 pub fn remove_stale_temporaries(
     project: &pipe_engine::project::Project,
     file: Option<&Path>,
     args: &RemoteArgs,
 ) -> Result<()> {
-    let Some(config) = configured(&project.root, file, args)? else {
-        return Ok(());
+    let choice = RemoteChoice {
+        file,
+        flag: args.remote.as_deref(),
+        read_only: args.remote_read_only,
+        transfers: None,
     };
-    let remote = exec::open_remote(&config, &project.cache_dir)?;
-    if let Some(swept) = remote.remove_stale_temporaries()? {
+    if let Some((url, swept)) = cache_sync::sweep_remote(project, &choice)? {
         outln!(
-            "{}: removed {} temporary files ({}) that killed pushes left in tmp/",
-            remote.url(),
+            "{url}: removed {} temporary files ({}) that killed pushes left in tmp/",
             swept.files,
             format_bytes(swept.bytes as f64)
         );
@@ -94,66 +54,47 @@ pub fn push(
     shown: Shown,
 ) -> Result<ExitCode> {
     let project = here::project()?;
-    let config = required(&project.root, file, args)?;
-    if config.read_only {
-        return Err(UsageError::RemoteReadOnly { url: config.url }.into());
-    }
-    let mut history = here::history()?;
-    let ids: Vec<i64> = if all {
-        history
-            .db
-            .list_runs(usize::MAX)?
-            .into_iter()
-            .filter(|run| run.origin.is_none())
-            .map(|run| run.id)
-            .collect()
+    let runs = if all {
+        Runs::All
     } else {
-        vec![here::resolve(
-            &mut history,
-            run.unwrap_or("last"),
-            Pull::IfConfigured,
-        )?]
+        Runs::One(run.unwrap_or("last"))
     };
-    let remote = open_shown(config, &project.cache_dir, shown)?;
-    let cache = Cache::open(&project.cache_dir)?;
-    let (results, missing) = history.results_of_runs(&cache, &ids)?;
-    let count = results.len();
-    remote.push_results(results);
-    let mut records = 0;
-    for &id in &ids {
-        if remote.unavailable().is_some() {
-            break;
-        }
-        match exec::push_run_record(&remote, &history.db, id) {
-            Ok(()) => records += 1,
-            Err(reason) => errln!("warning: the record of run #{id} was not pushed: {reason}"),
-        }
+    let report = cache_sync::push(&project, &choice(file, args, shown), runs, &mut |notice| {
+        errln!("{notice}")
+    })?;
+    for (id, reason) in &report.records_not_pushed {
+        errln!("warning: the record of run #{id} was not pushed: {reason}");
     }
-    let report = remote.finish();
+    let transfers = &report.transfers;
     if shown.json {
         jsonln!(json!({
-            "event": "pushed", "remote": remote.url(), "results": count,
-            "results_pushed": report.results_pushed,
-            "results_already_present": report.results_already_present,
-            "results_not_pushed": report.results_not_pushed,
-            "objects_pushed": report.objects_pushed, "objects_present": report.objects_present,
-            "bytes_pushed": report.bytes_pushed, "records_pushed": records,
-            "missing_locally": missing, "unavailable": report.unavailable,
-            "push_refused": report.push_refused,
+            "event": "pushed", "remote": report.url, "results": report.results,
+            "results_pushed": transfers.results_pushed,
+            "results_already_present": transfers.results_already_present,
+            "results_not_pushed": transfers.results_not_pushed,
+            "objects_pushed": transfers.objects_pushed, "objects_present": transfers.objects_present,
+            "bytes_pushed": transfers.bytes_pushed, "records_pushed": report.records_pushed,
+            "missing_locally": report.missing_locally, "unavailable": transfers.unavailable,
+            "push_refused": transfers.push_refused,
         }));
     }
     errln!(
-        "{}: {count} results ({} pushed, {} already there; {} objects, {} sent), {records} run records",
-        remote.url(),
-        report.results_pushed,
-        report.results_already_present,
-        report.objects_pushed,
-        format_bytes(report.bytes_pushed as f64),
+        "{}: {} results ({} pushed, {} already there; {} objects, {} sent), {} run records",
+        report.url,
+        report.results,
+        transfers.results_pushed,
+        transfers.results_already_present,
+        transfers.objects_pushed,
+        format_bytes(transfers.bytes_pushed as f64),
+        report.records_pushed,
     );
-    if missing > 0 {
-        errln!("warning: {missing} results of these runs are no longer in the local cache (removed by `pipe cache gc`) and were not pushed");
+    if report.missing_locally > 0 {
+        errln!(
+            "warning: {} results of these runs are no longer in the local cache (removed by `pipe cache gc`) and were not pushed",
+            report.missing_locally
+        );
     }
-    Ok(exit_for(&report))
+    Ok(exit_for(transfers))
 }
 
 pub fn pull(
@@ -164,85 +105,68 @@ pub fn pull(
     shown: Shown,
 ) -> Result<ExitCode> {
     let project = here::project()?;
-    let config = required(&project.root, file, args)?;
-    let remote = open_shown(config, &project.cache_dir, shown)?;
-    let cache = Cache::open(&project.cache_dir)?;
-    let mut history = History {
-        db: RunDb::open(&project.runs_db())?,
-        root: project.root.clone(),
+    let runs = match (run, all) {
+        (None, false) => None,
+        (_, true) => Some(Runs::All),
+        (Some(query), false) => Some(Runs::One(query)),
     };
-    let ids: Vec<i64> = match (run, all) {
-        (None, false) => {
-            let pulled = pull_records(&remote, &cache, &mut history, None)?;
-            let report = remote.finish();
+    let report = cache_sync::pull(&project, &choice(file, args, shown), runs, &mut |notice| {
+        errln!("{notice}")
+    })?;
+    match report {
+        PullReport::Records {
+            url,
+            listed,
+            new,
+            transfers,
+        } => {
             if shown.json {
                 jsonln!(json!({
-                    "event": "pulled", "remote": remote.url(),
-                    "records": pulled.listed, "records_new": pulled.new.len(),
-                    "unavailable": report.unavailable,
+                    "event": "pulled", "remote": url,
+                    "records": listed, "records_new": new,
+                    "unavailable": transfers.unavailable,
                 }));
             }
-            errln!(
-                "{}: {} run records, {} new here",
-                remote.url(),
-                pulled.listed,
-                pulled.new.len()
-            );
-            return Ok(exit_for(&report));
+            errln!("{url}: {listed} run records, {new} new here");
+            Ok(exit_for(&transfers))
         }
-        (_, true) => {
-            pull_records(&remote, &cache, &mut history, None)?;
-            let uids = history::remote_uids(&remote)?;
-            history
-                .db
-                .list_runs(usize::MAX)?
-                .into_iter()
-                .filter(|run| run.uid.as_ref().is_some_and(|uid| uids.contains(uid)))
-                .map(|run| run.id)
-                .collect()
-        }
-        (Some(query), false) => vec![here::resolve(&mut history, query, Pull::From(&remote))?],
-    };
-    let (mut here, mut pulled, mut absent, mut corrupt) = (0, 0, 0, 0);
-    for key in history.keys_of_runs(&ids)? {
-        if cache.get_action(&key).is_some() {
-            here += 1;
-            continue;
-        }
-        match remote.pull_result(&key) {
-            Pulled::Hit { .. } => pulled += 1,
-            Pulled::Miss => absent += 1,
-            Pulled::Corrupt(reason) => {
+        PullReport::Results {
+            url,
+            runs,
+            pulled,
+            already_here,
+            not_in_remote,
+            corrupt,
+            transfers,
+        } => {
+            for (key, reason) in &corrupt {
                 errln!(
                     "warning: result {} in the remote is corrupt: {reason}",
                     key.short()
                 );
-                corrupt += 1;
             }
-            Pulled::Unavailable => break,
+            let corrupt = corrupt.len();
+            if shown.json {
+                jsonln!(json!({
+                    "event": "pulled", "remote": url, "results_pulled": pulled,
+                    "objects_pulled": transfers.objects_pulled, "bytes_pulled": transfers.bytes_pulled,
+                    "already_here": already_here, "not_in_remote": not_in_remote, "corrupt": corrupt,
+                    "unavailable": transfers.unavailable,
+                }));
+            }
+            errln!(
+                "{url}: {pulled} results pulled ({} objects, {}), {already_here} already here, {not_in_remote} not in the remote, {corrupt} corrupt",
+                transfers.objects_pulled,
+                format_bytes(transfers.bytes_pulled as f64),
+            );
+            if let [id] = runs.as_slice() {
+                if transfers.unavailable.is_none() && not_in_remote + corrupt == 0 {
+                    errln!("`pipe checkout {id}` puts run #{id}'s outputs in the workspace");
+                }
+            }
+            Ok(exit_for(&transfers))
         }
     }
-    let report = remote.finish();
-    if shown.json {
-        jsonln!(json!({
-            "event": "pulled", "remote": remote.url(), "results_pulled": pulled,
-            "objects_pulled": report.objects_pulled, "bytes_pulled": report.bytes_pulled,
-            "already_here": here, "not_in_remote": absent, "corrupt": corrupt,
-            "unavailable": report.unavailable,
-        }));
-    }
-    errln!(
-        "{}: {pulled} results pulled ({} objects, {}), {here} already here, {absent} not in the remote, {corrupt} corrupt",
-        remote.url(),
-        report.objects_pulled,
-        format_bytes(report.bytes_pulled as f64),
-    );
-    if let [id] = ids.as_slice() {
-        if report.unavailable.is_none() && absent + corrupt == 0 {
-            errln!("`pipe checkout {id}` puts run #{id}'s outputs in the workspace");
-        }
-    }
-    Ok(exit_for(&report))
 }
 
 pub fn status(
@@ -252,72 +176,55 @@ pub fn status(
     json_output: bool,
 ) -> Result<ExitCode> {
     let project = here::project()?;
-    let config = required(&project.root, file, args)?;
-    let remote = exec::open_remote(&config, &project.cache_dir)?;
-    let mut history = History {
-        db: RunDb::open(&project.runs_db())?,
-        root: project.root.clone(),
+    let choice = RemoteChoice {
+        file,
+        flag: args.remote.as_deref(),
+        read_only: args.remote_read_only,
+        transfers: None,
     };
-    let id = here::resolve(&mut history, run.unwrap_or("last"), Pull::From(&remote))?;
-    let record = history.db.resolved_run(id)?;
-    let cache = Cache::open(&project.cache_dir)?;
-    let keyed: Vec<_> = record
-        .stages
-        .iter()
-        .filter_map(|stage| Some((stage.stage.clone(), stage.key?)))
-        .collect();
-    let keys: Vec<_> = keyed.iter().map(|(_, key)| *key).collect();
-    // One lookup per stage, `concurrency` at a time.
-    let presences = match remote.presence_of_all(&keys) {
-        Ok(presences) => presences,
-        Err(reason) => {
+    let found =
+        cache_sync::run_in_remote(&project, &choice, run.unwrap_or("last"), &mut |notice| {
+            errln!("{notice}")
+        });
+    let found = match found {
+        Ok(found) => found,
+        Err(EngineError::RemoteUnavailable(reason)) => {
             errln!("error: {reason}");
             return Ok(ExitCode::RemoteUnavailable);
         }
+        Err(other) => return Err(other),
     };
-    let rows: Vec<_> = keyed
-        .into_iter()
-        .zip(presences)
-        .map(|((stage, key), presence)| {
-            let in_remote = match presence {
-                Presence::Complete => "yes",
-                Presence::Incomplete => "incomplete",
-                Presence::Absent => "no",
-            };
-            (stage, key, cache.get_action(&key).is_some(), in_remote)
-        })
-        .collect();
-    let record_pushed = match record.uid.as_deref() {
-        Some(uid) => remote
-            .list_run_records(record.git_commit.as_deref().or(Some("no-commit")))
-            .map_err(EngineError::RemoteUnavailable)?
-            .iter()
-            .any(|path| path.ends_with(&format!("/{uid}.json"))),
-        None => false,
+    let in_remote = |presence: &Presence| match presence {
+        Presence::Complete => "yes",
+        Presence::Incomplete => "incomplete",
+        Presence::Absent => "no",
     };
     if json_output {
-        let stages: Vec<_> = rows
+        let stages: Vec<_> = found
+            .stages
             .iter()
-            .map(|(stage, key, local, in_remote)| {
-                json!({"stage": stage, "key": key.to_hex(), "local": local, "remote": in_remote})
+            .map(|stage| {
+                json!({"stage": stage.stage, "key": stage.key.to_hex(), "local": stage.local, "remote": in_remote(&stage.remote)})
             })
             .collect();
         jsonln!(serde_json::to_string_pretty(&json!({
-            "run": id, "remote": remote.url(), "record_pushed": record_pushed, "stages": stages,
+            "run": found.id, "remote": found.url, "record_pushed": found.record_pushed, "stages": stages,
         }))
         .unwrap_or_default());
     } else {
-        outln!("run #{id} in {}", remote.url());
-        for (stage, key, local, in_remote) in &rows {
+        outln!("run #{} in {}", found.id, found.url);
+        for stage in &found.stages {
             outln!(
-                "  {stage:<30} {}  local: {:<3}  remote: {in_remote}",
-                key.short(),
-                if *local { "yes" } else { "no" }
+                "  {:<30} {}  local: {:<3}  remote: {}",
+                stage.stage,
+                stage.key.short(),
+                if stage.local { "yes" } else { "no" },
+                in_remote(&stage.remote)
             );
         }
         outln!(
             "  record: {}",
-            if record_pushed {
+            if found.record_pushed {
                 "in the remote"
             } else {
                 "not pushed"
@@ -327,13 +234,27 @@ pub fn status(
     Ok(ExitCode::Ok)
 }
 
+/// The remote a command's flags name, its transfers shown as `shown` says.
+fn choice<'a>(file: Option<&'a Path>, args: &'a RemoteArgs, shown: Shown) -> RemoteChoice<'a> {
+    RemoteChoice {
+        file,
+        flag: args.remote.as_deref(),
+        read_only: args.remote_read_only,
+        transfers: transfers::sink(
+            shown.json,
+            shown.quiet,
+            transfers::terminal_bars(shown.quiet),
+        ),
+    }
+}
+
 fn exit_for(report: &TransferReport) -> ExitCode {
-    match (&report.unavailable, &report.push_refused) {
-        (Some(reason), _) | (None, Some(reason)) => {
+    match cache_sync::transfer_failure(report) {
+        Some(reason) => {
             errln!("error: {reason}");
             ExitCode::RemoteUnavailable
         }
-        _ => ExitCode::Ok,
+        None => ExitCode::Ok,
     }
 }
 

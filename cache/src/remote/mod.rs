@@ -294,6 +294,16 @@ impl Remote {
             .map_err(|error| self.shared.give_up(&error))
     }
 
+    /// Whether the record of the run `uid` (made at `commit`, if any) is
+    /// in the remote: the one place that knows where records are kept.
+    pub fn has_run_record(&self, commit: Option<&str>, uid: &str) -> Result<bool, RemoteError> {
+        let name = format!("/{}.json", safe_component(uid));
+        Ok(self
+            .list_run_records(Some(commit.unwrap_or(NO_COMMIT)))?
+            .iter()
+            .any(|path| path.ends_with(&name)))
+    }
+
     /// The paths of the run records stored for `commit`, or for every
     /// commit.
     pub fn list_run_records(&self, commit: Option<&str>) -> Result<Vec<String>, RemoteError> {
@@ -362,10 +372,13 @@ impl Drop for Remote {
     }
 }
 
+/// Where the records of runs made outside a git repository are kept.
+const NO_COMMIT: &str = "no-commit";
+
 fn run_record_path(commit: Option<&str>, uid: &str) -> String {
     format!(
         "{RUNS_DIR}/{}/{}.json",
-        safe_component(commit.unwrap_or("no-commit")),
+        safe_component(commit.unwrap_or(NO_COMMIT)),
         safe_component(uid)
     )
 }
