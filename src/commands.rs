@@ -347,17 +347,16 @@ fn status(
     remote: Option<&str>,
 ) -> Result<ExitCode> {
     let (pipeline, dag) = load(file.as_deref(), &arg)?;
-    // Before the plan: a missing remote is a usage error, not worth a hash.
-    let remote = remote
-        .map(|flag| remote_status::open(&pipeline, flag))
-        .transpose()?;
-    let planner = Planner::new(&pipeline)?;
-    let states = planner.states(&dag, &dag.order)?;
-    // An unreachable remote has been warned about: the plain status follows.
-    if let Some(remote) = &remote {
-        if remote_status::show(remote, &pipeline, &dag, &states, json) {
+    let report = pipe_engine::remote_status::status(&pipeline, &dag, remote)?;
+    let states = report.states;
+    match report.remote {
+        Some(Ok(remote)) => {
+            remote_status::show(&remote, &states, json);
             return Ok(ExitCode::Ok);
         }
+        // The plain status follows the warning.
+        Some(Err(reason)) => errln!("warning: {reason}; showing the local status only"),
+        None => {}
     }
     if json {
         // Streamed: a million stages' JSON is never one string in memory.

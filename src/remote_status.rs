@@ -3,49 +3,14 @@
 
 use std::fmt::Write as _;
 
-use pipe_cache::remote::Remote;
-use pipe_engine::dag::Dag;
-use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{Freshness, StageState};
-use pipe_engine::project::Project;
-use pipe_engine::remote_status::{remote_status, RemoteVerdict};
-use pipe_engine::{exec, Result, UsageError};
+use pipe_engine::remote_status::{RemoteStatus, RemoteVerdict};
 use serde_json::{json, Value};
 
-use crate::output::{errln, jsonln, out};
+use crate::output::{jsonln, out};
 
-/// The remote `pipe status --remote[=URL]` asks: `flag` is the URL given,
-/// or empty for the configured one. None configured is a usage error.
-pub fn open(pipeline: &Pipeline, flag: &str) -> Result<Remote> {
-    let flag = Some(flag).filter(|url| !url.is_empty());
-    // Read-only: a status never writes.
-    let config =
-        pipe_engine::remote::resolve(&pipeline.root, pipeline.remote.as_ref(), flag, true)?.ok_or(
-            UsageError::NoRemote {
-                flag: "--remote=s3://BUCKET/PREFIX",
-            },
-        )?;
-    let project = Project::open(&pipeline.root)?;
-    exec::open_remote(&config, &project.cache_dir)
-}
-
-/// Prints the status with the remote's answers; false (after one warning)
-/// when the remote could not be asked, for the caller to print the plain
-/// status instead.
-pub fn show(
-    remote: &Remote,
-    pipeline: &Pipeline,
-    dag: &Dag,
-    states: &[StageState],
-    json: bool,
-) -> bool {
-    let status = match remote_status(remote, pipeline, dag, states) {
-        Ok(status) => status,
-        Err(reason) => {
-            errln!("warning: {reason}; showing the local status only");
-            return false;
-        }
-    };
+/// Prints the status with the remote's answers.
+pub fn show(status: &RemoteStatus, states: &[StageState], json: bool) {
     if json {
         let rows: Vec<Value> = states
             .iter()
@@ -66,7 +31,7 @@ pub fn show(
             })
             .collect();
         jsonln!(serde_json::to_string_pretty(&json!(rows)).unwrap_or_default());
-        return true;
+        return;
     }
     let width = states
         .iter()
@@ -116,14 +81,13 @@ pub fn show(
     let _ = writeln!(
         text,
         "\nremote {}: {} looked up",
-        remote.url(),
+        status.url,
         match status.asked {
             1 => "1 stage".to_string(),
             asked => format!("{asked} stages"),
         }
     );
     out!("{text}");
-    true
 }
 
 fn describe(verdict: &RemoteVerdict) -> String {

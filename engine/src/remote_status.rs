@@ -15,8 +15,11 @@ use pipe_cache::{ActionKey, RemoteError};
 use serde::Serialize;
 
 use crate::dag::Dag;
+use crate::exec::open_remote;
 use crate::pipeline::Pipeline;
-use crate::plan::{Freshness, StageState};
+use crate::plan::{Freshness, Planner, StageState};
+use crate::project::Project;
+use crate::{remote, Result, UsageError};
 
 /// What `pipe run` will do about a stale stage, given the remote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,6 +45,8 @@ pub enum RemoteVerdict {
 /// The verdict for each state, `None` for those that are not stale.
 #[derive(Debug)]
 pub struct RemoteStatus {
+    /// The remote asked, as shown (credentials never in it).
+    pub url: String,
     pub verdicts: Vec<Option<RemoteVerdict>>,
     /// How many stages were looked up in the remote.
     pub asked: usize,
@@ -63,6 +68,38 @@ impl RemoteStatus {
     }
 }
 
+/// What `pipe status` shows: every stage's state and, with `--remote`,
+/// the remote's answer for the stale ones, or why it gave none.
+pub struct StatusReport {
+    pub states: Vec<StageState>,
+    pub remote: Option<std::result::Result<RemoteStatus, RemoteError>>,
+}
+
+/// `pipe status [--remote[=URL]]`: `remote_flag` is the URL given, empty
+/// for the configured remote, `None` without `--remote`.
+pub fn status(pipeline: &Pipeline, dag: &Dag, remote_flag: Option<&str>) -> Result<StatusReport> {
+    // Before the plan: a missing remote is a usage error, not worth a hash.
+    let remote = remote_flag
+        .map(|flag| open_for_status(pipeline, flag))
+        .transpose()?;
+    let states = Planner::new(pipeline)?.states(dag, &dag.order)?;
+    let remote = remote.map(|remote| remote_status(&remote, pipeline, dag, &states));
+    Ok(StatusReport { states, remote })
+}
+
+/// The remote `pipe status --remote[=URL]` asks, read-only: a status never
+/// writes. None configured is a usage error.
+fn open_for_status(pipeline: &Pipeline, flag: &str) -> Result<Remote> {
+    let flag = Some(flag).filter(|url| !url.is_empty());
+    let config = remote::resolve(&pipeline.root, pipeline.remote.as_ref(), flag, true)?.ok_or(
+        UsageError::NoRemote {
+            flag: "--remote=s3://BUCKET/PREFIX",
+        },
+    )?;
+    let project = Project::open(&pipeline.root)?;
+    open_remote(&config, &project.cache_dir)
+}
+
 /// Asks `remote` about every stale stage of `states` (as `Planner::states`
 /// returned them for `pipeline` and `dag`) whose key is known: one lookup
 /// per stage, `concurrency` at a time. The first failure of the remote
@@ -72,7 +109,7 @@ pub fn remote_status(
     pipeline: &Pipeline,
     dag: &Dag,
     states: &[StageState],
-) -> Result<RemoteStatus, RemoteError> {
+) -> std::result::Result<RemoteStatus, RemoteError> {
     let index_of: HashMap<&str, usize> = pipeline
         .stages
         .iter()
@@ -130,6 +167,7 @@ pub fn remote_status(
         });
     }
     Ok(RemoteStatus {
+        url: remote.url().to_string(),
         verdicts,
         asked: keys.len(),
     })
