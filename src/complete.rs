@@ -68,7 +68,7 @@ pub fn registration(shell: clap_complete::Shell) -> Vec<u8> {
 /// Help text as the shell will print it: whatever a terminal would obey
 /// escaped (`pipe_protocol::terminal`).
 fn safe(text: &str) -> String {
-    pipe_protocol::terminal::terminal_safe(text).into_owned()
+    crate::terminal::terminal_safe(text).into_owned()
 }
 
 /// Stage names of the pipeline: base names, and each matrix expansion.

@@ -19,6 +19,7 @@ mod remote_status;
 mod render;
 mod reporter;
 mod style;
+mod terminal;
 mod transfers;
 
 use std::io::IsTerminal;

@@ -83,7 +83,7 @@ pub(crate) use {errln, jsonln, out, outln};
 pub fn shown(text: fmt::Arguments<'_>) -> String {
     let text = fmt::format(text);
     let masked = pipe_protocol::redact::redact_text(&text);
-    match pipe_protocol::terminal::terminal_safe_keeping_colour(&masked) {
+    match crate::terminal::terminal_safe_keeping_colour(&masked) {
         std::borrow::Cow::Borrowed(_) => match masked {
             std::borrow::Cow::Borrowed(_) => text,
             std::borrow::Cow::Owned(masked) => masked,

@@ -9,8 +9,18 @@
 //!   success. On failure it prints an `error` event and exits non-zero.
 //!
 //! The full description, with examples, is docs/stage-protocol.md.
+//!
+//! Beside the messages (`messages`, `stage_info`) and the run record's
+//! vocabulary (`record`), the conventions every pipe process keeps alike,
+//! engine and workers: what is a secret and how it is masked (`redact`),
+//! how numbers, sizes and times are written (`format`), how a user's value
+//! is quoted (`excerpt`), how a child process is run within a limit
+//! (`child`) and its output read in bounded lines (`lines`), and which GPUs
+//! a machine has (`gpus`). Each is here because more than one crate must
+//! agree on it; what only the CLI needs (terminal escapes) lives there.
 
 pub mod child;
+mod excerpt;
 pub mod format;
 pub mod gpus;
 pub mod lines;
@@ -18,12 +28,11 @@ mod messages;
 pub mod record;
 pub mod redact;
 mod stage_info;
-pub mod terminal;
 
+pub use excerpt::excerpt;
 pub use messages::{
     Event, Invocation, Metrics, RunContext, RunStage, METRICS_FILE, PROTOCOL_VERSION, RUN_FILE,
 };
 pub use stage_info::{
     check_params, OutputKind, OutputSpec, ParamKind, ParamProblem, ParamSpec, StageInfo,
 };
-pub use terminal::excerpt;

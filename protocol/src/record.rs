@@ -98,7 +98,7 @@ impl fmt::Display for UnknownStatus {
         write!(
             f,
             "`{}` is not a status (expected one of: {})",
-            crate::terminal::excerpt(&self.text),
+            crate::excerpt::excerpt(&self.text),
             self.expected.join(", ")
         )
     }

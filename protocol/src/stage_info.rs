@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::excerpt::excerpt;
 use crate::record;
-use crate::terminal::excerpt;
 
 /// What a worker can run: the catalog entry of one stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
