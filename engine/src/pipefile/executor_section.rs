@@ -4,7 +4,7 @@
 use super::collect::Diagnostics;
 use super::source::Sources;
 use super::suggest::{did_you_mean, hint_with_suggestion};
-use super::yaml::{Node, NodeValue};
+use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::{parse_suffixed_duration, ExecutorKind, ExecutorSpec};
 use crate::Diagnostic;
 
@@ -16,41 +16,22 @@ pub(crate) fn parse(
     sources: &Sources,
     diagnostics: &mut Diagnostics,
 ) -> Option<ExecutorSpec> {
-    let kind = |value: &Node, diagnostics: &mut Diagnostics| match value
-        .as_str()
-        .and_then(ExecutorKind::parse)
-    {
-        Some(kind) => Some(kind),
-        None => {
-            diagnostics.push(
-                Diagnostic::new(
-                    "bad-executor",
-                    format!(
-                        "unknown executor {}",
-                        value.as_str().map_or_else(
-                            || value.describe().to_string(),
-                            |text| format!("`{text}`")
-                        )
-                    ),
-                )
-                .at(sources.location(value.span))
-                .with_hint(
-                    "executors: local (this machine, the default), slurm (a batch job per stage)",
-                ),
-            );
-            None
-        }
-    };
     if node.as_str().is_some() {
-        return kind(node, diagnostics).map(|kind| ExecutorSpec {
-            kind: Some(kind),
-            places: sources
-                .location(node.span)
-                .map(|at| ("type", at))
-                .into_iter()
-                .collect(),
-            ..ExecutorSpec::default()
-        });
+        return match executor_kind(node, sources) {
+            Ok(kind) => Some(ExecutorSpec {
+                kind: Some(kind),
+                places: sources
+                    .location(node.span)
+                    .map(|at| ("type", at))
+                    .into_iter()
+                    .collect(),
+                ..ExecutorSpec::default()
+            }),
+            Err(diagnostic) => {
+                diagnostics.push(diagnostic);
+                None
+            }
+        };
     }
     let Some(entries) = node.as_map() else {
         diagnostics.push(
@@ -69,108 +50,117 @@ pub(crate) fn parse(
     let mut spec = ExecutorSpec::default();
     let mut ok = true;
     for entry in entries {
-        let value = &entry.value;
-        let holds_nul = |node: &Node| node.as_str().is_some_and(|text| text.contains('\0'));
-        let items_hold_nul = match &value.value {
-            NodeValue::Seq(items) => items.iter().any(holds_nul),
-            _ => holds_nul(value),
-        };
-        if items_hold_nul {
-            // Each setting becomes an argument of `sbatch`.
-            diagnostics.push(super::collect::nul_byte(
-                &format!("`executor.{}`", entry.key),
-                sources.location(value.span),
-            ));
+        if let Err(diagnostic) = set(&mut spec, entry, sources) {
+            diagnostics.push(diagnostic);
             ok = false;
-            continue;
-        }
-        let bad = |what: &str| {
-            Diagnostic::new(
-                "bad-type",
-                format!(
-                    "`executor.{}` must be {what}, found {}",
-                    entry.key,
-                    value.describe()
-                ),
-            )
-            .at(sources.location(value.span))
-            .with_hint(EXECUTOR_HINT)
-        };
-        let text = value
-            .as_str()
-            .filter(|text| !text.is_empty() && !value.is_null());
-        if let (Some(name), Some(at)) = (
-            EXECUTOR_KEYS.iter().find(|name| **name == entry.key),
-            sources.location(value.span),
-        ) {
-            spec.places.insert(name, at);
-        }
-        match entry.key.as_str() {
-            "type" => match kind(value, diagnostics) {
-                Some(kind) => spec.kind = Some(kind),
-                None => ok = false,
-            },
-            "partition" | "account" | "qos" => match text {
-                Some(text) if !text.starts_with('-') && !text.contains(char::is_whitespace) => {
-                    let text = Some(text.to_string());
-                    match entry.key.as_str() {
-                        "partition" => spec.partition = text,
-                        "account" => spec.account = text,
-                        _ => spec.qos = text,
-                    }
-                }
-                _ => {
-                    diagnostics.push(bad("a name without spaces"));
-                    ok = false;
-                }
-            },
-            "flags" => match &value.value {
-                NodeValue::Seq(items) => {
-                    let flags: Option<Vec<String>> = items
-                        .iter()
-                        .map(|item| {
-                            item.as_str()
-                                .filter(|flag| flag.starts_with('-'))
-                                .map(str::to_string)
-                        })
-                        .collect();
-                    match flags {
-                        Some(flags) => spec.flags = Some(flags),
-                        None => {
-                            diagnostics.push(bad("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)"));
-                            ok = false;
-                        }
-                    }
-                }
-                _ => {
-                    diagnostics.push(bad(
-                        "a list of sbatch options (`flags: [--constraint=a100]`)",
-                    ));
-                    ok = false;
-                }
-            },
-            "poll" => match text.and_then(parse_suffixed_duration) {
-                Some(poll) if poll.as_millis() >= 100 => spec.poll = Some(poll),
-                _ => {
-                    diagnostics.push(bad("a duration of 100ms or more (`poll: 5s`)"));
-                    ok = false;
-                }
-            },
-            other => {
-                diagnostics.push(
-                    Diagnostic::new(
-                        "unknown-key",
-                        format!("unknown key `{other}` in `executor`"),
-                    )
-                    .at(sources.location(entry.key_span))
-                    .with_hint(hint_with_suggestion(
-                        did_you_mean(other, EXECUTOR_KEYS),
-                        format!("known keys: {}", EXECUTOR_KEYS.join(", ")),
-                    )),
-                );
-                ok = false;
-            }
         }
     }
     ok.then_some(spec)
+}
+
+/// `executor: NAME` or `type: NAME`.
+fn executor_kind(value: &Node, sources: &Sources) -> Result<ExecutorKind, Diagnostic> {
+    value.as_str().and_then(ExecutorKind::parse).ok_or_else(|| {
+        Diagnostic::new(
+            "bad-executor",
+            format!(
+                "unknown executor {}",
+                value
+                    .as_str()
+                    .map_or_else(|| value.describe().to_string(), |text| format!("`{text}`"))
+            ),
+        )
+        .at(sources.location(value.span))
+        .with_hint("executors: local (this machine, the default), slurm (a batch job per stage)")
+    })
+}
+
+/// One key of the mapping form, put into `spec`; the diagnostic when its
+/// value is refused.
+fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), Diagnostic> {
+    let value = &entry.value;
+    let holds_nul = |node: &Node| node.as_str().is_some_and(|text| text.contains('\0'));
+    let items_hold_nul = match &value.value {
+        NodeValue::Seq(items) => items.iter().any(holds_nul),
+        _ => holds_nul(value),
+    };
+    if items_hold_nul {
+        // Each setting becomes an argument of `sbatch`.
+        return Err(super::collect::nul_byte(
+            &format!("`executor.{}`", entry.key),
+            sources.location(value.span),
+        ));
+    }
+    let bad = |what: &str| {
+        Diagnostic::new(
+            "bad-type",
+            format!(
+                "`executor.{}` must be {what}, found {}",
+                entry.key,
+                value.describe()
+            ),
+        )
+        .at(sources.location(value.span))
+        .with_hint(EXECUTOR_HINT)
+    };
+    let text = value
+        .as_str()
+        .filter(|text| !text.is_empty() && !value.is_null());
+    if let (Some(name), Some(at)) = (
+        EXECUTOR_KEYS.iter().find(|name| **name == entry.key),
+        sources.location(value.span),
+    ) {
+        spec.places.insert(name, at);
+    }
+    match entry.key.as_str() {
+        "type" => spec.kind = Some(executor_kind(value, sources)?),
+        "partition" | "account" | "qos" => match text {
+            Some(text) if !text.starts_with('-') && !text.contains(char::is_whitespace) => {
+                let text = Some(text.to_string());
+                match entry.key.as_str() {
+                    "partition" => spec.partition = text,
+                    "account" => spec.account = text,
+                    _ => spec.qos = text,
+                }
+            }
+            _ => return Err(bad("a name without spaces")),
+        },
+        "flags" => match &value.value {
+            NodeValue::Seq(items) => {
+                let flags: Option<Vec<String>> = items
+                    .iter()
+                    .map(|item| {
+                        item.as_str()
+                            .filter(|flag| flag.starts_with('-'))
+                            .map(str::to_string)
+                    })
+                    .collect();
+                match flags {
+                    Some(flags) => spec.flags = Some(flags),
+                    None => return Err(bad("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)")),
+                }
+            }
+            _ => {
+                return Err(bad(
+                    "a list of sbatch options (`flags: [--constraint=a100]`)",
+                ))
+            }
+        },
+        "poll" => match text.and_then(parse_suffixed_duration) {
+            Some(poll) if poll.as_millis() >= 100 => spec.poll = Some(poll),
+            _ => return Err(bad("a duration of 100ms or more (`poll: 5s`)")),
+        },
+        other => {
+            return Err(Diagnostic::new(
+                "unknown-key",
+                format!("unknown key `{other}` in `executor`"),
+            )
+            .at(sources.location(entry.key_span))
+            .with_hint(hint_with_suggestion(
+                did_you_mean(other, EXECUTOR_KEYS),
+                format!("known keys: {}", EXECUTOR_KEYS.join(", ")),
+            )))
+        }
+    }
+    Ok(())
 }
