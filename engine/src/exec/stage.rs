@@ -74,17 +74,17 @@ fn execute(
     // objects by their size.
     let mut rehash_existing = forced;
     if !forced {
-        match attempt.from_cache(key) {
-            FromCache::Reused { record, compute_ms } => {
+        match attempt.look_up_cache(key) {
+            CacheLookup::Reused { record, compute_ms } => {
                 return StageOutcome {
                     index,
-                    record,
+                    record: *record,
                     manifest: Some(manifest),
                     compute_ms: Some(compute_ms),
                 }
             }
-            FromCache::Unusable => rehash_existing = true,
-            FromCache::Miss => {}
+            CacheLookup::Unusable => rehash_existing = true,
+            CacheLookup::Miss => {}
         }
     }
 
@@ -113,10 +113,10 @@ struct Attempt<'c> {
 }
 
 /// What the caches offer for a stage's key.
-enum FromCache {
+enum CacheLookup {
     /// The cached result is in the workspace, or was restored there.
     Reused {
-        record: StageRecord,
+        record: Box<StageRecord>,
         compute_ms: u64,
     },
     /// No cached result, or one that does not fit the stage.
@@ -150,25 +150,25 @@ impl Attempt<'_> {
 
     /// The result of `key` from the local cache, else the remote one, put
     /// in the workspace.
-    fn from_cache(&self, key: ActionKey) -> FromCache {
+    fn look_up_cache(&self, key: ActionKey) -> CacheLookup {
         let (context, stage) = (self.context, self.stage);
         let Some((result, pulled_from)) = fitting_cached_result(context, stage, &key) else {
-            return FromCache::Miss;
+            return CacheLookup::Miss;
         };
         let reused = read_metrics(&context.cache, stage, &result).and_then(|metrics| {
             let status = reuse_cached(context, &result).map_err(|error| error.to_string())?;
             Ok((status, metrics))
         });
         match reused {
-            Ok((status, metrics)) => FromCache::Reused {
-                record: StageRecord {
+            Ok((status, metrics)) => CacheLookup::Reused {
+                record: Box::new(StageRecord {
                     key: Some(key),
                     duration_ms: self.elapsed_ms(),
                     outputs: result.outputs.clone(),
                     metrics,
                     detail: pulled_from,
                     ..StageRecord::new(&stage.name, stage.identity(), status)
-                },
+                }),
                 compute_ms: result.duration_ms,
             },
             Err(error) => {
@@ -176,7 +176,7 @@ impl Attempt<'_> {
                     "stage `{}`: cached result unusable ({error}); running it again",
                     stage.name
                 );
-                FromCache::Unusable
+                CacheLookup::Unusable
             }
         }
     }
