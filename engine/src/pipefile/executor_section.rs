@@ -17,21 +17,15 @@ pub(crate) fn parse(
     diagnostics: &mut Diagnostics,
 ) -> Option<ExecutorSpec> {
     if node.as_str().is_some() {
-        return match executor_kind(node, sources) {
-            Ok(kind) => Some(ExecutorSpec {
-                kind: Some(kind),
-                places: sources
-                    .location(node.span)
-                    .map(|at| ("type", at))
-                    .into_iter()
-                    .collect(),
-                ..ExecutorSpec::default()
-            }),
-            Err(diagnostic) => {
-                diagnostics.push(diagnostic);
-                None
-            }
-        };
+        return executor_kind(node, sources, diagnostics).map(|kind| ExecutorSpec {
+            kind: Some(kind),
+            places: sources
+                .location(node.span)
+                .map(|at| ("type", at))
+                .into_iter()
+                .collect(),
+            ..ExecutorSpec::default()
+        });
     }
     let Some(entries) = node.as_map() else {
         diagnostics.push(
@@ -50,8 +44,7 @@ pub(crate) fn parse(
     let mut spec = ExecutorSpec::default();
     let mut ok = true;
     for entry in entries {
-        if let Err(diagnostic) = set(&mut spec, entry, sources) {
-            diagnostics.push(diagnostic);
+        if !set(&mut spec, entry, sources, diagnostics) {
             ok = false;
         }
     }
@@ -59,25 +52,40 @@ pub(crate) fn parse(
 }
 
 /// `executor: NAME` or `type: NAME`.
-fn executor_kind(value: &Node, sources: &Sources) -> Result<ExecutorKind, Diagnostic> {
-    value.as_str().and_then(ExecutorKind::parse).ok_or_else(|| {
-        Diagnostic::new(
-            "bad-executor",
-            format!(
-                "unknown executor {}",
-                value
-                    .as_str()
-                    .map_or_else(|| value.describe().to_string(), |text| format!("`{text}`"))
+fn executor_kind(
+    value: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<ExecutorKind> {
+    let kind = value.as_str().and_then(ExecutorKind::parse);
+    if kind.is_none() {
+        diagnostics.push(
+            Diagnostic::new(
+                "bad-executor",
+                format!(
+                    "unknown executor {}",
+                    value
+                        .as_str()
+                        .map_or_else(|| value.describe().to_string(), |text| format!("`{text}`"))
+                ),
+            )
+            .at(sources.location(value.span))
+            .with_hint(
+                "executors: local (this machine, the default), slurm (a batch job per stage)",
             ),
-        )
-        .at(sources.location(value.span))
-        .with_hint("executors: local (this machine, the default), slurm (a batch job per stage)")
-    })
+        );
+    }
+    kind
 }
 
-/// One key of the mapping form, put into `spec`; the diagnostic when its
-/// value is refused.
-fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), Diagnostic> {
+/// One key of the mapping form, put into `spec`; `false` when its value
+/// is refused (and reported).
+fn set(
+    spec: &mut ExecutorSpec,
+    entry: &Entry,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> bool {
     let value = &entry.value;
     let holds_nul = |node: &Node| node.as_str().is_some_and(|text| text.contains('\0'));
     let items_hold_nul = match &value.value {
@@ -86,10 +94,11 @@ fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), 
     };
     if items_hold_nul {
         // Each setting becomes an argument of `sbatch`.
-        return Err(super::collect::nul_byte(
+        diagnostics.push(super::collect::nul_byte(
             &format!("`executor.{}`", entry.key),
             sources.location(value.span),
         ));
+        return false;
     }
     let bad = |what: &str| {
         Diagnostic::new(
@@ -112,8 +121,14 @@ fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), 
     ) {
         spec.places.insert(name, at);
     }
-    match entry.key.as_str() {
-        "type" => spec.kind = Some(executor_kind(value, sources)?),
+    let refusal = match entry.key.as_str() {
+        "type" => match executor_kind(value, sources, diagnostics) {
+            Some(kind) => {
+                spec.kind = Some(kind);
+                None
+            }
+            None => return false,
+        },
         "partition" | "account" | "qos" => match text {
             Some(text) if !text.starts_with('-') && !text.contains(char::is_whitespace) => {
                 let text = Some(text.to_string());
@@ -122,8 +137,9 @@ fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), 
                     "account" => spec.account = text,
                     _ => spec.qos = text,
                 }
+                None
             }
-            _ => return Err(bad("a name without spaces")),
+            _ => Some(bad("a name without spaces")),
         },
         "flags" => match &value.value {
             NodeValue::Seq(items) => {
@@ -136,22 +152,26 @@ fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), 
                     })
                     .collect();
                 match flags {
-                    Some(flags) => spec.flags = Some(flags),
-                    None => return Err(bad("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)")),
+                    Some(flags) => {
+                        spec.flags = Some(flags);
+                        None
+                    }
+                    None => Some(bad("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)")),
                 }
             }
-            _ => {
-                return Err(bad(
-                    "a list of sbatch options (`flags: [--constraint=a100]`)",
-                ))
-            }
+            _ => Some(bad(
+                "a list of sbatch options (`flags: [--constraint=a100]`)",
+            )),
         },
         "poll" => match text.and_then(parse_suffixed_duration) {
-            Some(poll) if poll.as_millis() >= 100 => spec.poll = Some(poll),
-            _ => return Err(bad("a duration of 100ms or more (`poll: 5s`)")),
+            Some(poll) if poll.as_millis() >= 100 => {
+                spec.poll = Some(poll);
+                None
+            }
+            _ => Some(bad("a duration of 100ms or more (`poll: 5s`)")),
         },
-        other => {
-            return Err(Diagnostic::new(
+        other => Some(
+            Diagnostic::new(
                 "unknown-key",
                 format!("unknown key `{other}` in `executor`"),
             )
@@ -159,8 +179,14 @@ fn set(spec: &mut ExecutorSpec, entry: &Entry, sources: &Sources) -> Result<(), 
             .with_hint(hint_with_suggestion(
                 did_you_mean(other, EXECUTOR_KEYS),
                 format!("known keys: {}", EXECUTOR_KEYS.join(", ")),
-            )))
+            )),
+        ),
+    };
+    match refusal {
+        Some(diagnostic) => {
+            diagnostics.push(diagnostic);
+            false
         }
+        None => true,
     }
-    Ok(())
 }
