@@ -111,6 +111,22 @@ pub(crate) struct Resolver<'a> {
     pub(crate) unresolved_deps: Vec<String>,
 }
 
+impl<'s> Scope<'s> {
+    /// The scope a stage's fields are resolved in, at its first, `deps`,
+    /// when neither its dependencies nor its outputs are known yet.
+    fn of_deps(decl: &'s Decl, expansion: &'s Expansion) -> Self {
+        Scope {
+            stage: decl.name,
+            field: "deps",
+            combo: &expansion.combo,
+            has_matrix: decl.has_matrix,
+            deps: None,
+            outs: None,
+            allow_stage_refs: true,
+        }
+    }
+}
+
 impl<'a> Resolver<'a> {
     pub(crate) fn new(
         cx: &Context<'a>,
@@ -176,15 +192,7 @@ impl<'a> Resolver<'a> {
         mut effects: Effects,
         diagnostics: &mut Diagnostics,
     ) -> Stage {
-        let mut scope = Scope {
-            stage: decl.name,
-            field: "deps",
-            combo: &expansion.combo,
-            has_matrix: decl.has_matrix,
-            deps: None,
-            outs: None,
-            allow_stage_refs: true,
-        };
+        let mut scope = Scope::of_deps(decl, expansion);
         let mut deps = self.declared_deps(decl, &scope, &mut effects, diagnostics);
 
         // `outs` move into the stage once every stage is built; other
@@ -224,14 +232,6 @@ impl<'a> Resolver<'a> {
         );
         self.add_referenced_deps(&mut deps, std::mem::take(&mut effects.stage_refs));
 
-        if worker_with.is_none() && resources.nodes > 1 {
-            diagnostics.push(self.nodes_unsupported(
-                decl,
-                &expansion.name,
-                resources.nodes,
-                "a command",
-            ));
-        }
         let kind = match worker_with {
             Some(with) => self
                 .worker_stage(
@@ -243,7 +243,19 @@ impl<'a> Resolver<'a> {
                     diagnostics,
                 )
                 .map_or(kind, |worker| StageKind::Worker(Box::new(worker))),
-            None => kind,
+            // A command, or a `uses:` stage whose `with:` failed: one
+            // node (`worker_stage` checks a `uses:` stage's own).
+            None => {
+                if resources.nodes > 1 {
+                    diagnostics.push(self.nodes_unsupported(
+                        decl,
+                        &expansion.name,
+                        resources.nodes,
+                        "a command",
+                    ));
+                }
+                kind
+            }
         };
 
         // A stage that reads the run is keyed on the results it reads
