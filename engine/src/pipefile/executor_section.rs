@@ -100,18 +100,6 @@ fn set(
         ));
         return false;
     }
-    let bad = |what: &str| {
-        Diagnostic::new(
-            "bad-type",
-            format!(
-                "`executor.{}` must be {what}, found {}",
-                entry.key,
-                value.describe()
-            ),
-        )
-        .at(sources.location(value.span))
-        .with_hint(EXECUTOR_HINT)
-    };
     let text = value
         .as_str()
         .filter(|text| !text.is_empty() && !value.is_null());
@@ -121,72 +109,97 @@ fn set(
     ) {
         spec.places.insert(name, at);
     }
-    let refusal = match entry.key.as_str() {
+    let set = match entry.key.as_str() {
         "type" => match executor_kind(value, sources, diagnostics) {
             Some(kind) => {
                 spec.kind = Some(kind);
-                None
+                return true;
             }
             None => return false,
         },
-        "partition" | "account" | "qos" => match text {
-            Some(text) if !text.starts_with('-') && !text.contains(char::is_whitespace) => {
-                let text = Some(text.to_string());
-                match entry.key.as_str() {
-                    "partition" => spec.partition = text,
-                    "account" => spec.account = text,
-                    _ => spec.qos = text,
-                }
-                None
-            }
-            _ => Some(bad("a name without spaces")),
-        },
-        "flags" => match &value.value {
-            NodeValue::Seq(items) => {
-                let flags: Option<Vec<String>> = items
-                    .iter()
-                    .map(|item| {
-                        item.as_str()
-                            .filter(|flag| flag.starts_with('-'))
-                            .map(str::to_string)
-                    })
-                    .collect();
-                match flags {
-                    Some(flags) => {
-                        spec.flags = Some(flags);
-                        None
-                    }
-                    None => Some(bad("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)")),
-                }
-            }
-            _ => Some(bad(
-                "a list of sbatch options (`flags: [--constraint=a100]`)",
-            )),
-        },
-        "poll" => match text.and_then(parse_suffixed_duration) {
-            Some(poll) if poll.as_millis() >= 100 => {
-                spec.poll = Some(poll);
-                None
-            }
-            _ => Some(bad("a duration of 100ms or more (`poll: 5s`)")),
-        },
-        other => Some(
-            Diagnostic::new(
-                "unknown-key",
-                format!("unknown key `{other}` in `executor`"),
-            )
-            .at(sources.location(entry.key_span))
-            .with_hint(hint_with_suggestion(
-                did_you_mean(other, EXECUTOR_KEYS),
-                format!("known keys: {}", EXECUTOR_KEYS.join(", ")),
-            )),
-        ),
-    };
-    match refusal {
-        Some(diagnostic) => {
-            diagnostics.push(diagnostic);
-            false
+        key @ ("partition" | "account" | "qos") => set_name(spec, key, text),
+        "flags" => set_flags(spec, value),
+        "poll" => set_poll(spec, text),
+        other => {
+            diagnostics.push(
+                Diagnostic::new(
+                    "unknown-key",
+                    format!("unknown key `{other}` in `executor`"),
+                )
+                .at(sources.location(entry.key_span))
+                .with_hint(hint_with_suggestion(
+                    did_you_mean(other, EXECUTOR_KEYS),
+                    format!("known keys: {}", EXECUTOR_KEYS.join(", ")),
+                )),
+            );
+            return false;
         }
-        None => true,
+    };
+    let Err(what) = set else {
+        return true;
+    };
+    diagnostics.push(
+        Diagnostic::new(
+            "bad-type",
+            format!(
+                "`executor.{}` must be {what}, found {}",
+                entry.key,
+                value.describe()
+            ),
+        )
+        .at(sources.location(value.span))
+        .with_hint(EXECUTOR_HINT),
+    );
+    false
+}
+
+/// `partition`, `account` or `qos`; what it must be when refused.
+fn set_name(spec: &mut ExecutorSpec, key: &str, text: Option<&str>) -> Result<(), &'static str> {
+    match text {
+        Some(text) if !text.starts_with('-') && !text.contains(char::is_whitespace) => {
+            let text = Some(text.to_string());
+            match key {
+                "partition" => spec.partition = text,
+                "account" => spec.account = text,
+                _ => spec.qos = text,
+            }
+            Ok(())
+        }
+        _ => Err("a name without spaces"),
+    }
+}
+
+/// `flags`, passed to `sbatch` as they are; what they must be when refused.
+fn set_flags(spec: &mut ExecutorSpec, value: &Node) -> Result<(), &'static str> {
+    match &value.value {
+        NodeValue::Seq(items) => {
+            let flags: Option<Vec<String>> = items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .filter(|flag| flag.starts_with('-'))
+                        .map(str::to_string)
+                })
+                .collect();
+            match flags {
+                Some(flags) => {
+                    spec.flags = Some(flags);
+                    Ok(())
+                }
+                None => Err("a list of sbatch options, each one item starting with `-` (`--constraint=a100`)"),
+            }
+        }
+        _ => Err("a list of sbatch options (`flags: [--constraint=a100]`)"),
+    }
+}
+
+/// `poll`, how often Slurm is asked; what it must be when refused.
+fn set_poll(spec: &mut ExecutorSpec, text: Option<&str>) -> Result<(), &'static str> {
+    match text.and_then(parse_suffixed_duration) {
+        Some(poll) if poll.as_millis() >= 100 => {
+            spec.poll = Some(poll);
+            Ok(())
+        }
+        _ => Err("a duration of 100ms or more (`poll: 5s`)"),
     }
 }
