@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::dag::Dag;
-use crate::key::{self, FieldChange};
+use crate::key::{self, DepDigests, FieldChange};
 use crate::pipeline::{Dep, Pipeline, Stage};
 use crate::project::Project;
 use crate::run_input;
@@ -91,158 +91,20 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// Each stage of `order` judged once those above it are.
     fn walk(&self, dag: &Dag, order: &[usize], keep_manifests: bool) -> Result<Vec<StageState>> {
         let stages = &self.pipeline.stages;
-        let mut freshness: Vec<Option<Freshness>> = vec![None; stages.len()];
+        let mut walk = Walk::new(&self.cache, dag, stages, order, keep_manifests);
         let mut states = Vec::with_capacity(order.len());
-        let mut actions = ActionLookup::new(&self.cache);
-        // What a stage reading the run is keyed on, for each stage whose
-        // result is known: kept only when such a stage is selected.
-        let readers = order.iter().any(|&index| stages[index].reads_run());
-        let mut keyed_results: Vec<Option<Value>> = if readers {
-            vec![None; stages.len()]
-        } else {
-            Vec::new()
-        };
-        // The outputs a run restores, for each restorable stage: what the
-        // stages below it will read, which the workspace does not hold yet.
-        let mut restored: HashMap<usize, BTreeMap<String, Artifact>> = HashMap::new();
         for &index in order {
             let stage = &stages[index];
             if let Some(running) = self.running.get(&stage.name) {
-                freshness[index] = Some(Freshness::Running);
-                states.push(StageState {
-                    stage: stage.name.clone(),
-                    freshness: Freshness::Running,
-                    reasons: vec![format!(
-                        "running in run #{} (pid {})",
-                        running.run, running.pid
-                    )],
-                    key: None,
-                    manifest: None,
-                });
+                walk.freshness[index] = Some(Freshness::Running);
+                states.push(running_state(stage, running));
                 continue;
             }
-            let mut reasons = Vec::new();
-            for &up in &dag.upstream[index] {
-                match freshness[up] {
-                    Some(Freshness::Stale) => {
-                        reasons.push(format!("upstream stage `{}` is stale", stages[up].name))
-                    }
-                    Some(Freshness::Running) => {
-                        reasons.push(format!("upstream stage `{}` is running", stages[up].name))
-                    }
-                    _ => {}
-                }
-            }
-            let planned = |dep: &Dep| {
-                let producer = dep.producer.as_ref()?;
-                let up = dag.upstream[index]
-                    .iter()
-                    .find(|&&up| stages[up].name == producer.stage)?;
-                artifact_within(&self.cache, restored.get(up)?, &dep.path)
-            };
-            let deps = if restored.is_empty() {
-                hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat)
-            } else {
-                hash_deps_planned(&self.pipeline.root, stage, &self.cache, &self.stat, planned)
-            };
-            let state = match deps {
-                Err(problem) => {
-                    let produced_by_stale_stage = !reasons.is_empty()
-                        && stage
-                            .deps
-                            .iter()
-                            .any(|dep| dep.name == problem.dep && dep.producer.is_some());
-                    // A missing output of a stale upstream stage is expected:
-                    // the upstream reason already says it.
-                    if !(problem.missing && produced_by_stale_stage) {
-                        reasons.push(problem.message);
-                    }
-                    StageState {
-                        stage: stage.name.clone(),
-                        freshness: Freshness::Stale,
-                        reasons,
-                        key: None,
-                        manifest: None,
-                    }
-                }
-                Ok(digests) => {
-                    let mut manifest = key::manifest(stage, &digests, None);
-                    let waits_for = if stage.reads_run() {
-                        self.add_run_input(dag, index, &keyed_results, &mut manifest)
-                    } else {
-                        None
-                    };
-                    let key = key::key_of(&manifest);
-                    let mut freshness = Freshness::Stale;
-                    if let Some(upstream) = waits_for {
-                        if reasons.is_empty() {
-                            reasons.push(format!(
-                                "it reports on the result of `{}`, which is not made yet",
-                                stages[upstream].name
-                            ));
-                        }
-                    } else if stage.always_run {
-                        reasons.push("`always_run` is set".to_string());
-                    } else if let Some(result) = actions
-                        .get(&key)
-                        .filter(|result| check_action_fits(stage, result).is_ok())
-                    {
-                        let differing = outputs_differing(
-                            &self.pipeline.root,
-                            &result,
-                            &self.cache,
-                            &self.stat,
-                        );
-                        if readers && reasons.is_empty() {
-                            keyed_results[index] = Some(run_input::keyed_stage(&run_input::Made {
-                                stage,
-                                outputs: &result.outputs,
-                                compute_ms: Some(result.duration_ms),
-                            }));
-                        }
-                        if differing.is_empty() {
-                            freshness = if reasons.is_empty() {
-                                Freshness::Fresh
-                            } else {
-                                Freshness::Stale
-                            };
-                        } else {
-                            if reasons.is_empty() {
-                                freshness = Freshness::Restorable;
-                                restored.insert(index, result.outputs.clone());
-                            }
-                            match self.run_that_made_workspace(stage, &result)? {
-                                Some(made_by) => reasons.push(format!(
-                                    "the workspace holds the result of {made_by}; \
-                                     the cache has this one"
-                                )),
-                                None => {
-                                    for path in differing {
-                                        reasons.push(format!(
-                                            "output `{path}` is missing or modified; the cache has it"
-                                        ));
-                                    }
-                                }
-                            }
-                        }
-                    } else {
-                        reasons.extend(self.changes_since_last_run(&stage.name, &manifest)?);
-                    }
-                    StageState {
-                        stage: stage.name.clone(),
-                        freshness,
-                        reasons,
-                        // Without the results it reads, a reader's key is
-                        // not known yet.
-                        key: waits_for.is_none().then_some(key),
-                        manifest: keep_manifests.then_some(manifest),
-                    }
-                }
-            };
-            freshness[index] = Some(state.freshness);
-            let mut state = state;
+            let mut state = self.stage_state(&mut walk, index)?;
+            walk.freshness[index] = Some(state.freshness);
             // One reason is the rule; a pushed-to vector has room for four.
             state.reasons.shrink_to_fit();
             states.push(state);
@@ -255,6 +117,143 @@ impl<'a> Planner<'a> {
             tracing::warn!("could not save the stat cache: {error}");
         }
         Ok(states)
+    }
+
+    /// A stage that is not running: stale when an input cannot be hashed,
+    /// else judged by its key.
+    fn stage_state(&self, walk: &mut Walk, index: usize) -> Result<StageState> {
+        let stages = &self.pipeline.stages;
+        let stage = &stages[index];
+        let mut reasons = walk.upstream_reasons(stages, index);
+        let planned = |dep: &Dep| {
+            let producer = dep.producer.as_ref()?;
+            let up = walk.dag.upstream[index]
+                .iter()
+                .find(|&&up| stages[up].name == producer.stage)?;
+            artifact_within(&self.cache, walk.restored.get(up)?, &dep.path)
+        };
+        let deps = if walk.restored.is_empty() {
+            hash_deps(&self.pipeline.root, stage, &self.cache, &self.stat)
+        } else {
+            hash_deps_planned(&self.pipeline.root, stage, &self.cache, &self.stat, planned)
+        };
+        match deps {
+            Err(problem) => {
+                let produced_by_stale_stage = !reasons.is_empty()
+                    && stage
+                        .deps
+                        .iter()
+                        .any(|dep| dep.name == problem.dep && dep.producer.is_some());
+                // A missing output of a stale upstream stage is expected:
+                // the upstream reason already says it.
+                if !(problem.missing && produced_by_stale_stage) {
+                    reasons.push(problem.message);
+                }
+                Ok(StageState {
+                    stage: stage.name.clone(),
+                    freshness: Freshness::Stale,
+                    reasons,
+                    key: None,
+                    manifest: None,
+                })
+            }
+            Ok(digests) => self.keyed_state(walk, index, &digests, reasons),
+        }
+    }
+
+    /// A stage whose inputs are hashed: fresh or restorable when the cache
+    /// holds the result of its key, stale with the reasons why not.
+    fn keyed_state(
+        &self,
+        walk: &mut Walk,
+        index: usize,
+        digests: &DepDigests,
+        mut reasons: Vec<String>,
+    ) -> Result<StageState> {
+        let stages = &self.pipeline.stages;
+        let stage = &stages[index];
+        let mut manifest = key::manifest(stage, digests, None);
+        let waits_for = if stage.reads_run() {
+            self.add_run_input(walk.dag, index, &walk.keyed_results, &mut manifest)
+        } else {
+            None
+        };
+        let key = key::key_of(&manifest);
+        let mut freshness = Freshness::Stale;
+        if let Some(upstream) = waits_for {
+            if reasons.is_empty() {
+                reasons.push(format!(
+                    "it reports on the result of `{}`, which is not made yet",
+                    stages[upstream].name
+                ));
+            }
+        } else if stage.always_run {
+            reasons.push("`always_run` is set".to_string());
+        } else if let Some(result) = walk
+            .actions
+            .get(&key)
+            .filter(|result| check_action_fits(stage, result).is_ok())
+        {
+            freshness = self.cached_state(walk, index, &result, &mut reasons)?;
+        } else {
+            reasons.extend(self.changes_since_last_run(&stage.name, &manifest)?);
+        }
+        Ok(StageState {
+            stage: stage.name.clone(),
+            freshness,
+            reasons,
+            // Without the results it reads, a reader's key is
+            // not known yet.
+            key: waits_for.is_none().then_some(key),
+            manifest: walk.keep_manifests.then_some(manifest),
+        })
+    }
+
+    /// A stage whose result the cache holds: fresh when the workspace
+    /// holds it too and nothing above is stale, restorable when only the
+    /// workspace differs.
+    fn cached_state(
+        &self,
+        walk: &mut Walk,
+        index: usize,
+        result: &ActionResult,
+        reasons: &mut Vec<String>,
+    ) -> Result<Freshness> {
+        let stage = &self.pipeline.stages[index];
+        let differing = outputs_differing(&self.pipeline.root, result, &self.cache, &self.stat);
+        if walk.readers && reasons.is_empty() {
+            walk.keyed_results[index] = Some(run_input::keyed_stage(&run_input::Made {
+                stage,
+                outputs: &result.outputs,
+                compute_ms: Some(result.duration_ms),
+            }));
+        }
+        if differing.is_empty() {
+            return Ok(if reasons.is_empty() {
+                Freshness::Fresh
+            } else {
+                Freshness::Stale
+            });
+        }
+        let mut freshness = Freshness::Stale;
+        if reasons.is_empty() {
+            freshness = Freshness::Restorable;
+            walk.restored.insert(index, result.outputs.clone());
+        }
+        match self.run_that_made_workspace(stage, result)? {
+            Some(made_by) => reasons.push(format!(
+                "the workspace holds the result of {made_by}; \
+                 the cache has this one"
+            )),
+            None => {
+                for path in differing {
+                    reasons.push(format!(
+                        "output `{path}` is missing or modified; the cache has it"
+                    ));
+                }
+            }
+        }
+        Ok(freshness)
     }
 
     /// Adds to a reader's `manifest` the results it reads (crate::run_input),
@@ -356,6 +355,79 @@ impl<'a> Planner<'a> {
             Some(db) => db.last_failure(&self.pipeline.name, stage),
             None => Ok(None),
         }
+    }
+}
+
+/// What a walk over the stages carries from one stage to the next.
+struct Walk<'w> {
+    dag: &'w Dag,
+    keep_manifests: bool,
+    /// Per stage, once judged.
+    freshness: Vec<Option<Freshness>>,
+    actions: ActionLookup<'w>,
+    /// Whether a selected stage reads the run.
+    readers: bool,
+    /// What a stage reading the run is keyed on, for each stage whose
+    /// result is known: kept only when such a stage is selected.
+    keyed_results: Vec<Option<Value>>,
+    /// The outputs a run restores, for each restorable stage: what the
+    /// stages below it will read, which the workspace does not hold yet.
+    restored: HashMap<usize, BTreeMap<String, Artifact>>,
+}
+
+impl<'w> Walk<'w> {
+    fn new(
+        cache: &'w Cache,
+        dag: &'w Dag,
+        stages: &[Stage],
+        order: &[usize],
+        keep_manifests: bool,
+    ) -> Self {
+        let readers = order.iter().any(|&index| stages[index].reads_run());
+        Walk {
+            dag,
+            keep_manifests,
+            freshness: vec![None; stages.len()],
+            actions: ActionLookup::new(cache),
+            readers,
+            keyed_results: if readers {
+                vec![None; stages.len()]
+            } else {
+                Vec::new()
+            },
+            restored: HashMap::new(),
+        }
+    }
+
+    /// A stage above `index` that is stale or running makes it stale.
+    fn upstream_reasons(&self, stages: &[Stage], index: usize) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for &up in &self.dag.upstream[index] {
+            match self.freshness[up] {
+                Some(Freshness::Stale) => {
+                    reasons.push(format!("upstream stage `{}` is stale", stages[up].name))
+                }
+                Some(Freshness::Running) => {
+                    reasons.push(format!("upstream stage `{}` is running", stages[up].name))
+                }
+                _ => {}
+            }
+        }
+        reasons
+    }
+}
+
+/// A stage that a live `pipe run` is running now.
+fn running_state(stage: &Stage, running: &RunningStage) -> StageState {
+    StageState {
+        stage: stage.name.clone(),
+        freshness: Freshness::Running,
+        reasons: vec![format!(
+            "running in run #{} (pid {})",
+            running.run, running.pid
+        )],
+        key: None,
+        manifest: None,
     }
 }
 

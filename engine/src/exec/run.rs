@@ -134,6 +134,9 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
     Ok(selected)
 }
 
+/// Runs the selected stages: takes the project's run lock and opens the
+/// run's record, schedules the stages, then finishes the record and sends
+/// it to the remote cache.
 pub fn run(
     pipeline: &Pipeline,
     dag: &Dag,
@@ -147,43 +150,15 @@ pub fn run(
         observer(Event::WaitingForLock { holder })
     })?;
     lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
-
-    if let Executor::Slurm(settings) = &options.executor {
-        let selected = if targets.is_empty() {
-            dag.order.clone()
-        } else {
-            dag.closure(&targets)
-        };
-        let on_cluster: Vec<&Stage> = selected
-            .iter()
-            .map(|&index| &pipeline.stages[index])
-            .filter(|stage| !stage.local)
-            .collect();
-        slurm::check_requests(settings, &on_cluster)?;
-    }
-    check_local_requests(pipeline, dag, &targets, &options.executor)?;
-    let root = pipeline.root.clone();
-    // The commit is read beside the opening of the stores; the dirty flag
-    // is worked out only by a run that will be recorded (below).
-    let git = std::thread::spawn(move || GitProbe::start(&root));
-    let cache = Cache::open(&project.cache_dir)?;
-    let remote = match &options.remote {
-        Some(config) => Some(open_remote(config, &project.cache_dir)?),
-        None => None,
-    };
-    let stat = StatCache::open(&project.stat_db())?;
-    let mut db = RunDb::open(&project.runs_db())?;
-    let git = git.join().ok().flatten();
-    let file = pipeline_file_in_project(pipeline);
-    let run_id = db.start_run(&RunStart {
-        pipeline: &pipeline.name,
-        file: file.as_deref(),
-        argv: &options.argv,
-        overrides: &options.overrides,
-        params: &pipeline.params,
-        directions: &pipeline.directions,
-        git_commit: git.as_ref().map(GitProbe::commit),
-    })?;
+    check_requests(pipeline, dag, &targets, &options.executor)?;
+    let OpenedRun {
+        cache,
+        remote,
+        stat,
+        mut db,
+        git,
+        run_id,
+    } = OpenedRun::open(pipeline, &project, options)?;
 
     let selected = if targets.is_empty() {
         dag.order.clone()
@@ -206,13 +181,7 @@ pub fn run(
         observer(event)
     };
     let observer: Observer<'_> = &observe;
-    let cluster = match &options.executor {
-        Executor::Local => None,
-        Executor::Slurm(settings) => Some({
-            slurm::settle_leftover_jobs(&project.state_dir);
-            slurm::LazyCluster::new(settings, &pipeline.root, &project.state_dir, run_id)
-        }),
-    };
+    let cluster = lazy_cluster(&options.executor, pipeline, &project, run_id);
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {
         is_forced[index] = true;
@@ -239,54 +208,10 @@ pub fn run(
         options.jobs.max(1),
         &mut db,
     );
-    tracing::info!(
-        "{} files hashed; every other file was answered by the stat cache",
-        context.stat.files_hashed()
-    );
-    // The stat cache only speeds things up: failing to save it loses nothing.
-    if let Err(error) = context.stat.flush() {
-        tracing::warn!("could not save the stat cache: {error}");
-    }
-    if let Some(cluster) = &context.cluster {
-        cluster.finish();
-    }
-    // Pushes still in flight finish before the run is called done.
-    let transfers = context.remote.as_ref().map(Remote::finish);
+    let transfers = wind_down(&context);
     let (records, status) = outcome?;
-    // Nothing ran, was restored, failed or was skipped: the run changed
-    // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
-    // last` never see it), and it does not wait for the dirty flag.
-    let recorded = !nothing_done(status, &records);
-    if recorded {
-        let git_dirty = git.as_ref().and_then(|git| git.finish().dirty);
-        db.finish_run(run_id, &RunEnd { status, git_dirty })?;
-    } else {
-        db.discard_run(run_id)?;
-    }
-    let remote = match (context.remote.as_ref(), transfers) {
-        (Some(remote), Some(transfers)) => {
-            // A run that neither pulled nor made a result is a rerun of one
-            // already recorded: it leaves the remote alone, so a no-op run
-            // costs no request at all.
-            let touched = transfers.results_pulled
-                + transfers.results_pushed
-                + transfers.results_already_present
-                + transfers.results_not_pushed
-                > 0;
-            let record = if touched && recorded {
-                push_run_record(remote, &db, run_id)
-            } else {
-                Err(RecordNotPushed::NothingNew)
-            };
-            Some(RemoteSummary {
-                url: remote.url().to_string(),
-                read_only: remote.read_only(),
-                transfers,
-                record,
-            })
-        }
-        _ => None,
-    };
+    let recorded = finish_record(&mut db, run_id, status, &records, git.as_ref())?;
+    let remote = remote_summary(context.remote.as_ref(), transfers, recorded, &db, run_id);
     observer(Event::RunFinished {
         run_id,
         status,
@@ -299,6 +224,166 @@ pub fn run(
         stages: records,
         remote,
     })
+}
+
+/// What the stages ask of where they run, refused before anything runs:
+/// Slurm's limits for those that go there, one node for the others.
+fn check_requests(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    targets: &[usize],
+    executor: &Executor,
+) -> Result<()> {
+    if let Executor::Slurm(settings) = executor {
+        let selected = if targets.is_empty() {
+            dag.order.clone()
+        } else {
+            dag.closure(targets)
+        };
+        let on_cluster: Vec<&Stage> = selected
+            .iter()
+            .map(|&index| &pipeline.stages[index])
+            .filter(|stage| !stage.local)
+            .collect();
+        slurm::check_requests(settings, &on_cluster)?;
+    }
+    check_local_requests(pipeline, dag, targets, executor)
+}
+
+/// What a run works with, opened before its first stage: the stores, the
+/// work tree's git state, and the run's record, started.
+struct OpenedRun {
+    cache: Cache,
+    remote: Option<Remote>,
+    stat: StatCache,
+    db: RunDb,
+    git: Option<GitProbe>,
+    run_id: i64,
+}
+
+impl OpenedRun {
+    fn open(pipeline: &Pipeline, project: &Project, options: &RunOptions) -> Result<Self> {
+        let root = pipeline.root.clone();
+        // The commit is read beside the opening of the stores; the dirty flag
+        // is worked out only by a run that will be recorded (`finish_record`).
+        let git = std::thread::spawn(move || GitProbe::start(&root));
+        let cache = Cache::open(&project.cache_dir)?;
+        let remote = match &options.remote {
+            Some(config) => Some(open_remote(config, &project.cache_dir)?),
+            None => None,
+        };
+        let stat = StatCache::open(&project.stat_db())?;
+        let db = RunDb::open(&project.runs_db())?;
+        let git = git.join().ok().flatten();
+        let file = pipeline_file_in_project(pipeline);
+        let run_id = db.start_run(&RunStart {
+            pipeline: &pipeline.name,
+            file: file.as_deref(),
+            argv: &options.argv,
+            overrides: &options.overrides,
+            params: &pipeline.params,
+            directions: &pipeline.directions,
+            git_commit: git.as_ref().map(GitProbe::commit),
+        })?;
+        Ok(OpenedRun {
+            cache,
+            remote,
+            stat,
+            db,
+            git,
+            run_id,
+        })
+    }
+}
+
+/// The Slurm cluster of a run on Slurm, reached only when a stage goes
+/// there; jobs an interrupted run left are settled first.
+fn lazy_cluster(
+    executor: &Executor,
+    pipeline: &Pipeline,
+    project: &Project,
+    run_id: i64,
+) -> Option<slurm::LazyCluster> {
+    match executor {
+        Executor::Local => None,
+        Executor::Slurm(settings) => Some({
+            slurm::settle_leftover_jobs(&project.state_dir);
+            slurm::LazyCluster::new(settings, &pipeline.root, &project.state_dir, run_id)
+        }),
+    }
+}
+
+/// Once the stages are done: the stat cache saved, the cluster released,
+/// and the pushes still in flight finished, before the run is called done.
+fn wind_down(context: &Context<'_>) -> Option<TransferReport> {
+    tracing::info!(
+        "{} files hashed; every other file was answered by the stat cache",
+        context.stat.files_hashed()
+    );
+    // The stat cache only speeds things up: failing to save it loses nothing.
+    if let Err(error) = context.stat.flush() {
+        tracing::warn!("could not save the stat cache: {error}");
+    }
+    if let Some(cluster) = &context.cluster {
+        cluster.finish();
+    }
+    context.remote.as_ref().map(Remote::finish)
+}
+
+/// The run's record finished, or discarded when the run did nothing;
+/// whether it is kept.
+fn finish_record(
+    db: &mut RunDb,
+    run_id: i64,
+    status: RunStatus,
+    records: &[StageRecord],
+    git: Option<&GitProbe>,
+) -> Result<bool> {
+    // Nothing ran, was restored, failed or was skipped: the run changed
+    // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
+    // last` never see it), and it does not wait for the dirty flag.
+    let recorded = !nothing_done(status, records);
+    if recorded {
+        let git_dirty = git.and_then(|git| git.finish().dirty);
+        db.finish_run(run_id, &RunEnd { status, git_dirty })?;
+    } else {
+        db.discard_run(run_id)?;
+    }
+    Ok(recorded)
+}
+
+/// What went to and from the remote cache, the run's record included.
+fn remote_summary(
+    remote: Option<&Remote>,
+    transfers: Option<TransferReport>,
+    recorded: bool,
+    db: &RunDb,
+    run_id: i64,
+) -> Option<RemoteSummary> {
+    match (remote, transfers) {
+        (Some(remote), Some(transfers)) => {
+            // A run that neither pulled nor made a result is a rerun of one
+            // already recorded: it leaves the remote alone, so a no-op run
+            // costs no request at all.
+            let touched = transfers.results_pulled
+                + transfers.results_pushed
+                + transfers.results_already_present
+                + transfers.results_not_pushed
+                > 0;
+            let record = if touched && recorded {
+                push_run_record(remote, db, run_id)
+            } else {
+                Err(RecordNotPushed::NothingNew)
+            };
+            Some(RemoteSummary {
+                url: remote.url().to_string(),
+                read_only: remote.read_only(),
+                transfers,
+                record,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Whether a run did nothing at all: it succeeded and every stage in it

@@ -17,12 +17,13 @@ use super::failure::StageFailure;
 use super::process::{check_exit, command_process, run_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
+use crate::key::DepDigests;
 use crate::pipefile::paths::{check_output_after_command, check_output_location};
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, hash_deps, outputs_differing,
-    read_metrics, remove_path,
+    read_metrics, remove_path, DepProblem,
 };
 use crate::{key, run_input};
 
@@ -43,6 +44,8 @@ pub(super) fn execute_stage(
     outcome
 }
 
+/// One stage, step by step: hash its dependencies and compute its key,
+/// reuse a cached result, else run it and store what it made.
 fn execute(
     context: &Context<'_>,
     index: usize,
@@ -50,46 +53,20 @@ fn execute(
     gpus: &[String],
     placement: &mut Option<Placement>,
 ) -> StageOutcome {
-    let started = Instant::now();
-    let stage = &context.pipeline.stages[index];
+    let mut attempt = Attempt {
+        context,
+        index,
+        stage: &context.pipeline.stages[index],
+        started: Instant::now(),
+        waited: Duration::ZERO,
+    };
+    let stage = attempt.stage;
     let root = &context.pipeline.root;
-    // Time the stage waited without running: for its worker to be built,
-    // for its Slurm job to leave the queue. What the result cost is what
-    // is left; a first build or a busy cluster is not the stage's.
-    let mut waited = Duration::ZERO;
-    let elapsed_ms = |waited: Duration| started.elapsed().saturating_sub(waited).as_millis() as u64;
     let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
         Ok(digests) => digests,
-        Err(problem) => {
-            let detail = match (
-                &problem.missing,
-                stage.deps.iter().find(|d| d.name == problem.dep),
-            ) {
-                (true, Some(dep)) if dep.producer.is_none() => {
-                    format!(
-                        "{}; create it, or declare the stage that writes it",
-                        problem.message
-                    )
-                }
-                _ => problem.message,
-            };
-            let detail = StageFailure::Dependency(detail);
-            return StageOutcome {
-                index,
-                record: failed_record(stage, None, detail, elapsed_ms(waited)),
-                manifest: None,
-                compute_ms: None,
-            };
-        }
+        Err(problem) => return attempt.failed(None, dependency_failure(stage, problem), None),
     };
-    let nonce = stage
-        .always_run
-        .then(|| format!("run {} {}", context.run_id, runs::now_ms()));
-    let mut manifest = key::manifest(stage, &dep_digests, nonce.as_deref());
-    if let (Some(run_so_far), true) = (&context.run_so_far, stage.reads_run()) {
-        let (_, keyed) = run_so_far.input_of(context.pipeline, index);
-        key::add_field(&mut manifest, run_input::MANIFEST_FIELD, keyed);
-    }
+    let manifest = keyed_manifest(context, index, stage, &dep_digests);
     let key = key::key_of(&manifest);
 
     // A forced stage, or one whose cached result turned out unusable, may
@@ -97,113 +74,214 @@ fn execute(
     // objects by their size.
     let mut rehash_existing = forced;
     if !forced {
-        let cached = match context.cache.get_action(&key) {
-            Some(result) => Some((result, None)),
-            None => pull_from_remote(context, stage, &key),
-        };
-        let cached =
-            cached.filter(
-                |(result, pulled_from)| match check_action_fits(stage, result) {
-                    Ok(()) => true,
-                    Err(problem) => {
-                        tracing::warn!(
-                            "{problem}; running the stage, and its result replaces this one"
-                        );
-                        if let (Some(remote), Some(_)) = (&context.remote, pulled_from) {
-                            remote.distrust(&key);
-                        }
-                        false
-                    }
-                },
-            );
-        if let Some((result, pulled_from)) = cached {
-            // Either failure is only worth a warning, so one message.
-            let reused = read_metrics(&context.cache, stage, &result)
-                .map_err(|bad| bad.to_string())
-                .and_then(|metrics| {
-                    let status =
-                        reuse_cached(context, &result).map_err(|error| error.to_string())?;
-                    Ok((status, metrics))
-                });
-            match reused {
-                Ok((status, metrics)) => {
-                    let record = StageRecord {
-                        key: Some(key),
-                        duration_ms: elapsed_ms(waited),
-                        outputs: result.outputs.clone(),
-                        metrics,
-                        detail: pulled_from,
-                        ..StageRecord::new(&stage.name, stage.identity(), status)
-                    };
-                    return StageOutcome {
-                        index,
-                        record,
-                        manifest: Some(manifest),
-                        compute_ms: Some(result.duration_ms),
-                    };
-                }
-                Err(error) => {
-                    tracing::warn!(
-                        "stage `{}`: cached result unusable ({error}); running it again",
-                        stage.name
-                    );
-                    rehash_existing = true;
+        match attempt.look_up_cache(key) {
+            CacheLookup::Reused { record, compute_ms } => {
+                return StageOutcome {
+                    index,
+                    record: *record,
+                    manifest: Some(manifest),
+                    compute_ms: Some(compute_ms),
                 }
             }
+            CacheLookup::Unusable => rehash_existing = true,
+            CacheLookup::Miss => {}
         }
     }
 
-    let ran = run_command(context, index, stage, gpus, placement, &mut waited);
-    waited += placement
+    let ran = run_command(context, index, stage, gpus, placement, &mut attempt.waited);
+    attempt.waited += placement
         .as_ref()
         .and_then(|placement| placement.queued)
         .unwrap_or_default();
     match ran {
-        Ok(()) => {}
-        Err(detail) => {
-            return StageOutcome {
-                index,
-                record: failed_record(stage, Some(&key), detail, elapsed_ms(waited)),
-                manifest: Some(manifest),
-                compute_ms: None,
-            }
-        }
+        Ok(()) => attempt.store(key, manifest, rehash_existing),
+        Err(detail) => attempt.failed(Some(&key), detail, Some(manifest)),
     }
-    match store_outputs(
-        context,
-        stage,
-        key,
-        &manifest,
-        elapsed_ms(waited),
-        rehash_existing,
-    ) {
-        Ok((result, metrics)) => {
-            // A stage that runs every time has a key no run will ask for again.
-            if let (Some(remote), false) = (&context.remote, stage.always_run) {
-                remote.push_in_background(result.clone());
-            }
-            let compute_ms = Some(result.duration_ms);
-            let record = StageRecord {
-                key: Some(key),
-                duration_ms: elapsed_ms(waited),
-                outputs: result.outputs,
-                metrics,
-                ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
-            };
-            StageOutcome {
-                index,
-                record,
-                manifest: Some(manifest),
-                compute_ms,
-            }
-        }
-        Err(detail) => StageOutcome {
-            index,
-            record: failed_record(stage, Some(&key), detail, elapsed_ms(waited)),
-            manifest: Some(manifest),
+}
+
+/// What the steps of one stage's execution share: the stage, and the
+/// clock its record's duration is read from.
+struct Attempt<'c> {
+    context: &'c Context<'c>,
+    index: usize,
+    stage: &'c Stage,
+    started: Instant,
+    /// Time the stage waited without running: for its worker to be built,
+    /// for its Slurm job to leave the queue. What the result cost is what
+    /// is left; a first build or a busy cluster is not the stage's.
+    waited: Duration,
+}
+
+/// What the caches offer for a stage's key.
+enum CacheLookup {
+    /// The cached result is in the workspace, or was restored there.
+    Reused {
+        record: Box<StageRecord>,
+        compute_ms: u64,
+    },
+    /// No cached result, or one that does not fit the stage.
+    Miss,
+    /// A cached result fits but could not be reused: the stage runs, and
+    /// its store checks every object again.
+    Unusable,
+}
+
+impl Attempt<'_> {
+    fn elapsed_ms(&self) -> u64 {
+        self.started
+            .elapsed()
+            .saturating_sub(self.waited)
+            .as_millis() as u64
+    }
+
+    fn failed(
+        &self,
+        key: Option<&ActionKey>,
+        detail: StageFailure,
+        manifest: Option<Value>,
+    ) -> StageOutcome {
+        StageOutcome {
+            index: self.index,
+            record: failed_record(self.stage, key, detail, self.elapsed_ms()),
+            manifest,
             compute_ms: None,
-        },
+        }
     }
+
+    /// The result of `key` from the local cache, else the remote one, put
+    /// in the workspace.
+    fn look_up_cache(&self, key: ActionKey) -> CacheLookup {
+        let (context, stage) = (self.context, self.stage);
+        let Some((result, pulled_from)) = fitting_cached_result(context, stage, &key) else {
+            return CacheLookup::Miss;
+        };
+        // Either failure is only worth a warning, so one message.
+        let reused = read_metrics(&context.cache, stage, &result)
+            .map_err(|bad| bad.to_string())
+            .and_then(|metrics| {
+                let status = reuse_cached(context, &result).map_err(|error| error.to_string())?;
+                Ok((status, metrics))
+            });
+        match reused {
+            Ok((status, metrics)) => CacheLookup::Reused {
+                record: Box::new(StageRecord {
+                    key: Some(key),
+                    duration_ms: self.elapsed_ms(),
+                    outputs: result.outputs.clone(),
+                    metrics,
+                    detail: pulled_from,
+                    ..StageRecord::new(&stage.name, stage.identity(), status)
+                }),
+                compute_ms: result.duration_ms,
+            },
+            Err(error) => {
+                tracing::warn!(
+                    "stage `{}`: cached result unusable ({error}); running it again",
+                    stage.name
+                );
+                CacheLookup::Unusable
+            }
+        }
+    }
+
+    /// What the stage made, checked and stored under `key`, and sent on to
+    /// the remote cache.
+    fn store(&self, key: ActionKey, manifest: Value, rehash_existing: bool) -> StageOutcome {
+        let (context, stage) = (self.context, self.stage);
+        match store_outputs(
+            context,
+            stage,
+            key,
+            &manifest,
+            self.elapsed_ms(),
+            rehash_existing,
+        ) {
+            Ok((result, metrics)) => {
+                // A stage that runs every time has a key no run will ask for again.
+                if let (Some(remote), false) = (&context.remote, stage.always_run) {
+                    remote.push_in_background(result.clone());
+                }
+                let compute_ms = Some(result.duration_ms);
+                let record = StageRecord {
+                    key: Some(key),
+                    duration_ms: self.elapsed_ms(),
+                    outputs: result.outputs,
+                    metrics,
+                    ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
+                };
+                StageOutcome {
+                    index: self.index,
+                    record,
+                    manifest: Some(manifest),
+                    compute_ms,
+                }
+            }
+            Err(detail) => self.failed(Some(&key), detail, Some(manifest)),
+        }
+    }
+}
+
+/// A dependency that cannot be hashed, with what to do when it is a file
+/// no stage writes.
+fn dependency_failure(stage: &Stage, problem: DepProblem) -> StageFailure {
+    let detail = match (
+        &problem.missing,
+        stage.deps.iter().find(|d| d.name == problem.dep),
+    ) {
+        (true, Some(dep)) if dep.producer.is_none() => {
+            format!(
+                "{}; create it, or declare the stage that writes it",
+                problem.message
+            )
+        }
+        _ => problem.message,
+    };
+    StageFailure::Dependency(detail)
+}
+
+/// The stage's manifest: its definition and dependencies, what it reads of
+/// the run, and for a stage that runs every time a nonce.
+fn keyed_manifest(
+    context: &Context<'_>,
+    index: usize,
+    stage: &Stage,
+    dep_digests: &DepDigests,
+) -> Value {
+    let nonce = stage
+        .always_run
+        .then(|| format!("run {} {}", context.run_id, runs::now_ms()));
+    let mut manifest = key::manifest(stage, dep_digests, nonce.as_deref());
+    if let (Some(run_so_far), true) = (&context.run_so_far, stage.reads_run()) {
+        let (_, keyed) = run_so_far.input_of(context.pipeline, index);
+        key::add_field(&mut manifest, run_input::MANIFEST_FIELD, keyed);
+    }
+    manifest
+}
+
+/// The cached result of `key`, local or pulled, with where it came from;
+/// one that does not fit the stage is dropped (and distrusted on the
+/// remote it came from).
+fn fitting_cached_result(
+    context: &Context<'_>,
+    stage: &Stage,
+    key: &ActionKey,
+) -> Option<(ActionResult, Option<String>)> {
+    let cached = match context.cache.get_action(key) {
+        Some(result) => Some((result, None)),
+        None => pull_from_remote(context, stage, key),
+    };
+    cached.filter(
+        |(result, pulled_from)| match check_action_fits(stage, result) {
+            Ok(()) => true,
+            Err(problem) => {
+                tracing::warn!("{problem}; running the stage, and its result replaces this one");
+                if let (Some(remote), Some(_)) = (&context.remote, pulled_from) {
+                    remote.distrust(key);
+                }
+                false
+            }
+        },
+    )
 }
 
 /// On a local miss, the remote cache's result for `key`, brought into the

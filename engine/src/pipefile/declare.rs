@@ -95,6 +95,8 @@ pub(super) fn type_error(
         .with_hint(hint)
 }
 
+/// One entry under `stages:` checked on its own into a declaration and
+/// its matrix axes; `None` when what it runs cannot be known.
 pub(super) fn declare<'a>(
     entry: &'a Entry,
     sources: &Sources,
@@ -104,57 +106,14 @@ pub(super) fn declare<'a>(
     let name = entry.key.as_str();
     let node = &entry.value;
     if !is_valid_name(name) {
-        let mut hint = "stage names use letters, digits, `_`, `.` and `-`, and start with a letter, digit or `_`".to_string();
-        if name.contains('@') {
-            hint.push_str("; `@` is reserved for the names of matrix expansions");
-        }
-        diagnostics.push(
-            Diagnostic::new("bad-stage-name", format!("invalid stage name `{name}`"))
-                .at(sources.location(entry.key_span))
-                .with_hint(hint),
-        );
+        diagnostics.push(invalid_name(entry, sources));
         return None;
     }
     let Some(fields) = node.as_map() else {
-        let hint = if node.as_scalar().is_some() && !node.is_null() {
-            format!(
-                "put the command under `run:`:\n{name}:\n  run: {}",
-                node.as_scalar().map_or("", |s| s.text.as_str())
-            )
-        } else {
-            format!("give the stage a command:\n{name}:\n  run: python train.py")
-        };
-        diagnostics.push(type_error(
-            sources,
-            node,
-            format!("stage `{name}` must be a mapping of keys such as `run` and `deps`"),
-            hint,
-        ));
+        diagnostics.push(not_a_mapping(name, node, sources));
         return None;
     };
-
-    for field in fields {
-        if STAGE_KEYS.contains(&field.key.as_str()) {
-            continue;
-        }
-        let known = format!("known keys: {}", STAGE_KEYS.join(", "));
-        let hint = match FOREIGN_KEYS
-            .iter()
-            .find(|(foreign, _)| *foreign == field.key)
-        {
-            Some((foreign, ours)) => format!("`{foreign}` is called `{ours}` in pipe; {known}"),
-            None => hint_with_suggestion(did_you_mean(&field.key, STAGE_KEYS), known),
-        };
-        diagnostics.push(
-            Diagnostic::new(
-                "unknown-key",
-                format!("unknown key `{}` in stage `{name}`", field.key),
-            )
-            .at(sources.location(field.key_span))
-            .with_hint(hint),
-        );
-    }
-
+    report_unknown_keys(name, fields, sources, diagnostics);
     let field_entry = |key: &str| fields.iter().find(|field| field.key == key);
     let kind = match (field_entry("run"), field_entry("uses")) {
         (Some(_), Some(uses)) => {
@@ -182,63 +141,8 @@ pub(super) fn declare<'a>(
             );
             return None;
         }
-        (Some(run), None) => match &run.value.value {
-            NodeValue::Seq(items) => {
-                let hint = "write each argument as one item, e.g. `run: [python, train.py, --lr, \"${params.lr}\"]`";
-                if items.is_empty() {
-                    diagnostics.push(type_error(
-                        sources,
-                        &run.value,
-                        format!("`run` of stage `{name}` is an empty list"),
-                        hint,
-                    ));
-                    return None;
-                }
-                let mut ok = true;
-                for item in items {
-                    if item.as_scalar().is_none() || item.is_null() {
-                        diagnostics.push(type_error(
-                            sources,
-                            item,
-                            format!("each item of the list `run` of stage `{name}` must be one argument (text or a number)"),
-                            hint,
-                        ));
-                        ok = false;
-                    }
-                }
-                if !ok {
-                    return None;
-                }
-                DeclKind::Argv(&run.value)
-            }
-            _ if run.value.as_str().is_some() => DeclKind::Command(&run.value),
-            _ => {
-                diagnostics.push(type_error(
-                    sources,
-                    &run.value,
-                    format!("`run` of stage `{name}` must be a shell command (a string) or a list of arguments"),
-                    "write the command as text, e.g. `run: python train.py`, quoted if it looks like a number or boolean; or as a list run without a shell, e.g. `run: [python, train.py]`",
-                ));
-                return None;
-            }
-        },
-        (None, Some(uses_entry)) => {
-            match parse_uses(&uses_entry.value) {
-                Some((uses, version)) => DeclKind::Worker {
-                    uses,
-                    version,
-                    uses_span: uses_entry.value.span,
-                },
-                None => {
-                    diagnostics.push(
-                    Diagnostic::new("bad-uses", format!("`uses` of stage `{name}` must be `name@version`"))
-                        .at(sources.location(uses_entry.value.span))
-                        .with_hint("name a built-in stage and its major version, e.g. `uses: data/download@1`"),
-                );
-                    return None;
-                }
-            }
-        }
+        (Some(run), None) => run_kind(name, run, sources, diagnostics)?,
+        (None, Some(uses_entry)) => uses_kind(name, uses_entry, sources, diagnostics)?,
     };
     if let (DeclKind::Command(_) | DeclKind::Argv(_), Some(with)) = (&kind, field_entry("with")) {
         diagnostics.push(
@@ -260,6 +164,146 @@ pub(super) fn declare<'a>(
         has_matrix: !axes.is_empty(),
     };
     Some((decl, axes))
+}
+
+fn invalid_name(entry: &Entry, sources: &Sources) -> Diagnostic {
+    let name = entry.key.as_str();
+    let mut hint =
+        "stage names use letters, digits, `_`, `.` and `-`, and start with a letter, digit or `_`"
+            .to_string();
+    if name.contains('@') {
+        hint.push_str("; `@` is reserved for the names of matrix expansions");
+    }
+    Diagnostic::new("bad-stage-name", format!("invalid stage name `{name}`"))
+        .at(sources.location(entry.key_span))
+        .with_hint(hint)
+}
+
+/// A stage written as a bare command, or as nothing.
+fn not_a_mapping(name: &str, node: &Node, sources: &Sources) -> Diagnostic {
+    let hint = if node.as_scalar().is_some() && !node.is_null() {
+        format!(
+            "put the command under `run:`:\n{name}:\n  run: {}",
+            node.as_scalar().map_or("", |s| s.text.as_str())
+        )
+    } else {
+        format!("give the stage a command:\n{name}:\n  run: python train.py")
+    };
+    type_error(
+        sources,
+        node,
+        format!("stage `{name}` must be a mapping of keys such as `run` and `deps`"),
+        hint,
+    )
+}
+
+/// Each key that is not a stage key, with what pipe calls it when another
+/// tool's name for it was used.
+fn report_unknown_keys(
+    name: &str,
+    fields: &[Entry],
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) {
+    for field in fields {
+        if STAGE_KEYS.contains(&field.key.as_str()) {
+            continue;
+        }
+        let known = format!("known keys: {}", STAGE_KEYS.join(", "));
+        let hint = match FOREIGN_KEYS
+            .iter()
+            .find(|(foreign, _)| *foreign == field.key)
+        {
+            Some((foreign, ours)) => format!("`{foreign}` is called `{ours}` in pipe; {known}"),
+            None => hint_with_suggestion(did_you_mean(&field.key, STAGE_KEYS), known),
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                "unknown-key",
+                format!("unknown key `{}` in stage `{name}`", field.key),
+            )
+            .at(sources.location(field.key_span))
+            .with_hint(hint),
+        );
+    }
+}
+
+/// `run:` as a shell command (text) or an argument list.
+fn run_kind<'a>(
+    name: &str,
+    run: &'a Entry,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<DeclKind<'a>> {
+    match &run.value.value {
+        NodeValue::Seq(items) => {
+            let hint = "write each argument as one item, e.g. `run: [python, train.py, --lr, \"${params.lr}\"]`";
+            if items.is_empty() {
+                diagnostics.push(type_error(
+                    sources,
+                    &run.value,
+                    format!("`run` of stage `{name}` is an empty list"),
+                    hint,
+                ));
+                return None;
+            }
+            let mut ok = true;
+            for item in items {
+                if item.as_scalar().is_none() || item.is_null() {
+                    diagnostics.push(type_error(
+                        sources,
+                        item,
+                        format!("each item of the list `run` of stage `{name}` must be one argument (text or a number)"),
+                        hint,
+                    ));
+                    ok = false;
+                }
+            }
+            if !ok {
+                return None;
+            }
+            Some(DeclKind::Argv(&run.value))
+        }
+        _ if run.value.as_str().is_some() => Some(DeclKind::Command(&run.value)),
+        _ => {
+            diagnostics.push(type_error(
+                sources,
+                &run.value,
+                format!("`run` of stage `{name}` must be a shell command (a string) or a list of arguments"),
+                "write the command as text, e.g. `run: python train.py`, quoted if it looks like a number or boolean; or as a list run without a shell, e.g. `run: [python, train.py]`",
+            ));
+            None
+        }
+    }
+}
+
+/// `uses: name@version`.
+fn uses_kind<'a>(
+    name: &str,
+    uses_entry: &Entry,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> Option<DeclKind<'a>> {
+    match parse_uses(&uses_entry.value) {
+        Some((uses, version)) => Some(DeclKind::Worker {
+            uses,
+            version,
+            uses_span: uses_entry.value.span,
+        }),
+        None => {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-uses",
+                    format!("`uses` of stage `{name}` must be `name@version`"),
+                )
+                .at(sources.location(uses_entry.value.span))
+                .with_hint(
+                    "name a built-in stage and its major version, e.g. `uses: data/download@1`",
+                ),
+            );
+            None
+        }
+    }
 }
 
 pub(super) fn matrix_axes(

@@ -12,7 +12,7 @@ use super::declare::{self, is_valid_name};
 use super::file::name_from_file_stem;
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
-use super::yaml::{self, Node, NodeValue, MAX_FILE_BYTES};
+use super::yaml::{self, Entry, Node, NodeValue, MAX_FILE_BYTES};
 use super::{cache_section, executor_section, params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
@@ -55,19 +55,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         col: 1,
         len: 1,
     };
-    let root = yaml::parse(&sources, file_id).map_err(EngineError::Spec)?;
-    let root = match root {
-        Some(root) if !root.is_null() => root,
-        _ => {
-            return Err(spec_error(
-                Diagnostic::new("empty-file", "the pipeline file is empty")
-                    .at(sources.location(start))
-                    .with_hint(format!(
-                        "a pipeline needs at least one stage, e.g.\n{MINIMAL_PIPELINE}"
-                    )),
-            ))
-        }
-    };
+    let root = parse_nonempty(&sources, file_id, start)?;
     let Some(entries) = root.as_map() else {
         return Err(spec_error(
             Diagnostic::new(
@@ -81,52 +69,8 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
             .with_hint(format!("write e.g.\n{MINIMAL_PIPELINE}")),
         ));
     };
-
-    for entry in entries
-        .iter()
-        .filter(|entry| !TOP_LEVEL_KEYS.contains(&entry.key.as_str()))
-    {
-        let known = format!("top-level keys: {}", TOP_LEVEL_KEYS.join(", "));
-        let hint = match entry.key.as_str() {
-            "vars" => format!("DVC's `vars` are `params` in pipe; {known}"),
-            key if declare::STAGE_KEYS.contains(&key) => {
-                format!("`{key}` belongs inside a stage, under `stages: NAME:`; {known}")
-            }
-            key => hint_with_suggestion(did_you_mean(key, TOP_LEVEL_KEYS), known),
-        };
-        diagnostics.push(
-            Diagnostic::new(
-                "unknown-key",
-                format!("unknown top-level key `{}`", entry.key),
-            )
-            .at(sources.location(entry.key_span))
-            .with_hint(hint),
-        );
-    }
-
-    let name = match root.get("name") {
-        None => file.file_stem().map_or_else(
-            || "pipeline".to_string(),
-            |stem| name_from_file_stem(&stem.to_string_lossy()),
-        ),
-        Some(node) => match node
-            .as_scalar()
-            .filter(|scalar| !scalar.text.is_empty() && !node.is_null())
-        {
-            Some(scalar) => scalar.text.clone(),
-            None => {
-                diagnostics.push(
-                    Diagnostic::new(
-                        "bad-type",
-                        format!("`name` must be text, found {}", node.describe()),
-                    )
-                    .at(sources.location(node.span))
-                    .with_hint("write e.g. `name: imdb`, or remove `name` to use the file name"),
-                );
-                String::new()
-            }
-        },
-    };
+    report_unknown_top_level_keys(entries, &sources, &mut diagnostics);
+    let name = pipeline_name(file, &root, &sources, &mut diagnostics);
 
     let Some(merged_params) = load_params(file, &root, overrides, &mut sources, &mut diagnostics)
     else {
@@ -145,19 +89,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         .unwrap_or_default();
 
     let project_root = project_root(file);
-    if let Some(node) = root
-        .get("name")
-        .filter(|_| !name.is_empty() && !is_valid_name(&name))
-    {
-        diagnostics.push(
-            Diagnostic::new("bad-pipeline-name", format!("invalid pipeline name `{name}`"))
-                .at(sources.location(node.span))
-                .with_hint(format!(
-                    "the name places the pipeline's outputs under `{}/NAME/`: use letters, digits, `_`, `.` and `-`, starting with a letter, digit or `_`",
-                    crate::project::OUTPUT_DIR,
-                )),
-        );
-    }
+    check_pipeline_name(&root, &name, &sources, &mut diagnostics);
     let stages = match root.get("stages") {
         Some(node) => stages::build(
             &Context {
@@ -199,6 +131,101 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;
     Ok(Loaded { pipeline, dag })
+}
+
+/// The file's YAML tree, which must hold something.
+fn parse_nonempty(sources: &Sources, file_id: FileId, start: Span) -> Result<Node> {
+    let root = yaml::parse(sources, file_id).map_err(EngineError::Spec)?;
+    match root {
+        Some(root) if !root.is_null() => Ok(root),
+        _ => Err(spec_error(
+            Diagnostic::new("empty-file", "the pipeline file is empty")
+                .at(sources.location(start))
+                .with_hint(format!(
+                    "a pipeline needs at least one stage, e.g.\n{MINIMAL_PIPELINE}"
+                )),
+        )),
+    }
+}
+
+/// Each top-level key pipe does not know, with what it is called here
+/// when it is DVC's or a stage's.
+fn report_unknown_top_level_keys(
+    entries: &[Entry],
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) {
+    for entry in entries
+        .iter()
+        .filter(|entry| !TOP_LEVEL_KEYS.contains(&entry.key.as_str()))
+    {
+        let known = format!("top-level keys: {}", TOP_LEVEL_KEYS.join(", "));
+        let hint = match entry.key.as_str() {
+            "vars" => format!("DVC's `vars` are `params` in pipe; {known}"),
+            key if declare::STAGE_KEYS.contains(&key) => {
+                format!("`{key}` belongs inside a stage, under `stages: NAME:`; {known}")
+            }
+            key => hint_with_suggestion(did_you_mean(key, TOP_LEVEL_KEYS), known),
+        };
+        diagnostics.push(
+            Diagnostic::new(
+                "unknown-key",
+                format!("unknown top-level key `{}`", entry.key),
+            )
+            .at(sources.location(entry.key_span))
+            .with_hint(hint),
+        );
+    }
+}
+
+/// `name:`, else the file's name; empty when `name:` is not text.
+fn pipeline_name(
+    file: &Path,
+    root: &Node,
+    sources: &Sources,
+    diagnostics: &mut Diagnostics,
+) -> String {
+    match root.get("name") {
+        None => file.file_stem().map_or_else(
+            || "pipeline".to_string(),
+            |stem| name_from_file_stem(&stem.to_string_lossy()),
+        ),
+        Some(node) => match node
+            .as_scalar()
+            .filter(|scalar| !scalar.text.is_empty() && !node.is_null())
+        {
+            Some(scalar) => scalar.text.clone(),
+            None => {
+                diagnostics.push(
+                    Diagnostic::new(
+                        "bad-type",
+                        format!("`name` must be text, found {}", node.describe()),
+                    )
+                    .at(sources.location(node.span))
+                    .with_hint("write e.g. `name: imdb`, or remove `name` to use the file name"),
+                );
+                String::new()
+            }
+        },
+    }
+}
+
+/// A `name:` written in the file must make a directory name; one taken
+/// from the file's name was made one already.
+fn check_pipeline_name(root: &Node, name: &str, sources: &Sources, diagnostics: &mut Diagnostics) {
+    if let Some(node) = root
+        .get("name")
+        .filter(|_| !name.is_empty() && !is_valid_name(name))
+    {
+        diagnostics.push(
+            Diagnostic::new("bad-pipeline-name", format!("invalid pipeline name `{name}`"))
+                .at(sources.location(node.span))
+                .with_hint(format!(
+                    "the name places the pipeline's outputs under `{}/NAME/`: use letters, digits, `_`, `.` and `-`, starting with a letter, digit or `_`",
+                    crate::project::OUTPUT_DIR,
+                )),
+        );
+    }
 }
 
 fn spec_error(diagnostic: Diagnostic) -> EngineError {

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use pipe_protocol::ParamKind;
-use serde_json::Value;
+use pipe_protocol::{ParamKind, StageInfo};
+use serde_json::{Map, Value};
 
 use super::collect::Diagnostics;
 use super::declare::{Decl, DeclKind};
@@ -13,8 +13,9 @@ use super::expand::Expansion;
 use super::params;
 use super::paths;
 use super::resolve::Resolver;
+use super::source::Span;
 use super::suggest::did_you_mean;
-use super::yaml::Node;
+use super::yaml::{Entry, Node};
 use crate::catalog::Catalog;
 use crate::pipeline::{Dep, Out, Resources, WorkerStage};
 use crate::project::stage_output_dir;
@@ -141,180 +142,22 @@ impl<'a> Resolver<'a> {
         let Value::Object(mut given) = with else {
             return None;
         };
-        for spec in &info.params {
-            let Some(source) = &spec.pipeline_param else {
-                continue;
-            };
-            if given.get(&spec.name).is_some_and(|value| !value.is_null()) {
-                continue;
-            }
-            if let Some(value) = self.lookup_param(source).filter(|node| !node.is_null()) {
-                given.insert(spec.name.clone(), params::to_json(value));
-            }
-        }
-        let with_node = decl.node.get("with");
-        let with_entry = |param: &str| {
-            with_node
-                .and_then(Node::as_map)
-                .and_then(|entries| entries.iter().find(|entry| entry.key == param))
+        self.fill_pipeline_params(info, &mut given);
+        let mut check = WithCheck {
+            resolver: self,
+            decl,
+            stage: &expansion.name,
+            info,
+            with_node: decl.node.get("with"),
+            uses_span: *uses_span,
+            diagnostics,
+            ok: true,
         };
-        // Where to point at a param: its value, or its key when the name is
-        // the problem, or `with:` (then `uses:`) when it is not written.
-        let place = |param: &str, at_key: bool| {
-            let span = match with_entry(param) {
-                Some(entry) if at_key => entry.key_span,
-                Some(entry) => entry.value.span,
-                None => with_node.map_or(*uses_span, |node| node.span),
-            };
-            self.location(span)
-        };
-
-        let mut resolved = match pipe_protocol::check_params(info, &given) {
-            Ok(resolved) => resolved,
-            Err(problems) => {
-                let names: Vec<&str> = info.params.iter().map(|spec| spec.name.as_str()).collect();
-                for mut problem in problems {
-                    let unknown = !names.contains(&problem.param.as_str());
-                    if unknown {
-                        if let Some(suggestion) =
-                            did_you_mean(&problem.param, names.iter().copied())
-                        {
-                            problem.hint = format!("did you mean `{suggestion}`? {}", problem.hint);
-                        }
-                    }
-                    diagnostics.push(
-                        Diagnostic::new(
-                            "bad-stage-param",
-                            format!("stage `{}`: {}", expansion.name, problem.message),
-                        )
-                        .at(place(&problem.param, unknown))
-                        .with_hint(problem.hint),
-                    );
-                }
-                return None;
-            }
-        };
-
-        let mut path_params = Vec::new();
-        let mut ok = true;
-        for spec in info
-            .params
-            .iter()
-            .filter(|spec| spec.kind == ParamKind::Path)
-        {
-            let Some(value) = resolved.get(&spec.name).and_then(Value::as_str) else {
-                continue;
-            };
-            if value.contains('\0') {
-                diagnostics.push(
-                    Diagnostic::new(
-                        "bad-path",
-                        format!(
-                            "stage `{}`: `{}` holds a NUL byte: `{}`",
-                            expansion.name,
-                            spec.name,
-                            value.escape_debug()
-                        ),
-                    )
-                    .at(place(&spec.name, false))
-                    .with_hint(super::collect::NUL_HINT),
-                );
-                ok = false;
-                continue;
-            }
-            let Some(path) = self.project_relative(value) else {
-                diagnostics.push(
-                    Diagnostic::new(
-                        "input-outside-project",
-                        format!("stage `{}`: `{}` is outside the project: `{value}`", expansion.name, spec.name),
-                    )
-                    .at(place(&spec.name, false))
-                    .with_hint("inputs are hashed inside the project; copy or link the file into it, or download it with a stage"),
-                );
-                ok = false;
-                continue;
-            };
-            // The key holds the project-relative form, so moving the
-            // project does not change it; the worker gets it absolute.
-            resolved.insert(spec.name.clone(), Value::String(path.clone()));
-            path_params.push(spec.name.clone());
-            if !deps.iter().any(|dep| dep.path == path) {
-                deps.push(Dep {
-                    name: format!("with.{}", spec.name),
-                    path,
-                    producer: None,
-                    location: place(&spec.name, false),
-                });
-            }
-        }
-
-        if let Some(name) = &info.devices_param {
-            let devices = resolved.get(name).and_then(Value::as_u64);
-            let gpus = u64::from(resources.gpus);
-            if gpus > 0 && devices != Some(gpus) {
-                let devices = devices.map_or_else(|| "unset".to_string(), |n| n.to_string());
-                let at = match (with_entry(name), decl.node.get("resources")) {
-                    (None, Some(resources)) => self.location(resources.span),
-                    _ => place(name, false),
-                };
-                diagnostics.push(
-                    Diagnostic::new(
-                        "devices-mismatch",
-                        format!(
-                            "stage `{}` asks for {gpus} GPU(s) in `resources.gpus` but runs on `{name}: {devices}`",
-                            expansion.name
-                        ),
-                    )
-                    .at(at)
-                    .with_hint(format!(
-                        "give both the same number: `{name}: {gpus}` (with `strategy: ddp` above 1), or `resources.gpus: {devices}`"
-                    )),
-                );
-                ok = false;
-            }
-        }
-        if let Some(name) = &info.devices_param {
-            let devices = resolved.get(name).and_then(Value::as_u64).unwrap_or(1);
-            resources.ranks_per_node = u32::try_from(devices).unwrap_or(u32::MAX).max(1);
-        }
-        let nodes = u64::from(resources.nodes);
-        match &info.nodes_param {
-            Some(name) => {
-                let asked = resolved.get(name).and_then(Value::as_u64);
-                if asked != Some(nodes) {
-                    let asked = asked.map_or_else(|| "unset".to_string(), |n| n.to_string());
-                    let at = match (with_entry(name), decl.node.get("resources")) {
-                        (None, Some(resources)) => self.location(resources.span),
-                        _ => place(name, false),
-                    };
-                    diagnostics.push(
-                        Diagnostic::new(
-                            "nodes-mismatch",
-                            format!(
-                                "stage `{}` asks Slurm for {nodes} node(s) in `resources.nodes` but runs on `{name}: {asked}`",
-                                expansion.name
-                            ),
-                        )
-                        .at(at)
-                        .with_hint(format!(
-                            "give both the same number: `{name}: {nodes}`, or `resources.nodes: {asked}`"
-                        )),
-                    );
-                    ok = false;
-                }
-            }
-            None if nodes > 1 => {
-                diagnostics.push(self.nodes_unsupported(
-                    decl,
-                    &expansion.name,
-                    resources.nodes,
-                    &format!("`{uses}`"),
-                ));
-                ok = false;
-            }
-            None => {}
-        }
-        ok.then(|| WorkerStage {
+        let mut resolved = check.params(&given)?;
+        let path_params = check.path_params(&mut resolved, deps);
+        check.devices(&resolved, resources);
+        check.nodes(&resolved, resources, uses);
+        check.ok.then(|| WorkerStage {
             uses: uses.clone(),
             version: *version,
             implementation: info.implementation,
@@ -328,6 +171,22 @@ impl<'a> Resolver<'a> {
         })
     }
 
+    /// The params the stage takes from the pipeline's (`seed`), where
+    /// `with:` leaves them unset.
+    fn fill_pipeline_params(&mut self, info: &StageInfo, given: &mut Map<String, Value>) {
+        for spec in &info.params {
+            let Some(source) = &spec.pipeline_param else {
+                continue;
+            };
+            if given.get(&spec.name).is_some_and(|value| !value.is_null()) {
+                continue;
+            }
+            if let Some(value) = self.lookup_param(source).filter(|node| !node.is_null()) {
+                given.insert(spec.name.clone(), params::to_json(value));
+            }
+        }
+    }
+
     /// The project-relative, normalised form of a `path` param, or `None`
     /// when it is outside the project. An absolute path inside it is
     /// accepted, as a user pasting one expects.
@@ -339,5 +198,209 @@ impl<'a> Resolver<'a> {
             value
         };
         paths::normalize(relative).ok()
+    }
+}
+
+/// What the steps of checking one `uses:` stage's `with:` share: where to
+/// point at each param, and whether every step so far passed.
+struct WithCheck<'c, 'a> {
+    resolver: &'c Resolver<'a>,
+    decl: &'c Decl<'c>,
+    /// The expanded stage's name, for messages.
+    stage: &'c str,
+    info: &'c StageInfo,
+    with_node: Option<&'c Node>,
+    uses_span: Span,
+    diagnostics: &'c mut Diagnostics,
+    /// `false` once a diagnostic was recorded.
+    ok: bool,
+}
+
+impl WithCheck<'_, '_> {
+    fn with_entry(&self, param: &str) -> Option<&Entry> {
+        self.with_node
+            .and_then(Node::as_map)
+            .and_then(|entries| entries.iter().find(|entry| entry.key == param))
+    }
+
+    /// Where to point at a param: its value, or its key when the name is
+    /// the problem, or `with:` (then `uses:`) when it is not written.
+    fn place(&self, param: &str, at_key: bool) -> Option<crate::Location> {
+        let span = match self.with_entry(param) {
+            Some(entry) if at_key => entry.key_span,
+            Some(entry) => entry.value.span,
+            None => self.with_node.map_or(self.uses_span, |node| node.span),
+        };
+        self.resolver.location(span)
+    }
+
+    /// `with:` with the catalog's defaults filled in, or `None` once each
+    /// problem with it was reported (an unknown name with a suggestion).
+    fn params(&mut self, given: &Map<String, Value>) -> Option<Map<String, Value>> {
+        match pipe_protocol::check_params(self.info, given) {
+            Ok(resolved) => Some(resolved),
+            Err(problems) => {
+                let names: Vec<&str> = self
+                    .info
+                    .params
+                    .iter()
+                    .map(|spec| spec.name.as_str())
+                    .collect();
+                for mut problem in problems {
+                    let unknown = !names.contains(&problem.param.as_str());
+                    if unknown {
+                        if let Some(suggestion) =
+                            did_you_mean(&problem.param, names.iter().copied())
+                        {
+                            problem.hint = format!("did you mean `{suggestion}`? {}", problem.hint);
+                        }
+                    }
+                    let diagnostic = Diagnostic::new(
+                        "bad-stage-param",
+                        format!("stage `{}`: {}", self.stage, problem.message),
+                    )
+                    .at(self.place(&problem.param, unknown))
+                    .with_hint(problem.hint);
+                    self.diagnostics.push(diagnostic);
+                }
+                None
+            }
+        }
+    }
+
+    /// Each `path` param made project-relative in `resolved` and added to
+    /// `deps`; the names of those params.
+    fn path_params(
+        &mut self,
+        resolved: &mut Map<String, Value>,
+        deps: &mut Vec<Dep>,
+    ) -> Vec<String> {
+        let mut path_params = Vec::new();
+        let info = self.info;
+        for spec in info
+            .params
+            .iter()
+            .filter(|spec| spec.kind == ParamKind::Path)
+        {
+            let Some(value) = resolved.get(&spec.name).and_then(Value::as_str) else {
+                continue;
+            };
+            if value.contains('\0') {
+                let diagnostic = Diagnostic::new(
+                    "bad-path",
+                    format!(
+                        "stage `{}`: `{}` holds a NUL byte: `{}`",
+                        self.stage,
+                        spec.name,
+                        value.escape_debug()
+                    ),
+                )
+                .at(self.place(&spec.name, false))
+                .with_hint(super::collect::NUL_HINT);
+                self.diagnostics.push(diagnostic);
+                self.ok = false;
+                continue;
+            }
+            let Some(path) = self.resolver.project_relative(value) else {
+                let diagnostic = Diagnostic::new(
+                    "input-outside-project",
+                    format!("stage `{}`: `{}` is outside the project: `{value}`", self.stage, spec.name),
+                )
+                .at(self.place(&spec.name, false))
+                .with_hint("inputs are hashed inside the project; copy or link the file into it, or download it with a stage");
+                self.diagnostics.push(diagnostic);
+                self.ok = false;
+                continue;
+            };
+            // The key holds the project-relative form, so moving the
+            // project does not change it; the worker gets it absolute.
+            resolved.insert(spec.name.clone(), Value::String(path.clone()));
+            path_params.push(spec.name.clone());
+            if !deps.iter().any(|dep| dep.path == path) {
+                deps.push(Dep {
+                    name: format!("with.{}", spec.name),
+                    path,
+                    producer: None,
+                    location: self.place(&spec.name, false),
+                });
+            }
+        }
+        path_params
+    }
+
+    /// Where a count that disagrees with `resources` is pointed at: the
+    /// param when written, else `resources:`.
+    fn count_place(&self, name: &str) -> Option<crate::Location> {
+        match (self.with_entry(name), self.decl.node.get("resources")) {
+            (None, Some(resources)) => self.resolver.location(resources.span),
+            _ => self.place(name, false),
+        }
+    }
+
+    /// The devices the stage runs on must be `resources.gpus`; they are
+    /// the ranks it starts on each node.
+    fn devices(&mut self, resolved: &Map<String, Value>, resources: &mut Resources) {
+        if let Some(name) = &self.info.devices_param {
+            let devices = resolved.get(name).and_then(Value::as_u64);
+            let gpus = u64::from(resources.gpus);
+            if gpus > 0 && devices != Some(gpus) {
+                let devices = devices.map_or_else(|| "unset".to_string(), |n| n.to_string());
+                let diagnostic = Diagnostic::new(
+                    "devices-mismatch",
+                    format!(
+                        "stage `{}` asks for {gpus} GPU(s) in `resources.gpus` but runs on `{name}: {devices}`",
+                        self.stage
+                    ),
+                )
+                .at(self.count_place(name))
+                .with_hint(format!(
+                    "give both the same number: `{name}: {gpus}` (with `strategy: ddp` above 1), or `resources.gpus: {devices}`"
+                ));
+                self.diagnostics.push(diagnostic);
+                self.ok = false;
+            }
+        }
+        if let Some(name) = &self.info.devices_param {
+            let devices = resolved.get(name).and_then(Value::as_u64).unwrap_or(1);
+            resources.ranks_per_node = u32::try_from(devices).unwrap_or(u32::MAX).max(1);
+        }
+    }
+
+    /// The nodes the stage runs on must be `resources.nodes`; a stage
+    /// without a nodes param runs on one.
+    fn nodes(&mut self, resolved: &Map<String, Value>, resources: &Resources, uses: &str) {
+        let nodes = u64::from(resources.nodes);
+        match &self.info.nodes_param {
+            Some(name) => {
+                let asked = resolved.get(name).and_then(Value::as_u64);
+                if asked != Some(nodes) {
+                    let asked = asked.map_or_else(|| "unset".to_string(), |n| n.to_string());
+                    let diagnostic = Diagnostic::new(
+                        "nodes-mismatch",
+                        format!(
+                            "stage `{}` asks Slurm for {nodes} node(s) in `resources.nodes` but runs on `{name}: {asked}`",
+                            self.stage
+                        ),
+                    )
+                    .at(self.count_place(name))
+                    .with_hint(format!(
+                        "give both the same number: `{name}: {nodes}`, or `resources.nodes: {asked}`"
+                    ));
+                    self.diagnostics.push(diagnostic);
+                    self.ok = false;
+                }
+            }
+            None if nodes > 1 => {
+                let diagnostic = self.resolver.nodes_unsupported(
+                    self.decl,
+                    self.stage,
+                    resources.nodes,
+                    &format!("`{uses}`"),
+                );
+                self.diagnostics.push(diagnostic);
+                self.ok = false;
+            }
+            None => {}
+        }
     }
 }

@@ -19,6 +19,47 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
     if runs.is_empty() {
         return Err(UsageError::NoRunSelected.into());
     }
+    let Collected {
+        facts,
+        metric_order,
+        matrix_keys,
+    } = collect_rows(runs);
+    let columns = columns(&facts, &metric_order, &matrix_keys, options);
+    let group_of_row = group_rows(runs, &facts, options.per_seed);
+    let mut groups = groups_of_rows(runs, &facts, &group_of_row);
+    let baseline_group = baseline_group(runs, &facts, &group_of_row, options)?;
+    for group in &mut groups {
+        for column in &columns {
+            group
+                .cells
+                .insert(column.id.clone(), cell(column, &group.rows, &facts));
+        }
+    }
+    add_baseline_deltas(&mut groups, &columns, baseline_group);
+
+    let warnings = warnings(runs, &facts, &matrix_keys);
+    let rows = table_rows(runs, facts, &group_of_row, &columns);
+    let order = group_order(&groups, &columns, options)?;
+    let (groups, rows, baseline) = reordered(groups, rows, &order, baseline_group);
+    Ok(CompareTable {
+        columns,
+        rows,
+        groups,
+        baseline,
+        warnings,
+    })
+}
+
+/// The rows of every run, with the metrics and matrix keys in the order
+/// they were first seen.
+struct Collected {
+    facts: Vec<RowFacts>,
+    /// (stage, metric) pairs.
+    metric_order: Vec<(String, String)>,
+    matrix_keys: Vec<String>,
+}
+
+fn collect_rows(runs: &[ComparedRun]) -> Collected {
     let mut metric_order: Vec<(String, String)> = Vec::new();
     let mut seen_metrics: HashSet<String> = HashSet::new();
     let mut matrix_keys: Vec<String> = Vec::new();
@@ -39,9 +80,16 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
             facts.push(row);
         }
     }
+    Collected {
+        facts,
+        metric_order,
+        matrix_keys,
+    }
+}
 
-    let columns = columns(&facts, &metric_order, &matrix_keys, options);
-    let group_of_row = group_rows(runs, &facts, options.per_seed);
+/// The groups `group_of_row` puts the rows in, each with its rows and
+/// runs; cells are filled in later.
+fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usize]) -> Vec<Group> {
     let group_count = group_of_row.iter().max().map_or(0, |max| max + 1);
     let mut groups: Vec<Group> = (0..group_count)
         .map(|_| Group {
@@ -61,14 +109,12 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
             group.runs.push(run);
         }
     }
-    let baseline_group = baseline_group(runs, &facts, &group_of_row, options)?;
-    for group in &mut groups {
-        for column in &columns {
-            group
-                .cells
-                .insert(column.id.clone(), cell(column, &group.rows, &facts));
-        }
-    }
+    groups
+}
+
+/// Each numeric cell with a direction, against the baseline group's:
+/// the change, relative change and verdict.
+fn add_baseline_deltas(groups: &mut [Group], columns: &[Column], baseline_group: usize) {
     let baseline_cells = groups[baseline_group].cells.clone();
     for (index, group) in groups.iter_mut().enumerate() {
         if index == baseline_group {
@@ -91,12 +137,19 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
             }
         }
     }
+}
 
-    let warnings = warnings(runs, &facts, &matrix_keys);
+/// The rows as shown: their values only for the columns kept.
+fn table_rows(
+    runs: &[ComparedRun],
+    facts: Vec<RowFacts>,
+    group_of_row: &[usize],
+    columns: &[Column],
+) -> Vec<Row> {
     let shown: HashSet<&str> = columns.iter().map(|column| column.id.as_str()).collect();
-    let rows: Vec<Row> = facts
+    facts
         .into_iter()
-        .zip(&group_of_row)
+        .zip(group_of_row)
         .map(|(facts, &group)| {
             let run = &runs[facts.run].run;
             let mut values = facts.values;
@@ -111,11 +164,18 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
                 stages: facts.stages,
             }
         })
-        .collect();
+        .collect()
+}
 
+/// The groups in the order shown: as built, or best first by `--sort`.
+fn group_order(
+    groups: &[Group],
+    columns: &[Column],
+    options: &CompareOptions,
+) -> Result<Vec<usize>> {
     let mut order: Vec<usize> = (0..groups.len()).collect();
     if let Some(metric) = &options.sort {
-        let column = sort_column(&columns, metric)?;
+        let column = sort_column(columns, metric)?;
         let direction = column.direction.unwrap_or(Direction::Unknown);
         if direction == Direction::Unknown {
             return Err(UsageError::NoSortDirection {
@@ -137,6 +197,17 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
             (None, None) => std::cmp::Ordering::Equal,
         });
     }
+    Ok(order)
+}
+
+/// The groups put in `order`, the rows' group numbers and the baseline
+/// following them.
+fn reordered(
+    groups: Vec<Group>,
+    rows: Vec<Row>,
+    order: &[usize],
+    baseline_group: usize,
+) -> (Vec<Group>, Vec<Row>, Baseline) {
     let mut position = vec![0; groups.len()];
     for (new, &old) in order.iter().enumerate() {
         position[old] = new;
@@ -156,13 +227,7 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
         run: baseline_row.run,
         matrix: baseline_row.matrix.clone(),
     };
-    Ok(CompareTable {
-        columns,
-        rows,
-        groups,
-        baseline,
-        warnings,
-    })
+    (groups, rows, baseline)
 }
 
 /// The rows of one run: the record's one definition of them

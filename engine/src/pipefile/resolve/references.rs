@@ -1,6 +1,8 @@
 //! What one `${...}` reference stands for: a param, a matrix value, or a
 //! path of this or another stage.
 
+use std::borrow::Cow;
+
 use super::resolver::*;
 use crate::pipefile::declare::DeclKind;
 use crate::pipefile::interp::{self, Reference};
@@ -12,6 +14,8 @@ use crate::project::stage_output_dir;
 use crate::Result;
 
 impl<'a> Resolver<'a> {
+    /// What `${...}` names, by its namespace (the text before the first
+    /// `.`), each looked up in its own method.
     pub(crate) fn evaluate(
         &mut self,
         scope: &Scope,
@@ -21,31 +25,30 @@ impl<'a> Resolver<'a> {
     ) -> Result<Evaluated<'a>, Failure> {
         // Written out only into a message: evaluating is per stage.
         let place = Place(scope.field, scope.stage);
-        let substituted;
-        let expr = if reference.expr.contains("${") {
-            if !scope.has_matrix {
-                return Err(failure(
-                    format!("`${{matrix...}}` inside a reference in {place}, which has no `matrix`"),
-                    "only a matrix stage can name another stage's expansion by its own matrix value",
-                ));
+        let expr = nested_matrix_keys_substituted(scope, &reference.expr, &place)?;
+        let expr = expr.as_ref();
+        let (namespace, rest) = self.split_namespace(expr, &place)?;
+        match namespace {
+            "params" => self.param_reference(rest, &place, effects),
+            "matrix" => matrix_reference(scope, rest, &place),
+            "deps" | "outs" => self.path_reference(scope, namespace, rest, &place),
+            "stages" => self.stage_reference(scope, expr, rest, &place, span, effects),
+            other => {
+                let namespaces = ["params", "deps", "outs", "matrix", "stages"];
+                Err(failure(
+                    format!("unknown namespace `{other}` in `${{{expr}}}` ({place})"),
+                    hint_with_suggestion(did_you_mean(other, namespaces), "namespaces: params, deps, outs, matrix, stages; for a literal `${` write `$${`".to_string()),
+                ))
             }
-            substituted = interp::substitute_matrix_keys(&reference.expr, |key| {
-                scope.combo.value(key).map(|value| value.text.clone())
-            })
-            .map_err(|key| {
-                let keys: Vec<&str> = scope.combo.keys().collect();
-                failure(
-                    format!("unknown matrix key `{key}` in {place}"),
-                    hint_with_suggestion(
-                        did_you_mean(key, keys.iter().copied()),
-                        format!("matrix keys: {}", name_list(&keys, 10)),
-                    ),
-                )
-            })?;
-            substituted.as_str()
-        } else {
-            reference.expr.as_str()
-        };
+        }
+    }
+
+    /// `namespace.rest` of a reference; a bare name is no reference.
+    fn split_namespace<'e>(
+        &self,
+        expr: &'e str,
+        place: &Place,
+    ) -> Result<(&'e str, &'e str), Failure> {
         let Some((namespace, rest)) = expr.split_once('.') else {
             let hint = if params::lookup(self.params, expr).is_some() {
                 format!("params are referenced with their namespace: write `${{params.{expr}}}`")
@@ -57,162 +60,174 @@ impl<'a> Resolver<'a> {
                 hint,
             ));
         };
-        match namespace {
-            "params" => match self.lookup_param(rest) {
-                Some(found) => {
-                    effects
-                        .params_used
-                        .insert(rest.to_string(), params::to_json(found));
-                    Ok(Evaluated::Param(found))
-                }
-                None => Err(failure(
-                    format!("unknown param `{rest}` in {place}"),
-                    params::unknown_param_hint(self.params, rest),
-                )),
-            },
-            "matrix" => {
-                if !scope.has_matrix {
-                    return Err(failure(
-                        format!("`${{matrix.{rest}}}` in {place}, which has no `matrix`"),
-                        format!("add `matrix: {{ {rest}: [...] }}` to the stage, or use a param: `${{params.{rest}}}`"),
-                    ));
-                }
-                match scope.combo.value(rest) {
-                    Some(value) => Ok(Evaluated::Matrix(value.clone())),
-                    None => {
-                        let keys: Vec<&str> = scope.combo.keys().collect();
-                        Err(failure(
-                            format!("unknown matrix key `{rest}` in {place}"),
-                            hint_with_suggestion(
-                                did_you_mean(rest, keys.iter().copied()),
-                                format!("matrix keys: {}", name_list(&keys, 10)),
-                            ),
-                        ))
-                    }
-                }
+        Ok((namespace, rest))
+    }
+
+    /// `${params.PATH}`, recorded as a param the stage uses.
+    fn param_reference(
+        &mut self,
+        rest: &str,
+        place: &Place,
+        effects: &mut Effects,
+    ) -> Result<Evaluated<'a>, Failure> {
+        match self.lookup_param(rest) {
+            Some(found) => {
+                effects
+                    .params_used
+                    .insert(rest.to_string(), params::to_json(found));
+                Ok(Evaluated::Param(found))
             }
-            "deps" | "outs" => {
-                let (entries, names): (Option<Vec<(&str, &str)>>, &str) = if namespace == "deps" {
-                    (
-                        scope.deps.map(|deps| {
-                            deps.iter()
-                                .map(|dep| (dep.name.as_str(), dep.path.as_str()))
-                                .collect()
-                        }),
-                        "dependency",
+            None => Err(failure(
+                format!("unknown param `{rest}` in {place}"),
+                params::unknown_param_hint(self.params, rest),
+            )),
+        }
+    }
+
+    /// `${deps.NAME}` or `${outs.NAME}`: a path of this stage, in the
+    /// fields that come after those paths are known.
+    fn path_reference(
+        &self,
+        scope: &Scope,
+        namespace: &str,
+        rest: &str,
+        place: &Place,
+    ) -> Result<Evaluated<'a>, Failure> {
+        let (entries, names): (Option<Vec<(&str, &str)>>, &str) = if namespace == "deps" {
+            (
+                scope.deps.map(|deps| {
+                    deps.iter()
+                        .map(|dep| (dep.name.as_str(), dep.path.as_str()))
+                        .collect()
+                }),
+                "dependency",
+            )
+        } else {
+            (
+                scope.outs.map(|outs| {
+                    outs.iter()
+                        .map(|out| (out.name.as_str(), out.path.as_str()))
+                        .collect()
+                }),
+                "output",
+            )
+        };
+        let Some(entries) = entries else {
+            return Err(failure(
+                format!("`${{{namespace}.{rest}}}` cannot be used in `{}` (stage `{}`)", scope.field, scope.stage),
+                "`${deps.NAME}` and `${outs.NAME}` are for `run`, `with` and `env`; write the path here, or use `${params.NAME}`",
+            ));
+        };
+        match entries.iter().find(|(name, _)| *name == rest) {
+            Some((_, path)) => Ok(Evaluated::Path(path.to_string())),
+            None if namespace == "deps" && self.unresolved_deps.iter().any(|name| name == rest) => {
+                Err(Failure {
+                    already_reported: true,
+                    ..failure(format!("dependency `{rest}` did not resolve"), "")
+                })
+            }
+            None => {
+                let known: Vec<&str> = entries.iter().map(|(name, _)| *name).collect();
+                let hint = if known.is_empty() {
+                    format!(
+                        "stage `{}` declares no {namespace}; add `{namespace}: {{ {rest}: PATH }}`",
+                        scope.stage
                     )
                 } else {
-                    (
-                        scope.outs.map(|outs| {
-                            outs.iter()
-                                .map(|out| (out.name.as_str(), out.path.as_str()))
-                                .collect()
-                        }),
-                        "output",
+                    hint_with_suggestion(
+                        did_you_mean(rest, known.iter().copied()),
+                        format!("declared {namespace}: {}", name_list(&known, 10)),
                     )
                 };
-                let Some(entries) = entries else {
-                    return Err(failure(
-                        format!("`${{{namespace}.{rest}}}` cannot be used in `{}` (stage `{}`)", scope.field, scope.stage),
-                        "`${deps.NAME}` and `${outs.NAME}` are for `run`, `with` and `env`; write the path here, or use `${params.NAME}`",
-                    ));
-                };
-                match entries.iter().find(|(name, _)| *name == rest) {
-                    Some((_, path)) => Ok(Evaluated::Path(path.to_string())),
-                    None if namespace == "deps"
-                        && self.unresolved_deps.iter().any(|name| name == rest) =>
-                    {
-                        Err(Failure {
-                            already_reported: true,
-                            ..failure(format!("dependency `{rest}` did not resolve"), "")
-                        })
-                    }
-                    None => {
-                        let known: Vec<&str> = entries.iter().map(|(name, _)| *name).collect();
-                        let hint = if known.is_empty() {
-                            format!("stage `{}` declares no {namespace}; add `{namespace}: {{ {rest}: PATH }}`", scope.stage)
-                        } else {
-                            hint_with_suggestion(
-                                did_you_mean(rest, known.iter().copied()),
-                                format!("declared {namespace}: {}", name_list(&known, 10)),
-                            )
-                        };
-                        Err(failure(
-                            format!("unknown {names} `{rest}` in {place}"),
-                            hint,
-                        ))
-                    }
-                }
-            }
-            "stages" => {
-                if !scope.allow_stage_refs {
-                    return Err(failure(
-                        format!("`${{{expr}}}` in {place}: an output path cannot refer to another stage"),
-                        "write this stage's own output path; other stages refer to it with `${stages.STAGE.outs.NAME}`",
-                    ));
-                }
-                let shape_hint =
-                    "write `${stages.STAGE.outs.NAME}`, e.g. `${stages.prepare.outs.data}`";
-                let Some((stage_name, out_name)) = rest.rsplit_once(".outs.") else {
-                    return Err(failure(
-                        format!("malformed stage reference `${{{expr}}}` in {place}"),
-                        shape_hint,
-                    ));
-                };
-                let Some(&target) = self.index_by_name.get(stage_name) else {
-                    return Err(self.unknown_stage(stage_name, &place.to_string()));
-                };
-                let out_names: Vec<&str> = self
-                    .outputs_by_stage
-                    .get(target)
-                    .map(|outs| outs.iter().map(|out| out.name.as_str()).collect())
-                    .unwrap_or_default();
-                let target_expansion = &self.expansions[target];
-                let target_decl = &self.decls[target_expansion.decl];
-                let path = match self
-                    .outputs_by_stage
-                    .get(target)
-                    .and_then(|outs| outs.iter().find(|out| out.name == out_name))
-                {
-                    Some(out) => out.path.clone(),
-                    // Without its catalog entry (the file has other
-                    // errors, reported already) a `uses:` stage's outputs
-                    // are unknown: the reference cannot be checked yet.
-                    None if matches!(target_decl.kind, DeclKind::Worker { .. })
-                        && self.catalog_entries[target_expansion.decl].is_none() =>
-                    {
-                        format!(
-                            "{}/{out_name}",
-                            stage_output_dir(self.pipeline, &target_expansion.name)
-                        )
-                    }
-                    None => {
-                        let hint = if out_names.is_empty() {
-                            format!("stage `{stage_name}` declares no outputs; add `outs: {{ {out_name}: PATH }}` to it")
-                        } else {
-                            hint_with_suggestion(
-                                did_you_mean(out_name, out_names.iter().copied()),
-                                format!("outputs of `{stage_name}`: {}", name_list(&out_names, 10)),
-                            )
-                        };
-                        return Err(failure(
-                            format!("stage `{stage_name}` has no output `{out_name}` ({place})"),
-                            hint,
-                        ));
-                    }
-                };
-                let reference = StageOutRef {
-                    stage: target_expansion.name.clone(),
-                    out: out_name.to_string(),
-                };
-                effects.stage_refs.push((reference, path.clone(), span));
-                Ok(Evaluated::Path(path))
-            }
-            other => {
-                let namespaces = ["params", "deps", "outs", "matrix", "stages"];
                 Err(failure(
-                    format!("unknown namespace `{other}` in `${{{expr}}}` ({place})"),
-                    hint_with_suggestion(did_you_mean(other, namespaces), "namespaces: params, deps, outs, matrix, stages; for a literal `${` write `$${`".to_string()),
+                    format!("unknown {names} `{rest}` in {place}"),
+                    hint,
+                ))
+            }
+        }
+    }
+
+    /// `${stages.STAGE.outs.NAME}`: another stage's output path, which
+    /// makes that stage a dependency.
+    fn stage_reference(
+        &self,
+        scope: &Scope,
+        expr: &str,
+        rest: &str,
+        place: &Place,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<Evaluated<'a>, Failure> {
+        if !scope.allow_stage_refs {
+            return Err(failure(
+                format!("`${{{expr}}}` in {place}: an output path cannot refer to another stage"),
+                "write this stage's own output path; other stages refer to it with `${stages.STAGE.outs.NAME}`",
+            ));
+        }
+        let shape_hint = "write `${stages.STAGE.outs.NAME}`, e.g. `${stages.prepare.outs.data}`";
+        let Some((stage_name, out_name)) = rest.rsplit_once(".outs.") else {
+            return Err(failure(
+                format!("malformed stage reference `${{{expr}}}` in {place}"),
+                shape_hint,
+            ));
+        };
+        let Some(&target) = self.index_by_name.get(stage_name) else {
+            return Err(self.unknown_stage(stage_name, &place.to_string()));
+        };
+        let target_expansion = &self.expansions[target];
+        let path = self.output_of(target, stage_name, out_name, place)?;
+        let reference = StageOutRef {
+            stage: target_expansion.name.clone(),
+            out: out_name.to_string(),
+        };
+        effects.stage_refs.push((reference, path.clone(), span));
+        Ok(Evaluated::Path(path))
+    }
+
+    /// The path of output `out_name` of the expansion at `target`.
+    fn output_of(
+        &self,
+        target: usize,
+        stage_name: &str,
+        out_name: &str,
+        place: &Place,
+    ) -> Result<String, Failure> {
+        let out_names: Vec<&str> = self
+            .outputs_by_stage
+            .get(target)
+            .map(|outs| outs.iter().map(|out| out.name.as_str()).collect())
+            .unwrap_or_default();
+        let target_expansion = &self.expansions[target];
+        let target_decl = &self.decls[target_expansion.decl];
+        match self
+            .outputs_by_stage
+            .get(target)
+            .and_then(|outs| outs.iter().find(|out| out.name == out_name))
+        {
+            Some(out) => Ok(out.path.clone()),
+            // Without its catalog entry (the file has other
+            // errors, reported already) a `uses:` stage's outputs
+            // are unknown: the reference cannot be checked yet.
+            None if matches!(target_decl.kind, DeclKind::Worker { .. })
+                && self.catalog_entries[target_expansion.decl].is_none() =>
+            {
+                Ok(format!(
+                    "{}/{out_name}",
+                    stage_output_dir(self.pipeline, &target_expansion.name)
+                ))
+            }
+            None => {
+                let hint = if out_names.is_empty() {
+                    format!("stage `{stage_name}` declares no outputs; add `outs: {{ {out_name}: PATH }}` to it")
+                } else {
+                    hint_with_suggestion(
+                        did_you_mean(out_name, out_names.iter().copied()),
+                        format!("outputs of `{stage_name}`: {}", name_list(&out_names, 10)),
+                    )
+                };
+                Err(failure(
+                    format!("stage `{stage_name}` has no output `{out_name}` ({place})"),
+                    hint,
                 ))
             }
         }
@@ -260,5 +275,64 @@ impl<'a> Resolver<'a> {
                 format!("stages: {}", name_list(&known, 10)),
             ),
         )
+    }
+}
+
+/// The reference's text with each `${matrix.KEY}` inside it replaced by
+/// this expansion's value (`${stages.train@lr=${matrix.lr}.outs.model}`).
+fn nested_matrix_keys_substituted<'e>(
+    scope: &Scope,
+    expr: &'e str,
+    place: &Place,
+) -> Result<Cow<'e, str>, Failure> {
+    if !expr.contains("${") {
+        return Ok(Cow::Borrowed(expr));
+    }
+    if !scope.has_matrix {
+        return Err(failure(
+            format!("`${{matrix...}}` inside a reference in {place}, which has no `matrix`"),
+            "only a matrix stage can name another stage's expansion by its own matrix value",
+        ));
+    }
+    let substituted = interp::substitute_matrix_keys(expr, |key| {
+        scope.combo.value(key).map(|value| value.text.clone())
+    })
+    .map_err(|key| {
+        let keys: Vec<&str> = scope.combo.keys().collect();
+        failure(
+            format!("unknown matrix key `{key}` in {place}"),
+            hint_with_suggestion(
+                did_you_mean(key, keys.iter().copied()),
+                format!("matrix keys: {}", name_list(&keys, 10)),
+            ),
+        )
+    })?;
+    Ok(Cow::Owned(substituted))
+}
+
+/// `${matrix.KEY}`: this expansion's value of a key of the stage's matrix.
+fn matrix_reference<'n>(
+    scope: &Scope,
+    rest: &str,
+    place: &Place,
+) -> Result<Evaluated<'n>, Failure> {
+    if !scope.has_matrix {
+        return Err(failure(
+            format!("`${{matrix.{rest}}}` in {place}, which has no `matrix`"),
+            format!("add `matrix: {{ {rest}: [...] }}` to the stage, or use a param: `${{params.{rest}}}`"),
+        ));
+    }
+    match scope.combo.value(rest) {
+        Some(value) => Ok(Evaluated::Matrix(value.clone())),
+        None => {
+            let keys: Vec<&str> = scope.combo.keys().collect();
+            Err(failure(
+                format!("unknown matrix key `{rest}` in {place}"),
+                hint_with_suggestion(
+                    did_you_mean(rest, keys.iter().copied()),
+                    format!("matrix keys: {}", name_list(&keys, 10)),
+                ),
+            ))
+        }
     }
 }

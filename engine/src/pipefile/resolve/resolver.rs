@@ -111,6 +111,22 @@ pub(crate) struct Resolver<'a> {
     pub(crate) unresolved_deps: Vec<String>,
 }
 
+impl<'s> Scope<'s> {
+    /// The scope a stage's fields are resolved in, at its first, `deps`,
+    /// when neither its dependencies nor its outputs are known yet.
+    fn of_deps(decl: &'s Decl, expansion: &'s Expansion) -> Self {
+        Scope {
+            stage: decl.name,
+            field: "deps",
+            combo: &expansion.combo,
+            has_matrix: decl.has_matrix,
+            deps: None,
+            outs: None,
+            allow_stage_refs: true,
+        }
+    }
+}
+
 impl<'a> Resolver<'a> {
     pub(crate) fn new(
         cx: &Context<'a>,
@@ -164,6 +180,9 @@ impl<'a> Resolver<'a> {
         nul_byte(&what, self.location(node.span))
     }
 
+    /// One expansion of a stage entry, each field resolved in its own
+    /// step. `deps` come first: `${deps.NAME}` in the other fields reads
+    /// them.
     pub(crate) fn stage(
         &mut self,
         decl: &Decl,
@@ -173,71 +192,8 @@ impl<'a> Resolver<'a> {
         mut effects: Effects,
         diagnostics: &mut Diagnostics,
     ) -> Stage {
-        let mut scope = Scope {
-            stage: decl.name,
-            field: "deps",
-            combo: &expansion.combo,
-            has_matrix: decl.has_matrix,
-            deps: None,
-            outs: None,
-            allow_stage_refs: true,
-        };
-
-        let mut deps: Vec<Dep> = Vec::new();
-        self.unresolved_deps.clear();
-        if let Some(node) = decl.node.get("deps") {
-            for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
-                let mut dep_effects = Effects::default();
-                let Some(text) =
-                    self.resolve_string(&scope, path_node, &mut dep_effects, diagnostics)
-                else {
-                    self.unresolved_deps.extend(name.map(str::to_string));
-                    continue;
-                };
-                effects.params_used.append(&mut dep_effects.params_used);
-                let path = match paths::normalize(&text) {
-                    Ok(path) => path,
-                    Err(problem) => {
-                        let (message, hint) = match problem {
-                            PathProblem::Absolute | PathProblem::EscapesRoot => (
-                                format!("dependency `{text}` of stage `{}` is outside the project", decl.name),
-                                "pipe hashes dependencies inside the project (the nearest directory above the pipeline file with `.git` or `.pipe`); copy or link the file into the project, or add a stage that downloads it",
-                            ),
-                            PathProblem::IsRoot => (
-                                format!("stage `{}` depends on the whole project (`{text}`)", decl.name),
-                                "name the files or directories the stage reads",
-                            ),
-                            PathProblem::Empty => (
-                                format!("empty path in `deps` of stage `{}`", decl.name),
-                                "write a project-relative path such as `data/train.csv`",
-                            ),
-                            PathProblem::Nul => (
-                                format!("dependency `{}` of stage `{}` holds a NUL byte", text.escape_debug(), decl.name),
-                                NUL_HINT,
-                            ),
-                        };
-                        diagnostics.push(
-                            Diagnostic::new("bad-path", message)
-                                .at(self.location(path_node.span))
-                                .with_hint(hint),
-                        );
-                        self.unresolved_deps.extend(name.map(str::to_string));
-                        continue;
-                    }
-                };
-                let producer = match dep_effects.stage_refs.as_slice() {
-                    [(reference, out_path, _)] if *out_path == path => Some(reference.clone()),
-                    _ => None,
-                };
-                let name = name.map_or_else(|| path.clone(), str::to_string);
-                deps.push(Dep {
-                    name,
-                    path,
-                    producer,
-                    location: self.location(path_node.span),
-                });
-            }
-        }
+        let mut scope = Scope::of_deps(decl, expansion);
+        let mut deps = self.declared_deps(decl, &scope, &mut effects, diagnostics);
 
         // `outs` move into the stage once every stage is built; other
         // stages' references read them until then.
@@ -249,93 +205,13 @@ impl<'a> Resolver<'a> {
         scope.deps = Some(&deps);
         scope.outs = Some(&all_outs);
 
-        // A `uses:` stage is resolved against its catalog entry once its
-        // dependencies are all known (below); until then it is its `with:`.
-        let mut worker_with: Option<Value> = None;
-        let kind = match &decl.kind {
-            DeclKind::Command(node) => {
-                scope.field = "run";
-                let command = self
-                    .interpolate(
-                        &scope,
-                        node,
-                        Interpolation::Shell,
-                        &mut effects,
-                        diagnostics,
-                    )
-                    .unwrap_or_default();
-                if command.contains('\0') {
-                    diagnostics
-                        .push(self.nul_byte(format!("`run` of stage `{}`", decl.name), node));
-                }
-                StageKind::Command { command }
-            }
-            DeclKind::Argv(node) => {
-                scope.field = "run";
-                let argv = self.argv(&scope, node, &mut effects, diagnostics);
-                if argv.as_ref().is_some_and(Vec::is_empty) {
-                    diagnostics.push(
-                        Diagnostic::new("bad-type", format!("`run` of stage `{}` has no program: its list is empty once interpolated", decl.name))
-                            .at(self.location(node.span))
-                            .with_hint("the first item names the program to run; a reference to an empty list gives no arguments"),
-                    );
-                }
-                StageKind::Argv {
-                    argv: argv.unwrap_or_default(),
-                }
-            }
-            DeclKind::Worker { .. } => {
-                scope.field = "with";
-                let reported = diagnostics.reported();
-                let with = match decl.node.get("with") {
-                    None => Value::Object(serde_json::Map::new()),
-                    Some(node) if node.is_null() => Value::Object(serde_json::Map::new()),
-                    Some(node) if node.as_map().is_some() => {
-                        self.resolve_json(&scope, node, &mut effects, diagnostics)
-                    }
-                    Some(node) => {
-                        diagnostics.push(type_error(
-                            self.sources,
-                            node,
-                            format!("`with` of stage `{}` must be a mapping of the built-in stage's params", decl.name),
-                            "write e.g.\nwith:\n  url: https://example.org/data.tar.gz",
-                        ));
-                        Value::Null
-                    }
-                };
-                // A value that failed to resolve was reported; checking
-                // what is left of it would only add a second message.
-                worker_with = (diagnostics.reported() == reported).then_some(with);
-                // Stands in only until `worker_stage` below; when that
-                // fails, a diagnostic is recorded and the pipeline is
-                // never returned.
-                StageKind::Argv { argv: Vec::new() }
-            }
-        };
-
+        let (kind, worker_with) = self.stage_kind(decl, &mut scope, &mut effects, diagnostics);
         scope.field = "env";
         let (env, secret_env) = self.env(decl, &scope, &mut effects, diagnostics);
         scope.field = "resources";
         let mut resources = self.resources(decl, &scope, &mut effects, diagnostics);
         self.params_list(decl, &mut effects, diagnostics);
-
-        let desc = decl
-            .node
-            .get("desc")
-            .and_then(|node| match node.as_scalar() {
-                Some(scalar) if !node.is_null() => Some(scalar.text.clone()),
-                _ => {
-                    if !node.is_null() {
-                        diagnostics.push(type_error(
-                            self.sources,
-                            node,
-                            format!("`desc` of stage `{}` must be text", decl.name),
-                            "write a one-line description, e.g. `desc: Train the classifier`",
-                        ));
-                    }
-                    None
-                }
-            });
+        let desc = self.desc(decl, diagnostics);
         let always_run = self.flag(
             decl,
             "always_run",
@@ -354,30 +230,8 @@ impl<'a> Resolver<'a> {
             "write `makes_data: true` when other stages train or evaluate on what this stage writes",
             diagnostics,
         );
+        self.add_referenced_deps(&mut deps, std::mem::take(&mut effects.stage_refs));
 
-        // References to other stages' outputs outside `deps:` are
-        // dependencies too, named by the reference text.
-        for (reference, path, span) in std::mem::take(&mut effects.stage_refs) {
-            if deps.iter().any(|dep| dep.path == path) {
-                continue;
-            }
-            let name = format!("stages.{}.outs.{}", reference.stage, reference.out);
-            deps.push(Dep {
-                name,
-                path,
-                producer: Some(reference),
-                location: self.location(span),
-            });
-        }
-
-        if worker_with.is_none() && resources.nodes > 1 {
-            diagnostics.push(self.nodes_unsupported(
-                decl,
-                &expansion.name,
-                resources.nodes,
-                "a command",
-            ));
-        }
         let kind = match worker_with {
             Some(with) => self
                 .worker_stage(
@@ -389,7 +243,19 @@ impl<'a> Resolver<'a> {
                     diagnostics,
                 )
                 .map_or(kind, |worker| StageKind::Worker(Box::new(worker))),
-            None => kind,
+            // A command, or a `uses:` stage whose `with:` failed: one
+            // node (`worker_stage` checks a `uses:` stage's own).
+            None => {
+                if resources.nodes > 1 {
+                    diagnostics.push(self.nodes_unsupported(
+                        decl,
+                        &expansion.name,
+                        resources.nodes,
+                        "a command",
+                    ));
+                }
+                kind
+            }
         };
 
         // A stage that reads the run is keyed on the results it reads
@@ -415,6 +281,227 @@ impl<'a> Resolver<'a> {
             makes_data,
             local,
             location: self.location(decl.name_span),
+        }
+    }
+
+    /// The stage's `deps:` entries, each interpolated and normalized. A
+    /// named one that fails is remembered in `unresolved_deps`, so that
+    /// `${deps.NAME}` of it is not a second error.
+    fn declared_deps(
+        &mut self,
+        decl: &Decl,
+        scope: &Scope,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Vec<Dep> {
+        let mut deps: Vec<Dep> = Vec::new();
+        self.unresolved_deps.clear();
+        let Some(node) = decl.node.get("deps") else {
+            return deps;
+        };
+        for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
+            let mut dep_effects = Effects::default();
+            let Some(text) = self.resolve_string(scope, path_node, &mut dep_effects, diagnostics)
+            else {
+                self.unresolved_deps.extend(name.map(str::to_string));
+                continue;
+            };
+            effects.params_used.append(&mut dep_effects.params_used);
+            let path = match paths::normalize(&text) {
+                Ok(path) => path,
+                Err(problem) => {
+                    diagnostics.push(self.bad_dependency_path(decl, &text, problem, path_node));
+                    self.unresolved_deps.extend(name.map(str::to_string));
+                    continue;
+                }
+            };
+            let producer = match dep_effects.stage_refs.as_slice() {
+                [(reference, out_path, _)] if *out_path == path => Some(reference.clone()),
+                _ => None,
+            };
+            let name = name.map_or_else(|| path.clone(), str::to_string);
+            deps.push(Dep {
+                name,
+                path,
+                producer,
+                location: self.location(path_node.span),
+            });
+        }
+        deps
+    }
+
+    fn bad_dependency_path(
+        &self,
+        decl: &Decl,
+        text: &str,
+        problem: PathProblem,
+        path_node: &Node,
+    ) -> Diagnostic {
+        let (message, hint) = match problem {
+            PathProblem::Absolute | PathProblem::EscapesRoot => (
+                format!("dependency `{text}` of stage `{}` is outside the project", decl.name),
+                "pipe hashes dependencies inside the project (the nearest directory above the pipeline file with `.git` or `.pipe`); copy or link the file into the project, or add a stage that downloads it",
+            ),
+            PathProblem::IsRoot => (
+                format!("stage `{}` depends on the whole project (`{text}`)", decl.name),
+                "name the files or directories the stage reads",
+            ),
+            PathProblem::Empty => (
+                format!("empty path in `deps` of stage `{}`", decl.name),
+                "write a project-relative path such as `data/train.csv`",
+            ),
+            PathProblem::Nul => (
+                format!("dependency `{}` of stage `{}` holds a NUL byte", text.escape_debug(), decl.name),
+                NUL_HINT,
+            ),
+        };
+        Diagnostic::new("bad-path", message)
+            .at(self.location(path_node.span))
+            .with_hint(hint)
+    }
+
+    /// What the stage runs, from `run:` or `uses:`. A `uses:` stage is
+    /// resolved against its catalog entry only once its dependencies are
+    /// all known (by `stage`); until then it is its `with:`, returned
+    /// beside a stand-in kind (`None` when `with:` failed and was reported).
+    fn stage_kind(
+        &mut self,
+        decl: &Decl,
+        scope: &mut Scope,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> (StageKind, Option<Value>) {
+        match &decl.kind {
+            DeclKind::Command(node) => {
+                scope.field = "run";
+                let command = self.shell_command(decl, scope, node, effects, diagnostics);
+                (StageKind::Command { command }, None)
+            }
+            DeclKind::Argv(node) => {
+                scope.field = "run";
+                let argv = self.argv_command(decl, scope, node, effects, diagnostics);
+                (StageKind::Argv { argv }, None)
+            }
+            DeclKind::Worker { .. } => {
+                scope.field = "with";
+                let with = self.worker_with(decl, scope, effects, diagnostics);
+                // Stands in only until `worker_stage`; when that fails, a
+                // diagnostic is recorded and the pipeline is never returned.
+                (StageKind::Argv { argv: Vec::new() }, with)
+            }
+        }
+    }
+
+    /// `run: "a shell command"`, each value quoted as one word.
+    fn shell_command(
+        &mut self,
+        decl: &Decl,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> String {
+        let command = self
+            .interpolate(scope, node, Interpolation::Shell, effects, diagnostics)
+            .unwrap_or_default();
+        if command.contains('\0') {
+            diagnostics.push(self.nul_byte(format!("`run` of stage `{}`", decl.name), node));
+        }
+        command
+    }
+
+    /// `run: [program, arg, ...]`, which must keep a program once
+    /// interpolated.
+    fn argv_command(
+        &mut self,
+        decl: &Decl,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Vec<String> {
+        let argv = self.argv(scope, node, effects, diagnostics);
+        if argv.as_ref().is_some_and(Vec::is_empty) {
+            diagnostics.push(
+                Diagnostic::new("bad-type", format!("`run` of stage `{}` has no program: its list is empty once interpolated", decl.name))
+                    .at(self.location(node.span))
+                    .with_hint("the first item names the program to run; a reference to an empty list gives no arguments"),
+            );
+        }
+        argv.unwrap_or_default()
+    }
+
+    /// The `with:` of a `uses:` stage as JSON; `None` when part of it
+    /// failed to resolve, which was reported: checking what is left of it
+    /// would only add a second message.
+    fn worker_with(
+        &mut self,
+        decl: &Decl,
+        scope: &Scope,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<Value> {
+        let reported = diagnostics.reported();
+        let with = match decl.node.get("with") {
+            None => Value::Object(serde_json::Map::new()),
+            Some(node) if node.is_null() => Value::Object(serde_json::Map::new()),
+            Some(node) if node.as_map().is_some() => {
+                self.resolve_json(scope, node, effects, diagnostics)
+            }
+            Some(node) => {
+                diagnostics.push(type_error(
+                    self.sources,
+                    node,
+                    format!(
+                        "`with` of stage `{}` must be a mapping of the built-in stage's params",
+                        decl.name
+                    ),
+                    "write e.g.\nwith:\n  url: https://example.org/data.tar.gz",
+                ));
+                Value::Null
+            }
+        };
+        (diagnostics.reported() == reported).then_some(with)
+    }
+
+    /// `desc:`, a one-line text.
+    fn desc(&self, decl: &Decl, diagnostics: &mut Diagnostics) -> Option<String> {
+        decl.node
+            .get("desc")
+            .and_then(|node| match node.as_scalar() {
+                Some(scalar) if !node.is_null() => Some(scalar.text.clone()),
+                _ => {
+                    if !node.is_null() {
+                        diagnostics.push(type_error(
+                            self.sources,
+                            node,
+                            format!("`desc` of stage `{}` must be text", decl.name),
+                            "write a one-line description, e.g. `desc: Train the classifier`",
+                        ));
+                    }
+                    None
+                }
+            })
+    }
+
+    /// References to other stages' outputs outside `deps:` are
+    /// dependencies too, named by the reference text.
+    fn add_referenced_deps(
+        &self,
+        deps: &mut Vec<Dep>,
+        stage_refs: Vec<(StageOutRef, String, Span)>,
+    ) {
+        for (reference, path, span) in stage_refs {
+            if deps.iter().any(|dep| dep.path == path) {
+                continue;
+            }
+            let name = format!("stages.{}.outs.{}", reference.stage, reference.out);
+            deps.push(Dep {
+                name,
+                path,
+                producer: Some(reference),
+                location: self.location(span),
+            });
         }
     }
 

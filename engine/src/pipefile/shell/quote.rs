@@ -4,7 +4,7 @@
 //! syntax; they sit together so that every place's rule can be compared
 //! with the others and with the refusal messages users see.
 
-use super::frames::{Command, Frame, Layer, ParamPart, Pending, Redirect};
+use super::frames::{Command, Frame, Layer, Param, ParamPart, Pending, Redirect};
 use super::refusal::{describe, refuse, Refusal};
 use super::simple::{Force, WordSeen};
 use super::words::{is_number, is_plain, looks_like_assignment, RESERVED};
@@ -94,7 +94,10 @@ impl Layer {
         Ok(text)
     }
 
-    /// `words` quoted for the innermost frame of this layer.
+    /// `words` quoted for the innermost frame of this layer. The checks run
+    /// in a fixed order, so that a value that several rules refuse is
+    /// refused with the same message every time; the frame's own quoting
+    /// comes last.
     fn quote_here(
         &self,
         words: &[String],
@@ -105,6 +108,44 @@ impl Layer {
             // The shell never reads it; a line break would end the comment.
             return Ok(words.join(" ").replace(['\n', '\r'], " "));
         }
+        self.refuse_operator_places(words)?;
+        if inherited.arithmetic {
+            if let Some(text) = self.quote_in_arithmetic(words)? {
+                return Ok(text);
+            }
+        }
+        refuse_in_enclosing_places(words, inherited)?;
+        if inherited.replacement {
+            return quote_in_replacement(words);
+        }
+        self.refuse_process_substitution_places(words)?;
+        if self.escaped {
+            return quote_after_escape(words);
+        }
+        let quoted: Vec<String> = match self.top() {
+            // `$(` with nothing after it yet: the start of a command.
+            _ if self.pending == Pending::DollarParen => quote_command_start(words),
+            Frame::Command(command) => quote_command_word(command, words, force)?,
+            Frame::Double => words.iter().map(|word| quote_double(word)).collect(),
+            Frame::Single => self.quote_single(words)?,
+            Frame::AnsiC => {
+                return Err(refuse(
+                    "inside `$'...'`",
+                    "bash reads backslash escapes there, so pipe puts no value into one",
+                ))
+            }
+            Frame::Param(param) => quote_param_part(param, words)?,
+            Frame::Arith(_) => unreachable!("arithmetic is handled above"),
+            Frame::HereDoc(heredoc) if heredoc.spec.quoted => words.to_vec(),
+            Frame::HereDoc(_) => quote_heredoc_body(words),
+            Frame::Comment | Frame::Backquote(_) => unreachable!("handled above"),
+        };
+        Ok(quoted.join(" "))
+    }
+
+    /// Places where a value would be read as part of an operator: after a
+    /// `$`, as a here-document's delimiter, after the `:` of a `${...}`.
+    fn refuse_operator_places(&self, words: &[String]) -> Result<(), Refusal> {
         if self.pending == Pending::Dollar {
             return Err(refuse(
                 "right after a `$`",
@@ -131,51 +172,33 @@ impl Layer {
                 "a leading `-` would make `:-` the default-value operator",
             ));
         }
-        if inherited.arithmetic {
-            if let Some(word) = words.iter().find(|word| !is_number(word)) {
-                return Err(refuse(
-                    ARITHMETIC,
-                    format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(word)),
-                ));
-            }
-            // In a command inside it (`$(( $(...) ))`, or a `$((` that
-            // turns out to be `$( (...) )`) a number is a word like any
-            // other: `~0` is a tilde prefix there.
-            let in_command =
-                matches!(self.top(), Frame::Command(_)) || self.pending == Pending::DollarParen;
-            if !in_command {
-                return Ok(words.join(" "));
-            }
-        }
-        if inherited.code {
-            if let Some(bad) = words
-                .iter()
-                .find(|word| !word.chars().all(|ch| is_plain(ch) || ch == '='))
-            {
-                return Err(refuse(
-                    "in an argument of a command that parses it again as shell code (`eval`, `trap`, `bash -c`, a here-document given to `bash` or `source`)",
-                    format!("only letters, digits and `_-./:@%+,=` are safe there, and {} is more", describe(bad)),
-                ));
-            }
-        }
-        if inherited.double_bracket && words.iter().any(|word| word.contains('[')) {
+        Ok(())
+    }
+
+    /// Inside arithmetic only a number passes; the text when that is all
+    /// there is to it, `None` when the value stands in a command inside the
+    /// arithmetic and is quoted as a word there.
+    fn quote_in_arithmetic(&self, words: &[String]) -> Result<Option<String>, Refusal> {
+        if let Some(word) = words.iter().find(|word| !is_number(word)) {
             return Err(refuse(
-                "inside `[[ ... ]]`, whose arithmetic comparisons (`-eq`, `-lt`, ...) evaluate the text and run the `$(...)` of a subscript in it",
-                "the value holds a `[`",
+                ARITHMETIC,
+                format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(word)),
             ));
         }
-        if inherited.replacement {
-            if let Some(bad) = words
-                .iter()
-                .find(|word| !word.is_empty() && !is_plain_word(word))
-            {
-                return Err(refuse(
-                    "in the replacement of a `${x/pattern/replacement}`",
-                    format!("bash splits and globs the result and reads `&` there whatever the quotes, so only letters, digits and `_-./:@%+,` are safe, and {} is more", describe(bad)),
-                ));
-            }
-            return Ok(words.join(" "));
+        // In a command inside it (`$(( $(...) ))`, or a `$((` that
+        // turns out to be `$( (...) )`) a number is a word like any
+        // other: `~0` is a tilde prefix there.
+        let in_command =
+            matches!(self.top(), Frame::Command(_)) || self.pending == Pending::DollarParen;
+        if !in_command {
+            return Ok(Some(words.join(" ")));
         }
+        Ok(None)
+    }
+
+    /// Places where a `<` or `>` before a value, or the command the value is
+    /// in, would not read it as text.
+    fn refuse_process_substitution_places(&self, words: &[String]) -> Result<(), Refusal> {
         if self.pending == Pending::Angle && words.first().is_some_and(|word| word.starts_with('('))
         {
             return Err(refuse(
@@ -191,159 +214,203 @@ impl Layer {
                 ));
             }
         }
-        if self.escaped {
-            // `\` + a plain character is that character (or, inside quotes,
-            // the backslash and it): nothing for the backslash to disarm.
-            if words.iter().all(|word| is_plain_word(word)) {
-                return Ok(words.join(" "));
+        Ok(())
+    }
+
+    /// Inside `'...'`: the quote closed, escaped and reopened.
+    fn quote_single(&self, words: &[String]) -> Result<Vec<String>, Refusal> {
+        // Inside `"${x:-'...'}"` (or a here-document's `${...}`)
+        // bash pairs the quotes but reads what is between them as
+        // if in "...".
+        if matches!(self.frames.iter().rev().nth(1), Some(Frame::Param(param)) if param.in_double) {
+            if let Some(bad) = words.iter().find(|word| !is_plain_word(word)) {
+                return Err(refuse(
+                    "inside `'...'` in a `${...}` that is inside \"...\" or a here-document",
+                    format!("there only letters, digits and `_-./:@%+,` are sure to be read as text, and {} is more", describe(bad)),
+                ));
             }
-            return Err(after_backslash());
         }
-        let quoted: Vec<String> = match self.top() {
-            // `$(` with nothing after it yet: the start of a command.
-            _ if self.pending == Pending::DollarParen => words
-                .iter()
-                .enumerate()
-                .map(|(index, word)| quote_bare(word, index == 0 && RESERVED.contains(&word.as_str())))
-                .collect(),
-            Frame::Command(command) => {
-                let word = &command.word;
-                if word.brackets > 0 {
-                    if let Some(bad) = words.iter().find(|value| !is_number(value)) {
-                        return Err(refuse(
-                            format!("{ARITHMETIC}: here inside the `[...]` of the word `{}`", word.text),
-                            format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(bad)),
-                        ));
-                    }
+        Ok(words
+            .iter()
+            .map(|word| word.replace('\'', r"'\''"))
+            .collect())
+    }
+}
+
+/// What the frames below add: code parsed again, and `[[ ... ]]`.
+fn refuse_in_enclosing_places(words: &[String], inherited: Inherited) -> Result<(), Refusal> {
+    if inherited.code {
+        if let Some(bad) = words
+            .iter()
+            .find(|word| !word.chars().all(|ch| is_plain(ch) || ch == '='))
+        {
+            return Err(refuse(
+                "in an argument of a command that parses it again as shell code (`eval`, `trap`, `bash -c`, a here-document given to `bash` or `source`)",
+                format!("only letters, digits and `_-./:@%+,=` are safe there, and {} is more", describe(bad)),
+            ));
+        }
+    }
+    if inherited.double_bracket && words.iter().any(|word| word.contains('[')) {
+        return Err(refuse(
+            "inside `[[ ... ]]`, whose arithmetic comparisons (`-eq`, `-lt`, ...) evaluate the text and run the `$(...)` of a subscript in it",
+            "the value holds a `[`",
+        ));
+    }
+    Ok(())
+}
+
+/// Inside the replacement of `${x/pattern/replacement}`.
+fn quote_in_replacement(words: &[String]) -> Result<String, Refusal> {
+    if let Some(bad) = words
+        .iter()
+        .find(|word| !word.is_empty() && !is_plain_word(word))
+    {
+        return Err(refuse(
+            "in the replacement of a `${x/pattern/replacement}`",
+            format!("bash splits and globs the result and reads `&` there whatever the quotes, so only letters, digits and `_-./:@%+,` are safe, and {} is more", describe(bad)),
+        ));
+    }
+    Ok(words.join(" "))
+}
+
+/// Right after a backslash of the command.
+fn quote_after_escape(words: &[String]) -> Result<String, Refusal> {
+    // `\` + a plain character is that character (or, inside quotes,
+    // the backslash and it): nothing for the backslash to disarm.
+    if words.iter().all(|word| is_plain_word(word)) {
+        return Ok(words.join(" "));
+    }
+    Err(after_backslash())
+}
+
+/// Where a command starts, right after `$(`: a reserved word is quoted.
+fn quote_command_start(words: &[String]) -> Vec<String> {
+    words
+        .iter()
+        .enumerate()
+        .map(|(index, word)| quote_bare(word, index == 0 && RESERVED.contains(&word.as_str())))
+        .collect()
+}
+
+/// In a word of a command, outside quotes.
+fn quote_command_word(
+    command: &Command,
+    words: &[String],
+    force: Force,
+) -> Result<Vec<String>, Refusal> {
+    let word = &command.word;
+    if word.brackets > 0 {
+        if let Some(bad) = words.iter().find(|value| !is_number(value)) {
+            return Err(refuse(
+                format!("{ARITHMETIC}: here inside the `[...]` of the word `{}`", word.text),
+                format!("only a plain number (digits, maybe after a `-`) is safe there, and {} is not one", describe(bad)),
+            ));
+        }
+    }
+    // A `~` starting the word, or after the `=` or a `:` of an
+    // assignment, takes what follows up to a `/` as a user
+    // name; a `{` before it makes `,` and `..` brace expansion.
+    let tilde = in_tilde_prefix(&word.text, word.quoted);
+    // In the regular expression of `=~` quoting makes `.` and
+    // `+` match themselves.
+    let regex = force == Force::Regex;
+    // A whole word where a command starts: `if` would be syntax.
+    let keyword = !word.started && command.keyword_words > 0;
+    Ok(words
+        .iter()
+        .enumerate()
+        .map(|(index, value)| {
+            let force = (regex
+                && !value
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_'))
+                || (index == 0
+                    && ((keyword && RESERVED.contains(&value.as_str()))
+                        || tilde
+                        || (word.braces > 0 && (value.contains(',') || value.contains("..")))));
+            quote_bare(value, force)
+        })
+        .collect())
+}
+
+/// In one part of a `${...}` parameter expansion: its word, its pattern,
+/// or its name or operator, where no value may go.
+fn quote_param_part(param: &Param, words: &[String]) -> Result<Vec<String>, Refusal> {
+    Ok(match param.part {
+        ParamPart::Word if param.in_double && words.iter().any(|word| word.contains('\'')) => {
+            return Err(refuse(
+                "in the word of a `${...}` inside \"...\" or a here-document",
+                "the value holds a `'`, which bash pairs with another there though it prints it",
+            ))
+        }
+        ParamPart::Word
+            if param.in_double
+                && words.iter().any(|word| {
+                    word.contains("<(") || word.contains(">(") || word.ends_with(['<', '>'])
+                }) =>
+        {
+            return Err(refuse(
+                "in the word of a `${...}` inside \"...\" or a here-document",
+                "bash would parse a `<(` or `>(` of it as a process substitution",
+            ))
+        }
+        ParamPart::Word if param.in_double => words
+            .iter()
+            .map(|word| quote_double(word).replace('}', r"\}"))
+            .collect(),
+        // Unquoted, bash splits the word's result on `$IFS` (which
+        // the command may set) and expands a `~` that starts it,
+        // but neither in quoted text.
+        ParamPart::Word => words.iter().map(|word| quote_bare(word, true)).collect(),
+        ParamPart::Replacement => unreachable!("a replacement is handled above"),
+        ParamPart::Pattern { op, begun } => {
+            // Right after the operator a value starting with it
+            // would double it (`%` + `%a` is `%%a`).
+            let literal = |word: &String| {
+                is_plain_word(word) && !word.contains('/') && (begun || !word.starts_with(op))
+            };
+            if param.in_double {
+                if let Some(bad) = words.iter().find(|word| !literal(word)) {
+                    return Err(refuse(
+                        "in the pattern of a `${...}` inside \"...\"",
+                        format!("there only letters, digits and `_-.:@%+,` are sure to be read as text, and {} is more", describe(bad)),
+                    ));
                 }
-                // A `~` starting the word, or after the `=` or a `:` of an
-                // assignment, takes what follows up to a `/` as a user
-                // name; a `{` before it makes `,` and `..` brace expansion.
-                let tilde = in_tilde_prefix(&word.text, word.quoted);
-                // In the regular expression of `=~` quoting makes `.` and
-                // `+` match themselves.
-                let regex = force == Force::Regex;
-                // A whole word where a command starts: `if` would be syntax.
-                let keyword = !word.started && command.keyword_words > 0;
+                words.to_vec()
+            } else {
                 words
                     .iter()
-                    .enumerate()
-                    .map(|(index, value)| {
-                        let force = (regex && !value.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_'))
-                            || (index == 0
-                                && ((keyword && RESERVED.contains(&value.as_str()))
-                                    || tilde
-                                    || (word.braces > 0
-                                        && (value.contains(',') || value.contains("..")))));
-                        quote_bare(value, force)
-                    })
+                    .map(|word| quote_bare(word, !literal(word)))
                     .collect()
             }
-            Frame::Double => words.iter().map(|word| quote_double(word)).collect(),
-            Frame::Single => {
-                // Inside `"${x:-'...'}"` (or a here-document's `${...}`)
-                // bash pairs the quotes but reads what is between them as
-                // if in "...".
-                if matches!(self.frames.iter().rev().nth(1), Some(Frame::Param(param)) if param.in_double)
-                {
-                    if let Some(bad) = words.iter().find(|word| !is_plain_word(word)) {
-                        return Err(refuse(
-                            "inside `'...'` in a `${...}` that is inside \"...\" or a here-document",
-                            format!("there only letters, digits and `_-./:@%+,` are sure to be read as text, and {} is more", describe(bad)),
-                        ));
-                    }
+        }
+        ParamPart::Name | ParamPart::Transform => {
+            return Err(refuse(
+                "in the name or operator of a `${...}` parameter expansion",
+                "the value would name a variable or an operation",
+            ))
+        }
+        ParamPart::Subscript(_) | ParamPart::Offset | ParamPart::Colon => {
+            unreachable!("arithmetic is handled above")
+        }
+    })
+}
+
+/// In the body of a here-document whose delimiter is unquoted.
+fn quote_heredoc_body(words: &[String]) -> Vec<String> {
+    words
+        .iter()
+        .map(|word| {
+            let mut escaped = String::with_capacity(word.len());
+            for ch in word.chars() {
+                if matches!(ch, '$' | '`' | '\\') {
+                    escaped.push('\\');
                 }
-                words.iter().map(|word| word.replace('\'', r"'\''")).collect()
+                escaped.push(ch);
             }
-            Frame::AnsiC => {
-                return Err(refuse(
-                    "inside `$'...'`",
-                    "bash reads backslash escapes there, so pipe puts no value into one",
-                ))
-            }
-            Frame::Param(param) => match param.part {
-                ParamPart::Word
-                    if param.in_double && words.iter().any(|word| word.contains('\'')) =>
-                {
-                    return Err(refuse(
-                        "in the word of a `${...}` inside \"...\" or a here-document",
-                        "the value holds a `'`, which bash pairs with another there though it prints it",
-                    ))
-                }
-                ParamPart::Word
-                    if param.in_double
-                        && words.iter().any(|word| {
-                            word.contains("<(")
-                                || word.contains(">(")
-                                || word.ends_with(['<', '>'])
-                        }) =>
-                {
-                    return Err(refuse(
-                        "in the word of a `${...}` inside \"...\" or a here-document",
-                        "bash would parse a `<(` or `>(` of it as a process substitution",
-                    ))
-                }
-                ParamPart::Word if param.in_double => words
-                    .iter()
-                    .map(|word| quote_double(word).replace('}', r"\}"))
-                    .collect(),
-                // Unquoted, bash splits the word's result on `$IFS` (which
-                // the command may set) and expands a `~` that starts it,
-                // but neither in quoted text.
-                ParamPart::Word => words.iter().map(|word| quote_bare(word, true)).collect(),
-                ParamPart::Replacement => unreachable!("a replacement is handled above"),
-                ParamPart::Pattern { op, begun } => {
-                    // Right after the operator a value starting with it
-                    // would double it (`%` + `%a` is `%%a`).
-                    let literal = |word: &String| {
-                        is_plain_word(word)
-                            && !word.contains('/')
-                            && (begun || !word.starts_with(op))
-                    };
-                    if param.in_double {
-                        if let Some(bad) = words.iter().find(|word| !literal(word)) {
-                            return Err(refuse(
-                                "in the pattern of a `${...}` inside \"...\"",
-                                format!("there only letters, digits and `_-.:@%+,` are sure to be read as text, and {} is more", describe(bad)),
-                            ));
-                        }
-                        words.to_vec()
-                    } else {
-                        words
-                            .iter()
-                            .map(|word| quote_bare(word, !literal(word)))
-                            .collect()
-                    }
-                }
-                ParamPart::Name | ParamPart::Transform => {
-                    return Err(refuse(
-                        "in the name or operator of a `${...}` parameter expansion",
-                        "the value would name a variable or an operation",
-                    ))
-                }
-                ParamPart::Subscript(_) | ParamPart::Offset | ParamPart::Colon => {
-                    unreachable!("arithmetic is handled above")
-                }
-            },
-            Frame::Arith(_) => unreachable!("arithmetic is handled above"),
-            Frame::HereDoc(heredoc) if heredoc.spec.quoted => words.to_vec(),
-            Frame::HereDoc(_) => words
-                .iter()
-                .map(|word| {
-                    let mut escaped = String::with_capacity(word.len());
-                    for ch in word.chars() {
-                        if matches!(ch, '$' | '`' | '\\') {
-                            escaped.push('\\');
-                        }
-                        escaped.push(ch);
-                    }
-                    escaped
-                })
-                .collect(),
-            Frame::Comment | Frame::Backquote(_) => unreachable!("handled above"),
-        };
-        Ok(quoted.join(" "))
-    }
+            escaped
+        })
+        .collect()
 }
 
 fn after_backslash() -> Refusal {
