@@ -42,13 +42,6 @@ pub(super) struct Context<'a> {
     pub(super) cluster: Option<slurm::LazyCluster>,
 }
 
-impl Context<'_> {
-    /// The cluster, when `stage` runs on it.
-    pub(super) fn cluster_for(&self, stage: &Stage) -> Option<&slurm::LazyCluster> {
-        self.cluster.as_ref().filter(|_| !stage.local)
-    }
-}
-
 pub(super) struct StageOutcome {
     pub(super) index: usize,
     pub(super) record: StageRecord,

@@ -3,6 +3,7 @@
 //! results, and records the run.
 
 mod context;
+mod executors;
 mod failure;
 mod gpus;
 mod process;

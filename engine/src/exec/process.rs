@@ -6,12 +6,10 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::context::Context;
 use super::failure::StageFailure;
-use super::slurm::{JobOutput, Placement};
 use crate::events::Event;
 use crate::groups::{self, GroupRecord};
 use crate::interrupt;
@@ -45,68 +43,10 @@ pub(super) fn command_process(kind: &StageKind, root: &Path) -> Result<Command, 
 /// Reads a worker's event stream (its stdout) as it comes.
 pub(super) type ReadEvents<'a> = &'a mut dyn FnMut(&mut dyn Read) -> Result<(), StageFailure>;
 
-/// Runs `command` for `stage` where the run's executor puts it: as a
-/// Slurm job, or here (`spawn_and_wait`). `read_events` is given the
-/// command's stdout when the caller piped it (a worker's events). A job's
-/// id and node go to `placement`, for the stage's record, even when the
-/// job failed.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn run_process(
-    context: &Context<'_>,
-    index: usize,
-    stage: &Stage,
-    gpus: &[String],
-    command: Command,
-    log_path: &Path,
-    read_events: Option<ReadEvents<'_>>,
-    placement: &mut Option<Placement>,
-) -> Result<std::process::ExitStatus, StageFailure> {
-    let Some(cluster) = context.cluster_for(stage) else {
-        return spawn_and_wait(context, index, stage, gpus, command, log_path, read_events);
-    };
-    let cluster = cluster.get()?;
-    // What the command sets for itself (the training worker's library
-    // path) travels as `env NAME=VALUE` before it: the job's script runs
-    // argv, and the job's environment is the submitting shell's.
-    let mut argv: Vec<String> = Vec::new();
-    let own_env: Vec<String> = command
-        .get_envs()
-        .filter_map(|(name, value)| {
-            Some(format!(
-                "{}={}",
-                name.to_string_lossy(),
-                value?.to_string_lossy()
-            ))
-        })
-        .collect();
-    if !own_env.is_empty() {
-        argv.push("env".to_string());
-        argv.extend(own_env);
-    }
-    argv.push(command.get_program().to_string_lossy().into_owned());
-    argv.extend(
-        command
-            .get_args()
-            .map(|arg| arg.to_string_lossy().into_owned()),
-    );
-    (context.observer)(Event::StageRunning {
-        stage: &stage.name,
-        log: log_path,
-    });
-    let output = match read_events {
-        Some(read) => JobOutput::Events(read),
-        None => JobOutput::Log,
-    };
-    let seen = Mutex::new(None);
-    let ended = cluster.run(index, stage, context.run_id, &argv, log_path, output, &seen);
-    *placement = seen.into_inner().unwrap_or_else(|p| p.into_inner());
-    ended
-}
-
 /// Starts `command` for `stage` in its own process group with the stage's
 /// environment, lets `read_events` consume its stdout (if piped), and
 /// waits for it and for every process it left in its group.
-fn spawn_and_wait(
+pub(super) fn spawn_and_wait(
     context: &Context<'_>,
     index: usize,
     stage: &Stage,

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::context::{failed_record, nothing_done, Context, StageOutcome};
+use super::executors::executor_for;
 use super::failure::StageFailure;
 use super::gpus::available_gpus;
 use super::readiness::Readiness;
@@ -38,7 +39,7 @@ pub(super) fn schedule(
 ) -> Result<(Vec<StageRecord>, RunStatus)> {
     let stages = &context.pipeline.stages;
     // A stage on the cluster gets its GPUs from Slurm, not from this machine.
-    let runs_here = |index: usize| context.cluster_for(&stages[index]).is_none();
+    let runs_here = |index: usize| executor_for(context, &stages[index]).runs_here();
     let gpus = if selected
         .iter()
         .any(|&index| runs_here(index) && stages[index].resources.gpus > 0)

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use pipe_cache::remote::Pulled;
@@ -13,8 +13,9 @@ use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
 use super::context::{failed_record, Context, StageOutcome};
+use super::executors::{executor_for, Execution, StageCommand};
 use super::failure::StageFailure;
-use super::process::{check_exit, command_process, run_process};
+use super::process::{check_exit, command_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
 use crate::key::DepDigests;
@@ -35,8 +36,7 @@ pub(super) fn execute_stage(
     forced: bool,
     gpus: &[String],
 ) -> StageOutcome {
-    let mut placement = None;
-    let mut outcome = execute(context, index, forced, gpus, &mut placement);
+    let (mut outcome, placement) = execute(context, index, forced, gpus);
     if let Some(placement) = placement {
         outcome.record.job = Some(placement.job_id);
         outcome.record.node = placement.node;
@@ -45,14 +45,14 @@ pub(super) fn execute_stage(
 }
 
 /// One stage, step by step: hash its dependencies and compute its key,
-/// reuse a cached result, else run it and store what it made.
+/// reuse a cached result, else run it and store what it made; and where
+/// it ran, when it ran on the cluster.
 fn execute(
     context: &Context<'_>,
     index: usize,
     forced: bool,
     gpus: &[String],
-    placement: &mut Option<Placement>,
-) -> StageOutcome {
+) -> (StageOutcome, Option<Placement>) {
     let mut attempt = Attempt {
         context,
         index,
@@ -64,7 +64,12 @@ fn execute(
     let root = &context.pipeline.root;
     let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
         Ok(digests) => digests,
-        Err(problem) => return attempt.failed(None, dependency_failure(stage, problem), None),
+        Err(problem) => {
+            return (
+                attempt.failed(None, dependency_failure(stage, problem), None),
+                None,
+            )
+        }
     };
     let manifest = keyed_manifest(context, index, stage, &dep_digests);
     let key = key::key_of(&manifest);
@@ -76,27 +81,30 @@ fn execute(
     if !forced {
         match attempt.look_up_cache(key) {
             CacheLookup::Reused { record, compute_ms } => {
-                return StageOutcome {
+                let reused = StageOutcome {
                     index,
                     record: *record,
                     manifest: Some(manifest),
                     compute_ms: Some(compute_ms),
-                }
+                };
+                return (reused, None);
             }
             CacheLookup::Unusable => rehash_existing = true,
             CacheLookup::Miss => {}
         }
     }
 
-    let ran = run_command(context, index, stage, gpus, placement, &mut attempt.waited);
-    attempt.waited += placement
+    let ran = run_command(context, index, stage, gpus, &mut attempt.waited);
+    attempt.waited += ran
+        .placement
         .as_ref()
         .and_then(|placement| placement.queued)
         .unwrap_or_default();
-    match ran {
+    let outcome = match ran.result {
         Ok(()) => attempt.store(key, manifest, rehash_existing),
         Err(detail) => attempt.failed(Some(&key), detail, Some(manifest)),
-    }
+    };
+    (outcome, ran.placement)
 }
 
 /// What the steps of one stage's execution share: the stage, and the
@@ -342,17 +350,66 @@ pub(super) fn reuse_cached(
     Ok(StageStatus::Restored)
 }
 
+/// Runs the stage's command where its executor puts it, after clearing
+/// its old outputs and opening its log.
 pub(super) fn run_command(
     context: &Context<'_>,
     index: usize,
     stage: &Stage,
     gpus: &[String],
-    placement: &mut Option<Placement>,
     build_wait: &mut Duration,
-) -> Result<(), StageFailure> {
+) -> Execution<()> {
     let root = &context.pipeline.root;
-    // Stale outputs must not survive into a new result, and restored ones
-    // may be read-only links into the cache that a command must not write through.
+    let (log, log_path) = match clear_outputs_and_open_log(context, stage) {
+        Ok(opened) => opened,
+        Err(failure) => return Execution::not_started(failure),
+    };
+    // Until the stage ends, `pipe status` in another process says it runs.
+    let _running = crate::running::Marker::create(
+        &context.project.state_dir,
+        context.run_id,
+        &context.pipeline.name,
+        &stage.name,
+        index,
+    );
+    if let Some(command) = stage.shown_command() {
+        tracing::info!("stage `{}`: > {command}", stage.name);
+    }
+    let job = StageCommand {
+        context,
+        index,
+        stage,
+        gpus,
+        log_path: &log_path,
+    };
+    match &stage.kind {
+        StageKind::Command { .. } | StageKind::Argv { .. } => {
+            let process = command_process(&stage.kind, root).and_then(|mut process| {
+                let log_for_stderr = log
+                    .try_clone()
+                    .map_err(|e| StageFailure::io("cannot open log", e))?;
+                process.stdout(log).stderr(log_for_stderr);
+                Ok(process)
+            });
+            match process {
+                Ok(process) => executor_for(context, stage)
+                    .execute(&job, process, None)
+                    .then(|status| check_exit(status, "command")),
+                Err(failure) => Execution::not_started(failure),
+            }
+        }
+        StageKind::Worker(worker) => run_worker(&job, worker, log, build_wait),
+    }
+}
+
+/// Stale outputs must not survive into a new result, and restored ones
+/// may be read-only links into the cache that a command must not write
+/// through: each is removed, its directory made. Then the stage's log.
+fn clear_outputs_and_open_log(
+    context: &Context<'_>,
+    stage: &Stage,
+) -> Result<(File, PathBuf), StageFailure> {
+    let root = &context.pipeline.root;
     for out in declared_outputs(stage) {
         check_output_location(root, &out.path).map_err(StageFailure::OutputRefused)?;
         let path = root.join(&out.path);
@@ -374,33 +431,7 @@ pub(super) fn run_command(
     let log_path = log_dir.join(log_name(&stage.name));
     let log = File::create(&log_path)
         .map_err(|e| StageFailure::io(format!("cannot create log `{}`", log_path.display()), e))?;
-    // Until the stage ends, `pipe status` in another process says it runs.
-    let _running = crate::running::Marker::create(
-        &context.project.state_dir,
-        context.run_id,
-        &context.pipeline.name,
-        &stage.name,
-        index,
-    );
-    if let Some(command) = stage.shown_command() {
-        tracing::info!("stage `{}`: > {command}", stage.name);
-    }
-    match &stage.kind {
-        StageKind::Command { .. } | StageKind::Argv { .. } => {
-            let mut process = command_process(&stage.kind, root)?;
-            let log_for_stderr = log
-                .try_clone()
-                .map_err(|e| StageFailure::io("cannot open log", e))?;
-            process.stdout(log).stderr(log_for_stderr);
-            let status = run_process(
-                context, index, stage, gpus, process, &log_path, None, placement,
-            )?;
-            check_exit(status, "command")
-        }
-        StageKind::Worker(worker) => run_worker(
-            context, index, stage, worker, gpus, log, &log_path, placement, build_wait,
-        ),
-    }
+    Ok((log, log_path))
 }
 
 pub(super) fn log_name(stage: &str) -> String {

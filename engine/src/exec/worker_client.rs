@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use pipe_protocol::redact::redact_text;
 
 use super::context::Context;
+use super::executors::{executor_for, Execution, StageCommand};
 use super::failure::StageFailure;
-use super::process::{check_exit, run_process};
+use super::process::check_exit;
 use super::progress_text::{progress_interval, ProgressText, Reading};
-use super::slurm::Placement;
 use crate::events::Event;
 use crate::pipeline::{Stage, WorkerStage};
 use crate::project::partial_output_dir;
@@ -27,24 +27,45 @@ const LOG_PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 /// Runs a built-in stage through its worker: writes the invocation, turns
 /// the worker's events into progress, and moves the output directory into
 /// place only when the worker reports success.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn run_worker(
-    context: &Context<'_>,
-    index: usize,
-    stage: &Stage,
+    job: &StageCommand<'_>,
     worker_stage: &WorkerStage,
-    gpus: &[String],
     log: File,
-    log_path: &Path,
-    placement: &mut Option<Placement>,
     build_wait: &mut Duration,
-) -> Result<(), StageFailure> {
+) -> Execution<()> {
+    let (context, stage) = (job.context, job.stage);
+    let prepared = prepare_worker(job, worker_stage, &log, build_wait);
+    let (dirs, command) = match prepared {
+        Ok(prepared) => prepared,
+        Err(failure) => return Execution::not_started(failure),
+    };
+    let mut events = WorkerEvents::new(context, stage, log);
+    let ran = executor_for(context, stage).execute(
+        job,
+        command,
+        Some(&mut |stdout: &mut dyn Read| events.read(stdout)),
+    );
+    let outcome = events.outcome;
+    Execution {
+        result: dirs.publish(verdict(ran.result, outcome)),
+        placement: ran.placement,
+    }
+}
+
+/// The worker ready to start: built if it is built from source, its
+/// directories cleared, its invocation written.
+fn prepare_worker(
+    job: &StageCommand<'_>,
+    worker_stage: &WorkerStage,
+    log: &File,
+    build_wait: &mut Duration,
+) -> Result<(WorkerDirs, Command), StageFailure> {
+    let (context, stage) = (job.context, job.stage);
     ensure_worker(context, worker_stage, build_wait)?;
     let dirs = WorkerDirs::cleared(context, stage, worker_stage)?;
-    let run = write_run_so_far(context, index, worker_stage, &dirs.scratch_dir)?;
-    let invocation = invocation(context, stage, worker_stage, gpus, &dirs, run);
+    let run = write_run_so_far(context, job.index, worker_stage, &dirs.scratch_dir)?;
+    let invocation = invocation(context, stage, worker_stage, job.gpus, &dirs, run);
     let invocation_path = write_invocation(&invocation, &dirs.scratch_dir)?;
-
     let mut command = Command::new(&worker_stage.worker);
     worker_stage.launch.apply(&mut command);
     command.arg("run").arg("--invocation").arg(&invocation_path);
@@ -52,19 +73,7 @@ pub(super) fn run_worker(
         .try_clone()
         .map_err(|e| StageFailure::io("cannot open log", e))?;
     command.stdout(Stdio::piped()).stderr(stderr_log);
-    let mut events = WorkerEvents::new(context, stage, log);
-    let status = run_process(
-        context,
-        index,
-        stage,
-        gpus,
-        command,
-        log_path,
-        Some(&mut |stdout: &mut dyn Read| events.read(stdout)),
-        placement,
-    );
-    let result = verdict(status, events.outcome);
-    dirs.publish(result)
+    Ok((dirs, command))
 }
 
 /// The worker is there to run: it is available on this machine, and built
@@ -191,7 +200,7 @@ fn invocation(
     run: Option<PathBuf>,
 ) -> pipe_protocol::Invocation {
     let root = &context.pipeline.root;
-    let on_cluster = context.cluster_for(stage).is_some();
+    let on_cluster = !executor_for(context, stage).runs_here();
     pipe_protocol::Invocation {
         protocol: pipe_protocol::PROTOCOL_VERSION,
         stage: stage.name.clone(),
