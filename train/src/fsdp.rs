@@ -61,7 +61,7 @@ use std::collections::HashMap;
 
 use tch::{Device, Kind, Reduction, Tensor};
 
-use crate::ddp::{Collective, CollectiveError};
+use crate::collective::{Collective, CollectiveError};
 use crate::model::{DropoutState, ModelError, ModelInput, SequenceClassifier};
 use crate::optim::{AdamW, OptimError};
 use crate::precision::{AutocastGuard, LossScaler, PrecisionError};

@@ -10,6 +10,7 @@
 
 pub mod builtins;
 pub mod c10d;
+pub mod collective;
 pub mod ddp;
 pub mod distributed;
 mod ffi;

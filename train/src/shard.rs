@@ -45,7 +45,8 @@ use std::ffi::{c_char, c_int, c_void};
 
 use tch::{Device, Kind, Tensor};
 
-use crate::ddp::{bucket_indices, Collective, CollectiveError};
+use crate::collective::{Collective, CollectiveError};
+use crate::ddp::bucket_indices;
 use crate::optim::{clip_coefficient, foreach, AdamW, OptimError};
 use crate::precision::LossScaler;
 

@@ -20,6 +20,7 @@ mod errors;
 mod fit;
 mod metrics;
 mod params;
+mod peers;
 mod phases;
 mod replica;
 mod steps;

@@ -4,7 +4,7 @@
 use pipe_stages::StageError;
 
 use super::super::classifier::{precision_error, torch};
-use crate::ddp::CollectiveError;
+use crate::collective::CollectiveError;
 use crate::fsdp::FsdpError;
 use crate::optim::OptimError;
 use crate::shard::ShardError;

@@ -14,16 +14,16 @@ use pipe_stages::{Result, StageContext, StageError};
 use super::super::classifier::{check_labels, check_lengths, check_pad_id, predict, torch};
 use super::checkpoint::{write_checkpoint, Snapshot};
 use super::curves::{write_curves, StepCurve};
-use super::devices::{describe_devices, device_name};
+use super::devices::describe_devices;
 use super::errors::collective_error;
 use super::metrics::{memory_json, metrics_json, EpochStats, Summary};
 use super::params::TrainParams;
+use super::peers::Peers;
 use super::replica::Replica;
 use super::steps::{check_in_step, replica_steps, EpochPlan, StepDone};
 use super::totals::TrainTotals;
 use super::{CHECKPOINT, CURVES, STEPS};
-use crate::c10d::ProcessGroup;
-use crate::ddp::{Collective, Solo};
+use crate::collective::Collective;
 use crate::distributed::RankPlace;
 use crate::hardware;
 use crate::model::SequenceClassifier;
@@ -82,40 +82,9 @@ pub(super) fn train(
             report.missing.join(", ")
         ));
     }
-    let collective: Box<dyn Collective> = match place {
-        None => Box::new(Solo),
-        Some(place) => {
-            let backend = settings.backend_for(device)?;
-            let group = ProcessGroup::join(&place.rendezvous, backend).map_err(|error| {
-                StageError::input(
-                    format!(
-                        "rank {} of {} could not join the others at {}:{}: {error}",
-                        place.rendezvous.rank,
-                        place.rendezvous.world_size,
-                        place.rendezvous.host,
-                        place.rendezvous.port
-                    ),
-                    "every rank must start within `collective_timeout` seconds; under Slurm, \
-                         the first node must be reachable from the others on that port",
-                )
-            })?;
-            // Every rank says so: a rank that fails later is then named
-            // with a last line of its own.
-            context.message(format!(
-                "rank {} of {} joined over {} on {} ({} node{}, started by {})",
-                place.rendezvous.rank,
-                place.rendezvous.world_size,
-                backend.name(),
-                device_name(device),
-                place.nodes,
-                if place.nodes == 1 { "" } else { "s" },
-                place.launched_by
-            ));
-            Box::new(group)
-        }
-    };
-    let collective = collective.as_ref();
-    let mut replica = Replica::create(settings, model, device, collective)?;
+    let peers = Peers::join(context, settings, device, place)?;
+    let collective = peers.collective();
+    let mut replica = Replica::create(settings, model, device, &peers)?;
 
     let world = collective.world_size();
     let rows = limit(

@@ -11,9 +11,10 @@ use pipe_stages::{Result, StageError};
 
 use super::errors::{collective_error, fsdp_error, shard_error};
 use super::params::{Strategy, TrainParams};
+use super::peers::Peers;
 use super::phases::PhaseTimes;
 use crate::c10d::Reducer;
-use crate::ddp::{Collective, GradientBuckets};
+use crate::ddp::GradientBuckets;
 use crate::fsdp::{self, FullShard};
 use crate::model::SequenceClassifier;
 use crate::optim::AdamW;
@@ -62,8 +63,9 @@ impl Replica {
         settings: &TrainParams,
         mut model: SequenceClassifier,
         device: Device,
-        collective: &dyn Collective,
+        peers: &Peers,
     ) -> Result<Replica> {
+        let collective = peers.collective();
         let (rank, world) = (collective.rank(), collective.world_size());
         if world > 1 {
             tch::no_grad(|| -> Result<()> {
@@ -103,7 +105,7 @@ impl Replica {
                         GradientBuckets::DEFAULT_CAP_BYTES,
                     )
                 });
-                let reducer = match (&buckets, collective.as_process_group()) {
+                let reducer = match (&buckets, peers.process_group()) {
                     (Some(buckets), Some(group)) => {
                         Some(Reducer::new(group, buckets).map_err(collective_error)?)
                     }

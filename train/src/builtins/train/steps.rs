@@ -17,7 +17,7 @@ use super::params::TrainParams;
 use super::phases::{Phase, PhaseClock, PHASE_SAMPLE};
 use super::replica::{named_variables, Replica, Updater};
 use super::totals::{LazySum, TrainTotals};
-use crate::ddp::Collective;
+use crate::collective::Collective;
 use crate::fsdp::{self, FullShard};
 use crate::model::SequenceClassifier;
 use crate::precision::{AutocastGuard, LossScaler};
