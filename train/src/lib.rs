@@ -20,4 +20,6 @@ pub mod launch;
 pub mod model;
 pub mod optim;
 pub mod precision;
+pub mod replicated;
 pub mod shard;
+pub mod strategy;

@@ -5,6 +5,7 @@ use std::time::Instant;
 use tch::Device;
 
 use crate::hardware;
+use crate::strategy;
 
 /// On a GPU, phases are timed on one step in this many (see `PhaseClock`).
 pub(super) const PHASE_SAMPLE: u64 = 10;
@@ -17,6 +18,16 @@ pub(super) enum Phase {
     Optimizer,
     /// Collating, waiting for a CPU replica's turn, the rest.
     Other,
+}
+
+impl From<strategy::Phase> for Phase {
+    fn from(phase: strategy::Phase) -> Phase {
+        match phase {
+            strategy::Phase::Forward => Phase::Forward,
+            strategy::Phase::Backward => Phase::Backward,
+            strategy::Phase::Collective => Phase::Collective,
+        }
+    }
 }
 
 /// Splits one step's time into phases. GPU work is asynchronous, so a
