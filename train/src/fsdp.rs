@@ -47,9 +47,9 @@
 //! state per unit and one unit's graph. Its
 //! [`ShardingStrategy::peak_bytes`] measures the parameter and gradient
 //! bytes alive at each gather and after each unit's backward during the
-//! first optimizer step. The price is a second
-//! forward of every unit but the head (about a third more compute) and
-//! two all-gathers of P per micro-batch instead of one per step.
+//! first optimizer step. The price is a second forward of every unit but
+//! the head (about a third more compute) and two all-gathers of P per
+//! micro-batch instead of one per step.
 //!
 //! Arithmetic: the forward and backward of each unit are the operations of
 //! the whole model's, so without gradient accumulation the weights are
