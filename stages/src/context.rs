@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use pipe_protocol::redact::redact_text;
 use pipe_protocol::{Event, Invocation, RunContext};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::{Result, StageError};
@@ -30,79 +31,13 @@ impl StageContext {
         }
     }
 
-    fn param(&self, name: &str) -> Result<&Value> {
-        self.invocation.params.get(name).ok_or_else(|| {
-            StageError::Other(format!(
-                "internal: param `{name}` missing from the invocation"
-            ))
-        })
-    }
-
-    /// `None` when the param is null (an optional param left unset).
-    pub fn opt_str(&self, name: &str) -> Result<Option<&str>> {
-        match self.param(name)? {
-            Value::Null => Ok(None),
-            Value::String(text) => Ok(Some(text)),
-            other => Err(StageError::param(
-                name,
-                format!("expected text, got `{other}`"),
-                "",
-            )),
-        }
-    }
-
-    pub fn str(&self, name: &str) -> Result<&str> {
-        self.opt_str(name)?.ok_or_else(|| {
-            StageError::param(name, "is required", format!("set `{name}` under `with:`"))
-        })
-    }
-
-    pub fn u64(&self, name: &str) -> Result<u64> {
-        self.param(name)?
-            .as_u64()
-            .ok_or_else(|| StageError::param(name, "must be a whole number >= 0", ""))
-    }
-
-    pub fn opt_u64(&self, name: &str) -> Result<Option<u64>> {
-        match self.param(name)? {
-            Value::Null => Ok(None),
-            value => value
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| StageError::param(name, "must be a whole number >= 0", "")),
-        }
-    }
-
-    pub fn f64(&self, name: &str) -> Result<f64> {
-        self.param(name)?
-            .as_f64()
-            .ok_or_else(|| StageError::param(name, "must be a number", ""))
-    }
-
-    pub fn bool(&self, name: &str) -> Result<bool> {
-        self.param(name)?
-            .as_bool()
-            .ok_or_else(|| StageError::param(name, "must be true or false", ""))
-    }
-
-    pub fn value(&self, name: &str) -> Result<&Value> {
-        self.param(name)
-    }
-
-    pub fn strings(&self, name: &str) -> Result<Vec<String>> {
-        match self.param(name)? {
-            Value::Null => Ok(Vec::new()),
-            Value::Array(items) => Ok(items
-                .iter()
-                .filter_map(|item| item.as_str().map(String::from))
-                .collect()),
-            _ => Err(StageError::param(name, "must be a list of text values", "")),
-        }
-    }
-
-    /// An input (a `path` param): absolute, as the engine resolved it.
-    pub fn input(&self, name: &str) -> Result<PathBuf> {
-        Ok(PathBuf::from(self.str(name)?))
+    /// The stage's params as its own `#[derive(Deserialize)]` struct, one
+    /// field per `ParamSpec` (see `crate::params` for the errors).
+    pub fn params<T: DeserializeOwned>(&self) -> Result<T> {
+        crate::params::from_params(
+            &self.invocation.params,
+            &format!("{}@{}", self.invocation.uses, self.invocation.version),
+        )
     }
 
     /// The run this stage reports on (a `reads_run` stage): the file the

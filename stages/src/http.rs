@@ -12,8 +12,8 @@ use md5::Md5;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use ureq::config::AutoHeaderValue;
-use ureq::http::{HeaderMap, StatusCode};
-use ureq::Agent;
+use ureq::http::{HeaderMap, Response, StatusCode};
+use ureq::{Agent, Body};
 
 use crate::{StageContext, StageError};
 
@@ -294,6 +294,9 @@ impl<'a> Fetcher<'a> {
         }
     }
 
+    /// One try at `url`: the request (redirects followed), what the
+    /// response says about the bytes to come, and the body appended to
+    /// what `state` holds.
     fn attempt(
         &self,
         url: &str,
@@ -301,10 +304,41 @@ impl<'a> Fetcher<'a> {
         headers: &[(String, String)],
         limit: SizeLimit,
     ) -> Result<(), AttemptError> {
+        let mut response = self.request(url, state, headers)?;
+        let total = self.announced_total(url, &response, state)?;
+        // The hub announces an LFS file's size on the redirect to its storage.
+        let limit = match (limit.expected, state.announced_size) {
+            (None, Some(announced)) => SizeLimit {
+                expected: Some(announced),
+                expected_by: "the hub's X-Linked-Size",
+                ..limit
+            },
+            _ => limit,
+        };
+        if let Some(total) = total {
+            if let Some(problem) = limit.refuses(total, true) {
+                return Err(AttemptError::Fatal {
+                    reason: format!("the server announces {total} bytes, {problem}"),
+                    connection: false,
+                });
+            }
+        }
+        let total = total.or(limit.expected);
+        self.receive(response.body_mut().as_reader(), state, limit, total)
+    }
+
+    /// GETs `url` from where `state` stands, following redirects; the
+    /// response that is not one.
+    fn request(
+        &self,
+        url: &str,
+        state: &mut Transfer,
+        headers: &[(String, String)],
+    ) -> Result<Response<Body>, AttemptError> {
         let origin = authority(url);
         let mut current = url.to_string();
         let mut hops = 0;
-        let mut response = loop {
+        loop {
             let mut request = self
                 .agent
                 .get(&current)
@@ -321,7 +355,7 @@ impl<'a> Fetcher<'a> {
             state.note_headers(response.headers());
             let status = response.status();
             if !status.is_redirection() || status == StatusCode::NOT_MODIFIED {
-                break response;
+                return Ok(response);
             }
             let Some(location) = response
                 .headers()
@@ -341,11 +375,21 @@ impl<'a> Fetcher<'a> {
                 });
             }
             current = join_url(&current, location);
-        };
+        }
+    }
 
+    /// The whole file's size as the response announces it, if it does;
+    /// a response that cannot continue the transfer is an error to retry
+    /// or to give up on, and one that starts it over empties `state`.
+    fn announced_total(
+        &self,
+        url: &str,
+        response: &Response<Body>,
+        state: &mut Transfer,
+    ) -> Result<Option<u64>, AttemptError> {
         let status = response.status();
         let content_length = header_u64(response.headers(), "content-length");
-        let total = match status.as_u16() {
+        match status.as_u16() {
             200 => {
                 if state.have > 0 {
                     self.context.message(format!(
@@ -353,7 +397,7 @@ impl<'a> Fetcher<'a> {
                     ));
                     state.restart()?;
                 }
-                content_length
+                Ok(content_length)
             }
             206 => {
                 let range = response
@@ -362,63 +406,49 @@ impl<'a> Fetcher<'a> {
                     .and_then(|v| v.to_str().ok());
                 match range.and_then(parse_content_range) {
                     Some((start, total)) if start == state.have => {
-                        total.or(content_length.map(|len| start + len))
+                        Ok(total.or(content_length.map(|len| start + len)))
                     }
                     _ => {
                         state.restart()?;
-                        return Err(AttemptError::Retry {
+                        Err(AttemptError::Retry {
                             reason: format!(
                                 "the server sent a different range ({})",
                                 range.unwrap_or("none")
                             ),
                             retry_after: None,
-                        });
+                        })
                     }
                 }
             }
             416 if state.have > 0 => {
                 state.restart()?;
-                return Err(AttemptError::Retry {
+                Err(AttemptError::Retry {
                     reason: "the server refused the resume range (the file may have changed)"
                         .into(),
                     retry_after: None,
-                });
-            }
-            408 | 429 | 500..=599 => {
-                return Err(AttemptError::Retry {
-                    reason: format!("HTTP {}", status_text(status)),
-                    retry_after: header_u64(response.headers(), "retry-after")
-                        .map(Duration::from_secs),
                 })
             }
-            _ => {
-                return Err(AttemptError::Fatal {
-                    reason: format!("HTTP {}", status_text(status)),
-                    connection: false,
-                })
-            }
-        };
-
-        // The hub announces an LFS file's size on the redirect to its storage.
-        let limit = match (limit.expected, state.announced_size) {
-            (None, Some(announced)) => SizeLimit {
-                expected: Some(announced),
-                expected_by: "the hub's X-Linked-Size",
-                ..limit
-            },
-            _ => limit,
-        };
-        if let Some(total) = total {
-            if let Some(problem) = limit.refuses(total, true) {
-                return Err(AttemptError::Fatal {
-                    reason: format!("the server announces {total} bytes, {problem}"),
-                    connection: false,
-                });
-            }
+            408 | 429 | 500..=599 => Err(AttemptError::Retry {
+                reason: format!("HTTP {}", status_text(status)),
+                retry_after: header_u64(response.headers(), "retry-after").map(Duration::from_secs),
+            }),
+            _ => Err(AttemptError::Fatal {
+                reason: format!("HTTP {}", status_text(status)),
+                connection: false,
+            }),
         }
-        let total = total.or(limit.expected);
+    }
+
+    /// Appends the body to `state` up to the limit's cap; a body that ends
+    /// short of `total` is a retry, from where it ended.
+    fn receive(
+        &self,
+        mut reader: impl Read,
+        state: &mut Transfer,
+        limit: SizeLimit,
+        total: Option<u64>,
+    ) -> Result<(), AttemptError> {
         let cap = limit.cap();
-        let mut reader = response.body_mut().as_reader();
         let mut buffer = vec![0u8; CHUNK];
         loop {
             let read = match reader.read(&mut buffer) {

@@ -7,8 +7,8 @@
 //! The training stages live in the crate `pipe-train` (worker
 //! `pipe-stage-train`), which links libtorch; it builds on the public parts
 //! of this crate: [`batches`], [`classification`], [`token_file`],
-//! [`worker`], [`StageContext`], [`BuiltinStage`] and the param helpers of
-//! [`builtins`]. Nothing here needs libtorch.
+//! [`worker`], [`StageContext`] (with its typed params),
+//! [`StageInfoBuilder`] and [`BuiltinStage`]. Nothing here needs libtorch.
 
 pub mod batches;
 pub mod builtins;
@@ -16,14 +16,17 @@ pub mod classification;
 mod context;
 mod error;
 mod http;
+mod params;
 pub mod records;
 pub mod rng;
+mod stage_info;
 pub mod token_file;
 pub mod worker;
 
 pub use context::{emit, events_to_stderr, StageContext};
 pub use error::StageError;
 pub use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec, StageInfo};
+pub use stage_info::StageInfoBuilder;
 
 pub type Result<T, E = StageError> = std::result::Result<T, E>;
 

@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use pipe_train::c10d::{Backend, ProcessGroup, Rendezvous, StoreServer};
-use pipe_train::ddp::Collective;
+use pipe_train::collective::Collective;
 use tch::{Device, Kind, Tensor};
 
 const BUCKET_BYTES: i64 = 25 << 20;

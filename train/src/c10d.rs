@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use tch::Tensor;
 
-use crate::ddp::{Collective, CollectiveError, GradientBuckets};
+use crate::collective::{Collective, CollectiveError};
+use crate::ddp::GradientBuckets;
 
 extern "C" {
     fn pipe_c10d_store_serve(
@@ -362,10 +363,6 @@ impl Drop for Reducer {
 }
 
 impl Collective for ProcessGroup {
-    fn as_process_group(&self) -> Option<&ProcessGroup> {
-        Some(self)
-    }
-
     fn rank(&self) -> usize {
         self.rank
     }

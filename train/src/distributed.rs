@@ -24,6 +24,52 @@ pub const MASTER_ADDR_ENV: &str = "PIPE_MASTER_ADDR";
 /// Also read under Slurm, where the engine's batch script may choose it.
 pub const MASTER_PORT_ENV: &str = "PIPE_MASTER_PORT";
 
+/// Why this process cannot tell its place in the run: its environment
+/// contradicts itself or the stage's params.
+#[derive(Debug, thiserror::Error)]
+pub enum RoleError {
+    #[error("{name}=`{value}` is not a whole number")]
+    NotANumber { name: String, value: String },
+    #[error("{set} is set but {missing} is not")]
+    Incomplete {
+        set: &'static str,
+        missing: &'static str,
+    },
+    #[error("{0} is not set")]
+    NotSet(&'static str),
+    #[error("`num_nodes: {nodes}`, but pipe's launcher starts ranks on this machine only")]
+    LauncherAcrossNodes { nodes: usize },
+    #[error(
+        "{RANK_ENV}={rank} and {WORLD_SIZE_ENV}={world} do not fit `devices: {devices_per_node}`"
+    )]
+    RankOutsideDevices {
+        rank: usize,
+        world: usize,
+        devices_per_node: usize,
+    },
+    #[error("srun started the tasks on {slurm_nodes} node(s), but `num_nodes` is {nodes}")]
+    SrunNodes { slurm_nodes: usize, nodes: usize },
+    #[error(
+        "srun started {slurm_tasks} tasks on {nodes} node(s), but `devices: {devices_per_node}` \
+         on {nodes} node(s) is {world} ranks"
+    )]
+    SrunTasks {
+        slurm_tasks: usize,
+        nodes: usize,
+        devices_per_node: usize,
+        world: usize,
+    },
+    #[error(
+        "`num_nodes: {nodes}` needs one task per device on every node, started by Slurm's srun; \
+         this process is not an srun task of such a job"
+    )]
+    NotAnSrunTask { nodes: usize },
+    #[error("{0} is not a TCP port")]
+    NotAPort(usize),
+    #[error("cannot read the Slurm host list `{0}`")]
+    HostList(String),
+}
+
 #[derive(Debug, Clone)]
 pub enum Role {
     Solo,
@@ -49,33 +95,38 @@ pub fn role(
     nodes: usize,
     timeout: Duration,
     env: &HashMap<String, String>,
-) -> Result<Role, String> {
+) -> Result<Role, RoleError> {
     let get = |name: &str| env.get(name).map(String::as_str).filter(|v| !v.is_empty());
-    let number = |name: &str| -> Result<Option<usize>, String> {
+    let number = |name: &str| -> Result<Option<usize>, RoleError> {
         get(name)
             .map(|value| {
                 value
                     .trim()
                     .parse::<usize>()
-                    .map_err(|_| format!("{name}=`{value}` is not a whole number"))
+                    .map_err(|_| RoleError::NotANumber {
+                        name: name.to_string(),
+                        value: value.to_string(),
+                    })
             })
             .transpose()
     };
     if let Some(rank) = number(RANK_ENV)? {
-        let world = number(WORLD_SIZE_ENV)?
-            .ok_or(format!("{RANK_ENV} is set but {WORLD_SIZE_ENV} is not"))?;
-        let port = number(MASTER_PORT_ENV)?
-            .ok_or(format!("{RANK_ENV} is set but {MASTER_PORT_ENV} is not"))?;
+        let incomplete = |missing| RoleError::Incomplete {
+            set: RANK_ENV,
+            missing,
+        };
+        let world = number(WORLD_SIZE_ENV)?.ok_or(incomplete(WORLD_SIZE_ENV))?;
+        let port = number(MASTER_PORT_ENV)?.ok_or(incomplete(MASTER_PORT_ENV))?;
         let host = get(MASTER_ADDR_ENV).unwrap_or("127.0.0.1").to_string();
         if nodes > 1 {
-            return Err(format!(
-                "`num_nodes: {nodes}`, but pipe's launcher starts ranks on this machine only"
-            ));
+            return Err(RoleError::LauncherAcrossNodes { nodes });
         }
         if rank >= world || world != devices_per_node {
-            return Err(format!(
-                "{RANK_ENV}={rank} and {WORLD_SIZE_ENV}={world} do not fit `devices: {devices_per_node}`"
-            ));
+            return Err(RoleError::RankOutsideDevices {
+                rank,
+                world,
+                devices_per_node,
+            });
         }
         return Ok(Role::Rank(RankPlace {
             rendezvous: Rendezvous {
@@ -99,22 +150,22 @@ pub fn role(
     if slurm_tasks > 1 && in_step {
         let slurm_nodes = number("SLURM_NNODES")?.unwrap_or(1).max(1);
         if slurm_nodes != nodes {
-            return Err(format!(
-                "srun started the tasks on {slurm_nodes} node(s), but `num_nodes` is {nodes}"
-            ));
+            return Err(RoleError::SrunNodes { slurm_nodes, nodes });
         }
         let world = devices_per_node * nodes;
         if slurm_tasks != world {
-            return Err(format!(
-                "srun started {slurm_tasks} tasks on {nodes} node(s), but `devices: {devices_per_node}` \
-                 on {nodes} node(s) is {world} ranks"
-            ));
+            return Err(RoleError::SrunTasks {
+                slurm_tasks,
+                nodes,
+                devices_per_node,
+                world,
+            });
         }
-        let rank = number("SLURM_PROCID")?.ok_or("SLURM_PROCID is not set")?;
+        let rank = number("SLURM_PROCID")?.ok_or(RoleError::NotSet("SLURM_PROCID"))?;
         let nodelist = get("SLURM_JOB_NODELIST")
             .or(get("SLURM_STEP_NODELIST"))
             .or(get("SLURM_NODELIST"))
-            .ok_or("SLURM_JOB_NODELIST is not set")?;
+            .ok_or(RoleError::NotSet("SLURM_JOB_NODELIST"))?;
         let host = first_host(nodelist)?;
         let port = match number(MASTER_PORT_ENV)? {
             Some(port) => port_number(port)?,
@@ -143,10 +194,7 @@ pub fn role(
         }));
     }
     if nodes > 1 {
-        return Err(format!(
-            "`num_nodes: {nodes}` needs one task per device on every node, started by Slurm's srun; \
-             this process is not an srun task of such a job"
-        ));
+        return Err(RoleError::NotAnSrunTask { nodes });
     }
     Ok(if devices_per_node > 1 {
         Role::Launcher
@@ -155,18 +203,18 @@ pub fn role(
     })
 }
 
-fn port_number(port: usize) -> Result<u16, String> {
+fn port_number(port: usize) -> Result<u16, RoleError> {
     u16::try_from(port)
         .ok()
         .filter(|port| *port > 0)
-        .ok_or(format!("{port} is not a TCP port"))
+        .ok_or(RoleError::NotAPort(port))
 }
 
 /// The first host of a Slurm host list: `node[07-09,12],gpu1` gives
 /// `node07`, keeping the zero padding, as `scontrol show hostnames` would
 /// list it first.
-pub fn first_host(list: &str) -> Result<String, String> {
-    let bad = || format!("cannot read the Slurm host list `{list}`");
+pub fn first_host(list: &str) -> Result<String, RoleError> {
+    let bad = || RoleError::HostList(list.to_string());
     let mut host = String::new();
     let mut rest = list.trim();
     loop {
@@ -279,15 +327,15 @@ mod tests {
         assert_eq!(place.rendezvous.port, 15000 + 1234);
         assert!(place.rendezvous.serve_store);
         assert_eq!((place.rendezvous.world_size, place.nodes), (4, 2));
-        let error = role(3, 2, T, &slurm).unwrap_err();
+        let error = role(3, 2, T, &slurm).unwrap_err().to_string();
         assert!(
             error.contains("4 tasks") && error.contains("6 ranks"),
             "{error}"
         );
-        let error = role(2, 1, T, &slurm).unwrap_err();
+        let error = role(2, 1, T, &slurm).unwrap_err().to_string();
         assert!(error.contains("num_nodes"), "{error}");
         // Outside srun, several nodes cannot be reached.
-        let error = role(2, 2, T, &env(&[])).unwrap_err();
+        let error = role(2, 2, T, &env(&[])).unwrap_err().to_string();
         assert!(error.contains("srun"), "{error}");
     }
 }

@@ -8,7 +8,7 @@
 //! of their gradients and of AdamW's state. Nothing else stays between
 //! steps: the model's variables are empty tensors at rest.
 //!
-//! A micro-batch ([`forward_backward`]):
+//! A micro-batch ([`forward_backward_by_unit`]):
 //!
 //! 1. **Forward, unit by unit, without autograd.** Each unit's parameters
 //!    are all-gathered right before its forward and freed right after it;
@@ -44,11 +44,12 @@
 //! Memory per replica: P/N parameters, P/N gradients and 2P/N AdamW state
 //! at rest; during a step, at most those plus one unit's full parameters
 //! and gradients (the largest unit's), plus the activations: one hidden
-//! state per unit and one unit's graph. [`FullShard::peak_bytes`] measures
-//! the parameter and gradient bytes alive at each gather and after each
-//! unit's backward during the first optimizer step. The price is a second
-//! forward of every unit but the head (about a third more compute) and
-//! two all-gathers of P per micro-batch instead of one per step.
+//! state per unit and one unit's graph. Its
+//! [`ShardingStrategy::peak_bytes`] measures the parameter and gradient
+//! bytes alive at each gather and after each unit's backward during the
+//! first optimizer step. The price is a second forward of every unit but
+//! the head (about a third more compute) and two all-gathers of P per
+//! micro-batch instead of one per step.
 //!
 //! Arithmetic: the forward and backward of each unit are the operations of
 //! the whole model's, so without gradient accumulation the weights are
@@ -61,53 +62,12 @@ use std::collections::HashMap;
 
 use tch::{Device, Kind, Reduction, Tensor};
 
-use crate::ddp::{Collective, CollectiveError};
-use crate::model::{DropoutState, ModelError, ModelInput, SequenceClassifier};
-use crate::optim::{AdamW, OptimError};
-use crate::precision::{AutocastGuard, LossScaler, PrecisionError};
-use crate::shard::{
-    bytes_of, clear_grad, clip_shards, unscale_shards, variable_bytes, MemoryUse, ShardError,
-};
-
-#[derive(Debug, thiserror::Error)]
-pub enum FsdpError {
-    #[error(transparent)]
-    Shard(#[from] ShardError),
-    #[error(transparent)]
-    Model(#[from] ModelError),
-    #[error(transparent)]
-    Precision(#[from] PrecisionError),
-    #[error("internal: {0}")]
-    Internal(String),
-}
-
-impl From<tch::TchError> for FsdpError {
-    fn from(error: tch::TchError) -> Self {
-        FsdpError::Shard(ShardError::Torch(error))
-    }
-}
-
-impl From<CollectiveError> for FsdpError {
-    fn from(error: CollectiveError) -> Self {
-        FsdpError::Shard(ShardError::Collective(error))
-    }
-}
-
-impl From<OptimError> for FsdpError {
-    fn from(error: OptimError) -> Self {
-        FsdpError::Shard(ShardError::Optim(error))
-    }
-}
-
-/// Where a micro-batch's time goes, for the step's phase clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    Forward,
-    /// The recomputed forwards count here, with backward proper.
-    Backward,
-    /// All-gathers and reduce-scatters.
-    Collective,
-}
+use crate::collective::Collective;
+use crate::model::{DropoutState, ModelInput, SequenceClassifier};
+use crate::optim::AdamW;
+use crate::precision::{AutocastGuard, LossScaler};
+use crate::shard::{bytes_of, clear_grad, clip_shards, unscale_shards, variable_bytes};
+use crate::strategy::{MemoryUse, MicroBatch, Phase, ShardingStrategy, StrategyError};
 
 /// One unit's variables and this replica's part of them.
 struct Unit {
@@ -156,7 +116,7 @@ pub struct FullShard {
 pub fn units_of(
     model: &SequenceClassifier,
     variables: Vec<(Tensor, bool)>,
-) -> Result<Vec<Vec<(Tensor, bool)>>, FsdpError> {
+) -> Result<Vec<Vec<(Tensor, bool)>>, StrategyError> {
     let names: HashMap<usize, String> = model
         .vs
         .variables()
@@ -166,7 +126,7 @@ pub fn units_of(
     let mut units: Vec<Vec<(Tensor, bool)>> = (0..model.unit_count()).map(|_| Vec::new()).collect();
     for (tensor, decays) in variables {
         let name = names.get(&(tensor.data_ptr() as usize)).ok_or_else(|| {
-            FsdpError::Internal("a trainable variable has no name in the store".into())
+            StrategyError::Internal("a trainable variable has no name in the store".into())
         })?;
         units[model.unit_of(name)].push((tensor, decays));
     }
@@ -184,7 +144,7 @@ impl FullShard {
         lr: f64,
         weight_decay: f64,
         (beta1, beta2, eps): (f64, f64, f64),
-    ) -> Result<FullShard, FsdpError> {
+    ) -> Result<FullShard, StrategyError> {
         let world = world as i64;
         let mut built = Vec::with_capacity(units.len());
         let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
@@ -199,7 +159,7 @@ impl FullShard {
                 .iter()
                 .find(|(t, _)| t.kind() != kind || t.device() != device)
             {
-                return Err(FsdpError::Internal(format!(
+                return Err(StrategyError::Internal(format!(
                     "unit {unit_index} mixes {kind:?} on {device:?} with {:?} on {:?}",
                     odd.kind(),
                     odd.device()
@@ -275,13 +235,9 @@ impl FullShard {
         Ok(shard)
     }
 
-    pub fn set_lr(&mut self, lr: f64) {
-        self.optimizer.set_lr(lr);
-    }
-
     /// Before a step's first micro-batch: frees what `materialize` gathered
     /// and starts the step's gradients afresh.
-    pub fn begin_step(&mut self) -> Result<(), FsdpError> {
+    fn begin_unsharded_step(&mut self) -> Result<(), StrategyError> {
         for unit in 0..self.units.len() {
             self.release(unit)?;
             self.units[unit].reduced = false;
@@ -296,7 +252,7 @@ impl FullShard {
 
     /// All-gathers unit `index`'s parameters into the model's variables
     /// (every replica calls this together).
-    fn gather(&mut self, index: usize, collective: &dyn Collective) -> Result<(), FsdpError> {
+    fn gather(&mut self, index: usize, collective: &dyn Collective) -> Result<(), StrategyError> {
         let world = self.world;
         let unit = &mut self.units[index];
         if unit.gathered {
@@ -320,7 +276,7 @@ impl FullShard {
     }
 
     /// Frees unit `index`'s full parameters (each variable an empty tensor).
-    fn release(&mut self, index: usize) -> Result<(), FsdpError> {
+    fn release(&mut self, index: usize) -> Result<(), StrategyError> {
         let unit = &mut self.units[index];
         if !unit.gathered {
             return Ok(());
@@ -333,19 +289,10 @@ impl FullShard {
         Ok(())
     }
 
-    /// Gathers every unit, for validation or a checkpoint; the next
-    /// `begin_step` frees them.
-    pub fn materialize(&mut self, collective: &dyn Collective) -> Result<(), FsdpError> {
-        for unit in 0..self.units.len() {
-            self.gather(unit, collective)?;
-        }
-        Ok(())
-    }
-
     /// After unit `index`'s backward: sums its gradients across replicas
     /// into each replica's gradient shard (adding to the step's earlier
     /// micro-batches') and frees the full gradients.
-    fn reduce(&mut self, index: usize, collective: &dyn Collective) -> Result<(), FsdpError> {
+    fn reduce(&mut self, index: usize, collective: &dyn Collective) -> Result<(), StrategyError> {
         let world = self.world;
         let unit = &mut self.units[index];
         let _no_grad = tch::no_grad_guard();
@@ -405,34 +352,71 @@ impl FullShard {
             .map(|unit| unit.grad_shard.shallow_clone())
             .collect()
     }
+}
 
-    /// Unscales the gradient shards (16-mixed); true when any replica
-    /// found inf or NaN, so that all skip or all step.
-    pub fn unscale(
-        &self,
+impl ShardingStrategy for FullShard {
+    fn begin_step(
+        &mut self,
+        lr: f64,
+        _collective: &dyn Collective,
+        _lap: &mut dyn FnMut(Phase),
+    ) -> Result<(), StrategyError> {
+        self.optimizer.set_lr(lr);
+        self.begin_unsharded_step()
+    }
+
+    /// Unit by unit, the parameters gathered and freed around each (see
+    /// [`forward_backward_by_unit`]).
+    fn forward_backward(
+        &mut self,
+        model: &SequenceClassifier,
+        collective: &dyn Collective,
+        batch: &MicroBatch,
+        lap: &mut dyn FnMut(Phase),
+    ) -> Result<(Tensor, Tensor), StrategyError> {
+        let input = model.prepare(batch.input_ids, batch.attention_mask, None)?;
+        forward_backward_by_unit(
+            model,
+            self,
+            collective,
+            &input,
+            batch.labels,
+            batch.weight,
+            batch.autocast,
+            lap,
+        )
+    }
+
+    /// Nothing left to do: each unit's gradients were reduce-scattered
+    /// right after its backward.
+    fn reduce_gradients(
+        &mut self,
+        _collective: &dyn Collective,
+        _lap: &mut dyn FnMut(Phase),
+    ) -> Result<(), StrategyError> {
+        Ok(())
+    }
+
+    fn unscale(
+        &mut self,
         scaler: &LossScaler,
         collective: &dyn Collective,
-    ) -> Result<bool, FsdpError> {
+    ) -> Result<bool, StrategyError> {
         let device = self.units.first().map_or(Device::Cpu, |unit| unit.device);
-        Ok(unscale_shards(
-            &self.grad_shards(),
-            device,
-            scaler,
-            collective,
-        )?)
+        unscale_shards(&self.grad_shards(), device, scaler, collective)
     }
 
-    /// Clips the global gradient norm over every replica's shards.
-    pub fn clip_grad_norm(
-        &self,
+    fn clip_grad_norm(
+        &mut self,
         max_norm: f64,
         collective: &dyn Collective,
-    ) -> Result<Tensor, FsdpError> {
-        Ok(clip_shards(&self.grad_shards(), max_norm, collective)?)
+    ) -> Result<Tensor, StrategyError> {
+        clip_shards(&self.grad_shards(), max_norm, collective)
     }
 
-    /// AdamW on this replica's shard of every unit.
-    pub fn step(&mut self) -> Result<(), FsdpError> {
+    /// AdamW on this replica's shard of every unit; the updated shards stay
+    /// where they are, to be gathered unit by unit in the next step.
+    fn step(&mut self) -> Result<(), StrategyError> {
         let active: Vec<bool> = self
             .slot_owners
             .iter()
@@ -442,8 +426,17 @@ impl FullShard {
         Ok(())
     }
 
-    /// What this replica holds now (between steps: the shards only).
-    pub fn memory(&self) -> MemoryUse {
+    /// Gathers every unit, for validation or a checkpoint; the next
+    /// `begin_step` frees them.
+    fn materialize(&mut self, collective: &dyn Collective) -> Result<(), StrategyError> {
+        for unit in 0..self.units.len() {
+            self.gather(unit, collective)?;
+        }
+        Ok(())
+    }
+
+    /// Between steps: the shards only.
+    fn memory(&self) -> MemoryUse {
         let mut use_ = MemoryUse {
             optimizer_bytes: self.optimizer.state_bytes(),
             ..MemoryUse::default()
@@ -456,15 +449,16 @@ impl FullShard {
         use_
     }
 
-    /// The most parameter and gradient bytes this replica held at once
-    /// during its first optimizer step: the shards, plus at a gather one
-    /// unit's parameters, plus after a unit's backward its gradients too.
-    pub fn peak_bytes(&self) -> usize {
-        self.peak_bytes
+    /// The shards, plus at a gather one unit's parameters, plus after a
+    /// unit's backward its gradients too.
+    fn peak_bytes(&self) -> Option<usize> {
+        Some(self.peak_bytes)
     }
 }
 
-fn autocast_guard(autocast: Option<(Device, Kind)>) -> Result<Option<AutocastGuard>, FsdpError> {
+fn autocast_guard(
+    autocast: Option<(Device, Kind)>,
+) -> Result<Option<AutocastGuard>, StrategyError> {
     Ok(autocast
         .map(|(device, kind)| AutocastGuard::new(device, kind))
         .transpose()?)
@@ -477,7 +471,7 @@ fn autocast_guard(autocast: Option<(Device, Kind)>) -> Result<Option<AutocastGua
 /// detached. With `autocast` each unit's forward (and the loss) runs under
 /// it, backward after it. Every replica calls this together.
 #[allow(clippy::too_many_arguments)]
-pub fn forward_backward(
+fn forward_backward_by_unit(
     model: &SequenceClassifier,
     shard: &mut FullShard,
     collective: &dyn Collective,
@@ -486,10 +480,10 @@ pub fn forward_backward(
     weight: f64,
     autocast: Option<(Device, Kind)>,
     lap: &mut dyn FnMut(Phase),
-) -> Result<(Tensor, Tensor), FsdpError> {
+) -> Result<(Tensor, Tensor), StrategyError> {
     let head = model.unit_count() - 1;
     if shard.units.len() != head + 1 {
-        return Err(FsdpError::Internal(format!(
+        return Err(StrategyError::Internal(format!(
             "{} shards for a model of {} units",
             shard.units.len(),
             head + 1
@@ -514,7 +508,7 @@ pub fn forward_backward(
         lap(Phase::Forward);
     }
     let Some(top) = hidden else {
-        return Err(FsdpError::Internal("a model without layers".into()));
+        return Err(StrategyError::Internal("a model without layers".into()));
     };
 
     // The head with autograd, the loss, and its backward.
@@ -548,7 +542,7 @@ pub fn forward_backward(
         shard.sample();
         lap(Phase::Collective);
         let Some((unit_input, state)) = saved.pop() else {
-            return Err(FsdpError::Internal(format!(
+            return Err(StrategyError::Internal(format!(
                 "no saved input for unit {unit}"
             )));
         };
@@ -562,7 +556,7 @@ pub fn forward_backward(
             model.forward_unit(unit, input, leaf.as_ref(), true)?
         };
         if output.size() != grad.size() {
-            return Err(FsdpError::Internal(format!(
+            return Err(StrategyError::Internal(format!(
                 "unit {unit} recomputed {:?} for a gradient of {:?}",
                 output.size(),
                 grad.size()

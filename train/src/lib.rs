@@ -10,6 +10,7 @@
 
 pub mod builtins;
 pub mod c10d;
+pub mod collective;
 pub mod ddp;
 pub mod distributed;
 mod ffi;
@@ -19,4 +20,6 @@ pub mod launch;
 pub mod model;
 pub mod optim;
 pub mod precision;
+pub mod replicated;
 pub mod shard;
+pub mod strategy;

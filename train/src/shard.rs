@@ -45,24 +45,14 @@ use std::ffi::{c_char, c_int, c_void};
 
 use tch::{Device, Kind, Tensor};
 
-use crate::ddp::{bucket_indices, Collective, CollectiveError};
-use crate::optim::{clip_coefficient, foreach, AdamW, OptimError};
+use crate::collective::Collective;
+use crate::ddp::bucket_indices;
+use crate::optim::{clip_coefficient, foreach, AdamW};
 use crate::precision::LossScaler;
+use crate::strategy::{MemoryUse, Phase, ShardingStrategy, StrategyError};
 
 extern "C" {
     fn pipe_clear_grad(tensor: *mut c_void, error: *mut c_char, error_size: usize) -> c_int;
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ShardError {
-    #[error(transparent)]
-    Collective(#[from] CollectiveError),
-    #[error(transparent)]
-    Optim(#[from] OptimError),
-    #[error("libtorch: {0}")]
-    Torch(#[from] tch::TchError),
-    #[error("freeing a gradient: {0}")]
-    ClearGrad(String),
 }
 
 /// Which of the sharded strategies.
@@ -72,25 +62,6 @@ pub enum Sharding {
     Zero2,
     /// Gradients, optimizer state and, between steps, parameters sharded.
     ShardGradOp,
-}
-
-/// Bytes a replica holds, between two optimizer steps.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MemoryUse {
-    pub params_bytes: usize,
-    pub grads_bytes: usize,
-    pub optimizer_bytes: usize,
-}
-
-impl MemoryUse {
-    /// The larger of each figure: what the most loaded replica needs.
-    pub fn max(self, other: MemoryUse) -> MemoryUse {
-        MemoryUse {
-            params_bytes: self.params_bytes.max(other.params_bytes),
-            grads_bytes: self.grads_bytes.max(other.grads_bytes),
-            optimizer_bytes: self.optimizer_bytes.max(other.optimizer_bytes),
-        }
-    }
 }
 
 pub(crate) fn bytes_of(tensor: &Tensor) -> usize {
@@ -112,13 +83,13 @@ pub fn variable_bytes(variables: &[Tensor]) -> (usize, usize) {
 }
 
 /// Drops a variable's gradient (`param.grad = None`): tch can only zero it.
-pub fn clear_grad(variable: &Tensor) -> Result<(), ShardError> {
+pub fn clear_grad(variable: &Tensor) -> Result<(), StrategyError> {
     // SAFETY: a live tensor handle; the shim resets its grad field and
     // reports C++ exceptions through the buffer.
     crate::ffi::call_shim(|error, size| unsafe {
         pipe_clear_grad(variable.as_ptr() as *mut c_void, error, size)
     })
-    .map_err(ShardError::ClearGrad)
+    .map_err(StrategyError::ClearGrad)
 }
 
 /// A variable's data as one flat view, outside autograd: what the shards
@@ -183,13 +154,13 @@ impl ShardedOptimizer {
         lr: f64,
         weight_decay: f64,
         (beta1, beta2, eps): (f64, f64, f64),
-    ) -> Result<ShardedOptimizer, ShardError> {
+    ) -> Result<ShardedOptimizer, StrategyError> {
         let tensors: Vec<Tensor> = variables.iter().map(|(t, _)| t.shallow_clone()).collect();
         let mut buckets = Vec::new();
         let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
         let (mut decayed_owners, mut undecayed_owners) = (Vec::new(), Vec::new());
         let mut had_grad = Vec::new();
-        tch::no_grad(|| -> Result<(), ShardError> {
+        tch::no_grad(|| -> Result<(), StrategyError> {
             for (bucket_index, members) in
                 bucket_indices(&tensors, cap_bytes).into_iter().enumerate()
             {
@@ -283,11 +254,11 @@ impl ShardedOptimizer {
     /// Makes the full parameters present for forward, validation or a
     /// checkpoint: under `ShardGradOp` the shards are all-gathered (every
     /// replica must call this together); otherwise nothing.
-    pub fn materialize(&mut self, collective: &dyn Collective) -> Result<(), ShardError> {
+    fn gather_parameters(&mut self, collective: &dyn Collective) -> Result<(), StrategyError> {
         if self.materialized {
             return Ok(());
         }
-        tch::no_grad(|| -> Result<(), ShardError> {
+        tch::no_grad(|| -> Result<(), StrategyError> {
             for bucket in &self.buckets {
                 let Some(shard) = &bucket.param_shard else {
                     continue;
@@ -316,7 +287,7 @@ impl ShardedOptimizer {
     }
 
     /// Frees the full parameters where they are sharded at rest.
-    fn release(&mut self) -> Result<(), ShardError> {
+    fn release(&mut self) -> Result<(), StrategyError> {
         if self.sharding != Sharding::ShardGradOp {
             return Ok(());
         }
@@ -332,9 +303,12 @@ impl ShardedOptimizer {
 
     /// After backward: sums the gradients across replicas into each
     /// replica's shard and frees the full gradients.
-    pub fn reduce_gradients(&mut self, collective: &dyn Collective) -> Result<(), ShardError> {
+    fn reduce_scatter_gradients(
+        &mut self,
+        collective: &dyn Collective,
+    ) -> Result<(), StrategyError> {
         let world = collective.world_size() as i64;
-        tch::no_grad(|| -> Result<(), ShardError> {
+        tch::no_grad(|| -> Result<(), StrategyError> {
             for (bucket, had_grad) in self.buckets.iter_mut().zip(&mut self.had_grad) {
                 let mut parts = Vec::with_capacity(bucket.variables.len() + 1);
                 for (variable, had) in bucket.variables.iter().zip(had_grad.iter_mut()) {
@@ -368,52 +342,20 @@ impl ShardedOptimizer {
             .collect()
     }
 
-    /// Unscales the shard's gradients (16-mixed) and tells whether any
-    /// replica found inf or NaN (see [`unscale_shards`]).
-    pub fn unscale(
-        &self,
-        scaler: &LossScaler,
-        collective: &dyn Collective,
-    ) -> Result<bool, ShardError> {
-        let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
-        unscale_shards(&self.shard_gradients(), device, scaler, collective)
-    }
-
-    /// Clips the global L2 norm over every replica's shard (see
-    /// [`clip_shards`]).
-    pub fn clip_grad_norm(
-        &self,
-        max_norm: f64,
-        collective: &dyn Collective,
-    ) -> Result<Tensor, ShardError> {
-        clip_shards(&self.shard_gradients(), max_norm, collective)
-    }
-
-    /// Steps this replica's shard of the parameters (AdamW on the views).
-    pub fn step(&mut self) -> Result<(), ShardError> {
-        let active: Vec<bool> = self
-            .slot_owners
-            .iter()
-            .map(|&(bucket, index)| self.had_grad[bucket][index])
-            .collect();
-        self.optimizer.step_active(Some(&active))?;
-        Ok(())
-    }
-
     /// After the step (or a step skipped for overflow), makes the
     /// parameters what the strategy keeps at rest: every replica's updated
     /// shard gathered into the full parameters (`Zero2`), or only the
     /// shard (`ShardGradOp`).
-    pub fn settle(&mut self, collective: &dyn Collective) -> Result<(), ShardError> {
+    fn settle(&mut self, collective: &dyn Collective) -> Result<(), StrategyError> {
         match self.sharding {
             Sharding::Zero2 => self.gather_into_variables(collective),
             Sharding::ShardGradOp => self.release(),
         }
     }
 
-    fn gather_into_variables(&self, collective: &dyn Collective) -> Result<(), ShardError> {
+    fn gather_into_variables(&self, collective: &dyn Collective) -> Result<(), StrategyError> {
         let world = collective.world_size() as i64;
-        tch::no_grad(|| -> Result<(), ShardError> {
+        tch::no_grad(|| -> Result<(), StrategyError> {
             for bucket in &self.buckets {
                 let (low, high) = (bucket.low, bucket.high);
                 // This replica's part of the bucket's flat parameters.
@@ -444,9 +386,77 @@ impl ShardedOptimizer {
             Ok(())
         })
     }
+}
 
-    /// What this replica holds now (call between steps).
-    pub fn memory(&self) -> MemoryUse {
+impl ShardingStrategy for ShardedOptimizer {
+    fn begin_step(
+        &mut self,
+        lr: f64,
+        collective: &dyn Collective,
+        lap: &mut dyn FnMut(Phase),
+    ) -> Result<(), StrategyError> {
+        self.optimizer.set_lr(lr);
+        // Gathers the parameters sharded at rest (fsdp_shard_grad_op).
+        self.gather_parameters(collective)?;
+        lap(Phase::Collective);
+        Ok(())
+    }
+
+    fn reduce_gradients(
+        &mut self,
+        collective: &dyn Collective,
+        lap: &mut dyn FnMut(Phase),
+    ) -> Result<(), StrategyError> {
+        self.reduce_scatter_gradients(collective)?;
+        lap(Phase::Collective);
+        Ok(())
+    }
+
+    /// See [`unscale_shards`].
+    fn unscale(
+        &mut self,
+        scaler: &LossScaler,
+        collective: &dyn Collective,
+    ) -> Result<bool, StrategyError> {
+        let device = self.buckets.first().map_or(Device::Cpu, |b| b.device);
+        unscale_shards(&self.shard_gradients(), device, scaler, collective)
+    }
+
+    /// Over every replica's shard (see [`clip_shards`]).
+    fn clip_grad_norm(
+        &mut self,
+        max_norm: f64,
+        collective: &dyn Collective,
+    ) -> Result<Tensor, StrategyError> {
+        clip_shards(&self.shard_gradients(), max_norm, collective)
+    }
+
+    /// Steps this replica's shard of the parameters (AdamW on the views).
+    fn step(&mut self) -> Result<(), StrategyError> {
+        let active: Vec<bool> = self
+            .slot_owners
+            .iter()
+            .map(|&(bucket, index)| self.had_grad[bucket][index])
+            .collect();
+        self.optimizer.step_active(Some(&active))?;
+        Ok(())
+    }
+
+    fn end_step(
+        &mut self,
+        collective: &dyn Collective,
+        lap: &mut dyn FnMut(Phase),
+    ) -> Result<(), StrategyError> {
+        self.settle(collective)?;
+        lap(Phase::Collective);
+        Ok(())
+    }
+
+    fn materialize(&mut self, collective: &dyn Collective) -> Result<(), StrategyError> {
+        self.gather_parameters(collective)
+    }
+
+    fn memory(&self) -> MemoryUse {
         let mut use_ = MemoryUse {
             optimizer_bytes: self.optimizer.state_bytes(),
             ..MemoryUse::default()
@@ -468,7 +478,7 @@ pub(crate) fn unscale_shards(
     device: Device,
     scaler: &LossScaler,
     collective: &dyn Collective,
-) -> Result<bool, ShardError> {
+) -> Result<bool, StrategyError> {
     let mut found = match scaler.unscale_on_device(grads)? {
         Some(found) => found,
         None => Tensor::f_zeros([1], (Kind::Float, device))?,
@@ -484,7 +494,7 @@ pub(crate) fn clip_shards(
     grads: &[Tensor],
     max_norm: f64,
     collective: &dyn Collective,
-) -> Result<Tensor, ShardError> {
+) -> Result<Tensor, StrategyError> {
     let mut squares = foreach::norm(grads)?.f_square()?.f_reshape([1])?;
     collective.all_reduce_sum(&mut squares)?;
     let total = squares.f_sqrt()?.f_reshape([])?;

@@ -4,13 +4,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use pipe_protocol::{excerpt, ParamSpec};
 
 use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
+use crate::params::unset_is_empty;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
+    BuiltinStage, OutputKind, ParamKind, Result, StageContext, StageError, StageInfo,
+    StageInfoBuilder,
 };
 
 pub struct Download;
@@ -19,68 +22,75 @@ pub struct Download;
 /// (the biggest Hugging Face allows is 50 GB) yet an end to an endless body.
 const DEFAULT_MAX_BYTES: u64 = 64 << 30;
 
-const CHECKSUMS: [(&str, Algorithm); 3] = [
-    ("md5", Algorithm::Md5),
-    ("sha1", Algorithm::Sha1),
-    ("sha256", Algorithm::Sha256),
-];
+/// The stage's params, one field per `ParamSpec` of its `info()`.
+#[derive(Deserialize)]
+struct DownloadParams {
+    url: String,
+    #[serde(deserialize_with = "unset_is_empty")]
+    mirrors: Vec<String>,
+    md5: Option<String>,
+    sha1: Option<String>,
+    sha256: Option<String>,
+    filename: Option<String>,
+    retries: u64,
+    timeout_secs: u64,
+    size: Option<u64>,
+    max_bytes: u64,
+}
+
+impl DownloadParams {
+    /// Each checksum param with its algorithm and value, weakest first.
+    fn checksums(&self) -> [(&'static str, Algorithm, Option<&str>); 3] {
+        [
+            ("md5", Algorithm::Md5, self.md5.as_deref()),
+            ("sha1", Algorithm::Sha1, self.sha1.as_deref()),
+            ("sha256", Algorithm::Sha256, self.sha256.as_deref()),
+        ]
+    }
+}
 
 impl BuiltinStage for Download {
     fn info(&self) -> StageInfo {
-        StageInfo {
-            name: "data/download".into(),
-            version: 1,
-            implementation: 1,
-            summary: "Downloads one file over HTTP(S) or copies it from file://, with resume, retries, mirrors and a checksum check".into(),
-            params: vec![
-                ParamSpec::new("url", ParamKind::String, None, "where the file is: http://, https:// or file:///absolute/path"),
-                ParamSpec::new("mirrors", ParamKind::StringList, Some(json!([])), "more URLs with the same file, tried in order after `url`"),
-                ParamSpec::new("md5", ParamKind::String, Some(Value::Null), "expected md5 of the file (32 hex digits)"),
-                ParamSpec::new("sha1", ParamKind::String, Some(Value::Null), "expected sha1 of the file (40 hex digits)"),
-                ParamSpec::new("sha256", ParamKind::String, Some(Value::Null), "expected sha256 of the file (64 hex digits); exactly one checksum is required for http(s) URLs"),
-                ParamSpec::new("filename", ParamKind::String, Some(Value::Null), "name of the file in messages and scratch space; default: the last segment of the URL path"),
-                ParamSpec::new("retries", ParamKind::Integer, Some(json!(5)), "retries per URL after connection errors, timeouts, HTTP 408/429/5xx").at_least(0.0),
-                ParamSpec::new("timeout_secs", ParamKind::Integer, Some(json!(60)), "seconds to wait to connect or for the next bytes before a try counts as failed").at_least(1.0),
-                ParamSpec::new("size", ParamKind::Integer, Some(Value::Null), "expected size of the file in bytes: a server that announces another size is refused, and a body is cut off as soon as it goes past it").at_least(0.0),
-                ParamSpec::new("max_bytes", ParamKind::Integer, Some(json!(DEFAULT_MAX_BYTES)), "largest file accepted when `size` is unset (default 64 GiB): a larger announced size is refused at once, and a body without one (chunked, endless) is cut off past it").at_least(1.0),
-            ],
-            outputs: vec![OutputSpec {
-                name: "file".into(),
-                kind: OutputKind::File,
-                doc: "the downloaded file, its checksum verified".into(),
-            }],
-            metrics: vec!["bytes".into(), "seconds".into(), "bytes_per_second".into()],
-            devices_param: None,
-            nodes_param: None,
-            reads_run: false,
-            roles: pipe_protocol::record::StageRoles {
-                makes_data: true,
-                ..Default::default()
-            },
-        }
+        StageInfoBuilder::new(
+            "data/download",
+            1,
+            "Downloads one file over HTTP(S) or copies it from file://, with resume, retries, mirrors and a checksum check",
+        )
+        .params([
+            ParamSpec::new("url", ParamKind::String, None, "where the file is: http://, https:// or file:///absolute/path"),
+            ParamSpec::new("mirrors", ParamKind::StringList, Some(json!([])), "more URLs with the same file, tried in order after `url`"),
+            ParamSpec::new("md5", ParamKind::String, Some(Value::Null), "expected md5 of the file (32 hex digits)"),
+            ParamSpec::new("sha1", ParamKind::String, Some(Value::Null), "expected sha1 of the file (40 hex digits)"),
+            ParamSpec::new("sha256", ParamKind::String, Some(Value::Null), "expected sha256 of the file (64 hex digits); exactly one checksum is required for http(s) URLs"),
+            ParamSpec::new("filename", ParamKind::String, Some(Value::Null), "name of the file in messages and scratch space; default: the last segment of the URL path"),
+            ParamSpec::new("retries", ParamKind::Integer, Some(json!(5)), "retries per URL after connection errors, timeouts, HTTP 408/429/5xx").at_least(0.0),
+            ParamSpec::new("timeout_secs", ParamKind::Integer, Some(json!(60)), "seconds to wait to connect or for the next bytes before a try counts as failed").at_least(1.0),
+            ParamSpec::new("size", ParamKind::Integer, Some(Value::Null), "expected size of the file in bytes: a server that announces another size is refused, and a body is cut off as soon as it goes past it").at_least(0.0),
+            ParamSpec::new("max_bytes", ParamKind::Integer, Some(json!(DEFAULT_MAX_BYTES)), "largest file accepted when `size` is unset (default 64 GiB): a larger announced size is refused at once, and a body without one (chunked, endless) is cut off past it").at_least(1.0),
+        ])
+        .output("file", OutputKind::File, "the downloaded file, its checksum verified")
+        .metrics(["bytes", "seconds", "bytes_per_second"])
+        .makes_data()
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
         let started = Instant::now();
-        let url = context.str("url")?.trim().to_string();
+        let params: DownloadParams = context.params()?;
+        let url = params.url.trim().to_string();
         let mut sources = vec![url.clone()];
-        sources.extend(
-            context
-                .strings("mirrors")?
-                .into_iter()
-                .map(|m| m.trim().to_string()),
-        );
+        sources.extend(params.mirrors.iter().map(|m| m.trim().to_string()));
         let sources: Vec<Source> = sources
             .iter()
             .map(|s| Source::parse(s))
             .collect::<Result<_>>()?;
-        let expected = expected_checksum(context, &sources)?;
-        let filename = match context.opt_str("filename")? {
+        let expected = expected_checksum(&params, &sources)?;
+        let filename = match params.filename.as_deref() {
             Some(name) => check_filename(name)?,
             None => filename_from_url(&url),
         };
-        let retries = u32::try_from(context.u64("retries")?).unwrap_or(u32::MAX);
-        let timeout_secs = context.u64("timeout_secs")?;
+        let retries = u32::try_from(params.retries).unwrap_or(u32::MAX);
+        let timeout_secs = params.timeout_secs;
         if timeout_secs == 0 {
             return Err(StageError::param(
                 "timeout_secs",
@@ -90,9 +100,9 @@ impl BuiltinStage for Download {
         }
 
         let limit = SizeLimit {
-            expected: context.opt_u64("size")?,
+            expected: params.size,
             expected_by: "`size`",
-            max: context.u64("max_bytes")?,
+            max: params.max_bytes,
             max_param: Some("max_bytes"),
         };
 
@@ -231,12 +241,12 @@ impl Source {
 }
 
 fn expected_checksum(
-    context: &StageContext,
+    params: &DownloadParams,
     sources: &[Source],
 ) -> Result<Option<(Algorithm, String)>> {
     let mut given = Vec::new();
-    for (name, algorithm) in CHECKSUMS {
-        if let Some(value) = context.opt_str(name)? {
+    for (name, algorithm, value) in params.checksums() {
+        if let Some(value) = value {
             let value = value.trim().to_ascii_lowercase();
             if !http::is_hex(&value, algorithm.hex_len()) {
                 return Err(StageError::param(

@@ -6,13 +6,16 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use pipe_protocol::{excerpt, ParamSpec};
 
 use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
+use crate::params::unset_is_empty;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
+    BuiltinStage, OutputKind, ParamKind, Result, StageContext, StageError, StageInfo,
+    StageInfoBuilder,
 };
 
 pub struct HfDownload;
@@ -31,54 +34,50 @@ const FILE_LIMIT: SizeLimit = SizeLimit {
     max_param: None,
 };
 
+/// The stage's params, one field per `ParamSpec` of its `info()`.
+#[derive(Deserialize)]
+struct HfParams {
+    repo: String,
+    revision: String,
+    #[serde(deserialize_with = "unset_is_empty")]
+    files: Vec<String>,
+    endpoint: Option<String>,
+    cache_dir: Option<String>,
+}
+
 impl BuiltinStage for HfDownload {
     fn info(&self) -> StageInfo {
-        StageInfo {
-            name: "hf/download".into(),
-            version: 1,
-            implementation: 1,
-            summary: "Fetches model files from a Hugging Face hub repo at a pinned revision, from the local HF cache when it has them".into(),
-            params: vec![
-                ParamSpec::new("repo", ParamKind::String, None, "the model repo: `distilbert-base-uncased` or `org/name`"),
-                ParamSpec::new("revision", ParamKind::String, None, "a commit sha (40 hex digits; pins the content, so the cache key means something) or a tag/branch"),
-                ParamSpec::new(
-                    "files",
-                    ParamKind::StringList,
-                    Some(json!(["config.json", "tokenizer.json", "model.safetensors"])),
-                    "files of the repo to fetch, paths relative to its root",
-                ),
-                ParamSpec::new("endpoint", ParamKind::String, Some(Value::Null), "the hub to download from; default: $HF_ENDPOINT, else the Hugging Face hub"),
-                ParamSpec::new("cache_dir", ParamKind::String, Some(Value::Null), "a Hugging Face hub cache to read first; default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub"),
-            ],
-            outputs: vec![OutputSpec {
-                name: "model".into(),
-                kind: OutputKind::Dir,
-                doc: "a directory with the requested files, at their paths in the repo".into(),
-            }],
-            metrics: vec![
-                "files".into(),
-                "files_from_cache".into(),
-                "bytes".into(),
-                "bytes_downloaded".into(),
-                "seconds".into(),
-            ],
-            devices_param: None,
-            nodes_param: None,
-            reads_run: false,
-            roles: pipe_protocol::record::StageRoles {
-                makes_data: true,
-                ..Default::default()
-            },
-        }
+        StageInfoBuilder::new(
+            "hf/download",
+            1,
+            "Fetches model files from a Hugging Face hub repo at a pinned revision, from the local HF cache when it has them",
+        )
+        .params([
+            ParamSpec::new("repo", ParamKind::String, None, "the model repo: `distilbert-base-uncased` or `org/name`"),
+            ParamSpec::new("revision", ParamKind::String, None, "a commit sha (40 hex digits; pins the content, so the cache key means something) or a tag/branch"),
+            ParamSpec::new(
+                "files",
+                ParamKind::StringList,
+                Some(json!(["config.json", "tokenizer.json", "model.safetensors"])),
+                "files of the repo to fetch, paths relative to its root",
+            ),
+            ParamSpec::new("endpoint", ParamKind::String, Some(Value::Null), "the hub to download from; default: $HF_ENDPOINT, else the Hugging Face hub"),
+            ParamSpec::new("cache_dir", ParamKind::String, Some(Value::Null), "a Hugging Face hub cache to read first; default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub"),
+        ])
+        .output("model", OutputKind::Dir, "a directory with the requested files, at their paths in the repo")
+        .metrics(["files", "files_from_cache", "bytes", "bytes_downloaded", "seconds"])
+        .makes_data()
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
         let started = Instant::now();
-        let repo = check_repo(context.str("repo")?)?;
-        let revision = check_revision(context.str("revision")?)?;
-        let files = check_files(context.strings("files")?)?;
-        let endpoint = endpoint(context.opt_str("endpoint")?)?;
-        let cache_dir = match context.opt_str("cache_dir")? {
+        let params: HfParams = context.params()?;
+        let repo = check_repo(&params.repo)?;
+        let revision = check_revision(&params.revision)?;
+        let files = check_files(params.files)?;
+        let endpoint = endpoint(params.endpoint.as_deref())?;
+        let cache_dir = match params.cache_dir {
             Some(dir) => Some(PathBuf::from(dir)),
             None => default_cache_dir(),
         };

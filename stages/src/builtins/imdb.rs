@@ -14,19 +14,28 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pipe_protocol::ParamSpec;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::records::{self, MAX_RECORD_BYTES};
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
+    BuiltinStage, OutputKind, ParamKind, Result, StageContext, StageError, StageInfo,
+    StageInfoBuilder,
 };
 
 pub struct ImdbExtract;
+
+/// The stage's params, one field per `ParamSpec` of its `info()`.
+#[derive(Deserialize)]
+struct ImdbParams {
+    archive: PathBuf,
+    include_unsup: bool,
+}
 
 const TAMPERED_HINT: &str =
     "this is not the official aclImdb_v1.tar.gz or it was modified: download it again \
@@ -111,59 +120,54 @@ impl<R: Read> Read for CountingReader<R> {
 
 impl BuiltinStage for ImdbExtract {
     fn info(&self) -> StageInfo {
-        StageInfo {
-            name: "imdb/extract".into(),
-            version: 1,
-            // 2: records `label_names`.
-            implementation: 2,
-            summary: "IMDB movie reviews (aclImdb_v1.tar.gz) to a JSONL dataset {text, label, split, rating, id}"
-                .into(),
-            params: vec![
-                ParamSpec::new(
-                    "archive",
-                    ParamKind::Path,
-                    None,
-                    "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)",
-                ),
-                ParamSpec::new(
-                    "include_unsup",
-                    ParamKind::Bool,
-                    Some(json!(false)),
-                    "also write the 50,000 unlabeled train/unsup reviews, with label -1",
-                ),
-            ],
-            outputs: vec![OutputSpec {
-                name: "dataset".into(),
-                kind: OutputKind::File,
-                doc: "JSONL, one review a line: text, label (1 pos, 0 neg, -1 unsup), split (train/test), \
-                      rating (1-10, 0 for unsup), id; sorted by split (train first), label class \
-                      (neg, pos, unsup), id"
-                    .into(),
-            }],
-            metrics: vec![
-                "rows".into(),
-                "train.neg".into(),
-                "train.pos".into(),
-                "train.unsup".into(),
-                "test.neg".into(),
-                "test.pos".into(),
-                "invalid_utf8_files".into(),
-                "ignored_files".into(),
-                "label_names.<class id>".into(),
-            ],
-            devices_param: None,
-            nodes_param: None,
-            reads_run: false,
-            roles: pipe_protocol::record::StageRoles {
-                makes_data: true,
-                ..Default::default()
-            },
-        }
+        StageInfoBuilder::new(
+            "imdb/extract",
+            1,
+            "IMDB movie reviews (aclImdb_v1.tar.gz) to a JSONL dataset {text, label, split, rating, id}",
+        )
+        // 2: records `label_names`.
+        .implementation(2)
+        .params([
+            ParamSpec::new(
+                "archive",
+                ParamKind::Path,
+                None,
+                "the aclImdb_v1.tar.gz archive (read as it is, never unpacked)",
+            ),
+            ParamSpec::new(
+                "include_unsup",
+                ParamKind::Bool,
+                Some(json!(false)),
+                "also write the 50,000 unlabeled train/unsup reviews, with label -1",
+            ),
+        ])
+        .output(
+            "dataset",
+            OutputKind::File,
+            "JSONL, one review a line: text, label (1 pos, 0 neg, -1 unsup), split (train/test), \
+             rating (1-10, 0 for unsup), id; sorted by split (train first), label class \
+             (neg, pos, unsup), id",
+        )
+        .metrics([
+            "rows",
+            "train.neg",
+            "train.pos",
+            "train.unsup",
+            "test.neg",
+            "test.pos",
+            "invalid_utf8_files",
+            "ignored_files",
+            "label_names.<class id>",
+        ])
+        .makes_data()
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
-        let archive = context.input("archive")?;
-        let include_unsup = context.bool("include_unsup")?;
+        let ImdbParams {
+            archive,
+            include_unsup,
+        } = context.params()?;
         let scratch = context.scratch_dir();
         std::fs::create_dir_all(scratch).map_err(|e| StageError::io(scratch, e))?;
         let extracted = read_archive(context, &archive, include_unsup)?;

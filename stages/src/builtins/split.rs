@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pipe_protocol::ParamSpec;
 use serde::Deserialize;
@@ -13,10 +13,24 @@ use serde_json::{json, Map, Value};
 use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::rng::SplitMix64;
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
+    BuiltinStage, OutputKind, ParamKind, Result, StageContext, StageError, StageInfo,
+    StageInfoBuilder,
 };
 
 pub struct Split;
+
+/// The stage's params, one field per `ParamSpec` of its `info()`.
+#[derive(Deserialize)]
+struct SplitParams {
+    dataset: PathBuf,
+    /// Each a count or a fraction, or null: which, decides how all three
+    /// are read (`read_sizes`).
+    train: Value,
+    val: Value,
+    test: Value,
+    seed: Option<u64>,
+    stratify: bool,
+}
 
 const SPLITS: [&str; 3] = ["train", "val", "test"];
 
@@ -51,68 +65,61 @@ impl BuiltinStage for Split {
             )
             .at_least(0.0)
         };
-        StageInfo {
-            name: "data/split".into(),
-            version: 1,
-            implementation: 1,
-            summary: "a JSONL dataset to seeded train/val/test files, by counts or fractions, optionally stratified"
-                .into(),
-            params: vec![
-                ParamSpec::new(
-                    "dataset",
-                    ParamKind::Path,
-                    None,
-                    "the JSONL dataset to split (one record a line)",
-                ),
-                size("train"),
-                size("val"),
-                size("test"),
-                ParamSpec::seed("shuffle seed; unset: the pipeline's `seed` param"),
-                ParamSpec::new(
-                    "stratify",
-                    ParamKind::Bool,
-                    Some(json!(false)),
-                    "keep each label's share the same in every split (needs an integer `label` in every record)",
-                ),
-            ],
-            outputs: vec![OutputSpec {
-                name: "dataset".into(),
-                kind: OutputKind::Dir,
-                doc: "`train.jsonl`, `val.jsonl`, `test.jsonl`: the records, lines copied as they are, in shuffled order"
-                    .into(),
-            }],
-            metrics: vec![
-                "rows".into(),
-                "unused".into(),
-                "train.rows".into(),
-                "train.labels.<label>".into(),
-                "val.rows".into(),
-                "val.labels.<label>".into(),
-                "test.rows".into(),
-                "test.labels.<label>".into(),
-            ],
-            devices_param: None,
-            nodes_param: None,
-            reads_run: false,
-            roles: pipe_protocol::record::StageRoles {
-                seed: Some("seed".into()),
-                makes_data: true,
-                ..Default::default()
-            },
-        }
+        StageInfoBuilder::new(
+            "data/split",
+            1,
+            "a JSONL dataset to seeded train/val/test files, by counts or fractions, optionally stratified",
+        )
+        .params([
+            ParamSpec::new(
+                "dataset",
+                ParamKind::Path,
+                None,
+                "the JSONL dataset to split (one record a line)",
+            ),
+            size("train"),
+            size("val"),
+            size("test"),
+            ParamSpec::seed("shuffle seed; unset: the pipeline's `seed` param"),
+            ParamSpec::new(
+                "stratify",
+                ParamKind::Bool,
+                Some(json!(false)),
+                "keep each label's share the same in every split (needs an integer `label` in every record)",
+            ),
+        ])
+        .output(
+            "dataset",
+            OutputKind::Dir,
+            "`train.jsonl`, `val.jsonl`, `test.jsonl`: the records, lines copied as they are, in shuffled order",
+        )
+        .metrics([
+            "rows",
+            "unused",
+            "train.rows",
+            "train.labels.<label>",
+            "val.rows",
+            "val.labels.<label>",
+            "test.rows",
+            "test.labels.<label>",
+        ])
+        .seed_param("seed")
+        .makes_data()
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
-        let dataset = context.input("dataset")?;
-        let sizes = read_sizes(context)?;
-        let seed = context.opt_u64("seed")?.ok_or_else(|| {
+        let params: SplitParams = context.params()?;
+        let dataset = params.dataset;
+        let sizes = read_sizes([&params.train, &params.val, &params.test])?;
+        let seed = params.seed.ok_or_else(|| {
             StageError::param(
                 "seed",
                 "is not set and the pipeline has no seed",
                 "set `seed: 42` under `with:`, or a `seed` param for the whole pipeline",
             )
         })?;
-        let stratify = context.bool("stratify")?;
+        let stratify = params.stratify;
 
         let rows = index_rows(context, &dataset, stratify)?;
         let total = rows.len() as u64;
@@ -177,13 +184,10 @@ enum Sizes {
     Fractions([f64; 3]),
 }
 
-fn read_sizes(context: &StageContext) -> Result<Sizes> {
+/// The sizes of `SPLITS`, in its order, as their params give them.
+fn read_sizes(values: [&Value; 3]) -> Result<Sizes> {
     let hint = "give all sizes as counts (train: 35000, val: 5000, test: 10000) or all as fractions that sum to 1 \
                 (train: 0.7, val: 0.1, test: 0.2)";
-    let values: Vec<&Value> = SPLITS
-        .iter()
-        .map(|split| context.value(split))
-        .collect::<Result<_>>()?;
     if values.iter().all(|value| value.is_null()) {
         return Err(StageError::param("train", "no split size is set", hint));
     }

@@ -12,16 +12,29 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
+use pipe_protocol::{OutputKind, ParamKind, ParamSpec};
 use rayon::prelude::*;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use tokenizers::{PostProcessor, Tokenizer, TruncationParams};
 
 use crate::records::{self, Line, MAX_RECORD_BYTES};
 use crate::token_file::{self, TOKENIZER_FILE};
-use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+use crate::{BuiltinStage, Result, StageContext, StageError, StageInfo, StageInfoBuilder};
 
 pub struct Tokenize;
+
+/// The stage's params, one field per `ParamSpec` of its `info()`.
+#[derive(Deserialize)]
+struct TokenizeParams {
+    dataset: PathBuf,
+    /// A tokenizer.json, or a directory holding one.
+    tokenizer: PathBuf,
+    max_length: u64,
+    text_field: String,
+    label_field: String,
+    batch_size: u64,
+}
 
 const OUTPUT: &str = "tokens";
 const PHASE: &str = "tokenize";
@@ -29,73 +42,69 @@ const UNIT: &str = "texts";
 
 impl BuiltinStage for Tokenize {
     fn info(&self) -> StageInfo {
-        StageInfo {
-            name: "text/tokenize".into(),
-            version: 1,
-            implementation: 1,
-            summary: "Tokenize a JSONL dataset with a Hugging Face tokenizer.json into ragged ids (safetensors)".into(),
-            params: vec![
-                ParamSpec::new(
-                    "dataset",
-                    ParamKind::Path,
-                    None,
-                    "a .jsonl file, or a directory whose *.jsonl files (train.jsonl, val.jsonl, ...) are the splits",
-                ),
-                ParamSpec::new(
-                    "tokenizer",
-                    ParamKind::Path,
-                    None,
-                    "a Hugging Face tokenizer.json, or a directory (a downloaded model) that holds one",
-                ),
-                ParamSpec::new(
-                    "max_length",
-                    ParamKind::Integer,
-                    Some(json!(512)),
-                    "longest sequence in tokens, special tokens ([CLS], [SEP]) included; longer texts are truncated",
-                )
-                .at_least(1.0),
-                ParamSpec::new("text_field", ParamKind::String, Some(json!("text")), "the JSONL field holding the text"),
-                ParamSpec::new(
-                    "label_field",
-                    ParamKind::String,
-                    Some(json!("label")),
-                    "the JSONL field holding the integer class id",
-                ),
-                ParamSpec::new(
-                    "batch_size",
-                    ParamKind::Integer,
-                    Some(json!(1024)),
-                    "texts per parallel work item (tuning only: results do not depend on it)",
-                )
-                .at_least(1.0),
-            ],
-            outputs: vec![OutputSpec {
-                name: OUTPUT.into(),
-                kind: OutputKind::Dir,
-                doc: "NAME.safetensors per split (input_ids U32, offsets I64, labels I64) and the tokenizer.json used"
-                    .into(),
-            }],
-            metrics: ["rows", "tokens", "length_mean", "length_median", "length_p95", "length_max", "truncated"]
+        StageInfoBuilder::new(
+            "text/tokenize",
+            1,
+            "Tokenize a JSONL dataset with a Hugging Face tokenizer.json into ragged ids (safetensors)",
+        )
+        .params([
+            ParamSpec::new(
+                "dataset",
+                ParamKind::Path,
+                None,
+                "a .jsonl file, or a directory whose *.jsonl files (train.jsonl, val.jsonl, ...) are the splits",
+            ),
+            ParamSpec::new(
+                "tokenizer",
+                ParamKind::Path,
+                None,
+                "a Hugging Face tokenizer.json, or a directory (a downloaded model) that holds one",
+            ),
+            ParamSpec::new(
+                "max_length",
+                ParamKind::Integer,
+                Some(json!(512)),
+                "longest sequence in tokens, special tokens ([CLS], [SEP]) included; longer texts are truncated",
+            )
+            .at_least(1.0),
+            ParamSpec::new("text_field", ParamKind::String, Some(json!("text")), "the JSONL field holding the text"),
+            ParamSpec::new(
+                "label_field",
+                ParamKind::String,
+                Some(json!("label")),
+                "the JSONL field holding the integer class id",
+            ),
+            ParamSpec::new(
+                "batch_size",
+                ParamKind::Integer,
+                Some(json!(1024)),
+                "texts per parallel work item (tuning only: results do not depend on it)",
+            )
+            .at_least(1.0),
+        ])
+        .output(
+            OUTPUT,
+            OutputKind::Dir,
+            "NAME.safetensors per split (input_ids U32, offsets I64, labels I64) and the tokenizer.json used",
+        )
+        .metrics(
+            ["rows", "tokens", "length_mean", "length_median", "length_p95", "length_max", "truncated"]
                 .iter()
-                .map(|name| format!("<split>.{name}"))
-                .collect(),
-            devices_param: None,
-            nodes_param: None,
-            reads_run: false,
-            roles: pipe_protocol::record::StageRoles {
-                makes_data: true,
-                ..Default::default()
-            },
-        }
+                .map(|name| format!("<split>.{name}")),
+        )
+        .makes_data()
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
-        let dataset = context.input("dataset")?;
-        let tokenizer_param = context.input("tokenizer")?;
-        let max_length = context.u64("max_length")?;
-        let text_field = context.str("text_field")?;
-        let label_field = context.str("label_field")?;
-        let batch_size = context.u64("batch_size")?;
+        let TokenizeParams {
+            dataset,
+            tokenizer: tokenizer_param,
+            max_length,
+            text_field,
+            label_field,
+            batch_size,
+        } = context.params()?;
         if batch_size == 0 {
             return Err(StageError::param(
                 "batch_size",
@@ -113,7 +122,7 @@ impl BuiltinStage for Tokenize {
         let split_files = split_files(&dataset)?;
         let mut splits = Vec::with_capacity(split_files.len());
         for (name, path) in split_files {
-            let rows = read_split(&path, text_field, label_field)?;
+            let rows = read_split(&path, &text_field, &label_field)?;
             splits.push((name, path, rows));
         }
         let total: u64 = splits

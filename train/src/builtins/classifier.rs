@@ -9,7 +9,6 @@ use std::path::Path;
 use pipe_stages::batches::{to_row_order, Batch, Collator, EvalSampler};
 use pipe_stages::token_file::TokenizedSplit;
 use pipe_stages::{Result, StageContext, StageError};
-use serde::de::DeserializeOwned;
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::model::{ModelError, SequenceClassifier};
@@ -25,24 +24,6 @@ pub(super) fn precision_error(error: PrecisionError) -> StageError {
             StageError::Other(error.to_string())
         }
     }
-}
-
-/// The invocation's params as the stage's params struct. The engine (and
-/// the worker, before `run`) checked them against the stage's ParamSpecs,
-/// so a mismatch here is a hand-written invocation or a struct that no
-/// longer matches its ParamSpecs (a unit test of each stage catches that).
-pub(super) fn typed_params<T: DeserializeOwned>(context: &StageContext) -> Result<T> {
-    serde_json::from_value(serde_json::Value::Object(context.invocation.params.clone())).map_err(
-        |error| {
-        StageError::input(
-            format!(
-                "the params of `{}@{}` do not fit the stage: {error}",
-                context.invocation.uses, context.invocation.version
-            ),
-            "`pipe stages NAME` lists its params; pipe and its workers must come from the same build",
-        )
-        },
-    )
 }
 
 /// A stage's context with the params the engine would hand over for

@@ -7,16 +7,16 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec};
+use pipe_protocol::{OutputKind, ParamKind, ParamSpec};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use pipe_stages::batches::{pad_id, Collator};
 use pipe_stages::classification::classification_report;
 use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
-use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo};
+use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo, StageInfoBuilder};
 
-use super::classifier::{check_labels, check_lengths, check_pad_id, device, predict, typed_params};
+use super::classifier::{check_labels, check_lengths, check_pad_id, device, predict};
 use crate::model::SequenceClassifier;
 
 pub struct EvalClassifier;
@@ -36,68 +36,59 @@ const PREDICTIONS: &str = "predictions";
 
 impl BuiltinStage for EvalClassifier {
     fn info(&self) -> StageInfo {
-        StageInfo {
-            name: "eval/classifier".into(),
-            version: 1,
-            // 2: fused QKV projection (float rounding of the logits).
-            implementation: 2,
-            summary: "Score a sequence classifier checkpoint on a tokenized split: accuracy, precision, recall, F1, predictions"
-                .into(),
-            params: vec![
-                ParamSpec::new(
-                    "checkpoint",
-                    ParamKind::Path,
-                    None,
-                    "the checkpoint output of train/classifier@1 (a directory with config.json and model.safetensors)",
-                ),
-                ParamSpec::new(
-                    "tokens",
-                    ParamKind::Path,
-                    None,
-                    "the output of text/tokenize@1 holding the split to score",
-                ),
-                ParamSpec::new("split", ParamKind::String, Some(json!("test")), "the split to score (NAME.safetensors in `tokens`)"),
-                ParamSpec::new(
-                    "batch_size",
-                    ParamKind::Integer,
-                    Some(json!(64)),
-                    "rows per batch (memory only: results do not depend on it beyond float rounding)",
-                )
-                .at_least(1.0),
-            ],
-            outputs: vec![OutputSpec {
-                name: PREDICTIONS.into(),
-                kind: OutputKind::File,
-                doc: "JSONL in dataset order: {\"row\", \"label\", \"prediction\", \"probabilities\"}".into(),
-            }],
-            metrics: [
-                "split",
-                "rows",
-                "accuracy",
-                "precision",
-                "recall",
-                "f1",
-                "loss",
-                "macro.precision",
-                "macro.recall",
-                "macro.f1",
-                "per_class.<class>.precision",
-                "per_class.<class>.recall",
-                "per_class.<class>.f1",
-                "per_class.<class>.support",
-                "confusion",
-            ]
-            .iter()
-            .map(|name| name.to_string())
-            .collect(),
-            devices_param: None,
-            nodes_param: None,
-            reads_run: false,
-            roles: pipe_protocol::record::StageRoles {
-                detail_metrics: vec!["confusion".into(), "per_class".into()],
-                ..Default::default()
-            },
-        }
+        StageInfoBuilder::new(
+            "eval/classifier",
+            1,
+            "Score a sequence classifier checkpoint on a tokenized split: accuracy, precision, recall, F1, predictions",
+        )
+        // 2: fused QKV projection (float rounding of the logits).
+        .implementation(2)
+        .params([
+            ParamSpec::new(
+                "checkpoint",
+                ParamKind::Path,
+                None,
+                "the checkpoint output of train/classifier@1 (a directory with config.json and model.safetensors)",
+            ),
+            ParamSpec::new(
+                "tokens",
+                ParamKind::Path,
+                None,
+                "the output of text/tokenize@1 holding the split to score",
+            ),
+            ParamSpec::new("split", ParamKind::String, Some(json!("test")), "the split to score (NAME.safetensors in `tokens`)"),
+            ParamSpec::new(
+                "batch_size",
+                ParamKind::Integer,
+                Some(json!(64)),
+                "rows per batch (memory only: results do not depend on it beyond float rounding)",
+            )
+            .at_least(1.0),
+        ])
+        .output(
+            PREDICTIONS,
+            OutputKind::File,
+            "JSONL in dataset order: {\"row\", \"label\", \"prediction\", \"probabilities\"}",
+        )
+        .metrics([
+            "split",
+            "rows",
+            "accuracy",
+            "precision",
+            "recall",
+            "f1",
+            "loss",
+            "macro.precision",
+            "macro.recall",
+            "macro.f1",
+            "per_class.<class>.precision",
+            "per_class.<class>.recall",
+            "per_class.<class>.f1",
+            "per_class.<class>.support",
+            "confusion",
+        ])
+        .detail_metrics(&["confusion", "per_class"])
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
@@ -106,7 +97,7 @@ impl BuiltinStage for EvalClassifier {
             tokens,
             split: split_name,
             batch_size,
-        } = typed_params(context)?;
+        } = context.params()?;
         let checkpoint = checkpoint_dir(&checkpoint)?;
         let split_name = split_name.as_str();
         let device = device(context)?;
@@ -229,7 +220,7 @@ mod tests {
     fn the_params_deserialize_with_their_defaults_and_batch_size_has_a_floor() {
         let info = EvalClassifier.info();
         let context = checked_context(&info, json!({"checkpoint": "/c", "tokens": "/t"})).unwrap();
-        let params: EvalParams = typed_params(&context).unwrap();
+        let params: EvalParams = context.params().unwrap();
         assert_eq!(params.checkpoint, PathBuf::from("/c"));
         assert_eq!((params.split.as_str(), params.batch_size), ("test", 64));
         let refused = checked_context(

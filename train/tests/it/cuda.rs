@@ -304,7 +304,7 @@ fn assert_joined_over(run: &Run, what: &str) {
 #[test]
 fn nccl_of_one_rank_runs_every_collective_on_the_gpu() {
     use pipe_train::c10d::{Backend, ProcessGroup, Rendezvous, StoreServer};
-    use pipe_train::ddp::Collective;
+    use pipe_train::collective::Collective;
 
     let timeout = Duration::from_secs(30);
     let server = StoreServer::start(timeout).unwrap();

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use pipe_protocol::record::{rows_by_combination, Combination};
 use pipe_protocol::{ParamSpec, RunContext, RunStage};
 use pipe_report::{Cell, Document};
+use serde::Deserialize;
 use serde_json::Value;
 
 mod results;
@@ -25,7 +26,8 @@ use results::{params, results, stage_times};
 use sections::{confusion_matrix, evaluation, label_names, training};
 
 use crate::{
-    BuiltinStage, OutputKind, OutputSpec, ParamKind, Result, StageContext, StageError, StageInfo,
+    BuiltinStage, OutputKind, ParamKind, Result, StageContext, StageError, StageInfo,
+    StageInfoBuilder,
 };
 
 pub struct HtmlReport;
@@ -46,59 +48,54 @@ const MAX_PLOT_POINTS: usize = 2000;
 
 impl BuiltinStage for HtmlReport {
     fn info(&self) -> StageInfo {
-        StageInfo {
-            name: "report/html".into(),
-            version: 1,
-            // 2: a pasteable report.md and report-with-images.md; readable,
-            // themed charts; per-step curves for one epoch; label names.
-            implementation: 2,
-            summary: "the run as one self-contained HTML page and as Markdown (to paste, and with images): results \
-                      by matrix combination, params, stage times, curves, throughput, hardware, confusion matrices"
-                .into(),
-            params: vec![
-                ParamSpec::new(
-                    "title",
-                    ParamKind::String,
-                    Some(Value::Null),
-                    "the report's title; unset: the pipeline's name",
-                ),
-                ParamSpec::new(
-                    "metrics",
-                    ParamKind::StringList,
-                    Some(Value::Null),
-                    "the results table's metric columns, as STAGE.METRIC with STAGE the stage's name without \
-                     its matrix suffix (`evaluate.accuracy`); unset: every numeric metric except per-epoch \
-                     ones (`epochs.`), `confusion`, `per_class` and `hardware.`",
-                ),
-                ParamSpec::new(
-                    "baseline",
-                    ParamKind::String,
-                    Some(Value::Null),
-                    "the matrix combination of the baseline row, as KEY=VALUE pairs separated by commas \
-                     (`precision=32-true,strategy=single`); unset: the first row",
-                ),
-                ParamSpec::new(
-                    "speedup",
-                    ParamKind::String,
-                    Some(Value::Null),
-                    "a time metric as STAGE.METRIC (`train.train_seconds`): adds a `speed-up` column, the \
-                     baseline's value divided by each row's",
-                ),
-            ],
-            outputs: vec![OutputSpec {
-                name: OUTPUT.into(),
-                kind: OutputKind::Dir,
-                doc: "`index.html` (one file: styles and plots inline, loads nothing); `report.md`, to paste into a \
-                      pull request or issue (text and tables only: no image, no link); `report-with-images.md` and \
-                      the plots as the `.svg` files it shows, for a directory that is published"
-                    .into(),
-            }],
-            metrics: Vec::new(),
-            devices_param: None,
-            nodes_param: None,
-            reads_run: true,
-            roles: Default::default(),
-        }
+        StageInfoBuilder::new(
+            "report/html",
+            1,
+            "the run as one self-contained HTML page and as Markdown (to paste, and with images): results \
+             by matrix combination, params, stage times, curves, throughput, hardware, confusion matrices",
+        )
+        // 2: a pasteable report.md and report-with-images.md; readable,
+        // themed charts; per-step curves for one epoch; label names.
+        .implementation(2)
+        .params([
+            ParamSpec::new(
+                "title",
+                ParamKind::String,
+                Some(Value::Null),
+                "the report's title; unset: the pipeline's name",
+            ),
+            ParamSpec::new(
+                "metrics",
+                ParamKind::StringList,
+                Some(Value::Null),
+                "the results table's metric columns, as STAGE.METRIC with STAGE the stage's name without \
+                 its matrix suffix (`evaluate.accuracy`); unset: every numeric metric except per-epoch \
+                 ones (`epochs.`), `confusion`, `per_class` and `hardware.`",
+            ),
+            ParamSpec::new(
+                "baseline",
+                ParamKind::String,
+                Some(Value::Null),
+                "the matrix combination of the baseline row, as KEY=VALUE pairs separated by commas \
+                 (`precision=32-true,strategy=single`); unset: the first row",
+            ),
+            ParamSpec::new(
+                "speedup",
+                ParamKind::String,
+                Some(Value::Null),
+                "a time metric as STAGE.METRIC (`train.train_seconds`): adds a `speed-up` column, the \
+                 baseline's value divided by each row's",
+            ),
+        ])
+        .output(
+            OUTPUT,
+            OutputKind::Dir,
+            "`index.html` (one file: styles and plots inline, loads nothing); `report.md`, to paste into a \
+             pull request or issue (text and tables only: no image, no link); `report-with-images.md` and \
+             the plots as the `.svg` files it shows, for a directory that is published",
+        )
+        .reads_run()
+        .build()
     }
 
     fn run(&self, context: &StageContext) -> Result<()> {
@@ -149,6 +146,17 @@ impl MetricColumn {
     }
 }
 
+/// The stage's params, one field per `ParamSpec` of its `info()`, as
+/// given; [`Options`] is what the report makes of them.
+#[derive(Deserialize)]
+struct ReportParams {
+    title: Option<String>,
+    /// Unset: the default columns.
+    metrics: Option<Vec<String>>,
+    baseline: Option<String>,
+    speedup: Option<String>,
+}
+
 struct Options {
     title: String,
     /// `None`: the default columns.
@@ -160,25 +168,25 @@ struct Options {
 
 impl Options {
     fn read(context: &StageContext, run: &RunContext) -> Result<Options> {
-        let title = context
-            .opt_str("title")?
-            .map_or_else(|| run.pipeline.clone(), String::from);
-        let metrics = match context.value("metrics")? {
-            Value::Null => None,
-            _ => Some(
-                context
-                    .strings("metrics")?
+        let params: ReportParams = context.params()?;
+        let title = params.title.unwrap_or_else(|| run.pipeline.clone());
+        let metrics = params
+            .metrics
+            .map(|metrics| {
+                metrics
                     .iter()
                     .map(|text| metric_column("metrics", text, run))
-                    .collect::<Result<Vec<_>>>()?,
-            ),
-        };
-        let baseline = context
-            .opt_str("baseline")?
+                    .collect::<Result<Vec<_>>>()
+            })
+            .transpose()?;
+        let baseline = params
+            .baseline
+            .as_deref()
             .map(parse_combination)
             .transpose()?;
-        let speedup = context
-            .opt_str("speedup")?
+        let speedup = params
+            .speedup
+            .as_deref()
             .map(|text| metric_column("speedup", text, run))
             .transpose()?;
         Ok(Options {

@@ -1,13 +1,12 @@
-//! The errors of the training machinery (optimizer, shards, collectives)
-//! as stage errors.
+//! The errors of the training machinery (optimizer, strategies,
+//! collectives) as stage errors.
 
 use pipe_stages::StageError;
 
 use super::super::classifier::{precision_error, torch};
-use crate::ddp::CollectiveError;
-use crate::fsdp::FsdpError;
+use crate::collective::CollectiveError;
 use crate::optim::OptimError;
-use crate::shard::ShardError;
+use crate::strategy::StrategyError;
 
 pub(super) fn optim_error(error: OptimError) -> StageError {
     match error {
@@ -16,21 +15,14 @@ pub(super) fn optim_error(error: OptimError) -> StageError {
     }
 }
 
-pub(super) fn shard_error(error: ShardError) -> StageError {
+pub(super) fn strategy_error(error: StrategyError) -> StageError {
     match error {
-        ShardError::Collective(error) => collective_error(error),
-        ShardError::Optim(error) => optim_error(error),
-        ShardError::Torch(error) => torch(error),
+        StrategyError::Collective(error) => collective_error(error),
+        StrategyError::Optim(error) => optim_error(error),
+        StrategyError::Torch(error) => torch(error),
+        StrategyError::Model(error) => error.into(),
+        StrategyError::Precision(error) => precision_error(error),
         other => StageError::Other(other.to_string()),
-    }
-}
-
-pub(super) fn fsdp_error(error: FsdpError) -> StageError {
-    match error {
-        FsdpError::Shard(error) => shard_error(error),
-        FsdpError::Model(error) => error.into(),
-        FsdpError::Precision(error) => precision_error(error),
-        FsdpError::Internal(message) => StageError::Other(format!("internal: {message}")),
     }
 }
 

@@ -8,24 +8,24 @@ use tch::{Device, Tensor};
 
 use pipe_stages::batches::{accumulation_steps, limit, pad_id, BucketSampler, Collator};
 use pipe_stages::classification::{BestEpoch, EpochVerdict};
-use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
+use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
 use pipe_stages::{Result, StageContext, StageError};
 
 use super::super::classifier::{check_labels, check_lengths, check_pad_id, predict, torch};
 use super::checkpoint::{write_checkpoint, Snapshot};
 use super::curves::{write_curves, StepCurve};
-use super::devices::{describe_devices, device_name};
+use super::devices::describe_devices;
 use super::errors::collective_error;
 use super::metrics::{memory_json, metrics_json, EpochStats, Summary};
 use super::params::TrainParams;
+use super::peers::Peers;
 use super::replica::Replica;
 use super::steps::{check_in_step, replica_steps, EpochPlan, StepDone};
 use super::totals::TrainTotals;
 use super::{CHECKPOINT, CURVES, STEPS};
-use crate::c10d::ProcessGroup;
-use crate::ddp::{Collective, Solo};
+use crate::collective::Collective;
 use crate::distributed::RankPlace;
-use crate::hardware;
+use crate::hardware::{self, PeakFlops};
 use crate::model::SequenceClassifier;
 
 /// The unit of the epochs' progress bars.
@@ -47,7 +47,40 @@ pub(super) fn train(
         // others' lines go to stderr, which reaches the stage log.
         pipe_stages::events_to_stderr(format!("[rank{}] ", place.rendezvous.rank));
     }
-    let device = match place {
+    let device = replica_device(devices, place)?;
+    tch::set_num_threads(context.threads() as i32);
+    let splits = Splits::open(settings)?;
+    let model = load_model(context, settings, &splits, device, lead)?;
+    let peers = Peers::join(context, settings, device, place)?;
+    let collective = peers.collective();
+    let mut replica = Replica::create(settings, model, device, &peers)?;
+    let schedule = Schedule::new(settings, &splits.train, collective.world_size())?;
+    if lead {
+        announce(context, settings, devices, &splits, &schedule, &replica);
+    }
+    let peak = hardware::peak_flops(
+        devices,
+        settings.precision.compute_kind(),
+        settings.tf32,
+        context.threads(),
+    );
+
+    let mut epochs = Epochs::new(context, settings, &splits, &schedule, collective, lead);
+    let loop_started = Instant::now();
+    epochs.run(&mut replica)?;
+    let train_seconds = loop_started.elapsed().as_secs_f64();
+    // Memory: the most any replica held, each process's own peak.
+    let memory = memory_json(&replica, collective)?;
+    if !lead {
+        return Ok(());
+    }
+    epochs.write_outputs(&replica, devices, train_seconds, memory, &peak)
+}
+
+/// The device of this process's replica: the only one, or that of its
+/// local rank.
+fn replica_device(devices: &[Device], place: Option<&RankPlace>) -> Result<Device> {
+    Ok(match place {
         None => devices[0],
         Some(place) => *devices.get(place.local_rank).ok_or_else(|| {
             StageError::Other(format!(
@@ -56,23 +89,51 @@ pub(super) fn train(
                 devices.len()
             ))
         })?,
-    };
-    tch::set_num_threads(context.threads() as i32);
-    let tokens = &settings.tokens;
-    let train = open_split(tokens, "train")?;
-    let val = open_split(tokens, "val")?;
-    check_labels(&train, settings.num_labels)?;
-    check_labels(&val, settings.num_labels)?;
-    let pad = pad_id(&tokens.join(TOKENIZER_FILE))?;
-    let collator = Collator::new(pad);
+    })
+}
 
-    // Seeds the head's fresh initialisation here and dropout below.
+/// The token files the run trains and validates on, and the collator
+/// that pads their batches.
+struct Splits {
+    train: TokenizedSplit,
+    val: TokenizedSplit,
+    pad: u32,
+    collator: Collator,
+}
+
+impl Splits {
+    fn open(settings: &TrainParams) -> Result<Splits> {
+        let tokens = &settings.tokens;
+        let train = open_split(tokens, "train")?;
+        let val = open_split(tokens, "val")?;
+        check_labels(&train, settings.num_labels)?;
+        check_labels(&val, settings.num_labels)?;
+        let pad = pad_id(&tokens.join(TOKENIZER_FILE))?;
+        Ok(Splits {
+            train,
+            val,
+            pad,
+            collator: Collator::new(pad),
+        })
+    }
+}
+
+/// The pretrained model with a fresh head of `num_labels`, checked
+/// against the splits it will read.
+fn load_model(
+    context: &StageContext,
+    settings: &TrainParams,
+    splits: &Splits,
+    device: Device,
+    lead: bool,
+) -> Result<SequenceClassifier> {
+    // Seeds the head's fresh initialisation here and dropout later.
     tch::manual_seed(settings.seed as i64);
     let (model, report) =
         SequenceClassifier::from_pretrained(&settings.model, Some(settings.num_labels), device)?;
-    check_lengths(&train, &model)?;
-    check_lengths(&val, &model)?;
-    check_pad_id(pad, tokens, &model)?;
+    check_lengths(&splits.train, &model)?;
+    check_lengths(&splits.val, &model)?;
+    check_pad_id(splits.pad, &settings.tokens, &model)?;
     // Every id of both splits and the pad are in the vocabulary.
     model.vouch_for_ids();
     if lead && !report.missing.is_empty() {
@@ -82,106 +143,211 @@ pub(super) fn train(
             report.missing.join(", ")
         ));
     }
-    let collective: Box<dyn Collective> = match place {
-        None => Box::new(Solo),
-        Some(place) => {
-            let backend = settings.backend_for(device)?;
-            let group = ProcessGroup::join(&place.rendezvous, backend).map_err(|error| {
-                StageError::input(
-                    format!(
-                        "rank {} of {} could not join the others at {}:{}: {error}",
-                        place.rendezvous.rank,
-                        place.rendezvous.world_size,
-                        place.rendezvous.host,
-                        place.rendezvous.port
-                    ),
-                    "every rank must start within `collective_timeout` seconds; under Slurm, \
-                         the first node must be reachable from the others on that port",
-                )
-            })?;
-            // Every rank says so: a rank that fails later is then named
-            // with a last line of its own.
-            context.message(format!(
-                "rank {} of {} joined over {} on {} ({} node{}, started by {})",
-                place.rendezvous.rank,
-                place.rendezvous.world_size,
-                backend.name(),
-                device_name(device),
-                place.nodes,
-                if place.nodes == 1 { "" } else { "s" },
-                place.launched_by
-            ));
-            Box::new(group)
-        }
-    };
-    let collective = collective.as_ref();
-    let mut replica = Replica::create(settings, model, device, collective)?;
+    Ok(model)
+}
 
-    let world = collective.world_size();
-    let rows = limit(
-        train.len(),
-        settings.limit_train_samples.unwrap_or(usize::MAX),
-        settings.seed,
-    );
-    let train_rows = rows.len();
-    // One global batch per step of every replica together, cut into
-    // equal shards (Lightning's batch_size is per device).
-    let sampler = BucketSampler::subset(
-        rows,
-        &train.lengths(),
-        settings.batch_size * world,
-        settings.seed,
-    )?
-    .multiple_of(world);
-    let steps_per_epoch = sampler.batches_per_epoch().div_ceil(settings.accumulate) as u64;
-    let total_steps = steps_per_epoch * settings.epochs;
-    let warmup_steps = (settings.warmup_ratio * total_steps as f64).ceil() as u64;
-    if lead {
-        context.message(format!(
-                "training on {train_rows} rows ({} batches of {}, {steps_per_epoch} optimizer steps per epoch), \
-                 validating on {} rows, {} on {} in {}",
-                sampler.batches_per_epoch(),
-                settings.batch_size * world,
-                val.len(),
-                replica.model.config.architecture.model_type(),
-                describe_devices(settings.strategy, devices),
-                settings.precision,
-            ));
-    }
-    if lead {
-        if let Some(note) = hardware::bf16_note(settings.precision.compute_kind(), device) {
-            context.message(note);
-        }
-    }
-    let peak = hardware::peak_flops(
-        devices,
-        settings.precision.compute_kind(),
-        settings.tf32,
-        context.threads(),
-    );
+/// Which rows each epoch trains on and how they become optimizer steps:
+/// the same on every replica.
+struct Schedule {
+    /// Rows trained on per epoch (all of them, or `limit_train_samples`).
+    train_rows: usize,
+    sampler: BucketSampler,
+    steps_per_epoch: u64,
+    total_steps: u64,
+    warmup_steps: u64,
+    /// Replicas in the whole run.
+    world: usize,
+}
 
-    let mut best = BestEpoch::new(settings.patience, 0.0);
-    let mut best_weights: Option<Snapshot> = None;
-    let mut epochs: Vec<EpochStats> = Vec::new();
-    let mut global_step = 0u64;
-    let mut stopped_early = false;
-    let mut step_curve = StepCurve::new(settings.log_every_n_steps);
-    let loop_started = Instant::now();
-    for epoch in 0..settings.epochs {
-        let phase = format!("train epoch {}/{}", epoch + 1, settings.epochs);
-        let started = Instant::now();
-        if lead {
-            context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
-        }
-        let steps = accumulation_steps(sampler.epoch(epoch), settings.accumulate)?;
-        let plan = EpochPlan {
-            steps: &steps,
-            first_step: global_step,
+impl Schedule {
+    fn new(settings: &TrainParams, train: &TokenizedSplit, world: usize) -> Result<Schedule> {
+        let rows = limit(
+            train.len(),
+            settings.limit_train_samples.unwrap_or(usize::MAX),
+            settings.seed,
+        );
+        let train_rows = rows.len();
+        // One global batch per step of every replica together, cut into
+        // equal shards (Lightning's batch_size is per device).
+        let sampler = BucketSampler::subset(
+            rows,
+            &train.lengths(),
+            settings.batch_size * world,
+            settings.seed,
+        )?
+        .multiple_of(world);
+        let steps_per_epoch = sampler.batches_per_epoch().div_ceil(settings.accumulate) as u64;
+        let total_steps = steps_per_epoch * settings.epochs;
+        let warmup_steps = (settings.warmup_ratio * total_steps as f64).ceil() as u64;
+        Ok(Schedule {
+            train_rows,
+            sampler,
+            steps_per_epoch,
             total_steps,
             warmup_steps,
+            world,
+        })
+    }
+}
+
+/// Rank 0's lines before the first epoch: what it trains on, and how.
+fn announce(
+    context: &StageContext,
+    settings: &TrainParams,
+    devices: &[Device],
+    splits: &Splits,
+    schedule: &Schedule,
+    replica: &Replica,
+) {
+    context.message(format!(
+        "training on {} rows ({} batches of {}, {} optimizer steps per epoch), \
+         validating on {} rows, {} on {} in {}",
+        schedule.train_rows,
+        schedule.sampler.batches_per_epoch(),
+        settings.batch_size * schedule.world,
+        schedule.steps_per_epoch,
+        splits.val.len(),
+        replica.model.config.architecture.model_type(),
+        describe_devices(settings.strategy, devices),
+        settings.precision,
+    ));
+    if let Some(note) = hardware::bf16_note(settings.precision.compute_kind(), replica.device) {
+        context.message(note);
+    }
+}
+
+/// The epochs of one replica and what they leave behind: each epoch's
+/// figures, the best epoch and, on rank 0, its weights and the step curve.
+struct Epochs<'a> {
+    context: &'a StageContext,
+    settings: &'a TrainParams,
+    splits: &'a Splits,
+    schedule: &'a Schedule,
+    collective: &'a dyn Collective,
+    lead: bool,
+    best: BestEpoch,
+    best_weights: Option<Snapshot>,
+    stats: Vec<EpochStats>,
+    /// Optimizer steps taken so far.
+    global_step: u64,
+    stopped_early: bool,
+    step_curve: StepCurve,
+}
+
+impl<'a> Epochs<'a> {
+    fn new(
+        context: &'a StageContext,
+        settings: &'a TrainParams,
+        splits: &'a Splits,
+        schedule: &'a Schedule,
+        collective: &'a dyn Collective,
+        lead: bool,
+    ) -> Epochs<'a> {
+        Epochs {
+            context,
             settings,
-            split: &train,
-            collator: &collator,
+            splits,
+            schedule,
+            collective,
+            lead,
+            best: BestEpoch::new(settings.patience, 0.0),
+            best_weights: None,
+            stats: Vec::new(),
+            global_step: 0,
+            stopped_early: false,
+            step_curve: StepCurve::new(settings.log_every_n_steps),
+        }
+    }
+
+    /// Every epoch, or up to the one early stopping ends with.
+    fn run(&mut self, replica: &mut Replica) -> Result<()> {
+        for epoch in 0..self.settings.epochs {
+            if self.epoch(replica, epoch)? == EpochVerdict::Stop {
+                self.stopped_early = epoch + 1 < self.settings.epochs;
+                if self.stopped_early && self.lead {
+                    self.context.message(format!(
+                        "early stopping: no better val accuracy for {} epochs",
+                        self.settings.patience.unwrap_or(0)
+                    ));
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// One epoch (0-based): its steps, the replicas' check-in, validation,
+    /// and whether it is the best so far.
+    fn epoch(&mut self, replica: &mut Replica, epoch: u64) -> Result<EpochVerdict> {
+        let started = Instant::now();
+        let (totals, steps) = self.train_steps(replica, epoch, started)?;
+        let train_seconds = started.elapsed().as_secs_f64();
+        if self.schedule.world > 1 {
+            check_in_step(replica, self.collective, epoch + 1)?;
+        }
+        let (val_loss, val_acc) = self.validate(replica)?;
+        let stats = EpochStats {
+            epoch: epoch + 1,
+            train_loss: totals.mean_loss()?,
+            train_acc: totals.correct.value()? / totals.rows.max(1) as f64,
+            val_loss,
+            val_acc,
+            epoch_seconds: train_seconds,
+            val_seconds: started.elapsed().as_secs_f64() - train_seconds,
+            rows: totals.rows,
+            tokens: totals.tokens,
+            padded_tokens: totals.padded_tokens,
+            flops: totals.flops,
+            steps,
+            samples_per_s: totals.rows as f64 / train_seconds.max(1e-9),
+            tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
+        };
+        let verdict = self.best.record(epoch as u32 + 1, stats.val_acc);
+        if verdict == EpochVerdict::Improved && self.lead {
+            self.best_weights = Some(Snapshot::of(&replica.model.vs)?);
+        }
+        if self.lead {
+            self.context.message(format!(
+                "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {:.1} s, {:.1} samples/s, {:.0} tokens/s",
+                stats.epoch,
+                self.settings.epochs,
+                stats.train_loss,
+                stats.train_acc,
+                stats.val_loss,
+                stats.val_acc,
+                if verdict == EpochVerdict::Improved { " (best)" } else { "" },
+                stats.epoch_seconds,
+                stats.samples_per_s,
+                stats.tokens_per_s,
+            ));
+        }
+        self.stats.push(stats);
+        Ok(verdict)
+    }
+
+    /// The epoch's optimizer steps, with rank 0's progress bar and step
+    /// curve; returns every replica's totals summed and the steps taken.
+    fn train_steps(
+        &mut self,
+        replica: &mut Replica,
+        epoch: u64,
+        started: Instant,
+    ) -> Result<(TrainTotals, u64)> {
+        let (context, settings, schedule) = (self.context, self.settings, self.schedule);
+        let (world, steps_per_epoch) = (schedule.world, schedule.steps_per_epoch);
+        let phase = format!("train epoch {}/{}", epoch + 1, settings.epochs);
+        if self.lead {
+            context.progress(&phase, 0, Some(steps_per_epoch), UNIT);
+        }
+        let steps = accumulation_steps(schedule.sampler.epoch(epoch), settings.accumulate)?;
+        let plan = EpochPlan {
+            steps: &steps,
+            first_step: self.global_step,
+            total_steps: schedule.total_steps,
+            warmup_steps: schedule.warmup_steps,
+            settings,
+            split: &self.splits.train,
+            collator: &self.splits.collator,
             world,
         };
         // The running mean loss and the rate, beside the bar. Rank 0's
@@ -195,6 +361,7 @@ pub(super) fn train(
             )
         };
         let last_step = steps.len() as u64;
+        let step_curve = &mut self.step_curve;
         let mut report = |done: &StepDone| -> Result<()> {
             step_curve.record(
                 epoch + 1,
@@ -208,121 +375,82 @@ pub(super) fn train(
             Ok(())
         };
         let totals = replica_steps(
-            &mut replica,
+            replica,
             &plan,
-            collective,
-            if lead { Some(&mut report) } else { None },
+            self.collective,
+            if self.lead { Some(&mut report) } else { None },
         )?;
-        let totals = totals.summed(collective)?;
-        global_step += steps.len() as u64;
-        if lead {
+        let totals = totals.summed(self.collective)?;
+        self.global_step += last_step;
+        if self.lead {
             context.progress_done_with(&phase, steps_per_epoch, UNIT, Some(live(&totals, 1)));
         }
-        let train_seconds = started.elapsed().as_secs_f64();
-        if world > 1 {
-            check_in_step(&replica, collective, epoch + 1)?;
-        }
+        Ok((totals, last_step))
+    }
 
-        // Every rank validates (no rank waits on rank 0 longer than a
-        // collective may), and all take rank 0's figures, so that they
-        // agree on the best epoch and on stopping.
+    /// Every rank validates (no rank waits on rank 0 longer than a
+    /// collective may), and all take rank 0's figures, so that they agree
+    /// on the best epoch and on stopping. Returns the loss and accuracy.
+    fn validate(&self, replica: &Replica) -> Result<(f64, f64)> {
         let validation = predict(
             &replica.model,
-            &val,
-            &collator,
-            settings.batch_size,
-            settings.precision.autocast_kind(),
+            &self.splits.val,
+            &self.splits.collator,
+            self.settings.batch_size,
+            self.settings.precision.autocast_kind(),
             replica.device,
         )?;
-        let (val_loss, val_acc) =
-            rank0_pair(collective, validation.mean_loss(), validation.accuracy())?;
-        let stats = EpochStats {
-            epoch: epoch + 1,
-            train_loss: totals.mean_loss()?,
-            train_acc: totals.correct.value()? / totals.rows.max(1) as f64,
-            val_loss,
-            val_acc,
-            epoch_seconds: train_seconds,
-            val_seconds: started.elapsed().as_secs_f64() - train_seconds,
-            rows: totals.rows,
-            tokens: totals.tokens,
-            padded_tokens: totals.padded_tokens,
-            flops: totals.flops,
-            steps: steps.len() as u64,
-            samples_per_s: totals.rows as f64 / train_seconds.max(1e-9),
-            tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
-        };
-        let verdict = best.record(epoch as u32 + 1, stats.val_acc);
-        if verdict == EpochVerdict::Improved && lead {
-            best_weights = Some(Snapshot::of(&replica.model.vs)?);
-        }
-        if lead {
-            context.message(format!(
-                "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {:.1} s, {:.1} samples/s, {:.0} tokens/s",
-                stats.epoch,
-                settings.epochs,
-                stats.train_loss,
-                stats.train_acc,
-                stats.val_loss,
-                stats.val_acc,
-                if verdict == EpochVerdict::Improved { " (best)" } else { "" },
-                stats.epoch_seconds,
-                stats.samples_per_s,
-                stats.tokens_per_s,
+        rank0_pair(
+            self.collective,
+            validation.mean_loss(),
+            validation.accuracy(),
+        )
+    }
+
+    /// Rank 0's outputs: the best epoch's checkpoint, the curves, the
+    /// metrics.
+    fn write_outputs(
+        self,
+        replica: &Replica,
+        devices: &[Device],
+        train_seconds: f64,
+        memory: serde_json::Value,
+        peak: &PeakFlops,
+    ) -> Result<()> {
+        let (context, settings) = (self.context, self.settings);
+        let (Some((best_epoch, best_acc)), Some(weights)) = (self.best.best(), self.best_weights)
+        else {
+            return Err(StageError::Other(
+                "internal: training ran no epoch".to_string(),
             ));
-        }
-        epochs.push(stats);
-        if verdict == EpochVerdict::Stop {
-            stopped_early = epoch + 1 < settings.epochs;
-            if stopped_early && lead {
-                context.message(format!(
-                    "early stopping: no better val accuracy for {} epochs",
-                    settings.patience.unwrap_or(0)
-                ));
-            }
-            break;
-        }
-    }
-    let train_seconds = loop_started.elapsed().as_secs_f64();
-    // Memory: the most any replica held, each process's own peak.
-    let memory = memory_json(&replica, collective)?;
-    if !lead {
-        return Ok(());
-    }
-    let model = &replica.model;
+        };
+        write_checkpoint(
+            &context.output(CHECKPOINT),
+            &weights,
+            &replica.model,
+            &settings.model,
+            &settings.tokens,
+        )?;
+        write_curves(&context.output(CURVES), &self.stats)?;
+        self.step_curve.write(&context.output(STEPS))?;
 
-    let (Some((best_epoch, best_acc)), Some(weights)) = (best.best(), best_weights) else {
-        return Err(StageError::Other(
-            "internal: training ran no epoch".to_string(),
-        ));
-    };
-    let checkpoint = context.output(CHECKPOINT);
-    write_checkpoint(
-        &checkpoint,
-        &weights,
-        model,
-        &settings.model,
-        &settings.tokens,
-    )?;
-    write_curves(&context.output(CURVES), &epochs)?;
-    step_curve.write(&context.output(STEPS))?;
-
-    context.write_metrics(&metrics_json(&Summary {
-        settings,
-        devices,
-        replica: &replica,
-        world,
-        epochs: &epochs,
-        best_epoch,
-        best_acc,
-        stopped_early,
-        train_rows,
-        optimizer_steps: global_step,
-        train_seconds,
-        memory,
-        peak: &peak,
-    }))?;
-    Ok(())
+        context.write_metrics(&metrics_json(&Summary {
+            settings,
+            devices,
+            replica,
+            world: self.schedule.world,
+            epochs: &self.stats,
+            best_epoch,
+            best_acc,
+            stopped_early: self.stopped_early,
+            train_rows: self.schedule.train_rows,
+            optimizer_steps: self.global_step,
+            train_seconds,
+            memory,
+            peak,
+        }))?;
+        Ok(())
+    }
 }
 
 /// Rank 0's two figures on every rank.

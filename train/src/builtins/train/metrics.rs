@@ -11,8 +11,9 @@ use super::super::classifier::torch;
 use super::devices::device_name;
 use super::errors::collective_error;
 use super::params::TrainParams;
+use super::phases::{Phase, PhaseTimes};
 use super::replica::Replica;
-use crate::ddp::Collective;
+use crate::collective::Collective;
 use crate::hardware::{self, PeakFlops};
 use crate::precision::LossScaler;
 
@@ -229,11 +230,25 @@ pub(super) fn throughput_json(
         "mfu": (peak_total > 0.0).then(|| (flops_per_s / peak_total * 1e5).round() / 1e5),
     });
     if let (Value::Object(throughput), Value::Object(phases)) =
-        (&mut throughput, lead.phases.to_json())
+        (&mut throughput, phases_json(&lead.phases))
     {
         throughput.extend(phases);
     }
     throughput
+}
+
+/// Rank 0's mean time per timed step in each phase, in milliseconds.
+fn phases_json(phases: &PhaseTimes) -> Value {
+    let steps = phases.steps.max(1) as f64;
+    let ms = |phase: Phase| round3(1000.0 * phases.seconds[phase as usize] / steps);
+    json!({
+        "forward_ms": ms(Phase::Forward),
+        "backward_ms": ms(Phase::Backward),
+        "collective_ms": ms(Phase::Collective),
+        "optimizer_ms": ms(Phase::Optimizer),
+        "other_ms": ms(Phase::Other),
+        "timed_steps": phases.steps,
+    })
 }
 
 pub(super) fn round3(value: f64) -> f64 {

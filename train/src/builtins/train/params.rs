@@ -12,7 +12,6 @@ use tch::Device;
 
 use pipe_stages::{Result, StageContext, StageError};
 
-use super::super::classifier::typed_params;
 use crate::c10d;
 use crate::precision::{self, Precision};
 use crate::shard::Sharding;
@@ -141,7 +140,7 @@ fn seconds<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Du
 impl TrainParams {
     /// The invocation's params, typed, and the rules between them checked.
     pub(super) fn read(context: &StageContext) -> Result<TrainParams> {
-        let params: TrainParams = typed_params(context)?;
+        let params: TrainParams = context.params()?;
         params.check()?;
         Ok(params)
     }

@@ -2,11 +2,10 @@
 
 use std::time::Instant;
 
-use serde_json::{json, Value};
 use tch::Device;
 
-use super::metrics::round3;
 use crate::hardware;
+use crate::strategy;
 
 /// On a GPU, phases are timed on one step in this many (see `PhaseClock`).
 pub(super) const PHASE_SAMPLE: u64 = 10;
@@ -19,6 +18,16 @@ pub(super) enum Phase {
     Optimizer,
     /// Collating, waiting for a CPU replica's turn, the rest.
     Other,
+}
+
+impl From<strategy::Phase> for Phase {
+    fn from(phase: strategy::Phase) -> Phase {
+        match phase {
+            strategy::Phase::Forward => Phase::Forward,
+            strategy::Phase::Backward => Phase::Backward,
+            strategy::Phase::Collective => Phase::Collective,
+        }
+    }
 }
 
 /// Splits one step's time into phases. GPU work is asynchronous, so a
@@ -73,18 +82,5 @@ impl PhaseTimes {
         }
         // Whatever no lap caught (the step's bookkeeping) is `other`.
         self.seconds[Phase::Other as usize] += (step_seconds - counted).max(0.0);
-    }
-
-    pub(super) fn to_json(&self) -> Value {
-        let steps = self.steps.max(1) as f64;
-        let ms = |phase: Phase| round3(1000.0 * self.seconds[phase as usize] / steps);
-        json!({
-            "forward_ms": ms(Phase::Forward),
-            "backward_ms": ms(Phase::Backward),
-            "collective_ms": ms(Phase::Collective),
-            "optimizer_ms": ms(Phase::Optimizer),
-            "other_ms": ms(Phase::Other),
-            "timed_steps": self.steps,
-        })
     }
 }

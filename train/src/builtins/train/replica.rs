@@ -1,6 +1,6 @@
 //! One data-parallel copy of the model and how it turns gradients into
-//! an update: AdamW whole (single, ddp) or sharded (`crate::shard`,
-//! `crate::fsdp`).
+//! an update: AdamW whole (single, ddp: `crate::replicated`) or sharded
+//! (`crate::shard`, `crate::fsdp`), behind `crate::strategy`.
 
 use std::collections::HashSet;
 
@@ -9,16 +9,18 @@ use tch::{Device, Kind, Tensor};
 
 use pipe_stages::{Result, StageError};
 
-use super::errors::{collective_error, fsdp_error, shard_error};
+use super::errors::{collective_error, strategy_error};
 use super::params::{Strategy, TrainParams};
+use super::peers::Peers;
 use super::phases::PhaseTimes;
-use crate::c10d::Reducer;
-use crate::ddp::{Collective, GradientBuckets};
+use crate::ddp::GradientBuckets;
 use crate::fsdp::{self, FullShard};
 use crate::model::SequenceClassifier;
 use crate::optim::AdamW;
 use crate::precision::{LossScaler, Precision};
-use crate::shard::{variable_bytes, MemoryUse, ShardedOptimizer};
+use crate::replicated::Replicated;
+use crate::shard::ShardedOptimizer;
+use crate::strategy::{MemoryUse, ShardingStrategy};
 
 /// One data-parallel copy of the model with its own optimizer state. Under
 /// `single` there is one, and no buckets.
@@ -26,7 +28,8 @@ pub(super) struct Replica {
     pub(super) rank: usize,
     pub(super) device: Device,
     pub(super) model: SequenceClassifier,
-    pub(super) updater: Updater,
+    /// How it turns its gradients into an update.
+    pub(super) strategy: Box<dyn ShardingStrategy>,
     pub(super) scaler: Option<LossScaler>,
     /// What the replica held after its first optimizer step.
     pub(super) memory: Option<MemoryUse>,
@@ -37,23 +40,6 @@ pub(super) struct Replica {
     pub(super) phases: PhaseTimes,
 }
 
-/// How a replica turns its gradients into an update.
-pub(super) enum Updater {
-    /// `single` and `ddp`: the whole optimizer state on every replica, and
-    /// under ddp the gradients all-reduced in buckets.
-    Replicated {
-        optimizer: AdamW,
-        buckets: Option<GradientBuckets>,
-        /// Between processes: the buckets' all-reduces started from
-        /// backward's hooks, overlapping the rest of backward, as DDP's.
-        reducer: Option<Reducer>,
-    },
-    /// `deepspeed_stage_2`, `fsdp_shard_grad_op` (see `crate::shard`).
-    Sharded(ShardedOptimizer),
-    /// `fsdp` (see `crate::fsdp`): the forward and backward too.
-    FullyShard(FullShard),
-}
-
 impl Replica {
     /// The replica of this process around its loaded `model`. Every
     /// replica starts from rank 0's weights, fresh head included, as DDP
@@ -62,8 +48,9 @@ impl Replica {
         settings: &TrainParams,
         mut model: SequenceClassifier,
         device: Device,
-        collective: &dyn Collective,
+        peers: &Peers,
     ) -> Result<Replica> {
+        let collective = peers.collective();
         let (rank, world) = (collective.rank(), collective.world_size());
         if world > 1 {
             tch::no_grad(|| -> Result<()> {
@@ -84,56 +71,12 @@ impl Replica {
             // which the optimizer and the no-decay groups rely on.
             model.vs.bfloat16();
         }
-        let updater = match settings.strategy.sharding() {
-            None if settings.strategy == Strategy::Fsdp => Updater::FullyShard(
-                FullShard::new(
-                    fsdp::units_of(&model, decay_flags(&model.vs)?).map_err(fsdp_error)?,
-                    rank,
-                    world,
-                    settings.lr,
-                    settings.weight_decay,
-                    ADAM_BETAS,
-                )
-                .map_err(fsdp_error)?,
-            ),
-            None => {
-                let buckets = (world > 1).then(|| {
-                    GradientBuckets::new(
-                        &model.vs.trainable_variables(),
-                        GradientBuckets::DEFAULT_CAP_BYTES,
-                    )
-                });
-                let reducer = match (&buckets, collective.as_process_group()) {
-                    (Some(buckets), Some(group)) => {
-                        Some(Reducer::new(group, buckets).map_err(collective_error)?)
-                    }
-                    _ => None,
-                };
-                Updater::Replicated {
-                    optimizer: adamw(&model.vs, settings.lr, settings.weight_decay)?,
-                    buckets,
-                    reducer,
-                }
-            }
-            Some(sharding) => Updater::Sharded(
-                ShardedOptimizer::new(
-                    &decay_flags(&model.vs)?,
-                    rank,
-                    world,
-                    sharding,
-                    GradientBuckets::DEFAULT_CAP_BYTES,
-                    settings.lr,
-                    settings.weight_decay,
-                    ADAM_BETAS,
-                )
-                .map_err(shard_error)?,
-            ),
-        };
+        let strategy = strategy_for(settings, &model, peers)?;
         Ok(Replica {
             rank,
             device,
             model,
-            updater,
+            strategy,
             scaler: (settings.precision == Precision::Fp16Mixed).then(LossScaler::default),
             memory: None,
             peak_bytes: 0,
@@ -141,33 +84,59 @@ impl Replica {
         })
     }
 
-    /// What this replica holds now, between steps.
-    pub(super) fn memory_now(&self) -> MemoryUse {
-        match &self.updater {
-            Updater::Replicated { optimizer, .. } => {
-                let (params_bytes, grads_bytes) =
-                    variable_bytes(&self.model.vs.trainable_variables());
-                MemoryUse {
-                    params_bytes,
-                    grads_bytes,
-                    optimizer_bytes: optimizer.state_bytes(),
-                }
-            }
-            Updater::Sharded(sharded) => sharded.memory(),
-            Updater::FullyShard(full) => full.memory(),
-        }
-    }
-
     /// The most parameter and gradient bytes held at once during the first
     /// optimizer step: under `fsdp` measured unit by unit; otherwise what
     /// the replica holds after a micro-batch's backward (every parameter
     /// and gradient, and the shards), sampled after each.
     pub(super) fn peak_bytes(&self) -> usize {
-        match &self.updater {
-            Updater::FullyShard(full) => full.peak_bytes(),
-            _ => self.peak_bytes,
-        }
+        self.strategy.peak_bytes().unwrap_or(self.peak_bytes)
     }
+}
+
+/// The strategy of `settings` around `model`, whose variables must be
+/// rank 0's and of their training kind by now.
+fn strategy_for(
+    settings: &TrainParams,
+    model: &SequenceClassifier,
+    peers: &Peers,
+) -> Result<Box<dyn ShardingStrategy>> {
+    let collective = peers.collective();
+    let (rank, world) = (collective.rank(), collective.world_size());
+    Ok(match settings.strategy.sharding() {
+        None if settings.strategy == Strategy::Fsdp => Box::new(
+            FullShard::new(
+                fsdp::units_of(model, decay_flags(&model.vs)?).map_err(strategy_error)?,
+                rank,
+                world,
+                settings.lr,
+                settings.weight_decay,
+                ADAM_BETAS,
+            )
+            .map_err(strategy_error)?,
+        ),
+        None => Box::new(
+            Replicated::new(
+                adamw(&model.vs, settings.lr, settings.weight_decay)?,
+                model.vs.trainable_variables(),
+                world,
+                peers.process_group(),
+            )
+            .map_err(strategy_error)?,
+        ),
+        Some(sharding) => Box::new(
+            ShardedOptimizer::new(
+                &decay_flags(&model.vs)?,
+                rank,
+                world,
+                sharding,
+                GradientBuckets::DEFAULT_CAP_BYTES,
+                settings.lr,
+                settings.weight_decay,
+                ADAM_BETAS,
+            )
+            .map_err(strategy_error)?,
+        ),
+    })
 }
 
 /// Every variable by name, sorted: the same order on every replica.

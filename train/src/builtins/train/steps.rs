@@ -4,23 +4,23 @@
 
 use std::time::Instant;
 
-use tch::{Device, Kind, Reduction, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use pipe_stages::batches::{micro_batch_weights, Batch, Collator};
 use pipe_stages::classification::linear_warmup_decay;
 use pipe_stages::token_file::TokenizedSplit;
 use pipe_stages::{Result, StageError};
 
-use super::super::classifier::{batch_tensors, precision_error, torch};
-use super::errors::{collective_error, fsdp_error, optim_error, shard_error};
+use super::super::classifier::{batch_tensors, torch};
+use super::errors::{collective_error, strategy_error};
 use super::params::TrainParams;
 use super::phases::{Phase, PhaseClock, PHASE_SAMPLE};
-use super::replica::{named_variables, Replica, Updater};
+use super::replica::{named_variables, Replica};
 use super::totals::{LazySum, TrainTotals};
-use crate::ddp::Collective;
-use crate::fsdp::{self, FullShard};
+use crate::collective::Collective;
 use crate::model::SequenceClassifier;
-use crate::precision::{AutocastGuard, LossScaler};
+use crate::precision::LossScaler;
+use crate::strategy::MicroBatch;
 
 /// One epoch's optimizer steps, the same on every replica.
 pub(super) struct EpochPlan<'a> {
@@ -64,8 +64,6 @@ pub(super) fn replica_steps(
     collective: &dyn Collective,
     mut report: Option<StepReport>,
 ) -> Result<TrainTotals> {
-    let settings = plan.settings;
-    let autocast = settings.precision.autocast_kind();
     let mut totals = TrainTotals::default();
     for (index, step) in plan.steps.iter().enumerate() {
         let step_started = Instant::now();
@@ -75,165 +73,10 @@ pub(super) fn replica_steps(
         let timed = replica.device == Device::Cpu || global_step.is_multiple_of(PHASE_SAMPLE);
         let mut clock = PhaseClock::new(replica.device, timed);
         let scale = linear_warmup_decay(global_step, plan.warmup_steps, plan.total_steps);
-        let lr = settings.lr * scale;
-        let mut step_totals = TrainTotals::default();
-        match &mut replica.updater {
-            Updater::Replicated { optimizer, .. } => {
-                optimizer.set_lr(lr);
-                optimizer.zero_grad().map_err(optim_error)?;
-            }
-            Updater::Sharded(sharded) => {
-                sharded.set_lr(lr);
-                // Gathers the parameters sharded at rest (fsdp_shard_grad_op).
-                sharded.materialize(collective).map_err(shard_error)?;
-                clock.lap(Phase::Collective);
-            }
-            Updater::FullyShard(full) => {
-                full.set_lr(lr);
-                full.begin_step().map_err(fsdp_error)?;
-            }
-        }
-        let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
-        for (micro, (rows, weight)) in step.iter().zip(micro_batch_weights(&sizes)).enumerate() {
-            let batch = if plan.world == 1 {
-                plan.collator.collate(plan.split, rows)?
-            } else {
-                plan.collator
-                    .collate_shards(plan.split, rows, plan.world)?
-                    .swap_remove(replica.rank)
-            };
-            let loss_scale = replica.scaler.as_ref().map_or(1.0, LossScaler::scale);
-            clock.lap(Phase::Other);
-            // Each shard's mean loss over the world size: summed across
-            // replicas, the gradient of the mean over the global batch.
-            let weight = weight * loss_scale / plan.world as f64;
-            if micro + 1 == sizes.len() {
-                // The step's last backward: its gradients are summed as
-                // backward produces them (DDP's `no_sync` before it).
-                if let Updater::Replicated {
-                    reducer: Some(reducer),
-                    ..
-                } = &mut replica.updater
-                {
-                    reducer.arm().map_err(collective_error)?;
-                }
-            }
-            step_totals.add(&match &mut replica.updater {
-                Updater::FullyShard(full) => fsdp_micro_batch(
-                    &replica.model,
-                    full,
-                    collective,
-                    &batch,
-                    weight,
-                    autocast,
-                    replica.device,
-                    &mut clock,
-                )?,
-                _ => train_micro_batch(
-                    &replica.model,
-                    &batch,
-                    weight,
-                    autocast,
-                    replica.device,
-                    &mut clock,
-                )?,
-            })?;
-            if replica.memory.is_none() {
-                replica.peak_bytes = replica.peak_bytes.max({
-                    let held = replica.memory_now();
-                    held.params_bytes + held.grads_bytes
-                });
-            }
-        }
-        let step_ok = match &mut replica.updater {
-            Updater::Replicated {
-                optimizer,
-                buckets,
-                reducer,
-            } => {
-                match (reducer.as_mut(), buckets.as_ref()) {
-                    (Some(reducer), _) => {
-                        reducer.finish().map_err(collective_error)?;
-                    }
-                    (None, Some(buckets)) => buckets
-                        .all_reduce_sum(collective)
-                        .map_err(collective_error)?,
-                    (None, None) => {}
-                }
-                clock.lap(Phase::Collective);
-                // The scaler unscales before clipping so that the clip
-                // threshold applies to the true gradients, as GradScaler
-                // users must do by hand. After the all-reduce, every replica
-                // sees the same gradients and so makes the same overflow
-                // decision.
-                let step_ok = match replica.scaler.as_mut() {
-                    Some(scaler) => {
-                        let overflow = scaler
-                            .unscale(&replica.model.vs.trainable_variables())
-                            .map_err(torch)?;
-                        scaler.update(overflow)
-                    }
-                    None => true,
-                };
-                if step_ok {
-                    if let Some(max_norm) = settings.clip {
-                        let _norm = optimizer.clip_grad_norm(max_norm).map_err(optim_error)?;
-                    }
-                    optimizer.step().map_err(optim_error)?;
-                }
-                clock.lap(Phase::Optimizer);
-                step_ok
-            }
-            Updater::Sharded(sharded) => {
-                sharded.reduce_gradients(collective).map_err(shard_error)?;
-                clock.lap(Phase::Collective);
-                // The overflow flag is all-reduced, so every replica skips
-                // or steps alike although each saw only its shard.
-                let step_ok = match replica.scaler.as_mut() {
-                    Some(scaler) => {
-                        let overflow = sharded.unscale(scaler, collective).map_err(shard_error)?;
-                        scaler.update(overflow)
-                    }
-                    None => true,
-                };
-                if step_ok {
-                    if let Some(max_norm) = settings.clip {
-                        let _norm = sharded
-                            .clip_grad_norm(max_norm, collective)
-                            .map_err(shard_error)?;
-                    }
-                    sharded.step().map_err(shard_error)?;
-                }
-                clock.lap(Phase::Optimizer);
-                sharded.settle(collective).map_err(shard_error)?;
-                clock.lap(Phase::Collective);
-                step_ok
-            }
-            // The gradients were reduce-scattered unit by unit in backward,
-            // and the updated shards stay sharded.
-            Updater::FullyShard(full) => {
-                let step_ok = match replica.scaler.as_mut() {
-                    Some(scaler) => {
-                        let overflow = full.unscale(scaler, collective).map_err(fsdp_error)?;
-                        scaler.update(overflow)
-                    }
-                    None => true,
-                };
-                if step_ok {
-                    if let Some(max_norm) = settings.clip {
-                        let _norm = full
-                            .clip_grad_norm(max_norm, collective)
-                            .map_err(fsdp_error)?;
-                    }
-                    full.step().map_err(fsdp_error)?;
-                }
-                clock.lap(Phase::Optimizer);
-                step_ok
-            }
-        };
-        let _ = step_ok;
+        let lr = plan.settings.lr * scale;
+        let step_totals = optimizer_step(replica, plan, collective, step, lr, &mut clock)?;
         if replica.memory.is_none() {
-            replica.memory = Some(replica.memory_now());
+            replica.memory = Some(replica.strategy.memory());
         }
         replica
             .phases
@@ -243,7 +86,7 @@ pub(super) fn replica_steps(
             report(&StepDone {
                 index: index as u64 + 1,
                 lr,
-                rows: sizes.iter().sum(),
+                rows: step.iter().map(Vec::len).sum(),
                 seconds: step_started.elapsed().as_secs_f64(),
                 step: &step_totals,
                 epoch: &totals,
@@ -251,12 +94,104 @@ pub(super) fn replica_steps(
         }
     }
     // Validation and the checkpoint read rank 0's full parameters.
-    match &mut replica.updater {
-        Updater::Sharded(sharded) => sharded.materialize(collective).map_err(shard_error)?,
-        Updater::FullyShard(full) => full.materialize(collective).map_err(fsdp_error)?,
-        Updater::Replicated { .. } => {}
-    }
+    replica
+        .strategy
+        .materialize(collective)
+        .map_err(strategy_error)?;
     Ok(totals)
+}
+
+/// One optimizer step of `step`'s micro-batches at learning rate `lr`;
+/// returns this replica's totals of it.
+fn optimizer_step(
+    replica: &mut Replica,
+    plan: &EpochPlan,
+    collective: &dyn Collective,
+    step: &[Vec<usize>],
+    lr: f64,
+    clock: &mut PhaseClock,
+) -> Result<TrainTotals> {
+    replica
+        .strategy
+        .begin_step(lr, collective, &mut |phase| clock.lap(phase.into()))
+        .map_err(strategy_error)?;
+    let step_totals = micro_batches(replica, plan, collective, step, clock)?;
+    replica
+        .strategy
+        .reduce_gradients(collective, &mut |phase| clock.lap(phase.into()))
+        .map_err(strategy_error)?;
+    // The scaler unscales before clipping so that the clip threshold
+    // applies to the true gradients, as GradScaler users must do by hand.
+    // Every replica makes the same overflow decision (the strategy sees to
+    // it), and so skips or steps alike.
+    let step_ok = match replica.scaler.as_mut() {
+        Some(scaler) => {
+            let overflow = replica
+                .strategy
+                .unscale(scaler, collective)
+                .map_err(strategy_error)?;
+            scaler.update(overflow)
+        }
+        None => true,
+    };
+    if step_ok {
+        if let Some(max_norm) = plan.settings.clip {
+            let _norm = replica
+                .strategy
+                .clip_grad_norm(max_norm, collective)
+                .map_err(strategy_error)?;
+        }
+        replica.strategy.step().map_err(strategy_error)?;
+    }
+    clock.lap(Phase::Optimizer);
+    replica
+        .strategy
+        .end_step(collective, &mut |phase| clock.lap(phase.into()))
+        .map_err(strategy_error)?;
+    Ok(step_totals)
+}
+
+/// The forward and backward of `step`'s micro-batches on this replica's
+/// shard of each, their gradients accumulated.
+fn micro_batches(
+    replica: &mut Replica,
+    plan: &EpochPlan,
+    collective: &dyn Collective,
+    step: &[Vec<usize>],
+    clock: &mut PhaseClock,
+) -> Result<TrainTotals> {
+    let mut step_totals = TrainTotals::default();
+    let sizes: Vec<usize> = step.iter().map(Vec::len).collect();
+    for (micro, (rows, weight)) in step.iter().zip(micro_batch_weights(&sizes)).enumerate() {
+        let batch = if plan.world == 1 {
+            plan.collator.collate(plan.split, rows)?
+        } else {
+            plan.collator
+                .collate_shards(plan.split, rows, plan.world)?
+                .swap_remove(replica.rank)
+        };
+        let loss_scale = replica.scaler.as_ref().map_or(1.0, LossScaler::scale);
+        clock.lap(Phase::Other);
+        // Each shard's mean loss over the world size: summed across
+        // replicas, the gradient of the mean over the global batch.
+        let weight = weight * loss_scale / plan.world as f64;
+        if micro + 1 == sizes.len() {
+            replica
+                .strategy
+                .before_last_backward()
+                .map_err(strategy_error)?;
+        }
+        step_totals.add(&micro_batch(
+            replica, plan, collective, &batch, weight, clock,
+        )?)?;
+        if replica.memory.is_none() {
+            replica.peak_bytes = replica.peak_bytes.max({
+                let held = replica.strategy.memory();
+                held.params_bytes + held.grads_bytes
+            });
+        }
+    }
+    Ok(step_totals)
 }
 
 /// DDP's promise, checked: after an epoch every replica holds rank 0's
@@ -297,7 +232,7 @@ pub(super) fn check_in_step(
     Ok(())
 }
 
-pub(super) fn host_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
+fn host_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
     let host = tensor
         .f_detach()
         .and_then(|t| t.f_to_device(Device::Cpu))
@@ -309,77 +244,40 @@ pub(super) fn host_bytes(tensor: &Tensor) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Forward with dropout and backward of one micro-batch; its mean loss is
-/// scaled by `weight` so that the step's accumulated gradient is that of the
-/// mean over all the step's rows (times the loss scale under 16-mixed).
-/// With `autocast` the forward and loss run under it and backward after it,
-/// as PyTorch's AMP recipe has it.
-pub(super) fn train_micro_batch(
-    model: &SequenceClassifier,
-    batch: &Batch,
-    weight: f64,
-    autocast: Option<Kind>,
-    device: Device,
-    clock: &mut PhaseClock,
-) -> Result<TrainTotals> {
-    let (ids, mask, labels) = batch_tensors(batch, device)?;
-    let (logits, loss) = {
-        let _autocast = autocast
-            .map(|kind| AutocastGuard::new(device, kind))
-            .transpose()
-            .map_err(precision_error)?;
-        let logits = model.forward_t(&ids, mask.as_ref(), None, true)?;
-        let loss = logits
-            .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Mean, -100, 0.0)
-            .map_err(torch)?;
-        (logits, loss)
-    };
-    clock.lap(Phase::Forward);
-    loss.f_mul_scalar(weight)
-        .and_then(|scaled| scaled.f_backward())
-        .map_err(torch)?;
-    clock.lap(Phase::Backward);
-    micro_batch_totals(model, batch, &logits, &loss, &labels, clock)
-}
-
-/// [`train_micro_batch`] under `fsdp`: the same loss and gradients,
-/// computed unit by unit with the parameters gathered and freed around
-/// each unit (`crate::fsdp::forward_backward`).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn fsdp_micro_batch(
-    model: &SequenceClassifier,
-    full: &mut FullShard,
+/// One micro-batch's forward and backward as the replica's strategy runs
+/// them; its mean loss is scaled by `weight` (see [`MicroBatch`]).
+fn micro_batch(
+    replica: &mut Replica,
+    plan: &EpochPlan,
     collective: &dyn Collective,
     batch: &Batch,
     weight: f64,
-    autocast: Option<Kind>,
-    device: Device,
     clock: &mut PhaseClock,
 ) -> Result<TrainTotals> {
-    let (ids, mask, labels) = batch_tensors(batch, device)?;
-    let input = model.prepare(&ids, mask.as_ref(), None)?;
-    let (logits, loss) = fsdp::forward_backward(
-        model,
-        full,
-        collective,
-        &input,
-        &labels,
+    let device = replica.device;
+    let (input_ids, attention_mask, labels) = batch_tensors(batch, device)?;
+    let micro = MicroBatch {
+        input_ids: &input_ids,
+        attention_mask: attention_mask.as_ref(),
+        labels: &labels,
         weight,
-        autocast.map(|kind| (device, kind)),
-        &mut |phase| {
-            clock.lap(match phase {
-                fsdp::Phase::Forward => Phase::Forward,
-                fsdp::Phase::Backward => Phase::Backward,
-                fsdp::Phase::Collective => Phase::Collective,
-            })
-        },
-    )
-    .map_err(fsdp_error)?;
-    micro_batch_totals(model, batch, &logits, &loss, &labels, clock)
+        autocast: plan
+            .settings
+            .precision
+            .autocast_kind()
+            .map(|kind| (device, kind)),
+    };
+    let (logits, loss) = replica
+        .strategy
+        .forward_backward(&replica.model, collective, &micro, &mut |phase| {
+            clock.lap(phase.into())
+        })
+        .map_err(strategy_error)?;
+    micro_batch_totals(&replica.model, batch, &logits, &loss, &labels, clock)
 }
 
 /// A micro-batch's rows, tokens, FLOPs, correct predictions and summed loss.
-pub(super) fn micro_batch_totals(
+fn micro_batch_totals(
     model: &SequenceClassifier,
     batch: &Batch,
     logits: &Tensor,

@@ -7,7 +7,7 @@ use pipe_stages::Result;
 
 use super::super::classifier::torch;
 use super::errors::collective_error;
-use crate::ddp::Collective;
+use crate::collective::Collective;
 
 #[derive(Default)]
 pub(super) struct TrainTotals {
