@@ -73,3 +73,5 @@ impl StageError {
         }
     }
 }
+
+pub type Result<T, E = StageError> = std::result::Result<T, E>;

@@ -11,6 +11,7 @@
 //! [`StageInfoBuilder`] and [`BuiltinStage`]. Nothing here needs libtorch.
 
 pub mod batches;
+mod builtin_stage;
 pub mod builtins;
 pub mod classification;
 mod context;
@@ -23,18 +24,8 @@ mod stage_info;
 pub mod token_file;
 pub mod worker;
 
+pub use builtin_stage::BuiltinStage;
 pub use context::{emit, events_to_stderr, StageContext};
-pub use error::StageError;
+pub use error::{Result, StageError};
 pub use pipe_protocol::{OutputKind, OutputSpec, ParamKind, ParamSpec, StageInfo};
 pub use stage_info::StageInfoBuilder;
-
-pub type Result<T, E = StageError> = std::result::Result<T, E>;
-
-/// One built-in stage: what it is (for the catalog and validation) and how
-/// to run it.
-pub trait BuiltinStage: Sync {
-    fn info(&self) -> StageInfo;
-    /// Runs the stage. Params have already been checked against `info()`
-    /// and have their defaults filled in.
-    fn run(&self, context: &StageContext) -> Result<()>;
-}

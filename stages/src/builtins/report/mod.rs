@@ -11,17 +11,15 @@
 //! context, so the same results give the same bytes, and an unchanged
 //! pipeline restores its report instead of making it again.
 
-use std::collections::BTreeSet;
-
-use pipe_protocol::record::{rows_by_combination, Combination};
-use pipe_protocol::{ParamSpec, RunContext, RunStage};
-use pipe_report::{Cell, Document};
-use serde::Deserialize;
+use pipe_protocol::{ParamSpec, RunContext};
+use pipe_report::Document;
 use serde_json::Value;
 
+mod model;
 mod results;
 mod sections;
 
+use model::Options;
 use results::{params, results, stage_times};
 use sections::{confusion_matrix, evaluation, label_names, training};
 
@@ -40,11 +38,6 @@ const PASTEABLE: &str = "report.md";
 /// The report's Markdown for a directory published with its plots: the
 /// same, with every plot as an image of the `.svg` file beside it.
 const WITH_IMAGES: &str = "report-with-images.md";
-
-/// A plot drawn from more points than this keeps every n-th one (and the
-/// last): a long run's per-step log would otherwise make a page of
-/// megabytes that shows no more than a few thousand points can.
-const MAX_PLOT_POINTS: usize = 2000;
 
 impl BuiltinStage for HtmlReport {
     fn info(&self) -> StageInfo {
@@ -132,193 +125,6 @@ impl BuiltinStage for HtmlReport {
     }
 }
 
-/// A results-table column: metric `metric` of the stage named `stage`
-/// (its base name: the same in every matrix combination).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct MetricColumn {
-    stage: String,
-    metric: String,
-}
-
-impl MetricColumn {
-    fn label(&self) -> String {
-        format!("{}.{}", self.stage, self.metric)
-    }
-}
-
-/// The stage's params, one field per `ParamSpec` of its `info()`, as
-/// given; [`Options`] is what the report makes of them.
-#[derive(Deserialize)]
-struct ReportParams {
-    title: Option<String>,
-    /// Unset: the default columns.
-    metrics: Option<Vec<String>>,
-    baseline: Option<String>,
-    speedup: Option<String>,
-}
-
-struct Options {
-    title: String,
-    /// `None`: the default columns.
-    metrics: Option<Vec<MetricColumn>>,
-    /// KEY=VALUE pairs, in the order written.
-    baseline: Option<Vec<(String, String)>>,
-    speedup: Option<MetricColumn>,
-}
-
-impl Options {
-    fn read(context: &StageContext, run: &RunContext) -> Result<Options> {
-        let params: ReportParams = context.params()?;
-        let title = params.title.unwrap_or_else(|| run.pipeline.clone());
-        let metrics = params
-            .metrics
-            .map(|metrics| {
-                metrics
-                    .iter()
-                    .map(|text| metric_column("metrics", text, run))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .transpose()?;
-        let baseline = params
-            .baseline
-            .as_deref()
-            .map(parse_combination)
-            .transpose()?;
-        let speedup = params
-            .speedup
-            .as_deref()
-            .map(|text| metric_column("speedup", text, run))
-            .transpose()?;
-        Ok(Options {
-            title,
-            metrics,
-            baseline,
-            speedup,
-        })
-    }
-}
-
-/// `evaluate.accuracy` against the run's stages: the longest stage name
-/// that prefixes it (stage names may hold dots), and a metric that stage
-/// reported somewhere in the run.
-fn metric_column(param: &str, text: &str, run: &RunContext) -> Result<MetricColumn> {
-    let base_names: BTreeSet<&str> = run.stages.iter().map(|s| s.base_name.as_str()).collect();
-    let listed = base_names.iter().copied().collect::<Vec<_>>().join(", ");
-    let stage = base_names
-        .iter()
-        .copied()
-        .filter(|base| {
-            text.strip_prefix(base)
-                .is_some_and(|rest| rest.len() > 1 && rest.starts_with('.'))
-        })
-        .max_by_key(|base| base.len())
-        .ok_or_else(|| {
-            StageError::param(
-                param,
-                format!("`{text}` names no stage of this run and a metric of it"),
-                format!("write STAGE.METRIC with STAGE one of: {listed}"),
-            )
-        })?;
-    let metric = &text[stage.len() + 1..];
-    let of_stage: Vec<&RunStage> = run.stages.iter().filter(|s| s.base_name == stage).collect();
-    let known: BTreeSet<&str> = of_stage
-        .iter()
-        .flat_map(|s| s.metrics.keys().map(String::as_str))
-        .collect();
-    // A stage that failed everywhere reported nothing: its column stays
-    // empty rather than failing the report of what did run.
-    if !known.is_empty() && !known.contains(metric) {
-        let listed = known.iter().copied().collect::<Vec<_>>().join(", ");
-        return Err(StageError::param(
-            param,
-            format!("stage `{stage}` has no metric `{metric}` in this run"),
-            format!("its metrics: {listed}"),
-        ));
-    }
-    Ok(MetricColumn {
-        stage: stage.to_string(),
-        metric: metric.to_string(),
-    })
-}
-
-/// `precision=32-true,strategy=single` -> its pairs.
-fn parse_combination(text: &str) -> Result<Vec<(String, String)>> {
-    text.split(',')
-        .map(|pair| {
-            pair.split_once('=')
-                .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
-                .filter(|(key, _)| !key.is_empty())
-                .ok_or_else(|| {
-                    StageError::param(
-                        "baseline",
-                        format!("`{pair}` is not KEY=VALUE"),
-                        "write the baseline's matrix values as KEY=VALUE pairs separated by commas, e.g. \
-                         `precision=32-true,strategy=single`",
-                    )
-                })
-        })
-        .collect()
-}
-
-/// A matrix value as the row shows it: text without quotes.
-fn value_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// One row of the results table: a matrix combination and the stages it
-/// shows, those without a matrix included.
-struct Row<'a> {
-    combination: Combination,
-    stages: Vec<&'a RunStage>,
-}
-
-impl Row<'_> {
-    fn describe(&self) -> String {
-        if self.combination.is_empty() {
-            return "(no matrix)".into();
-        }
-        self.combination.to_string()
-    }
-}
-
-/// The run's rows: the record's one definition of them, which `pipe
-/// compare` and its HTML page read too.
-fn rows(run: &RunContext) -> Vec<Row<'_>> {
-    rows_by_combination(run.stages.iter().map(|stage| {
-        let shows_something = !stage.metrics.is_empty() || stage.roles.makes_data;
-        stage.combination.splitting_rows(shows_something)
-    }))
-    .into_iter()
-    .map(|row| Row {
-        combination: row.combination,
-        stages: row.stages.iter().map(|&index| &run.stages[index]).collect(),
-    })
-    .collect()
-}
-
-/// The value of `column` in `row`.
-fn lookup<'a>(row: &Row<'a>, column: &MetricColumn) -> Option<&'a Value> {
-    row.stages
-        .iter()
-        .filter(|stage| stage.base_name == column.stage)
-        .find_map(|stage| stage.metrics.get(&column.metric))
-}
-
-fn value_cell(value: Option<&Value>) -> Cell {
-    match value {
-        None | Some(Value::Null) => Cell::missing(),
-        Some(Value::Number(number)) => number.as_f64().map_or_else(Cell::missing, Cell::number),
-        Some(Value::String(text)) => Cell::text(text.clone()),
-        Some(Value::Array(items)) => {
-            Cell::text(items.iter().map(value_text).collect::<Vec<_>>().join(", "))
-        }
-        Some(other) => Cell::text(other.to_string()),
-    }
-}
-
 fn build_report(run: &RunContext, options: &Options) -> Result<Document> {
     let mut document = Document::new(&options.title);
     header(&mut document, run);
@@ -354,9 +160,12 @@ fn header(document: &mut Document, run: &RunContext) {
 mod tests {
     use std::collections::BTreeMap;
 
+    use super::model::{parse_combination, MAX_PLOT_POINTS};
     use super::results::default_columns;
     use super::sections::Columns;
     use super::*;
+    use pipe_protocol::record::Combination;
+    use pipe_protocol::RunStage;
     use serde_json::json;
 
     #[test]

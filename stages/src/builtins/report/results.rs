@@ -6,8 +6,8 @@ use pipe_report::text::{format_duration_ms, format_number};
 use pipe_report::{BarChart, Cell, Document, Table};
 use serde_json::Value;
 
+use super::model::{lookup, rows, value_cell, value_text, MetricColumn, Options, Row};
 use super::sections::draw_error;
-use super::{lookup, rows, value_cell, value_text, MetricColumn, Options, Row};
 use crate::{Result, StageError};
 
 /// The numeric metrics of `stages`, in stage order, names sorted.

@@ -9,7 +9,7 @@ use pipe_report::text::capitalised;
 use pipe_report::{Cell, Document, HeatMap, LineChart, Series, Table};
 use serde_json::Value;
 
-use super::{value_cell, MAX_PLOT_POINTS};
+use super::model::{value_cell, MAX_PLOT_POINTS};
 use crate::{Result, StageError};
 
 pub(super) fn draw_error(error: pipe_report::ReportError) -> StageError {
