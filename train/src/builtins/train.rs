@@ -19,6 +19,7 @@ mod devices;
 mod errors;
 mod fit;
 mod metrics;
+mod names;
 mod params;
 mod peers;
 mod phases;
@@ -40,21 +41,11 @@ use crate::launch;
 use crate::precision;
 use devices::replica_devices;
 use fit::train;
+use names::{CHECKPOINT, CURVES, PROCESS_GROUP_BACKENDS, STEPS, STRATEGIES};
 use params::{Strategy, TrainParams};
 
 pub struct TrainClassifier;
 
-const CHECKPOINT: &str = "checkpoint";
-const CURVES: &str = "curves";
-const STEPS: &str = "steps";
-const STRATEGIES: &[&str] = &[
-    "single",
-    "ddp",
-    "deepspeed_stage_2",
-    "fsdp_shard_grad_op",
-    "fsdp",
-];
-const PROCESS_GROUP_BACKENDS: &[&str] = &["auto", "gloo", "nccl"];
 impl BuiltinStage for TrainClassifier {
     fn info(&self) -> StageInfo {
         StageInfoBuilder::new(

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::ModelError;
+use super::error::ModelError;
 
 /// The encoder families this module implements, by HF `model_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

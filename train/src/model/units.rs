@@ -8,9 +8,12 @@
 //! `forward_t`, operation for operation: the same kernels, the same
 //! dropout masks in the same order.
 
+use std::sync::atomic::Ordering;
+
 use tch::{Device, Kind, Tensor};
 
-use super::{ModelError, Net, SequenceClassifier};
+use super::classifier::{Net, SequenceClassifier};
+use super::error::ModelError;
 
 /// A batch checked and prepared once ([`SequenceClassifier::prepare`]) for
 /// the units that read it: the ids (embeddings) and the attention mask as
@@ -164,6 +167,101 @@ impl SequenceClassifier {
             cuda_rng(*index, tensor, pipe_cuda_rng_set_state)?;
         }
         Ok(())
+    }
+}
+
+impl SequenceClassifier {
+    /// Checks a batch as [`SequenceClassifier::forward_t`] takes it and
+    /// turns the attention mask into the boolean (batch, 1, 1, seq) the
+    /// layers use: what both `forward_t` and the unit-by-unit forward of
+    /// [`SequenceClassifier::forward_unit`] start from.
+    pub fn prepare(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+        token_type_ids: Option<&Tensor>,
+    ) -> Result<ModelInput, ModelError> {
+        let size = input_ids.size();
+        let [batch, seq] = size[..] else {
+            return Err(ModelError::Input(format!(
+                "input_ids must be (batch, seq), got shape {size:?}"
+            )));
+        };
+        if batch == 0 || seq == 0 {
+            return Err(ModelError::Input(format!("empty batch of shape {size:?}")));
+        }
+        if input_ids.kind() != Kind::Int64 {
+            return Err(ModelError::Input(format!(
+                "input_ids must be int64, got {:?}",
+                input_ids.kind()
+            )));
+        }
+        if seq > self.config.max_position_embeddings {
+            return Err(ModelError::Input(format!(
+                "sequence length {seq} is more than the model's {} positions",
+                self.config.max_position_embeddings
+            )));
+        }
+        // An id past the table is an index error deep in libtorch otherwise,
+        // which tch turns into a panic. Two reductions are cheap on the CPU;
+        // on a GPU each is a sync with the host, so a caller that checked
+        // its ids on the host says so instead.
+        let vouched = self.ids_vouched.load(Ordering::Relaxed);
+        let (lowest, highest) = if vouched {
+            (0, 0)
+        } else {
+            (
+                input_ids.f_min()?.int64_value(&[]),
+                input_ids.f_max()?.int64_value(&[]),
+            )
+        };
+        if lowest < 0 || highest >= self.config.vocab_size {
+            return Err(ModelError::Input(format!(
+                "token ids span {lowest}..={highest}, outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
+        }
+        for (name, tensor) in [
+            ("attention_mask", attention_mask),
+            ("token_type_ids", token_type_ids),
+        ] {
+            if let Some(tensor) = tensor {
+                if tensor.size() != size {
+                    return Err(ModelError::Input(format!(
+                        "{name} has shape {:?}, input_ids {size:?}",
+                        tensor.size()
+                    )));
+                }
+            }
+        }
+        let mask = match attention_mask {
+            Some(mask) => Some(mask.f_ne(0)?.view([batch, 1, 1, seq])),
+            None => None,
+        };
+        if let Some(types) = token_type_ids {
+            match &self.net {
+                Net::Bert(_) => {
+                    let highest = types.f_max()?.int64_value(&[]);
+                    if types.f_min()?.int64_value(&[]) < 0 || highest >= self.config.type_vocab_size
+                    {
+                        return Err(ModelError::Input(format!(
+                            "token type ids outside 0..{}",
+                            self.config.type_vocab_size
+                        )));
+                    }
+                }
+                Net::DistilBert(_) => {
+                    return Err(ModelError::Input(
+                        "DistilBERT has no token type embeddings".to_string(),
+                    ));
+                }
+            }
+        }
+        Ok(ModelInput {
+            ids: input_ids.shallow_clone(),
+            token_types: token_type_ids.map(Tensor::shallow_clone),
+            mask,
+        })
     }
 }
 

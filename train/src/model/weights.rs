@@ -6,7 +6,7 @@ use std::path::Path;
 use safetensors::{Dtype, SafeTensors};
 use tch::{nn::VarStore, Kind, Tensor};
 
-use super::ModelError;
+use super::error::ModelError;
 
 /// What one weights file did to a var store.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

@@ -128,7 +128,7 @@ fn backend_named<'de, D: Deserializer<'de>>(
         "nccl" => Ok(Some(c10d::Backend::Nccl)),
         other => Err(serde::de::Error::custom(format!(
             "process_group_backend `{other}` is not implemented; use one of {}",
-            super::PROCESS_GROUP_BACKENDS.join(", ")
+            super::names::PROCESS_GROUP_BACKENDS.join(", ")
         ))),
     }
 }
