@@ -144,7 +144,9 @@ def import_graph(root):
                 if not full.endswith("*"):
                     named[renamed.group(2) if renamed else full.split("::")[-1]] = full
         imports[path] = (text, named)
-        uses[path] = used + [match.group(1) for match in INLINE.finditer(text)]
+        # Paths written in the code itself; a `use` was read above, whole.
+        code = USE.sub("", text)
+        uses[path] = used + [match.group(1) for match in INLINE.finditer(code)]
     graph = {}
     for path in files:
         current = module_path(root, path)

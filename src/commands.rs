@@ -304,13 +304,12 @@ fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunSummary) {
         let Some(stage) = pipeline.stage(&record.stage) else {
             continue;
         };
-        if !stage.reads_run() || !record.status.succeeded() {
+        if !record.status.succeeded() {
             continue;
         }
-        for out in &stage.outs {
-            let page = Path::new(&out.path).join("index.html");
+        for page in stage.pages() {
             if pipeline.root.join(&page).is_file() {
-                errln!("{}: {}", stage.name, page.display());
+                errln!("{}: {page}", stage.name);
             }
         }
     }

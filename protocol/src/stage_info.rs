@@ -179,6 +179,11 @@ pub struct OutputSpec {
     pub name: String,
     pub kind: OutputKind,
     pub doc: String,
+    /// The file in this output a person opens (a report's `index.html`):
+    /// `pipe run` names it when the stage is done, `pipe show` with the
+    /// run. The engine knows a report by this, not by the stage's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

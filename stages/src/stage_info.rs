@@ -52,7 +52,17 @@ impl StageInfoBuilder {
             name: name.into(),
             kind,
             doc: doc.into(),
+            page: None,
         });
+        self
+    }
+
+    /// The file of the output just added that a person opens
+    /// (`OutputSpec::page`).
+    pub fn page(mut self, file: &str) -> Self {
+        if let Some(output) = self.info.outputs.last_mut() {
+            output.page = Some(file.into());
+        }
         self
     }
 

@@ -193,6 +193,19 @@ impl Default for Resources {
 }
 
 impl Stage {
+    /// The project-relative pages among its outputs that a person opens
+    /// (a report's `index.html`), as its stage's description declares them.
+    pub fn pages(&self) -> Vec<String> {
+        let StageKind::Worker(worker) = &self.kind else {
+            return Vec::new();
+        };
+        let pages = crate::workers::pages_of(&format!("{}@{}", worker.uses, worker.version));
+        self.outs
+            .iter()
+            .filter_map(|out| crate::workers::page_at(&pages, &out.path))
+            .collect()
+    }
+
     /// The `metrics.json` a built-in stage's worker may write beside its
     /// outputs: stored, restored and verified like them, when it is there.
     pub fn worker_metrics_path(&self) -> Option<String> {

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::record::RunRecord;
 use crate::metrics::DirectionRules;
+use crate::workers::{page_at, pages_of};
 
 /// One metric of one stage.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,13 +23,11 @@ pub struct RunSummary {
     pub key_metrics: Vec<StageMetric>,
     /// Every other metric, in the stages' order.
     pub other_metrics: Vec<StageMetric>,
-    /// The pages of the run's report stages (`report/html`): the
-    /// `index.html` of each, with `report.md` beside it.
+    /// The pages of the run's report stages: the file of each output
+    /// that its stage's description says a person opens
+    /// (`OutputSpec::page`: `report/html`'s `index.html`).
     pub reports: Vec<String>,
 }
-
-/// The built-in stage whose output directory holds a run's report.
-const REPORT_STAGE: &str = "report/html@";
 
 impl RunRecord {
     pub fn summary(&self) -> RunSummary {
@@ -59,16 +58,13 @@ impl RunRecord {
                     summary.other_metrics.push(shown);
                 }
             }
-            if identity
-                .uses
-                .as_deref()
-                .is_some_and(|uses| uses.starts_with(REPORT_STAGE))
-            {
+            if let Some(uses) = identity.uses.as_deref() {
+                let pages = pages_of(uses);
                 summary.reports.extend(
                     stage
                         .outputs
                         .keys()
-                        .map(|directory| format!("{}/index.html", directory.trim_end_matches('/'))),
+                        .filter_map(|path| page_at(&pages, path)),
                 );
             }
         }

@@ -101,3 +101,33 @@ pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
     };
     serde_json::from_str(text).unwrap_or_default()
 }
+
+/// The pages a person opens among the outputs of the built-in stage
+/// `uses` (`name@version`), as (output name, file): what its own
+/// description says (`OutputSpec::page`), so the engine names no stage.
+pub fn pages_of(uses: &str) -> Vec<(String, String)> {
+    let Some((name, version)) = uses.rsplit_once('@') else {
+        return Vec::new();
+    };
+    let Ok(version) = version.parse::<u32>() else {
+        return Vec::new();
+    };
+    [BuiltinWorker::Data, BuiltinWorker::Training]
+        .into_iter()
+        .flat_map(built_in_stages)
+        .filter(|info| info.name == name && info.version == version)
+        .flat_map(|info| info.outputs)
+        .filter_map(|output| Some((output.name, output.page?)))
+        .collect()
+}
+
+/// The page of the output at `path` (an output named `name` sits at
+/// `.../name`), among `pages`.
+pub fn page_at(pages: &[(String, String)], path: &str) -> Option<String> {
+    let directory = path.trim_end_matches('/');
+    let name = directory.rsplit('/').next()?;
+    pages
+        .iter()
+        .find(|(output, _)| output == name)
+        .map(|(_, page)| format!("{directory}/{page}"))
+}

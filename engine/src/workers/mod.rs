@@ -9,7 +9,7 @@ mod launch;
 mod source_checkout;
 
 pub use build::PendingBuild;
-pub use builtin::{built_in_stages, first_difference, BuiltinWorker};
+pub use builtin::{built_in_stages, first_difference, page_at, pages_of, BuiltinWorker};
 pub(crate) use describe::describe;
 pub(crate) use launch::launch_of;
 pub use launch::{Launch, Unavailable};

@@ -583,6 +583,7 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
                     name: "report".into(),
                     kind: pipe_protocol::OutputKind::Dir,
                     doc: "the report".into(),
+                    page: Some("index.html".into()),
                 }],
                 metrics: vec![],
                 devices_param: None,

@@ -87,6 +87,7 @@ impl BuiltinStage for HtmlReport {
              pull request or issue (text and tables only: no image, no link); `report-with-images.md` and \
              the plots as the `.svg` files it shows, for a directory that is published",
         )
+        .page("index.html")
         .reads_run()
         .build()
     }
