@@ -299,7 +299,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
 
 /// Where the pages of the run's reports are, once they are in place: the
 /// last thing a run prints, as a path to open.
-fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunSummary) {
+fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunOutcome) {
     for record in &summary.stages {
         let Some(stage) = pipeline.stage(&record.stage) else {
             continue;

@@ -24,5 +24,5 @@ pub use progress_text::{progress_interval, ProgressText, Reading, PROGRESS_INTER
 pub use request::RunRequest;
 pub use run::{
     open_remote, push_run_record, run, select_stages, RecordNotPushed, RemoteSummary, RunOptions,
-    RunSummary,
+    RunOutcome,
 };

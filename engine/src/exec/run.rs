@@ -43,7 +43,7 @@ pub struct RunOptions {
 }
 
 #[derive(Debug)]
-pub struct RunSummary {
+pub struct RunOutcome {
     pub run_id: i64,
     /// `succeeded`, `failed` or `interrupted`.
     pub status: RunStatus,
@@ -142,7 +142,7 @@ pub fn run(
     dag: &Dag,
     options: &RunOptions,
     observer: Observer<'_>,
-) -> Result<RunSummary> {
+) -> Result<RunOutcome> {
     let project = Project::open(&pipeline.root)?;
     let targets = select_stages(pipeline, &options.targets)?;
     let forced: Vec<usize> = select_stages(pipeline, &options.force)?;
@@ -217,7 +217,7 @@ pub fn run(
         status,
         recorded,
     });
-    Ok(RunSummary {
+    Ok(RunOutcome {
         run_id,
         status,
         recorded,
