@@ -473,7 +473,7 @@ fn recorded_pipeline_file(
                 return Ok(path);
             }
             Err(UsageError::RecordedFileGone {
-                run: record.id,
+                run: record.id.0,
                 file: pipe_protocol::excerpt(file),
             }
             .into())

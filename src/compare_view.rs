@@ -10,7 +10,7 @@ use pipe_engine::compare::table::{
     row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs,
 };
 use pipe_engine::metrics::{self, Verdict};
-use pipe_engine::runs::ComparedRun;
+use pipe_engine::runs::{ComparedRun, RunId};
 use pipe_engine::{EngineError, Result};
 use pipe_report::{Cell as PageCell, Document, Table};
 use pipe_report::{LineChart, Series};
@@ -472,7 +472,7 @@ fn overlaid_curves(
     table: &CompareTable,
     runs: &[ComparedRun],
 ) -> BTreeMap<(String, &'static str), Vec<Series>> {
-    let by_id: BTreeMap<i64, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
+    let by_id: BTreeMap<RunId, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
     let mut curves: BTreeMap<(String, &'static str), Vec<Series>> = BTreeMap::new();
     for row in &table.rows {
         let Some(run) = by_id.get(&row.run) else {

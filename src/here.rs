@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use pipe_engine::history::{History, Pull};
 use pipe_engine::project::Project;
+use pipe_engine::runs::RunId;
 use pipe_engine::{EngineError, Result};
 
 use crate::output::errln;
@@ -26,6 +27,6 @@ pub fn history() -> Result<History> {
 
 /// Resolves a run reference, pulling the records of a git ref's commit
 /// from `pull`, and says what was pulled.
-pub fn resolve(history: &mut History, query: &str, pull: Pull<'_>) -> Result<i64> {
+pub fn resolve(history: &mut History, query: &str, pull: Pull<'_>) -> Result<RunId> {
     history.resolve_noting(query, pull, &mut |notice| errln!("{notice}"))
 }

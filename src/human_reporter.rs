@@ -13,7 +13,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pipe_engine::events::Event;
 use pipe_engine::exec::{progress_interval, ProgressText, Reading};
 use pipe_engine::libtorch::TORCH_VERSION;
-use pipe_engine::runs::{RunStatus, StageStatus};
+use pipe_engine::runs::{RunId, RunStatus, StageStatus};
 use pipe_protocol::format::format_seconds;
 
 use crate::reporter::Reporter;
@@ -132,7 +132,7 @@ impl HumanReporter {
         }
     }
 
-    fn run_finished(&self, run_id: i64, status: RunStatus, recorded: bool) {
+    fn run_finished(&self, run_id: RunId, status: RunStatus, recorded: bool) {
         let counts = lock(&self.counts);
         let elapsed = format_seconds(self.started.elapsed().as_secs_f64());
         if !recorded {

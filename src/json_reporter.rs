@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use pipe_cache::remote::{Phase, TransferEvent};
 use pipe_engine::events::Event;
-use pipe_engine::runs::{RunStatus, StageStatus};
+use pipe_engine::runs::{RunId, RunStatus, StageStatus};
 use serde::{Serialize, Serializer};
 
 use crate::reporter::Reporter;
@@ -52,7 +52,7 @@ enum RunEventLine<'a> {
         holder: Option<u32>,
     },
     RunStarted {
-        run: i64,
+        run: RunId,
         stages: usize,
     },
     StageRunning {
@@ -95,7 +95,7 @@ enum RunEventLine<'a> {
     RunFinished {
         /// `null` when nothing was recorded: the id `run_started`
         /// announced is given back then, and no run carries it.
-        run: Option<i64>,
+        run: Option<RunId>,
         status: RunStatus,
         recorded: bool,
     },
@@ -258,7 +258,7 @@ mod tests {
             ),
             (
                 Event::RunStarted {
-                    run_id: 7,
+                    run_id: RunId(7),
                     stages: 3,
                 },
                 r#"{"event":"run_started","run":7,"stages":3}"#,
@@ -279,7 +279,7 @@ mod tests {
             ),
             (
                 Event::RunFinished {
-                    run_id: 7,
+                    run_id: RunId(7),
                     status: RunStatus::Succeeded,
                     recorded: true,
                 },
@@ -287,7 +287,7 @@ mod tests {
             ),
             (
                 Event::RunFinished {
-                    run_id: 7,
+                    run_id: RunId(7),
                     status: RunStatus::Succeeded,
                     recorded: false,
                 },

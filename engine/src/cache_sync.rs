@@ -15,6 +15,7 @@ use crate::exec::{open_remote, push_run_record, RecordNotPushed};
 use crate::history::{configured_remote, pull_records, remote_uids, History, Notice, Pull};
 use crate::project::Project;
 use crate::runs::RunDb;
+use crate::runs::RunId;
 use crate::{EngineError, Result, UsageError};
 
 /// Which remote a command uses, as its flags give it.
@@ -66,7 +67,7 @@ pub struct PushReport {
     pub transfers: TransferReport,
     pub records_pushed: usize,
     /// Runs whose record did not reach the remote, and why.
-    pub records_not_pushed: Vec<(i64, RecordNotPushed)>,
+    pub records_not_pushed: Vec<(RunId, RecordNotPushed)>,
     /// Results of these runs that `pipe cache gc` removed here.
     pub missing_locally: usize,
 }
@@ -83,7 +84,7 @@ pub fn push(
         return Err(UsageError::RemoteReadOnly { url: config.url }.into());
     }
     let mut history = History::require(&project.root)?;
-    let ids: Vec<i64> = match runs {
+    let ids: Vec<RunId> = match runs {
         Runs::All => history
             .db
             .list_runs(usize::MAX)?
@@ -131,7 +132,7 @@ pub enum PullReport {
     Results {
         url: String,
         /// The runs whose results were asked for.
-        runs: Vec<i64>,
+        runs: Vec<RunId>,
         pulled: usize,
         already_here: usize,
         not_in_remote: usize,
@@ -163,7 +164,7 @@ pub fn pull(
             .for_each(&mut *notify);
         Ok(pulled)
     };
-    let ids: Vec<i64> = match runs {
+    let ids: Vec<RunId> = match runs {
         None => {
             let pulled = take_records(&mut history)?;
             return Ok(PullReport::Records {
@@ -223,7 +224,7 @@ pub struct StageInRemote {
 
 /// What `pipe cache status` found of a run.
 pub struct RunInRemote {
-    pub id: i64,
+    pub id: RunId,
     pub url: String,
     pub stages: Vec<StageInRemote>,
     pub record_pushed: bool,

@@ -14,13 +14,13 @@ use serde_json::Value;
 
 use crate::key::{self, FieldChange};
 use crate::metrics::{relative_change, Direction, DirectionRules, Verdict};
-use crate::runs::{RunDb, RunRecord, StageStatus};
+use crate::runs::{RunDb, RunId, RunRecord, StageStatus};
 use crate::Result;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunDiff {
-    pub a: i64,
-    pub b: i64,
+    pub a: RunId,
+    pub b: RunId,
     pub params: Vec<FieldChange>,
     pub metrics: Vec<MetricChange>,
     pub stages: Vec<StageChange>,

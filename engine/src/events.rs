@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::runs::RunId;
 use crate::runs::{RunStatus, StageStatus};
 
 /// Progress, as it happens, for the CLI to render.
@@ -15,7 +16,7 @@ pub enum Event<'a> {
         holder: Option<u32>,
     },
     RunStarted {
-        run_id: i64,
+        run_id: RunId,
         stages: usize,
     },
     /// A stage's command started (cache misses only).
@@ -51,7 +52,7 @@ pub enum Event<'a> {
         text: &'a str,
     },
     RunFinished {
-        run_id: i64,
+        run_id: RunId,
         status: RunStatus,
         /// False when every stage was fresh: then no run is recorded, and
         /// `run_id` names none.

@@ -14,7 +14,7 @@ use crate::pipeline::{Dep, Pipeline, Stage};
 use crate::project::Project;
 use crate::run_input;
 use crate::running::{self, RunningStage};
-use crate::runs::RunDb;
+use crate::runs::{RunDb, RunId};
 use crate::workspace::{
     artifact_within, check_action_fits, hash_deps, hash_deps_planned, outputs_differing,
 };
@@ -433,7 +433,7 @@ fn running_state(stage: &Stage, running: &RunningStage) -> StageState {
 
 /// `run #4`, with the `-S` overrides its command line gave
 /// (`run #4 with -S lr=0.1`): what made it differ from a plain run.
-fn describe_run(run: i64, overrides: &[String]) -> String {
+fn describe_run(run: RunId, overrides: &[String]) -> String {
     if overrides.is_empty() {
         format!("run #{run}")
     } else {

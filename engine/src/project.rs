@@ -7,6 +7,7 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use crate::runs::RunId;
 use crate::{EngineError, Result};
 
 /// pipe's own directory in a project.
@@ -76,13 +77,13 @@ impl Project {
 
     /// A stage's private scratch directory in run `run_id` (holds its
     /// invocation, credentials included; deleted when it ends).
-    pub fn scratch_dir(&self, run_id: i64, pipeline: &str, stage: &str) -> PathBuf {
+    pub fn scratch_dir(&self, run_id: RunId, pipeline: &str, stage: &str) -> PathBuf {
         self.state_dir
             .join("tmp")
             .join(format!("{run_id}-{pipeline}-{stage}"))
     }
 
-    pub fn log_dir(&self, run_id: i64) -> PathBuf {
+    pub fn log_dir(&self, run_id: RunId) -> PathBuf {
         self.state_dir.join("logs").join(run_id.to_string())
     }
 

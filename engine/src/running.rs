@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::runs::RunId;
 use pipe_cache::untrusted;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +20,7 @@ const MARKERS_DIR: &str = "running";
 /// A stage being run, as its marker says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningStage {
-    pub run: i64,
+    pub run: RunId,
     /// The `pipe run` process.
     pub pid: u32,
     pub pipeline: String,
@@ -41,7 +42,7 @@ impl Marker {
     /// runs, and `status` only knows less about it.
     pub fn create(
         state_dir: &Path,
-        run: i64,
+        run: RunId,
         pipeline: &str,
         stage: &str,
         index: usize,
@@ -143,9 +144,9 @@ mod tests {
     #[test]
     fn a_marker_is_believed_only_for_the_process_that_wrote_it() {
         let state = tempfile::tempdir().unwrap();
-        let marker = Marker::create(state.path(), 7, "p", "train", 0).unwrap();
+        let marker = Marker::create(state.path(), RunId(7), "p", "train", 0).unwrap();
         let running = running_stages(state.path(), "p");
-        assert_eq!(running["train"].run, 7);
+        assert_eq!(running["train"].run, RunId(7));
         assert!(running_stages(state.path(), "other").is_empty());
         drop(marker);
         assert!(running_stages(state.path(), "p").is_empty());
@@ -153,7 +154,7 @@ mod tests {
         // This process's pid, as a killed run's pid reused: another start time.
         let own = crate::groups::start_time_of_self().unwrap();
         let reused = RunningStage {
-            run: 3,
+            run: RunId(3),
             pid: std::process::id(),
             pipeline: "p".into(),
             stage: "evaluate".into(),

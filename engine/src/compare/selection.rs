@@ -12,7 +12,7 @@ use super::table::{compare_runs, CompareOptions, CompareTable};
 use crate::history::{History, Notice, Pull};
 use crate::metrics::DirectionRules;
 use crate::project::Project;
-use crate::runs::{ComparedRun, RunSelection, RunStatus};
+use crate::runs::{ComparedRun, RunId, RunSelection, RunStatus};
 use crate::{EngineError, Result, UsageError, WhereProblem};
 
 /// How many runs `pipe compare` shows when neither runs nor `--last` are given.
@@ -139,7 +139,7 @@ fn resolve_named(
     history: &mut History,
     queries: &[String],
     notify: &mut dyn FnMut(Notice),
-) -> Result<Option<Vec<i64>>> {
+) -> Result<Option<Vec<RunId>>> {
     if queries.is_empty() {
         return Ok(None);
     }
@@ -157,11 +157,11 @@ fn resolve_named(
 /// Named runs in the order they were named, the baseline first.
 fn shown_in_order(
     mut runs: Vec<ComparedRun>,
-    named: Option<&[i64]>,
-    baseline: Option<i64>,
+    named: Option<&[RunId]>,
+    baseline: Option<RunId>,
 ) -> Vec<ComparedRun> {
     if let Some(named) = named {
-        let position: HashMap<i64, usize> = named
+        let position: HashMap<RunId, usize> = named
             .iter()
             .enumerate()
             .map(|(index, &id)| (id, index))

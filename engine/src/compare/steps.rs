@@ -14,7 +14,7 @@ use std::path::Path;
 use pipe_cache::{Artifact, ArtifactKind, Cache};
 
 use super::table::CompareTable;
-use crate::runs::{ComparedRun, RunDb};
+use crate::runs::{ComparedRun, RunDb, RunId};
 use crate::Result;
 
 /// A step curve file bigger than this is not read: a curve of a few
@@ -59,7 +59,7 @@ pub fn step_curves(
         return Ok(found);
     }
     let cache = Cache::open(cache_dir)?;
-    let by_id: BTreeMap<i64, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
+    let by_id: BTreeMap<RunId, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
     let mut records = BTreeMap::new();
     for (index, row) in table.rows.iter().enumerate() {
         let Some(run) = by_id.get(&row.run) else {

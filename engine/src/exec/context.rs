@@ -14,6 +14,7 @@ use super::slurm;
 use crate::events::Observer;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::Project;
+use crate::runs::RunId;
 use crate::runs::{RunStatus, StageRecord, StageStatus};
 
 pub(super) struct Context<'a> {
@@ -21,7 +22,7 @@ pub(super) struct Context<'a> {
     pub(super) cache: Cache,
     pub(super) stat: StatCache,
     pub(super) link: &'a [LinkMode],
-    pub(super) run_id: i64,
+    pub(super) run_id: RunId,
     /// Where `.pipe/` keeps logs, scratch directories and the records of
     /// running stages' process groups.
     pub(super) project: Project,

@@ -17,6 +17,7 @@ use crate::events::{Event, Observer};
 use crate::executor::Executor;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
+use crate::runs::RunId;
 use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
 use crate::{EngineError, Result, UsageError};
 
@@ -44,7 +45,7 @@ pub struct RunOptions {
 
 #[derive(Debug)]
 pub struct RunOutcome {
-    pub run_id: i64,
+    pub run_id: RunId,
     /// `succeeded`, `failed` or `interrupted`.
     pub status: RunStatus,
     /// Whether the run is in the history: not when every selected stage
@@ -71,7 +72,7 @@ pub enum RecordNotPushed {
     #[error("nothing new to record")]
     NothingNew,
     #[error("no run {0}")]
-    NoSuchRun(i64),
+    NoSuchRun(RunId),
     #[error(transparent)]
     Remote(#[from] RemoteError),
     /// The run database could not give the record.
@@ -258,7 +259,7 @@ struct OpenedRun {
     stat: StatCache,
     db: RunDb,
     git: Option<GitProbe>,
-    run_id: i64,
+    run_id: RunId,
 }
 
 impl OpenedRun {
@@ -302,7 +303,7 @@ fn lazy_cluster(
     executor: &Executor,
     pipeline: &Pipeline,
     project: &Project,
-    run_id: i64,
+    run_id: RunId,
 ) -> Option<slurm::LazyCluster> {
     match executor {
         Executor::Local => None,
@@ -334,7 +335,7 @@ fn wind_down(context: &Context<'_>) -> Option<TransferReport> {
 /// whether it is kept.
 fn finish_record(
     db: &mut RunDb,
-    run_id: i64,
+    run_id: RunId,
     status: RunStatus,
     records: &[StageRecord],
     git: Option<&GitProbe>,
@@ -358,7 +359,7 @@ fn remote_summary(
     transfers: Option<TransferReport>,
     recorded: bool,
     db: &RunDb,
-    run_id: i64,
+    run_id: RunId,
 ) -> Option<RemoteSummary> {
     match (remote, transfers) {
         (Some(remote), Some(transfers)) => {
@@ -420,7 +421,7 @@ fn does_something(event: &Event<'_>) -> bool {
 pub fn push_run_record(
     remote: &Remote,
     db: &RunDb,
-    run_id: i64,
+    run_id: RunId,
 ) -> std::result::Result<(), RecordNotPushed> {
     if remote.read_only() {
         return Err(RemoteError::ReadOnly.into());

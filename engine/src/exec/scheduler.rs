@@ -19,6 +19,7 @@ use crate::dag::Dag;
 use crate::events::Event;
 use crate::pipeline::Stage;
 use crate::run_input;
+use crate::runs::RunId;
 use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};
 use crate::{interrupt, EngineError, Result};
 
@@ -226,7 +227,7 @@ impl Recorder {
         self.unsaved.push((record, manifest));
     }
 
-    fn save(&mut self, db: &mut RunDb, run_id: i64) -> Result<()> {
+    fn save(&mut self, db: &mut RunDb, run_id: RunId) -> Result<()> {
         if self.unsaved.is_empty() {
             return Ok(());
         }

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::resolve::History;
-use crate::runs::{ComparedRun, RunRecord, RunSelection};
+use crate::runs::{ComparedRun, RunId, RunRecord, RunSelection};
 use crate::{Result, UsageError};
 
 /// The two runs `pipe diff` compares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffPair {
-    pub a: i64,
-    pub b: i64,
+    pub a: RunId,
+    pub b: RunId,
     /// For stderr: the two runs are of different pipelines.
     pub warning: Option<String>,
 }
@@ -61,11 +61,11 @@ impl History {
     /// named.
     pub fn runs_to_diff(
         &self,
-        a: Option<i64>,
-        b: Option<i64>,
+        a: Option<RunId>,
+        b: Option<RunId>,
         pipeline: Option<&str>,
     ) -> Result<DiffPair> {
-        let record = |id: i64| self.db.resolved_run(id);
+        let record = |id: RunId| self.db.resolved_run(id);
         let named_a = a.map(record).transpose()?;
         let named_b = b.map(record).transpose()?;
         let pipeline = match (pipeline, &named_a, &named_b) {
@@ -79,7 +79,7 @@ impl History {
                 let b = self.newest_succeeded(pipeline.as_deref(), None)?;
                 if b.id == a.id {
                     return Err(UsageError::NothingAfter {
-                        run: a.id,
+                        run: a.id.0,
                         pipeline: a.pipeline,
                     }
                     .into());
@@ -141,7 +141,7 @@ impl History {
         let pipeline = pipeline.map(str::to_string);
         Err(match before {
             Some(run) => UsageError::OnlySuccessfulRun {
-                run: run.id,
+                run: run.id.0,
                 pipeline,
             },
             None => UsageError::NoSuccessfulRun { pipeline },
@@ -156,7 +156,7 @@ impl History {
         let mut runs = self.db.runs_to_compare(selection)?;
         let mut notes = Vec::new();
         let chosen = |run: &&ComparedRun| !selection.also.contains(&run.run.id);
-        let mut of_pipeline: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+        let mut of_pipeline: BTreeMap<&str, Vec<RunId>> = BTreeMap::new();
         for run in runs.iter().filter(chosen) {
             of_pipeline
                 .entry(run.run.pipeline.as_str())
@@ -203,7 +203,7 @@ impl History {
 }
 
 /// `#1, #3` (the first few of a long list, then how many more).
-fn run_list(ids: &[i64]) -> String {
+fn run_list(ids: &[RunId]) -> String {
     const NAMED: usize = 5;
     let mut text = ids
         .iter()

@@ -9,7 +9,7 @@ use pipe_cache::Cache;
 
 use super::vet;
 use crate::pipeline::RemoteSpec;
-use crate::runs::{RunDb, RunExport};
+use crate::runs::{RunDb, RunExport, RunId};
 use crate::{EngineError, Result};
 
 /// The remote cache from a flag, the environment, the pipeline file
@@ -36,7 +36,7 @@ pub struct RecordsPulled {
     /// How many records the remote lists.
     pub listed: usize,
     /// The local ids of the records new here.
-    pub new: Vec<i64>,
+    pub new: Vec<RunId>,
     /// Records not taken in, and why (one line each).
     pub skipped: Vec<String>,
 }

@@ -9,6 +9,7 @@ use pipe_cache::{ActionKey, ActionResult, Cache};
 
 use super::remote_records::{configured_remote, pull_records};
 use crate::project::{runs_db_of, Project};
+use crate::runs::RunId;
 use crate::runs::{self, RunDb};
 use crate::{exec, Result, UsageError};
 
@@ -26,7 +27,7 @@ pub enum Pull<'a> {
 /// A resolved run reference, and what resolving it pulled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedRun {
-    pub id: i64,
+    pub id: RunId,
     /// The remote whose run records were pulled to resolve it, and how many
     /// were new here.
     pub pulled: Option<(String, usize)>,
@@ -102,7 +103,7 @@ impl History {
         query: &str,
         pull: Pull<'_>,
         notify: &mut dyn FnMut(Notice),
-    ) -> Result<i64> {
+    ) -> Result<RunId> {
         let resolved = self.resolve(query, pull)?;
         for skipped in &resolved.skipped {
             notify(Notice::Skipped(skipped.clone()));
@@ -186,7 +187,7 @@ impl History {
     }
 
     /// The keys the stages of runs `ids` recorded.
-    pub fn keys_of_runs(&self, ids: &[i64]) -> Result<BTreeSet<ActionKey>> {
+    pub fn keys_of_runs(&self, ids: &[RunId]) -> Result<BTreeSet<ActionKey>> {
         let mut keys = BTreeSet::new();
         for &id in ids {
             if let Some(run) = self.db.run(id)? {
@@ -201,7 +202,7 @@ impl History {
     pub fn results_of_runs(
         &self,
         cache: &Cache,
-        ids: &[i64],
+        ids: &[RunId],
     ) -> Result<(Vec<ActionResult>, usize)> {
         let mut results = Vec::new();
         let mut missing = 0;

@@ -7,6 +7,7 @@ use pipe_protocol::record::StageIdentity;
 use serde_json::Value;
 
 use super::db::RunDb;
+use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{identity_from_row, run_columns, run_from_row, Columns};
 use crate::Result;
@@ -17,9 +18,9 @@ use pipe_protocol::record::{RunStatus, StageStatus};
 pub struct RunSelection {
     /// Runs named by the user, compared whatever their status; the filters
     /// below still narrow them. `None`: every run the filters select.
-    pub named: Option<Vec<i64>>,
+    pub named: Option<Vec<RunId>>,
     /// Always loaded, whatever the filters say (the baseline).
-    pub also: Vec<i64>,
+    pub also: Vec<RunId>,
     pub pipeline: Option<String>,
     /// `--where`: a dotted path in the run's params and the value it must
     /// have.
@@ -147,7 +148,7 @@ impl RunDb {
             .map_err(|e| self.error(e))?;
         let mut runs: Vec<ComparedRun> = Vec::new();
         while let Some(row) = rows.next().map_err(|e| self.error(e))? {
-            let id: i64 = row.get("id").map_err(|e| self.error(e))?;
+            let id: RunId = row.get("id").map_err(|e| self.error(e))?;
             if runs.last().is_none_or(|last| last.run.id != id) {
                 runs.push(ComparedRun {
                     run: run_from_row(row, &self.path)?,
@@ -179,7 +180,7 @@ impl RunDb {
             }
         }
         if let Some(statuses) = &selection.statuses {
-            let named_or_also = |id: i64| selection.also.contains(&id);
+            let named_or_also = |id: RunId| selection.also.contains(&id);
             runs.retain(|compared| {
                 named_or_also(compared.run.id) || statuses.contains(&compared.run.status)
             });

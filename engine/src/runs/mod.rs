@@ -11,6 +11,7 @@
 mod compare_query;
 mod db;
 mod git;
+mod id;
 mod migrate;
 mod read;
 mod record;
@@ -22,6 +23,7 @@ mod write;
 pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
 pub use db::{now_ms, RunDb};
 pub use git::{git_commit_of, git_state, GitProbe, GitState};
+pub use id::RunId;
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};

@@ -7,6 +7,7 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::RunDb;
+use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
 use crate::{EngineError, Result};
@@ -31,12 +32,12 @@ impl RunDb {
 
     /// The record of a run `resolve` found: that it is gone since is a
     /// bug, not the user's mistake.
-    pub fn resolved_run(&self, run_id: i64) -> Result<RunRecord> {
+    pub fn resolved_run(&self, run_id: RunId) -> Result<RunRecord> {
         self.run(run_id)?
-            .ok_or(crate::EngineError::RunVanished { id: run_id })
+            .ok_or(crate::EngineError::RunVanished { id: run_id.0 })
     }
 
-    pub fn run(&self, run_id: i64) -> Result<Option<RunRecord>> {
+    pub fn run(&self, run_id: RunId) -> Result<Option<RunRecord>> {
         let query = format!("SELECT {} FROM runs r WHERE r.id = ?1", run_columns("r"));
         let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
         let mut rows = statement
@@ -67,7 +68,7 @@ impl RunDb {
         Ok(Some(run))
     }
 
-    pub(super) fn run_exists(&self, id: i64) -> Result<bool> {
+    pub(super) fn run_exists(&self, id: RunId) -> Result<bool> {
         self.connection
             .query_row("SELECT 1 FROM runs WHERE id = ?1", params![id], |_| Ok(()))
             .optional()
@@ -146,7 +147,7 @@ impl RunDb {
         pipeline: &str,
         stage: &str,
         outputs: &BTreeMap<String, ObjectDigest>,
-    ) -> Result<Option<(i64, Vec<String>)>> {
+    ) -> Result<Option<(RunId, Vec<String>)>> {
         // The newest results are the likely ones; an older one than this
         // is named by no message worth a longer search.
         const SEARCHED: i64 = 200;

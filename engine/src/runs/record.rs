@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::id::RunId;
 use crate::metrics::Direction;
 use crate::{EngineError, Result};
 
@@ -62,7 +63,7 @@ impl StageRecord {
 pub struct RunRecord {
     /// This database's id; another project's record carries its own.
     #[serde(default)]
-    pub id: i64,
+    pub id: RunId,
     /// Unique across machines: how a record pulled from a remote cache is
     /// recognised when it comes again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,7 +175,7 @@ pub struct RunEnd {
 pub(super) struct Columns<'r, 's> {
     pub row: &'r rusqlite::Row<'s>,
     pub path: &'r Path,
-    pub run: i64,
+    pub run: RunId,
     pub stage: Option<String>,
 }
 
@@ -256,7 +257,7 @@ impl Columns<'_, '_> {
 
 /// The run of a row holding the `runs` columns under their own names.
 pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRecord> {
-    let id: i64 = row.get("id").map_err(|e| EngineError::database(path, e))?;
+    let id: RunId = row.get("id").map_err(|e| EngineError::database(path, e))?;
     let columns = Columns {
         row,
         path,
@@ -412,7 +413,7 @@ mod tests {
         ];
         let argv: Vec<String> = argv.iter().map(|arg| arg.to_string()).collect();
         let record = RunRecord {
-            id: 1,
+            id: RunId(1),
             uid: None,
             origin: None,
             pipeline: "p".into(),

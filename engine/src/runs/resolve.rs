@@ -7,6 +7,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::db::RunDb;
 use super::git::git_commit_of;
+use super::id::RunId;
 use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 impl RunDb {
@@ -18,7 +19,7 @@ impl RunDb {
         &self,
         query: &str,
         git_commit_of: impl Fn(&str) -> Option<String>,
-    ) -> Result<i64> {
+    ) -> Result<RunId> {
         let unknown = |why: NoSuchRun| {
             EngineError::from(UsageError::UnknownRun {
                 query: query.to_string(),
@@ -66,8 +67,8 @@ impl RunDb {
 }
 
 /// `12` or `#12`.
-fn run_id_of(query: &str) -> Option<i64> {
-    query.trim_start_matches('#').parse::<i64>().ok()
+fn run_id_of(query: &str) -> Option<RunId> {
+    query.trim_start_matches('#').parse::<i64>().ok().map(RunId)
 }
 
 /// `last` is 0 runs back, `last~2` two.
@@ -91,7 +92,7 @@ pub fn resolve_run(
     root: &Path,
     query: &str,
     pull: impl FnOnce(&mut RunDb, &str) -> Result<usize>,
-) -> Result<i64> {
+) -> Result<RunId> {
     let resolved = db.resolve(query, |reference| git_commit_of(root, reference));
     if run_id_of(query).is_some() || runs_back_of(query).is_some() {
         return resolved;

@@ -11,6 +11,7 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::{new_uid, now_ms, RunDb};
+use super::id::RunId;
 use super::migrate::{json, legacy_identity};
 use super::record::{RunEnd, RunExport, RunStart, StageRecord};
 use crate::{EngineError, Result};
@@ -20,7 +21,7 @@ impl RunDb {
     /// Records a new run. Credentials in its command line and params
     /// (`-p url=https://user:pass@...`) are masked: the database outlives
     /// the run and is meant to be queried and shared.
-    pub fn start_run(&self, start: &RunStart<'_>) -> Result<i64> {
+    pub fn start_run(&self, start: &RunStart<'_>) -> Result<RunId> {
         let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
         let overrides: Vec<Cow<'_, str>> = start
             .overrides
@@ -47,14 +48,14 @@ impl RunDb {
                 ],
             )
             .map_err(|e| self.error(e))?;
-        Ok(self.connection.last_insert_rowid())
+        Ok(RunId(self.connection.last_insert_rowid()))
     }
 
     /// Records finished stages and the manifests of their keys, in one
     /// transaction.
     pub fn record_stages(
         &mut self,
-        run_id: i64,
+        run_id: RunId,
         stages: &[(StageRecord, Option<&Value>)],
     ) -> Result<()> {
         let path = self.path.clone();
@@ -73,7 +74,7 @@ impl RunDb {
             .map_err(|e| EngineError::database(&path, e))
     }
 
-    pub fn finish_run(&self, run_id: i64, end: &RunEnd) -> Result<()> {
+    pub fn finish_run(&self, run_id: RunId, end: &RunEnd) -> Result<()> {
         self.connection
             .execute(
                 "UPDATE runs SET ended_ms = ?1, status = ?2, git_dirty = ?3 WHERE id = ?4",
@@ -90,7 +91,7 @@ impl RunDb {
     /// given back, so that run numbers have no gaps. The manifests its
     /// stages named stay: they are shared by key with the runs that made
     /// those results.
-    pub fn discard_run(&mut self, run_id: i64) -> Result<()> {
+    pub fn discard_run(&mut self, run_id: RunId) -> Result<()> {
         let path = self.path.clone();
         let transaction = self
             .connection
@@ -129,7 +130,7 @@ impl RunDb {
 
     /// Run `run_id` with its stages and their manifests, for a remote
     /// cache. A run recorded before uids existed gets one now.
-    pub fn export_run(&self, run_id: i64) -> Result<Option<RunExport>> {
+    pub fn export_run(&self, run_id: RunId) -> Result<Option<RunExport>> {
         let Some(mut run) = self.run(run_id)? else {
             return Ok(None);
         };
@@ -164,7 +165,7 @@ impl RunDb {
     ///
     /// The record is masked in place, never copied: it may be as large as
     /// `pipe_cache::untrusted::RUN_RECORD` allows.
-    pub fn import_run(&mut self, mut export: RunExport, origin: &str) -> Result<Option<i64>> {
+    pub fn import_run(&mut self, mut export: RunExport, origin: &str) -> Result<Option<RunId>> {
         let Some(uid) = export.run.uid.clone() else {
             return Ok(None);
         };
@@ -226,7 +227,7 @@ impl RunDb {
                 ],
             )
             .map_err(|e| EngineError::database(&path, e))?;
-        let run_id = transaction.last_insert_rowid();
+        let run_id = RunId(transaction.last_insert_rowid());
         for record in &mut run.stages {
             if let Some(detail) = &mut record.detail {
                 if let Cow::Owned(masked) = redact_text(detail) {
@@ -261,7 +262,7 @@ impl RunDb {
 fn insert_stages<'a>(
     transaction: &rusqlite::Transaction<'_>,
     path: &Path,
-    run_id: i64,
+    run_id: RunId,
     stages: impl Iterator<Item = (&'a StageRecord, Option<&'a Value>)>,
 ) -> Result<()> {
     let mut insert_stage = transaction

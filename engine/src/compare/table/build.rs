@@ -10,7 +10,7 @@ use super::model::*;
 use super::warnings::warnings;
 use crate::key;
 use crate::metrics::{relative_change, Direction};
-use crate::runs::ComparedRun;
+use crate::runs::{ComparedRun, RunId};
 use crate::{Result, UsageError};
 use pipe_protocol::record::rows_by_combination;
 
@@ -99,7 +99,7 @@ fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usiz
             cells: BTreeMap::new(),
         })
         .collect();
-    let mut runs_of_group: HashSet<(usize, i64)> = HashSet::new();
+    let mut runs_of_group: HashSet<(usize, RunId)> = HashSet::new();
     for (row, &group_index) in group_of_row.iter().enumerate() {
         let group = &mut groups[group_index];
         group.rows.push(row);
@@ -370,7 +370,7 @@ mod tests {
     fn run(id: i64, params: Value, stages: Vec<ComparedStage>) -> ComparedRun {
         ComparedRun {
             run: RunRecord {
-                id,
+                id: RunId(id),
                 uid: None,
                 origin: None,
                 pipeline: "p".into(),

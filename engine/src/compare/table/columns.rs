@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::model::{
     is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts,
 };
-use crate::runs::ComparedRun;
+use crate::runs::{ComparedRun, RunId};
 use crate::{Result, UsageError};
 use pipe_protocol::format::Unit;
 
@@ -229,7 +229,7 @@ pub(super) fn baseline_group(
         .filter(|&row| runs[facts[row].run].run.id == run)
         .collect();
     if of_run.is_empty() {
-        return Err(UsageError::BaselineNotCompared { run }.into());
+        return Err(UsageError::BaselineNotCompared { run: run.0 }.into());
     }
     for (key, _) in &options.baseline_row {
         if !of_run
@@ -243,7 +243,7 @@ pub(super) fn baseline_group(
                 .map(|(key, _)| key.clone())
                 .collect();
             return Err(UsageError::NoMatrixKey {
-                run,
+                run: run.0,
                 key: key.clone(),
                 keys,
             }
@@ -263,18 +263,18 @@ pub(super) fn baseline_group(
     let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
     let Some(&first) = matching.first() else {
         let rows: Vec<String> = of_run.iter().map(|&row| label(row)).collect();
-        return Err(UsageError::NoBaselineRow { run, rows }.into());
+        return Err(UsageError::NoBaselineRow { run: run.0, rows }.into());
     };
     let group = group_of_row[first];
     if options.baseline_row.is_empty() || matching.iter().all(|&row| group_of_row[row] == group) {
         return Ok(group);
     }
     let rows: Vec<String> = matching.iter().map(|&row| label(row)).collect();
-    Err(UsageError::AmbiguousBaselineRow { run, rows }.into())
+    Err(UsageError::AmbiguousBaselineRow { run: run.0, rows }.into())
 }
 
 /// `#3` or `#3 (precision=bf16-mixed,strategy=ddp)`.
-pub fn row_label(run: i64, matrix: &Pairs) -> String {
+pub fn row_label(run: RunId, matrix: &Pairs) -> String {
     if matrix.0.is_empty() {
         format!("#{run}")
     } else {

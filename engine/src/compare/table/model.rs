@@ -8,6 +8,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::metrics::{Direction, DirectionRules, Verdict};
+use crate::runs::RunId;
 use pipe_protocol::format::Unit;
 
 #[derive(Debug, Clone, Default)]
@@ -19,7 +20,7 @@ pub struct CompareOptions {
     /// One line per row, seeds not grouped.
     pub per_seed: bool,
     /// Default: the run of the first row.
-    pub baseline_run: Option<i64>,
+    pub baseline_run: Option<RunId>,
     /// Matrix values the baseline row has (`precision=32-true`).
     pub baseline_row: Vec<(String, String)>,
     /// A metric column (`train.val_acc`, or `val_acc` when only one stage
@@ -80,7 +81,7 @@ pub struct Column {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    pub run: i64,
+    pub run: RunId,
     pub pipeline: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git_commit: Option<String>,
@@ -124,7 +125,7 @@ pub struct Group {
     /// Indices in `CompareTable::rows`.
     pub rows: Vec<usize>,
     /// The runs of those rows, each once.
-    pub runs: Vec<i64>,
+    pub runs: Vec<RunId>,
     pub n: usize,
     /// By column id.
     pub cells: BTreeMap<String, Cell>,
@@ -155,7 +156,7 @@ pub struct Cell {
 #[derive(Debug, Clone, Serialize)]
 pub struct Baseline {
     pub group: usize,
-    pub run: i64,
+    pub run: RunId,
     pub matrix: Pairs,
 }
 

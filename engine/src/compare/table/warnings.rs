@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::columns::row_label;
 use super::model::{sorted, Pairs, RowFacts, Warning, WarningKind};
-use crate::runs::ComparedRun;
+use crate::runs::{ComparedRun, RunId};
 
 /// How many rows a warning names per value before "and N more".
 const ROWS_NAMED_PER_VALUE: usize = 6;
@@ -17,7 +17,7 @@ const ROWS_NAMED_PER_VALUE: usize = 6;
 /// "A in #1, #2; B in #3": which rows have which value. A run whose rows
 /// all have one value is named once (`#3`), not row by row.
 fn partition(values: &[(usize, String)], runs: &[ComparedRun], facts: &[RowFacts]) -> String {
-    let mut value_of_run: HashMap<i64, Option<&str>> = HashMap::new();
+    let mut value_of_run: HashMap<RunId, Option<&str>> = HashMap::new();
     for (row, value) in values {
         let run = runs[facts[*row].run].run.id;
         let entry = value_of_run.entry(run).or_insert(Some(value.as_str()));
@@ -27,7 +27,7 @@ fn partition(values: &[(usize, String)], runs: &[ComparedRun], facts: &[RowFacts
     }
     let mut order: Vec<&str> = Vec::new();
     let mut rows_of: HashMap<&str, Vec<String>> = HashMap::new();
-    let mut named_runs: HashSet<(i64, &str)> = HashSet::new();
+    let mut named_runs: HashSet<(RunId, &str)> = HashSet::new();
     for (row, value) in values {
         let run = runs[facts[*row].run].run.id;
         let rows = rows_of.entry(value.as_str()).or_default();

@@ -32,6 +32,7 @@ use submit::{Submission, SubmitContext};
 use super::failure::StageFailure;
 use crate::executor::SlurmSettings;
 use crate::pipeline::{Resources, Stage};
+use crate::runs::RunId;
 use crate::{interrupt, EngineError, Result};
 
 /// Refuses, before anything is submitted or recorded, a stage whose
@@ -82,7 +83,7 @@ pub(super) struct LazyCluster {
     settings: SlurmSettings,
     root: PathBuf,
     state_dir: PathBuf,
-    run_id: i64,
+    run_id: RunId,
     cell: std::sync::OnceLock<Result<Cluster>>,
 }
 
@@ -91,7 +92,7 @@ impl LazyCluster {
         settings: &SlurmSettings,
         root: &Path,
         state_dir: &Path,
-        run_id: i64,
+        run_id: RunId,
     ) -> Self {
         LazyCluster {
             settings: settings.clone(),
@@ -155,7 +156,7 @@ impl Cluster {
         settings: &SlurmSettings,
         root: &Path,
         state_dir: &Path,
-        run_id: i64,
+        run_id: RunId,
     ) -> Result<Cluster> {
         let dir = state_dir.join("jobs").join(run_id.to_string());
         std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
@@ -199,7 +200,7 @@ impl Cluster {
         &self,
         index: usize,
         stage: &Stage,
-        run_id: i64,
+        run_id: RunId,
         argv: &[String],
         log_path: &Path,
         output: JobOutput<'_>,

@@ -8,11 +8,12 @@ use std::path::Path;
 use crate::executor::SlurmSettings;
 use crate::pipeline::slurm_time;
 use crate::pipeline::{Resources, Stage};
+use crate::runs::RunId;
 
 pub(super) struct Task<'a> {
     pub root: &'a Path,
     pub stage: &'a Stage,
-    pub run_id: i64,
+    pub run_id: RunId,
     /// The program and its arguments.
     pub argv: &'a [String],
     /// The stage's log: stdout and stderr, or stderr alone for a worker.
