@@ -12,6 +12,7 @@ mod here;
 mod human_reporter;
 mod init;
 mod json_reporter;
+mod json_results;
 mod output;
 mod progress;
 mod remote_commands;

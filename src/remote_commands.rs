@@ -3,15 +3,17 @@
 
 use std::path::Path;
 
-use pipe_cache::remote::{Presence, TransferReport};
+use pipe_cache::remote::TransferReport;
 use pipe_engine::cache_sync::{self, PullReport, RemoteChoice, Runs};
 use pipe_engine::exec::RemoteSummary;
 use pipe_engine::{EngineError, ExitCode, Result};
 use pipe_protocol::format::{format_bytes, format_seconds};
-use serde_json::json;
 
 use crate::cli::RemoteArgs;
 use crate::here;
+use crate::json_results::{
+    presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunRemote, RunStatusInRemote,
+};
 use crate::output::{errln, jsonln, outln};
 use crate::transfers;
 
@@ -67,16 +69,7 @@ pub fn push(
     }
     let transfers = &report.transfers;
     if shown.json {
-        jsonln!(json!({
-            "event": "pushed", "remote": report.url, "results": report.results,
-            "results_pushed": transfers.results_pushed,
-            "results_already_present": transfers.results_already_present,
-            "results_not_pushed": transfers.results_not_pushed,
-            "objects_pushed": transfers.objects_pushed, "objects_present": transfers.objects_present,
-            "bytes_pushed": transfers.bytes_pushed, "records_pushed": report.records_pushed,
-            "missing_locally": report.missing_locally, "unavailable": transfers.unavailable,
-            "push_refused": transfers.push_refused,
-        }));
+        jsonln!(json_line(&Pushed::of(&report)));
     }
     errln!(
         "{}: {} results ({} pushed, {} already there; {} objects, {} sent), {} run records",
@@ -121,11 +114,7 @@ pub fn pull(
             transfers,
         } => {
             if shown.json {
-                jsonln!(json!({
-                    "event": "pulled", "remote": url,
-                    "records": listed, "records_new": new,
-                    "unavailable": transfers.unavailable,
-                }));
+                jsonln!(json_line(&PulledRecords::of(&url, listed, new, &transfers)));
             }
             errln!("{url}: {listed} run records, {new} new here");
             Ok(exit_for(&transfers))
@@ -147,12 +136,13 @@ pub fn pull(
             }
             let corrupt = corrupt.len();
             if shown.json {
-                jsonln!(json!({
-                    "event": "pulled", "remote": url, "results_pulled": pulled,
-                    "objects_pulled": transfers.objects_pulled, "bytes_pulled": transfers.bytes_pulled,
-                    "already_here": already_here, "not_in_remote": not_in_remote, "corrupt": corrupt,
-                    "unavailable": transfers.unavailable,
-                }));
+                let counts = PullCounts {
+                    pulled,
+                    already_here,
+                    not_in_remote,
+                    corrupt,
+                };
+                jsonln!(json_line(&PulledResults::of(&url, &counts, &transfers)));
             }
             errln!(
                 "{url}: {pulled} results pulled ({} objects, {}), {already_here} already here, {not_in_remote} not in the remote, {corrupt} corrupt",
@@ -194,23 +184,8 @@ pub fn status(
         }
         Err(other) => return Err(other),
     };
-    let in_remote = |presence: &Presence| match presence {
-        Presence::Complete => "yes",
-        Presence::Incomplete => "incomplete",
-        Presence::Absent => "no",
-    };
     if json_output {
-        let stages: Vec<_> = found
-            .stages
-            .iter()
-            .map(|stage| {
-                json!({"stage": stage.stage, "key": stage.key.to_hex(), "local": stage.local, "remote": in_remote(&stage.remote)})
-            })
-            .collect();
-        jsonln!(serde_json::to_string_pretty(&json!({
-            "run": found.id, "remote": found.url, "record_pushed": found.record_pushed, "stages": stages,
-        }))
-        .unwrap_or_default());
+        jsonln!(serde_json::to_string_pretty(&RunStatusInRemote::of(&found)).unwrap_or_default());
     } else {
         outln!("run #{} in {}", found.id, found.url);
         for stage in &found.stages {
@@ -219,7 +194,7 @@ pub fn status(
                 stage.stage,
                 stage.key.short(),
                 if stage.local { "yes" } else { "no" },
-                in_remote(&stage.remote)
+                presence_text(&stage.remote)
             );
         }
         outln!(
@@ -263,26 +238,7 @@ fn exit_for(report: &TransferReport) -> ExitCode {
 pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool) {
     let transfers = &summary.transfers;
     if json_events {
-        let event = json!({
-            "event": "remote",
-            "url": summary.url,
-            "read_only": summary.read_only,
-            "results_pulled": transfers.results_pulled,
-            "objects_pulled": transfers.objects_pulled,
-            "bytes_pulled": transfers.bytes_pulled,
-            "results_pushed": transfers.results_pushed,
-            "results_already_present": transfers.results_already_present,
-            "objects_pushed": transfers.objects_pushed,
-            "objects_present": transfers.objects_present,
-            "bytes_pushed": transfers.bytes_pushed,
-            "results_not_pushed": transfers.results_not_pushed,
-            "corrupt_found": transfers.corrupt_found,
-            "unavailable": transfers.unavailable,
-            "push_refused": transfers.push_refused,
-            "push_seconds": transfers.push_seconds,
-            "record_pushed": summary.record.is_ok(),
-        });
-        outln!("{event}");
+        jsonln!(json_line(&RunRemote::of(summary)));
     }
     if quiet {
         return;
@@ -328,4 +284,9 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
             );
         }
     }
+}
+
+/// One `--json` line, compact.
+fn json_line(line: &impl serde::Serialize) -> String {
+    serde_json::to_string(line).unwrap_or_default()
 }
