@@ -32,12 +32,7 @@ pub fn remove_stale_temporaries(
     file: Option<&Path>,
     args: &RemoteArgs,
 ) -> Result<()> {
-    let choice = RemoteChoice {
-        file,
-        flag: args.remote.as_deref(),
-        read_only: args.remote_read_only,
-        transfers: None,
-    };
+    let choice = choice(file, args, None);
     if let Some((url, swept)) = cache_sync::sweep_remote(project, &choice)? {
         outln!(
             "{url}: removed {} temporary files ({}) that killed pushes left in tmp/",
@@ -61,9 +56,12 @@ pub fn push(
     } else {
         Runs::One(run.unwrap_or("last"))
     };
-    let report = cache_sync::push(&project, &choice(file, args, shown), runs, &mut |notice| {
-        errln!("{notice}")
-    })?;
+    let report = cache_sync::push(
+        &project,
+        &choice(file, args, Some(shown)),
+        runs,
+        &mut |notice| errln!("{notice}"),
+    )?;
     for (id, reason) in &report.records_not_pushed {
         errln!("warning: the record of run #{id} was not pushed: {reason}");
     }
@@ -103,9 +101,12 @@ pub fn pull(
         (_, true) => Some(Runs::All),
         (Some(query), false) => Some(Runs::One(query)),
     };
-    let report = cache_sync::pull(&project, &choice(file, args, shown), runs, &mut |notice| {
-        errln!("{notice}")
-    })?;
+    let report = cache_sync::pull(
+        &project,
+        &choice(file, args, Some(shown)),
+        runs,
+        &mut |notice| errln!("{notice}"),
+    )?;
     match report {
         PullReport::Records {
             url,
@@ -166,12 +167,7 @@ pub fn status(
     json_output: bool,
 ) -> Result<ExitCode> {
     let project = here::project()?;
-    let choice = RemoteChoice {
-        file,
-        flag: args.remote.as_deref(),
-        read_only: args.remote_read_only,
-        transfers: None,
-    };
+    let choice = choice(file, args, None);
     let found =
         cache_sync::run_in_remote(&project, &choice, run.unwrap_or("last"), &mut |notice| {
             errln!("{notice}")
@@ -209,17 +205,24 @@ pub fn status(
     Ok(ExitCode::Ok)
 }
 
-/// The remote a command's flags name, its transfers shown as `shown` says.
-fn choice<'a>(file: Option<&'a Path>, args: &'a RemoteArgs, shown: Shown) -> RemoteChoice<'a> {
+/// The remote a command's flags name, its transfers shown as `shown`
+/// says, or not at all.
+fn choice<'a>(
+    file: Option<&'a Path>,
+    args: &'a RemoteArgs,
+    shown: Option<Shown>,
+) -> RemoteChoice<'a> {
     RemoteChoice {
         file,
         flag: args.remote.as_deref(),
         read_only: args.remote_read_only,
-        transfers: transfers::sink(
-            shown.json,
-            shown.quiet,
-            transfers::terminal_bars(shown.quiet),
-        ),
+        transfers: shown.and_then(|shown| {
+            transfers::sink(
+                shown.json,
+                shown.quiet,
+                transfers::terminal_bars(shown.quiet),
+            )
+        }),
     }
 }
 

@@ -119,13 +119,15 @@ struct CachedDescribe {
 /// misspelt or newer training stage is told which worker it needs. The
 /// families come from the worker's own `describe`, not from a list here.
 pub fn is_training_stage(uses: &str) -> bool {
-    let family = |name: &str| name.split_once('/').map(|(family, _)| family.to_string());
+    fn family(name: &str) -> Option<&str> {
+        name.split_once('/').map(|(family, _)| family)
+    }
     let Some(wanted) = family(uses) else {
         return false;
     };
     built_in_stages(BuiltinWorker::Training)
         .iter()
-        .any(|info| family(&info.name).as_deref() == Some(wanted.as_str()))
+        .any(|info| family(&info.name) == Some(wanted))
 }
 
 /// A built-in worker: where it is, or would be, and whether to ask it.

@@ -1,6 +1,8 @@
 //! The workers of this repository and the stages they describe, as built
 //! into pipe.
 
+use std::sync::OnceLock;
+
 use pipe_protocol::StageInfo;
 
 /// A worker binary of this repository.
@@ -95,11 +97,19 @@ pub fn first_difference(built_in: &[StageInfo], described: &[StageInfo]) -> Opti
 /// compared with the worker by `pipe stages --check` (and its test), so
 /// never stale in a commit.
 pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
-    let text = match worker {
-        BuiltinWorker::Data => include_str!("data_stages.json"),
-        BuiltinWorker::Training => include_str!("training_stages.json"),
+    described(worker).to_vec()
+}
+
+/// The built-in descriptions, parsed once per process: the run's end and
+/// `pipe show` ask them about every stage.
+fn described(worker: BuiltinWorker) -> &'static [StageInfo] {
+    static DATA: OnceLock<Vec<StageInfo>> = OnceLock::new();
+    static TRAINING: OnceLock<Vec<StageInfo>> = OnceLock::new();
+    let (parsed, text) = match worker {
+        BuiltinWorker::Data => (&DATA, include_str!("data_stages.json")),
+        BuiltinWorker::Training => (&TRAINING, include_str!("training_stages.json")),
     };
-    serde_json::from_str(text).unwrap_or_default()
+    parsed.get_or_init(|| serde_json::from_str(text).unwrap_or_default())
 }
 
 /// The pages a person opens among the outputs of the built-in stage
@@ -114,10 +124,10 @@ pub fn pages_of(uses: &str) -> Vec<(String, String)> {
     };
     [BuiltinWorker::Data, BuiltinWorker::Training]
         .into_iter()
-        .flat_map(built_in_stages)
+        .flat_map(described)
         .filter(|info| info.name == name && info.version == version)
-        .flat_map(|info| info.outputs)
-        .filter_map(|output| Some((output.name, output.page?)))
+        .flat_map(|info| &info.outputs)
+        .filter_map(|output| Some((output.name.clone(), output.page.clone()?)))
         .collect()
 }
 
