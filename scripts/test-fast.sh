@@ -10,10 +10,12 @@
 # without libtorch (protocol, cache, engine, report), then the end-to-end
 # tests of the `pipe` binary but those that train, render in Chromium, talk
 # to S3 or submit to Slurm. `pipe-stage`, the data worker, is built on
-# first use as in a run; the training worker never is.
+# first use as in a run; the training worker never is. The commands of some
+# tests are Python scripts that import PyYAML (scripts/test-python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+scripts/test-python.sh
 cargo test --locked -p pipe-protocol -p pipe-cache -p pipe-engine -p pipe-report "$@"
 # Each skip is a module or test that needs what this loop leaves out.
 cargo test --locked -p pipe --test it -- \

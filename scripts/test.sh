@@ -21,6 +21,7 @@ if [[ -z "${LIBTORCH:-}" ]]; then
     export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
 fi
 
+scripts/test-python.sh
 scripts/install-chromium.sh
 scripts/install-s3.sh
 scripts/install-slurm.sh >&2

@@ -3,6 +3,7 @@
 //! lines, a running stage's progress among them at most every
 //! `LINE_INTERVAL`. `--quiet` keeps only what is an error.
 
+use crate::terminal::terminal_safe;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::Path;
@@ -211,6 +212,22 @@ impl Reporter<Event<'_>> for HumanReporter {
                     detail,
                 },
             ),
+            Event::ParamsFileWritten { file, params } => self.line(format!(
+                "{} holds this run's -S {} until it ends, for the commands that read it",
+                shown_path(file),
+                terminal_safe(&params.join(", "))
+            )),
+            Event::ParamsFileRestored { file, kept: None } => {
+                self.line(format!("{} put back as it was", shown_path(file)))
+            }
+            Event::ParamsFileRestored {
+                file,
+                kept: Some(kept),
+            } => self.print(format!(
+                "warning: {} was changed during the run, so pipe left it as it is; the file before the run is {}",
+                shown_path(file),
+                shown_path(kept)
+            )),
             Event::StageMessage { stage, text } => {
                 self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
             }
@@ -346,6 +363,20 @@ fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
     ProgressStyle::with_template(&template)
         .unwrap_or_else(|_| ProgressStyle::default_spinner())
         .progress_chars("=> ")
+}
+
+/// A path for a message: relative to the working directory when under it,
+/// and safe to print.
+fn shown_path(path: &std::path::Path) -> String {
+    let relative = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| {
+            path.strip_prefix(cwd)
+                .ok()
+                .map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or_else(|| path.to_path_buf());
+    terminal_safe(&relative.display().to_string()).into_owned()
 }
 
 #[cfg(test)]

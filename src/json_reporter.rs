@@ -81,6 +81,17 @@ enum RunEventLine<'a> {
         stage: &'a str,
         text: &'a str,
     },
+    ParamsFileWritten {
+        #[serde(serialize_with = "path_as_text")]
+        file: &'a Path,
+        params: &'a [&'a str],
+    },
+    ParamsFileRestored {
+        #[serde(serialize_with = "path_as_text")]
+        file: &'a Path,
+        #[serde(serialize_with = "optional_path_as_text")]
+        kept: Option<&'a Path>,
+    },
     WorkerBuildStarted {
         workers: &'a [&'a str],
         libtorch: bool,
@@ -143,6 +154,12 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
                 detail,
             },
             Event::StageMessage { stage, text } => RunEventLine::StageMessage { stage, text },
+            Event::ParamsFileWritten { file, params } => {
+                RunEventLine::ParamsFileWritten { file, params }
+            }
+            Event::ParamsFileRestored { file, kept } => {
+                RunEventLine::ParamsFileRestored { file, kept }
+            }
             Event::WorkerBuildStarted {
                 workers,
                 libtorch,
@@ -235,6 +252,16 @@ fn milliseconds(duration: Duration) -> u64 {
 /// replacement characters rather than failing the line.
 fn path_as_text<S: Serializer>(path: &&Path, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&path.display())
+}
+
+fn optional_path_as_text<S: Serializer>(
+    path: &Option<&Path>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(path) => serializer.collect_str(&path.display()),
+        None => serializer.serialize_none(),
+    }
 }
 
 #[cfg(test)]

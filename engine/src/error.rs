@@ -166,6 +166,12 @@ pub enum UsageError {
         "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project"
     )]
     NoPipelineFile,
+    /// `params.yaml` changed between reading the pipeline and writing the
+    /// run's `-S` values into it.
+    #[error("`{}` changed after the pipeline was read", .file.display())]
+    ParamsFileChanged { file: PathBuf },
+    #[error("`{}` is a symbolic link or not a regular file, and pipe writes `-S` values only into a regular file", .file.display())]
+    ParamsFileNotRegular { file: PathBuf },
     #[error("two pipeline files given: `{}` and `{}`", .positional.display(), .flag.display())]
     TwoPipelineFiles { positional: PathBuf, flag: PathBuf },
     /// `hint` depends on how the file was named.
@@ -264,6 +270,12 @@ impl UsageError {
             UsageError::NoRunSelected => "`pipe runs` lists the recorded runs; `--status any` \
                  includes those that failed"
                 .to_string(),
+            UsageError::ParamsFileNotRegular { .. } => {
+                "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
+            }
+            UsageError::ParamsFileChanged { .. } => {
+                "nothing ran; run the command again once the file is saved: pipe writes `-S` values into the file as it read it".to_string()
+            }
             UsageError::RecordedFileGone { .. } => {
                 "pass the pipeline file the run ran with -f FILE".to_string()
             }

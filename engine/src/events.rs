@@ -51,6 +51,19 @@ pub enum Event<'a> {
         stage: &'a str,
         text: &'a str,
     },
+    /// `params.yaml` holds the run's `-S` values of `params` while its
+    /// commands run (`crate::params_override`).
+    ParamsFileWritten {
+        file: &'a Path,
+        params: &'a [&'a str],
+    },
+    /// The run put `params.yaml` back; `kept`: someone changed it during
+    /// the run, so it was left as they made it, and its bytes before the
+    /// run are there.
+    ParamsFileRestored {
+        file: &'a Path,
+        kept: Option<&'a Path>,
+    },
     RunFinished {
         run_id: RunId,
         status: RunStatus,

@@ -26,6 +26,7 @@ pub mod key;
 pub mod libtorch;
 pub mod link;
 pub mod metrics;
+pub mod params_override;
 pub mod pipeline;
 pub mod plan;
 pub mod project;

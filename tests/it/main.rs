@@ -24,6 +24,7 @@ mod kill_safety;
 mod malformed;
 mod noop_record;
 mod parallel;
+mod params_overrides;
 mod progress_lines;
 mod quickstart;
 mod record_trust;

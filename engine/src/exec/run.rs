@@ -15,7 +15,8 @@ use super::{scheduler, slurm};
 use crate::dag::Dag;
 use crate::events::{Event, Observer};
 use crate::executor::Executor;
-use crate::pipeline::{Pipeline, Stage};
+use crate::params_override::{Restored, WrittenParams};
+use crate::pipeline::{paths_overlap, ParamsFileEdits, Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
 use crate::runs::RunId;
 use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
@@ -170,6 +171,7 @@ pub fn run(
         run_id,
         stages: selected.len(),
     });
+    let written_params = write_params_file(pipeline, &selected, git.as_ref(), observer)?;
     let run_so_far = RunSoFar::of(pipeline, dag, &selected);
     // The first stage that is not fresh makes this a run to record: the
     // work tree's comparison with HEAD starts then, in the background,
@@ -210,6 +212,9 @@ pub fn run(
         &mut db,
     );
     let transfers = wind_down(&context);
+    if let Some(written) = written_params {
+        restore_params_file(written, observer);
+    }
     let (records, status) = outcome?;
     let recorded = finish_record(&mut db, run_id, status, &records, git.as_ref())?;
     let remote = remote_summary(context.remote.as_ref(), transfers, recorded, &db, run_id);
@@ -225,6 +230,80 @@ pub fn run(
         stages: records,
         remote,
     })
+}
+
+/// Writes the run's `-S` values into `params.yaml` when a selected
+/// command reads that file by itself, so that it sees what the run
+/// records. The work tree's dirty flag is settled first: it is the state
+/// the user left, not pipe's own write.
+fn write_params_file(
+    pipeline: &Pipeline,
+    selected: &[usize],
+    git: Option<&GitProbe>,
+    observer: Observer<'_>,
+) -> Result<Option<WrittenParams>> {
+    let Some(edits) = &pipeline.params_file else {
+        return Ok(None);
+    };
+    let read = selected
+        .iter()
+        .any(|&index| reads_params_file(edits, &pipeline.stages[index], &pipeline.root));
+    if !read {
+        return Ok(None);
+    }
+    if let Some(git) = git {
+        git.finish();
+    }
+    let written = WrittenParams::write(&pipeline.root, edits)?;
+    let params: Vec<&str> = edits.edits.iter().map(|edit| edit.path.as_str()).collect();
+    observer(Event::ParamsFileWritten {
+        file: &edits.file,
+        params: &params,
+    });
+    Ok(Some(written))
+}
+
+/// Puts `params.yaml` back. Failing to does not fail the run: the journal
+/// stays, and the next pipe command that reads the file puts it back.
+/// Whether `stage` reads the file of `edits` by itself: a command whose
+/// `params:` names an edited param, or that depends on the file.
+fn reads_params_file(edits: &ParamsFileEdits, stage: &Stage, root: &Path) -> bool {
+    if !matches!(
+        stage.kind,
+        StageKind::Command { .. } | StageKind::Argv { .. }
+    ) {
+        return false;
+    }
+    let listed = stage.params_listed.iter().any(|listed| {
+        edits
+            .edits
+            .iter()
+            .any(|edit| paths_overlap(listed, &edit.path))
+    });
+    listed
+        || stage
+            .deps
+            .iter()
+            .any(|dep| root.join(&dep.path) == edits.file)
+}
+
+fn restore_params_file(written: WrittenParams, observer: Observer<'_>) {
+    let file = written.file().to_path_buf();
+    let kept = match written.restore() {
+        Ok(Restored::PutBack) => None,
+        Ok(Restored::ChangedMeanwhile { kept }) => Some(kept),
+        Err(error) => {
+            tracing::warn!(
+                "could not put {} back yet: {error}; the next pipe command that reads it will",
+                file.display()
+            );
+            return;
+        }
+    };
+    observer(Event::ParamsFileRestored {
+        file: &file,
+        kept: kept.as_deref(),
+    });
 }
 
 /// What the stages ask of where they run, refused before anything runs:

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::catalog_source::CatalogSource;
+use super::override_sites::UnseenOverride;
 use super::source::Sources;
 use super::yaml::Node;
 
@@ -18,4 +19,6 @@ pub(crate) struct Context<'a> {
     pub catalogs: &'a dyn CatalogSource,
     /// The top-level `resources:`: every stage's, under its own.
     pub default_resources: Option<&'a Node>,
+    /// `-S` overrides that a command reading `params.yaml` would not see.
+    pub unseen_overrides: &'a [UnseenOverride],
 }

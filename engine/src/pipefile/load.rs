@@ -10,12 +10,15 @@ use super::collect::Diagnostics;
 use super::context::Context;
 use super::declare::{self, is_valid_name};
 use super::file::name_from_file_stem;
+use super::override_sites::{OverrideSites, UnseenOverride};
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Entry, Node, NodeValue, MAX_FILE_BYTES};
 use super::{cache_section, executor_section, params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
+use crate::params_override;
+use crate::pipeline::ParamsFileEdits;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
 
@@ -72,8 +75,15 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
     report_unknown_top_level_keys(entries, &sources, &mut diagnostics);
     let name = pipeline_name(file, &root, &sources, &mut diagnostics);
 
-    let Some(merged_params) = load_params(file, &root, overrides, &mut sources, &mut diagnostics)
-    else {
+    let project_root = project_root(file);
+    let Some((merged_params, params_file, unseen_overrides)) = load_params(
+        file,
+        &project_root,
+        &root,
+        overrides,
+        &mut sources,
+        &mut diagnostics,
+    ) else {
         return Err(EngineError::Spec(diagnostics.into_vec()));
     };
     let cache = root
@@ -88,7 +98,6 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         .map(|node| metric_directions(node, &sources, &mut diagnostics))
         .unwrap_or_default();
 
-    let project_root = project_root(file);
     check_pipeline_name(&root, &name, &sources, &mut diagnostics);
     let stages = match root.get("stages") {
         Some(node) => stages::build(
@@ -99,6 +108,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
                 pipeline: &name,
                 catalogs,
                 default_resources: root.get("resources"),
+                unseen_overrides: &unseen_overrides,
             },
             node,
             &mut diagnostics,
@@ -127,6 +137,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         remote: cache.remote,
         directions,
         executor,
+        params_file,
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;
@@ -309,16 +320,21 @@ fn read_source(file: &Path) -> Result<String> {
     }
 }
 
+/// The merged params, what `-S` writes into `params.yaml` for a run, and
+/// the overrides a command reading that file would not see.
+type LoadedParams = (Node, Option<ParamsFileEdits>, Vec<UnseenOverride>);
+
 /// Inline params, then `params.yaml` beside the file, then `-S`. `None`
 /// when `params.yaml` cannot be read: every param reference would then be
 /// reported as unknown, which helps nobody.
 fn load_params(
     file: &Path,
+    project_root: &Path,
     root: &Node,
     overrides: &[String],
     sources: &mut Sources,
     diagnostics: &mut Diagnostics,
-) -> Option<Node> {
+) -> Option<LoadedParams> {
     let empty = |span: Span| Node {
         value: NodeValue::Map(Vec::new()),
         span,
@@ -347,8 +363,9 @@ fn load_params(
         .and_then(|entries| entries.iter().find(|entry| entry.key == "params"))
         .map(|entry| entry.key_span);
     let params_file = file.with_file_name("params.yaml");
+    let mut params_file_id = None;
     if params_file.is_file() && params_file.file_name() != file.file_name() {
-        match read_source(&params_file) {
+        match read_source(&params_override::readable(&params_file, project_root)) {
             Err(EngineError::Spec(found)) => {
                 diagnostics.extend(found);
                 return None;
@@ -365,6 +382,7 @@ fn load_params(
             }
             Ok(text) => {
                 let id: FileId = sources.add(Some(params_file.clone()), text);
+                params_file_id = Some(id);
                 match yaml::parse(sources, id) {
                     Err(found) => {
                         diagnostics.extend(found);
@@ -404,12 +422,19 @@ fn load_params(
         params_at,
         stages: root.get("stages"),
     };
+    // Edits name the file absolute: a stage's dependency on it is found by
+    // its path.
+    let params_file = params_override::absolute(&params_file);
+    let mut sites = OverrideSites::new(params_file_id.map(|id| (params_file, id)), sources);
     for argument in overrides {
-        if let Err(diagnostic) = params::apply_override(&mut merged, &context, argument, sources) {
-            diagnostics.push(diagnostic);
+        let before = sites.before(&merged, argument, sources);
+        match params::apply_override(&mut merged, &context, argument, sources) {
+            Ok(()) => sites.after(before, &merged, argument),
+            Err(diagnostic) => diagnostics.push(diagnostic),
         }
     }
-    Some(merged)
+    let (edits, unseen) = sites.finish();
+    Some((merged, edits, unseen))
 }
 
 /// `directions: { evaluate.accuracy: higher, train.peak_rss_mb: lower }`.

@@ -24,6 +24,7 @@ mod file;
 mod interp;
 mod load;
 mod name;
+mod override_sites;
 mod ownership;
 mod params;
 pub(crate) mod paths;

@@ -42,6 +42,17 @@ pub(crate) fn lookup<'a>(root: &'a Node, path: &str) -> Option<&'a Node> {
     path.split('.').try_fold(root, |node, key| node.get(key))
 }
 
+/// The param path an `-S` argument names (`train.lr` of `+train.lr=1`),
+/// if it names one.
+pub(crate) fn override_target(argument: &str) -> Option<&str> {
+    let body = argument
+        .strip_prefix("++")
+        .or_else(|| argument.strip_prefix('+'))
+        .unwrap_or(argument);
+    let (path, _) = body.split_once('=')?;
+    Some(path.trim()).filter(|path| !path.is_empty())
+}
+
 /// Every dotted path in `root`, mappings included, in file order: the
 /// candidates for "did you mean".
 pub(crate) fn all_paths(root: &Node) -> Vec<String> {

@@ -12,10 +12,12 @@ pub use executor::{
     ExecutorSpec,
 };
 pub use matrix::StageMatrix;
+pub use params_file::{paths_overlap, yaml_float, ParamEdit, ParamsFileEdits};
 pub use remote::RemoteSpec;
 
 mod executor;
 pub(crate) mod matrix;
+mod params_file;
 mod remote;
 use crate::Location;
 
@@ -47,6 +49,9 @@ pub struct Pipeline {
     pub directions: std::collections::BTreeMap<String, crate::metrics::Direction>,
     /// `executor:`, when the file sets it.
     pub executor: Option<ExecutorSpec>,
+    /// The `-S` values a run writes into `params.yaml` for its commands,
+    /// when an override changes a value the file sets.
+    pub params_file: Option<ParamsFileEdits>,
 }
 
 #[derive(Debug, Clone)]
@@ -75,6 +80,9 @@ pub struct Stage {
     /// Params this stage depends on (dotted path -> value): those its text
     /// interpolates plus those listed under `params:`.
     pub params_used: BTreeMap<String, serde_json::Value>,
+    /// The paths under `params:`: params the command reads by itself (from
+    /// `params.yaml`), not through `${params.X}`.
+    pub params_listed: Vec<String>,
     pub resources: Resources,
     /// Rerun every time (DVC's `always_changed`).
     pub always_run: bool,

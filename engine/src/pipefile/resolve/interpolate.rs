@@ -4,7 +4,7 @@
 
 use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
-use crate::pipefile::declare::{type_error, Decl};
+use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::interp::ref_span;
 use crate::pipefile::interp::{self, Piece, Reference};
 use crate::pipefile::params;
@@ -60,6 +60,10 @@ impl<'a> Resolver<'a> {
                     effects
                         .params_used
                         .insert(path.to_string(), params::to_json(value));
+                    effects.params_listed.push(path.to_string());
+                    if matches!(decl.kind, DeclKind::Command(_) | DeclKind::Argv(_)) {
+                        self.refuse_unseen_overrides(decl, path, item, diagnostics);
+                    }
                 }
                 None => diagnostics.push(
                     Diagnostic::new(
@@ -73,6 +77,38 @@ impl<'a> Resolver<'a> {
                     .with_hint(params::unknown_param_hint(self.params, path)),
                 ),
             }
+        }
+    }
+
+    /// A command reads `path` by itself (from `params.yaml`): an `-S` of it
+    /// that the file cannot carry would be recorded but never seen.
+    fn refuse_unseen_overrides(
+        &self,
+        decl: &Decl,
+        path: &str,
+        item: &Node,
+        diagnostics: &mut Diagnostics,
+    ) {
+        for unseen in self.unseen_overrides {
+            if !crate::pipeline::paths_overlap(path, &unseen.path) {
+                continue;
+            }
+            let (why, fix) = unseen.explained();
+            diagnostics.push(
+                Diagnostic::new(
+                    "override-unseen",
+                    format!(
+                        "`-S {}` would not reach stage `{}`, which reads `{path}` by itself (its `params:`): {why}",
+                        unseen.argument, decl.name
+                    ),
+                )
+                .at(self.location(item.span))
+                .with_hint(format!(
+                    "pass the param on the command line instead (`--{leaf} ${{params.{param}}}`) and drop it from `params:`, {fix}",
+                    leaf = unseen.path.rsplit('.').next().unwrap_or(&unseen.path),
+                    param = unseen.path
+                )),
+            );
         }
     }
 

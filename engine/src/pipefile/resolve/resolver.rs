@@ -13,6 +13,7 @@ use crate::pipefile::context::Context;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
 use crate::pipefile::interp::Piece;
+use crate::pipefile::override_sites::UnseenOverride;
 use crate::pipefile::params;
 use crate::pipefile::paths::{self, PathProblem};
 use crate::pipefile::source::{Sources, Span};
@@ -48,6 +49,8 @@ pub(crate) struct Scope<'s> {
 #[derive(Default)]
 pub(crate) struct Effects {
     pub(crate) params_used: BTreeMap<String, Value>,
+    /// The paths under the stage's `params:`.
+    pub(crate) params_listed: Vec<String>,
     pub(crate) stage_refs: Vec<(StageOutRef, String, Span)>,
 }
 
@@ -101,6 +104,7 @@ pub(crate) struct Resolver<'a> {
     /// searched linearly, so each path is looked up once.
     pub(crate) param_cache: HashMap<String, Option<&'a Node>>,
     pub(crate) default_resources: Option<&'a Node>,
+    pub(crate) unseen_overrides: &'a [UnseenOverride],
     /// Every expansion of a matrix stage interpolates the same strings of
     /// the file: each is parsed once, by the address of its node (every
     /// node interpolated belongs to the file's tree or the params, which
@@ -156,6 +160,7 @@ impl<'a> Resolver<'a> {
             outputs_by_stage: Vec::new(),
             param_cache: HashMap::new(),
             default_resources: cx.default_resources,
+            unseen_overrides: cx.unseen_overrides,
             templates: HashMap::new(),
             unresolved_deps: Vec::new(),
         }
@@ -276,6 +281,7 @@ impl<'a> Resolver<'a> {
             env,
             secret_env,
             params_used: effects.params_used,
+            params_listed: effects.params_listed,
             resources,
             always_run,
             makes_data,

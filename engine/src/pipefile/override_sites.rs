@@ -1,0 +1,210 @@
+//! Where each `-S` override lands: on a scalar of `params.yaml` that a run
+//! can write there for its commands (`pipeline::ParamsFileEdits`), or
+//! where a command that reads its params by itself could not see it, which
+//! a stage listing that param is refused for (`override-unseen`).
+
+use std::path::PathBuf;
+
+use super::params;
+use super::source::{FileId, Sources, Span};
+use super::yaml::{Node, NodeValue, Resolved};
+use crate::pipeline::{paths_overlap, yaml_float, ParamEdit, ParamsFileEdits};
+
+/// An override no command could read from `params.yaml`.
+#[derive(Debug, Clone)]
+pub(crate) struct UnseenOverride {
+    pub path: String,
+    /// The `-S` argument as given.
+    pub argument: String,
+    pub reason: Unseen,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unseen {
+    /// The param is set in the pipeline file (or nowhere else).
+    NotInParamsFile,
+    /// `params.yaml` sets it as a mapping, a list over several lines, a
+    /// block scalar: nothing pipe rewrites in place.
+    NotOneLineScalar,
+    /// `+`/`++` added it; `params.yaml` does not have it.
+    Added,
+}
+
+impl UnseenOverride {
+    /// Why a command reading `params.yaml` would not see it, and what
+    /// would make it.
+    pub fn explained(&self) -> (String, String) {
+        let path = &self.path;
+        match self.reason {
+            Unseen::NotInParamsFile => (
+                format!("`{path}` is set in the pipeline file, not in params.yaml, the file pipe writes `-S` values into while a run's commands run"),
+                format!("or move `{path}` into params.yaml"),
+            ),
+            Unseen::NotOneLineScalar => (
+                format!("params.yaml sets `{path}` as a mapping or over several lines, and pipe rewrites only one-line values in place"),
+                format!("or write `{path}` on one line in params.yaml (`lr: 1.0e-4`, `layers: [64, 32]`) and set its keys one by one"),
+            ),
+            Unseen::Added => (
+                format!("params.yaml does not have `{path}`, and pipe adds no keys to the file"),
+                format!("or add `{path}` to params.yaml first"),
+            ),
+        }
+    }
+}
+
+/// Gathers, override by override, what each one does to `params.yaml`.
+pub(crate) struct OverrideSites {
+    /// `params.yaml`, its place among the sources, and the BLAKE3 of its
+    /// text; `None` without one.
+    file: Option<(PathBuf, FileId, String)>,
+    edits: Vec<ParamEdit>,
+    unseen: Vec<UnseenOverride>,
+}
+
+/// What an override is about to replace.
+pub(crate) struct Before {
+    path: Option<String>,
+    /// The one-line scalar of `params.yaml` it replaces.
+    site: Option<Span>,
+    existed: bool,
+    /// Whether the value it replaces is written in `params.yaml`.
+    in_file: bool,
+}
+
+impl OverrideSites {
+    pub fn new(file: Option<(PathBuf, FileId)>, sources: &Sources) -> Self {
+        OverrideSites {
+            file: file.map(|(path, id)| {
+                let digest = blake3::hash(sources.file(id).text.as_bytes());
+                (path, id, digest.to_hex().to_string())
+            }),
+            edits: Vec::new(),
+            unseen: Vec::new(),
+        }
+    }
+
+    /// Read before `argument` is applied to `merged`.
+    pub fn before(&self, merged: &Node, argument: &str, sources: &Sources) -> Before {
+        let path = params::override_target(argument);
+        let node = path.and_then(|path| params::lookup(merged, path));
+        let in_file = match (&self.file, node) {
+            (Some((_, id, _)), Some(node)) => node.span.file == *id,
+            _ => false,
+        };
+        Before {
+            path: path.map(str::to_string),
+            site: node
+                .filter(|_| in_file)
+                .and_then(|node| one_line_scalar(node, sources)),
+            existed: node.is_some(),
+            in_file,
+        }
+    }
+
+    /// Read once `argument` was applied to `merged` without error.
+    pub fn after(&mut self, before: Before, merged: &Node, argument: &str) {
+        let Some(path) = before.path else { return };
+        let Some(node) = params::lookup(merged, &path) else {
+            return;
+        };
+        let text = flow_yaml(node);
+        // A second `-S` of one param replaces the first one's value.
+        if let Some(edit) = self.edits.iter_mut().find(|edit| edit.path == path) {
+            edit.text = text;
+            return;
+        }
+        match before.site {
+            Some(span) => self.edits.push(ParamEdit {
+                path,
+                line: span.line,
+                col: span.col,
+                len: span.len,
+                text,
+            }),
+            None => {
+                let reason = if !before.existed {
+                    Unseen::Added
+                } else if before.in_file {
+                    Unseen::NotOneLineScalar
+                } else {
+                    Unseen::NotInParamsFile
+                };
+                // A mapping replaced whole takes the edits of its keys with it.
+                self.edits
+                    .retain(|edit| !paths_overlap(&edit.path, &path) || edit.path == path);
+                self.unseen.push(UnseenOverride {
+                    path,
+                    argument: argument.to_string(),
+                    reason,
+                });
+            }
+        }
+    }
+
+    pub fn finish(self) -> (Option<ParamsFileEdits>, Vec<UnseenOverride>) {
+        let edits = match self.file {
+            Some((file, _, loaded)) if !self.edits.is_empty() => Some(ParamsFileEdits {
+                file,
+                loaded,
+                edits: self.edits,
+            }),
+            _ => None,
+        };
+        (edits, self.unseen)
+    }
+}
+
+/// The span of `node` when it is a scalar written on one line exactly as
+/// its span says (plain, or quoted without escapes): what an edit can
+/// replace character for character.
+fn one_line_scalar(node: &Node, sources: &Sources) -> Option<Span> {
+    let NodeValue::Scalar(scalar) = &node.value else {
+        return None;
+    };
+    scalar.verbatim_col?;
+    if scalar.text.is_empty() && scalar.plain {
+        return None;
+    }
+    let line: Vec<char> = sources
+        .file(node.span.file)
+        .line_text(node.span.line)
+        .chars()
+        .collect();
+    let start = node.span.col.checked_sub(1)?;
+    let written: String = line.get(start..start + node.span.len)?.iter().collect();
+    let expected_inner = written
+        .strip_prefix(['"', '\''])
+        .and_then(|rest| rest.strip_suffix(['"', '\'']))
+        .unwrap_or(&written);
+    (expected_inner == scalar.text).then_some(node.span)
+}
+
+/// `node` as one line of YAML flow that YAML 1.1 and 1.2 readers read
+/// alike: strings double-quoted, floats with a dot and a signed exponent.
+pub(crate) fn flow_yaml(node: &Node) -> String {
+    match &node.value {
+        NodeValue::Scalar(scalar) => match scalar.resolve() {
+            Resolved::Null => "null".to_string(),
+            Resolved::Bool(value) => value.to_string(),
+            Resolved::Int(value) => value.to_string(),
+            Resolved::Float(value) => yaml_float(value),
+            Resolved::Str => quoted(&scalar.text),
+        },
+        NodeValue::Seq(items) => {
+            let items: Vec<String> = items.iter().map(flow_yaml).collect();
+            format!("[{}]", items.join(", "))
+        }
+        NodeValue::Map(entries) => {
+            let entries: Vec<String> = entries
+                .iter()
+                .map(|entry| format!("{}: {}", quoted(&entry.key), flow_yaml(&entry.value)))
+                .collect();
+            format!("{{{}}}", entries.join(", "))
+        }
+    }
+}
+
+/// A YAML double-quoted string: JSON's escapes are YAML's.
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
+}
