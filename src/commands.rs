@@ -4,6 +4,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use pipe_engine::checkout::CheckoutReport;
+use pipe_engine::compare::DiffRequest;
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::history::{History, Pull};
@@ -168,8 +169,8 @@ fn show(run: &str, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-/// `pipe diff [A] [B]`: the runs named, or the defaults `runs_to_diff`
-/// picks, compared with the later run's direction declarations first.
+/// `pipe diff [A] [B]`: the flags as a request to `compare::diff`, and
+/// its diff shown as text, Markdown or JSON.
 fn diff(
     a: Option<String>,
     b: Option<String>,
@@ -179,34 +180,13 @@ fn diff(
     md: bool,
 ) -> Result<ExitCode> {
     let mut history = here::history()?;
-    let mut named = |query: Option<String>| {
-        query
-            .map(|query| here::resolve(&mut history, &query, Pull::IfConfigured))
-            .transpose()
+    let request = DiffRequest {
+        a,
+        b,
+        pipeline,
+        directions: directions.rules(),
     };
-    let (a, b) = (named(a)?, named(b)?);
-    let pipeline = pipeline
-        .map(|text| history.pipeline_named(&text))
-        .transpose()?;
-    let pair = history.runs_to_diff(a, b, pipeline.as_deref())?;
-    if let Some(warning) = &pair.warning {
-        errln!("warning: {warning}");
-    }
-    let (a_id, b_id) = (pair.a, pair.b);
-    let db = &history.db;
-    let record_a = db.resolved_run(a_id)?;
-    let record_b = db.resolved_run(b_id)?;
-    // The later run's declarations first.
-    let (older, newer) = if a_id < b_id {
-        (&record_a, &record_b)
-    } else {
-        (&record_b, &record_a)
-    };
-    let rules = directions
-        .rules()
-        .declared(&newer.directions)
-        .declared(&older.directions);
-    let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
+    let diff = compare::diff(&mut history, &request, &mut |notice| errln!("{notice}"))?;
     if json {
         jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
     } else if md {

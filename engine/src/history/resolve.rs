@@ -35,8 +35,10 @@ pub struct ResolvedRun {
     pub skipped: Vec<String>,
 }
 
-/// What looking runs up tells the user on the way: a pulled record not
-/// taken in, records pulled to resolve a reference, a note on a selection.
+/// What a use case over the history tells the user on the way, as it
+/// happens rather than in its report (the report may never come, or come
+/// long after): a pulled record not taken in, records pulled to resolve a
+/// reference, a note on a selection, a warning about a choice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
     Skipped(String),
@@ -46,6 +48,8 @@ pub enum Notice {
         new: usize,
     },
     Note(String),
+    /// Something the command goes on despite (runs of two pipelines diffed).
+    Warning(String),
 }
 
 impl std::fmt::Display for Notice {
@@ -58,6 +62,7 @@ impl std::fmt::Display for Notice {
                 if *new == 1 { "" } else { "s" }
             ),
             Notice::Note(note) => write!(f, "note: {note}"),
+            Notice::Warning(warning) => write!(f, "warning: {warning}"),
         }
     }
 }
