@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use pipe_engine::checkout::CheckoutReport;
+use pipe_engine::checkout::{self, CheckedOut, CheckoutReport, CheckoutRequest};
 use pipe_engine::compare::DiffRequest;
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunRequest};
@@ -12,7 +12,7 @@ use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::ExecutorKind;
 use pipe_engine::pipeline::Pipeline;
 use pipe_engine::plan::{self, Planner};
-use pipe_engine::project::{Project, RunLock};
+use pipe_engine::project::Project;
 use pipe_engine::runs::RunStatus;
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Result, UsageError};
 use pipe_protocol::format::format_bytes;
@@ -66,7 +66,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             file,
             link,
             force,
-        } => checkout(&run, file.as_deref(), &link, force),
+        } => checkout(run, file, link, force),
         Command::Cache { command } => cache(command, quiet),
         Command::Stages { check: true, .. } => check_stages(quiet),
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),
@@ -373,34 +373,27 @@ fn no_runs(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Result<ExitCode> {
+/// `pipe checkout RUN`: the flags as a request to `checkout::checkout_run`,
+/// and its report as errors, hints and an exit code.
+fn checkout(
+    run: String,
+    file: Option<PathBuf>,
+    link: Vec<String>,
+    force: bool,
+) -> Result<ExitCode> {
     let project = here::project()?;
-    // It writes outputs, as a run does: the two take turns.
-    let lock = RunLock::acquire(&project, |holder| {
-        let who = holder
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        errln!("waiting for another `pipe run` in this project{who} to finish");
-    })?;
-    let mut history = here::history()?;
-    let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
-    let record = history.db.resolved_run(id)?;
-    // The record's outputs are held to the stages of the pipeline file it
-    // ran, read here, with the settings it ran with.
-    let file = match file {
-        Some(file) => file.to_path_buf(),
-        None => recorded_pipeline_file(&project, &record)?,
+    let request = CheckoutRequest {
+        run,
+        file,
+        found_here: default_pipeline_file().ok(),
+        link,
+        force,
     };
-    if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
-        &file,
-        "pass the pipeline file the run ran with -f FILE",
-    ) {
-        return Err(problem);
-    }
-    let Loaded { pipeline, .. } =
-        pipe_engine::pipefile::load(&file, &record.overrides, &ProjectWorkers)?;
-    let modes = pipe_engine::link::link_modes_for(&pipeline, link)?.value;
-    match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
+    let CheckedOut { run: id, report } =
+        checkout::checkout_run(&project, &request, &ProjectWorkers, &mut |notice| {
+            errln!("{notice}")
+        })?;
+    match report {
         CheckoutReport::Refused(problems) => {
             for problem in &problems {
                 errln!("error: {problem}");
@@ -436,29 +429,6 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
             errln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
             Ok(ExitCode::Ok)
         }
-    }
-}
-
-/// The pipeline file a run record names, when it is a plain path inside
-/// the project (a pulled record's is only a hint); else the one a command
-/// would find here.
-fn recorded_pipeline_file(
-    project: &pipe_engine::project::Project,
-    record: &pipe_engine::runs::RunRecord,
-) -> Result<PathBuf> {
-    match record.file.as_deref() {
-        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
-            let path = project.root.join(file);
-            if path.is_file() {
-                return Ok(path);
-            }
-            Err(UsageError::RecordedFileGone {
-                run: record.id.0,
-                file: pipe_protocol::excerpt(file),
-            }
-            .into())
-        }
-        _ => default_pipeline_file(),
     }
 }
 

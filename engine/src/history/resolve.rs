@@ -38,7 +38,8 @@ pub struct ResolvedRun {
 /// What a use case over the history tells the user on the way, as it
 /// happens rather than in its report (the report may never come, or come
 /// long after): a pulled record not taken in, records pulled to resolve a
-/// reference, a note on a selection, a warning about a choice.
+/// reference, a note on a selection, a warning about a choice, a wait for
+/// another run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
     Skipped(String),
@@ -50,6 +51,11 @@ pub enum Notice {
     Note(String),
     /// Something the command goes on despite (runs of two pipelines diffed).
     Warning(String),
+    /// Another `pipe run` holds the project (`holder`, its pid, when
+    /// known): a command that writes outputs waits for it.
+    WaitingForLock {
+        holder: Option<u32>,
+    },
 }
 
 impl std::fmt::Display for Notice {
@@ -63,6 +69,14 @@ impl std::fmt::Display for Notice {
             ),
             Notice::Note(note) => write!(f, "note: {note}"),
             Notice::Warning(warning) => write!(f, "warning: {warning}"),
+            Notice::WaitingForLock { holder } => {
+                let who = holder.map(|pid| format!(" (pid {pid})"));
+                write!(
+                    f,
+                    "waiting for another `pipe run` in this project{} to finish",
+                    who.unwrap_or_default()
+                )
+            }
         }
     }
 }
