@@ -535,39 +535,10 @@ fn check_stages(quiet: bool) -> Result<ExitCode> {
     }
 }
 
+/// `pipe stages [NAME]`: the catalog entries `catalog::find_stages`
+/// finds, listed, in detail or as JSON.
 fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
-    let project = here::project()?;
-    let catalog = catalog::load_catalog(&project)?;
-    let entries: Vec<&catalog::CatalogEntry> = match name {
-        None => catalog.stages.values().collect(),
-        Some(name) => {
-            let (stage, version) = match name.split_once('@') {
-                Some((stage, version)) => (stage, version.parse::<u32>().ok()),
-                None => (name, None),
-            };
-            let found: Vec<_> = catalog
-                .stages
-                .values()
-                .filter(|entry| {
-                    entry.info.name == stage && version.is_none_or(|v| v == entry.info.version)
-                })
-                .collect();
-            if found.is_empty() {
-                let names = catalog
-                    .stages
-                    .values()
-                    .map(|entry| entry.info.name.as_str());
-                return Err(UsageError::UnknownCatalogStage {
-                    name: name.to_string(),
-                    suggestion: pipe_engine::pipefile::did_you_mean(stage, names)
-                        .map(str::to_string),
-                    known: catalog.stages.keys().cloned().collect(),
-                }
-                .into());
-            }
-            found
-        }
-    };
+    let entries = catalog::find_stages(&here::project()?, name)?;
     if json {
         let infos: Vec<&pipe_protocol::StageInfo> =
             entries.iter().map(|entry| &entry.info).collect();
@@ -575,7 +546,7 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     } else if name.is_none() {
         out!("{}", render::stage_list(&entries));
     } else {
-        for entry in entries {
+        for entry in &entries {
             out!("{}", render::stage_detail(entry));
         }
     }
