@@ -11,7 +11,7 @@ use pipe_engine::history::{History, Pull};
 use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::ExecutorKind;
 use pipe_engine::pipeline::Pipeline;
-use pipe_engine::plan::{self, Planner};
+use pipe_engine::plan::{self, DryRun};
 use pipe_engine::project::Project;
 use pipe_engine::runs::RunStatus;
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Result, UsageError};
@@ -306,15 +306,8 @@ fn looks_like_pipeline_file(argument: &str) -> bool {
 }
 
 fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCode> {
-    let selected = exec::select_stages(pipeline, targets)?;
-    let order = if selected.is_empty() {
-        dag.order.clone()
-    } else {
-        dag.closure(&selected)
-    };
-    let planner = Planner::new(pipeline)?;
-    let states = planner.states(dag, &order)?;
-    let command_of = |position: usize| pipeline.stages[order[position]].shown_command();
+    let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets)?;
+    let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
     render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
     Ok(ExitCode::Ok)
 }
@@ -351,10 +344,7 @@ fn status(
 
 fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
     let (pipeline, dag) = load(None, &arg)?;
-    let indices = exec::select_stages(&pipeline, &[stage.to_string()])?;
-    let planner = Planner::new(&pipeline)?;
-    for index in indices {
-        let why = plan::why(&planner, &dag, index)?;
+    for why in plan::why_stages(&pipeline, &dag, stage)? {
         if json {
             jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {
