@@ -3,6 +3,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use pipe_engine::cache_admin::{self, GcOutcome, GcRequest};
 use pipe_engine::checkout::{self, CheckedOut, CheckoutReport, CheckoutRequest};
 use pipe_engine::compare::DiffRequest;
 use pipe_engine::dag::{Dag, DagFormat};
@@ -424,7 +425,7 @@ fn checkout(
 
 fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     let project = here::project()?;
-    let outcome = pipe_engine::cache_admin::verify(&project, repair)?;
+    let outcome = cache_admin::verify(&project, repair)?;
     let (report, linked_files) = (&outcome.report, &outcome.linked_files);
     if json {
         jsonln!(serde_json::to_string_pretty(&outcome).unwrap_or_default());
@@ -471,6 +472,9 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     }
 }
 
+/// `pipe cache gc`: the pipeline file given or found here, loaded, and
+/// the flags as a request to `cache_admin::gc`; what it removed here and
+/// in the remote said.
 fn gc(
     arg: &PipelineArg,
     keep_runs: usize,
@@ -486,21 +490,28 @@ fn gc(
         Some(file) => Some(load(Some(&file), arg)?),
         None => None,
     };
-    let report = pipe_engine::cache_admin::gc(
-        &project,
-        loaded.as_ref().map(|(pipeline, dag)| (pipeline, dag)),
+    let request = GcRequest {
+        pipeline: loaded.as_ref().map(|(pipeline, dag)| (pipeline, dag)),
         keep_runs,
-        std::time::Duration::from_secs(grace_secs),
-    )?;
+        grace: std::time::Duration::from_secs(grace_secs),
+        remote: remote_commands::choice(arg.file.as_deref(), remote, None),
+    };
+    let GcOutcome { local, remote } = cache_admin::gc(&project, &request)?;
     outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
-        report.objects_removed,
-        format_bytes(report.bytes_removed as f64),
-        report.actions_removed,
-        report.objects_kept,
-        report.actions_kept
+        local.objects_removed,
+        format_bytes(local.bytes_removed as f64),
+        local.actions_removed,
+        local.objects_kept,
+        local.actions_kept
     );
-    remote_commands::remove_stale_temporaries(&project, arg.file.as_deref(), remote)?;
+    if let Some((url, swept)) = remote? {
+        outln!(
+            "{url}: removed {} temporary files ({}) that killed pushes left in tmp/",
+            swept.files,
+            format_bytes(swept.bytes as f64)
+        );
+    }
     Ok(ExitCode::Ok)
 }
 
