@@ -3,15 +3,17 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use pipe_engine::checkout::CheckoutReport;
+use pipe_engine::cache_admin::{self, GcOutcome, GcRequest};
+use pipe_engine::checkout::{self, CheckedOut, CheckoutReport, CheckoutRequest};
+use pipe_engine::compare::DiffRequest;
 use pipe_engine::dag::{Dag, DagFormat};
 use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::history::{History, Pull};
 use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::ExecutorKind;
 use pipe_engine::pipeline::Pipeline;
-use pipe_engine::plan::{self, Planner};
-use pipe_engine::project::{Project, RunLock};
+use pipe_engine::plan::{self, DryRun};
+use pipe_engine::project::Project;
 use pipe_engine::runs::RunStatus;
 use pipe_engine::{catalog, compare, EngineError, ExitCode, Result, UsageError};
 use pipe_protocol::format::format_bytes;
@@ -65,7 +67,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             file,
             link,
             force,
-        } => checkout(&run, file.as_deref(), &link, force),
+        } => checkout(run, file, link, force),
         Command::Cache { command } => cache(command, quiet),
         Command::Stages { check: true, .. } => check_stages(quiet),
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),
@@ -168,8 +170,8 @@ fn show(run: &str, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-/// `pipe diff [A] [B]`: the runs named, or the defaults `runs_to_diff`
-/// picks, compared with the later run's direction declarations first.
+/// `pipe diff [A] [B]`: the flags as a request to `compare::diff`, and
+/// its diff shown as text, Markdown or JSON.
 fn diff(
     a: Option<String>,
     b: Option<String>,
@@ -179,34 +181,13 @@ fn diff(
     md: bool,
 ) -> Result<ExitCode> {
     let mut history = here::history()?;
-    let mut named = |query: Option<String>| {
-        query
-            .map(|query| here::resolve(&mut history, &query, Pull::IfConfigured))
-            .transpose()
+    let request = DiffRequest {
+        a,
+        b,
+        pipeline,
+        directions: directions.rules(),
     };
-    let (a, b) = (named(a)?, named(b)?);
-    let pipeline = pipeline
-        .map(|text| history.pipeline_named(&text))
-        .transpose()?;
-    let pair = history.runs_to_diff(a, b, pipeline.as_deref())?;
-    if let Some(warning) = &pair.warning {
-        errln!("warning: {warning}");
-    }
-    let (a_id, b_id) = (pair.a, pair.b);
-    let db = &history.db;
-    let record_a = db.resolved_run(a_id)?;
-    let record_b = db.resolved_run(b_id)?;
-    // The later run's declarations first.
-    let (older, newer) = if a_id < b_id {
-        (&record_a, &record_b)
-    } else {
-        (&record_b, &record_a)
-    };
-    let rules = directions
-        .rules()
-        .declared(&newer.directions)
-        .declared(&older.directions);
-    let diff = compare::diff_runs(db, &record_a, &record_b, &rules)?;
+    let diff = compare::diff(&mut history, &request, &mut |notice| errln!("{notice}"))?;
     if json {
         jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
     } else if md {
@@ -326,15 +307,8 @@ fn looks_like_pipeline_file(argument: &str) -> bool {
 }
 
 fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCode> {
-    let selected = exec::select_stages(pipeline, targets)?;
-    let order = if selected.is_empty() {
-        dag.order.clone()
-    } else {
-        dag.closure(&selected)
-    };
-    let planner = Planner::new(pipeline)?;
-    let states = planner.states(dag, &order)?;
-    let command_of = |position: usize| pipeline.stages[order[position]].shown_command();
+    let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets)?;
+    let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
     render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
     Ok(ExitCode::Ok)
 }
@@ -371,10 +345,7 @@ fn status(
 
 fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
     let (pipeline, dag) = load(None, &arg)?;
-    let indices = exec::select_stages(&pipeline, &[stage.to_string()])?;
-    let planner = Planner::new(&pipeline)?;
-    for index in indices {
-        let why = plan::why(&planner, &dag, index)?;
+    for why in plan::why_stages(&pipeline, &dag, stage)? {
         if json {
             jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {
@@ -393,34 +364,27 @@ fn no_runs(json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Result<ExitCode> {
+/// `pipe checkout RUN`: the flags as a request to `checkout::checkout_run`,
+/// and its report as errors, hints and an exit code.
+fn checkout(
+    run: String,
+    file: Option<PathBuf>,
+    link: Vec<String>,
+    force: bool,
+) -> Result<ExitCode> {
     let project = here::project()?;
-    // It writes outputs, as a run does: the two take turns.
-    let lock = RunLock::acquire(&project, |holder| {
-        let who = holder
-            .map(|pid| format!(" (pid {pid})"))
-            .unwrap_or_default();
-        errln!("waiting for another `pipe run` in this project{who} to finish");
-    })?;
-    let mut history = here::history()?;
-    let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
-    let record = history.db.resolved_run(id)?;
-    // The record's outputs are held to the stages of the pipeline file it
-    // ran, read here, with the settings it ran with.
-    let file = match file {
-        Some(file) => file.to_path_buf(),
-        None => recorded_pipeline_file(&project, &record)?,
+    let request = CheckoutRequest {
+        run,
+        file,
+        found_here: default_pipeline_file().ok(),
+        link,
+        force,
     };
-    if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
-        &file,
-        "pass the pipeline file the run ran with -f FILE",
-    ) {
-        return Err(problem);
-    }
-    let Loaded { pipeline, .. } =
-        pipe_engine::pipefile::load(&file, &record.overrides, &ProjectWorkers)?;
-    let modes = pipe_engine::link::link_modes_for(&pipeline, link)?.value;
-    match pipe_engine::checkout::checkout(&project, &lock, &record, &pipeline, &modes, force)? {
+    let CheckedOut { run: id, report } =
+        checkout::checkout_run(&project, &request, &ProjectWorkers, &mut |notice| {
+            errln!("{notice}")
+        })?;
+    match report {
         CheckoutReport::Refused(problems) => {
             for problem in &problems {
                 errln!("error: {problem}");
@@ -459,32 +423,9 @@ fn checkout(run: &str, file: Option<&Path>, link: &[String], force: bool) -> Res
     }
 }
 
-/// The pipeline file a run record names, when it is a plain path inside
-/// the project (a pulled record's is only a hint); else the one a command
-/// would find here.
-fn recorded_pipeline_file(
-    project: &pipe_engine::project::Project,
-    record: &pipe_engine::runs::RunRecord,
-) -> Result<PathBuf> {
-    match record.file.as_deref() {
-        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
-            let path = project.root.join(file);
-            if path.is_file() {
-                return Ok(path);
-            }
-            Err(UsageError::RecordedFileGone {
-                run: record.id.0,
-                file: pipe_protocol::excerpt(file),
-            }
-            .into())
-        }
-        _ => default_pipeline_file(),
-    }
-}
-
 fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     let project = here::project()?;
-    let outcome = pipe_engine::cache_admin::verify(&project, repair)?;
+    let outcome = cache_admin::verify(&project, repair)?;
     let (report, linked_files) = (&outcome.report, &outcome.linked_files);
     if json {
         jsonln!(serde_json::to_string_pretty(&outcome).unwrap_or_default());
@@ -531,6 +472,9 @@ fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     }
 }
 
+/// `pipe cache gc`: the pipeline file given or found here, loaded, and
+/// the flags as a request to `cache_admin::gc`; what it removed here and
+/// in the remote said.
 fn gc(
     arg: &PipelineArg,
     keep_runs: usize,
@@ -546,21 +490,28 @@ fn gc(
         Some(file) => Some(load(Some(&file), arg)?),
         None => None,
     };
-    let report = pipe_engine::cache_admin::gc(
-        &project,
-        loaded.as_ref().map(|(pipeline, dag)| (pipeline, dag)),
+    let request = GcRequest {
+        pipeline: loaded.as_ref().map(|(pipeline, dag)| (pipeline, dag)),
         keep_runs,
-        std::time::Duration::from_secs(grace_secs),
-    )?;
+        grace: std::time::Duration::from_secs(grace_secs),
+        remote: remote_commands::choice(arg.file.as_deref(), remote, None),
+    };
+    let GcOutcome { local, remote } = cache_admin::gc(&project, &request)?;
     outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
-        report.objects_removed,
-        format_bytes(report.bytes_removed as f64),
-        report.actions_removed,
-        report.objects_kept,
-        report.actions_kept
+        local.objects_removed,
+        format_bytes(local.bytes_removed as f64),
+        local.actions_removed,
+        local.objects_kept,
+        local.actions_kept
     );
-    remote_commands::remove_stale_temporaries(&project, arg.file.as_deref(), remote)?;
+    if let Some((url, swept)) = remote? {
+        outln!(
+            "{url}: removed {} temporary files ({}) that killed pushes left in tmp/",
+            swept.files,
+            format_bytes(swept.bytes as f64)
+        );
+    }
     Ok(ExitCode::Ok)
 }
 
@@ -585,39 +536,10 @@ fn check_stages(quiet: bool) -> Result<ExitCode> {
     }
 }
 
+/// `pipe stages [NAME]`: the catalog entries `catalog::find_stages`
+/// finds, listed, in detail or as JSON.
 fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
-    let project = here::project()?;
-    let catalog = catalog::load_catalog(&project)?;
-    let entries: Vec<&catalog::CatalogEntry> = match name {
-        None => catalog.stages.values().collect(),
-        Some(name) => {
-            let (stage, version) = match name.split_once('@') {
-                Some((stage, version)) => (stage, version.parse::<u32>().ok()),
-                None => (name, None),
-            };
-            let found: Vec<_> = catalog
-                .stages
-                .values()
-                .filter(|entry| {
-                    entry.info.name == stage && version.is_none_or(|v| v == entry.info.version)
-                })
-                .collect();
-            if found.is_empty() {
-                let names = catalog
-                    .stages
-                    .values()
-                    .map(|entry| entry.info.name.as_str());
-                return Err(UsageError::UnknownCatalogStage {
-                    name: name.to_string(),
-                    suggestion: pipe_engine::pipefile::did_you_mean(stage, names)
-                        .map(str::to_string),
-                    known: catalog.stages.keys().cloned().collect(),
-                }
-                .into());
-            }
-            found
-        }
-    };
+    let entries = catalog::find_stages(&here::project()?, name)?;
     if json {
         let infos: Vec<&pipe_protocol::StageInfo> =
             entries.iter().map(|entry| &entry.info).collect();
@@ -625,7 +547,7 @@ fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
     } else if name.is_none() {
         out!("{}", render::stage_list(&entries));
     } else {
-        for entry in entries {
+        for entry in &entries {
             out!("{}", render::stage_detail(entry));
         }
     }

@@ -25,24 +25,6 @@ pub struct Shown {
     pub quiet: bool,
 }
 
-/// `pipe cache gc`'s part for the configured remote
-/// (`cache_sync::sweep_remote`).
-pub fn remove_stale_temporaries(
-    project: &pipe_engine::project::Project,
-    file: Option<&Path>,
-    args: &RemoteArgs,
-) -> Result<()> {
-    let choice = choice(file, args, None);
-    if let Some((url, swept)) = cache_sync::sweep_remote(project, &choice)? {
-        outln!(
-            "{url}: removed {} temporary files ({}) that killed pushes left in tmp/",
-            swept.files,
-            format_bytes(swept.bytes as f64)
-        );
-    }
-    Ok(())
-}
-
 pub fn push(
     run: Option<&str>,
     all: bool,
@@ -207,7 +189,7 @@ pub fn status(
 
 /// The remote a command's flags name, its transfers shown as `shown`
 /// says, or not at all.
-fn choice<'a>(
+pub fn choice<'a>(
     file: Option<&'a Path>,
     args: &'a RemoteArgs,
     shown: Option<Shown>,

@@ -554,7 +554,7 @@ pub fn diff_markdown(diff: &RunDiff) -> String {
     out
 }
 
-pub fn stage_list(entries: &[&pipe_engine::catalog::CatalogEntry]) -> String {
+pub fn stage_list(entries: &[pipe_engine::catalog::CatalogEntry]) -> String {
     let mut out = String::new();
     let name_width = width(entries.iter().map(|entry| entry.info.name.as_str())) + 3;
     for entry in entries {

@@ -7,9 +7,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pipe_cache::remote::TmpSwept;
 use pipe_cache::{ActionKey, Cache, CorruptObject, GcReport, VerifyReport};
 use serde::Serialize;
 
+use crate::cache_sync::{sweep_remote, RemoteChoice};
 use crate::dag::Dag;
 use crate::pipeline::Pipeline;
 use crate::plan::{Freshness, Planner};
@@ -131,13 +133,37 @@ pub fn gc_roots(
     Ok(keep)
 }
 
-pub fn gc(
-    project: &Project,
-    pipeline: Option<(&Pipeline, &Dag)>,
-    keep_runs: usize,
-    grace: Duration,
-) -> Result<GcReport> {
-    let keep = gc_roots(project, pipeline, keep_runs)?;
+/// What `pipe cache gc` was asked.
+pub struct GcRequest<'a> {
+    /// The pipeline whose current stages' results are kept, when one is
+    /// found.
+    pub pipeline: Option<(&'a Pipeline, &'a Dag)>,
+    /// The newest runs whose results are kept.
+    pub keep_runs: usize,
+    /// Entries younger than this are kept: a run may be storing them.
+    pub grace: Duration,
+    /// The remote whose `tmp/` is swept, when one is configured.
+    pub remote: RemoteChoice<'a>,
+}
+
+/// What `pipe cache gc` did here and in the remote.
+pub struct GcOutcome {
+    pub local: GcReport,
+    /// The remote swept (its URL) and what left its `tmp/`, `None`
+    /// without one. A failure of its own: the local collection is done,
+    /// and to be said, whatever the remote does.
+    pub remote: Result<Option<(String, TmpSwept)>>,
+}
+
+/// `pipe cache gc`: removes the local cache's results that neither the
+/// pipeline's current stages nor the newest runs need, then what killed
+/// pushes left in the remote.
+pub fn gc(project: &Project, request: &GcRequest<'_>) -> Result<GcOutcome> {
+    let keep = gc_roots(project, request.pipeline, request.keep_runs)?;
     let cache = Cache::open(&project.cache_dir)?;
-    Ok(cache.gc(&keep, grace)?)
+    let local = cache.gc(&keep, request.grace)?;
+    Ok(GcOutcome {
+        local,
+        remote: sweep_remote(project, &request.remote),
+    })
 }

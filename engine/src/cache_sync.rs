@@ -279,10 +279,11 @@ pub fn run_in_remote(
     })
 }
 
-/// `pipe cache gc`'s part for the configured remote, when there is one:
-/// what killed pushes left in a `file://` remote's `tmp/` (S3 has its
-/// lifecycle rule for aborted uploads; docs/remote-cache.md), removed.
-pub fn sweep_remote(
+/// `pipe cache gc`'s part for the configured remote, when there is one
+/// (`cache_admin::gc`): what killed pushes left in a `file://` remote's
+/// `tmp/` (S3 has its lifecycle rule for aborted uploads;
+/// docs/remote-cache.md), removed.
+pub(crate) fn sweep_remote(
     project: &Project,
     choice: &RemoteChoice<'_>,
 ) -> Result<Option<(String, TmpSwept)>> {

@@ -33,12 +33,13 @@ use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
 use crate::libtorch::TORCH_VERSION;
+use crate::pipefile::suggest::did_you_mean;
 use crate::project::Project;
 use crate::workers::{
     built_in_stages, describe, first_difference, launch_of, BuiltinWorker, Checkout, Launch,
     PendingBuild, Unavailable,
 };
-use crate::{EngineError, Result};
+use crate::{EngineError, Result, UsageError};
 
 /// A stage a worker can run.
 #[derive(Debug, Clone)]
@@ -359,6 +360,39 @@ pub fn load_catalog(project: &Project) -> Result<Catalog> {
         }
     }
     Ok(catalog)
+}
+
+/// `pipe stages [NAME[@VERSION]]`: the project's catalog, whole or the
+/// entries of one stage. A name no stage has is a usage error naming the
+/// closest: a typo must not read as a stage with no versions.
+pub fn find_stages(project: &Project, name: Option<&str>) -> Result<Vec<CatalogEntry>> {
+    let catalog = load_catalog(project)?;
+    let Some(name) = name else {
+        return Ok(catalog.stages.into_values().collect());
+    };
+    let (stage, version) = match name.split_once('@') {
+        Some((stage, version)) => (stage, version.parse::<u32>().ok()),
+        None => (name, None),
+    };
+    let found: Vec<CatalogEntry> = catalog
+        .stages
+        .values()
+        .filter(|entry| entry.info.name == stage && version.is_none_or(|v| v == entry.info.version))
+        .cloned()
+        .collect();
+    if found.is_empty() {
+        let names = catalog
+            .stages
+            .values()
+            .map(|entry| entry.info.name.as_str());
+        return Err(UsageError::UnknownCatalogStage {
+            name: name.to_string(),
+            suggestion: did_you_mean(stage, names).map(str::to_string),
+            known: catalog.stages.keys().cloned().collect(),
+        }
+        .into());
+    }
+    Ok(found)
 }
 
 /// Workers' descriptions: those cached in `.pipe/catalog.json` while the

@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 use pipe_cache::{Artifact, Cache, LinkMode, RestoreSites, StatCache};
 use pipe_protocol::excerpt as shown;
 
+use crate::history::{History, Notice, Pull};
+use crate::link::link_modes_for;
+use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
-use crate::runs::RunRecord;
-use crate::{workspace, EngineError, Result};
+use crate::runs::{RunId, RunRecord};
+use crate::{workspace, EngineError, Result, UsageError};
 
 /// What a checkout did, or why it did nothing.
 #[derive(Debug)]
@@ -33,6 +36,89 @@ pub enum CheckoutReport {
     WouldLoseFiles(Vec<PathBuf>),
     /// Outputs restored, and those already in place.
     Done { restored: usize, unchanged: usize },
+}
+
+/// What `pipe checkout` was asked, as the user wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct CheckoutRequest {
+    /// A run reference (`12`, `last~2`, a git ref).
+    pub run: String,
+    /// `-f`: the pipeline file to hold the record to, instead of the one
+    /// it names.
+    pub file: Option<PathBuf>,
+    /// The pipeline file a command finds where it was started: what a
+    /// record whose file is no plain path in the project (a pulled
+    /// record's is only a hint) is held to.
+    pub found_here: Option<PathBuf>,
+    /// `--link`, as given.
+    pub link: Vec<String>,
+    /// Overwrite or delete files the cache does not hold.
+    pub force: bool,
+}
+
+/// What [`checkout_run`] did, and to which run: the reference resolved
+/// is what the CLI's hints name.
+#[derive(Debug)]
+pub struct CheckedOut {
+    pub run: RunId,
+    pub report: CheckoutReport,
+}
+
+/// `pipe checkout RUN`: takes the project's run lock, resolves the run
+/// (pulling its record when it is only in the remote), loads the pipeline
+/// file it ran with its settings, and restores its outputs. `notify`
+/// hears, as it happens, that another run holds the lock and what was
+/// pulled or skipped to resolve the reference.
+pub fn checkout_run(
+    project: &Project,
+    request: &CheckoutRequest,
+    catalogs: &dyn CatalogSource,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<CheckedOut> {
+    let lock = RunLock::acquire(project, |holder| notify(Notice::WaitingForLock { holder }))?;
+    let mut history = History::require(&project.root)?;
+    let id = history.resolve_noting(&request.run, Pull::IfConfigured, notify)?;
+    let record = history.db.resolved_run(id)?;
+    // The record's outputs are held to the stages of the pipeline file it
+    // ran, read here, with the settings it ran with.
+    let file = match &request.file {
+        Some(file) => file.clone(),
+        None => recorded_pipeline_file(project, &record, request.found_here.as_deref())?,
+    };
+    if let Some(problem) =
+        pipefile::pipeline_file_problem(&file, "pass the pipeline file the run ran with -f FILE")
+    {
+        return Err(problem);
+    }
+    let Loaded { pipeline, .. } = pipefile::load(&file, &record.overrides, catalogs)?;
+    let modes = link_modes_for(&pipeline, &request.link)?.value;
+    let report = checkout(project, &lock, &record, &pipeline, &modes, request.force)?;
+    Ok(CheckedOut { run: id, report })
+}
+
+/// The pipeline file a run record names, when it is a plain path inside
+/// the project; else the one found where the command was started.
+fn recorded_pipeline_file(
+    project: &Project,
+    record: &RunRecord,
+    found_here: Option<&Path>,
+) -> Result<PathBuf> {
+    match record.file.as_deref() {
+        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
+            let path = project.root.join(file);
+            if path.is_file() {
+                return Ok(path);
+            }
+            Err(UsageError::RecordedFileGone {
+                run: record.id.0,
+                file: shown(file),
+            }
+            .into())
+        }
+        _ => found_here
+            .map(Path::to_path_buf)
+            .ok_or(UsageError::NoPipelineFile.into()),
+    }
 }
 
 /// One output to bring back: the stage, the path, and the stored result's

@@ -12,10 +12,68 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::history::{History, Notice, Pull};
 use crate::key::{self, FieldChange};
 use crate::metrics::{relative_change, Direction, DirectionRules, Verdict};
 use crate::runs::{RunDb, RunId, RunRecord, StageStatus};
 use crate::Result;
+
+/// What `pipe diff` was asked, as the user wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct DiffRequest {
+    /// Run references (`12`, `last~2`, a git ref); unnamed ones are chosen
+    /// as [`History::runs_to_diff`] says.
+    pub a: Option<String>,
+    pub b: Option<String>,
+    /// A pipeline name or file, whose runs are diffed when none is named.
+    pub pipeline: Option<String>,
+    /// The directions the command line gives (`--higher`, `--lower`): they
+    /// win over what the runs' pipelines declared.
+    pub directions: DirectionRules,
+}
+
+/// `pipe diff [A] [B]`: the runs `request` names, or those the history
+/// picks, diffed. `notify` hears, as they happen, the records pulled or
+/// skipped while the runs are resolved, and a warning when the two are
+/// runs of different pipelines.
+pub fn diff(
+    history: &mut History,
+    request: &DiffRequest,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<RunDiff> {
+    let mut named = |query: &Option<String>| {
+        query
+            .as_deref()
+            .map(|query| history.resolve_noting(query, Pull::IfConfigured, &mut *notify))
+            .transpose()
+    };
+    let (a, b) = (named(&request.a)?, named(&request.b)?);
+    let pipeline = request
+        .pipeline
+        .as_deref()
+        .map(|text| history.pipeline_named(text))
+        .transpose()?;
+    let pair = history.runs_to_diff(a, b, pipeline.as_deref())?;
+    if let Some(warning) = pair.warning {
+        notify(Notice::Warning(warning));
+    }
+    let db = &history.db;
+    let record_a = db.resolved_run(pair.a)?;
+    let record_b = db.resolved_run(pair.b)?;
+    // The first declaration of a name wins: the later run's pipeline is
+    // the one being worked on.
+    let (older, newer) = if pair.a < pair.b {
+        (&record_a, &record_b)
+    } else {
+        (&record_b, &record_a)
+    };
+    let rules = request
+        .directions
+        .clone()
+        .declared(&newer.directions)
+        .declared(&older.directions);
+    diff_runs(db, &record_a, &record_b, &rules)
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunDiff {

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::dag::Dag;
+use crate::exec::select_stages;
 use crate::key::{self, DepDigests, FieldChange};
 use crate::pipeline::{Dep, Pipeline, Stage};
 use crate::project::Project;
@@ -465,6 +466,40 @@ fn describe_group(change: &FieldChange) -> String {
         },
         _ => format!("`{}` changed", change.field),
     }
+}
+
+/// What `pipe run --dry-run` shows: the state of each stage a run would
+/// visit, in the order it would.
+#[derive(Debug)]
+pub struct DryRun {
+    /// The pipeline's index of each state's stage, for what only the
+    /// stage knows (the command it would run).
+    pub stages: Vec<usize>,
+    pub states: Vec<StageState>,
+}
+
+/// `pipe run --dry-run [TARGETS]`: what a run of `targets` (every stage
+/// when none is given) and what they need would do, without running.
+pub fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<DryRun> {
+    let selected = select_stages(pipeline, targets)?;
+    let stages = if selected.is_empty() {
+        dag.order.clone()
+    } else {
+        dag.closure(&selected)
+    };
+    let states = Planner::new(pipeline)?.states(dag, &stages)?;
+    Ok(DryRun { stages, states })
+}
+
+/// `pipe why STAGE`: a [`Why`] for each stage the name selects (every
+/// variant of a matrix stage's base name).
+pub fn why_stages(pipeline: &Pipeline, dag: &Dag, stage: &str) -> Result<Vec<Why>> {
+    let indices = select_stages(pipeline, &[stage.to_string()])?;
+    let planner = Planner::new(pipeline)?;
+    indices
+        .into_iter()
+        .map(|index| why(&planner, dag, index))
+        .collect()
 }
 
 /// What `pipe why` prints: the current state plus every changed field.

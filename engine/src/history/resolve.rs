@@ -35,8 +35,11 @@ pub struct ResolvedRun {
     pub skipped: Vec<String>,
 }
 
-/// What looking runs up tells the user on the way: a pulled record not
-/// taken in, records pulled to resolve a reference, a note on a selection.
+/// What a use case over the history tells the user on the way, as it
+/// happens rather than in its report (the report may never come, or come
+/// long after): a pulled record not taken in, records pulled to resolve a
+/// reference, a note on a selection, a warning about a choice, a wait for
+/// another run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Notice {
     Skipped(String),
@@ -46,6 +49,13 @@ pub enum Notice {
         new: usize,
     },
     Note(String),
+    /// Something the command goes on despite (runs of two pipelines diffed).
+    Warning(String),
+    /// Another `pipe run` holds the project (`holder`, its pid, when
+    /// known): a command that writes outputs waits for it.
+    WaitingForLock {
+        holder: Option<u32>,
+    },
 }
 
 impl std::fmt::Display for Notice {
@@ -58,6 +68,15 @@ impl std::fmt::Display for Notice {
                 if *new == 1 { "" } else { "s" }
             ),
             Notice::Note(note) => write!(f, "note: {note}"),
+            Notice::Warning(warning) => write!(f, "warning: {warning}"),
+            Notice::WaitingForLock { holder } => {
+                let who = holder.map(|pid| format!(" (pid {pid})"));
+                write!(
+                    f,
+                    "waiting for another `pipe run` in this project{} to finish",
+                    who.unwrap_or_default()
+                )
+            }
         }
     }
 }
