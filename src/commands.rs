@@ -231,7 +231,14 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     ) {
         return Err(problem);
     }
-    let Loaded { pipeline, dag } = pipe_engine::pipefile::load(&file, &arg.set, &ProjectWorkers)?;
+    let Loaded {
+        pipeline,
+        dag,
+        warnings,
+    } = pipe_engine::pipefile::load(&file, &arg.set, &ProjectWorkers)?;
+    for warning in &warnings {
+        errln!("{warning}");
+    }
     Ok((pipeline, dag))
 }
 

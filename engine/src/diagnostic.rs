@@ -37,6 +37,8 @@ pub struct Diagnostic {
     pub location: Option<Location>,
     pub hint: Option<String>,
     pub notes: Vec<String>,
+    /// A warning: shown, but the file is loaded.
+    pub warning: bool,
 }
 
 impl Diagnostic {
@@ -47,6 +49,15 @@ impl Diagnostic {
             location: None,
             hint: None,
             notes: Vec::new(),
+            warning: false,
+        }
+    }
+
+    /// A problem worth saying that does not stop the file from loading.
+    pub fn warning(code: &'static str, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            warning: true,
+            ..Diagnostic::new(code, message)
         }
     }
 
@@ -75,7 +86,8 @@ const MAX_EXCERPT_CHARS: usize = 120;
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}", self.code, self.message)?;
+        let severity = if self.warning { "warning" } else { "error" };
+        write!(f, "{severity}[{}]: {}", self.code, self.message)?;
         let gutter_width = self
             .location
             .as_ref()

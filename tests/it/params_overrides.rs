@@ -285,3 +285,42 @@ fn a_journal_naming_a_file_outside_the_project_is_removed_and_nothing_written() 
         assert_eq!(project.read("read.py"), READER);
     }
 }
+
+#[test]
+fn a_param_pyyaml_reads_otherwise_than_pipe_is_warned_of_where_it_is_written() {
+    let project = TestProject::new();
+    project.write(
+        "params.yaml",
+        "train:\n  lr: 1e-4\n  fast: yes\n  seed: 7\nother: 1e-4\n",
+    );
+    project.write("read.py", READER);
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "stages:\n  train:\n    run: {} read.py seen.json\n    params: [train]\n    outs: [seen.json]\n  echo:\n    run: echo ${{params.other}} > other.txt\n    outs: [other.txt]\n",
+            python().display()
+        ),
+    );
+    let validate = project.pipe(&["validate"]);
+    let stderr = String::from_utf8_lossy(&validate.stderr);
+    assert!(
+        validate.status.success(),
+        "a warning, not an error: {stderr}"
+    );
+    assert!(
+        stderr.contains("warning[yaml-1-1]: stage `train` reads `train.lr` by itself: a YAML 1.1 reader such as PyYAML reads `1e-4` as the string \"1e-4\", pipe records the number 0.0001")
+            && stderr.contains("--> params.yaml:2:7")
+            && stderr.contains("write `0.0001`"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("reads `yes` as the boolean true")
+            && stderr.contains("--> params.yaml:3:9"),
+        "{stderr}"
+    );
+    // What the command is handed through `${params.other}` is pipe's value.
+    assert!(!stderr.contains("other"), "{stderr}");
+    // And the command did read what the warning says.
+    project.run_ok(&[]);
+    assert_eq!(seen(&project)["lr"], serde_json::json!("1e-4"));
+}

@@ -18,6 +18,9 @@ type SeenKey = (
 #[derive(Default)]
 pub(crate) struct Diagnostics {
     list: Vec<Diagnostic>,
+    /// Warnings, kept apart: they neither stop loading nor count as a
+    /// problem a phase reported.
+    warnings: Vec<Diagnostic>,
     seen: HashSet<SeenKey>,
     dropped: usize,
     /// Every push, repeats and dropped ones included.
@@ -26,6 +29,20 @@ pub(crate) struct Diagnostics {
 
 impl Diagnostics {
     pub fn push(&mut self, diagnostic: Diagnostic) {
+        if diagnostic.warning {
+            let place = diagnostic
+                .location
+                .as_ref()
+                .map(|location| (location.file.clone(), location.line, location.col));
+            if self.warnings.len() < MAX_DIAGNOSTICS
+                && self
+                    .seen
+                    .insert((diagnostic.code, diagnostic.message.clone(), place))
+            {
+                self.warnings.push(diagnostic);
+            }
+            return;
+        }
         self.pushed += 1;
         if self.list.len() >= MAX_DIAGNOSTICS {
             self.dropped += 1;
@@ -58,6 +75,11 @@ impl Diagnostics {
 
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+
+    /// The warnings, taken out; the errors stay.
+    pub fn take_warnings(&mut self) -> Vec<Diagnostic> {
+        std::mem::take(&mut self.warnings)
     }
 
     pub fn into_vec(mut self) -> Vec<Diagnostic> {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::catalog_source::CatalogSource;
 use super::override_sites::UnseenOverride;
+use super::source::FileId;
 use super::source::Sources;
 use super::yaml::Node;
 
@@ -21,4 +22,6 @@ pub(crate) struct Context<'a> {
     pub default_resources: Option<&'a Node>,
     /// `-S` overrides that a command reading `params.yaml` would not see.
     pub unseen_overrides: &'a [UnseenOverride],
+    /// `params.yaml`'s place among the sources, when there is one.
+    pub params_file: Option<FileId>,
 }

@@ -40,6 +40,8 @@ const MINIMAL_PIPELINE: &str =
 pub struct Loaded {
     pub pipeline: Pipeline,
     pub dag: Dag,
+    /// What is worth saying about a file that loaded (`warning[...]`).
+    pub warnings: Vec<Diagnostic>,
 }
 
 /// Reads, validates, expands and resolves the pipeline at `file`.
@@ -76,14 +78,20 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
     let name = pipeline_name(file, &root, &sources, &mut diagnostics);
 
     let project_root = project_root(file);
-    let Some((merged_params, params_file, unseen_overrides)) = load_params(
+    let Some(LoadedParams {
+        merged: merged_params,
+        edits: params_file,
+        unseen: unseen_overrides,
+        file: params_file_id,
+    }) = load_params(
         file,
         &project_root,
         &root,
         overrides,
         &mut sources,
         &mut diagnostics,
-    ) else {
+    )
+    else {
         return Err(EngineError::Spec(diagnostics.into_vec()));
     };
     let cache = root
@@ -109,6 +117,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
                 catalogs,
                 default_resources: root.get("resources"),
                 unseen_overrides: &unseen_overrides,
+                params_file: params_file_id,
             },
             node,
             &mut diagnostics,
@@ -122,6 +131,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
             Vec::new()
         }
     };
+    let warnings = diagnostics.take_warnings();
     if !diagnostics.is_empty() {
         return Err(EngineError::Spec(diagnostics.into_vec()));
     }
@@ -141,7 +151,11 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;
-    Ok(Loaded { pipeline, dag })
+    Ok(Loaded {
+        pipeline,
+        dag,
+        warnings,
+    })
 }
 
 /// The file's YAML tree, which must hold something.
@@ -320,9 +334,15 @@ fn read_source(file: &Path) -> Result<String> {
     }
 }
 
-/// The merged params, what `-S` writes into `params.yaml` for a run, and
-/// the overrides a command reading that file would not see.
-type LoadedParams = (Node, Option<ParamsFileEdits>, Vec<UnseenOverride>);
+/// The merged params, what `-S` writes into `params.yaml` for a run, the
+/// overrides a command reading that file would not see, and the file's
+/// place among the sources.
+struct LoadedParams {
+    merged: Node,
+    edits: Option<ParamsFileEdits>,
+    unseen: Vec<UnseenOverride>,
+    file: Option<FileId>,
+}
 
 /// Inline params, then `params.yaml` beside the file, then `-S`. `None`
 /// when `params.yaml` cannot be read: every param reference would then be
@@ -434,7 +454,12 @@ fn load_params(
         }
     }
     let (edits, unseen) = sites.finish();
-    Some((merged, edits, unseen))
+    Some(LoadedParams {
+        merged,
+        edits,
+        unseen,
+        file: params_file_id,
+    })
 }
 
 /// `directions: { evaluate.accuracy: higher, train.peak_rss_mb: lower }`.

@@ -36,3 +36,4 @@ pub(crate) mod suggest;
 mod uses;
 mod worker_stage;
 mod yaml;
+mod yaml11;

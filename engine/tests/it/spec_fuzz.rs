@@ -78,7 +78,7 @@ fn load_text(dir: &Path, text: &str, overrides: &[String]) {
     let file = dir.join("pipe.yaml");
     std::fs::write(&file, text).unwrap();
     match pipe_engine::pipefile::load(&file, overrides, &crate::fixture_catalog()) {
-        Ok(pipe_engine::pipefile::Loaded { pipeline, dag }) => {
+        Ok(pipe_engine::pipefile::Loaded { pipeline, dag, .. }) => {
             for format in [DagFormat::Ascii, DagFormat::Dot, DagFormat::Mermaid] {
                 dag.render(&pipeline, format);
             }

@@ -63,6 +63,7 @@ impl<'a> Resolver<'a> {
                     effects.params_listed.push(path.to_string());
                     if matches!(decl.kind, DeclKind::Command(_) | DeclKind::Argv(_)) {
                         self.refuse_unseen_overrides(decl, path, item, diagnostics);
+                        self.warn_of_yaml_1_1_readings(decl, path, value, diagnostics);
                     }
                 }
                 None => diagnostics.push(
@@ -109,6 +110,61 @@ impl<'a> Resolver<'a> {
                     param = unseen.path
                 )),
             );
+        }
+    }
+
+    /// A command reads `path` by itself, likely with a YAML 1.1 reader
+    /// (PyYAML): a plain scalar of `params.yaml` under it that such a
+    /// reader reads otherwise would make the run record a value the
+    /// command did not use.
+    fn warn_of_yaml_1_1_readings(
+        &self,
+        decl: &Decl,
+        path: &str,
+        node: &Node,
+        diagnostics: &mut Diagnostics,
+    ) {
+        let Some(file) = self.params_file else {
+            return;
+        };
+        let mut pending = vec![(path.to_string(), node)];
+        while let Some((path, node)) = pending.pop() {
+            match &node.value {
+                NodeValue::Map(entries) => pending.extend(
+                    entries
+                        .iter()
+                        .map(|entry| (format!("{path}.{}", entry.key), &entry.value)),
+                ),
+                NodeValue::Seq(items) => pending.extend(
+                    items
+                        .iter()
+                        .enumerate()
+                        .map(|(index, item)| (format!("{path}[{index}]"), item)),
+                ),
+                NodeValue::Scalar(scalar) if scalar.plain && node.span.file == file => {
+                    let Some(reading) = crate::pipefile::yaml11::differs_in_yaml_1_1(
+                        &scalar.text,
+                        scalar.resolve(),
+                    ) else {
+                        continue;
+                    };
+                    diagnostics.push(
+                        Diagnostic::warning(
+                            "yaml-1-1",
+                            format!(
+                                "stage `{}` reads `{path}` by itself: a YAML 1.1 reader such as PyYAML reads `{}` as {}, pipe records {}",
+                                decl.name, scalar.text, reading.theirs, reading.ours
+                            ),
+                        )
+                        .at(self.location(node.span))
+                        .with_hint(format!(
+                            "write `{}`, which both read alike",
+                            reading.fix
+                        )),
+                    );
+                }
+                NodeValue::Scalar(_) => {}
+            }
         }
     }
 

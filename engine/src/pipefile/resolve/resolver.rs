@@ -105,6 +105,7 @@ pub(crate) struct Resolver<'a> {
     pub(crate) param_cache: HashMap<String, Option<&'a Node>>,
     pub(crate) default_resources: Option<&'a Node>,
     pub(crate) unseen_overrides: &'a [UnseenOverride],
+    pub(crate) params_file: Option<crate::pipefile::source::FileId>,
     /// Every expansion of a matrix stage interpolates the same strings of
     /// the file: each is parsed once, by the address of its node (every
     /// node interpolated belongs to the file's tree or the params, which
@@ -161,6 +162,7 @@ impl<'a> Resolver<'a> {
             param_cache: HashMap::new(),
             default_resources: cx.default_resources,
             unseen_overrides: cx.unseen_overrides,
+            params_file: cx.params_file,
             templates: HashMap::new(),
             unresolved_deps: Vec::new(),
         }
