@@ -122,6 +122,9 @@ pub enum Command {
         /// Markdown, for pull requests and CI summaries.
         #[arg(long)]
         md: bool,
+        /// Every metric that changed, not only the key metrics.
+        #[arg(long)]
+        all: bool,
         #[command(flatten)]
         directions: DirectionArgs,
     },
@@ -284,10 +287,15 @@ pub struct CompareArgs {
     /// One line per seed instead of mean ± std over seeds.
     #[arg(long)]
     pub per_seed: bool,
-    /// Every column: also those equal in all rows, text metrics and
-    /// metrics that repeat a param.
+    /// Every column: also metrics that are not key metrics, those equal in
+    /// all rows, text metrics and metrics that repeat a param.
     #[arg(long = "all-columns", visible_alias = "all")]
     pub all: bool,
+    /// Show these metrics instead of the key metrics: `STAGE.METRIC` or
+    /// `METRIC`, `*` for any text (`--metrics 'train.throughput.*'`;
+    /// repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub metrics: Vec<String>,
     #[command(flatten)]
     pub directions: DirectionArgs,
     /// The table model as JSON on stdout: columns, rows, groups, baseline,

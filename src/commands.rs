@@ -60,8 +60,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             pipeline,
             json,
             md,
+            all,
             directions,
-        } => diff(a, b, pipeline, directions, json, md),
+        } => diff(a, b, pipeline, directions, Shape { json, md, all }),
         Command::Checkout {
             run,
             file,
@@ -172,13 +173,20 @@ fn show(run: &str, json: bool) -> Result<ExitCode> {
 
 /// `pipe diff [A] [B]`: the flags as a request to `compare::diff`, and
 /// its diff shown as text, Markdown or JSON.
+/// How `pipe diff` shows what it found.
+struct Shape {
+    json: bool,
+    md: bool,
+    /// Every changed metric, not only the key ones.
+    all: bool,
+}
+
 fn diff(
     a: Option<String>,
     b: Option<String>,
     pipeline: Option<String>,
     directions: DirectionArgs,
-    json: bool,
-    md: bool,
+    Shape { json, md, all }: Shape,
 ) -> Result<ExitCode> {
     let mut history = here::history()?;
     let request = DiffRequest {
@@ -191,9 +199,9 @@ fn diff(
     if json {
         jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
     } else if md {
-        out!("{}", render::diff_markdown(&diff));
+        out!("{}", render::diff_markdown(&diff, all));
     } else {
-        out!("{}", render::diff_text(&diff, Style::for_stdout()));
+        out!("{}", render::diff_text(&diff, all, Style::for_stdout()));
     }
     Ok(ExitCode::Ok)
 }

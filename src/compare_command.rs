@@ -21,6 +21,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         where_params: args.where_,
         directions: args.directions.rules(),
         all_columns: args.all,
+        metrics: args.metrics,
         per_seed: args.per_seed,
         baseline_row: args.baseline_row,
         sort: args.sort,

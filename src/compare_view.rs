@@ -165,7 +165,7 @@ fn chars(text: &str) -> usize {
 /// them, green when better and red when worse.
 pub fn text(table: &CompareTable, style: Style) -> String {
     let mut header: Vec<String> = vec!["run".into()];
-    header.extend(table.columns.iter().map(|column| column.name.clone()));
+    header.extend(table.columns.iter().map(|column| column.label.clone()));
     let digits: Vec<usize> = table
         .columns
         .iter()
@@ -274,10 +274,39 @@ pub fn text(table: &CompareTable, style: Style) -> String {
         }
     }
     let _ = writeln!(out, "baseline: {}", baseline_text(table));
+    if let Some(note) = hidden_note(table) {
+        let _ = writeln!(out, "{}", style.dim(&note));
+    }
     out
 }
 
-/// `COLUMNS` when the shell exports it, else 80.
+/// What the key metrics leave out, when something differs there, in
+/// one line that fits 100 columns: `19 more metrics differ (--all shows
+/// them, --metrics GLOB some): train.peak_rss_mb, ...`.
+fn hidden_note(table: &CompareTable) -> Option<String> {
+    const WIDTH: usize = 100;
+    let hidden = &table.hidden_metrics;
+    let mut note = match hidden.len() {
+        0 => return None,
+        1 => "1 more metric differs (--all shows it): ".to_string(),
+        n => format!("{n} more metrics differ (--all shows them, --metrics GLOB some): "),
+    };
+    for (index, name) in hidden.iter().enumerate() {
+        let last = index + 1 == hidden.len();
+        let piece = if index == 0 {
+            name.clone()
+        } else {
+            format!(", {name}")
+        };
+        if chars(&note) + chars(&piece) + if last { 0 } else { 5 } > WIDTH {
+            note.push_str(if index == 0 { "..." } else { ", ..." });
+            break;
+        }
+        note.push_str(&piece);
+    }
+    Some(note)
+}
+
 fn terminal_width() -> usize {
     std::env::var("COLUMNS")
         .ok()
@@ -311,8 +340,8 @@ pub fn markdown(table: &CompareTable) -> String {
     );
     let mut header = vec!["run".to_string()];
     header.extend(table.columns.iter().map(|column| match column.kind {
-        ColumnKind::Metric => format!("`{}`", column.name),
-        _ => column.name.clone(),
+        ColumnKind::Metric => format!("`{}`", column.label),
+        _ => column.label.clone(),
     }));
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let alignment: Vec<&str> = header
@@ -348,6 +377,9 @@ pub fn markdown(table: &CompareTable) -> String {
             cells.push(text);
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    if let Some(note) = hidden_note(table) {
+        let _ = writeln!(out, "\n{}", markdown_cell(&note));
     }
     if !table.warnings.is_empty() {
         let _ = writeln!(out, "\n> [!WARNING]");

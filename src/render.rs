@@ -378,7 +378,7 @@ fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
     format!("{} -> {}", name(change.status_a), name(change.status_b))
 }
 
-pub fn diff_text(diff: &RunDiff, style: Style) -> String {
+pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "run #{} -> run #{}", diff.a, diff.b);
     let _ = writeln!(out, "\nparams");
@@ -386,22 +386,108 @@ pub fn diff_text(diff: &RunDiff, style: Style) -> String {
         let _ = writeln!(out, "  (unchanged)");
     }
     field_lines(&mut out, &diff.params, "  ");
-    let _ = writeln!(out, "\nmetrics");
-    if diff.metrics.is_empty() {
+    let (key, other) = key_and_other_metrics(diff);
+    let _ = writeln!(out, "\nkey metrics");
+    if key.is_empty() {
+        let _ = writeln!(out, "  (none: name yours in the pipeline's `key_metrics:`)");
+    }
+    metric_lines(&mut out, &key, style);
+    if all {
+        let _ = writeln!(out, "\nother metrics");
+        if other.is_empty() {
+            let _ = writeln!(out, "  (unchanged)");
+        }
+        metric_lines(&mut out, &other, style);
+    } else if !other.is_empty() {
+        let _ = writeln!(
+            out,
+            "{}",
+            style.dim(&format!(
+                "  {} other metric{} changed (--all lists {})",
+                other.len(),
+                if other.len() == 1 { "" } else { "s" },
+                if other.len() == 1 { "it" } else { "them" }
+            ))
+        );
+    }
+    let _ = writeln!(out, "\nstages");
+    if diff.stages.is_empty() {
+        let _ = writeln!(out, "  (same keys, nothing reran)");
+    }
+    for change in &diff.stages {
+        let _ = writeln!(out, "  {}  {}", change.stage, status_pair(change));
+        // A stage that reports on the run is keyed on the whole run: its
+        // fields repeat everything above, so they are counted, not listed.
+        let (of_run, own): (Vec<FieldChange>, Vec<FieldChange>) = change
+            .key_changes
+            .iter()
+            .cloned()
+            .partition(|field| field.field.starts_with("run."));
+        field_lines(&mut out, &own, "      ");
+        if !of_run.is_empty() {
+            let _ = writeln!(
+                out,
+                "      {}",
+                style.dim(&format!(
+                    "the run it reports on ({} field{} above)",
+                    of_run.len(),
+                    if of_run.len() == 1 { "" } else { "s" }
+                ))
+            );
+        }
+    }
+    let _ = writeln!(out, "\noutputs");
+    if diff.outputs.is_empty() {
         let _ = writeln!(out, "  (unchanged)");
     }
-    let labels: Vec<String> = diff
-        .metrics
+    let path_width = width(diff.outputs.iter().map(|output| output.path.as_str()));
+    for output in &diff.outputs {
+        let short = |digest: &Option<String>| {
+            digest
+                .as_deref()
+                .map(|d| format!("{}…", d.get(..12).unwrap_or(d)))
+                .unwrap_or("(absent)".into())
+        };
+        let _ = writeln!(
+            out,
+            "  {:<path_width$}  {} -> {}  ({})",
+            output.path,
+            short(&output.a),
+            short(&output.b),
+            output.stage
+        );
+    }
+    out
+}
+
+/// The key metrics (changed or not), then the other metrics that changed.
+fn key_and_other_metrics(diff: &RunDiff) -> (Vec<&MetricChange>, Vec<&MetricChange>) {
+    diff.metrics.iter().partition(|metric| metric.key)
+}
+
+/// One aligned line per metric: `evaluate: accuracy  0.806 -> 0.8103
+/// +0.00429 (+0.5%) ▲ better`; `unchanged` for a key metric that is.
+fn metric_lines(out: &mut String, metrics: &[&MetricChange], style: Style) {
+    let labels: Vec<String> = metrics
         .iter()
         .map(|metric| format!("{}: {}", metric.stage, metric.metric))
         .collect();
-    let lines: Vec<MetricLine> = diff.metrics.iter().map(metric_line).collect();
+    let lines: Vec<MetricLine> = metrics.iter().map(|metric| metric_line(metric)).collect();
     let label_width = width(labels.iter().map(String::as_str));
     let values_width = width(lines.iter().map(|line| line.a.as_str())).max(1);
     let after_width = width(lines.iter().map(|line| line.b.as_str()));
     let delta_width = width(lines.iter().map(|line| line.delta.as_str()));
     let percent_width = width(lines.iter().map(|line| line.percent.as_str())) + 2;
-    for (label, line) in labels.iter().zip(&lines) {
+    for ((label, line), metric) in labels.iter().zip(&lines).zip(metrics) {
+        if metric.a == metric.b {
+            let _ = writeln!(
+                out,
+                "  {label:<label_width$}  {:>values_width$}    {}",
+                line.a,
+                style.dim("unchanged")
+            );
+            continue;
+        }
         let percent = if line.percent.is_empty() {
             String::new()
         } else {
@@ -421,38 +507,9 @@ pub fn diff_text(diff: &RunDiff, style: Style) -> String {
             paint_verdict(style, line.verdict, change.trim_end())
         );
     }
-    let _ = writeln!(out, "\nstages");
-    if diff.stages.is_empty() {
-        let _ = writeln!(out, "  (same keys, nothing reran)");
-    }
-    for change in &diff.stages {
-        let _ = writeln!(out, "  {}  {}", change.stage, status_pair(change));
-        field_lines(&mut out, &change.key_changes, "      ");
-    }
-    let _ = writeln!(out, "\noutputs");
-    if diff.outputs.is_empty() {
-        let _ = writeln!(out, "  (unchanged)");
-    }
-    for output in &diff.outputs {
-        let short = |digest: &Option<String>| {
-            digest
-                .as_deref()
-                .map(|d| format!("{}…", &d[..12]))
-                .unwrap_or("(absent)".into())
-        };
-        let _ = writeln!(
-            out,
-            "  {}  {} -> {}  ({})",
-            output.path,
-            short(&output.a),
-            short(&output.b),
-            output.stage
-        );
-    }
-    out
 }
 
-pub fn diff_markdown(diff: &RunDiff) -> String {
+pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## pipe diff: run #{} → run #{}\n", diff.a, diff.b);
     let cell = |value: &Option<Value>| show_value(value).replace('|', "\\|");
@@ -476,17 +533,32 @@ pub fn diff_markdown(diff: &RunDiff) -> String {
         }
         out.push('\n');
     }
-    let _ = writeln!(out, "### Metrics\n");
-    if diff.metrics.is_empty() {
-        let _ = writeln!(out, "No changes.\n");
+    let (key, other) = key_and_other_metrics(diff);
+    let shown: Vec<&MetricChange> = if all {
+        key.iter().chain(&other).copied().collect()
+    } else {
+        key
+    };
+    let _ = writeln!(out, "### Key metrics\n");
+    if shown.is_empty() {
+        let _ = writeln!(
+            out,
+            "None named: the pipeline's `key_metrics:` names them.\n"
+        );
     } else {
         let _ = writeln!(
             out,
             "| stage | metric | run #{} | run #{} | Δ | % | |\n|---|---|---|---|--:|--:|---|",
             diff.a, diff.b
         );
-        for metric in &diff.metrics {
-            let line = metric_line(metric);
+        for metric in &shown {
+            let mut line = metric_line(metric);
+            if metric.a == metric.b {
+                line.delta.clear();
+                line.percent = "unchanged".to_string();
+                line.arrow = "";
+                line.verdict = None;
+            }
             let _ = writeln!(
                 out,
                 "| {} | `{}` | {} | {} | {} | {} | {} |",
@@ -500,6 +572,14 @@ pub fn diff_markdown(diff: &RunDiff) -> String {
             );
         }
         out.push('\n');
+    }
+    if !all && !other.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} other metric{} changed (`pipe diff --all` lists them).\n",
+            other.len(),
+            if other.len() == 1 { "" } else { "s" }
+        );
     }
     let _ = writeln!(out, "### Stages\n");
     if diff.stages.is_empty() {

@@ -98,6 +98,10 @@ pub struct MetricChange {
     pub direction: Direction,
     /// Whether b is better than a, when both are numbers.
     pub verdict: Option<Verdict>,
+    /// A key metric (named by the pipeline, `--higher`/`--lower`, its
+    /// stage's `key_metrics`, or by name): listed first, and even when it
+    /// did not change (then `verdict` is `same`).
+    pub key: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -152,9 +156,11 @@ pub fn diff_runs(
         let mut metric_names: Vec<&String> = metrics_a.keys().chain(metrics_b.keys()).collect();
         metric_names.sort_unstable();
         metric_names.dedup();
+        let roles = after.or(before).map(|stage| &stage.identity.roles);
         for metric in metric_names {
             let (value_a, value_b) = (metrics_a.get(metric), metrics_b.get(metric));
-            if value_a == value_b {
+            let key = rules.is_key_of(base_name(name), metric, roles);
+            if value_a == value_b && !key {
                 continue;
             }
             let numbers = value_a
@@ -170,6 +176,7 @@ pub fn diff_runs(
                 relative: numbers.and_then(|(x, y)| relative_change(x, y)),
                 direction,
                 verdict: numbers.map(|(x, y)| direction.verdict(x, y)),
+                key,
             });
         }
 
@@ -213,7 +220,7 @@ pub fn diff_runs(
             }
         }
     }
-    metrics.sort_by_key(|change| change.direction == Direction::Unknown);
+    metrics.sort_by_key(|change| (!change.key, change.direction == Direction::Unknown));
     Ok(RunDiff {
         a: a.id,
         b: b.id,

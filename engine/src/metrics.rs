@@ -133,7 +133,11 @@ impl DirectionRules {
             Direction::Lower
         } else if self.higher.iter().any(matches) {
             Direction::Higher
-        } else if let Some((_, direction)) = self.declared.iter().find(|(name, _)| matches(name)) {
+        } else if let Some((_, direction)) = self
+            .declared
+            .iter()
+            .find(|(name, direction)| *direction != Direction::Unknown && matches(name))
+        {
             *direction
         } else {
             Direction::of(metric)
@@ -163,12 +167,34 @@ impl DirectionRules {
             .chain(self.declared.iter().map(|(name, _)| name))
             .any(|name| names_metric(name, stage, metric))
     }
+}
 
-    /// A key metric: [`is_key_metric`] by its name, or named as
-    /// [`DirectionRules::names`] says.
-    pub fn is_key(&self, stage: &str, metric: &str) -> bool {
-        is_key_metric(metric) || self.names(stage, metric)
+impl DirectionRules {
+    /// Whether `metric` of `stage` is a key metric: named by the pipeline
+    /// (`key_metrics:`, `directions:`) or the command line, else by its
+    /// stage's own `key_metrics`, or, for a stage that declares none, by
+    /// its name. Detail (per epoch, per class) never is. The one rule
+    /// `compare`, `diff` and `show` lead with.
+    pub fn is_key_of(
+        &self,
+        stage: &str,
+        metric: &str,
+        roles: Option<&pipe_protocol::record::StageRoles>,
+    ) -> bool {
+        if self.names(stage, metric) {
+            return true;
+        }
+        if roles.is_some_and(|roles| roles.is_detail_metric(metric)) {
+            return false;
+        }
+        key_by_roles(roles.and_then(|roles| roles.declares_key(metric)), metric)
     }
+}
+
+/// What a stage declares of `metric` (`StageRoles::declares_key`), or, when
+/// it declares nothing, what its name says.
+pub fn key_by_roles(declared: Option<bool>, metric: &str) -> bool {
+    declared.unwrap_or_else(|| is_key_metric(metric))
 }
 
 /// Accuracy, F1 and loss: what a comparison shows first.

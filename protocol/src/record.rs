@@ -333,6 +333,12 @@ pub struct StageRoles {
     /// are detail too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hardware_metrics: Vec<String>,
+    /// The results a person decides on (`accuracy`, `f1`, `loss`, the
+    /// training time), by exact name: comparisons lead with them and show
+    /// the others on request. Empty: the stage names none, and a metric's
+    /// name decides (`metrics::is_key_metric`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_metrics: Vec<String>,
 }
 
 impl StageRoles {
@@ -362,6 +368,12 @@ impl StageRoles {
 
     pub fn is_hardware_metric(&self, metric: &str) -> bool {
         covers(&self.hardware_metrics, metric)
+    }
+
+    /// Whether the stage declares `metric` a key metric; `None` when it
+    /// declares none.
+    pub fn declares_key(&self, metric: &str) -> Option<bool> {
+        (!self.key_metrics.is_empty()).then(|| self.key_metrics.iter().any(|key| key == metric))
     }
 }
 

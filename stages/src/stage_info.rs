@@ -107,6 +107,16 @@ impl StageInfoBuilder {
         self
     }
 
+    /// The metrics a person decides on, by exact name: comparisons lead
+    /// with them.
+    pub fn key_metrics(mut self, names: &[&str]) -> Self {
+        self.info
+            .roles
+            .key_metrics
+            .extend(names.iter().map(|name| name.to_string()));
+        self
+    }
+
     /// Metrics (names or dotted prefixes) that describe the machine.
     pub fn hardware_metrics(mut self, prefixes: &[&str]) -> Self {
         self.info

@@ -126,9 +126,25 @@ fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
             "strategy",
             "train.test.accuracy",
             "train.test.loss",
-            "train.seconds"
         ]
     );
+    // Not a key metric: left out by default, and said so.
+    assert_eq!(
+        table["hidden_metrics"],
+        serde_json::json!(["train.seconds"])
+    );
+    // `--metrics` shows it.
+    let table = json(
+        &project,
+        &[
+            "last",
+            "--baseline-row",
+            "precision=32-true,strategy=single",
+            "--metrics",
+            "seconds",
+        ],
+    );
+    let rows = table["rows"].as_array().unwrap();
     let ddp_bf16 = table["groups"]
         .as_array()
         .unwrap()
@@ -202,11 +218,20 @@ fn runs_that_differ_only_in_their_seed_are_one_row_with_mean_std_and_n() {
 
     let csv = stdout(&project.pipe(&["compare", "--csv"]));
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(
-        lines[0].starts_with("run,lr,seed,train.val_acc,train.val_loss,"),
+    assert_eq!(
+        lines[0], "run,lr,seed,train.val_acc,train.val_loss",
         "{csv}"
     );
-    assert!(lines[1].starts_with("1,0.1,1,0.81,0.15,"), "{csv}");
+    assert_eq!(lines[1], "1,0.1,1,0.81,0.15", "{csv}");
+    let every = stdout(&project.pipe(&["compare", "--csv", "--all"]));
+    assert!(
+        every
+            .lines()
+            .next()
+            .unwrap()
+            .contains("split.test.labels.0"),
+        "{every}"
+    );
     assert_eq!(lines.len(), 5, "one line per run, seeds not grouped: {csv}");
 }
 
@@ -367,26 +392,47 @@ fn diff_shows_the_digits_that_tell_values_apart_and_key_metrics_first() {
     project.write("pipe.yaml", &pipeline("0.41962999", 12));
     project.run_ok(&[]);
     let text = stdout(&project.pipe(&["diff"]));
-    let metrics: Vec<&str> = text
-        .lines()
-        .skip_while(|line| *line != "metrics")
-        .skip(1)
-        .take_while(|line| !line.is_empty())
-        .collect();
+    let section = |text: &str, title: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|line| *line != title)
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    // Key metrics lead, an unchanged one said to be; the rest is counted.
     assert_eq!(
-        metrics,
+        section(&text, "key metrics"),
         [
+            "  train: val_acc    0.4196    unchanged",
             "  train: val_loss  0.41962 -> 0.41963  +6.38e-6 (+0.0015%) ▲ worse",
-            "  train: rows           10 -> 12       +2       (+20%)     ▲",
+            "  1 other metric changed (--all lists it)",
         ],
         "{text}"
     );
+    let all = stdout(&project.pipe(&["diff", "--all"]));
+    assert_eq!(
+        section(&all, "other metrics"),
+        ["  train: rows  10 -> 12  +2 (+20%) ▲"],
+        "{all}"
+    );
     let json: Value = serde_json::from_str(&stdout(&project.pipe(&["diff", "--json"]))).unwrap();
-    let rows = &json["metrics"][1];
-    assert_eq!(rows["metric"], "rows");
+    let metric = |name: &str| {
+        json["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|metric| metric["metric"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {json}"))
+    };
+    let rows = metric("rows");
     assert_eq!(rows["direction"], "unknown");
     assert_eq!(rows["verdict"], "changed");
-    assert_eq!(json["metrics"][0]["b"], 0.41962999);
+    assert_eq!(rows["key"], false);
+    assert_eq!(metric("val_loss")["b"], 0.41962999);
+    assert_eq!(metric("val_loss")["key"], true);
+    assert_eq!(metric("val_acc")["verdict"], "same");
 }
 
 /// Runs of a training stage with per-epoch curves, read as one page: the

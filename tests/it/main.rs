@@ -19,6 +19,7 @@ mod imdb_pipeline;
 mod incremental_property;
 mod init;
 mod install;
+mod key_metrics;
 mod keys_cover_inputs;
 mod kill_safety;
 mod malformed;

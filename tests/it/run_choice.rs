@@ -172,7 +172,20 @@ fn compare_md_shows_one_pipeline_what_differs_in_human_units_without_name_clashe
     project.run_ok(&["-S", "precision=bf16-mixed", "-S", "seed=2"]);
     project.run_ok(&["beta.yaml", "-S", "y=3"]);
     // The newest run is beta's: `--pipeline` chooses study.
-    let output = project.pipe(&["compare", "--md", "--pipeline", "study"]);
+    // The key metric, and by glob two that are not: in the stage, by name,
+    // or in full.
+    let output = project.pipe(&[
+        "compare",
+        "--md",
+        "--pipeline",
+        "study",
+        "--metrics",
+        "accuracy",
+        "--metrics",
+        "peak_b*",
+        "--metrics",
+        "train.*_seconds",
+    ]);
     let markdown = stdout(&output);
     insta::assert_snapshot!("compare_pasteable_markdown", markdown);
     let header = markdown
@@ -183,7 +196,7 @@ fn compare_md_shows_one_pipeline_what_differs_in_human_units_without_name_clashe
     // no count column.
     assert_eq!(
         header,
-        "| run | precision | seed | n | matrix.run | `train.accuracy` | `train.peak_bytes` | `train.train_seconds` |"
+        "| run | precision | seed | n | matrix.run | `accuracy` | `peak_bytes` | `train_seconds` |"
     );
     assert!(
         markdown.contains("(mean of 2)")

@@ -49,6 +49,8 @@ pub struct CompareRequest {
     /// win over what the runs' pipelines declared.
     pub directions: DirectionRules,
     pub all_columns: bool,
+    /// `--metrics GLOB`: these metric columns instead of the key metrics.
+    pub metrics: Vec<String>,
     pub per_seed: bool,
     /// `KEY=VALUE,...`: the matrix row the deltas are taken against.
     pub baseline_row: Option<String>,
@@ -123,6 +125,7 @@ pub fn compare(
             None => Vec::new(),
         },
         sort: request.sort.clone(),
+        metrics: request.metrics.clone(),
     };
     let table = compare_runs(&runs, &options)?;
     let steps = if request.with_steps {

@@ -22,12 +22,13 @@ use crate::pipeline::ParamsFileEdits;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
 
-const TOP_LEVEL_KEYS: [&str; 7] = [
+const TOP_LEVEL_KEYS: [&str; 8] = [
     "name",
     "params",
     "stages",
     "cache",
     "directions",
+    "key_metrics",
     "executor",
     "resources",
 ];
@@ -101,10 +102,17 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
     let executor = root
         .get("executor")
         .and_then(|node| executor_section::parse(node, &sources, &mut diagnostics));
-    let directions = root
+    let mut directions = root
         .get("directions")
         .map(|node| metric_directions(node, &sources, &mut diagnostics))
         .unwrap_or_default();
+    if let Some(node) = root.get("key_metrics") {
+        // Recorded with the directions: a metric named there is key, with
+        // the direction declared for it, if any.
+        for name in key_metrics(node, &sources, &mut diagnostics) {
+            directions.entry(name).or_insert(Direction::Unknown);
+        }
+    }
 
     check_pipeline_name(&root, &name, &sources, &mut diagnostics);
     let stages = match root.get("stages") {
@@ -460,6 +468,48 @@ fn load_params(
         unseen,
         file: params_file_id,
     })
+}
+
+/// `key_metrics: [evaluate.accuracy, train.train_seconds]`: the metrics
+/// `compare`, `diff` and `show` lead with.
+fn key_metrics(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Vec<String> {
+    let hint = "write e.g. `key_metrics: [evaluate.accuracy, train.train_seconds]`, a metric as `STAGE.METRIC` or `METRIC`";
+    let items: Vec<&Node> = match &node.value {
+        NodeValue::Seq(items) => items.iter().collect(),
+        NodeValue::Scalar(_) if node.as_str().is_some() => vec![node],
+        _ => {
+            diagnostics.push(
+                Diagnostic::new(
+                    "bad-type",
+                    format!(
+                        "`key_metrics` must be a list of metric names, found {}",
+                        node.describe()
+                    ),
+                )
+                .at(sources.location(node.span))
+                .with_hint(hint),
+            );
+            return Vec::new();
+        }
+    };
+    let mut names = Vec::new();
+    for item in items {
+        match item.as_str().filter(|name| !name.is_empty()) {
+            Some(name) => names.push(name.to_string()),
+            None => diagnostics.push(
+                Diagnostic::new(
+                    "bad-type",
+                    format!(
+                        "each entry of `key_metrics` must be a metric name, found {}",
+                        item.describe()
+                    ),
+                )
+                .at(sources.location(item.span))
+                .with_hint(hint),
+            ),
+        }
+    }
+    names
 }
 
 /// `directions: { evaluate.accuracy: higher, train.peak_rss_mb: lower }`.

@@ -281,6 +281,7 @@ pub(crate) fn legacy_identity(stage: &str, manifest: Option<&Value>) -> StageIde
         // conventions of metrics.json still say.
         detail_metrics: Vec::new(),
         hardware_metrics: Vec::new(),
+        key_metrics: Vec::new(),
     }
     .with_conventional_metrics();
     let role_values = RoleValues::of(&roles, &with);

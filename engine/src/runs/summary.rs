@@ -18,8 +18,7 @@ pub struct StageMetric {
 /// A run's metrics split for reading, and its report.
 #[derive(Debug, Clone, Default)]
 pub struct RunSummary {
-    /// Accuracy, F1 and loss by name, and what the pipeline's
-    /// `directions:` names; single values only, not per-epoch detail.
+    /// `DirectionRules::is_key_of`; single values only.
     pub key_metrics: Vec<StageMetric>,
     /// Every other metric, in the stages' order.
     pub other_metrics: Vec<StageMetric>,
@@ -49,8 +48,7 @@ impl RunRecord {
                     metric: metric.clone(),
                     value: value.clone(),
                 };
-                let key = rules.is_key(base, metric)
-                    && !roles.is_detail_metric(metric)
+                let key = rules.is_key_of(base, metric, Some(&roles))
                     && (value.is_number() || value.is_boolean());
                 if key {
                     summary.key_metrics.push(shown);

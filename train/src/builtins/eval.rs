@@ -88,6 +88,7 @@ impl BuiltinStage for EvalClassifier {
             "confusion",
         ])
         .detail_metrics(&["confusion", "per_class"])
+        .key_metrics(&["accuracy", "f1", "loss"])
         .build()
     }
 

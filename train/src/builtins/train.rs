@@ -80,6 +80,7 @@ impl BuiltinStage for TrainClassifier {
         .seed_param("seed")
         .precision_param("precision")
         .detail_metrics(&["epochs"])
+        .key_metrics(&["val_acc", "val_loss", "train_seconds"])
         .hardware_metrics(&["hardware", "devices"])
         .build()
     }

@@ -1,11 +1,11 @@
 //! Building the compare table from runs: rows, seed groups, columns,
 //! baseline deltas and warnings.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::columns::{baseline_group, cell, columns, group_rows, sort_column};
+use super::columns::{baseline_group, cell, columns, group_rows, sort_column, Shown};
 use super::model::*;
 use super::warnings::warnings;
 use crate::key;
@@ -23,8 +23,12 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
         facts,
         metric_order,
         matrix_keys,
+        declared_keys,
     } = collect_rows(runs);
-    let columns = columns(&facts, &metric_order, &matrix_keys, options);
+    let Shown {
+        columns,
+        hidden_metrics,
+    } = columns(&facts, &metric_order, &matrix_keys, &declared_keys, options);
     let group_of_row = group_rows(runs, &facts, options.per_seed);
     let mut groups = groups_of_rows(runs, &facts, &group_of_row);
     let baseline_group = baseline_group(runs, &facts, &group_of_row, options)?;
@@ -47,6 +51,7 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
         groups,
         baseline,
         warnings,
+        hidden_metrics,
     })
 }
 
@@ -57,12 +62,16 @@ struct Collected {
     /// (stage, metric) pairs.
     metric_order: Vec<(String, String)>,
     matrix_keys: Vec<String>,
+    /// By metric column id: whether a stage that declares its key metrics
+    /// (`StageRoles::key_metrics`) counts it among them.
+    declared_keys: HashMap<String, bool>,
 }
 
 fn collect_rows(runs: &[ComparedRun]) -> Collected {
     let mut metric_order: Vec<(String, String)> = Vec::new();
     let mut seen_metrics: HashSet<String> = HashSet::new();
     let mut matrix_keys: Vec<String> = Vec::new();
+    let mut declared_keys: HashMap<String, bool> = HashMap::new();
     let mut facts: Vec<RowFacts> = Vec::new();
     for (run_index, compared) in runs.iter().enumerate() {
         for (combo, stages) in rows_of_run(compared) {
@@ -71,12 +80,22 @@ fn collect_rows(runs: &[ComparedRun]) -> Collected {
                     matrix_keys.push(key.clone());
                 }
             }
-            let row = row_facts(compared, run_index, combo, &stages, &mut |stage, metric| {
-                let id = metric_id(stage, metric);
-                if seen_metrics.insert(id) {
-                    metric_order.push((stage.to_string(), metric.to_string()));
-                }
-            });
+            let row = row_facts(
+                compared,
+                run_index,
+                combo,
+                &stages,
+                &mut |stage, metric, declared| {
+                    let id = metric_id(stage, metric);
+                    if let Some(key) = declared {
+                        let known = declared_keys.entry(id.clone()).or_insert(key);
+                        *known |= key;
+                    }
+                    if seen_metrics.insert(id) {
+                        metric_order.push((stage.to_string(), metric.to_string()));
+                    }
+                },
+            );
             facts.push(row);
         }
     }
@@ -84,6 +103,7 @@ fn collect_rows(runs: &[ComparedRun]) -> Collected {
         facts,
         metric_order,
         matrix_keys,
+        declared_keys,
     }
 }
 
@@ -248,7 +268,7 @@ fn row_facts(
     run: usize,
     matrix: Pairs,
     stages: &[usize],
-    note_metric: &mut impl FnMut(&str, &str),
+    note_metric: &mut impl FnMut(&str, &str, Option<bool>),
 ) -> RowFacts {
     let mut values = BTreeMap::new();
     values.insert(
@@ -302,7 +322,7 @@ fn row_facts(
             {
                 continue;
             }
-            note_metric(base, metric);
+            note_metric(base, metric, roles.declares_key(metric));
             values.insert(metric_id(base, metric), value.clone());
         }
         // Loaded only for stages whose roles say they make data.

@@ -8,16 +8,25 @@ use serde_json::Value;
 use super::model::{
     is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts,
 };
+use crate::metrics::key_by_roles;
 use crate::runs::{ComparedRun, RunId};
 use crate::{Result, UsageError};
 use pipe_protocol::format::Unit;
+
+/// The columns a table shows, and the metrics that differ but are left
+/// out.
+pub(crate) struct Shown {
+    pub columns: Vec<Column>,
+    pub hidden_metrics: Vec<String>,
+}
 
 pub(super) fn columns(
     facts: &[RowFacts],
     metric_order: &[(String, String)],
     matrix_keys: &[String],
+    declared_keys: &HashMap<String, bool>,
     options: &CompareOptions,
-) -> Vec<Column> {
+) -> Shown {
     let mut param_paths: Vec<&str> = facts
         .iter()
         .flat_map(|row| row.values.keys())
@@ -28,6 +37,7 @@ pub(super) fn columns(
     let mut candidates: Vec<Column> = Vec::new();
     let plain = |id: String, name: String, kind: ColumnKind| Column {
         id,
+        label: name.clone(),
         name,
         kind,
         stage: None,
@@ -59,22 +69,35 @@ pub(super) fn columns(
     }
     let mut metrics: Vec<Column> = metric_order
         .iter()
-        .map(|(stage, metric)| Column {
-            id: metric_id(stage, metric),
-            name: format!("{stage}.{metric}"),
-            kind: ColumnKind::Metric,
-            stage: Some(stage.clone()),
-            metric: Some(metric.clone()),
-            direction: Some(options.rules.direction(stage, metric)),
-            numeric: false,
-            differs: false,
-            key: options.rules.is_key(stage, metric),
-            unit: Unit::of(metric),
+        .map(|(stage, metric)| {
+            let id = metric_id(stage, metric);
+            // A stage that declares its key metrics decides for its own;
+            // others are judged by name. The pipeline and the command line
+            // add to both.
+            let key = options.rules.names(stage, metric)
+                || key_by_roles(declared_keys.get(&id).copied(), metric);
+            Column {
+                id,
+                name: format!("{stage}.{metric}"),
+                label: format!("{stage}.{metric}"),
+                kind: ColumnKind::Metric,
+                stage: Some(stage.clone()),
+                metric: Some(metric.clone()),
+                direction: Some(options.rules.direction(stage, metric)),
+                numeric: false,
+                differs: false,
+                key,
+                unit: Unit::of(metric),
+            }
         })
         .collect();
     // Key metrics first, the rest in the order the stages ran.
     metrics.sort_by_key(|column| !column.key);
+    // With no key metric at all, the table shows what differs, as before
+    // anything was declared.
+    let any_key = metrics.iter().any(|column| column.key);
     candidates.extend(metrics);
+    let mut hidden_metrics = Vec::new();
     let mut shown: Vec<Column> = candidates
         .into_iter()
         .filter_map(|mut column| {
@@ -86,22 +109,85 @@ pub(super) fn columns(
             if options.all_columns {
                 return Some(column);
             }
+            let is_text = values.iter().flatten().any(|value| value.is_string());
             let shown = match column.kind {
                 ColumnKind::Matrix => true,
+                ColumnKind::Metric if !options.metrics.is_empty() => {
+                    options.metrics.iter().any(|glob| {
+                        glob_matches(glob, &column.name)
+                            || column
+                                .metric
+                                .as_deref()
+                                .is_some_and(|metric| glob_matches(glob, metric))
+                    })
+                }
                 ColumnKind::Metric if column.key => true,
                 // Free text (`peak_source`, a precision also shown as its
                 // param) says nothing a table of results can compare.
-                ColumnKind::Metric if values.iter().flatten().any(|value| value.is_string()) => {
-                    false
+                ColumnKind::Metric if is_text => false,
+                ColumnKind::Metric => {
+                    let worth = column.differs && !repeats_a_param(&column, facts);
+                    if worth && any_key {
+                        hidden_metrics.push(column.name.clone());
+                    }
+                    worth && !any_key
                 }
-                ColumnKind::Metric => column.differs && !repeats_a_param(&column, facts),
                 _ => column.differs,
             };
             shown.then_some(column)
         })
         .collect();
     unique_names(&mut shown);
-    shown
+    short_labels(&mut shown);
+    Shown {
+        columns: shown,
+        hidden_metrics,
+    }
+}
+
+/// `*` stands for any text, everything else for itself.
+pub(crate) fn glob_matches(glob: &str, text: &str) -> bool {
+    let mut parts = glob.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+/// A metric column is headed by its name within its stage (`val_acc`)
+/// when no other column shown has that header: narrow tables read at a
+/// glance; the full name stays in `name` (JSON, CSV, `--sort`).
+fn short_labels(columns: &mut [Column]) {
+    let mut metric_names: HashMap<String, usize> = HashMap::new();
+    for column in columns.iter_mut() {
+        column.label = column.name.clone();
+        if let Some(metric) = &column.metric {
+            *metric_names.entry(metric.clone()).or_default() += 1;
+        }
+    }
+    let taken: std::collections::HashSet<String> = columns
+        .iter()
+        .map(|column| column.name.clone())
+        .chain(["run".to_string()])
+        .collect();
+    for column in columns.iter_mut() {
+        if let Some(metric) = &column.metric {
+            if metric_names.get(metric) == Some(&1) && !taken.contains(metric) {
+                column.label = metric.clone();
+            }
+        }
+    }
 }
 
 /// Whether the metric column holds, in every row, the value of a param

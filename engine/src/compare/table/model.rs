@@ -26,6 +26,9 @@ pub struct CompareOptions {
     /// A metric column (`train.val_acc`, or `val_acc` when only one stage
     /// has it): rows best first.
     pub sort: Option<String>,
+    /// `--metrics GLOB`: the metric columns to show instead of the key
+    /// metrics, matched against `STAGE.METRIC` and `METRIC` (`*` any text).
+    pub metrics: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -39,6 +42,9 @@ pub struct CompareTable {
     pub groups: Vec<Group>,
     pub baseline: Baseline,
     pub warnings: Vec<Warning>,
+    /// Metrics that differ between rows but are not shown: not key
+    /// metrics (`--all` or `--metrics` shows them).
+    pub hidden_metrics: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,8 +61,11 @@ pub struct Column {
     /// Unique key of the column in `Row::values` and `Group::cells`:
     /// `param:lr`, `matrix:precision`, `metric:train.val_acc`, `pipeline`.
     pub id: String,
-    /// As shown: `lr`, `precision`, `train.val_acc`.
+    /// Its full name: `lr`, `precision`, `train.val_acc`.
     pub name: String,
+    /// Its header in a table: the name, or a metric's name within its
+    /// stage (`val_acc`) when no other column shown has that name.
+    pub label: String,
     pub kind: ColumnKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
