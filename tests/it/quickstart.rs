@@ -258,4 +258,42 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     assert_eq!(third.code, 0, "{}", third.stderr);
     assert_eq!(third.ran(), ["evaluate", "report", "train"]);
     assert_eq!(third.status("tokenize"), "fresh");
+
+    // The two read at a glance: the key metrics the training and
+    // evaluation stages declare, in 100 columns; the rest on request.
+    let compare = project.pipe(&["compare"]);
+    let table = String::from_utf8_lossy(&compare.stdout);
+    assert!(compare.status.success(), "{table}");
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "run",
+            "train.lr",
+            "val_acc",
+            "val_loss",
+            "train_seconds",
+            "accuracy",
+            "f1",
+            "loss"
+        ],
+        "{table}"
+    );
+    assert!(
+        table.lines().all(|line| line.chars().count() <= 100),
+        "{table}"
+    );
+    assert!(
+        table.contains("more metrics differ (--all shows them"),
+        "{table}"
+    );
+    let diff = project.pipe(&["diff"]);
+    let diff = String::from_utf8_lossy(&diff.stdout);
+    let key: Vec<&str> = diff
+        .lines()
+        .skip_while(|line| *line != "key metrics")
+        .skip(1)
+        .take_while(|line| line.starts_with("  train:") || line.starts_with("  evaluate:"))
+        .collect();
+    assert_eq!(key.len(), 6, "{diff}");
 }
