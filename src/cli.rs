@@ -205,6 +205,10 @@ pub struct RunArgs {
     /// Show what would run, and why, without running it.
     #[arg(long)]
     pub dry_run: bool,
+    /// A sweep: each `-S` with comma-separated values is an axis, and each
+    /// combination one run (`-m -S train.lr=1e-4,3e-4 -S seed=1,2`: 4 runs).
+    #[arg(short = 'm', long)]
+    pub multirun: bool,
     /// Parallel CPU slots (default: the number of cores); under Slurm, the
     /// most jobs in the queue at once (default 100).
     #[arg(short, long, value_name = "N")]

@@ -6,29 +6,24 @@ use std::path::{Path, PathBuf};
 use pipe_engine::cache_admin::{self, GcOutcome, GcRequest};
 use pipe_engine::checkout::{self, CheckedOut, CheckoutReport, CheckoutRequest};
 use pipe_engine::compare::DiffRequest;
-use pipe_engine::dag::{Dag, DagFormat};
+use pipe_engine::dag::DagFormat;
 use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::history::{History, Pull};
-use pipe_engine::pipefile::{Loaded, ProjectWorkers};
-use pipe_engine::pipeline::ExecutorKind;
-use pipe_engine::pipeline::Pipeline;
-use pipe_engine::plan::{self, DryRun};
-use pipe_engine::project::Project;
+use pipe_engine::pipefile::ProjectWorkers;
+use pipe_engine::plan::{self};
 use pipe_engine::runs::RunStatus;
-use pipe_engine::{catalog, compare, EngineError, ExitCode, Result, UsageError};
+use pipe_engine::{catalog, compare, ExitCode, Result};
 use pipe_protocol::format::format_bytes;
 
-use crate::cli::{
-    CacheCommand, Cli, Command, DagFormatArg, DirectionArgs, ExecutorArg, PipelineArg, RunArgs,
-};
+use crate::cli::{CacheCommand, Cli, Command, DagFormatArg, DirectionArgs, PipelineArg, RunArgs};
 use crate::here;
 use crate::output::{errln, jsonln, out, outln};
 use crate::progress::Progress;
 use crate::remote_commands::{self, Shown};
 use crate::remote_status;
 use crate::render;
+use crate::run_setup::{default_pipeline_file, dry_run, load, print_report_locations, run_request};
 use crate::style::Style;
-use crate::transfers;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
@@ -213,70 +208,23 @@ fn ensure_newline(mut text: String) -> String {
     text
 }
 
-/// `pipe.yaml` here or in the nearest directory above that has one, up
-/// to the project root (`Project::find_pipeline_file`).
-fn default_pipeline_file() -> Result<PathBuf> {
-    let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
-    Project::find_pipeline_file(&cwd).ok_or(UsageError::NoPipelineFile.into())
-}
-
-/// Loads and validates the pipeline named by a positional file or `-f`.
-pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
-    let file = match (file, arg.file.as_deref()) {
-        (Some(positional), Some(flag)) if positional != flag => {
-            return Err(UsageError::TwoPipelineFiles {
-                positional: positional.to_path_buf(),
-                flag: flag.to_path_buf(),
-            }
-            .into())
-        }
-        (Some(file), _) | (None, Some(file)) => file.to_path_buf(),
-        (None, None) => default_pipeline_file()?,
-    };
-    if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
-        &file,
-        "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
-    ) {
-        return Err(problem);
-    }
-    let Loaded {
-        pipeline,
-        dag,
-        warnings,
-    } = pipe_engine::pipefile::load(&file, &arg.set, &ProjectWorkers)?;
-    for warning in &warnings {
-        errln!("{warning}");
-    }
-    Ok((pipeline, dag))
-}
-
 fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     let mut targets = args.targets.clone();
     let positional_file = match targets.first() {
         Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
         _ => None,
     };
+    if args.multirun {
+        return crate::sweep_command::sweep(&args, targets, positional_file.as_deref(), quiet);
+    }
     let (pipeline, dag) = load(positional_file.as_deref(), &args.pipeline)?;
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets);
     }
     let progress = Progress::new(args.json, quiet);
     let request = RunRequest {
-        targets,
-        force: args.force,
-        force_all: args.force_all,
-        jobs: args.jobs,
-        executor: args.executor.map(|executor| match executor {
-            ExecutorArg::Local => ExecutorKind::Local,
-            ExecutorArg::Slurm => ExecutorKind::Slurm,
-        }),
-        link: args.link,
-        remote: args.remote.remote,
-        remote_read_only: args.remote.remote_read_only,
-        argv: std::env::args().collect(),
-        overrides: args.pipeline.set,
-        // Transfer bars share the stages' live display.
-        transfers: transfers::sink(args.json, quiet, progress.bars()),
+        overrides: args.pipeline.set.clone(),
+        ..run_request(&args, targets, &progress, quiet)
     };
     let options = request.options(&pipeline)?;
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
@@ -293,24 +241,6 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     })
 }
 
-/// Where the pages of the run's reports are, once they are in place: the
-/// last thing a run prints, as a path to open.
-fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunOutcome) {
-    for record in &summary.stages {
-        let Some(stage) = pipeline.stage(&record.stage) else {
-            continue;
-        };
-        if !record.status.succeeded() {
-            continue;
-        }
-        for page in stage.pages() {
-            if pipeline.root.join(&page).is_file() {
-                errln!("{}: {page}", stage.name);
-            }
-        }
-    }
-}
-
 /// Whether `pipe run`'s first argument names the pipeline rather than a
 /// stage. A trailing `/` is a directory (no stage name has one), said to be
 /// one by the loader; a bare directory name may well be a stage's (`data`).
@@ -319,13 +249,6 @@ fn looks_like_pipeline_file(argument: &str) -> bool {
         || argument.ends_with(".yml")
         || argument.ends_with('/')
         || Path::new(argument).is_file()
-}
-
-fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCode> {
-    let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets)?;
-    let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
-    render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
-    Ok(ExitCode::Ok)
 }
 
 fn status(

@@ -32,7 +32,8 @@ pub struct HumanReporter {
     /// Off a terminal: each running stage's occasional progress line.
     progress_lines: Mutex<HashMap<String, ProgressText>>,
     counts: Mutex<HashMap<StageStatus, usize>>,
-    started: Instant,
+    /// When the current run started: reset by each run of a sweep.
+    started: Mutex<Instant>,
 }
 
 impl HumanReporter {
@@ -45,7 +46,7 @@ impl HumanReporter {
             running: Mutex::new(HashMap::new()),
             progress_lines: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
-            started: Instant::now(),
+            started: Mutex::new(Instant::now()),
         }
     }
 
@@ -135,7 +136,7 @@ impl HumanReporter {
 
     fn run_finished(&self, run_id: RunId, status: RunStatus, recorded: bool) {
         let counts = lock(&self.counts);
-        let elapsed = format_seconds(self.started.elapsed().as_secs_f64());
+        let elapsed = format_seconds(lock(&self.started).elapsed().as_secs_f64());
         if !recorded {
             let fresh = counts.get(&StageStatus::Fresh).copied().unwrap_or(0);
             self.line(format!(
@@ -178,7 +179,11 @@ impl Reporter<Event<'_>> for HumanReporter {
     fn report(&self, event: &Event<'_>) {
         match *event {
             Event::WaitingForLock { holder } => self.line(waiting_line(holder)),
-            Event::RunStarted { .. } => {}
+            // Each run of a sweep is counted and timed on its own.
+            Event::RunStarted { .. } => {
+                lock(&self.counts).clear();
+                *lock(&self.started) = Instant::now();
+            }
             Event::StageRunning { stage, .. } => self.stage_running(stage),
             Event::StageFinished {
                 stage,
@@ -212,6 +217,15 @@ impl Reporter<Event<'_>> for HumanReporter {
                     detail,
                 },
             ),
+            Event::SweepRunStarting {
+                index,
+                total,
+                swept,
+            } => self.line(format!(
+                "{} {}",
+                self.style.cyan(&format!("sweep {}/{total}:", index + 1)),
+                terminal_safe(&swept.join(" "))
+            )),
             Event::ParamsFileWritten { file, params } => self.line(format!(
                 "{} holds this run's -S {} until it ends, for the commands that read it",
                 shown_path(file),

@@ -81,6 +81,12 @@ enum RunEventLine<'a> {
         stage: &'a str,
         text: &'a str,
     },
+    SweepRunStarting {
+        /// From 1, as shown.
+        number: usize,
+        total: usize,
+        swept: &'a [String],
+    },
     ParamsFileWritten {
         #[serde(serialize_with = "path_as_text")]
         file: &'a Path,
@@ -154,6 +160,15 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
                 detail,
             },
             Event::StageMessage { stage, text } => RunEventLine::StageMessage { stage, text },
+            Event::SweepRunStarting {
+                index,
+                total,
+                swept,
+            } => RunEventLine::SweepRunStarting {
+                number: index + 1,
+                total,
+                swept,
+            },
             Event::ParamsFileWritten { file, params } => {
                 RunEventLine::ParamsFileWritten { file, params }
             }

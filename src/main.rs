@@ -19,7 +19,9 @@ mod remote_commands;
 mod remote_status;
 mod render;
 mod reporter;
+mod run_setup;
 mod style;
+mod sweep_command;
 mod terminal;
 mod transfers;
 

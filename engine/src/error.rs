@@ -166,6 +166,9 @@ pub enum UsageError {
         "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project"
     )]
     NoPipelineFile,
+    /// `pipe run -m` whose `-S` values cannot be swept.
+    #[error("cannot sweep `-S {argument}`: {why}")]
+    BadSweep { argument: String, why: String },
     /// `params.yaml` changed between reading the pipeline and writing the
     /// run's `-S` values into it.
     #[error("`{}` changed after the pipeline was read", .file.display())]
@@ -270,6 +273,7 @@ impl UsageError {
             UsageError::NoRunSelected => "`pipe runs` lists the recorded runs; `--status any` \
                  includes those that failed"
                 .to_string(),
+            UsageError::BadSweep { .. } => "write each swept param once with its values comma-separated, e.g. `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`".to_string(),
             UsageError::ParamsFileNotRegular { .. } => {
                 "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
             }

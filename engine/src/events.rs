@@ -51,6 +51,13 @@ pub enum Event<'a> {
         stage: &'a str,
         text: &'a str,
     },
+    /// A sweep (`pipe run -m`) starts its run `index` (from 0) of `total`,
+    /// with these swept `-S` values.
+    SweepRunStarting {
+        index: usize,
+        total: usize,
+        swept: &'a [String],
+    },
     /// `params.yaml` holds the run's `-S` values of `params` while its
     /// commands run (`crate::params_override`).
     ParamsFileWritten {

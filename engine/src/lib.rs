@@ -37,6 +37,7 @@ pub mod run_input;
 pub mod running;
 pub mod runs;
 pub mod settings;
+pub mod sweep;
 pub mod workers;
 
 pub mod workspace;

@@ -43,6 +43,7 @@ mod spec_safety;
 mod speed_study;
 mod status_scale;
 mod stdout_closed;
+mod sweeps;
 mod transfer_progress;
 mod true_reasons;
 mod typos;

@@ -70,6 +70,7 @@ impl RunRequest {
                 None => config,
             }),
             executor,
+            record_always: false,
         })
     }
 }

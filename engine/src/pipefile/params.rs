@@ -318,6 +318,10 @@ fn check_same_kind(
         hint = format!(
             "`{path}` is a string; quote the value to keep it one: -S '{path}=\"{value_text}\"'"
         );
+    } else if new_kind == Kind::Str && value_text.contains(',') {
+        hint = format!(
+            "{hint}; to run once per value, sweep them: `pipe run -m -S {path}={value_text}`"
+        );
     }
     Err(Diagnostic::new(
         "param-type",

@@ -1,0 +1,240 @@
+//! `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`: a sweep, Hydra's
+//! multirun. Each `-S` whose value lists several, comma-separated, is an
+//! axis; the sweep is their product, the last axis varying fastest, and
+//! each combination is one run of the pipeline with those `-S` values,
+//! recorded as any run is: the record of each is exactly what it used.
+//!
+//! Every combination is loaded before the first runs, so a typo in any
+//! stops the sweep before anything runs. The combinations run one after
+//! another (Hydra's basic launcher does too), each with its stages in
+//! parallel under `-j` and on the executor it names; they share the cache,
+//! so what they have in common runs once.
+
+use std::path::Path;
+
+use crate::events::{Event, Observer};
+use crate::exec::{self, RunOptions, RunOutcome};
+use crate::pipefile::{self, CatalogSource, Loaded};
+use crate::runs::{RunId, RunStatus};
+use crate::{Result, UsageError};
+
+/// More runs than this in one sweep is a mistake, not a plan.
+pub const MAX_COMBINATIONS: usize = 1000;
+
+/// One combination: its `-S` arguments, and the pipeline they load.
+pub struct Combination {
+    pub overrides: Vec<String>,
+    /// The swept values alone, as `-S` writes them (`train.lr=1e-4`).
+    pub swept: Vec<String>,
+    pub loaded: Loaded,
+}
+
+/// What each run of a sweep came to.
+#[derive(Debug)]
+pub struct SweepOutcome {
+    /// One per combination that ran, in order: its swept values and run.
+    pub runs: Vec<(Vec<String>, RunOutcome)>,
+    /// How many combinations there were.
+    pub planned: usize,
+}
+
+impl SweepOutcome {
+    /// The worst of the runs: interrupted, else failed, else succeeded.
+    pub fn status(&self) -> RunStatus {
+        let statuses = || self.runs.iter().map(|(_, outcome)| outcome.status);
+        if self.runs.len() < self.planned || statuses().any(|s| s == RunStatus::Interrupted) {
+            RunStatus::Interrupted
+        } else if statuses().any(|s| s != RunStatus::Succeeded) {
+            RunStatus::Failed
+        } else {
+            RunStatus::Succeeded
+        }
+    }
+
+    /// The runs recorded, for `pipe compare`.
+    pub fn recorded(&self) -> Vec<RunId> {
+        self.runs
+            .iter()
+            .filter(|(_, outcome)| outcome.recorded)
+            .map(|(_, outcome)| outcome.run_id)
+            .collect()
+    }
+}
+
+/// The `-S` arguments of each combination, and each one's swept values.
+pub fn combinations(overrides: &[String]) -> Result<Vec<(Vec<String>, Vec<String>)>> {
+    let mut axes: Vec<Vec<String>> = Vec::new();
+    for argument in overrides {
+        let Some((head, value)) = argument.split_once('=') else {
+            // `-S` reports it, located, when the pipeline loads.
+            axes.push(vec![argument.clone()]);
+            continue;
+        };
+        let values = split_top_level(value);
+        if values.iter().any(|value| value.trim().is_empty()) {
+            return Err(UsageError::BadSweep {
+                argument: argument.clone(),
+                why: "an empty value between commas".to_string(),
+            }
+            .into());
+        }
+        axes.push(
+            values
+                .into_iter()
+                .map(|value| format!("{head}={}", value.trim()))
+                .collect(),
+        );
+    }
+    let total = axes
+        .iter()
+        .try_fold(1usize, |product, axis| product.checked_mul(axis.len()))
+        .filter(|&total| total <= MAX_COMBINATIONS);
+    let Some(total) = total else {
+        return Err(UsageError::BadSweep {
+            argument: overrides.join(" "),
+            why: format!("more than {MAX_COMBINATIONS} combinations"),
+        }
+        .into());
+    };
+    let mut combinations = Vec::with_capacity(total);
+    for mut index in 0..total {
+        let mut picked = vec![String::new(); axes.len()];
+        // The last axis varies fastest.
+        for (position, axis) in axes.iter().enumerate().rev() {
+            picked[position] = axis[index % axis.len()].clone();
+            index /= axis.len();
+        }
+        let swept = picked
+            .iter()
+            .zip(&axes)
+            .filter(|(_, axis)| axis.len() > 1)
+            .map(|(value, _)| value.clone())
+            .collect();
+        combinations.push((picked, swept));
+    }
+    Ok(combinations)
+}
+
+/// `1e-4,3e-4` -> [`1e-4`, `3e-4`]; commas inside `[...]`, `{...}` or
+/// quotes belong to the value (`[1, 2],[3]` is two lists).
+fn split_top_level(value: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    for c in value.chars() {
+        match (quote, c) {
+            (Some(open), c) if c == open => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            (None, ',') if depth == 0 => {
+                values.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    values.push(current);
+    values
+}
+
+/// Loads the pipeline at `file` once per combination of `overrides`, all
+/// before any runs: a mistake in one stops the sweep before it starts.
+pub fn load(
+    file: &Path,
+    overrides: &[String],
+    catalogs: &dyn CatalogSource,
+) -> Result<Vec<Combination>> {
+    combinations(overrides)?
+        .into_iter()
+        .map(|(overrides, swept)| {
+            let loaded = pipefile::load(file, &overrides, catalogs)?;
+            Ok(Combination {
+                overrides,
+                swept,
+                loaded,
+            })
+        })
+        .collect()
+}
+
+/// Runs each combination in turn with `options` (its `-S` values its
+/// own); stops after a run that was interrupted.
+pub fn run(
+    combinations: &[Combination],
+    options: &RunOptions,
+    observer: Observer<'_>,
+) -> Result<SweepOutcome> {
+    let mut outcome = SweepOutcome {
+        runs: Vec::new(),
+        planned: combinations.len(),
+    };
+    for (index, combination) in combinations.iter().enumerate() {
+        observer(Event::SweepRunStarting {
+            index,
+            total: combinations.len(),
+            swept: &combination.swept,
+        });
+        let options = RunOptions {
+            overrides: combination.overrides.clone(),
+            record_always: true,
+            ..options.clone()
+        };
+        let Loaded { pipeline, dag, .. } = &combination.loaded;
+        let run = exec::run(pipeline, dag, &options, observer)?;
+        let interrupted = run.status == RunStatus::Interrupted;
+        outcome.runs.push((combination.swept.clone(), run));
+        if interrupted || crate::interrupt::requested() {
+            break;
+        }
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn swept(overrides: &[&str]) -> Vec<Vec<String>> {
+        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        combinations(&overrides)
+            .unwrap()
+            .into_iter()
+            .map(|(all, _)| all)
+            .collect()
+    }
+
+    #[test]
+    fn the_product_varies_the_last_axis_fastest() {
+        assert_eq!(
+            swept(&["train.lr=1e-4,3e-4", "epochs=1", "seed=1,2"]),
+            [
+                ["train.lr=1e-4", "epochs=1", "seed=1"],
+                ["train.lr=1e-4", "epochs=1", "seed=2"],
+                ["train.lr=3e-4", "epochs=1", "seed=1"],
+                ["train.lr=3e-4", "epochs=1", "seed=2"],
+            ]
+        );
+    }
+
+    #[test]
+    fn commas_inside_a_list_or_quotes_belong_to_the_value() {
+        let all = swept(&["layers=[64, 32],[128]", "name='a,b',c", "+x=1"]);
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[0], ["layers=[64, 32]", "name='a,b'", "+x=1"]);
+        assert_eq!(all[1], ["layers=[64, 32]", "name=c", "+x=1"]);
+        assert_eq!(all[3], ["layers=[128]", "name=c", "+x=1"]);
+    }
+
+    #[test]
+    fn an_empty_value_or_too_many_runs_is_refused() {
+        assert!(combinations(&["lr=1,,2".to_string()]).is_err());
+        let wide: Vec<String> = (0..4)
+            .map(|axis| format!("a{axis}=1,2,3,4,5,6,7,8,9,10"))
+            .collect();
+        assert!(combinations(&wide).is_err());
+    }
+}

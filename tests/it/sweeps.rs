@@ -1,0 +1,161 @@
+//! `pipe run -m`: a sweep from the command line, each combination of the
+//! comma-separated `-S` values one run, recorded with exactly its values,
+//! and compared as one experiment (seeds grouped into mean ± std).
+
+use pipe_test_support::TestProject;
+use serde_json::Value;
+
+use crate::reports::text as stdout;
+
+fn project() -> TestProject {
+    let project = TestProject::new();
+    project.write(
+        "score.py",
+        "import json, sys\njson.dump({'acc': float(sys.argv[1]) * 10 + int(sys.argv[2])}, open('m.json', 'w'))\n",
+    );
+    project.write(
+        "pipe.yaml",
+        "params:\n  lr: 0.1\n  seed: 1\nstages:\n  train:\n    run: python3 score.py ${params.lr} ${params.seed}\n    deps: [score.py]\n    metrics: m.json\n",
+    );
+    project
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_sweep_runs_and_records_each_combination_with_its_own_values() {
+    let project = project();
+    let output = project.pipe(&["run", "-m", "-S", "lr=0.1,0.2", "-S", "seed=1,2"]);
+    let text = stderr(&output);
+    assert!(output.status.success(), "{text}");
+    for (number, swept) in [
+        "lr=0.1 seed=1",
+        "lr=0.1 seed=2",
+        "lr=0.2 seed=1",
+        "lr=0.2 seed=2",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(
+            text.contains(&format!("sweep {}/4: {swept}", number + 1)),
+            "{text}"
+        );
+        // Each run's record holds the values its command used.
+        let show = project.pipe(&["show", &(number + 1).to_string(), "--json"]);
+        let record: Value = serde_json::from_slice(&show.stdout).unwrap();
+        let (lr, seed) = swept.split_once(' ').unwrap();
+        let lr: f64 = lr.trim_start_matches("lr=").parse().unwrap();
+        let seed: i64 = seed.trim_start_matches("seed=").parse().unwrap();
+        assert_eq!(record["params"]["lr"], serde_json::json!(lr), "{record}");
+        assert_eq!(
+            record["params"]["seed"],
+            serde_json::json!(seed),
+            "{record}"
+        );
+        let acc = record["stages"][0]["metrics"]["acc"].as_f64().unwrap();
+        assert!((acc - (lr * 10.0 + seed as f64)).abs() < 1e-9, "{record}");
+    }
+    assert!(
+        text.contains("compare them: pipe compare 1 2 3 4"),
+        "{text}"
+    );
+
+    // One experiment: two rows, each the mean of its two seeds.
+    let compare = stdout(&project.pipe(&["compare", "1", "2", "3", "4"]));
+    let rows: Vec<&str> = compare
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .collect();
+    assert_eq!(rows.len(), 2, "{compare}");
+    assert!(
+        rows[0].starts_with("#1,#2 (mean of 2)") && rows[0].contains("2.5 ± 0.71"),
+        "{compare}"
+    );
+    assert!(
+        rows[1].starts_with("#3,#4 (mean of 2)") && rows[1].contains("3.5 ± 0.71"),
+        "{compare}"
+    );
+
+    // Again: each combination is recorded, even one whose result is
+    // already in place, so that the sweep compares whole.
+    let again = project.pipe(&["run", "-m", "-S", "lr=0.1,0.2", "-S", "seed=1,2"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("compare them: pipe compare 5 6 7 8"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn a_mistake_in_any_combination_stops_the_sweep_before_anything_runs() {
+    let project = project();
+    let output = project.pipe(&["run", "-m", "-S", "lr=0.1,fast"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("error[param-type]: `-S lr=fast`"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!project.exists("m.json"), "nothing ran");
+    let runs = stdout(&project.pipe(&["runs", "--json"]));
+    assert_eq!(runs.trim(), "[]");
+
+    let empty = project.pipe(&["run", "-m", "-S", "lr=0.1,,0.2"]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(
+        stderr(&empty).contains("cannot sweep `-S lr=0.1,,0.2`: an empty value between commas"),
+        "{}",
+        stderr(&empty)
+    );
+
+    // Without -m, the comma is said to be a sweep's.
+    let plain = project.pipe(&["run", "-S", "lr=0.1,0.2"]);
+    assert_eq!(plain.status.code(), Some(2));
+    assert!(
+        stderr(&plain).contains("sweep them: `pipe run -m -S lr=0.1,0.2`"),
+        "{}",
+        stderr(&plain)
+    );
+}
+
+#[test]
+fn a_dry_run_of_a_sweep_shows_each_combination_and_runs_nothing() {
+    let project = project();
+    let output = project.pipe(&["run", "-m", "--dry-run", "-S", "seed=1,2,3"]);
+    let text = stderr(&output);
+    assert!(output.status.success(), "{text}");
+    for number in 1..=3 {
+        assert!(
+            text.contains(&format!("sweep {number}/3: seed={number}")),
+            "{text}"
+        );
+    }
+    assert!(!project.exists("m.json"));
+}
+
+#[test]
+fn a_sweep_reports_each_run_as_json_lines() {
+    let project = project();
+    let output = project.pipe(&["run", "-m", "--json", "-S", "seed=1,2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let events: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["event"] == "sweep_run_starting")
+        .collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(starts[1]["number"], 2);
+    assert_eq!(starts[1]["swept"], serde_json::json!(["seed=2"]));
+    let finished = events
+        .iter()
+        .filter(|event| event["event"] == "run_finished")
+        .count();
+    assert_eq!(finished, 2);
+}
