@@ -29,6 +29,10 @@ pub struct PipelineArg {
     /// Override a param: `-S train.lr=0.001` (repeatable).
     #[arg(short = 'S', long = "set", value_name = "KEY=VALUE", add = ArgValueCandidates::new(crate::complete::param_paths))]
     pub set: Vec<String>,
+    /// Load the pipeline as run RUN was: its pipeline file and its `-S`
+    /// values (then any `-S` given here).
+    #[arg(long = "run", value_name = "RUN", add = ArgValueCandidates::new(crate::complete::run_refs))]
+    pub run: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

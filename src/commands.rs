@@ -22,7 +22,9 @@ use crate::progress::Progress;
 use crate::remote_commands::{self, Shown};
 use crate::remote_status;
 use crate::render;
-use crate::run_setup::{default_pipeline_file, dry_run, load, print_report_locations, run_request};
+use crate::run_setup::{
+    default_pipeline_file, dry_run, load, load_with_overrides, print_report_locations, run_request,
+};
 use crate::style::Style;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -217,13 +219,14 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     if args.multirun {
         return crate::sweep_command::sweep(&args, targets, positional_file.as_deref(), quiet);
     }
-    let (pipeline, dag) = load(positional_file.as_deref(), &args.pipeline)?;
+    let (pipeline, dag, overrides) =
+        load_with_overrides(positional_file.as_deref(), &args.pipeline)?;
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets);
     }
     let progress = Progress::new(args.json, quiet);
     let request = RunRequest {
-        overrides: args.pipeline.set.clone(),
+        overrides,
         ..run_request(&args, targets, &progress, quiet)
     };
     let options = request.options(&pipeline)?;

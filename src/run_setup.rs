@@ -10,12 +10,14 @@ use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::{ExecutorKind, Pipeline};
 use pipe_engine::plan::{self, DryRun};
 use pipe_engine::project::Project;
+use pipe_engine::run_settings;
 use pipe_engine::{EngineError, ExitCode, Result, UsageError};
 
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
 use crate::output::{errln, out};
 use crate::progress::Progress;
 use crate::render;
+use crate::terminal::terminal_safe;
 use crate::transfers;
 
 /// `pipe.yaml` here or in the nearest directory above that has one, up
@@ -24,7 +26,6 @@ pub fn default_pipeline_file() -> Result<PathBuf> {
     let cwd = std::env::current_dir().map_err(|e| EngineError::io(".", e))?;
     Project::find_pipeline_file(&cwd).ok_or(UsageError::NoPipelineFile.into())
 }
-/// Loads and validates the pipeline named by a positional file or `-f`.
 /// The pipeline file a command names: a positional file or `-f`, else
 /// `pipe.yaml` here or above; checked to be a file that can be one.
 pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> {
@@ -47,19 +48,65 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
     }
     Ok(file)
 }
-/// Loads and validates the pipeline named by a positional file or `-f`.
-pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
-    let file = pipeline_file(file, arg)?;
+
+/// The pipeline file and `-S` values a command loads: with `--run RUN`,
+/// that run's file (unless one is named) and `-S` values, then those
+/// given here.
+pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<(PathBuf, Vec<String>)> {
+    let Some(run) = &arg.run else {
+        return Ok((pipeline_file(file, arg)?, arg.set.clone()));
+    };
+    let project = crate::here::project()?;
+    let named = file.or(arg.file.as_deref()).is_some();
+    let found_here = default_pipeline_file().ok();
+    let recorded =
+        run_settings::settings_of_run(&project, run, found_here.as_deref(), &mut |notice| {
+            errln!("{notice}")
+        })?;
+    let file = if named {
+        pipeline_file(file, arg)?
+    } else {
+        recorded.file
+    };
+    let mut overrides = recorded.overrides;
+    errln!(
+        "as run #{}: {}{}",
+        recorded.run,
+        terminal_safe(&shown_path(&file)),
+        if overrides.is_empty() {
+            String::new()
+        } else {
+            format!(" -S {}", terminal_safe(&overrides.join(" -S ")))
+        }
+    );
+    overrides.extend(arg.set.iter().cloned());
+    Ok((file, overrides))
+}
+
+/// Loads and validates the pipeline a command names, with the `-S` values
+/// it was given ([`settings`]), which it returns too.
+pub fn load_with_overrides(
+    file: Option<&Path>,
+    arg: &PipelineArg,
+) -> Result<(Pipeline, Dag, Vec<String>)> {
+    let (file, overrides) = settings(file, arg)?;
     let Loaded {
         pipeline,
         dag,
         warnings,
-    } = pipe_engine::pipefile::load(&file, &arg.set, &ProjectWorkers)?;
+    } = pipe_engine::pipefile::load(&file, &overrides, &ProjectWorkers)?;
     for warning in &warnings {
         errln!("{warning}");
     }
+    Ok((pipeline, dag, overrides))
+}
+
+/// Loads and validates the pipeline named by a positional file or `-f`.
+pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
+    let (pipeline, dag, _) = load_with_overrides(file, arg)?;
     Ok((pipeline, dag))
 }
+
 /// What `pipe run`'s flags ask of a run, but its `-S` values.
 pub fn run_request(
     args: &RunArgs,
@@ -107,4 +154,14 @@ pub fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<Exi
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
     render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
     Ok(ExitCode::Ok)
+}
+
+/// A path for a message: relative to the working directory when under it.
+fn shown_path(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
 }

@@ -12,7 +12,7 @@ use crate::cli::RunArgs;
 use crate::output::errln;
 use crate::progress::Progress;
 use crate::remote_commands;
-use crate::run_setup::{dry_run, pipeline_file, print_report_locations, run_request};
+use crate::run_setup::{dry_run, print_report_locations, run_request, settings};
 use crate::terminal::terminal_safe;
 
 pub fn sweep(
@@ -21,8 +21,8 @@ pub fn sweep(
     file: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
-    let file = pipeline_file(file, &args.pipeline)?;
-    let combinations = sweep::load(&file, &args.pipeline.set, &ProjectWorkers)?;
+    let (file, overrides) = settings(file, &args.pipeline)?;
+    let combinations = sweep::load(&file, &overrides, &ProjectWorkers)?;
     // Every combination warns of the same file: once is enough.
     if let Some(first) = combinations.first() {
         for warning in &first.loaded.warnings {

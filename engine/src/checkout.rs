@@ -19,8 +19,9 @@ use crate::link::link_modes_for;
 use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
+use crate::run_settings::recorded_pipeline_file;
 use crate::runs::{RunId, RunRecord};
-use crate::{workspace, EngineError, Result, UsageError};
+use crate::{workspace, EngineError, Result};
 
 /// What a checkout did, or why it did nothing.
 #[derive(Debug)]
@@ -94,31 +95,6 @@ pub fn checkout_run(
     let modes = link_modes_for(&pipeline, &request.link)?.value;
     let report = checkout(project, &lock, &record, &pipeline, &modes, request.force)?;
     Ok(CheckedOut { run: id, report })
-}
-
-/// The pipeline file a run record names, when it is a plain path inside
-/// the project; else the one found where the command was started.
-fn recorded_pipeline_file(
-    project: &Project,
-    record: &RunRecord,
-    found_here: Option<&Path>,
-) -> Result<PathBuf> {
-    match record.file.as_deref() {
-        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
-            let path = project.root.join(file);
-            if path.is_file() {
-                return Ok(path);
-            }
-            Err(UsageError::RecordedFileGone {
-                run: record.id.0,
-                file: shown(file),
-            }
-            .into())
-        }
-        _ => found_here
-            .map(Path::to_path_buf)
-            .ok_or(UsageError::NoPipelineFile.into()),
-    }
 }
 
 /// One output to bring back: the stage, the path, and the stored result's

@@ -34,6 +34,7 @@ pub mod project_files;
 pub mod remote;
 pub mod remote_status;
 pub mod run_input;
+pub mod run_settings;
 pub mod running;
 pub mod runs;
 pub mod settings;

@@ -159,3 +159,45 @@ fn a_sweep_reports_each_run_as_json_lines() {
         .count();
     assert_eq!(finished, 2);
 }
+
+#[test]
+fn status_why_and_run_take_a_runs_settings_instead_of_its_s_list() {
+    let project = project();
+    let sweep = project.pipe(&["run", "-m", "-S", "lr=0.1,0.2", "-S", "seed=1,2"]);
+    assert!(sweep.status.success(), "{}", stderr(&sweep));
+    // The work tree holds the last combination's result.
+    let last = project.pipe(&["status", "--run", "4"]);
+    let text = String::from_utf8_lossy(&last.stdout);
+    assert!(text.starts_with("train  fresh"), "{text}");
+    assert!(
+        stderr(&last).contains("as run #4: pipe.yaml -S lr=0.2 -S seed=2"),
+        "{}",
+        stderr(&last)
+    );
+    let first = stdout(&project.pipe(&["status", "--run", "1"]));
+    assert!(first.starts_with("train  restorable"), "{first}");
+    let why = stdout(&project.pipe(&["why", "train", "--run", "1"]));
+    assert!(why.contains("params.lr    0.2 -> 0.1"), "{why}");
+    // Given -S values come after the run's.
+    let later = stdout(&project.pipe(&["status", "--run", "1", "-S", "lr=0.2"]));
+    assert!(later.starts_with("train  restorable"), "{later}");
+
+    // `pipe run --run 1` is run #1's variant again, recorded as such.
+    let again = project.pipe(&["run", "--run", "1"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    let record: Value =
+        serde_json::from_slice(&project.pipe(&["show", "last", "--json"]).stdout).unwrap();
+    assert_eq!(
+        record["overrides"],
+        serde_json::json!(["lr=0.1", "seed=1"]),
+        "{record}"
+    );
+
+    let unknown = project.pipe(&["status", "--run", "99"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("no run matches `99`"),
+        "{}",
+        stderr(&unknown)
+    );
+}

@@ -1,0 +1,68 @@
+//! The pipeline file and `-S` values a recorded run was loaded with, for
+//! the commands that look at that variant again without the `-S` list
+//! typed anew: `pipe status --run 7`, `pipe why train --run 7`, `pipe run
+//! --run 7`, and `pipe checkout`.
+
+use std::path::{Path, PathBuf};
+
+use pipe_protocol::excerpt as shown;
+
+use crate::history::{History, Notice, Pull};
+use crate::project::Project;
+use crate::runs::{RunId, RunRecord};
+use crate::{Result, UsageError};
+
+/// What a run was loaded with.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub run: RunId,
+    /// The pipeline file it names (when it is a plain path in the
+    /// project and still there), else the one found here.
+    pub file: PathBuf,
+    /// Its `-S` arguments, in order.
+    pub overrides: Vec<String>,
+}
+
+/// The settings of the run `query` names (`7`, `last`, a git ref), pulled
+/// from the remote when configured; `found_here` is the pipeline file the
+/// command would use without a run.
+pub fn settings_of_run(
+    project: &Project,
+    query: &str,
+    found_here: Option<&Path>,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<RunSettings> {
+    let mut history = History::require(&project.root)?;
+    let run = history.resolve_noting(query, Pull::IfConfigured, notify)?;
+    let record = history.db.resolved_run(run)?;
+    Ok(RunSettings {
+        run,
+        file: recorded_pipeline_file(project, &record, found_here)?,
+        overrides: record.overrides,
+    })
+}
+
+/// The pipeline file a run record names, when it is a plain path inside
+/// the project; else the one found where the command was started.
+pub(crate) fn recorded_pipeline_file(
+    project: &Project,
+    record: &RunRecord,
+    found_here: Option<&Path>,
+) -> Result<PathBuf> {
+    match record.file.as_deref() {
+        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
+            let path = project.root.join(file);
+            if path.is_file() {
+                return Ok(path);
+            }
+            Err(UsageError::RecordedFileGone {
+                run: record.id.0,
+                file: shown(file),
+            }
+            .into())
+        }
+        _ => found_here
+            .map(Path::to_path_buf)
+            .ok_or(UsageError::NoPipelineFile.into()),
+    }
+}
