@@ -26,33 +26,25 @@ pub enum Verdict {
     Changed,
 }
 
-/// Rates are checked first: `bytes_per_second` holds `second` but is a
-/// throughput.
-const HIGHER_PHRASES: &[&str] = &[
-    "samples_per_s",
-    "tokens_per_s",
-    "throughput",
-    "_per_s",
-    "_per_sec",
-    "_per_second",
-];
-const LOWER_WORDS: &[&str] = &[
-    "loss", "losses", "error", "errors", "err", "seconds", "secs", "time", "ms", "rss", "memory",
-    "mem", "bytes",
-];
-const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc", "mfu"];
+/// Result words, matched as whole words of a metric's last dotted
+/// segment. Only results get a built-in direction: whether a longer step
+/// time, more memory or a higher throughput is better or worse depends on
+/// what the run was for (a larger batch trades memory for speed), so
+/// timings, memory, rates, FLOPs and MFU are judged only when the
+/// pipeline's `directions:` or `--higher`/`--lower` name them.
+const LOWER_WORDS: &[&str] = &["loss", "losses", "error", "errors", "err"];
+const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc"];
 /// The metrics a comparison shows even when they are equal everywhere.
 const KEY_WORDS: &[&str] = &["acc", "accuracy", "f1", "loss"];
 
 impl Direction {
-    /// The built-in rule, from the metric's last dotted segment:
-    /// `val.loss` and `peak_rss_mb` are lower-is-better, `test.accuracy`
-    /// and `samples_per_s` higher-is-better.
+    /// The built-in rule, from the metric's last dotted segment: result
+    /// metrics only (`val.loss`, `error_rate` lower-is-better;
+    /// `test.accuracy`, `macro_f1` higher-is-better); anything else,
+    /// `step_ms` and `peak_rss_bytes` among them, is
+    /// [`Direction::Unknown`].
     pub fn of(metric: &str) -> Direction {
         let name = last_segment(metric).to_ascii_lowercase();
-        if HIGHER_PHRASES.iter().any(|phrase| name.contains(phrase)) {
-            return Direction::Higher;
-        }
         let has_word = |words: &[&str]| words_of(&name).any(|word| words.contains(&word));
         if has_word(LOWER_WORDS) {
             Direction::Lower
@@ -231,17 +223,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn directions_follow_the_metric_name() {
+    fn only_result_metrics_have_a_built_in_direction() {
         for lower in [
             "val.loss",
             "train_loss",
-            "peak_rss_mb",
-            "step_ms",
-            "seconds",
             "error_rate",
-            "wall_time",
-            "memory.optimizer_bytes",
-            "throughput.forward_ms",
+            "errors",
+            "val.top1_err",
         ] {
             assert_eq!(Direction::of(lower), Direction::Lower, "{lower}");
         }
@@ -250,16 +238,51 @@ mod tests {
             "val_acc",
             "f1",
             "macro.recall",
-            "samples_per_s",
-            "bytes_per_second",
+            "precision",
             "auc",
-            "throughput.mfu",
         ] {
             assert_eq!(Direction::of(higher), Direction::Higher, "{higher}");
         }
-        for unknown in ["rows", "best_epoch", "train.labels.0", "accumulate"] {
+        // Timings, memory, rates, FLOPs and MFU are judged only when
+        // declared; `flops_per_step` is no rate either way.
+        for unknown in [
+            "peak_rss_mb",
+            "memory.peak_rss_bytes",
+            "step_ms",
+            "seconds",
+            "epochs.1.epoch_seconds",
+            "wall_time",
+            "throughput.forward_ms",
+            "samples_per_s",
+            "bytes_per_second",
+            "throughput.flops_per_s",
+            "throughput.flops_per_step",
+            "throughput.mfu",
+            "throughput",
+            "rows",
+            "best_epoch",
+            "train.labels.0",
+            "accumulate",
+            "terror",
+        ] {
             assert_eq!(Direction::of(unknown), Direction::Unknown, "{unknown}");
         }
+    }
+
+    #[test]
+    fn declared_directions_judge_timings() {
+        let declared = BTreeMap::from([("step_ms".to_string(), Direction::Lower)]);
+        let rules = DirectionRules::default().declared(&declared);
+        assert_eq!(rules.direction("train", "step_ms"), Direction::Lower);
+        assert_eq!(
+            rules.direction("train", "peak_rss_bytes"),
+            Direction::Unknown
+        );
+        let flags = DirectionRules::new(vec!["throughput.mfu".into()], vec![]);
+        assert_eq!(
+            flags.direction("train", "throughput.mfu"),
+            Direction::Higher
+        );
     }
 
     #[test]
