@@ -153,7 +153,9 @@ pub fn format_bytes(count: f64) -> String {
 }
 
 /// A duration in seconds as a person reads it: `350 ms`, `4.25 s`,
-/// `3 min 12 s`, `2 h 5 min`.
+/// `3 min 12 s`, `2 h 5 min`. The one spelling of a duration in pipe's
+/// output (run and stage times, ETAs, metrics, reports), so that a time
+/// reads alike wherever it is shown.
 pub fn format_seconds(seconds: f64) -> String {
     if !seconds.is_finite() {
         return format!("{seconds} s");
@@ -164,7 +166,11 @@ pub fn format_seconds(seconds: f64) -> String {
         return "0 s".to_string();
     }
     if seconds < 1.0 {
-        return format!("{sign}{} ms", format_significant(seconds * 1000.0, 3));
+        let text = format_significant(seconds * 1000.0, 3);
+        // 0.9996 s rounds up to a second.
+        if text != "1000" {
+            return format!("{sign}{text} ms");
+        }
     }
     if seconds < 60.0 {
         let text = format_significant(seconds, 3);
@@ -278,6 +284,35 @@ mod tests {
         assert_eq!(Unit::Milliseconds.format(1500.0), "1.5 s");
         assert_eq!(Unit::Seconds.format_delta(-82.0), "-1 min 22 s");
         assert_eq!(Unit::Bytes.format_delta(1024.0), "+1 KiB");
+    }
+
+    #[test]
+    fn durations_have_one_spelling() {
+        let cases = [
+            (0.0, "0 s"),
+            (0.35, "350 ms"),
+            (0.000_012_3, "0.0123 ms"),
+            (0.9996, "1 s"),
+            (7.123, "7.12 s"),
+            (38.5, "38.5 s"),
+            (59.96, "1 min 0 s"),
+            (81.0, "1 min 21 s"),
+            (192.0, "3 min 12 s"),
+            (3599.6, "1 h 0 min"),
+            (7500.0, "2 h 5 min"),
+            (360_000.0, "100 h 0 min"),
+            (-82.0, "-1 min 22 s"),
+            (f64::INFINITY, "inf s"),
+        ];
+        for (seconds, expected) in cases {
+            assert_eq!(format_seconds(seconds), expected, "{seconds}");
+        }
+        assert_eq!(Unit::Seconds.format(64.69), "1 min 5 s");
+        assert_eq!(Unit::Seconds.format_delta(10.75), "+10.8 s");
+        assert_eq!(Unit::Seconds.format_delta(-82.0), "-1 min 22 s");
+        assert_eq!(Unit::Milliseconds.format(1500.0), "1.5 s");
+        assert_eq!(Unit::Milliseconds.format(338.0), "338 ms");
+        assert_eq!(Unit::Milliseconds.format_delta(-0.25), "-0.25 ms");
     }
 
     #[test]
