@@ -12,6 +12,7 @@ use pipe_engine::compare::table::{
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::runs::{ComparedRun, RunId};
 use pipe_engine::{EngineError, Result};
+use pipe_protocol::format::{format_metric, format_metric_delta};
 use pipe_report::{Cell as PageCell, Document, Table};
 use pipe_report::{LineChart, Series};
 use serde_json::Value;
@@ -62,12 +63,9 @@ fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
             verdict: None,
         };
     };
-    // Bytes and durations in human units; other numbers with the digits
-    // that tell the column's values apart.
-    let number = |value: f64| match column.unit {
-        Some(unit) => unit.format(value),
-        None => metrics::format_significant(value, digits),
-    };
+    // Bytes, durations, FLOPs and rates in human units; other numbers with
+    // the digits that tell the column's values apart.
+    let number = |value: f64| format_metric(column.unit, value, digits);
     let value = match (column.numeric, cell.value.as_f64()) {
         (true, Some(value)) => {
             let mean = number(value);
@@ -80,10 +78,7 @@ fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
         }
         _ => text_of(&cell.value),
     };
-    let delta_text = |delta: f64| match column.unit {
-        Some(unit) => unit.format_delta(delta),
-        None => metrics::format_delta(delta),
-    };
+    let delta_text = |delta: f64| format_metric_delta(column.unit, delta);
     let change = match (cell.delta.filter(|&delta| delta != 0.0), cell.relative) {
         (Some(delta), Some(relative)) => {
             format!(

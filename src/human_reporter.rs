@@ -5,12 +5,13 @@
 
 use crate::terminal::terminal_safe;
 use std::collections::HashMap;
+use std::fmt;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use pipe_engine::events::Event;
 use pipe_engine::exec::{progress_interval, ProgressText, Reading};
 use pipe_engine::libtorch::TORCH_VERSION;
@@ -81,10 +82,10 @@ impl HumanReporter {
             return;
         };
         let bar = bars.add(ProgressBar::new_spinner());
-        bar.set_style(
+        bar.set_style(human_times(
             ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
+        ));
         bar.set_message(crate::output::shown(format_args!("{stage}  running")));
         bar.enable_steady_tick(Duration::from_millis(120));
         lock(&self.running).insert(stage.to_string(), bar);
@@ -374,9 +375,31 @@ fn progress_style(unit: &str, known_total: bool) -> ProgressStyle {
         (false, true) => format!("{{spinner}} {{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} {{per_sec}} eta {{eta}} {{elapsed:.dim}}"),
         (false, false) => format!("{{spinner}} {{msg}} {{human_pos}} {unit} {{per_sec}} {{elapsed:.dim}}"),
     };
-    ProgressStyle::with_template(&template)
-        .unwrap_or_else(|_| ProgressStyle::default_spinner())
-        .progress_chars("=> ")
+    human_times(
+        ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| ProgressStyle::default_spinner())
+            .progress_chars("=> "),
+    )
+}
+
+/// `{elapsed}` and `{eta}` spelled as every other duration pipe prints
+/// (`1 min 21 s`, [`format_seconds`]), not indicatif's `1m`, in whole
+/// seconds so that a live line does not flicker.
+pub(crate) fn human_times(style: ProgressStyle) -> ProgressStyle {
+    let whole = |duration: Duration| format_seconds(duration.as_secs_f64().round());
+    style
+        .with_key(
+            "elapsed",
+            move |state: &ProgressState, out: &mut dyn fmt::Write| {
+                let _ = out.write_str(&whole(state.elapsed()));
+            },
+        )
+        .with_key(
+            "eta",
+            move |state: &ProgressState, out: &mut dyn fmt::Write| {
+                let _ = out.write_str(&whole(state.eta()));
+            },
+        )
 }
 
 /// A path for a message: relative to the working directory when under it,

@@ -8,7 +8,7 @@ use pipe_engine::key::FieldChange;
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, StageState, Why};
 use pipe_engine::runs::RunRecord;
-use pipe_protocol::format::format_seconds;
+use pipe_protocol::format::{format_metric, format_metric_delta, format_seconds, Unit};
 use serde_json::Value;
 
 use crate::style::Style;
@@ -290,22 +290,34 @@ pub fn show_run(run: &RunRecord) -> String {
             let _ = writeln!(
                 out,
                 "  {}: {} = {}",
-                metric.stage, metric.metric, metric.value
+                metric.stage,
+                metric.metric,
+                unrounded(&metric.metric, &metric.value)
             );
         }
     }
     out
 }
 
-/// A metric as `pipe diff` prints one value: 4 significant digits, bytes
-/// and durations in human units.
+/// A metric as `pipe diff` prints one value: 4 significant digits, bytes,
+/// durations, FLOPs and rates in human units.
 fn rounded(name: &str, value: &Value) -> String {
-    match (value.as_f64(), pipe_protocol::format::Unit::of(name)) {
+    match (value.as_f64(), Unit::of(name)) {
         (Some(number), Some(unit)) => unit.format(number),
         (Some(number), None) if !value.is_i64() && !value.is_u64() => {
             metrics::format_significant(number, metrics::SIGNIFICANT_DIGITS)
         }
         _ => show_value(&Some(value.clone())),
+    }
+}
+
+/// A metric as `pipe show` lists the ones after the key metrics: the
+/// value as recorded, and in human units when its name gives one, so that
+/// neither the exact number nor a readable one is lost.
+fn unrounded(name: &str, value: &Value) -> String {
+    match (value.as_f64(), Unit::of(name)) {
+        (Some(number), Some(unit)) => format!("{} ({value})", unit.format(number)),
+        _ => value.to_string(),
     }
 }
 
@@ -321,6 +333,7 @@ struct MetricLine {
 }
 
 fn metric_line(change: &MetricChange) -> MetricLine {
+    let unit = Unit::of(&change.metric);
     let numbers = change
         .a
         .as_ref()
@@ -330,8 +343,8 @@ fn metric_line(change: &MetricChange) -> MetricLine {
         Some((a, b)) => {
             let digits = metrics::digits_to_tell_apart(&[a, b]);
             (
-                metrics::format_significant(a, digits),
-                metrics::format_significant(b, digits),
+                format_metric(unit, a, digits),
+                format_metric(unit, b, digits),
             )
         }
         None => (show_value(&change.a), show_value(&change.b)),
@@ -344,7 +357,10 @@ fn metric_line(change: &MetricChange) -> MetricLine {
     MetricLine {
         a,
         b,
-        delta: change.delta.map(metrics::format_delta).unwrap_or_default(),
+        delta: change
+            .delta
+            .map(|delta| format_metric_delta(unit, delta))
+            .unwrap_or_default(),
         percent: change
             .relative
             .map(metrics::format_percent)

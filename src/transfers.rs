@@ -18,7 +18,7 @@ use pipe_cache::remote::{Direction, Outcome, Phase, ProgressSink, TransferEvent}
 use pipe_cache::ActionKey;
 use pipe_protocol::format::{format_bytes, format_seconds};
 
-use crate::human_reporter::print_line;
+use crate::human_reporter::{human_times, print_line};
 use crate::json_reporter::JsonReporter;
 use crate::reporter::Reporter;
 
@@ -210,11 +210,13 @@ fn label(direction: Direction, outputs: &[String]) -> String {
 /// indicatif's estimate: the bar appears a second in, with most of a fast
 /// transfer done, and an estimate from that jump would read GiB/s.
 fn bar_style() -> ProgressStyle {
-    ProgressStyle::with_template(
-        "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {prefix} {elapsed:.dim}",
+    human_times(
+        ProgressStyle::with_template(
+            "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} {prefix} {elapsed:.dim}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("=> ")
 }
 
 /// `140 MiB/s, eta 3 s`, from the start of the transfer.

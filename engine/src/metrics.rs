@@ -26,33 +26,25 @@ pub enum Verdict {
     Changed,
 }
 
-/// Rates are checked first: `bytes_per_second` holds `second` but is a
-/// throughput.
-const HIGHER_PHRASES: &[&str] = &[
-    "samples_per_s",
-    "tokens_per_s",
-    "throughput",
-    "_per_s",
-    "_per_sec",
-    "_per_second",
-];
-const LOWER_WORDS: &[&str] = &[
-    "loss", "losses", "error", "errors", "err", "seconds", "secs", "time", "ms", "rss", "memory",
-    "mem", "bytes",
-];
-const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc", "mfu"];
+/// Result words, matched as whole words of a metric's last dotted
+/// segment. Only results get a built-in direction: whether a longer step
+/// time, more memory or a higher throughput is better or worse depends on
+/// what the run was for (a larger batch trades memory for speed), so
+/// timings, memory, rates, FLOPs and MFU are judged only when the
+/// pipeline's `directions:` or `--higher`/`--lower` name them.
+const LOWER_WORDS: &[&str] = &["loss", "losses", "error", "errors", "err"];
+const HIGHER_WORDS: &[&str] = &["acc", "accuracy", "f1", "precision", "recall", "auc"];
 /// The metrics a comparison shows even when they are equal everywhere.
 const KEY_WORDS: &[&str] = &["acc", "accuracy", "f1", "loss"];
 
 impl Direction {
-    /// The built-in rule, from the metric's last dotted segment:
-    /// `val.loss` and `peak_rss_mb` are lower-is-better, `test.accuracy`
-    /// and `samples_per_s` higher-is-better.
+    /// The built-in rule, from the metric's last dotted segment: result
+    /// metrics only (`val.loss`, `error_rate` lower-is-better;
+    /// `test.accuracy`, `macro_f1` higher-is-better); anything else,
+    /// `step_ms` and `peak_rss_bytes` among them, is
+    /// [`Direction::Unknown`].
     pub fn of(metric: &str) -> Direction {
         let name = last_segment(metric).to_ascii_lowercase();
-        if HIGHER_PHRASES.iter().any(|phrase| name.contains(phrase)) {
-            return Direction::Higher;
-        }
         let has_word = |words: &[&str]| words_of(&name).any(|word| words.contains(&word));
         if has_word(LOWER_WORDS) {
             Direction::Lower
@@ -214,37 +206,9 @@ fn words_of(name: &str) -> impl Iterator<Item = &str> {
         .filter(|word| !word.is_empty())
 }
 
-pub use pipe_protocol::format::{digits_to_tell_apart, format_significant, SIGNIFICANT_DIGITS};
-
-/// A signed change: `+0.0001013`, `-2.5`.
-pub fn format_delta(delta: f64) -> String {
-    let text = format_significant(delta, 3);
-    if delta > 0.0 {
-        format!("+{text}")
-    } else if text == "-0" {
-        "0".to_string()
-    } else {
-        text
-    }
-}
-
-/// A relative change as a signed percentage: `+50%`, `-0.024%`.
-pub fn format_percent(relative: f64) -> String {
-    let percent = relative * 100.0;
-    let text = if percent.abs() >= 10.0 {
-        format!("{percent:.0}")
-    } else if percent.abs() >= 0.1 {
-        let text = format!("{percent:.1}");
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        format_significant(percent, 2)
-    };
-    if percent > 0.0 {
-        format!("+{text}%")
-    } else {
-        format!("{text}%")
-    }
-}
+pub use pipe_protocol::format::{
+    digits_to_tell_apart, format_delta, format_percent, format_significant, SIGNIFICANT_DIGITS,
+};
 
 /// `(after - before) / |before|`, when it means something.
 pub fn relative_change(before: f64, after: f64) -> Option<f64> {
@@ -257,17 +221,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn directions_follow_the_metric_name() {
+    fn only_result_metrics_have_a_built_in_direction() {
         for lower in [
             "val.loss",
             "train_loss",
-            "peak_rss_mb",
-            "step_ms",
-            "seconds",
             "error_rate",
-            "wall_time",
-            "memory.optimizer_bytes",
-            "throughput.forward_ms",
+            "errors",
+            "val.top1_err",
         ] {
             assert_eq!(Direction::of(lower), Direction::Lower, "{lower}");
         }
@@ -276,16 +236,51 @@ mod tests {
             "val_acc",
             "f1",
             "macro.recall",
-            "samples_per_s",
-            "bytes_per_second",
+            "precision",
             "auc",
-            "throughput.mfu",
         ] {
             assert_eq!(Direction::of(higher), Direction::Higher, "{higher}");
         }
-        for unknown in ["rows", "best_epoch", "train.labels.0", "accumulate"] {
+        // Timings, memory, rates, FLOPs and MFU are judged only when
+        // declared; `flops_per_step` is no rate either way.
+        for unknown in [
+            "peak_rss_mb",
+            "memory.peak_rss_bytes",
+            "step_ms",
+            "seconds",
+            "epochs.1.epoch_seconds",
+            "wall_time",
+            "throughput.forward_ms",
+            "samples_per_s",
+            "bytes_per_second",
+            "throughput.flops_per_s",
+            "throughput.flops_per_step",
+            "throughput.mfu",
+            "throughput",
+            "rows",
+            "best_epoch",
+            "train.labels.0",
+            "accumulate",
+            "terror",
+        ] {
             assert_eq!(Direction::of(unknown), Direction::Unknown, "{unknown}");
         }
+    }
+
+    #[test]
+    fn declared_directions_judge_timings() {
+        let declared = BTreeMap::from([("step_ms".to_string(), Direction::Lower)]);
+        let rules = DirectionRules::default().declared(&declared);
+        assert_eq!(rules.direction("train", "step_ms"), Direction::Lower);
+        assert_eq!(
+            rules.direction("train", "peak_rss_bytes"),
+            Direction::Unknown
+        );
+        let flags = DirectionRules::new(vec!["throughput.mfu".into()], vec![]);
+        assert_eq!(
+            flags.direction("train", "throughput.mfu"),
+            Direction::Higher
+        );
     }
 
     #[test]
@@ -325,13 +320,9 @@ mod tests {
     }
 
     #[test]
-    fn deltas_and_percentages_are_signed() {
-        assert_eq!(format_delta(0.000101337888), "+0.000101");
-        assert_eq!(format_delta(-2.5), "-2.5");
-        assert_eq!(format_percent(0.5), "+50%");
-        assert_eq!(format_percent(-0.00024), "-0.024%");
-        assert_eq!(format_percent(0.0123), "+1.2%");
+    fn relative_changes_need_a_nonzero_base() {
         assert_eq!(relative_change(0.0, 1.0), None);
         assert_eq!(relative_change(-2.0, -1.0), Some(0.5));
+        assert_eq!(relative_change(1.0, f64::NAN), None);
     }
 }

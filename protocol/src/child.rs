@@ -46,7 +46,11 @@ impl std::fmt::Display for ChildError {
         match self {
             ChildError::Spawn(error) => write!(f, "cannot start it: {error}"),
             ChildError::TimedOut(limit) => {
-                write!(f, "it did not finish within {} s", limit.as_secs_f64())
+                write!(
+                    f,
+                    "it did not finish within {}",
+                    crate::format::format_seconds(limit.as_secs_f64())
+                )
             }
             ChildError::Wait(error) => write!(f, "waiting for it failed: {error}"),
         }

@@ -59,8 +59,8 @@ impl fmt::Display for GpuError {
             GpuError::Failed(status) => write!(f, "{NVIDIA_SMI} failed ({status})"),
             GpuError::TimedOut(after) => write!(
                 f,
-                "{NVIDIA_SMI} did not answer within {} s and was stopped",
-                after.as_secs_f64()
+                "{NVIDIA_SMI} did not answer within {} and was stopped",
+                crate::format::format_seconds(after.as_secs_f64())
             ),
             GpuError::Read(error) => write!(f, "cannot read {NVIDIA_SMI}'s output: {error}"),
         }

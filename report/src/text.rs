@@ -56,18 +56,6 @@ pub fn capitalised(text: &str) -> String {
     })
 }
 
-/// A duration in milliseconds as seconds with four significant digits
-/// (`12.35 s`), or minutes and seconds from ten minutes on (`12 min 5 s`).
-pub fn format_duration_ms(ms: u64) -> String {
-    let seconds = ms as f64 / 1000.0;
-    if seconds < 600.0 {
-        format!("{} s", format_number(seconds))
-    } else {
-        let whole = (ms + 500) / 1000;
-        format!("{} min {} s", whole / 60, whole % 60)
-    }
-}
-
 /// Milliseconds since the Unix epoch as `2026-11-30 23:56:27 UTC`.
 pub fn format_utc(ms: u64) -> String {
     format!("{} UTC", pipe_protocol::format::utc_date_time(ms))
@@ -96,12 +84,5 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(format_utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
         assert_eq!(format_utc(1_796_083_587_000), "2026-12-01 00:06:27 UTC");
-    }
-
-    #[test]
-    fn durations_read_as_seconds_or_minutes() {
-        assert_eq!(format_duration_ms(1234), "1.234 s");
-        assert_eq!(format_duration_ms(0), "0 s");
-        assert_eq!(format_duration_ms(725_400), "12 min 5 s");
     }
 }

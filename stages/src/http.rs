@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use md5::Md5;
+use pipe_protocol::format::format_seconds;
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
 use ureq::config::AutoHeaderValue;
@@ -284,9 +285,9 @@ impl<'a> Fetcher<'a> {
                         String::new()
                     };
                     self.context.message(format!(
-                        "{url}: {reason}; retry {failed_in_a_row} of {} in {:.1} s{resume}",
+                        "{url}: {reason}; retry {failed_in_a_row} of {} in {}{resume}",
                         self.retries,
-                        delay.as_secs_f64()
+                        format_seconds(delay.as_secs_f64())
                     ));
                     std::thread::sleep(delay);
                 }

@@ -157,7 +157,8 @@ fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
     let seconds = &ddp_bf16["cells"]["metric:train.seconds"];
     assert_eq!(seconds["value"], 38.5);
     assert_eq!(seconds["delta"], 38.5 - 120.5);
-    assert_eq!(seconds["verdict"], "better");
+    // A time is shown, not judged, unless a direction is declared.
+    assert_eq!(seconds["verdict"], "changed");
     assert_eq!(table["baseline"]["matrix"]["strategy"], "single");
 
     // Best first by accuracy; the unknown direction of `rows` must be said.
@@ -180,6 +181,26 @@ fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
         .unwrap()
         .iter()
         .any(|column| column["name"] == "train.rows" && column["direction"] == "higher"));
+
+    let lower = json(
+        &project,
+        &[
+            "last",
+            "--baseline-row",
+            "precision=32-true,strategy=single",
+            "--lower",
+            "seconds",
+        ],
+    );
+    // Every other row took less time than the baseline row.
+    let verdicts: Vec<&Value> = lower["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|group| &group["cells"]["metric:train.seconds"]["verdict"])
+        .filter(|verdict| !verdict.is_null())
+        .collect();
+    assert_eq!(verdicts, ["better"; 3], "{lower:#}");
 
     let bad_row = project.pipe(&["compare", "last", "--baseline-row", "precision=64-true"]);
     assert_eq!(bad_row.status.code(), Some(2));

@@ -13,6 +13,7 @@ mod cache_trust;
 mod compare;
 mod compare_page;
 mod completions;
+mod diff_units;
 mod docs;
 mod imdb_mirror;
 mod imdb_pipeline;

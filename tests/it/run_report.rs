@@ -114,7 +114,12 @@ fn a_report_runs_after_every_stage_and_is_restored_while_their_results_are_uncha
         .filter(|line| line.starts_with("| fit@width="))
         .map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-            cells[3].trim_end_matches(" s").parse::<f64>().unwrap()
+            // As format_seconds spells a time under a minute.
+            let cell = cells[3];
+            match cell.strip_suffix(" ms") {
+                Some(ms) => ms.parse::<f64>().unwrap() / 1000.0,
+                None => cell.trim_end_matches(" s").parse::<f64>().unwrap(),
+            }
         })
         .collect();
     assert_eq!(compute_seconds.len(), 2, "{markdown}");

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use pipe_protocol::format::{format_bytes, format_seconds};
 use pipe_protocol::{excerpt, ParamSpec};
 
 use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
@@ -181,9 +182,11 @@ impl BuiltinStage for Download {
                 String::new()
             };
             context.message(format!(
-                "{filename}: {bytes} bytes from {} in {seconds:.1} s ({:.1} MB/s){verified}",
+                "{filename}: {} from {} in {} ({}/s){verified}",
+                format_bytes(bytes as f64),
                 source.url(),
-                rate / 1e6
+                format_seconds(seconds),
+                format_bytes(rate)
             ));
             return context.write_metrics(
                 &json!({ "bytes": bytes, "seconds": seconds, "bytes_per_second": rate }),

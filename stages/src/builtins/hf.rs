@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use pipe_protocol::format::{format_bytes, format_seconds};
 use pipe_protocol::{excerpt, ParamSpec};
 
 use crate::http::{self, Algorithm, FetchError, Fetcher, SizeLimit, UrlFailure};
@@ -168,10 +169,11 @@ impl BuiltinStage for HfDownload {
 
         let seconds = started.elapsed().as_secs_f64();
         context.message(format!(
-            "{repo}@{revision}: {} files ({} from the local cache), {} bytes downloaded in {seconds:.1} s",
+            "{repo}@{revision}: {} files ({} from the local cache), {} downloaded in {}",
             files.len(),
             totals.from_cache,
-            totals.downloaded
+            format_bytes(totals.downloaded as f64),
+            format_seconds(seconds)
         ));
         context.write_metrics(&json!({
             "files": files.len(),

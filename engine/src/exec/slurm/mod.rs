@@ -24,6 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use pipe_protocol::format::format_seconds;
+
 use jobs::{cancel_job, write_script, JobFiles, UNREACHABLE_LIMIT};
 pub(crate) use queue::Partitions;
 use queue::{JobState, Queue};
@@ -407,8 +409,8 @@ impl Cluster {
                     return Err(StageFailure::Job {
                         job: where_(),
                         what: format!(
-                            "has not been heard of for {} min: Slurm's controller does not answer ({}); the job may still run: `scancel {job_id}`",
-                            silent_for.as_secs() / 60,
+                            "has not been heard of for {}: Slurm's controller does not answer ({}); the job may still run: `scancel {job_id}`",
+                            format_seconds(silent_for.as_secs_f64().round()),
                             self.queue
                                 .last_error()
                                 .map(|error| error.to_string())

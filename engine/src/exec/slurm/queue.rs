@@ -8,6 +8,8 @@ use std::process::Command;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use pipe_protocol::format::format_seconds;
+
 use crate::pipeline::Stage;
 use crate::{Diagnostic, EngineError, Result, UsageError};
 
@@ -283,7 +285,7 @@ pub(crate) enum SlurmError {
     NotASubmitHost,
     #[error("cannot run {program}: {detail}")]
     CannotRun { program: String, detail: String },
-    #[error("{program} did not answer within {} s", .timeout.as_secs())]
+    #[error("{program} did not answer within {}", format_seconds(.timeout.as_secs_f64()))]
     TimedOut { program: String, timeout: Duration },
     #[error("waiting for {program}: {detail}")]
     Wait { program: String, detail: String },

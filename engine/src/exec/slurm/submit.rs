@@ -8,6 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use pipe_protocol::format::format_seconds;
+
 use super::jobs::{
     cancel_job, write_script, JobFiles, ARRAY_WINDOW, MAX_ARRAY_INDEX, UNREACHABLE_LIMIT,
 };
@@ -179,7 +181,10 @@ impl SubmitContext {
             {
                 return Err(SlurmError::Refused { message });
             }
-            tracing::warn!("sbatch: {message}; trying again in {} s", pause.as_secs());
+            tracing::warn!(
+                "sbatch: {message}; trying again in {}",
+                format_seconds(pause.as_secs_f64())
+            );
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_secs(30));
         };

@@ -1,8 +1,9 @@
 //! The report's results table (one row per matrix combination, the
 //! baseline, speed-ups), its params and its stage times.
 
+use pipe_protocol::format::format_seconds;
 use pipe_protocol::{RunContext, RunStage};
-use pipe_report::text::{format_duration_ms, format_number};
+use pipe_report::text::format_number;
 use pipe_report::{BarChart, Cell, Document, Table};
 use serde_json::Value;
 
@@ -192,7 +193,8 @@ pub(super) fn params(document: &mut Document, run: &RunContext) {
 
 pub(super) fn seconds_cell(ms: Option<u64>) -> Cell {
     ms.map_or_else(Cell::missing, |ms| {
-        Cell::number_as(ms as f64 / 1000.0, format_duration_ms(ms))
+        let seconds = ms as f64 / 1000.0;
+        Cell::number_as(seconds, format_seconds(seconds))
     })
 }
 

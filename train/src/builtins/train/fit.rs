@@ -308,7 +308,7 @@ impl<'a> Epochs<'a> {
         }
         if self.lead {
             self.context.message(format!(
-                "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {:.1} s, {:.1} samples/s, {:.0} tokens/s",
+                "epoch {}/{}: train loss {:.4} acc {:.4}, val loss {:.4} acc {:.4}{}, {}, {:.1} samples/s, {:.0} tokens/s",
                 stats.epoch,
                 self.settings.epochs,
                 stats.train_loss,
@@ -316,7 +316,7 @@ impl<'a> Epochs<'a> {
                 stats.val_loss,
                 stats.val_acc,
                 if verdict == EpochVerdict::Improved { " (best)" } else { "" },
-                stats.epoch_seconds,
+                pipe_protocol::format::format_seconds(stats.epoch_seconds),
                 stats.samples_per_s,
                 stats.tokens_per_s,
             ));
