@@ -99,7 +99,7 @@ impl HumanReporter {
         lock(&self.progress_lines).remove(stage);
         *lock(&self.counts).entry(status).or_default() += 1;
         match status {
-            StageStatus::Failed => self.print(text),
+            StageStatus::Failed | StageStatus::Interrupted => self.print(text),
             _ => self.line(text),
         }
     }
@@ -151,6 +151,7 @@ impl HumanReporter {
             StageStatus::Restored,
             StageStatus::Fresh,
             StageStatus::Failed,
+            StageStatus::Interrupted,
             StageStatus::Skipped,
         ]
         .iter()
@@ -161,6 +162,7 @@ impl HumanReporter {
         .collect();
         let verdict = match status {
             RunStatus::Succeeded => self.style.green("succeeded"),
+            RunStatus::Interrupted => self.style.yellow("interrupted"),
             other => self.style.red(other.as_str()),
         };
         let done = if parts.is_empty() {
@@ -314,6 +316,10 @@ fn stage_line(
             style.red("✗ failed  "),
             detail.unwrap_or("failed")
         ),
+        // Stopped on purpose: no reason or log to show, and no result.
+        StageStatus::Interrupted => {
+            format!("{} {stage}  after {took}", style.yellow("■ interrupted"),)
+        }
     }
 }
 

@@ -153,7 +153,12 @@ pub fn why_text(why: &Why) -> String {
     }
     if let Some(run) = why.failed_run {
         // A failed run had no result: named only as failed.
-        let _ = writeln!(out, "it failed in run #{run}");
+        let how = if why.interrupted {
+            "was interrupted"
+        } else {
+            "failed"
+        };
+        let _ = writeln!(out, "it {how} in run #{run}");
     }
     out
 }

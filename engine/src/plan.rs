@@ -15,6 +15,7 @@ use crate::pipeline::{Dep, Pipeline, Stage};
 use crate::project::Project;
 use crate::run_input;
 use crate::running::{self, RunningStage};
+use crate::runs::StageStatus;
 use crate::runs::{RunDb, RunId};
 use crate::workspace::{
     artifact_within, check_action_fits, hash_deps, hash_deps_planned, outputs_differing,
@@ -320,7 +321,10 @@ impl<'a> Planner<'a> {
     fn changes_since_last_run(&self, stage: &str, manifest: &Value) -> Result<Vec<String>> {
         let Some((_, _, last)) = self.last_manifest(stage)? else {
             return Ok(vec![match self.last_failure(stage)? {
-                Some(run) => format!("it never had a result; it failed in run #{run}"),
+                Some((run, StageStatus::Interrupted)) => {
+                    format!("it never had a result; it was interrupted in run #{run}")
+                }
+                Some((run, _)) => format!("it never had a result; it failed in run #{run}"),
                 None => "never run with this key; no earlier run recorded".to_string(),
             }]);
         };
@@ -351,7 +355,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The last run in which `stage` failed.
-    pub fn last_failure(&self, stage: &str) -> Result<Option<i64>> {
+    pub fn last_failure(&self, stage: &str) -> Result<Option<(i64, StageStatus)>> {
         match &self.db {
             Some(db) => db.last_failure(&self.pipeline.name, stage),
             None => Ok(None),
@@ -511,9 +515,12 @@ pub struct Why {
     pub previous_run: Option<i64>,
     pub previous_key: Option<pipe_cache::ActionKey>,
     pub changes: Vec<FieldChange>,
-    /// A later run in which the stage failed.
+    /// A later run in which the stage failed, or was interrupted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failed_run: Option<i64>,
+    /// It was interrupted in `failed_run`, rather than failed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> {
@@ -532,15 +539,16 @@ pub fn why(planner: &Planner<'_>, dag: &Dag, stage_index: usize) -> Result<Why> 
         (Some((run, key, _)), None) => (Some(*run), Some(*key), Vec::new()),
         _ => (None, None, Vec::new()),
     };
-    let failed_run = planner
+    let failure = planner
         .last_failure(stage_name)?
-        .filter(|failed| previous_run.is_none_or(|previous| *failed > previous));
+        .filter(|(failed, _)| previous_run.is_none_or(|previous| *failed > previous));
     Ok(Why {
         key: state.key,
         state,
         previous_run,
         previous_key,
         changes,
-        failed_run,
+        failed_run: failure.map(|(run, _)| run),
+        interrupted: failure.is_some_and(|(_, status)| status == StageStatus::Interrupted),
     })
 }

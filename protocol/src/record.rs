@@ -54,15 +54,19 @@ pub enum StageStatus {
     Failed,
     /// Not run because a stage it depends on failed.
     Skipped,
+    /// Stopped by the user (Ctrl-C, SIGTERM) before it finished: no
+    /// failure of its own, and no result.
+    Interrupted,
 }
 
 impl StageStatus {
-    pub const ALL: [StageStatus; 5] = [
+    pub const ALL: [StageStatus; 6] = [
         StageStatus::Fresh,
         StageStatus::Restored,
         StageStatus::Ran,
         StageStatus::Failed,
         StageStatus::Skipped,
+        StageStatus::Interrupted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -72,6 +76,7 @@ impl StageStatus {
             StageStatus::Ran => "ran",
             StageStatus::Failed => "failed",
             StageStatus::Skipped => "skipped",
+            StageStatus::Interrupted => "interrupted",
         }
     }
 

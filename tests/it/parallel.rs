@@ -163,12 +163,56 @@ fn ctrl_c_stops_running_stages_and_caches_nothing_of_them() {
     );
     wait_for(|| !process_alive(stage_pid), "the stage's processes to end");
     let result = RunResult::from_output(output);
-    assert_eq!(result.status("slow"), "failed");
+    assert_eq!(result.status("slow"), "interrupted");
 
     project.write("pipe.yaml", &SLOW.replace("sleep 30", "sleep 0"));
     let rerun = project.run_ok(&[]);
     assert_eq!(rerun.status("quick"), "fresh");
     assert_eq!(rerun.status("slow"), "ran");
+}
+
+/// Ctrl-C is the user's choice, not the stage's failure: said as an
+/// interruption on the terminal, in the record and in `why`, with no log
+/// tail to read.
+#[test]
+fn ctrl_c_is_an_interruption_everywhere_never_a_failure() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", SLOW);
+    let child = project
+        .std_command()
+        .args(["run"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(
+        || project.exists("slow.pid") && !project.read("slow.pid").trim().is_empty(),
+        "the slow stage to start",
+    );
+    // SAFETY: SIGINT to the pipe process, as Ctrl-C would send.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("■ interrupted slow"), "{stderr}");
+    assert!(
+        stderr.contains("run #1 interrupted: 1 ran, 1 interrupted"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("failed"), "{stderr}");
+    assert!(!stderr.contains("full log"), "no log tail: {stderr}");
+
+    let record: serde_json::Value =
+        serde_json::from_slice(&project.pipe(&["show", "1", "--json"]).stdout).unwrap();
+    let slow = record["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|stage| stage["stage"] == "slow")
+        .unwrap();
+    assert_eq!(slow["status"], "interrupted", "{record}");
+    let why = String::from_utf8_lossy(&project.pipe(&["why", "slow"]).stdout).to_string();
+    assert!(why.contains("it was interrupted in run #1"), "{why}");
 }
 
 #[test]

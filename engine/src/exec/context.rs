@@ -65,10 +65,17 @@ pub(super) fn failed_record(
     failure: StageFailure,
     duration_ms: u64,
 ) -> StageRecord {
+    // A stage that stops while the user stops the run was interrupted,
+    // whatever its process said on the way out (a worker exits 130).
+    let status = if matches!(failure, StageFailure::Interrupted) || crate::interrupt::requested() {
+        StageStatus::Interrupted
+    } else {
+        StageStatus::Failed
+    };
     StageRecord {
         key: key.copied(),
         duration_ms,
         detail: Some(redact_text(&failure.to_string()).into_owned()),
-        ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Failed)
+        ..StageRecord::new(&stage.name, stage.identity(), status)
     }
 }

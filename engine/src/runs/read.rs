@@ -11,6 +11,7 @@ use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
 use crate::{EngineError, Result};
+use pipe_protocol::record::StageStatus;
 
 impl RunDb {
     /// The most recent runs first.
@@ -125,18 +126,29 @@ impl RunDb {
     }
 
     /// The newest run of `pipeline` in which `stage` failed.
-    pub fn last_failure(&self, pipeline: &str, stage: &str) -> Result<Option<i64>> {
-        self.connection
+    pub fn last_failure(&self, pipeline: &str, stage: &str) -> Result<Option<(i64, StageStatus)>> {
+        let found = self
+            .connection
             .prepare_cached(
-                "SELECT s.run_id FROM stage_runs s JOIN runs r ON r.id = s.run_id
-                 WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status = 'failed'
+                "SELECT s.run_id, s.status FROM stage_runs s JOIN runs r ON r.id = s.run_id
+                 WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status IN ('failed', 'interrupted')
                  ORDER BY s.run_id DESC LIMIT 1",
             )
             .and_then(|mut statement| {
-                statement.query_row(params![pipeline, stage], |row| row.get::<_, i64>(0))
+                statement.query_row(params![pipeline, stage], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                })
             })
             .optional()
-            .map_err(|e| self.error(e))
+            .map_err(|e| self.error(e))?;
+        Ok(found.map(|(run, status)| {
+            let status = if status == "interrupted" {
+                StageStatus::Interrupted
+            } else {
+                StageStatus::Failed
+            };
+            (run, status)
+        }))
     }
 
     /// The newest run of `pipeline` whose result of `stage` had exactly
