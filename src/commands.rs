@@ -23,7 +23,8 @@ use crate::remote_commands::{self, Shown};
 use crate::remote_status;
 use crate::render;
 use crate::run_setup::{
-    default_pipeline_file, dry_run, load, load_with_overrides, print_report_locations, run_request,
+    default_pipeline_file, dry_run, load, load_checked, load_with_overrides,
+    print_report_locations, run_request,
 };
 use crate::style::Style;
 
@@ -134,7 +135,7 @@ fn dag(path: Option<&Path>, pipeline: &PipelineArg, format: DagFormatArg) -> Res
 }
 
 fn validate(path: Option<&Path>, pipeline: &PipelineArg) -> Result<ExitCode> {
-    let (pipeline, _) = load(path, pipeline)?;
+    let (pipeline, _) = load_checked(path, pipeline)?;
     errln!(
         "`{}` is valid: {} stages",
         pipeline.file.display(),
@@ -221,8 +222,9 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     }
     let (pipeline, dag, overrides) =
         load_with_overrides(positional_file.as_deref(), &args.pipeline)?;
+    pipe_engine::pipefile::check_inputs(&pipeline)?;
     if args.dry_run {
-        return dry_run(&pipeline, &dag, &targets);
+        return dry_run(&pipeline, &dag, &targets, &args);
     }
     let progress = Progress::new(args.json, quiet);
     let request = RunRequest {
@@ -260,7 +262,7 @@ fn status(
     json: bool,
     remote: Option<&str>,
 ) -> Result<ExitCode> {
-    let (pipeline, dag) = load(file.as_deref(), &arg)?;
+    let (pipeline, dag) = load_checked(file.as_deref(), &arg)?;
     let report = pipe_engine::remote_status::status(&pipeline, &dag, remote)?;
     let states = report.states;
     match report.remote {
@@ -285,7 +287,7 @@ fn status(
 }
 
 fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
-    let (pipeline, dag) = load(None, &arg)?;
+    let (pipeline, dag) = load_checked(None, &arg)?;
     for why in plan::why_stages(&pipeline, &dag, stage)? {
         if json {
             jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());

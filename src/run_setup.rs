@@ -107,6 +107,14 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     Ok((pipeline, dag))
 }
 
+/// [`load`], for a command that says what a run would do: inputs that no
+/// stage makes must be there (`pipefile::check_inputs`).
+pub fn load_checked(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
+    let (pipeline, dag) = load(file, arg)?;
+    pipe_engine::pipefile::check_inputs(&pipeline)?;
+    Ok((pipeline, dag))
+}
+
 /// What `pipe run`'s flags ask of a run, but its `-S` values.
 pub fn run_request(
     args: &RunArgs,
@@ -149,8 +157,17 @@ pub fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunOutcome) {
         }
     }
 }
-pub fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<ExitCode> {
-    let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets)?;
+pub fn dry_run(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    targets: &[String],
+    args: &RunArgs,
+) -> Result<ExitCode> {
+    let forced = plan::Forced {
+        stages: &args.force,
+        all: args.force_all,
+    };
+    let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets, &forced)?;
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
     render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
     Ok(ExitCode::Ok)

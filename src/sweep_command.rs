@@ -23,6 +23,9 @@ pub fn sweep(
 ) -> Result<ExitCode> {
     let (file, overrides) = settings(file, &args.pipeline)?;
     let combinations = sweep::load(&file, &overrides, &ProjectWorkers)?;
+    for combination in &combinations {
+        pipe_engine::pipefile::check_inputs(&combination.loaded.pipeline)?;
+    }
     // Every combination warns of the same file: once is enough.
     if let Some(first) = combinations.first() {
         for warning in &first.loaded.warnings {
@@ -41,6 +44,7 @@ pub fn sweep(
                 &combination.loaded.pipeline,
                 &combination.loaded.dag,
                 &targets,
+                args,
             )?;
         }
         return Ok(ExitCode::Ok);

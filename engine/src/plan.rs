@@ -484,15 +484,38 @@ pub struct DryRun {
 
 /// `pipe run --dry-run [TARGETS]`: what a run of `targets` (every stage
 /// when none is given) and what they need would do, without running.
-pub fn dry_run(pipeline: &Pipeline, dag: &Dag, targets: &[String]) -> Result<DryRun> {
+pub fn dry_run(
+    pipeline: &Pipeline,
+    dag: &Dag,
+    targets: &[String],
+    forced: &Forced<'_>,
+) -> Result<DryRun> {
     let selected = select_stages(pipeline, targets)?;
+    // A name `--force` does not know is refused here as the run refuses it.
+    let forced_stages = select_stages(pipeline, forced.stages)?;
     let stages = if selected.is_empty() {
         dag.order.clone()
     } else {
         dag.closure(&selected)
     };
-    let states = Planner::new(pipeline)?.states(dag, &stages)?;
+    let mut states = Planner::new(pipeline)?.states(dag, &stages)?;
+    for (state, index) in states.iter_mut().zip(&stages) {
+        if forced.all || forced_stages.contains(index) {
+            if state.freshness != Freshness::Stale {
+                state.freshness = Freshness::Stale;
+            }
+            let reason = if forced.all { "--force-all" } else { "--force" };
+            state.reasons.insert(0, format!("forced ({reason})"));
+        }
+    }
     Ok(DryRun { stages, states })
+}
+
+/// `--force STAGE…` and `--force-all`: stages a run runs even when fresh.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forced<'a> {
+    pub stages: &'a [String],
+    pub all: bool,
 }
 
 /// `pipe why STAGE`: a [`Why`] for each stage the name selects (every

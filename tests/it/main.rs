@@ -21,6 +21,7 @@ mod incremental_property;
 mod init;
 mod install;
 mod key_metrics;
+mod load_checks;
 mod keys_cover_inputs;
 mod kill_safety;
 mod malformed;

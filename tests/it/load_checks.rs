@@ -1,0 +1,68 @@
+//! What a command can know before anything runs, it says before anything
+//! runs, located: inputs no stage makes that are not there (`validate`,
+//! `status`, `why`, `run` and `--dry-run`), and `--force` names that name
+//! no stage, in a dry run as in a run.
+
+use pipe_test_support::TestProject;
+
+fn project() -> TestProject {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  prepare:\n    run: cp raw.csv clean.csv\n    deps: [raw.csv]\n    outs: [clean.csv]\n  train:\n    run: wc -l clean.csv > model.txt\n    deps: [clean.csv]\n    outs: [model.txt]\n",
+    );
+    project
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn an_input_no_stage_makes_and_that_is_absent_is_refused_where_written_before_anything_runs() {
+    let project = project();
+    for args in [
+        &["validate"][..],
+        &["status"],
+        &["why", "train"],
+        &["run", "--dry-run"],
+        &["run"],
+    ] {
+        let output = project.pipe(args);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {text}");
+        assert!(
+            text.contains("error[missing-input]: stage `prepare` depends on `raw.csv`, which is not there and which no stage makes")
+                && text.contains("--> pipe.yaml:4:12"),
+            "{args:?}: {text}"
+        );
+        // `clean.csv` is made by a stage: not an input to check.
+        assert!(!text.contains("`clean.csv`"), "{args:?}: {text}");
+    }
+    assert!(!project.exists("clean.csv"), "nothing ran");
+    // What only reads the pipeline's shape still works.
+    assert!(project.pipe(&["dag"]).status.success());
+
+    project.write("raw.csv", "a\n");
+    assert!(project.pipe(&["validate"]).status.success());
+    project.run_ok(&[]);
+}
+
+#[test]
+fn a_force_that_names_no_stage_is_refused_in_a_dry_run_and_a_named_one_is_shown_forced() {
+    let project = project();
+    project.write("raw.csv", "a\n");
+    project.run_ok(&[]);
+    let typo = project.pipe(&["run", "--force", "trian", "--dry-run"]);
+    assert_eq!(typo.status.code(), Some(2), "{}", stderr(&typo));
+    assert!(stderr(&typo).contains("did you mean `train`?"), "{}", stderr(&typo));
+
+    let forced = project.pipe(&["run", "--force", "train", "--dry-run"]);
+    let text = String::from_utf8_lossy(&forced.stdout);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert!(text.contains("train    would run  forced (--force)"), "{text}");
+    assert!(text.contains("prepare  fresh"), "{text}");
+    let all = project.pipe(&["run", "--force-all", "--dry-run"]);
+    let text = String::from_utf8_lossy(&all.stdout);
+    assert!(text.contains("prepare  would run  forced (--force-all)"), "{text}");
+}
