@@ -62,8 +62,9 @@ pub enum Command {
     },
     /// Explain, field by field, why a stage would rerun.
     Why {
-        #[arg(add = ArgValueCandidates::new(crate::complete::stage_names))]
-        stage: String,
+        /// An optional pipeline file (as `pipe run` takes it), then the stage.
+        #[arg(value_name = "[FILE] STAGE", num_args = 1..=2, required = true, add = ArgValueCandidates::new(crate::complete::stage_names))]
+        targets: Vec<String>,
         #[command(flatten)]
         pipeline: PipelineArg,
         /// The stage's state and the changed key fields as JSON on stdout.

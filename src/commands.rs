@@ -39,10 +39,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             remote,
         } => status(path, pipeline, json, remote.as_deref()),
         Command::Why {
-            stage,
+            targets,
             pipeline,
             json,
-        } => why(&stage, pipeline, json),
+        } => why(&targets, pipeline, json),
         Command::Dag {
             path,
             pipeline,
@@ -215,6 +215,11 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     let mut targets = args.targets.clone();
     let positional_file = match targets.first() {
         Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
+        // `pipe run pipelines/quickstart`: a file without its extension,
+        // not a stage.
+        Some(first) if pipe_engine::pipefile::with_extension(Path::new(first)).is_some() => {
+            Some(PathBuf::from(targets.remove(0)))
+        }
         _ => None,
     };
     if args.multirun {
@@ -286,8 +291,15 @@ fn status(
     Ok(ExitCode::Ok)
 }
 
-fn why(stage: &str, arg: PipelineArg, json: bool) -> Result<ExitCode> {
-    let (pipeline, dag) = load_checked(None, &arg)?;
+/// `pipe why [FILE] STAGE`.
+fn why(targets: &[String], arg: PipelineArg, json: bool) -> Result<ExitCode> {
+    let (file, stage) = match targets {
+        [file, stage] => (Some(Path::new(file.as_str())), stage.as_str()),
+        [stage, ..] => (None, stage.as_str()),
+        // clap asks for the stage; an empty list is said, not a panic.
+        [] => return Err(pipe_engine::UsageError::NoStageNamed.into()),
+    };
+    let (pipeline, dag) = load_checked(file, &arg)?;
     for why in plan::why_stages(&pipeline, &dag, stage)? {
         if json {
             jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());

@@ -38,7 +38,20 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
             .into())
         }
         (Some(file), _) | (None, Some(file)) => file.to_path_buf(),
-        (None, None) => default_pipeline_file()?,
+        (None, None) => match default_pipeline_file() {
+            Ok(file) => file,
+            Err(none_here) => {
+                let root = crate::here::root()?;
+                let Some((run, file)) = run_settings::last_run_pipeline_file(&root) else {
+                    return Err(none_here);
+                };
+                errln!(
+                    "no pipe.yaml here: using {}, the pipeline file of the last run (#{run})",
+                    terminal_safe(&shown_path(&file))
+                );
+                file
+            }
+        },
     };
     if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
         &file,

@@ -169,6 +169,8 @@ pub enum UsageError {
     /// `pipe run -m` whose `-S` values cannot be swept.
     #[error("cannot sweep `-S {argument}`: {why}")]
     BadSweep { argument: String, why: String },
+    #[error("no stage named")]
+    NoStageNamed,
     /// `params.yaml` changed between reading the pipeline and writing the
     /// run's `-S` values into it.
     #[error("`{}` changed after the pipeline was read", .file.display())]
@@ -179,7 +181,13 @@ pub enum UsageError {
     TwoPipelineFiles { positional: PathBuf, flag: PathBuf },
     /// `hint` depends on how the file was named.
     #[error("pipeline file `{}` does not exist", .file.display())]
-    PipelineFileMissing { file: PathBuf, hint: &'static str },
+    /// `with_extension`: the same path with `.yaml`/`.yml`, when that is a
+    /// file (`pipe run pipelines/quickstart`).
+    PipelineFileMissing {
+        file: PathBuf,
+        hint: &'static str,
+        with_extension: Option<PathBuf>,
+    },
     /// `inside`: the pipeline file in that directory, when there is one.
     #[error("`{}` is a directory, not a pipeline file", .file.display())]
     PipelineFileIsDirectory {
@@ -273,6 +281,7 @@ impl UsageError {
             UsageError::NoRunSelected => "`pipe runs` lists the recorded runs; `--status any` \
                  includes those that failed"
                 .to_string(),
+            UsageError::NoStageNamed => "name one, e.g. `pipe why train`".to_string(),
             UsageError::BadSweep { .. } => "write each swept param once with its values comma-separated, e.g. `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`".to_string(),
             UsageError::ParamsFileNotRegular { .. } => {
                 "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
@@ -310,6 +319,10 @@ impl UsageError {
             UsageError::TwoPipelineFiles { .. } => {
                 "give the file once, positionally or with -f".to_string()
             }
+            UsageError::PipelineFileMissing {
+                with_extension: Some(file),
+                ..
+            } => format!("did you mean `{}`?", file.display()),
             UsageError::PipelineFileMissing { hint, .. } => hint.to_string(),
             UsageError::PipelineFileIsDirectory { file, inside } => match inside {
                 Some(inside) => format!("did you mean `{}`?", inside.display()),

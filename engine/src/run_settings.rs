@@ -23,6 +23,18 @@ pub struct RunSettings {
     pub overrides: Vec<String>,
 }
 
+/// The pipeline file of the newest run recorded in the project at
+/// `root`, when it names one inside the project that is still there: what
+/// a command uses when none is named and none is found here.
+pub fn last_run_pipeline_file(root: &Path) -> Option<(RunId, PathBuf)> {
+    let history = History::open_existing(root).ok()??;
+    let record = history.db.list_runs(1).ok()?.into_iter().next()?;
+    let file = record.file.as_deref()?;
+    pipe_cache::check_relative_path(file).ok()?;
+    let path = root.join(file);
+    path.is_file().then_some((record.id, path))
+}
+
 /// The settings of the run `query` names (`7`, `last`, a git ref), pulled
 /// from the remote when configured; `found_here` is the pipeline file the
 /// command would use without a run.

@@ -55,14 +55,74 @@ fn a_force_that_names_no_stage_is_refused_in_a_dry_run_and_a_named_one_is_shown_
     project.run_ok(&[]);
     let typo = project.pipe(&["run", "--force", "trian", "--dry-run"]);
     assert_eq!(typo.status.code(), Some(2), "{}", stderr(&typo));
-    assert!(stderr(&typo).contains("did you mean `train`?"), "{}", stderr(&typo));
+    assert!(
+        stderr(&typo).contains("did you mean `train`?"),
+        "{}",
+        stderr(&typo)
+    );
 
     let forced = project.pipe(&["run", "--force", "train", "--dry-run"]);
     let text = String::from_utf8_lossy(&forced.stdout);
     assert!(forced.status.success(), "{}", stderr(&forced));
-    assert!(text.contains("train    would run  forced (--force)"), "{text}");
+    assert!(
+        text.contains("train    would run  forced (--force)"),
+        "{text}"
+    );
     assert!(text.contains("prepare  fresh"), "{text}");
     let all = project.pipe(&["run", "--force-all", "--dry-run"]);
     let text = String::from_utf8_lossy(&all.stdout);
-    assert!(text.contains("prepare  would run  forced (--force-all)"), "{text}");
+    assert!(
+        text.contains("prepare  would run  forced (--force-all)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_command_finds_its_pipeline_file_by_one_rule() {
+    let project = TestProject::new();
+    // A repository: its root is the project's, wherever the pipeline is.
+    std::fs::create_dir(project.path(".git")).unwrap();
+    project.write(
+        "pipelines/clean.yaml",
+        "stages:\n  clean:\n    run: echo ok > clean.txt\n    outs: [clean.txt]\n",
+    );
+    // Without its extension: said, not taken for a stage.
+    for args in [
+        &["run", "pipelines/clean"][..],
+        &["status", "pipelines/clean"],
+    ] {
+        let output = project.pipe(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(
+            stderr(&output).contains("did you mean `pipelines/clean.yaml`?"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    // No pipe.yaml and no run yet: said so.
+    let none = project.pipe(&["status"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(
+        stderr(&none).contains("no pipeline file"),
+        "{}",
+        stderr(&none)
+    );
+
+    project.run_ok(&["pipelines/clean.yaml"]);
+    // Then the pipeline of the last run, said on stderr, for every command.
+    for args in [&["status"][..], &["why", "clean"], &["validate"], &["dag"]] {
+        let output = project.pipe(args);
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(
+                "no pipe.yaml here: using pipelines/clean.yaml, the pipeline file of the last run (#1)"
+            ),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+    // `why` takes the file positionally too, as `run` and `status` do.
+    let why = project.pipe(&["why", "pipelines/clean.yaml", "clean"]);
+    assert!(why.status.success(), "{}", stderr(&why));
+    assert!(String::from_utf8_lossy(&why.stdout).contains("stage `clean` is fresh"));
 }

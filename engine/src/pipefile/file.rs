@@ -25,9 +25,22 @@ pub fn pipeline_file_problem(file: &Path, missing_hint: &'static str) -> Option<
         Err(_) => UsageError::PipelineFileMissing {
             file: file_buf(),
             hint: missing_hint,
+            with_extension: with_extension(file),
         },
     };
     Some(problem.into())
+}
+
+/// `file` with `.yaml` or `.yml` added, when that is a file: what a
+/// user who left the extension off meant.
+pub fn with_extension(file: &Path) -> Option<std::path::PathBuf> {
+    ["yaml", "yml"].iter().find_map(|extension| {
+        let mut name = file.as_os_str().to_os_string();
+        name.push(".");
+        name.push(extension);
+        let candidate = std::path::PathBuf::from(name);
+        candidate.is_file().then_some(candidate)
+    })
 }
 
 /// A file `my pipeline.yaml` without `name:` is the pipeline `my_pipeline`.

@@ -9,7 +9,7 @@ pub(crate) mod cache_section;
 mod executor_section;
 pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
 pub use catalog_source::{CatalogSource, ProjectWorkers};
-pub use file::pipeline_file_problem;
+pub use file::{pipeline_file_problem, with_extension};
 pub use inputs::check_inputs;
 pub use load::{load, Loaded};
 pub use name::pipeline_name;
