@@ -33,6 +33,9 @@ pub struct HumanReporter {
     /// Off a terminal: each running stage's occasional progress line.
     progress_lines: Mutex<HashMap<String, ProgressText>>,
     counts: Mutex<HashMap<StageStatus, usize>>,
+    /// Off a terminal: when each running command stage's output was last
+    /// shown, so that a CI log gets a line per interval, not a flood.
+    output_shown: Mutex<HashMap<String, Instant>>,
     /// When the current run started: reset by each run of a sweep.
     started: Mutex<Instant>,
 }
@@ -47,6 +50,7 @@ impl HumanReporter {
             running: Mutex::new(HashMap::new()),
             progress_lines: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
+            output_shown: Mutex::new(HashMap::new()),
             started: Mutex::new(Instant::now()),
         }
     }
@@ -79,6 +83,7 @@ impl HumanReporter {
                 stage.to_string(),
                 ProgressText::new(progress_interval(LINE_INTERVAL), Instant::now()),
             );
+            lock(&self.output_shown).insert(stage.to_string(), Instant::now());
             return;
         };
         let bar = bars.add(ProgressBar::new_spinner());
@@ -91,8 +96,35 @@ impl HumanReporter {
         lock(&self.running).insert(stage.to_string(), bar);
     }
 
+    /// A command stage's newest line: beside it on a terminal; off one,
+    /// prefixed by the stage, at most once per progress interval.
+    fn stage_output(&self, stage: &str, line: &str) {
+        if let Some(bar) = lock(&self.running).get(stage) {
+            bar.set_message(crate::output::shown(format_args!("{stage}  {line}")));
+            return;
+        }
+        let due = {
+            let mut shown = lock(&self.output_shown);
+            let now = Instant::now();
+            match shown.get_mut(stage) {
+                Some(last) if now.duration_since(*last) >= progress_interval(LINE_INTERVAL) => {
+                    *last = now;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if due {
+            self.line(crate::output::shown(format_args!(
+                "  {} {line}",
+                self.style.dim(&format!("{stage}:"))
+            )));
+        }
+    }
+
     /// Ends the stage's live line, counts it, and prints its line.
     fn stage_finished(&self, stage: &str, status: StageStatus, text: String) {
+        lock(&self.output_shown).remove(stage);
         if let Some(bar) = lock(&self.running).remove(stage) {
             bar.finish_and_clear();
         }
@@ -245,6 +277,7 @@ impl Reporter<Event<'_>> for HumanReporter {
                 shown_path(file),
                 shown_path(kept)
             )),
+            Event::StageOutput { stage, line } => self.stage_output(stage, line),
             Event::StageMessage { stage, text } => {
                 self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
             }

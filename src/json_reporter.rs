@@ -81,6 +81,10 @@ enum RunEventLine<'a> {
         stage: &'a str,
         text: &'a str,
     },
+    StageOutput {
+        stage: &'a str,
+        line: &'a str,
+    },
     SweepRunStarting {
         /// From 1, as shown.
         number: usize,
@@ -160,6 +164,7 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
                 detail,
             },
             Event::StageMessage { stage, text } => RunEventLine::StageMessage { stage, text },
+            Event::StageOutput { stage, line } => RunEventLine::StageOutput { stage, line },
             Event::SweepRunStarting {
                 index,
                 total,

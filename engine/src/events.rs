@@ -46,6 +46,13 @@ pub enum Event<'a> {
         /// A live figure from the stage (`loss 0.4521`), shown beside the bar.
         detail: Option<&'a str>,
     },
+    /// The newest line a running command stage wrote to its log, as it
+    /// wrote it (a few times a second at most; cut to 200 characters, not
+    /// made safe for a terminal).
+    StageOutput {
+        stage: &'a str,
+        line: &'a str,
+    },
     /// A line a built-in stage wants the user to see.
     StageMessage {
         stage: &'a str,

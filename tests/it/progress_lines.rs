@@ -91,3 +91,55 @@ fn a_running_stage_writes_its_progress_to_its_log_and_to_a_ci_log() {
         "no progress line on a stderr that is not a terminal:\n{stderr}"
     );
 }
+
+/// A `run:` stage's own lines reach the user while it runs: in a CI log as
+/// `  get: downloading chunk 2/3`, one per progress interval, and as
+/// `stage_output` events under `--json`; the log keeps them all.
+#[test]
+fn a_command_stages_own_lines_reach_a_ci_log_and_the_json_events_while_it_runs() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  get:\n    run: for i in 1 2 3; do echo \"downloading chunk $i/3\"; sleep 0.7; done; echo done > out.txt\n    outs: [out.txt]\n",
+    );
+    let output = project
+        .std_command()
+        .env("PIPE_PROGRESS_INTERVAL", "0")
+        .args(["run"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let shown: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("  get: downloading chunk "))
+        .collect();
+    assert!(shown.len() >= 2, "{stderr}");
+
+    project.write(
+        "pipe.yaml",
+        "stages:\n  get:\n    run: for i in 1 2 3; do echo \"fetching part $i\"; sleep 0.7; done; echo again > out.txt\n    outs: [out.txt]\n",
+    );
+    let json = project.pipe(&["run", "--json"]);
+    assert!(json.status.success());
+    let lines: Vec<String> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == "stage_output" && event["stage"] == "get")
+        .map(|event| event["line"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(lines.len() >= 2, "{lines:?}");
+    assert!(
+        lines.iter().all(|line| line.starts_with("fetching part ")),
+        "{lines:?}"
+    );
+
+    // Off a terminal and within the default interval (30 s), nothing but
+    // the stage's own line.
+    project.write(
+        "pipe.yaml",
+        "stages:\n  get:\n    run: echo quick; echo once > out.txt\n    outs: [out.txt]\n",
+    );
+    let quiet = project.pipe(&["run"]);
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("get: quick"));
+}

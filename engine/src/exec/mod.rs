@@ -6,6 +6,7 @@ mod context;
 mod executors;
 mod failure;
 mod gpus;
+mod log_follower;
 mod process;
 mod progress_text;
 mod readiness;

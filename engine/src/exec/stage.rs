@@ -12,9 +12,12 @@ use pipe_cache::remote::Pulled;
 use pipe_cache::{ActionKey, ActionResult, Artifact, CacheError};
 use serde_json::Value;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::context::{failed_record, Context, StageOutcome};
 use super::executors::{executor_for, Execution, StageCommand};
 use super::failure::StageFailure;
+use super::log_follower;
 use super::process::{check_exit, command_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
@@ -392,9 +395,19 @@ pub(super) fn run_command(
                 Ok(process)
             });
             match process {
-                Ok(process) => executor_for(context, stage)
-                    .execute(&job, process, None)
-                    .then(|status| check_exit(status, "command")),
+                Ok(process) => {
+                    let done = AtomicBool::new(false);
+                    std::thread::scope(|scope| {
+                        let follower = scope.spawn(|| {
+                            log_follower::follow(context.observer, &stage.name, &log_path, &done)
+                        });
+                        let execution = executor_for(context, stage).execute(&job, process, None);
+                        done.store(true, Ordering::Relaxed);
+                        follower.thread().unpark();
+                        execution
+                    })
+                    .then(|status| check_exit(status, "command"))
+                }
                 Err(failure) => Execution::not_started(failure),
             }
         }
