@@ -130,22 +130,35 @@ pub fn why_text(why: &Why) -> String {
     for reason in &state.reasons {
         let _ = writeln!(out, "  - {reason}");
     }
-    match (&why.previous_run, &why.previous_key) {
-        (Some(run), Some(previous)) => {
-            let current = why
-                .key
-                .map(|key| key.short())
-                .unwrap_or_else(|| "unknown".to_string());
-            if why.changes.is_empty() {
-                let _ = writeln!(out, "key {current}… is the one it had in run #{run}");
+    match (&why.previous_run, &why.previous_key, why.key) {
+        (Some(run), Some(_), Some(current)) if why.changes.is_empty() => {
+            let _ = writeln!(
+                out,
+                "nothing it depends on changed since run #{run} (key {}…)",
+                current.short()
+            );
+        }
+        (Some(run), Some(previous), Some(current)) => {
+            let _ = writeln!(
+                out,
+                "changed since run #{run} (key {}… then, {}… now):",
+                previous.short(),
+                current.short()
+            );
+            field_lines(&mut out, &why.changes, "  ");
+        }
+        // No key yet: it depends on outputs that do not exist yet, or on
+        // a stage that runs now.
+        (Some(run), Some(_), None) => {
+            let waits = if state.freshness == Freshness::Running {
+                "it is running"
             } else {
-                let _ = writeln!(
-                    out,
-                    "key {current}… differs from run #{run} (key {}…) in:",
-                    previous.short()
-                );
-                field_lines(&mut out, &why.changes, "  ");
-            }
+                "a stage before it has to run first"
+            };
+            let _ = writeln!(
+                out,
+                "its key is worked out once its inputs are there ({waits}); its last result was made in run #{run}"
+            );
         }
         _ => {
             let _ = writeln!(out, "no earlier result of this stage is recorded");

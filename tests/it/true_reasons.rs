@@ -177,7 +177,10 @@ fn why_after_a_failed_run_cites_the_last_run_with_a_result_and_names_the_failed_
     let why = stdout_of(&project, &["why", "train"]);
     assert!(why.contains("stage `train` is stale"), "{why}");
     assert!(why.contains("param `x` changed"), "{why}");
-    assert!(why.contains(&format!("differs from run #{good}")), "{why}");
+    assert!(
+        why.contains(&format!("changed since run #{good} (key")),
+        "{why}"
+    );
     assert!(
         why.contains(&format!("it failed in run #{failed}")),
         "{why}"
