@@ -54,13 +54,15 @@ pub fn sweep(
     // Where and how stages run is the pipeline's, whatever its params.
     let options = request.options(&combinations[0].loaded.pipeline)?;
     let outcome = sweep::run(&combinations, &options, &|event| progress.on_event(event))?;
-    for ((_, run), combination) in outcome.runs.iter().zip(&combinations) {
+    for (_, run) in &outcome.runs {
         if let Some(remote) = &run.remote {
             remote_commands::print_run_summary(remote, args.json, quiet);
         }
-        if !quiet && !args.json {
-            print_report_locations(&combination.loaded.pipeline, run);
-        }
+    }
+    // The work tree holds the last run's pages; each is named once.
+    if let (Some((_, run)), false) = (outcome.runs.last(), quiet || args.json) {
+        let combination = &combinations[outcome.runs.len() - 1];
+        print_report_locations(&combination.loaded.pipeline, run);
     }
     if !args.json {
         print_summary(&outcome);
