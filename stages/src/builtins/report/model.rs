@@ -183,6 +183,19 @@ pub(super) fn rows(run: &RunContext) -> Vec<Row<'_>> {
     .collect()
 }
 
+/// A metric's value in its unit when its name gives one (`train_seconds`
+/// reads `1 min 21 s`, `peak_rss_bytes` `1.46 GiB`), still sorted by the
+/// number; else as [`value_cell`] shows it.
+pub(super) fn metric_cell(value: Option<&Value>, metric: &str) -> Cell {
+    match (
+        value.and_then(Value::as_f64),
+        pipe_protocol::format::Unit::of(metric),
+    ) {
+        (Some(number), Some(unit)) => Cell::number_as(number, unit.format(number)),
+        _ => value_cell(value),
+    }
+}
+
 /// The value of `column` in `row`.
 pub(super) fn lookup<'a>(row: &Row<'a>, column: &MetricColumn) -> Option<&'a Value> {
     row.stages

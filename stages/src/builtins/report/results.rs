@@ -7,7 +7,7 @@ use pipe_report::text::format_number;
 use pipe_report::{BarChart, Cell, Document, Table};
 use serde_json::Value;
 
-use super::model::{lookup, rows, value_cell, value_text, MetricColumn, Options, Row};
+use super::model::{lookup, metric_cell, rows, value_text, MetricColumn, Options, Row};
 use super::sections::draw_error;
 use crate::{Result, StageError};
 
@@ -79,7 +79,11 @@ pub(super) fn results(document: &mut Document, run: &RunContext, options: &Optio
                     .map_or_else(Cell::missing, |value| Cell::text(value.to_string()))
             })
             .collect();
-        cells.extend(columns.iter().map(|column| value_cell(lookup(row, column))));
+        cells.extend(
+            columns
+                .iter()
+                .map(|column| metric_cell(lookup(row, column), &column.metric)),
+        );
         if let Some(column) = &options.speedup {
             let time = lookup(row, column).and_then(Value::as_f64);
             cells.push(match (baseline_time, time) {
