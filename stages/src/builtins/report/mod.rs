@@ -49,7 +49,7 @@ impl BuiltinStage for HtmlReport {
         )
         // 2: a pasteable report.md and report-with-images.md; readable,
         // themed charts; per-step curves for one epoch; label names.
-        .implementation(2)
+        .implementation(3)
         .params([
             ParamSpec::new(
                 "title",
