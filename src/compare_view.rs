@@ -116,11 +116,22 @@ fn runs_of(group: &Group) -> String {
 /// several (seeds) is the mean of. In the label, not a column of its own,
 /// so that no param or matrix key (`n`, `runs`) can take its name.
 fn line_label(group: &Group) -> String {
-    if group.n > 1 {
+    let mut label = if group.n > 1 {
         format!("{} (mean of {})", runs_of(group), group.n)
     } else {
         runs_of(group)
+    };
+    // A run that restored another's result is that result again, shown
+    // once: said, so that no run seems missing.
+    if !group.repeats.is_empty() {
+        let same: Vec<String> = group
+            .repeats
+            .iter()
+            .map(|repeat| format!("#{} = #{}", repeat.run, repeat.same_as))
+            .collect();
+        label.push_str(&format!(" ({}: same result)", same.join(", ")));
     }
+    label
 }
 
 fn baseline_text(table: &CompareTable) -> String {

@@ -614,3 +614,40 @@ fn a_run_database_from_before_directions_is_upgraded_in_place() {
         "better"
     );
 }
+
+/// A run that only restored an earlier run's result is that result again:
+/// one line that says so (`#1,#3 (#3 = #1: same result)`), counted once,
+/// never a second sample of a mean nor a line that hides the first.
+#[test]
+fn a_run_that_restored_an_earlier_result_is_folded_into_its_line_and_said() {
+    let project = TestProject::new();
+    let pipeline = |lr: &str| {
+        format!(
+            "params:\n  lr: {lr}\nstages:\n  train:\n    run: >-\n      echo '{{\"val_acc\": '$(python3 -c 'print(0.5 + {lr})')'}}' > m.json\n    params: [lr]\n    metrics: m.json\n"
+        )
+    };
+    project.write("pipe.yaml", &pipeline("0.1"));
+    project.run_ok(&[]);
+    project.write("pipe.yaml", &pipeline("0.2"));
+    project.run_ok(&[]);
+    project.write("pipe.yaml", &pipeline("0.1"));
+    let third = project.run_ok(&[]);
+    assert_eq!(third.status("train"), "restored", "{}", third.stderr);
+
+    let text = stdout(&project.pipe(&["compare", "1", "2", "3"]));
+    let lines: Vec<&str> = text.lines().filter(|line| line.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].starts_with("#1,#3 (#3 = #1: same result)"),
+        "{text}"
+    );
+    assert!(!lines[0].contains("mean of"), "{text}");
+    let table = json(&project, &["1", "2", "3"]);
+    let group = &table["groups"][0];
+    assert_eq!(group["n"], 1, "{table:#}");
+    assert_eq!(
+        group["repeats"],
+        serde_json::json!([{"run": 3, "same_as": 1}])
+    );
+    assert_eq!(group["cells"]["metric:train.val_acc"]["value"], 0.6);
+}

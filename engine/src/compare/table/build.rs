@@ -36,7 +36,7 @@ pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<Co
         for column in &columns {
             group
                 .cells
-                .insert(column.id.clone(), cell(column, &group.rows, &facts));
+                .insert(column.id.clone(), cell(column, &group.distinct, &facts));
         }
     }
     add_baseline_deltas(&mut groups, &columns, baseline_group);
@@ -116,6 +116,8 @@ fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usiz
             rows: Vec::new(),
             runs: Vec::new(),
             n: 0,
+            repeats: Vec::new(),
+            distinct: Vec::new(),
             cells: BTreeMap::new(),
         })
         .collect();
@@ -123,11 +125,26 @@ fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usiz
     for (row, &group_index) in group_of_row.iter().enumerate() {
         let group = &mut groups[group_index];
         group.rows.push(row);
-        group.n += 1;
         let run = runs[facts[row].run].run.id;
         if runs_of_group.insert((group_index, run)) {
             group.runs.push(run);
         }
+        // A result already in the line (the same values, seed included)
+        // is a repeat of it, not another sample of the mean.
+        match group
+            .distinct
+            .iter()
+            .find(|&&earlier| facts[earlier].values == facts[row].values)
+        {
+            Some(&earlier) => {
+                let same_as = runs[facts[earlier].run].run.id;
+                if same_as != run {
+                    group.repeats.push(Repeat { run, same_as });
+                }
+            }
+            None => group.distinct.push(row),
+        }
+        group.n = group.distinct.len();
     }
     groups
 }

@@ -277,7 +277,8 @@ pub(super) fn group_rows(runs: &[ComparedRun], facts: &[RowFacts], per_seed: boo
     }
     // Rows alike in everything, seed included, are different experiments
     // that happen to match (a rerun after a code change at a dirty commit),
-    // not repetitions over seeds: they stay apart.
+    // not repetitions over seeds: they stay apart, unless their results
+    // are the same too (a run that restored another's): one line.
     let mut group_of_row = vec![0; facts.len()];
     let mut next = 0;
     let mut first_of_group: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -288,9 +289,17 @@ pub(super) fn group_rows(runs: &[ComparedRun], facts: &[RowFacts], per_seed: boo
         if seeds_differ {
             first_of_group.push((rows[0], rows));
         } else {
+            let mut alike: Vec<Vec<usize>> = Vec::new();
             for row in rows {
-                first_of_group.push((row, vec![row]));
+                match alike
+                    .iter_mut()
+                    .find(|same| facts[same[0]].values == facts[row].values)
+                {
+                    Some(same) => same.push(row),
+                    None => alike.push(vec![row]),
+                }
             }
+            first_of_group.extend(alike.into_iter().map(|same| (same[0], same)));
         }
     }
     // Groups appear where their first row is.

@@ -129,13 +129,28 @@ impl Pairs {
     }
 }
 
+/// A run whose result is the one an earlier run of the same line made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Repeat {
+    pub run: RunId,
+    pub same_as: RunId,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Group {
     /// Indices in `CompareTable::rows`.
     pub rows: Vec<usize>,
     /// The runs of those rows, each once.
     pub runs: Vec<RunId>,
+    /// How many distinct results the cells are the mean of.
     pub n: usize,
+    /// Rows whose run has the very result of an earlier row's (a run that
+    /// restored it): shown once, counted once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Repeat>,
+    /// The rows the cells are made of: one per distinct result.
+    #[serde(skip)]
+    pub distinct: Vec<usize>,
     /// By column id.
     pub cells: BTreeMap<String, Cell>,
 }
