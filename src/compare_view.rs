@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use pipe_engine::compare::steps::StepCurves;
 use pipe_engine::compare::table::{
-    row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs,
+    row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs, Row,
 };
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::runs::{ComparedRun, RunId};
@@ -139,19 +139,41 @@ fn baseline_text(table: &CompareTable) -> String {
 }
 
 /// `#3,#4` or `#3,#4 (precision=bf16-mixed)`: a group's runs and the
-/// matrix combination they share.
+/// matrix combination they share. A line of several seeds shares no seed:
+/// the first row's is left out.
 fn group_label(group: &Group, matrix: &Pairs) -> String {
     let runs = runs_of(group);
-    if matrix.0.is_empty() {
+    let pairs: Vec<String> = matrix
+        .0
+        .iter()
+        .filter(|(key, _)| group.n == 1 || !is_seed_key(key))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    if pairs.is_empty() {
         runs
     } else {
-        let pairs: Vec<String> = matrix
-            .0
-            .iter()
-            .map(|(key, value)| format!("{key}={value}"))
-            .collect();
         format!("{runs} ({})", pairs.join(","))
     }
+}
+
+fn is_seed_key(key: &str) -> bool {
+    key.rsplit('.').next() == Some("seed")
+}
+
+/// A curve's name in a legend: its row, and the value of each param that
+/// differs between the rows (`#4 lr=0.0001 seed=2`), so that a reader
+/// need not look the runs up.
+fn curve_label(table: &CompareTable, row: &Row) -> String {
+    let mut label = row_label(row.run, &row.matrix);
+    for column in &table.columns {
+        if column.kind != ColumnKind::Param {
+            continue;
+        }
+        if let Some(value) = row.values.get(&column.id) {
+            label.push_str(&format!(" {}={}", column.label, text_of(value)));
+        }
+    }
+    label
 }
 
 /// ` ✓` after a change for the better, ` ✗` for the worse.
@@ -535,7 +557,7 @@ fn overlaid_curves(
                 curves
                     .entry((base.clone(), metric))
                     .or_default()
-                    .push(Series::new(row_label(row.run, &row.matrix), points));
+                    .push(Series::new(curve_label(table, row), points));
             }
         }
     }

@@ -492,17 +492,21 @@ stages:
         // Three runs, three lines (each with its point markers).
         assert!(figure.marks >= 3, "{figure:?}");
     }
-    // Every run is a row and a line of each chart, named alike.
-    for run in ["#1", "#2", "#3"] {
+    // Every run is a row, and a line of each chart named by the run and
+    // the param that differs between the rows.
+    for (run, lr) in [("#1", "1"), ("#2", "7"), ("#3", "8")] {
         assert!(
             rendered.dom.contains(&format!("<td>{run}</td>")),
             "{}",
             rendered.dom
         );
         assert_eq!(
-            rendered.dom.matches(&format!(">\n{run}\n</text>")).count(),
+            rendered
+                .dom
+                .matches(&format!(">\n{run} lr={lr}\n</text>"))
+                .count(),
             3,
-            "{run} in every legend"
+            "{run} lr={lr} in every legend"
         );
     }
 }
@@ -650,4 +654,24 @@ fn a_run_that_restored_an_earlier_result_is_folded_into_its_line_and_said() {
         serde_json::json!([{"run": 3, "same_as": 1}])
     );
     assert_eq!(group["cells"]["metric:train.val_acc"]["value"], 0.6);
+}
+
+/// A line that is the mean over a matrix's seeds is not named by its
+/// first row's seed (`#1 (seed=1)`), and the page's legends name each
+/// row's seed.
+#[test]
+fn a_line_over_matrix_seeds_is_not_named_by_one_seed() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  train:\n    matrix: { seed: [1, 2] }\n    run: >-\n      echo '{\"val_acc\": 0.${matrix.seed}}' > m${matrix.seed}.json\n    metrics: [\"m${matrix.seed}.json\"]\n",
+    );
+    project.run_ok(&[]);
+    let markdown = stdout(&project.pipe(&["compare", "--md"]));
+    assert!(markdown.contains("Baseline: run #1."), "{markdown}");
+    assert!(
+        markdown.contains("| #1 (mean of 2) (baseline) |"),
+        "{markdown}"
+    );
+    assert!(!markdown.contains("seed=1"), "{markdown}");
 }
