@@ -1,7 +1,7 @@
 //! The project the command runs in, and its run history: what every
 //! command module starts from, so that none imports another.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use pipe_engine::history::{History, Pull};
 use pipe_engine::project::Project;
@@ -29,4 +29,13 @@ pub fn history() -> Result<History> {
 /// from `pull`, and says what was pulled.
 pub fn resolve(history: &mut History, query: &str, pull: Pull<'_>) -> Result<RunId> {
     history.resolve_noting(query, pull, &mut |notice| errln!("{notice}"))
+}
+
+/// `path` as seen from the working directory when it is under it (a
+/// message names `pipe.yaml`, not `/home/me/project/pipe.yaml`).
+pub fn relative_to_cwd(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
 }

@@ -3,7 +3,6 @@
 //! lines, a running stage's progress among them at most every
 //! `LINE_INTERVAL`. `--quiet` keeps only what is an error.
 
-use crate::terminal::terminal_safe;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::IsTerminal;
@@ -259,23 +258,23 @@ impl Reporter<Event<'_>> for HumanReporter {
             } => self.line(format!(
                 "{} {}",
                 self.style.cyan(&format!("sweep {}/{total}:", index + 1)),
-                terminal_safe(&swept.join(" "))
+                swept.join(" ")
             )),
             Event::ParamsFileWritten { file, params } => self.line(format!(
                 "{} holds this run's -S {} until it ends, for the commands that read it",
-                shown_path(file),
-                terminal_safe(&params.join(", "))
+                crate::here::relative_to_cwd(file).display(),
+                params.join(", ")
             )),
             Event::ParamsFileRestored { file, kept: None } => {
-                self.line(format!("{} put back as it was", shown_path(file)))
+                self.line(format!("{} put back as it was", crate::here::relative_to_cwd(file).display()))
             }
             Event::ParamsFileRestored {
                 file,
                 kept: Some(kept),
             } => self.print(format!(
                 "warning: {} was changed during the run, so pipe left it as it is; the file before the run is {}",
-                shown_path(file),
-                shown_path(kept)
+                crate::here::relative_to_cwd(file).display(),
+                crate::here::relative_to_cwd(kept).display()
             )),
             Event::StageOutput { stage, line } => self.stage_output(stage, line),
             Event::StageMessage { stage, text } => {
@@ -373,10 +372,7 @@ fn failure_details(
         text.push_str(&format!("\n    {} {line}", style.dim("│")));
     }
     if let Some(log) = log {
-        let shown = std::env::current_dir()
-            .ok()
-            .and_then(|cwd| log.strip_prefix(cwd).ok().map(Path::to_path_buf))
-            .unwrap_or_else(|| log.to_path_buf());
+        let shown = crate::here::relative_to_cwd(log);
         text.push_str(&format!("\n    full log: {}", shown.display()));
     }
     text
@@ -439,20 +435,6 @@ pub(crate) fn human_times(style: ProgressStyle) -> ProgressStyle {
                 let _ = out.write_str(&whole(state.eta()));
             },
         )
-}
-
-/// A path for a message: relative to the working directory when under it,
-/// and safe to print.
-fn shown_path(path: &std::path::Path) -> String {
-    let relative = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| {
-            path.strip_prefix(cwd)
-                .ok()
-                .map(std::path::Path::to_path_buf)
-        })
-        .unwrap_or_else(|| path.to_path_buf());
-    terminal_safe(&relative.display().to_string()).into_owned()
 }
 
 #[cfg(test)]

@@ -17,7 +17,6 @@ use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
 use crate::output::{errln, out};
 use crate::progress::Progress;
 use crate::render;
-use crate::terminal::terminal_safe;
 use crate::transfers;
 
 /// `pipe.yaml` here or in the nearest directory above that has one, up
@@ -47,7 +46,7 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
                 };
                 errln!(
                     "no pipe.yaml here: using {}, the pipeline file of the last run (#{run})",
-                    terminal_safe(&shown_path(&file))
+                    crate::here::relative_to_cwd(&file).display()
                 );
                 file
             }
@@ -85,11 +84,11 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<(PathBuf, Vec<
     errln!(
         "as run #{}: {}{}",
         recorded.run,
-        terminal_safe(&shown_path(&file)),
+        crate::here::relative_to_cwd(&file).display(),
         if overrides.is_empty() {
             String::new()
         } else {
-            format!(" -S {}", terminal_safe(&overrides.join(" -S ")))
+            format!(" -S {}", overrides.join(" -S "))
         }
     );
     overrides.extend(arg.set.iter().cloned());
@@ -184,14 +183,4 @@ pub fn dry_run(
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
     render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
     Ok(ExitCode::Ok)
-}
-
-/// A path for a message: relative to the working directory when under it.
-fn shown_path(path: &Path) -> String {
-    std::env::current_dir()
-        .ok()
-        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
-        .unwrap_or_else(|| path.to_path_buf())
-        .display()
-        .to_string()
 }

@@ -13,7 +13,6 @@ use crate::output::errln;
 use crate::progress::Progress;
 use crate::remote_commands;
 use crate::run_setup::{dry_run, print_report_locations, run_request, settings};
-use crate::terminal::terminal_safe;
 
 pub fn sweep(
     args: &RunArgs,
@@ -38,7 +37,7 @@ pub fn sweep(
                 "sweep {}/{}: {}",
                 index + 1,
                 combinations.len(),
-                terminal_safe(&combination.swept.join(" "))
+                combination.swept.join(" ")
             );
             dry_run(
                 &combination.loaded.pipeline,
@@ -83,11 +82,7 @@ fn print_summary(outcome: &SweepOutcome) {
         } else {
             "(nothing to do)".to_string()
         };
-        errln!(
-            "  {id:<6} {:<11} {}",
-            run.status.as_str(),
-            terminal_safe(&swept.join(" "))
-        );
+        errln!("  {id:<6} {:<11} {}", run.status.as_str(), swept.join(" "));
     }
     let recorded = outcome.recorded();
     if recorded.len() > 1 {
