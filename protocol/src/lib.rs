@@ -25,6 +25,7 @@ pub mod format;
 pub mod gpus;
 pub mod lines;
 mod messages;
+mod param_rules;
 pub mod record;
 pub mod redact;
 mod stage_info;
@@ -33,6 +34,5 @@ pub use excerpt::excerpt;
 pub use messages::{
     Event, Invocation, Metrics, RunContext, RunStage, METRICS_FILE, PROTOCOL_VERSION, RUN_FILE,
 };
-pub use stage_info::{
-    check_params, OutputKind, OutputSpec, ParamKind, ParamProblem, ParamSpec, StageInfo,
-};
+pub use param_rules::{check_rules, ParamProblem, ParamRule};
+pub use stage_info::{check_params, OutputKind, OutputSpec, ParamKind, ParamSpec, StageInfo};

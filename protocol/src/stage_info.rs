@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::excerpt::excerpt;
+use crate::param_rules::{check_rules, ParamProblem, ParamRule};
 use crate::record;
 
 /// What a worker can run: the catalog entry of one stage.
@@ -53,6 +54,10 @@ pub struct StageInfo {
     /// which metrics are detail.
     #[serde(default, skip_serializing_if = "record::StageRoles::is_empty")]
     pub roles: record::StageRoles,
+    /// Rules between params (`data/split`'s sizes sum to 1), checked
+    /// when the pipeline loads, after each param's own type and range.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<ParamRule>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -243,6 +248,9 @@ pub fn check_params(
         resolved.insert(spec.name.clone(), value);
     }
     if problems.is_empty() {
+        problems = check_rules(&info.rules, &resolved);
+    }
+    if problems.is_empty() {
         Ok(resolved)
     } else {
         Err(problems)
@@ -371,13 +379,6 @@ fn expected_type(spec: &ParamSpec, value: &Value) -> Option<String> {
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamProblem {
-    pub param: String,
-    pub message: String,
-    pub hint: String,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +411,7 @@ mod tests {
             nodes_param: None,
             reads_run: false,
             roles: Default::default(),
+            rules: Vec::new(),
         }
     }
 

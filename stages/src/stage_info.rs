@@ -4,7 +4,7 @@
 //! reads as the stage's name, params, outputs and metrics only.
 
 use pipe_protocol::record::StageRoles;
-use pipe_protocol::{OutputKind, OutputSpec, ParamSpec, StageInfo};
+use pipe_protocol::{OutputKind, OutputSpec, ParamRule, ParamSpec, StageInfo};
 
 /// A [`StageInfo`] being put together; [`StageInfoBuilder::build`] hands
 /// it over. Implementation 1, no param, output or metric, no role until
@@ -30,6 +30,7 @@ impl StageInfoBuilder {
                 nodes_param: None,
                 reads_run: false,
                 roles: StageRoles::default(),
+                rules: Vec::new(),
             },
         }
     }
@@ -69,6 +70,16 @@ impl StageInfoBuilder {
     /// Every key of the stage's `metrics.json` (see `StageInfo::metrics`).
     pub fn metrics<Name: Into<String>>(mut self, names: impl IntoIterator<Item = Name>) -> Self {
         self.info.metrics.extend(names.into_iter().map(Into::into));
+        self
+    }
+
+    /// A rule between params the engine checks at load (`ParamRule`).
+    pub fn rule(self, rule: ParamRule) -> Self {
+        self.rules([rule])
+    }
+
+    pub fn rules(mut self, rules: impl IntoIterator<Item = ParamRule>) -> Self {
+        self.info.rules.extend(rules);
         self
     }
 

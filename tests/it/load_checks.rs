@@ -126,3 +126,63 @@ fn every_command_finds_its_pipeline_file_by_one_rule() {
     assert!(why.status.success(), "{}", stderr(&why));
     assert!(String::from_utf8_lossy(&why.stdout).contains("stage `clean` is fresh"));
 }
+
+/// The rules between a built-in stage's params that its catalog declares
+/// (the split's sizes make a whole; `strategy: single` trains on one
+/// device) are checked when the pipeline loads, located at the param, by
+/// every command that loads it: no run needed to learn the fractions sum
+/// to 0.75.
+#[test]
+fn rules_between_a_stages_params_are_checked_at_load_by_validate_dry_run_and_status() {
+    let project = TestProject::new();
+    project.write("data.jsonl", "{\"text\": \"a\", \"label\": 0}\n");
+    project.write(
+        "pipe.yaml",
+        "params:\n  split: { train: 0.7, val: 0.1, test: 0.2 }\nstages:\n  split:\n    uses: data/split@1\n    with:\n      dataset: data.jsonl\n      train: ${params.split.train}\n      val: ${params.split.val}\n      test: ${params.split.test}\n",
+    );
+    assert!(project.pipe(&["validate"]).status.success());
+    let overrides = ["-S", "split.val=0.02", "-S", "split.test=0.03"];
+    for command in [
+        &["validate"][..],
+        &["run", "--dry-run"],
+        &["status"],
+        &["run"],
+    ] {
+        let args: Vec<&str> = command.iter().chain(&overrides).copied().collect();
+        let output = project.pipe(&args);
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {text}");
+        assert!(
+            text.contains("error[bad-stage-param]: stage `split`: the fractions train + val + test sum to 0.75, not 1 (train 0.7, val 0.02, test 0.03)")
+                && text.contains("--> pipe.yaml:8:14")
+                && text.contains("all as fractions that sum to 1"),
+            "{args:?}: {text}"
+        );
+    }
+    assert!(!project.exists(".pipe/out"), "nothing ran");
+    let mixed = project.pipe(&["validate", "-S", "split.val=500"]);
+    assert!(
+        stderr(&mixed).contains(
+            "param `val` is a count (500) while another of train, val, test is a fraction"
+        ) && stderr(&mixed).contains("--> pipe.yaml:9:12"),
+        "{}",
+        stderr(&mixed)
+    );
+
+    // The training stage's catalog, built into pipe, says the same of
+    // `strategy: single` on two devices, without its worker.
+    project.write(
+        "pipe.yaml",
+        "stages:\n  train:\n    uses: train/classifier@1\n    with:\n      tokens: tokens\n      model: model\n      strategy: single\n      devices: 2\n",
+    );
+    let output = project.pipe(&["validate"]);
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "stage `train`: param `devices` is 2, but strategy `single` trains on one device"
+        ) && text.contains("--> pipe.yaml:8:16")
+            && text.contains("use `strategy: ddp`"),
+        "{text}"
+    );
+}

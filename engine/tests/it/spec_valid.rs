@@ -590,6 +590,7 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
                 nodes_param: None,
                 reads_run: true,
                 roles: Default::default(),
+                rules: Vec::new(),
             }],
         )
         .unwrap();

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use pipe_protocol::ParamSpec;
+use pipe_protocol::{ParamRule, ParamSpec};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -81,6 +81,7 @@ impl BuiltinStage for Split {
             size("val"),
             size("test"),
             ParamSpec::seed("shuffle seed; unset: the pipeline's `seed` param"),
+
             ParamSpec::new(
                 "stratify",
                 ParamKind::Bool,
@@ -88,6 +89,10 @@ impl BuiltinStage for Split {
                 "keep each label's share the same in every split (needs an integer `label` in every record)",
             ),
         ])
+        .rule(ParamRule::Parts {
+            params: SPLITS.map(String::from).to_vec(),
+            whole: 1.0,
+        })
         .output(
             "dataset",
             OutputKind::Dir,

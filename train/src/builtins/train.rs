@@ -60,6 +60,7 @@ impl BuiltinStage for TrainClassifier {
         .params(data_and_model_params())
         .params(optimization_params())
         .params(hardware_params())
+        .rules(params::rules())
         .output(
             CHECKPOINT,
             OutputKind::Dir,

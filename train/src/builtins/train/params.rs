@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use pipe_protocol::ParamRule;
 use serde::{Deserialize, Deserializer};
+use serde_json::json;
 use tch::Device;
 
 use pipe_stages::{Result, StageContext, StageError};
@@ -137,6 +139,38 @@ fn seconds<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Du
     u64::deserialize(deserializer).map(Duration::from_secs)
 }
 
+/// The rules between params that [`TrainParams::check`] enforces, declared
+/// in the catalog so that `pipe validate` finds them, located, before the
+/// stage runs.
+pub(super) fn rules() -> Vec<ParamRule> {
+    let single = |then: &str, hint: &str| ParamRule::When {
+        param: "strategy".into(),
+        is: vec![json!("single")],
+        then: then.into(),
+        must_be: vec![json!(1)],
+        because: "strategy `single` trains on one device".into(),
+        hint: hint.into(),
+    };
+    vec![
+        single(
+            "devices",
+            "use `strategy: ddp` to train on several devices, or `devices: 1`",
+        ),
+        single(
+            "num_nodes",
+            "use `strategy: ddp` (or a sharded strategy) to train across nodes",
+        ),
+        ParamRule::When {
+            param: "tf32".into(),
+            is: vec![json!(true)],
+            then: "precision".into(),
+            must_be: vec![json!("32-true")],
+            because: "TF32 is a mode of fp32 matmuls".into(),
+            hint: "set `precision: 32-true`, or leave tf32 out".into(),
+        },
+    ]
+}
+
 impl TrainParams {
     /// The invocation's params, typed, and the rules between them checked.
     pub(super) fn read(context: &StageContext) -> Result<TrainParams> {
@@ -145,6 +179,8 @@ impl TrainParams {
         Ok(params)
     }
 
+    /// The rules of [`TrainParams::check`] that the engine can check when
+    /// the pipeline loads, worded the same.
     fn check(&self) -> Result<()> {
         if self.strategy == Strategy::Single && self.nodes != 1 {
             return Err(StageError::param(
