@@ -11,7 +11,7 @@ use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::history::{History, Pull};
 use pipe_engine::pipefile::ProjectWorkers;
 use pipe_engine::plan::{self};
-use pipe_engine::runs::RunStatus;
+use pipe_engine::runs::{RunId, RunRecord, RunStatus};
 use pipe_engine::{catalog, compare, ExitCode, Result};
 use pipe_protocol::format::format_bytes;
 
@@ -149,22 +149,46 @@ fn runs(limit: usize, json: bool) -> Result<ExitCode> {
         return no_runs(json);
     };
     let runs = history.db.list_runs(limit)?;
+    let restored = history.db.restored_from_each(&runs)?;
     if json {
-        jsonln!(serde_json::to_string_pretty(&runs).unwrap_or_default());
+        let listed: Vec<ShownRun> = runs
+            .iter()
+            .zip(&restored)
+            .map(|(record, restored)| ShownRun {
+                record,
+                restored_from: restored.only_restored(),
+            })
+            .collect();
+        jsonln!(serde_json::to_string_pretty(&listed).unwrap_or_default());
     } else {
-        out!("{}", render::runs_table(&runs));
+        out!("{}", render::runs_table(&runs, &restored));
     }
     Ok(ExitCode::Ok)
+}
+
+/// A run record as `runs --json` and `show --json` print it: the record,
+/// and the runs whose results it restored when it ran nothing.
+#[derive(serde::Serialize)]
+struct ShownRun<'a> {
+    #[serde(flatten)]
+    record: &'a RunRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restored_from: Option<Vec<RunId>>,
 }
 
 fn show(run: &str, json: bool) -> Result<ExitCode> {
     let mut history = here::history()?;
     let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
     let record = history.db.resolved_run(id)?;
+    let restored = history.db.restored_from(&record)?;
     if json {
-        jsonln!(serde_json::to_string_pretty(&record).unwrap_or_default());
+        let shown = ShownRun {
+            record: &record,
+            restored_from: restored.only_restored(),
+        };
+        jsonln!(serde_json::to_string_pretty(&shown).unwrap_or_default());
     } else {
-        out!("{}", render::show_run(&record));
+        out!("{}", render::show_run(&record, &restored));
     }
     Ok(ExitCode::Ok)
 }

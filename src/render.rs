@@ -7,7 +7,7 @@ use pipe_engine::compare::{MetricChange, RunDiff};
 use pipe_engine::key::FieldChange;
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, StageState, Why};
-use pipe_engine::runs::RunRecord;
+use pipe_engine::runs::{RestoredFrom, RunId, RunRecord, RunStatus};
 use pipe_protocol::format::{format_metric, format_metric_delta, format_seconds, Unit};
 use serde_json::Value;
 
@@ -191,7 +191,26 @@ fn git_label(run: &RunRecord) -> String {
     }
 }
 
-pub fn runs_table(runs: &[RunRecord]) -> String {
+/// A run's status as `pipe runs` lists it: a run that ran nothing and
+/// restored another's results says whose (`restored #1`).
+fn listed_status(run: &RunRecord, restored: &RestoredFrom) -> String {
+    match restored.only_restored() {
+        Some(origins) if run.status == RunStatus::Succeeded => {
+            format!("restored {}", run_list(&origins))
+        }
+        _ => run.status.to_string(),
+    }
+}
+
+/// `#1,#3`.
+fn run_list(runs: &[RunId]) -> String {
+    runs.iter()
+        .map(|run| format!("#{run}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn runs_table(runs: &[RunRecord], restored: &[RestoredFrom]) -> String {
     let durations: Vec<String> = runs
         .iter()
         .map(|run| match run.ended_ms {
@@ -199,20 +218,29 @@ pub fn runs_table(runs: &[RunRecord]) -> String {
             None => "-".to_string(),
         })
         .collect();
+    let statuses: Vec<String> = runs
+        .iter()
+        .zip(
+            restored
+                .iter()
+                .chain(std::iter::repeat(&RestoredFrom::default())),
+        )
+        .map(|(run, restored)| listed_status(run, restored))
+        .collect();
     let duration_width = width(durations.iter().map(String::as_str)).max("duration".len());
+    let status_width = width(statuses.iter().map(String::as_str)).max(11);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>5}  {:<19}  {:<11}  {:>duration_width$}  {:<9}  pipeline",
+        "{:>5}  {:<19}  {:<status_width$}  {:>duration_width$}  {:<9}  pipeline",
         "run", "started (UTC)", "status", "duration", "commit"
     );
-    for (run, duration) in runs.iter().zip(&durations) {
+    for ((run, duration), status) in runs.iter().zip(&durations).zip(&statuses) {
         let _ = writeln!(
             out,
-            "{:>5}  {}  {:<11}  {:>duration_width$}  {:<9}  {}",
+            "{:>5}  {}  {status:<status_width$}  {:>duration_width$}  {:<9}  {}",
             format!("#{}", run.id),
             date(run.started_ms),
-            run.status,
             duration,
             git_label(run),
             match &run.origin {
@@ -224,9 +252,16 @@ pub fn runs_table(runs: &[RunRecord]) -> String {
     out
 }
 
-pub fn show_run(run: &RunRecord) -> String {
+pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "run #{}  {}  {}", run.id, run.pipeline, run.status);
+    if let Some(origins) = restored.only_restored() {
+        let _ = writeln!(
+            out,
+            "restored the results of run {}: nothing ran",
+            run_list(&origins)
+        );
+    }
     let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
     if let Some(end) = run.ended_ms {
         let _ = writeln!(out, "duration {}", took(end.saturating_sub(run.started_ms)));
@@ -286,6 +321,9 @@ pub fn show_run(run: &RunRecord) -> String {
                 .map(|node| format!(" on {node}"))
                 .unwrap_or_default();
             detail = format!("  [Slurm job {job}{node}]{detail}");
+        }
+        if let Some(origin) = restored.stages.get(&stage.stage) {
+            detail = format!("  from #{origin}{detail}");
         }
         let _ = writeln!(
             out,

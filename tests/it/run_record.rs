@@ -267,3 +267,56 @@ fn the_settings_a_run_was_loaded_with_are_recorded_as_data_and_old_runs_get_thei
     let text = String::from_utf8_lossy(&why.stdout);
     assert!(text.contains("run #1 with -S x=2 -S x=3"), "{text}");
 }
+
+/// A run that ran nothing and restored what an earlier run made is that
+/// run's result again: `pipe runs`, `pipe show` and their JSON say whose,
+/// rather than list it as if it had produced its metrics.
+#[test]
+fn a_run_that_only_restored_results_says_whose_they_are() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: {a: 1}\nstages:\n  prep:\n    run: echo x > prep.txt\n    outs: [prep.txt]\n  s:\n    run: 'cat prep.txt > /dev/null && echo \"{\\\"acc\\\": ${params.a}}\" > m.json'\n    deps: [prep.txt]\n    metrics: m.json\n",
+    );
+    project.run_ok(&[]);
+    project.run_ok(&["-S", "a=2"]);
+    project.run_ok(&[]);
+    let runs = stdout(&project.pipe(&["runs"]));
+    let line = |run: &str| {
+        runs.lines()
+            .find(|line| line.trim_start().starts_with(run))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(line("#3").contains("restored #1"), "{runs}");
+    // #2 ran `s` and found `prep` in place: it made its own result.
+    assert!(line("#2").contains("succeeded"), "{runs}");
+    assert!(line("#1").contains("succeeded"), "{runs}");
+    let show = stdout(&project.pipe(&["show", "3"]));
+    assert!(
+        show.contains("restored the results of run #1: nothing ran"),
+        "{show}"
+    );
+    assert!(
+        show.lines()
+            .any(|line| line.trim_start().starts_with("s ") && line.ends_with("from #1")),
+        "{show}"
+    );
+    let shown: Value =
+        serde_json::from_str(&stdout(&project.pipe(&["show", "3", "--json"]))).unwrap();
+    assert_eq!(shown["restored_from"], serde_json::json!([1]));
+    assert_eq!(shown["id"], 3);
+    let listed: Value = serde_json::from_str(&stdout(&project.pipe(&["runs", "--json"]))).unwrap();
+    assert_eq!(listed[0]["restored_from"], serde_json::json!([1]));
+    assert!(listed[1].get("restored_from").is_none(), "{listed}");
+
+    // The other value restored too: from #2, not #1.
+    project.run_ok(&["-S", "a=2"]);
+    let runs = stdout(&project.pipe(&["runs"]));
+    assert!(
+        runs.lines()
+            .find(|line| line.trim_start().starts_with("#4"))
+            .is_some_and(|line| line.contains("restored #2")),
+        "{runs}"
+    );
+}

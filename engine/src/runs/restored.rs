@@ -1,0 +1,102 @@
+//! Where a restored result came from: the run that made it. A run that
+//! only restored results is that run's results again, and `pipe runs`,
+//! `pipe show` and their JSON say so, instead of listing it as if it had
+//! produced them.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{params, OptionalExtension};
+use serde::Serialize;
+
+use super::db::RunDb;
+use super::id::RunId;
+use super::record::RunRecord;
+use crate::Result;
+use pipe_protocol::record::StageStatus;
+
+/// The runs whose results a run restored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RestoredFrom {
+    /// Each restored stage and the latest earlier run that ran it with the
+    /// same key and recorded the same outputs; a stage restored from a
+    /// result no run here made (pulled from a remote) is absent.
+    pub stages: BTreeMap<String, RunId>,
+    /// Nothing ran: every result the run has was restored.
+    pub nothing_ran: bool,
+}
+
+impl RestoredFrom {
+    /// The runs it restored from, each once, in order.
+    pub fn runs(&self) -> Vec<RunId> {
+        let mut runs: Vec<RunId> = self.stages.values().copied().collect();
+        runs.sort();
+        runs.dedup();
+        runs
+    }
+
+    /// The runs a run that ran nothing restored, for one line about it:
+    /// `None` when it ran something or restored nothing.
+    pub fn only_restored(&self) -> Option<Vec<RunId>> {
+        (self.nothing_ran && !self.stages.is_empty()).then(|| self.runs())
+    }
+}
+
+impl RunDb {
+    /// Where each restored stage of `run` came from. One indexed lookup
+    /// per restored stage, walking that stage's runs back from `run` to
+    /// the first that ran it: the result a restore finds is the last one
+    /// stored under its key.
+    pub fn restored_from(&self, run: &RunRecord) -> Result<RestoredFrom> {
+        let mut restored = RestoredFrom {
+            stages: BTreeMap::new(),
+            nothing_ran: !run
+                .stages
+                .iter()
+                .any(|stage| stage.status == StageStatus::Ran),
+        };
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT run_id FROM stage_runs WHERE stage = ?1 AND run_id < ?2 AND key = ?3 \
+                 AND status = ?4 AND outputs = ?5 ORDER BY run_id DESC LIMIT 1",
+            )
+            .map_err(|e| self.error(e))?;
+        for stage in &run.stages {
+            if stage.status != StageStatus::Restored {
+                continue;
+            }
+            let Some(key) = &stage.key else {
+                continue;
+            };
+            let outputs = super::migrate::json(&stage.outputs);
+            let origin: Option<RunId> = statement
+                .query_row(
+                    params![
+                        stage.stage,
+                        run.id,
+                        key.to_hex(),
+                        StageStatus::Ran.as_str(),
+                        outputs
+                    ],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(|e| self.error(e))?;
+            if let Some(origin) = origin {
+                restored.stages.insert(stage.stage.clone(), origin);
+            }
+        }
+        Ok(restored)
+    }
+
+    /// `restored_from` of each run of a listing, which holds no stages:
+    /// theirs are read here.
+    pub fn restored_from_each(&self, runs: &[RunRecord]) -> Result<Vec<RestoredFrom>> {
+        runs.iter()
+            .map(|listed| match self.run(listed.id)? {
+                Some(run) => self.restored_from(&run),
+                None => Ok(RestoredFrom::default()),
+            })
+            .collect()
+    }
+}
