@@ -352,8 +352,11 @@ fn plain(value: String) -> Shown {
     }
 }
 
+/// A cell, header or note as the report's Markdown writer escapes it:
+/// names and values come from run records, and a `|`, a backtick or a
+/// line break in one must not break the table a comment shows.
 fn markdown_cell(text: &str) -> String {
-    text.replace('|', "\\|")
+    pipe_report::text::escape_markdown(text)
 }
 
 /// A pull-request comment: the table with ▲/▼ and % against the baseline,
@@ -364,13 +367,15 @@ pub fn markdown(table: &CompareTable) -> String {
     let _ = writeln!(
         out,
         "Baseline: run {}. Changes are against it; ✓ better, ✗ worse by the metric's direction.\n",
-        baseline_text(table)
+        markdown_cell(&baseline_text(table))
     );
     let mut header = vec!["run".to_string()];
-    header.extend(table.columns.iter().map(|column| match column.kind {
-        ColumnKind::Metric => format!("`{}`", column.label),
-        _ => column.label.clone(),
-    }));
+    header.extend(
+        table
+            .columns
+            .iter()
+            .map(|column| markdown_cell(&column.label)),
+    );
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let alignment: Vec<&str> = header
         .iter()
@@ -390,11 +395,11 @@ pub fn markdown(table: &CompareTable) -> String {
         .map(|column| digits_of(table, column))
         .collect();
     for (index, group) in table.groups.iter().enumerate() {
-        let mut cells = vec![if index == table.baseline.group {
+        let mut cells = vec![markdown_cell(&if index == table.baseline.group {
             format!("{} (baseline)", line_label(group))
         } else {
             line_label(group)
-        }];
+        })];
         for (column, &digits) in table.columns.iter().zip(&digits) {
             let cell = shown(column, group.cells.get(&column.id), digits);
             let mut text = markdown_cell(&cell.value);

@@ -9,6 +9,7 @@ use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, StageState, Why};
 use pipe_engine::runs::{RestoredFrom, RunId, RunRecord, RunStatus};
 use pipe_protocol::format::{format_metric, format_metric_delta, format_seconds, Unit};
+use pipe_report::{Cell, Document, Table};
 use serde_json::Value;
 
 use crate::style::Style;
@@ -581,29 +582,27 @@ fn metric_lines(out: &mut String, metrics: &[&MetricChange], style: Style) {
     }
 }
 
+/// `pipe diff --md`: the diff as a [`Document`], so a pull-request
+/// comment gets the report's one Markdown writer, whose escaping holds
+/// for whatever names and values a run record carries.
 pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "## pipe diff: run #{} → run #{}\n", diff.a, diff.b);
-    let cell = |value: &Option<Value>| show_value(value).replace('|', "\\|");
-    let _ = writeln!(out, "### Params\n");
+    let mut page = Document::new(format!("pipe diff: run #{} → run #{}", diff.a, diff.b));
+    let run_a = format!("run #{}", diff.a);
+    let run_b = format!("run #{}", diff.b);
+    let columns = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+    page.heading(2, "Params");
     if diff.params.is_empty() {
-        let _ = writeln!(out, "No changes.\n");
+        page.paragraph("No changes.");
     } else {
-        let _ = writeln!(
-            out,
-            "| param | run #{} | run #{} |\n|---|---|---|",
-            diff.a, diff.b
-        );
+        let mut table = Table::new(columns(&["param", &run_a, &run_b]));
         for change in &diff.params {
-            let _ = writeln!(
-                out,
-                "| `{}` | {} | {} |",
-                change.field,
-                cell(&change.before),
-                cell(&change.after)
-            );
+            table.rows.push(vec![
+                Cell::text(&change.field),
+                Cell::text(show_value(&change.before)),
+                Cell::text(show_value(&change.after)),
+            ]);
         }
-        out.push('\n');
+        page.table(table);
     }
     let (key, other) = key_and_other_metrics(diff);
     let shown: Vec<&MetricChange> = if all {
@@ -611,18 +610,11 @@ pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
     } else {
         key
     };
-    let _ = writeln!(out, "### Key metrics\n");
+    page.heading(2, "Key metrics");
     if shown.is_empty() {
-        let _ = writeln!(
-            out,
-            "None named: the pipeline's `key_metrics:` names them.\n"
-        );
+        page.paragraph("None named: the pipeline's key_metrics: names them.");
     } else {
-        let _ = writeln!(
-            out,
-            "| stage | metric | run #{} | run #{} | Δ | % | |\n|---|---|---|---|--:|--:|---|",
-            diff.a, diff.b
-        );
+        let mut table = Table::new(columns(&["stage", "metric", &run_a, &run_b, "Δ", "%", ""]));
         for metric in &shown {
             let mut line = metric_line(metric);
             if metric.a == metric.b {
@@ -631,79 +623,71 @@ pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
                 line.arrow = "";
                 line.verdict = None;
             }
-            let _ = writeln!(
-                out,
-                "| {} | `{}` | {} | {} | {} | {} | {} |",
-                metric.stage,
-                metric.metric,
-                line.a.replace('|', "\\|"),
-                line.b.replace('|', "\\|"),
-                line.delta,
-                line.percent,
-                format!("{} {}", line.arrow, verdict_word(line.verdict)).trim()
-            );
+            let value = |value: &Option<Value>, text: String| match value
+                .as_ref()
+                .and_then(Value::as_f64)
+            {
+                Some(number) => Cell::number_as(number, text),
+                None => Cell::text(text),
+            };
+            table.rows.push(vec![
+                Cell::text(&metric.stage),
+                Cell::text(&metric.metric),
+                value(&metric.a, line.a),
+                value(&metric.b, line.b),
+                Cell::text(line.delta),
+                Cell::text(line.percent),
+                Cell::text(format!("{} {}", line.arrow, verdict_word(line.verdict)).trim()),
+            ]);
         }
-        out.push('\n');
+        page.table(table);
     }
     if !all && !other.is_empty() {
-        let _ = writeln!(
-            out,
-            "{} other metric{} changed (`pipe diff --all` lists them).\n",
+        page.paragraph(format!(
+            "{} other metric{} changed (pipe diff --all lists them).",
             other.len(),
             if other.len() == 1 { "" } else { "s" }
-        );
+        ));
     }
-    let _ = writeln!(out, "### Stages\n");
+    page.heading(2, "Stages");
     if diff.stages.is_empty() {
-        let _ = writeln!(out, "Same keys; nothing reran.\n");
+        page.paragraph("Same keys; nothing reran.");
     } else {
-        let _ = writeln!(
-            out,
-            "| stage | status | changed key fields |\n|---|---|---|"
-        );
+        let mut table = Table::new(columns(&["stage", "status", "changed key fields"]));
         for change in &diff.stages {
-            let fields: Vec<String> = change
+            let fields: Vec<&str> = change
                 .key_changes
                 .iter()
-                .map(|c| format!("`{}`", c.field))
+                .map(|change| change.field.as_str())
                 .collect();
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} |",
-                change.stage,
-                status_pair(change),
-                fields.join(", ")
-            );
+            table.rows.push(vec![
+                Cell::text(&change.stage),
+                Cell::text(status_pair(change).replace(" -> ", " → ")),
+                Cell::text(fields.join(", ")),
+            ]);
         }
-        out.push('\n');
+        page.table(table);
     }
-    let _ = writeln!(out, "### Outputs\n");
+    page.heading(2, "Outputs");
     if diff.outputs.is_empty() {
-        let _ = writeln!(out, "No changes.");
+        page.paragraph("No changes.");
     } else {
-        let _ = writeln!(
-            out,
-            "| output | stage | run #{} | run #{} |\n|---|---|---|---|",
-            diff.a, diff.b
-        );
+        let mut table = Table::new(columns(&["output", "stage", &run_a, &run_b]));
+        let short = |digest: &Option<String>| match digest.as_deref() {
+            Some(digest) => Cell::text(digest.get(..12).unwrap_or(digest)),
+            None => Cell::missing(),
+        };
         for output in &diff.outputs {
-            let short = |digest: &Option<String>| {
-                digest
-                    .as_deref()
-                    .map(|d| format!("`{}`", &d[..12]))
-                    .unwrap_or("—".into())
-            };
-            let _ = writeln!(
-                out,
-                "| `{}` | {} | {} | {} |",
-                output.path,
-                output.stage,
+            table.rows.push(vec![
+                Cell::text(&output.path),
+                Cell::text(&output.stage),
                 short(&output.a),
-                short(&output.b)
-            );
+                short(&output.b),
+            ]);
         }
+        page.table(table);
     }
-    out
+    page.to_pasteable_markdown("")
 }
 
 pub fn stage_list(entries: &[pipe_engine::catalog::CatalogEntry]) -> String {

@@ -668,9 +668,9 @@ fn a_line_over_matrix_seeds_is_not_named_by_one_seed() {
     );
     project.run_ok(&[]);
     let markdown = stdout(&project.pipe(&["compare", "--md"]));
-    assert!(markdown.contains("Baseline: run #1."), "{markdown}");
+    assert!(markdown.contains("Baseline: run \\#1."), "{markdown}");
     assert!(
-        markdown.contains("| #1 (mean of 2) (baseline) |"),
+        markdown.contains("| \\#1 (mean of 2) (baseline) |"),
         "{markdown}"
     );
     assert!(!markdown.contains("seed=1"), "{markdown}");

@@ -78,16 +78,16 @@ fn diff_prints_bytes_durations_and_flops_in_human_units_and_judges_only_results(
     let markdown = stdout(&project.pipe(&["diff", "--md", "--all"]));
     assert!(
         markdown.contains(
-            "| train | `memory.peak_rss_bytes` | 1.46 GiB | 1.49 GiB | +21.9 MiB | +1.5% | ▲ |"
+            "| train | memory.peak\\_rss\\_bytes | 1.46 GiB | 1.49 GiB | +21.9 MiB | +1.5% | ▲ |"
         ),
         "{markdown}"
     );
     assert!(
-        markdown.contains("| train | `step_ms` | 12.5 ms | 14 ms | +1.5 ms | +12% | ▲ |"),
+        markdown.contains("| train | step\\_ms | 12.5 ms | 14 ms | +1.5 ms | +12% | ▲ |"),
         "{markdown}"
     );
     assert!(
-        markdown.contains("| train | `accuracy` | 0.8 | 0.85 | +0.05 | +6.2% | ▲ better |"),
+        markdown.contains("| train | accuracy | 0.8 | 0.85 | +0.05 | +6.2% | ▲ better |"),
         "{markdown}"
     );
 
@@ -142,4 +142,50 @@ fn a_declared_direction_judges_a_timing_and_show_and_compare_read_units() {
     );
     let csv = stdout(&project.pipe(&["compare", "--csv", "--all-columns"]));
     assert!(csv.contains("1595101151"), "{csv}");
+}
+
+/// A run record's names are input like any other: a metric named with a
+/// `|`, a backtick and a newline cannot break `diff --md`'s table, which a
+/// pull-request comment shows. Every row keeps its eight cells.
+#[test]
+fn diff_markdown_escapes_names_and_values_a_record_carries() {
+    let project = TestProject::new();
+    let pipeline = |value: u32| {
+        format!(
+            "name: hostile\nparams: {{v: {value}}}\nstages:\n  train:\n    run: >-\n      \
+             printf '{{\"a|b`c\\\\nd_loss\": %s}}' ${{params.v}} > m.json\n    metrics: m.json\n"
+        )
+    };
+    project.write("pipe.yaml", &pipeline(1));
+    project.run_ok(&[]);
+    project.write("pipe.yaml", &pipeline(2));
+    project.run_ok(&[]);
+    let markdown = stdout(&project.pipe(&["diff", "--md", "--all"]));
+    let row = markdown
+        .lines()
+        .find(|line| line.starts_with("| train |") && line.contains("loss"))
+        .unwrap_or_else(|| panic!("{markdown}"));
+    let unescaped_bars = row
+        .match_indices('|')
+        .filter(|(at, _)| !row[..*at].ends_with('\\'))
+        .count();
+    assert_eq!(unescaped_bars, 8, "{row}");
+    assert!(row.contains("a\\|b\\`c<br>d\\_loss"), "{row}");
+    assert!(!markdown.contains("\nd_loss"), "{markdown}");
+
+    // The same name in `compare --md`'s header: one cell, escaped alike.
+    let compare = stdout(&project.pipe(&["compare", "--md", "--all"]));
+    let header = compare
+        .lines()
+        .find(|line| line.starts_with("| run |"))
+        .unwrap_or_else(|| panic!("{compare}"));
+    assert!(header.contains("a\\|b\\`c<br>d\\_loss"), "{header}");
+    let cells = |line: &str| {
+        line.match_indices('|')
+            .filter(|(at, _)| !line[..*at].ends_with('\\'))
+            .count()
+    };
+    for line in compare.lines().filter(|line| line.starts_with('|')) {
+        assert_eq!(cells(line), cells(header), "{compare}");
+    }
 }

@@ -90,9 +90,9 @@ fn diff_leads_with_key_metrics_changed_or_not_and_lists_the_rest_on_request() {
     );
 
     let markdown = stdout(&project.pipe(&["diff", "--md"]));
-    assert!(markdown.contains("### Key metrics"), "{markdown}");
+    assert!(markdown.contains("## Key metrics"), "{markdown}");
     assert!(
-        markdown.contains("1 other metric changed (`pipe diff --all` lists them)."),
+        markdown.contains("1 other metric changed (pipe diff --all lists them)."),
         "{markdown}"
     );
 }

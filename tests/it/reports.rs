@@ -45,6 +45,7 @@ fn settings() -> insta::Settings {
     // Padding depends on how wide the time was, so it goes too.
     settings.add_filter(r" *\b\d+(\.\d+)? (ms|s)\b", " [time]");
     settings.add_filter(r"`[0-9a-f]{12}`", "`[digest]`");
+    settings.add_filter(r"\| [0-9a-f]{12} ", "| [digest] ");
     settings.add_filter(r"(?m)^command  .*", "command  [argv]");
     settings
 }

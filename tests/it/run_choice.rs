@@ -196,7 +196,7 @@ fn compare_md_shows_one_pipeline_what_differs_in_human_units_without_name_clashe
     // no count column.
     assert_eq!(
         header,
-        "| run | precision | seed | n | matrix.run | `accuracy` | `peak_bytes` | `train_seconds` |"
+        "| run | precision | seed | n | matrix.run | accuracy | peak\\_bytes | train\\_seconds |"
     );
     assert!(
         markdown.contains("(mean of 2)")
@@ -225,10 +225,10 @@ fn compare_md_shows_one_pipeline_what_differs_in_human_units_without_name_clashe
     let beta_table = stdout(&beta);
     let rows: Vec<&str> = beta_table
         .lines()
-        .filter(|line| line.starts_with("| #"))
+        .filter(|line| line.starts_with("| \\#"))
         .map(|line| line.split(' ').nth(1).unwrap())
         .collect();
-    assert_eq!(rows, ["#2", "#6"], "{beta_table}");
+    assert_eq!(rows, ["\\#2", "\\#6"], "{beta_table}");
 
     // Everything with `--all-columns`, raw values in CSV.
     let all = stdout(&project.pipe(&["compare", "--csv", "--all-columns", "--pipeline", "study"]));
@@ -374,7 +374,7 @@ stages:
     assert!(output.status.success(), "{}", stderr(&output));
     let rows: Vec<&str> = table
         .lines()
-        .filter(|line| line.starts_with("| #"))
+        .filter(|line| line.starts_with("| \\#"))
         .collect();
     assert_eq!(rows.len(), 2, "one row per run:\n{table}");
     assert!(!table.contains("| n |") && !table.contains("n="), "{table}");
