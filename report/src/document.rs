@@ -54,6 +54,21 @@ impl Cell {
 pub struct Table {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
+    /// Controls for a reader to explore it on the page (the HTML only).
+    pub explore: Option<Explore>,
+}
+
+/// What a reader can change in a table on the page (the compare page's):
+/// which columns show (a tick box each), which rows (a text filter), and
+/// which rows' lines the charts draw (a tick box per row, and its legend
+/// entries). The page's script builds the controls, so that a page read
+/// without scripts shows every column and no control that does nothing.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Explore {
+    /// Per row, the key of its lines in the charts ([`crate::Series::key`]).
+    pub row_keys: Vec<String>,
+    /// Per column, whether it shows at first.
+    pub shown: Vec<bool>,
 }
 
 impl Table {
@@ -61,6 +76,7 @@ impl Table {
         Table {
             columns,
             rows: Vec::new(),
+            explore: None,
         }
     }
 
@@ -233,9 +249,16 @@ impl Document {
                 }
             }
         }
+        // A table's controls come first, so that the sorting set up after
+        // them counts the column of row switches they add.
+        let explore = self
+            .blocks
+            .iter()
+            .any(|block| matches!(block, Block::Table(table) if table.explore.is_some()));
         let _ = write!(
             html,
-            "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+            "</main>\n<script>{}{SCRIPT}</script>\n</body>\n</html>\n",
+            if explore { EXPLORE_SCRIPT } else { "" }
         );
         html
     }
@@ -318,22 +341,38 @@ impl Document {
 
 fn table_html(html: &mut String, table: &Table) {
     let numeric: Vec<bool> = (0..table.columns.len()).map(|c| table.numeric(c)).collect();
-    html.push_str("<div class=\"scroll\"><table class=\"data sortable\">\n<thead><tr>");
+    let explore = table.explore.as_ref();
+    let _ = write!(
+        html,
+        "<div class=\"scroll\"><table class=\"data sortable\"{}>\n<thead><tr>",
+        if explore.is_some() {
+            " data-explore"
+        } else {
+            ""
+        }
+    );
     for (column, name) in table.columns.iter().enumerate() {
         let class = if numeric[column] {
             " class=\"num\""
         } else {
             ""
         };
+        let off = explore.and_then(|explore| explore.shown.get(column)) == Some(&false);
         let _ = write!(
             html,
-            "<th{class} title=\"sort by this column\">{}</th>",
+            "<th{class}{} title=\"sort by this column\">{}</th>",
+            if off { " data-off" } else { "" },
             escape_html(name)
         );
     }
     html.push_str("</tr></thead>\n<tbody>\n");
-    for row in &table.rows {
-        html.push_str("<tr>");
+    for (index, row) in table.rows.iter().enumerate() {
+        match explore.and_then(|explore| explore.row_keys.get(index)) {
+            Some(key) => {
+                let _ = write!(html, "<tr data-key=\"{}\">", escape_html(key));
+            }
+            None => html.push_str("<tr>"),
+        }
         for (column, cell) in row.iter().enumerate() {
             let class = if numeric.get(column) == Some(&true) {
                 " class=\"num\""
@@ -417,7 +456,17 @@ figure.plot{margin:12px 0;background:var(--panel);border:1px solid var(--line);p
 figure.plot svg{display:block;width:100%;min-width:680px;height:auto}
 figure.plot svg.heat-map{max-width:600px;min-width:480px}
 figcaption{color:var(--muted);font-size:13px;margin-top:4px}
+.explore{display:flex;flex-wrap:wrap;gap:8px 24px;align-items:flex-start;margin:8px 0}
+.explore fieldset{border:1px solid var(--line);margin:0;padding:4px 10px}
+.explore fieldset label{display:inline-block;margin-right:14px;white-space:nowrap}
+.explore input[type=search]{font:inherit;padding:2px 6px}
+tr.off>td:not(.toggle){opacity:.45}
+g.legend-entry[data-key]{cursor:pointer}
+g.legend-entry.off{opacity:.35}
 ";
+
+/// The script of a table's [`Explore`] controls.
+const EXPLORE_SCRIPT: &str = include_str!("document/explore.js");
 
 /// Sorts a table by the clicked column (numbers by value), and records on
 /// each plot the size it was laid out at, how many shapes it drew, the
@@ -428,6 +477,7 @@ figcaption{color:var(--muted);font-size:13px;margin-top:4px}
 const SCRIPT: &str = r#"
 document.querySelectorAll('table.sortable').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, column) {
+    if (th.hasAttribute('data-nosort')) { return; }
     th.addEventListener('click', function () {
       var ascending = th.getAttribute('aria-sort') !== 'ascending';
       table.querySelectorAll('th').forEach(function (other) { other.removeAttribute('aria-sort'); });

@@ -210,7 +210,14 @@ pub fn artefact_dir() -> PathBuf {
 /// Renders `page` in a window `width` x `height` pixels and saves a
 /// screenshot of it at `screenshot`.
 pub fn render(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered {
-    render_with(page, screenshot, size, &[])
+    render_with(page, "", screenshot, size, &[])
+}
+
+/// [`render`] at `page#fragment`: a page whose script reads its view from
+/// its address (the compare page's `#hide=2&filter=lr`) opens in that
+/// view, which is how a test sees what a reader's clicks would do.
+pub fn render_at(page: &Path, fragment: &str, screenshot: &Path, size: (u32, u32)) -> Rendered {
+    render_with(page, &format!("#{fragment}"), screenshot, size, &[])
 }
 
 /// [`render`] for a reader whose browser prefers a dark colour scheme
@@ -219,6 +226,7 @@ pub fn render_dark(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered
     // Blink's preferredColorScheme: 0 is dark, 1 light.
     render_with(
         page,
+        "",
         screenshot,
         size,
         &["--blink-settings=preferredColorScheme=0"],
@@ -227,6 +235,7 @@ pub fn render_dark(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered
 
 fn render_with(
     page: &Path,
+    fragment: &str,
     screenshot: &Path,
     (width, height): (u32, u32),
     more_args: &[&str],
@@ -277,7 +286,7 @@ fn render_with(
         .arg(format!("--window-size={width},{height}"))
         .arg(format!("--screenshot={}", screenshot.display()))
         .arg("--dump-dom")
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", browser.display()));
     let log = String::from_utf8_lossy(&output.stderr).into_owned();

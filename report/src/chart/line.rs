@@ -313,11 +313,19 @@ fn single_point_labels(drawn: &[Drawn]) -> Vec<Option<(String, (i32, i32))>> {
         .filter(|&index| labels[index].is_some())
         .collect();
     order.sort_by_key(|&index| labels[index].as_ref().map(|(_, (_, y))| *y));
+    // Equal values at one place print once, over each other, so that the
+    // value still shows while any of their lines does.
+    let mut previous: Option<(String, (i32, i32), i32)> = None;
     let mut lowest = i32::MIN;
     for index in order {
-        if let Some((_, (_, y))) = labels[index].as_mut() {
-            *y = (*y).max(lowest.saturating_add(LABEL_SPACING));
-            lowest = *y;
+        if let Some((text, at)) = labels[index].as_mut() {
+            let y = match &previous {
+                Some((same, place, y)) if same == text && *place == *at => *y,
+                _ => at.1.max(lowest.saturating_add(LABEL_SPACING)),
+            };
+            previous = Some((text.clone(), *at, y));
+            at.1 = y;
+            lowest = y;
         }
     }
     labels

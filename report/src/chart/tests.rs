@@ -303,4 +303,26 @@ fn the_values_of_single_points_are_told_apart_and_do_not_overlap() {
     for pair in ys.windows(2) {
         assert!(pair[1] - pair[0] >= 16, "{ys:?}");
     }
+    // The same value at one place prints over itself: it reads once.
+    let same = line_chart(
+        (0..3)
+            .map(|run| Series::new(format!("#{run}"), vec![(1.0, 0.8)]))
+            .collect(),
+    )
+    .to_svg()
+    .unwrap();
+    let mut places: Vec<&str> = series_groups(&same)
+        .iter()
+        .map(|group| {
+            group
+                .split("<text ")
+                .nth(1)
+                .unwrap()
+                .split(" dy=")
+                .next()
+                .unwrap()
+        })
+        .collect();
+    places.dedup();
+    assert_eq!(places.len(), 1, "{same}");
 }
