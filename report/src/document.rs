@@ -339,6 +339,12 @@ impl Document {
     }
 }
 
+/// A data table's cells of at most this many characters stay on one line
+/// (`bf16-mixed`, `1 h 20 min`), longer ones wrap: a table too wide for
+/// the page narrows by wrapping its headers and long texts, never a value
+/// at its hyphen.
+const SHORT_CELL: usize = 24;
+
 fn table_html(html: &mut String, table: &Table) {
     let numeric: Vec<bool> = (0..table.columns.len()).map(|c| table.numeric(c)).collect();
     let explore = table.explore.as_ref();
@@ -362,7 +368,7 @@ fn table_html(html: &mut String, table: &Table) {
             html,
             "<th{class}{} title=\"sort by this column\">{}</th>",
             if off { " data-off" } else { "" },
-            escape_html(name)
+            breakable(name)
         );
     }
     html.push_str("</tr></thead>\n<tbody>\n");
@@ -374,10 +380,12 @@ fn table_html(html: &mut String, table: &Table) {
             None => html.push_str("<tr>"),
         }
         for (column, cell) in row.iter().enumerate() {
-            let class = if numeric.get(column) == Some(&true) {
-                " class=\"num\""
-            } else {
-                ""
+            let long = cell.text.chars().count() > SHORT_CELL || cell.text.contains('\n');
+            let class = match (numeric.get(column) == Some(&true), long) {
+                (true, true) => " class=\"num long\"",
+                (true, false) => " class=\"num\"",
+                (false, true) => " class=\"long\"",
+                (false, false) => "",
             };
             match cell.number {
                 Some(value) if value.is_finite() => {
@@ -395,6 +403,21 @@ fn table_html(html: &mut String, table: &Table) {
         html.push_str("</tr>\n");
     }
     html.push_str("</tbody>\n</table></div>\n");
+}
+
+/// A column name as header text that may wrap after each `.` and `_`
+/// (`train.<wbr>memory.<wbr>optimizer_<wbr>bytes`): a results table's
+/// names are long and have no spaces, and unbroken they set the table's
+/// width, which then scrolls sideways on a laptop's screen.
+fn breakable(name: &str) -> String {
+    let mut html = String::new();
+    for ch in name.chars() {
+        html.push_str(&escape_html(ch.encode_utf8(&mut [0; 4])));
+        if ch == '.' || ch == '_' {
+            html.push_str("<wbr>");
+        }
+    }
+    html
 }
 
 fn table_markdown(markdown: &mut String, table: &Table) {
@@ -447,6 +470,8 @@ h3{font-size:17px;margin:20px 0 8px}
 table{border-collapse:collapse;margin:8px 0}
 th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top;white-space:pre-wrap}
 table.data th{background:var(--head);cursor:pointer;user-select:none}
+table.data td{white-space:nowrap}
+table.data td.long{white-space:pre-wrap}
 table.data th[aria-sort=ascending]::after{content:' \\25B2'}
 table.data th[aria-sort=descending]::after{content:' \\25BC'}
 .num{text-align:right;font-variant-numeric:tabular-nums}
@@ -472,8 +497,10 @@ const EXPLORE_SCRIPT: &str = include_str!("document/explore.js");
 /// each plot the size it was laid out at, how many shapes it drew, the
 /// smallest text it shows in CSS pixels and the colour of its ink
 /// (`data-width`, `data-height`, `data-marks`, `data-min-font`,
-/// `data-ink`), and on the page its background (`data-background`), so
-/// that a headless browser's DOM dump shows what a reader sees.
+/// `data-ink`), on each table's box how wide the table is and how wide
+/// the box shows it (`data-scroll-width`, `data-client-width`: more is
+/// scrolled sideways), and on the page its background (`data-background`),
+/// so that a headless browser's DOM dump shows what a reader sees.
 const SCRIPT: &str = r#"
 document.querySelectorAll('table.sortable').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, column) {
@@ -522,6 +549,10 @@ document.querySelectorAll('figure.plot').forEach(function (figure) {
   figure.setAttribute('data-marks', String(marks));
   figure.setAttribute('data-min-font', smallest.toFixed(1));
   figure.setAttribute('data-ink', ink);
+});
+document.querySelectorAll('div.scroll').forEach(function (box) {
+  box.setAttribute('data-scroll-width', String(box.scrollWidth));
+  box.setAttribute('data-client-width', String(box.clientWidth));
 });
 document.documentElement.setAttribute('data-background', getComputedStyle(document.body).backgroundColor);
 "#;

@@ -130,6 +130,30 @@ impl Rendered {
         self.dom[start..end].to_string()
     }
 
+    /// Each table's box as the page's script measured it after layout:
+    /// (the table's width, the width the box shows), in CSS pixels; a
+    /// table wider than its box scrolls sideways.
+    pub fn table_widths(&self) -> Vec<(u32, u32)> {
+        self.dom
+            .split("<div class=\"scroll\"")
+            .skip(1)
+            .map(|rest| {
+                let tag = &rest[..rest.find('>').expect("a closed <div> tag")];
+                let number = |name: &str| -> u32 {
+                    let start = tag
+                        .find(&format!("{name}=\""))
+                        .unwrap_or_else(|| panic!("no {name} in <div class=\"scroll\"{tag}>"))
+                        + name.len()
+                        + 2;
+                    tag[start..start + tag[start..].find('"').expect("a closed value")]
+                        .parse()
+                        .unwrap_or_else(|e| panic!("{name} of <div{tag}>: {e}"))
+                };
+                (number("data-scroll-width"), number("data-client-width"))
+            })
+            .collect()
+    }
+
     /// Every plot of the page, in order.
     pub fn figures(&self) -> Vec<Figure> {
         self.dom

@@ -328,7 +328,8 @@ fn header(dom: &str) -> Vec<(String, bool)> {
         .skip(1)
         .map(|rest| {
             let (open, rest) = rest.split_once('>').unwrap();
-            let name = rest.split("</th>").next().unwrap().to_string();
+            // A name may wrap after a dot or an underscore.
+            let name = rest.split("</th>").next().unwrap().replace("<wbr>", "");
             (name, open.contains("hidden"))
         })
         .collect()
