@@ -1,5 +1,6 @@
 //! The `report/html` page of a run, through the real binary: how its
-//! results table lays out in a laptop's window (Chromium).
+//! results table lays out in a laptop's window (Chromium), and how it
+//! spells a number that names stages.
 
 use pipe_test_support::{chromium, TestProject};
 
@@ -60,4 +61,45 @@ fn the_results_table_of_a_speed_study_fits_a_1280_px_window() {
     }
     // Values stay whole: `bf16-mixed` is not broken at its hyphen.
     assert!(results.contains("<td>bf16-mixed</td>"), "{results}");
+}
+
+/// A matrix over lr written `1.0e-4` names its stages `train@lr=1.0e-4`:
+/// the params table writes that number the same way, in the list the
+/// matrix comes from and wherever a param has that value, and leaves a
+/// number no matrix names as it was.
+#[test]
+fn the_report_spells_a_number_as_the_stage_names_do() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"name: lrs
+params: { lrs: [1.0e-4, 3.0e-4], train: { lr: 1.0e-4, warmup: 0.0625 } }
+stages:
+  train:
+    matrix: { lr: "${params.lrs}" }
+    run: 'echo "{\"acc\": 0.5}" > m-${matrix.lr}.json'
+    metrics: m-${matrix.lr}.json
+  report:
+    uses: report/html@1
+"#,
+    );
+    let run = project.run(&[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let dir = ".pipe/out/lrs/report/report";
+    let markdown = project.read(&format!("{dir}/report.md"));
+    assert!(markdown.contains("| train@lr=1.0e-4 |"), "{markdown}");
+    assert!(markdown.contains("| 1.0e-4 | 0.5 |"), "{markdown}");
+    assert!(
+        markdown.contains("| lrs | \\[1.0e-4,3.0e-4\\] |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("| train.lr | 1.0e-4 |"), "{markdown}");
+    assert!(markdown.contains("| train.warmup | 0.0625 |"), "{markdown}");
+    let html = project.read(&format!("{dir}/index.html"));
+    for page in [&markdown, &html] {
+        assert!(
+            !page.contains("0.0001") && !page.contains("0.0003"),
+            "{page}"
+        );
+    }
 }
