@@ -32,9 +32,15 @@ const STEP_CURVES: &[(&str, &str)] = &[("loss", "train loss"), ("lr", "learning 
 /// The most points of one row's step curve drawn (report/html's limit).
 const MAX_STEP_POINTS: usize = 2000;
 
-/// Per chart, per group (by index), the curve of each of its rows that
-/// has one: (row index, points).
-type Gathered<K> = BTreeMap<K, BTreeMap<usize, Vec<(usize, Vec<(f64, f64)>)>>>;
+/// A curve's (x, y) points, or a band's (lower, upper) edges.
+type Curve = Vec<(f64, f64)>;
+
+/// Per group (by index), the curve of each of its rows that has one:
+/// (row index, points).
+type GroupCurves = BTreeMap<usize, Vec<(usize, Curve)>>;
+
+/// Per chart, its [`GroupCurves`].
+type Gathered<K> = BTreeMap<K, GroupCurves>;
 
 /// The key a group's table row and lines share: its line number, 1 first,
 /// which is also how the page's address names it (`#hide=2`).
@@ -212,7 +218,7 @@ fn gather_epochs(table: &CompareTable, runs: &[ComparedRun]) -> Gathered<(String
 /// restored another's result is that result again and not counted twice.
 fn lines(
     table: &CompareTable,
-    groups: BTreeMap<usize, Vec<(usize, Vec<(f64, f64)>)>>,
+    groups: GroupCurves,
     single: &dyn Fn(&Row) -> String,
     with_params: bool,
 ) -> Vec<Series> {
@@ -246,7 +252,7 @@ fn lines(
 /// point (mean - std, mean + std) with the sample std; `None` when they
 /// share no x. Points where a seed has no value are left out rather than
 /// averaged over fewer seeds, so every point is the mean of the same runs.
-fn mean_curve(curves: &[&[(f64, f64)]]) -> Option<(Vec<(f64, f64)>, Vec<(f64, f64)>)> {
+fn mean_curve(curves: &[&[(f64, f64)]]) -> Option<(Curve, Curve)> {
     let (first, others) = curves.split_first()?;
     let mut mean = Vec::new();
     let mut band = Vec::new();
