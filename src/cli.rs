@@ -317,8 +317,9 @@ pub struct CompareArgs {
     /// One line per row, raw values.
     #[arg(long, conflicts_with = "html")]
     pub csv: bool,
-    /// One self-contained HTML page: the table, and the per-epoch curves
-    /// of every row overlaid (`pipe compare --html > compare.html`).
+    /// One self-contained HTML page: the table (every column, those shown
+    /// without --all ticked), and the curves of every row overlaid, rows
+    /// and lines to filter and hide (`pipe compare --html > compare.html`).
     #[arg(long, conflicts_with_all = ["json", "md"])]
     pub html: bool,
 }

@@ -20,7 +20,8 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         pipeline: args.pipeline,
         where_params: args.where_,
         directions: args.directions.rules(),
-        all_columns: args.all,
+        // The page has every column, those of the text table ticked.
+        all_columns: args.all || args.html,
         metrics: args.metrics,
         per_seed: args.per_seed,
         baseline_row: args.baseline_row,
@@ -41,7 +42,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     } else if let Some(steps) = &comparison.steps {
         out!(
             "{}",
-            crate::compare_view::html(table, &comparison.runs, steps)?
+            crate::compare_page::html(table, &comparison.runs, steps, args.all)?
         );
     } else {
         out!("{}", crate::compare_view::text(table, Style::for_stdout()));

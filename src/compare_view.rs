@@ -1,34 +1,26 @@
 //! `pipe compare` on stdout: an aligned table for the terminal, Markdown
-//! for a pull-request comment, CSV. (JSON is the table model itself.)
+//! for a pull-request comment, CSV. (JSON is the table model itself; the
+//! HTML page is `compare_page`.)
 
 use std::fmt::Write;
 
-use std::collections::BTreeMap;
-
-use pipe_engine::compare::steps::StepCurves;
-use pipe_engine::compare::table::{
-    row_label, Cell, Column, ColumnKind, CompareTable, Group, Pairs, Row,
-};
+use pipe_engine::compare::table::{Cell, Column, ColumnKind, CompareTable, Group, Pairs};
 use pipe_engine::metrics::{self, Verdict};
-use pipe_engine::runs::{ComparedRun, RunId};
-use pipe_engine::{EngineError, Result};
 use pipe_protocol::format::{format_metric, format_metric_delta};
-use pipe_report::{Cell as PageCell, Document, Table};
-use pipe_report::{LineChart, Series};
 use serde_json::Value;
 
 use crate::render::paint_verdict;
 use crate::style::Style;
 
 /// One cell as shown: its value, and the change against the baseline.
-struct Shown {
-    value: String,
-    change: String,
-    arrow: &'static str,
-    verdict: Option<Verdict>,
+pub(crate) struct Shown {
+    pub(crate) value: String,
+    pub(crate) change: String,
+    pub(crate) arrow: &'static str,
+    pub(crate) verdict: Option<Verdict>,
 }
 
-fn text_of(value: &Value) -> String {
+pub(crate) fn text_of(value: &Value) -> String {
     match value {
         Value::Null => "-".to_string(),
         Value::String(text) => text.clone(),
@@ -44,7 +36,7 @@ fn text_of(value: &Value) -> String {
 }
 
 /// Per column, the significant digits that tell its values apart.
-fn digits_of(table: &CompareTable, column: &Column) -> usize {
+pub(crate) fn digits_of(table: &CompareTable, column: &Column) -> usize {
     let values: Vec<f64> = table
         .groups
         .iter()
@@ -54,7 +46,7 @@ fn digits_of(table: &CompareTable, column: &Column) -> usize {
     metrics::digits_to_tell_apart(&values)
 }
 
-fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
+pub(crate) fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
     let Some(cell) = cell else {
         return Shown {
             value: "-".to_string(),
@@ -134,14 +126,14 @@ fn line_label(group: &Group) -> String {
     label
 }
 
-fn baseline_text(table: &CompareTable) -> String {
+pub(crate) fn baseline_text(table: &CompareTable) -> String {
     group_label(&table.groups[table.baseline.group], &table.baseline.matrix)
 }
 
 /// `#3,#4` or `#3,#4 (precision=bf16-mixed)`: a group's runs and the
 /// matrix combination they share. A line of several seeds shares no seed:
 /// the first row's is left out.
-fn group_label(group: &Group, matrix: &Pairs) -> String {
+pub(crate) fn group_label(group: &Group, matrix: &Pairs) -> String {
     let runs = runs_of(group);
     let pairs: Vec<String> = matrix
         .0
@@ -156,28 +148,12 @@ fn group_label(group: &Group, matrix: &Pairs) -> String {
     }
 }
 
-fn is_seed_key(key: &str) -> bool {
+pub(crate) fn is_seed_key(key: &str) -> bool {
     key.rsplit('.').next() == Some("seed")
 }
 
-/// A curve's name in a legend: its row, and the value of each param that
-/// differs between the rows (`#4 lr=0.0001 seed=2`), so that a reader
-/// need not look the runs up.
-fn curve_label(table: &CompareTable, row: &Row) -> String {
-    let mut label = row_label(row.run, &row.matrix);
-    for column in &table.columns {
-        if column.kind != ColumnKind::Param {
-            continue;
-        }
-        if let Some(value) = row.values.get(&column.id) {
-            label.push_str(&format!(" {}={}", column.label, text_of(value)));
-        }
-    }
-    label
-}
-
 /// ` ✓` after a change for the better, ` ✗` for the worse.
-fn verdict_mark(verdict: Option<Verdict>) -> &'static str {
+pub(crate) fn verdict_mark(verdict: Option<Verdict>) -> &'static str {
     match verdict {
         Some(Verdict::Better) => " ✓",
         Some(Verdict::Worse) => " ✗",
@@ -456,201 +432,4 @@ pub fn csv(table: &CompareTable) -> String {
         let _ = writeln!(out, "{}", fields.join(","));
     }
     out
-}
-
-/// The per-epoch metrics drawn as overlaid curves, one chart each per
-/// training stage, one line per row.
-const CURVES: &[(&str, &str)] = &[
-    ("train_loss", "train loss"),
-    ("val_loss", "validation loss"),
-    ("val_acc", "validation accuracy"),
-];
-
-/// One self-contained page (pipe-report's): the table as `--md` has it, the
-/// warnings, and for every training stage the per-epoch curves of all rows
-/// overlaid, read from the runs' recorded metrics (`epochs.N.*`), so a page
-/// can be drawn for runs whose outputs are long gone from the workspace;
-/// then the rows' per-step curves overlaid (`steps`, read from the cache).
-pub fn html(table: &CompareTable, runs: &[ComparedRun], steps: &StepCurves) -> Result<String> {
-    let mut page = Document::new(format!(
-        "pipe compare: {} row{}",
-        table.groups.len(),
-        if table.groups.len() == 1 { "" } else { "s" }
-    ));
-    page.paragraph(format!(
-        "Baseline: run {}. Changes are against it; ▲/▼ is the direction of the change, ✓ better and ✗ worse by the metric's direction.",
-        baseline_text(table)
-    ));
-    for warning in &table.warnings {
-        page.paragraph(format!("Warning: {}", warning.message));
-    }
-    let mut columns = vec!["run".to_string()];
-    columns.extend(table.columns.iter().map(|column| column.name.clone()));
-    let mut shown_table = Table::new(columns);
-    let digits: Vec<usize> = table
-        .columns
-        .iter()
-        .map(|column| digits_of(table, column))
-        .collect();
-    for group in &table.groups {
-        let first = &table.rows[group.rows[0]];
-        let mut label = group_label(group, &first.matrix);
-        if group.n > 1 {
-            label = format!("{label} (mean of {})", group.n);
-        }
-        let mut cells = vec![PageCell::text(label)];
-        for (column, digits) in table.columns.iter().zip(&digits) {
-            let cell = group.cells.get(&column.id);
-            let shown = shown(column, cell, *digits);
-            let mark = verdict_mark(shown.verdict);
-            let text = if shown.change.is_empty() {
-                shown.value
-            } else {
-                format!("{} ({} {}{mark})", shown.value, shown.arrow, shown.change)
-            };
-            cells.push(match cell.and_then(|cell| cell.value.as_f64()) {
-                Some(number) if column.numeric => PageCell::number_as(number, text),
-                _ => PageCell::text(text),
-            });
-        }
-        shown_table.rows.push(cells);
-    }
-    page.heading(2, "Runs");
-    page.table(shown_table);
-
-    let curves = overlaid_curves(table, runs);
-    if !curves.is_empty() {
-        page.heading(2, "Curves");
-    }
-    for ((stage, metric), series) in curves {
-        let label = label_of(CURVES, metric);
-        let file = format!("{stage}-{metric}");
-        overlaid_plot(&mut page, &file, label, "epoch", &stage, series)?;
-    }
-    step_plots(&mut page, table, steps)?;
-    Ok(page.to_html())
-}
-
-/// (base stage, metric) -> one series per row that has that curve, from
-/// the stages the table found for the row.
-fn overlaid_curves(
-    table: &CompareTable,
-    runs: &[ComparedRun],
-) -> BTreeMap<(String, &'static str), Vec<Series>> {
-    let by_id: BTreeMap<RunId, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
-    let mut curves: BTreeMap<(String, &'static str), Vec<Series>> = BTreeMap::new();
-    for row in &table.rows {
-        let Some(run) = by_id.get(&row.run) else {
-            continue;
-        };
-        for stage in row.stages.iter().filter_map(|&index| run.stages.get(index)) {
-            let base = &stage.identity.base_name;
-            for (metric, _) in CURVES {
-                let suffix = format!(".{metric}");
-                let mut points: Vec<(f64, f64)> = stage
-                    .metrics
-                    .iter()
-                    .filter_map(|(name, value)| {
-                        let epoch = name.strip_prefix("epochs.")?.strip_suffix(&suffix)?;
-                        Some((epoch.parse::<f64>().ok()?, value.as_f64()?))
-                    })
-                    .collect();
-                if points.is_empty() {
-                    continue;
-                }
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                curves
-                    .entry((base.clone(), metric))
-                    .or_default()
-                    .push(Series::new(curve_label(table, row), points));
-            }
-        }
-    }
-    curves
-}
-
-/// The per-step columns overlaid on `compare --html`, one chart each per
-/// training stage, one line per row.
-const STEP_CURVES: &[(&str, &str)] = &[("loss", "train loss"), ("lr", "learning rate")];
-
-/// The most points of one row's step curve drawn (report/html's limit).
-const MAX_STEP_POINTS: usize = 2000;
-
-/// The rows' step curves overlaid: with one epoch, the per-epoch charts are
-/// a dot per row, and these show how each row trained.
-fn step_plots(page: &mut Document, table: &CompareTable, steps: &StepCurves) -> Result<()> {
-    let mut charts: BTreeMap<(&str, &str), Vec<Series>> = BTreeMap::new();
-    for curve in &steps.curves {
-        let Some(x) = curve.columns.get("step") else {
-            continue;
-        };
-        let row = &table.rows[curve.row];
-        for (column, _) in STEP_CURVES {
-            let Some(y) = curve.columns.get(*column) else {
-                continue;
-            };
-            // A long run's step log is thinned to every n-th point and the
-            // last, as the report does: a few thousand show all there is.
-            let all = x.len().min(y.len());
-            let stride = all.div_ceil(MAX_STEP_POINTS).max(1);
-            let points: Vec<(f64, f64)> = (0..all)
-                .filter(|&index| index % stride == 0 || index + 1 == all)
-                .map(|index| (x[index], y[index]))
-                .collect();
-            charts
-                .entry((curve.stage.as_str(), column))
-                .or_default()
-                .push(Series::new(row_label(row.run, &row.matrix), points));
-        }
-    }
-    if !charts.is_empty() || !steps.unreadable.is_empty() {
-        page.heading(2, "Curves per step");
-    }
-    if !steps.unreadable.is_empty() {
-        page.paragraph(format!(
-            "Per-step curves that could not be read, so are not drawn: {}.",
-            steps.unreadable.join("; ")
-        ));
-    }
-    for ((stage, column), series) in charts {
-        let label = label_of(STEP_CURVES, column);
-        let file = format!("{stage}-{column}-per-step");
-        overlaid_plot(page, &file, label, "step", stage, series)?;
-    }
-    Ok(())
-}
-
-/// The label a curve is drawn with: `labels`' own, else its name.
-fn label_of<'a>(labels: &[(&str, &'a str)], name: &'a str) -> &'a str {
-    labels
-        .iter()
-        .find(|(each, _)| *each == name)
-        .map_or(name, |(_, label)| label)
-}
-
-/// One chart of the rows' curves of `label` per `x` (epoch or step) of
-/// `stage`, as plot `file` of the page.
-fn overlaid_plot(
-    page: &mut Document,
-    file: &str,
-    label: &str,
-    x: &str,
-    stage: &str,
-    series: Vec<Series>,
-) -> Result<()> {
-    let title = format!(
-        "{} per {x} of {stage}",
-        pipe_report::text::capitalised(label)
-    );
-    let chart = LineChart {
-        title: title.clone(),
-        x_label: x.into(),
-        y_label: label.to_string(),
-        series,
-    };
-    let svg = chart
-        .to_svg()
-        .map_err(|e| EngineError::Internal(format!("cannot draw `{title}`: {e}")))?;
-    page.plot(file, title, svg);
-    Ok(())
 }

@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod compare_command;
+mod compare_page;
 mod compare_view;
 mod complete;
 mod here;

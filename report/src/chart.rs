@@ -51,9 +51,6 @@ const MUTED: RGBColor = RGBColor(0x44, 0x44, 0x44);
 /// never themed.
 const CELL_INK: RGBColor = RGBColor(0x11, 0x11, 0x11);
 
-/// A line series of more points than this is drawn without markers.
-const MAX_MARKED_POINTS: usize = 100;
-
 /// Series colours, in order (a colour-blind-safe palette); the n-th series
 /// of every chart gets the same one.
 const PALETTE: [RGBColor; 8] = [
@@ -71,12 +68,20 @@ fn colour(index: usize) -> RGBColor {
     PALETTE[index % PALETTE.len()]
 }
 
-/// One named line of a [`LineChart`], or one group member of a
-/// [`BarChart`].
+/// One named line of a [`LineChart`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
+    /// Per point, the (lower, upper) edge of a band shaded around the line:
+    /// the spread of the repeats a line is the mean of (± one std over
+    /// seeds), drawn with the line rather than as a chart of its own so
+    /// that the line and its spread share axes, colour and legend entry.
+    pub band: Option<Vec<(f64, f64)>>,
+    /// What the page calls this line (its `data-key`), so that a control
+    /// can hide it: the compare table row it draws. Lines of one key are
+    /// one row's in every chart of the page.
+    pub key: Option<String>,
 }
 
 impl Series {
@@ -84,7 +89,20 @@ impl Series {
         Series {
             name: name.into(),
             points,
+            band: None,
+            key: None,
         }
+    }
+
+    /// With a band: one (lower, upper) per point, in the points' order.
+    pub fn with_band(mut self, band: Vec<(f64, f64)>) -> Series {
+        self.band = Some(band);
+        self
+    }
+
+    pub fn with_key(mut self, key: impl Into<String>) -> Series {
+        self.key = Some(key.into());
+        self
     }
 }
 
@@ -251,116 +269,6 @@ fn padded_range(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     Some((low - spread * 0.05, high + spread * 0.05))
 }
 
-impl LineChart {
-    /// The chart as SVG. Non-finite points (a NaN loss) are left out; a
-    /// chart without any finite point says so instead of drawing axes.
-    pub fn to_svg(&self) -> Result<String> {
-        let finite: Vec<Vec<(f64, f64)>> = self
-            .series
-            .iter()
-            .map(|series| {
-                series
-                    .points
-                    .iter()
-                    .copied()
-                    .filter(|(x, y)| x.is_finite() && y.is_finite())
-                    .collect()
-            })
-            .collect();
-        let x_range = padded_range(finite.iter().flatten().map(|p| p.0));
-        let y_range = padded_range(finite.iter().flatten().map(|p| p.1));
-        let note = zoom_note(finite.iter().flatten().map(|p| p.1));
-        let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
-        let legend = legend_height(&names);
-        draw_svg(&self.title, HEIGHT + legend - LEGEND_HEIGHT, |root| {
-            let (Some((x0, x1)), Some((y0, y1))) = (x_range, y_range) else {
-                return no_data(root, &self.title);
-            };
-            // Title (and note) drawn by hand: the note goes between the
-            // title and the plot, where plotters' caption has no room.
-            let centre = Pos::new(HPos::Center, VPos::Center);
-            let (width, _) = root.dim_in_pixel();
-            root.draw(&Text::new(
-                shorten(&self.title, 64),
-                (width as i32 / 2, 22),
-                (FONT, TITLE_FONT)
-                    .into_font()
-                    .into_text_style(root)
-                    .pos(centre),
-            ))
-            .map_err(|e| e.to_string())?;
-            if let Some(note) = &note {
-                root.draw(&Text::new(
-                    note.clone(),
-                    (width as i32 / 2, 46),
-                    (FONT, NOTE_FONT)
-                        .into_font()
-                        .style(FontStyle::Italic)
-                        .into_text_style(root)
-                        .pos(centre),
-                ))
-                .map_err(|e| e.to_string())?;
-            }
-            let mut chart = ChartBuilder::on(root)
-                .margin(12)
-                .margin_top(if note.is_some() { 60 } else { 40 })
-                .margin_bottom(legend)
-                .x_label_area_size(48)
-                .y_label_area_size(84)
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(|e| e.to_string())?;
-            // Epochs and steps are whole numbers: no label between them.
-            let whole_x = finite.iter().flatten().all(|(x, _)| x.fract() == 0.0);
-            let x_digits = tick_digits(&ticks_of((x0, x1), X_TICKS));
-            let x_format = |v: &f64| {
-                if whole_x && v.fract() != 0.0 {
-                    String::new()
-                } else {
-                    format_significant(*v, x_digits)
-                }
-            };
-            let y_digits = tick_digits(&ticks_of((y0, y1), VALUE_TICKS));
-            let y_format = |v: &f64| format_significant(*v, y_digits);
-            chart
-                .configure_mesh()
-                .x_labels(X_TICKS)
-                .y_labels(VALUE_TICKS)
-                .light_line_style(TRANSPARENT)
-                .bold_line_style(GRID)
-                .x_desc(shorten(&self.x_label, 60))
-                .y_desc(shorten(&self.y_label, 40))
-                .x_label_formatter(&x_format)
-                .y_label_formatter(&y_format)
-                .label_style((FONT, TICK_FONT))
-                .axis_desc_style((FONT, AXIS_FONT))
-                .draw()
-                .map_err(|e| e.to_string())?;
-            for (index, points) in finite.iter().enumerate() {
-                let line = colour(index);
-                chart
-                    .draw_series(LineSeries::new(
-                        points.iter().copied(),
-                        line.stroke_width(2),
-                    ))
-                    .map_err(|e| e.to_string())?;
-                // Markers show where the data is when points are few (one
-                // epoch is one point, which a line alone would not show);
-                // on a long series they would only bloat the file.
-                if points.len() <= MAX_MARKED_POINTS {
-                    chart
-                        .draw_series(
-                            points
-                                .iter()
-                                .map(|&point| Circle::new(point, 3, line.filled())),
-                        )
-                        .map_err(|e| e.to_string())?;
-                }
-            }
-            legend_below(root, &names, LegendMark::Line)
-        })
-    }
-}
-
 /// Room under a chart's axes for one row of its legend, which lies there
 /// rather than over the data; a legend too wide for one row wraps onto
 /// more, and the chart grows by as many rows.
@@ -368,11 +276,6 @@ const LEGEND_HEIGHT: u32 = 32;
 
 /// Where the legend's entries start, under the value axis's labels.
 const LEGEND_LEFT: i32 = 84;
-
-enum LegendMark {
-    Line,
-    Box,
-}
 
 /// Each legend entry's label, left edge and row: entries run left to
 /// right and wrap before the right margin.
@@ -400,12 +303,9 @@ fn legend_height(names: &[&str]) -> u32 {
     LEGEND_HEIGHT * rows.max(1)
 }
 
-/// The series names with their colours, along the bottom edge.
-fn legend_below(
-    root: &DrawingArea<SVGBackend, Shift>,
-    names: &[&str],
-    mark: LegendMark,
-) -> Result<(), String> {
+/// The series names with their colours, along the bottom edge (a bar
+/// chart's: a line chart draws its own, see `line`).
+fn legend_below(root: &DrawingArea<SVGBackend, Shift>, names: &[&str]) -> Result<(), String> {
     let (_, height) = root.dim_in_pixel();
     let top = (height - legend_height(names)) as i32 + LEGEND_HEIGHT as i32 / 2;
     let style = (FONT, TICK_FONT)
@@ -415,16 +315,10 @@ fn legend_below(
     for (index, (label, x, row)) in legend_layout(names).into_iter().enumerate() {
         let y = top + (row * LEGEND_HEIGHT) as i32;
         let ink = colour(index);
-        match mark {
-            LegendMark::Line => root.draw(&PathElement::new(
-                vec![(x, y), (x + 18, y)],
-                ink.stroke_width(2),
-            )),
-            LegendMark::Box => root.draw(&Rectangle::new(
-                [(x + 3, y - 6), (x + 15, y + 6)],
-                ink.filled(),
-            )),
-        }
+        root.draw(&Rectangle::new(
+            [(x + 3, y - 6), (x + 15, y + 6)],
+            ink.filled(),
+        ))
         .map_err(|e| e.to_string())?;
         root.draw(&Text::new(label, (x + 24, y), style.clone()))
             .map_err(|e| e.to_string())?;
@@ -542,7 +436,7 @@ impl BarChart {
                 root.draw(&Text::new(label.clone(), (x - 6, y), label_style.clone()))
                     .map_err(|e| e.to_string())?;
             }
-            legend_below(root, &names, LegendMark::Box)
+            legend_below(root, &names)
         })
     }
 }
@@ -667,6 +561,8 @@ impl HeatMap {
         Ok(themed(&svg).replacen("class=\"pipe-chart\"", "class=\"pipe-chart heat-map\"", 1))
     }
 }
+
+mod line;
 
 #[cfg(test)]
 mod tests;

@@ -54,6 +54,21 @@ impl Cell {
 pub struct Table {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
+    /// Controls for a reader to explore it on the page (the HTML only).
+    pub explore: Option<Explore>,
+}
+
+/// What a reader can change in a table on the page (the compare page's):
+/// which columns show (a tick box each), which rows (a text filter), and
+/// which rows' lines the charts draw (a tick box per row, and its legend
+/// entries). The page's script builds the controls, so that a page read
+/// without scripts shows every column and no control that does nothing.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Explore {
+    /// Per row, the key of its lines in the charts ([`crate::Series::key`]).
+    pub row_keys: Vec<String>,
+    /// Per column, whether it shows at first.
+    pub shown: Vec<bool>,
 }
 
 impl Table {
@@ -61,6 +76,7 @@ impl Table {
         Table {
             columns,
             rows: Vec::new(),
+            explore: None,
         }
     }
 
@@ -233,9 +249,16 @@ impl Document {
                 }
             }
         }
+        // A table's controls come first, so that the sorting set up after
+        // them counts the column of row switches they add.
+        let explore = self
+            .blocks
+            .iter()
+            .any(|block| matches!(block, Block::Table(table) if table.explore.is_some()));
         let _ = write!(
             html,
-            "</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+            "</main>\n<script>{}{SCRIPT}</script>\n</body>\n</html>\n",
+            if explore { EXPLORE_SCRIPT } else { "" }
         );
         html
     }
@@ -316,29 +339,53 @@ impl Document {
     }
 }
 
+/// A data table's cells of at most this many characters stay on one line
+/// (`bf16-mixed`, `1 h 20 min`), longer ones wrap: a table too wide for
+/// the page narrows by wrapping its headers and long texts, never a value
+/// at its hyphen.
+const SHORT_CELL: usize = 24;
+
 fn table_html(html: &mut String, table: &Table) {
     let numeric: Vec<bool> = (0..table.columns.len()).map(|c| table.numeric(c)).collect();
-    html.push_str("<div class=\"scroll\"><table class=\"data sortable\">\n<thead><tr>");
+    let explore = table.explore.as_ref();
+    let _ = write!(
+        html,
+        "<div class=\"scroll\"><table class=\"data sortable\"{}>\n<thead><tr>",
+        if explore.is_some() {
+            " data-explore"
+        } else {
+            ""
+        }
+    );
     for (column, name) in table.columns.iter().enumerate() {
         let class = if numeric[column] {
             " class=\"num\""
         } else {
             ""
         };
+        let off = explore.and_then(|explore| explore.shown.get(column)) == Some(&false);
         let _ = write!(
             html,
-            "<th{class} title=\"sort by this column\">{}</th>",
-            escape_html(name)
+            "<th{class}{} title=\"sort by this column\">{}</th>",
+            if off { " data-off" } else { "" },
+            breakable(name)
         );
     }
     html.push_str("</tr></thead>\n<tbody>\n");
-    for row in &table.rows {
-        html.push_str("<tr>");
+    for (index, row) in table.rows.iter().enumerate() {
+        match explore.and_then(|explore| explore.row_keys.get(index)) {
+            Some(key) => {
+                let _ = write!(html, "<tr data-key=\"{}\">", escape_html(key));
+            }
+            None => html.push_str("<tr>"),
+        }
         for (column, cell) in row.iter().enumerate() {
-            let class = if numeric.get(column) == Some(&true) {
-                " class=\"num\""
-            } else {
-                ""
+            let long = cell.text.chars().count() > SHORT_CELL || cell.text.contains('\n');
+            let class = match (numeric.get(column) == Some(&true), long) {
+                (true, true) => " class=\"num long\"",
+                (true, false) => " class=\"num\"",
+                (false, true) => " class=\"long\"",
+                (false, false) => "",
             };
             match cell.number {
                 Some(value) if value.is_finite() => {
@@ -356,6 +403,21 @@ fn table_html(html: &mut String, table: &Table) {
         html.push_str("</tr>\n");
     }
     html.push_str("</tbody>\n</table></div>\n");
+}
+
+/// A column name as header text that may wrap after each `.` and `_`
+/// (`train.<wbr>memory.<wbr>optimizer_<wbr>bytes`): a results table's
+/// names are long and have no spaces, and unbroken they set the table's
+/// width, which then scrolls sideways on a laptop's screen.
+fn breakable(name: &str) -> String {
+    let mut html = String::new();
+    for ch in name.chars() {
+        html.push_str(&escape_html(ch.encode_utf8(&mut [0; 4])));
+        if ch == '.' || ch == '_' {
+            html.push_str("<wbr>");
+        }
+    }
+    html
 }
 
 fn table_markdown(markdown: &mut String, table: &Table) {
@@ -408,6 +470,8 @@ h3{font-size:17px;margin:20px 0 8px}
 table{border-collapse:collapse;margin:8px 0}
 th,td{padding:4px 10px;border-bottom:1px solid var(--line);text-align:left;vertical-align:top;white-space:pre-wrap}
 table.data th{background:var(--head);cursor:pointer;user-select:none}
+table.data td{white-space:nowrap}
+table.data td.long{white-space:pre-wrap}
 table.data th[aria-sort=ascending]::after{content:' \\25B2'}
 table.data th[aria-sort=descending]::after{content:' \\25BC'}
 .num{text-align:right;font-variant-numeric:tabular-nums}
@@ -417,17 +481,30 @@ figure.plot{margin:12px 0;background:var(--panel);border:1px solid var(--line);p
 figure.plot svg{display:block;width:100%;min-width:680px;height:auto}
 figure.plot svg.heat-map{max-width:600px;min-width:480px}
 figcaption{color:var(--muted);font-size:13px;margin-top:4px}
+.explore{display:flex;flex-wrap:wrap;gap:8px 24px;align-items:flex-start;margin:8px 0}
+.explore fieldset{border:1px solid var(--line);margin:0;padding:4px 10px}
+.explore fieldset label{display:inline-block;margin-right:14px;white-space:nowrap}
+.explore input[type=search]{font:inherit;padding:2px 6px}
+tr.off>td:not(.toggle){opacity:.45}
+g.legend-entry[data-key]{cursor:pointer}
+g.legend-entry.off{opacity:.35}
 ";
+
+/// The script of a table's [`Explore`] controls.
+const EXPLORE_SCRIPT: &str = include_str!("document/explore.js");
 
 /// Sorts a table by the clicked column (numbers by value), and records on
 /// each plot the size it was laid out at, how many shapes it drew, the
 /// smallest text it shows in CSS pixels and the colour of its ink
 /// (`data-width`, `data-height`, `data-marks`, `data-min-font`,
-/// `data-ink`), and on the page its background (`data-background`), so
-/// that a headless browser's DOM dump shows what a reader sees.
+/// `data-ink`), on each table's box how wide the table is and how wide
+/// the box shows it (`data-scroll-width`, `data-client-width`: more is
+/// scrolled sideways), and on the page its background (`data-background`),
+/// so that a headless browser's DOM dump shows what a reader sees.
 const SCRIPT: &str = r#"
 document.querySelectorAll('table.sortable').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, column) {
+    if (th.hasAttribute('data-nosort')) { return; }
     th.addEventListener('click', function () {
       var ascending = th.getAttribute('aria-sort') !== 'ascending';
       table.querySelectorAll('th').forEach(function (other) { other.removeAttribute('aria-sort'); });
@@ -472,6 +549,10 @@ document.querySelectorAll('figure.plot').forEach(function (figure) {
   figure.setAttribute('data-marks', String(marks));
   figure.setAttribute('data-min-font', smallest.toFixed(1));
   figure.setAttribute('data-ink', ink);
+});
+document.querySelectorAll('div.scroll').forEach(function (box) {
+  box.setAttribute('data-scroll-width', String(box.scrollWidth));
+  box.setAttribute('data-client-width', String(box.clientWidth));
 });
 document.documentElement.setAttribute('data-background', getComputedStyle(document.body).backgroundColor);
 "#;

@@ -15,5 +15,5 @@ mod error;
 pub mod text;
 
 pub use chart::{BarChart, HeatMap, LineChart, Series};
-pub use document::{Block, Cell, Document, Plot, Table};
+pub use document::{Block, Cell, Document, Explore, Plot, Table};
 pub use error::{ReportError, Result};

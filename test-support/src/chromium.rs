@@ -130,6 +130,30 @@ impl Rendered {
         self.dom[start..end].to_string()
     }
 
+    /// Each table's box as the page's script measured it after layout:
+    /// (the table's width, the width the box shows), in CSS pixels; a
+    /// table wider than its box scrolls sideways.
+    pub fn table_widths(&self) -> Vec<(u32, u32)> {
+        self.dom
+            .split("<div class=\"scroll\"")
+            .skip(1)
+            .map(|rest| {
+                let tag = &rest[..rest.find('>').expect("a closed <div> tag")];
+                let number = |name: &str| -> u32 {
+                    let start = tag
+                        .find(&format!("{name}=\""))
+                        .unwrap_or_else(|| panic!("no {name} in <div class=\"scroll\"{tag}>"))
+                        + name.len()
+                        + 2;
+                    tag[start..start + tag[start..].find('"').expect("a closed value")]
+                        .parse()
+                        .unwrap_or_else(|e| panic!("{name} of <div{tag}>: {e}"))
+                };
+                (number("data-scroll-width"), number("data-client-width"))
+            })
+            .collect()
+    }
+
     /// Every plot of the page, in order.
     pub fn figures(&self) -> Vec<Figure> {
         self.dom
@@ -210,7 +234,14 @@ pub fn artefact_dir() -> PathBuf {
 /// Renders `page` in a window `width` x `height` pixels and saves a
 /// screenshot of it at `screenshot`.
 pub fn render(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered {
-    render_with(page, screenshot, size, &[])
+    render_with(page, "", screenshot, size, &[])
+}
+
+/// [`render`] at `page#fragment`: a page whose script reads its view from
+/// its address (the compare page's `#hide=2&filter=lr`) opens in that
+/// view, which is how a test sees what a reader's clicks would do.
+pub fn render_at(page: &Path, fragment: &str, screenshot: &Path, size: (u32, u32)) -> Rendered {
+    render_with(page, &format!("#{fragment}"), screenshot, size, &[])
 }
 
 /// [`render`] for a reader whose browser prefers a dark colour scheme
@@ -219,6 +250,7 @@ pub fn render_dark(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered
     // Blink's preferredColorScheme: 0 is dark, 1 light.
     render_with(
         page,
+        "",
         screenshot,
         size,
         &["--blink-settings=preferredColorScheme=0"],
@@ -227,6 +259,7 @@ pub fn render_dark(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered
 
 fn render_with(
     page: &Path,
+    fragment: &str,
     screenshot: &Path,
     (width, height): (u32, u32),
     more_args: &[&str],
@@ -277,7 +310,7 @@ fn render_with(
         .arg(format!("--window-size={width},{height}"))
         .arg(format!("--screenshot={}", screenshot.display()))
         .arg("--dump-dom")
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .output()
         .unwrap_or_else(|e| panic!("run {}: {e}", browser.display()));
     let log = String::from_utf8_lossy(&output.stderr).into_owned();

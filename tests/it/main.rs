@@ -32,6 +32,7 @@ mod progress_lines;
 mod quickstart;
 mod record_trust;
 mod remote_cache;
+mod report_page;
 mod reports;
 mod resolved_pipeline;
 mod run_choice;

@@ -37,6 +37,12 @@ fn a_single_point_still_shows_and_no_points_say_so() {
         .to_svg()
         .unwrap();
     assert!(one.contains("<circle"), "{one}");
+    // Its value is written beside it: a dot alone says where, not how much.
+    let group = series_groups(&one)[0];
+    assert!(
+        group.contains("<circle") && group.contains("fill=\"currentColor\">\n0.5\n</text>"),
+        "{one}"
+    );
     let long: Vec<(f64, f64)> = (0..500)
         .map(|step| (step as f64, 1.0 / (1.0 + step as f64)))
         .collect();
@@ -184,4 +190,139 @@ fn a_legend_too_wide_for_one_row_wraps_and_the_chart_grows() {
     for (_, x, _) in legend_layout(&["#1 (precision=bf16-mixed)"; 8]) {
         assert!(x + 24 + 25 * 8 < WIDTH as i32, "{x}");
     }
+}
+
+/// The `<g class="series">` elements of a chart, in order.
+fn series_groups(svg: &str) -> Vec<&str> {
+    svg.split("<g class=\"series\"")
+        .skip(1)
+        .map(|rest| rest.split("</g>").next().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_band_is_shaded_around_its_line_and_keys_mark_a_series_and_its_legend_entry() {
+    let mean = Series::new(
+        "lr=0.1 (mean ± std of 2 seeds)",
+        vec![(1.0, 0.5), (2.0, 0.6), (3.0, 0.7)],
+    )
+    .with_band(vec![(0.4, 0.6), (0.55, 0.65), (0.69, 0.71)])
+    .with_key("2");
+    let plain = Series::new("#3", vec![(1.0, 0.3), (2.0, 0.2), (3.0, 0.1)]);
+    let svg = line_chart(vec![plain, mean]).to_svg().unwrap();
+    let groups = series_groups(&svg);
+    assert_eq!(groups.len(), 2, "{svg}");
+    assert!(
+        !groups[0].contains("data-key") && !groups[0].contains("band"),
+        "{}",
+        groups[0]
+    );
+    assert!(groups[1].starts_with(" data-key=\"2\">"), "{}", groups[1]);
+    // The band: a closed shape, three points along the top and three back
+    // along the bottom, shaded in the line's colour.
+    let band = groups[1]
+        .split("<polygon class=\"band\" points=\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no band: {}", groups[1]));
+    let (points, rest) = band.split_once('"').unwrap();
+    let ys: Vec<i32> = points
+        .split_whitespace()
+        .map(|point| point.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ys.len(), 6, "{points}");
+    // SVG y grows downwards: the upper edge has the smaller y.
+    for (upper, lower) in ys[..3].iter().zip(ys[3..].iter().rev()) {
+        assert!(upper < lower, "{points}");
+    }
+    assert!(
+        rest.contains("fill=\"#FF7F0E\" fill-opacity=\"0.2\""),
+        "{rest}"
+    );
+    // The band widens the axis: the lowest edge, 0.4, is on the chart.
+    let lowest_tick = y_tick_labels(&svg)
+        .iter()
+        .filter_map(|tick| tick.parse::<f64>().ok())
+        .fold(f64::INFINITY, f64::min);
+    assert!(lowest_tick <= 0.1, "{lowest_tick}");
+    assert!(
+        svg.contains("<g class=\"legend-entry\" data-key=\"2\">\n<rect"),
+        "the legend shows the band: {svg}"
+    );
+    assert!(
+        svg.contains(">\nlr=0.1 (mean ± std of 2 seeds)\n</text>"),
+        "{svg}"
+    );
+
+    // A band around a single point is an error bar, and its label says ±.
+    let one = Series::new("mean", vec![(1.0, 0.5)]).with_band(vec![(0.4, 0.6)]);
+    let svg = line_chart(vec![one]).to_svg().unwrap();
+    let group = series_groups(&svg)[0];
+    assert!(group.contains("<polyline class=\"band\""), "{group}");
+    assert!(group.contains(">\n0.5 ± 0.1\n</text>"), "{group}");
+}
+
+#[test]
+fn the_values_of_single_points_are_told_apart_and_do_not_overlap() {
+    let svg = line_chart(
+        (0..3)
+            .map(|run| {
+                Series::new(
+                    format!("#{run}"),
+                    vec![(1.0, 0.52472 + 0.00001 * run as f64)],
+                )
+            })
+            .collect(),
+    )
+    .to_svg()
+    .unwrap();
+    let labels: Vec<(i32, String)> = series_groups(&svg)
+        .iter()
+        .map(|group| {
+            let text = group.split("<text ").nth(1).unwrap();
+            let y = text
+                .split("y=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap();
+            let value = text
+                .split(">\n")
+                .nth(1)
+                .unwrap()
+                .split('\n')
+                .next()
+                .unwrap();
+            (y.parse().unwrap(), value.to_string())
+        })
+        .collect();
+    let values: Vec<&str> = labels.iter().map(|(_, value)| value.as_str()).collect();
+    assert_eq!(values, ["0.52472", "0.52473", "0.52474"], "{svg}");
+    let mut ys: Vec<i32> = labels.iter().map(|(y, _)| *y).collect();
+    ys.sort_unstable();
+    for pair in ys.windows(2) {
+        assert!(pair[1] - pair[0] >= 16, "{ys:?}");
+    }
+    // The same value at one place prints over itself: it reads once.
+    let same = line_chart(
+        (0..3)
+            .map(|run| Series::new(format!("#{run}"), vec![(1.0, 0.8)]))
+            .collect(),
+    )
+    .to_svg()
+    .unwrap();
+    let mut places: Vec<&str> = series_groups(&same)
+        .iter()
+        .map(|group| {
+            group
+                .split("<text ")
+                .nth(1)
+                .unwrap()
+                .split(" dy=")
+                .next()
+                .unwrap()
+        })
+        .collect();
+    places.dedup();
+    assert_eq!(places.len(), 1, "{same}");
 }

@@ -47,6 +47,7 @@ pub(super) fn columns(
         differs: false,
         key: false,
         unit: None,
+        by_default: false,
     };
     candidates.push(plain(
         "pipeline".into(),
@@ -88,6 +89,7 @@ pub(super) fn columns(
                 differs: false,
                 key,
                 unit: Unit::of(metric),
+                by_default: false,
             }
         })
         .collect();
@@ -106,9 +108,6 @@ pub(super) fn columns(
             column.differs = values.iter().any(|value| *value != values[0]);
             column.numeric = values.iter().flatten().all(|value| value.is_number())
                 && values.iter().any(Option::is_some);
-            if options.all_columns {
-                return Some(column);
-            }
             let is_text = values.iter().flatten().any(|value| value.is_string());
             let shown = match column.kind {
                 ColumnKind::Matrix => true,
@@ -127,14 +126,15 @@ pub(super) fn columns(
                 ColumnKind::Metric if is_text => false,
                 ColumnKind::Metric => {
                     let worth = column.differs && !repeats_a_param(&column, facts);
-                    if worth && any_key {
+                    if worth && any_key && !options.all_columns {
                         hidden_metrics.push(column.name.clone());
                     }
                     worth && !any_key
                 }
                 _ => column.differs,
             };
-            shown.then_some(column)
+            column.by_default = shown;
+            (shown || options.all_columns).then_some(column)
         })
         .collect();
     unique_names(&mut shown);

@@ -86,6 +86,11 @@ pub struct Column {
     /// from its name): shown in human units, raw in JSON and CSV.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit: Option<Unit>,
+    /// Among the columns shown without `--all`: with `--all`, which of
+    /// them a view shows at first (the HTML page's column picker, which
+    /// has every column and ticks these).
+    #[serde(skip)]
+    pub by_default: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

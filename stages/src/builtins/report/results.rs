@@ -5,7 +5,7 @@ use pipe_protocol::format::format_seconds;
 use pipe_protocol::{RunContext, RunStage};
 use pipe_report::text::format_number;
 use pipe_report::{BarChart, Cell, Document, Table};
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::model::{lookup, metric_cell, rows, value_text, MetricColumn, Options, Row};
 use super::sections::draw_error;
@@ -152,8 +152,64 @@ pub(super) fn baseline_row(rows: &[Row], pairs: &[(String, String)]) -> Result<u
     }
 }
 
+/// The spellings of numbers that the run's matrix values give them
+/// (`1.0e-4`), by value: the stage names (`train@lr=1.0e-4`) and the
+/// results table's rows write a matrix value as the pipeline wrote it,
+/// and the params table writes the same number the same way, rather than
+/// as its JSON value prints (`0.0001`).
+struct NumberTexts(Vec<(f64, String)>);
+
+impl NumberTexts {
+    fn of(run: &RunContext) -> NumberTexts {
+        let mut texts: Vec<(f64, String)> = Vec::new();
+        for stage in &run.stages {
+            for (_, text) in &stage.combination.0 {
+                let Some(value) = text.parse::<f64>().ok().filter(|value| value.is_finite()) else {
+                    continue;
+                };
+                if !texts.iter().any(|(known, _)| *known == value) {
+                    texts.push((value, text.clone()));
+                }
+            }
+        }
+        NumberTexts(texts)
+    }
+
+    /// `number` as a matrix value wrote it, else as `fallback` does.
+    fn text(&self, number: &Number, fallback: impl Fn(&Number) -> String) -> String {
+        let written = number
+            .as_f64()
+            .filter(|_| number.is_f64())
+            .and_then(|value| {
+                self.0
+                    .iter()
+                    .find(|(known, _)| *known == value)
+                    .map(|(_, text)| text.clone())
+            });
+        written.unwrap_or_else(|| fallback(number))
+    }
+
+    /// A list or other param value as compact JSON, its numbers spelt as
+    /// [`NumberTexts::text`] spells them.
+    fn json(&self, value: &Value) -> String {
+        match value {
+            Value::Number(number) => self.text(number, Number::to_string),
+            Value::Array(items) => {
+                let items: Vec<String> = items.iter().map(|item| self.json(item)).collect();
+                format!("[{}]", items.join(","))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 /// Nested params as `a.b` -> value text, in the params' own order.
-pub(super) fn flatten_params(prefix: &str, value: &Value, out: &mut Vec<(String, String)>) {
+fn flatten_params(
+    prefix: &str,
+    value: &Value,
+    texts: &NumberTexts,
+    out: &mut Vec<(String, String)>,
+) {
     match value {
         Value::Object(map) if !map.is_empty() => {
             for (key, inner) in map {
@@ -162,16 +218,19 @@ pub(super) fn flatten_params(prefix: &str, value: &Value, out: &mut Vec<(String,
                 } else {
                     format!("{prefix}.{key}")
                 };
-                flatten_params(&name, inner, out);
+                flatten_params(&name, inner, texts, out);
             }
         }
         Value::Number(number) => out.push((
             prefix.to_string(),
-            number
-                .as_f64()
-                .filter(|_| number.is_f64())
-                .map_or_else(|| number.to_string(), format_number),
+            texts.text(number, |number| {
+                number
+                    .as_f64()
+                    .filter(|_| number.is_f64())
+                    .map_or_else(|| number.to_string(), format_number)
+            }),
         )),
+        Value::Array(_) => out.push((prefix.to_string(), texts.json(value))),
         other => out.push((prefix.to_string(), value_text(other))),
     }
 }
@@ -182,7 +241,7 @@ pub(super) fn params(document: &mut Document, run: &RunContext) {
     match &run.params {
         Value::Null => {}
         Value::Object(map) if map.is_empty() => {}
-        params => flatten_params("", params, &mut flat),
+        params => flatten_params("", params, &NumberTexts::of(run), &mut flat),
     }
     if flat.is_empty() {
         document.paragraph("The pipeline has no params.");
