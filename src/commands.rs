@@ -249,7 +249,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     if args.multirun {
         return crate::sweep_command::sweep(&args, targets, positional_file.as_deref(), quiet);
     }
-    let (pipeline, dag, overrides) =
+    let (pipeline, dag, settings) =
         load_with_overrides(positional_file.as_deref(), &args.pipeline)?;
     pipe_engine::pipefile::check_inputs(&pipeline)?;
     if args.dry_run {
@@ -257,7 +257,8 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     }
     let progress = Progress::new(args.json, quiet);
     let request = RunRequest {
-        overrides,
+        overrides: settings.overrides,
+        sweep: settings.sweep,
         ..run_request(&args, targets, &progress, quiet)
     };
     let options = request.options(&pipeline)?;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use pipe_engine::compare::table::{Cell, Column, ColumnKind, CompareTable, Group, Pairs};
+use pipe_engine::compare::table::{Cell, Column, CompareTable, Group, Pairs};
 use pipe_engine::metrics::{self, Verdict};
 use pipe_protocol::format::{format_metric, format_metric_delta};
 use serde_json::Value;

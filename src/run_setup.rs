@@ -64,9 +64,13 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
 /// The pipeline file and `-S` values a command loads: with `--run RUN`,
 /// that run's file (unless one is named) and `-S` values, then those
 /// given here.
-pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<(PathBuf, Vec<String>)> {
+pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<Settings> {
     let Some(run) = &arg.run else {
-        return Ok((pipeline_file(file, arg)?, arg.set.clone()));
+        return Ok(Settings {
+            file: pipeline_file(file, arg)?,
+            overrides: arg.set.clone(),
+            sweep: false,
+        });
     };
     let project = crate::here::project()?;
     let named = file.or(arg.file.as_deref()).is_some();
@@ -82,9 +86,10 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<(PathBuf, Vec<
     };
     let mut overrides = recorded.overrides;
     errln!(
-        "as run #{}: {}{}",
+        "as run #{}: {}{}{}",
         recorded.run,
         crate::here::relative_to_cwd(&file).display(),
+        if recorded.sweep { " -m" } else { "" },
         if overrides.is_empty() {
             String::new()
         } else {
@@ -92,7 +97,19 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<(PathBuf, Vec<
         }
     );
     overrides.extend(arg.set.iter().cloned());
-    Ok((file, overrides))
+    Ok(Settings {
+        file,
+        overrides,
+        sweep: recorded.sweep,
+    })
+}
+
+/// The pipeline file and `-S` values a command loads.
+pub struct Settings {
+    pub file: PathBuf,
+    pub overrides: Vec<String>,
+    /// The values are a sweep run's (`--run` of one): loaded as a sweep.
+    pub sweep: bool,
 }
 
 /// Loads and validates the pipeline a command names, with the `-S` values
@@ -100,17 +117,22 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<(PathBuf, Vec<
 pub fn load_with_overrides(
     file: Option<&Path>,
     arg: &PipelineArg,
-) -> Result<(Pipeline, Dag, Vec<String>)> {
-    let (file, overrides) = settings(file, arg)?;
+) -> Result<(Pipeline, Dag, Settings)> {
+    let settings = settings(file, arg)?;
     let Loaded {
         pipeline,
         dag,
         warnings,
-    } = pipe_engine::pipefile::load(&file, &overrides, &ProjectWorkers)?;
+    } = pipe_engine::sweep::load_settings(
+        &settings.file,
+        &settings.overrides,
+        settings.sweep,
+        &ProjectWorkers,
+    )?;
     for warning in &warnings {
         errln!("{warning}");
     }
-    Ok((pipeline, dag, overrides))
+    Ok((pipeline, dag, settings))
 }
 
 /// Loads and validates the pipeline named by a positional file or `-f`.
@@ -148,6 +170,7 @@ pub fn run_request(
         remote_read_only: args.remote.remote_read_only,
         argv: std::env::args().collect(),
         overrides: Vec::new(),
+        sweep: false,
         // Transfer bars share the stages' live display.
         transfers: transfers::sink(args.json, quiet, progress.bars()),
     }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use pipe_engine::pipefile::ProjectWorkers;
 use pipe_engine::runs::RunStatus;
-use pipe_engine::sweep::{self, SweepOutcome};
+use pipe_engine::sweep::{self, SweepOutcome, SweepPlan};
 use pipe_engine::{ExitCode, Result};
 
 use crate::cli::RunArgs;
@@ -20,9 +20,10 @@ pub fn sweep(
     file: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
-    let (file, overrides) = settings(file, &args.pipeline)?;
-    let combinations = sweep::load(&file, &overrides, &ProjectWorkers)?;
-    for combination in &combinations {
+    let settings = settings(file, &args.pipeline)?;
+    let sweep = sweep::load(&settings.file, &settings.overrides, &ProjectWorkers)?;
+    let combinations = &sweep.combinations;
+    for combination in combinations {
         pipe_engine::pipefile::check_inputs(&combination.loaded.pipeline)?;
     }
     // Every combination warns of the same file: once is enough.
@@ -31,7 +32,21 @@ pub fn sweep(
             errln!("{warning}");
         }
     }
+    match &sweep.plan {
+        SweepPlan::OneRun(merged) => errln!(
+            "sweep: {} combinations as one run: {}",
+            combinations.len(),
+            expanded_stages(&merged.pipeline)
+        ),
+        SweepPlan::Apart { why } => errln!(
+            "note: the sweep runs its {} combinations one run each, in turn: {why}",
+            combinations.len()
+        ),
+    }
     if args.dry_run {
+        if let SweepPlan::OneRun(merged) = &sweep.plan {
+            return dry_run(&merged.pipeline, &merged.dag, &targets, args);
+        }
         for (index, combination) in combinations.iter().enumerate() {
             errln!(
                 "sweep {}/{}: {}",
@@ -52,7 +67,7 @@ pub fn sweep(
     let request = run_request(args, targets, &progress, quiet);
     // Where and how stages run is the pipeline's, whatever its params.
     let options = request.options(&combinations[0].loaded.pipeline)?;
-    let outcome = sweep::run(&combinations, &options, &|event| progress.on_event(event))?;
+    let outcome = sweep::run(&sweep, &options, &|event| progress.on_event(event))?;
     for (_, run) in &outcome.runs {
         if let Some(remote) = &run.remote {
             remote_commands::print_run_summary(remote, args.json, quiet);
@@ -60,11 +75,14 @@ pub fn sweep(
     }
     // The work tree holds the last run's pages; each is named once.
     if let (Some((_, run)), false) = (outcome.runs.last(), quiet || args.json) {
-        let combination = &combinations[outcome.runs.len() - 1];
-        print_report_locations(&combination.loaded.pipeline, run);
+        let pipeline = match &sweep.plan {
+            SweepPlan::OneRun(merged) => &merged.pipeline,
+            SweepPlan::Apart { .. } => &combinations[outcome.runs.len() - 1].loaded.pipeline,
+        };
+        print_report_locations(pipeline, run);
     }
     if !args.json {
-        print_summary(&outcome);
+        print_summary(&outcome, combinations.len());
     }
     Ok(match outcome.status() {
         RunStatus::Succeeded => ExitCode::Ok,
@@ -73,8 +91,42 @@ pub fn sweep(
     })
 }
 
+/// The stages the sweep expands, by base name: `train ×4, evaluate ×4`.
+fn expanded_stages(pipeline: &pipe_engine::pipeline::Pipeline) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for stage in pipeline
+        .stages
+        .iter()
+        .filter(|stage| stage.name != stage.base_name)
+    {
+        match counts.iter_mut().find(|(name, _)| *name == stage.base_name) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((&stage.base_name, 1)),
+        }
+    }
+    if counts.is_empty() {
+        return "no stage depends on the swept values".to_string();
+    }
+    counts
+        .iter()
+        .map(|(name, count)| format!("{name} ×{count}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// One line per run, then how to compare them.
-fn print_summary(outcome: &SweepOutcome) {
+fn print_summary(outcome: &SweepOutcome, combinations: usize) {
+    if let [(swept, run)] = outcome.runs.as_slice() {
+        if swept.is_empty() {
+            errln!(
+                "sweep: {combinations} combinations in run #{}, {}",
+                run.run_id,
+                run.status.as_str()
+            );
+            errln!("compare them: pipe compare {}", run.run_id);
+            return;
+        }
+    }
     errln!("sweep: {} of {} runs", outcome.runs.len(), outcome.planned);
     for (swept, run) in &outcome.runs {
         let id = if run.recorded {

@@ -91,7 +91,8 @@ pub fn checkout_run(
     {
         return Err(problem);
     }
-    let Loaded { pipeline, .. } = pipefile::load(&file, &record.overrides, catalogs)?;
+    let Loaded { pipeline, .. } =
+        crate::sweep::load_settings(&file, &record.overrides, record.sweep, catalogs)?;
     let modes = link_modes_for(&pipeline, &request.link)?.value;
     let report = checkout(project, &lock, &record, &pipeline, &modes, request.force)?;
     Ok(CheckedOut { run: id, report })

@@ -21,6 +21,8 @@ pub struct RunSettings {
     pub file: PathBuf,
     /// Its `-S` arguments, in order.
     pub overrides: Vec<String>,
+    /// They are a sweep's, run as one run (`RunRecord::sweep`).
+    pub sweep: bool,
 }
 
 /// The pipeline file of the newest run recorded in the project at
@@ -51,6 +53,7 @@ pub fn settings_of_run(
         run,
         file: recorded_pipeline_file(project, &record, found_here)?,
         overrides: record.overrides,
+        sweep: record.sweep,
     })
 }
 

@@ -46,6 +46,7 @@ mod spec_safety;
 mod speed_study;
 mod status_scale;
 mod stdout_closed;
+mod sweep_one_run;
 mod sweeps;
 mod transfer_progress;
 mod true_reasons;

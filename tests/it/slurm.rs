@@ -743,3 +743,35 @@ fn a_credential_reaches_the_job_but_no_file_pipe_writes_for_it() {
         );
     }
 }
+
+/// A sweep that runs as one run sends its versions of a stage out as one
+/// job array, as a declared matrix's expansions go.
+#[test]
+fn a_sweep_goes_out_as_one_job_array() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { n: 1 }\nstages:\n  square:\n    run: echo $(( ${params.n} * ${params.n} )) > sq-${params.n}.txt\n    outs: [\"sq-${params.n}.txt\"]\n",
+    );
+    let result = on_slurm(&project, &["-m", "-S", "n=2,3,4"]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    for (n, square) in [(2, 4), (3, 9), (4, 16)] {
+        assert_eq!(project.read(&format!("sq-{n}.txt")), format!("{square}\n"));
+    }
+    let record = show(&project, "last");
+    let ids: Vec<&str> = record["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|stage| stage["job"].as_str().expect("a job id"))
+        .collect();
+    assert_eq!(ids.len(), 3, "one run of three stages: {record}");
+    let arrays: Vec<&str> = ids
+        .iter()
+        .map(|id| id.split('_').next().unwrap_or_default())
+        .collect();
+    assert!(
+        ids.iter().all(|id| id.contains('_')) && arrays.iter().all(|array| *array == arrays[0]),
+        "one array: {ids:?}"
+    );
+}

@@ -35,6 +35,8 @@ pub struct RunRequest {
     pub argv: Vec<String>,
     /// The `-S KEY=VALUE` settings the pipeline was loaded with.
     pub overrides: Vec<String>,
+    /// They are a sweep's, loaded as one run (`pipe run --run` of a sweep run).
+    pub sweep: bool,
     /// Where the remote's transfers are reported, when they are shown.
     pub transfers: Option<ProgressSink>,
 }
@@ -71,6 +73,7 @@ impl RunRequest {
             }),
             executor,
             record_always: false,
+            sweep: self.sweep,
         })
     }
 }

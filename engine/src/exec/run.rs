@@ -45,6 +45,9 @@ pub struct RunOptions {
     /// Record the run even when every stage was fresh: a combination of
     /// a sweep is an experiment asked for, whatever the cache holds.
     pub record_always: bool,
+    /// The run is a sweep's combinations merged (`sweep::merge`): its
+    /// `overrides` hold lists, to be loaded again as a sweep.
+    pub sweep: bool,
 }
 
 #[derive(Debug)]
@@ -371,6 +374,7 @@ impl OpenedRun {
             file: file.as_deref(),
             argv: &options.argv,
             overrides: &options.overrides,
+            sweep: options.sweep,
             params: &pipeline.params,
             directions: &pipeline.directions,
             git_commit: git.as_ref().map(GitProbe::commit),

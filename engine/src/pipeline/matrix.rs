@@ -69,6 +69,16 @@ impl StageMatrix {
         )
     }
 
+    /// Every value the matrix declares for `key` (empty if it has none).
+    pub(crate) fn values_of(&self, key: &str) -> &[MatrixValue] {
+        self.axes
+            .as_deref()
+            .unwrap_or(&[])
+            .iter()
+            .find(|axis| axis.key == key)
+            .map_or(&[], |axis| axis.values.as_slice())
+    }
+
     pub(crate) fn value(&self, key: &str) -> Option<&MatrixValue> {
         self.entries()
             .find(|(name, _)| *name == key)

@@ -17,8 +17,8 @@ use crate::{EngineError, Result, UsageError};
 /// 2: and its place in the pipeline (`position`). 3: the pipeline file a
 /// run ran (`file`), which `pipe checkout` holds a record's outputs to, and
 /// its `-S` settings as data (`overrides`, filled in from argv for the
-/// runs before).
-pub(super) const CURRENT: i64 = 3;
+/// runs before). 4: whether the run is a sweep run as one (`sweep`).
+pub(super) const CURRENT: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -64,6 +64,7 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("origin", "TEXT"),
             ("file", "TEXT"),
             ("overrides", "TEXT"),
+            ("sweep", "INTEGER"),
         ],
     ),
     (

@@ -89,6 +89,10 @@ pub struct RunRecord {
     /// given (credentials masked): kept as data, never re-read from argv.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<String>,
+    /// The run is a sweep (`pipe run -m`) as one matrix run: `overrides`
+    /// list several values, and load again only as a sweep.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sweep: bool,
     pub params: Value,
     /// What the pipeline declared under `directions:`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -153,6 +157,8 @@ pub struct RunStart<'a> {
     pub argv: &'a [String],
     /// The `-S KEY=VALUE` settings, as given.
     pub overrides: &'a [String],
+    /// `overrides` are a sweep's, loaded as one run (`sweep::load_recorded`).
+    pub sweep: bool,
     pub params: &'a Value,
     pub directions: &'a BTreeMap<String, Direction>,
     /// The commit HEAD names; the dirty flag comes with the run's end
@@ -282,6 +288,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         git_dirty: columns.get("git_dirty")?,
         argv: columns.json("argv")?,
         overrides: columns.json("overrides")?,
+        sweep: columns.get::<Option<bool>>("sweep")?.unwrap_or(false),
         params: columns.json("params")?,
         directions: columns.opt_json("directions")?.unwrap_or_default(),
         stages: Vec::new(),
@@ -376,6 +383,7 @@ const RUN_COLUMNS: &[&str] = &[
     "origin",
     "file",
     "overrides",
+    "sweep",
 ];
 
 fn process_alive(pid: i64) -> bool {
@@ -424,6 +432,7 @@ mod tests {
             git_commit: None,
             git_dirty: None,
             overrides: overrides_in_argv(&argv),
+            sweep: false,
             argv,
             params: Value::Null,
             directions: BTreeMap::new(),

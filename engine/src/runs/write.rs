@@ -30,8 +30,8 @@ impl RunDb {
             .collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -45,6 +45,7 @@ impl RunDb {
                     new_uid(),
                     start.file,
                     json(&overrides),
+                    start.sweep.then_some(true),
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -208,8 +209,8 @@ impl RunDb {
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -224,6 +225,7 @@ impl RunDb {
                     origin,
                     run.file,
                     json(&overrides),
+                    run.sweep.then_some(true),
                 ],
             )
             .map_err(|e| EngineError::database(&path, e))?;

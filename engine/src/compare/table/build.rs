@@ -407,6 +407,7 @@ mod tests {
     fn run(id: i64, params: Value, stages: Vec<ComparedStage>) -> ComparedRun {
         ComparedRun {
             run: RunRecord {
+                sweep: false,
                 id: RunId(id),
                 uid: None,
                 origin: None,

@@ -1,16 +1,21 @@
 //! `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`: a sweep, Hydra's
 //! multirun. Each `-S` whose value lists several, comma-separated, is an
-//! axis; the sweep is their product, the last axis varying fastest, and
-//! each combination is one run of the pipeline with those `-S` values,
-//! recorded as any run is: the record of each is exactly what it used.
+//! axis; the sweep is their product, the last axis varying fastest.
 //!
-//! Every combination is loaded before the first runs, so a typo in any
-//! stops the sweep before anything runs. The combinations run one after
-//! another (Hydra's basic launcher does too), each with its stages in
-//! parallel under `-j` and on the executor it names; they share the cache,
-//! so what they have in common runs once.
+//! Every combination is loaded before anything runs, so a typo in any
+//! stops the sweep first. Then the combinations' pipelines are merged into
+//! one matrix run (`merge`): what they share runs once, what differs runs
+//! side by side under `-j` or as one Slurm array, and the record keeps
+//! every `-S` as given with `sweep` set, so it loads again as one run.
+//! Where they cannot share one work tree, each combination is one run, in
+//! turn (as Hydra's basic launcher does), recorded with exactly its values.
 
 use std::path::Path;
+
+mod combination;
+mod merge;
+
+pub use combination::Combination;
 
 use crate::events::{Event, Observer};
 use crate::exec::{self, RunOptions, RunOutcome};
@@ -20,14 +25,6 @@ use crate::{Result, UsageError};
 
 /// More runs than this in one sweep is a mistake, not a plan.
 pub const MAX_COMBINATIONS: usize = 1000;
-
-/// One combination: its `-S` arguments, and the pipeline they load.
-pub struct Combination {
-    pub overrides: Vec<String>,
-    /// The swept values alone, as `-S` writes them (`train.lr=1e-4`).
-    pub swept: Vec<String>,
-    pub loaded: Loaded,
-}
 
 /// What each run of a sweep came to.
 #[derive(Debug)]
@@ -141,14 +138,28 @@ fn split_top_level(value: &str) -> Vec<String> {
     values
 }
 
+/// A sweep ready to run: its combinations, and how they run.
+pub struct Sweep {
+    pub combinations: Vec<Combination>,
+    /// Every `-S` argument as given, lists included: what the record of
+    /// a one-run sweep keeps, to load it again.
+    pub overrides: Vec<String>,
+    pub plan: SweepPlan,
+}
+
+/// How a sweep's combinations run.
+pub enum SweepPlan {
+    /// As one matrix run of the merged pipeline (`merge`).
+    OneRun(Loaded),
+    /// One run per combination, in turn, and why they cannot share one.
+    Apart { why: String },
+}
+
 /// Loads the pipeline at `file` once per combination of `overrides`, all
-/// before any runs: a mistake in one stops the sweep before it starts.
-pub fn load(
-    file: &Path,
-    overrides: &[String],
-    catalogs: &dyn CatalogSource,
-) -> Result<Vec<Combination>> {
-    combinations(overrides)?
+/// before any runs (a mistake in one stops the sweep before it starts),
+/// and merges them into one run where the work tree allows.
+pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> Result<Sweep> {
+    let combinations = combinations(overrides)?
         .into_iter()
         .map(|(overrides, swept)| {
             let loaded = pipefile::load(file, &overrides, catalogs)?;
@@ -158,16 +169,68 @@ pub fn load(
                 loaded,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    let plan = match merge::merge(&combinations) {
+        Ok(loaded) => SweepPlan::OneRun(loaded),
+        Err(why) => SweepPlan::Apart { why },
+    };
+    Ok(Sweep {
+        combinations,
+        overrides: overrides.to_vec(),
+        plan,
+    })
 }
 
-/// Runs each combination in turn with `options` (its `-S` values its
-/// own); stops after a run that was interrupted.
-pub fn run(
-    combinations: &[Combination],
-    options: &RunOptions,
-    observer: Observer<'_>,
-) -> Result<SweepOutcome> {
+/// The pipeline a recorded sweep run ran: its `-S` arguments, lists
+/// included, loaded and merged again, as `pipe checkout` and `--run` need.
+pub fn load_recorded(
+    file: &Path,
+    overrides: &[String],
+    catalogs: &dyn CatalogSource,
+) -> Result<Loaded> {
+    match load(file, overrides, catalogs)?.plan {
+        SweepPlan::OneRun(loaded) => Ok(loaded),
+        SweepPlan::Apart { why } => Err(UsageError::BadSweep {
+            argument: overrides.join(" "),
+            why: format!("it no longer runs as one run: {why}"),
+        }
+        .into()),
+    }
+}
+
+/// The pipeline at `file` with `overrides`: merged as a sweep when they
+/// are a one-run sweep's (a record with `sweep`), else loaded as usual.
+pub fn load_settings(
+    file: &Path,
+    overrides: &[String],
+    sweep: bool,
+    catalogs: &dyn CatalogSource,
+) -> Result<Loaded> {
+    if sweep {
+        load_recorded(file, overrides, catalogs)
+    } else {
+        pipefile::load(file, overrides, catalogs)
+    }
+}
+
+/// Runs the sweep: as one run, or each combination in turn with
+/// `options` (its `-S` values its own), stopping after a run that was
+/// interrupted.
+pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Result<SweepOutcome> {
+    let combinations = &sweep.combinations;
+    if let SweepPlan::OneRun(Loaded { pipeline, dag, .. }) = &sweep.plan {
+        let options = RunOptions {
+            overrides: sweep.overrides.clone(),
+            record_always: true,
+            sweep: true,
+            ..options.clone()
+        };
+        let run = exec::run(pipeline, dag, &options, observer)?;
+        return Ok(SweepOutcome {
+            runs: vec![(Vec::new(), run)],
+            planned: 1,
+        });
+    }
     let mut outcome = SweepOutcome {
         runs: Vec::new(),
         planned: combinations.len(),

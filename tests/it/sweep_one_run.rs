@@ -1,0 +1,168 @@
+//! `pipe run -m` as one matrix run: where the combinations can share the
+//! work tree (every output a stage writes differs between the values it
+//! depends on), the sweep is one run in which a stage the same in every
+//! combination runs once and the others once per distinct version, side
+//! by side under `-j`, named like a declared matrix's expansions, recorded
+//! with every swept value, and compared as that matrix's rows.
+
+use pipe_test_support::TestProject;
+use serde_json::Value;
+
+use crate::reports::text as stdout;
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `train` waits (up to a minute) until every other version of it has
+/// started: run one after another, the first would give up and fail.
+const SIDE_BY_SIDE: &str = r#"
+params: { lr: 1, seed: 1, rows: 3 }
+stages:
+  prep:
+    run: seq ${params.rows} > prep.txt && echo prep >> calls.log
+    outs: [prep.txt]
+  train:
+    run: >-
+      mkdir -p started && touch started/${params.lr}-${params.seed} &&
+      for i in $(seq 600); do [ $(ls started | wc -l) -ge 4 ] && break; sleep 0.1; done &&
+      [ $(ls started | wc -l) -ge 4 ] &&
+      echo "{\"acc\": $(( $(wc -l < prep.txt) * ${params.lr} + ${params.seed} ))}" > m-${params.lr}-${params.seed}.json
+    deps: [prep.txt]
+    metrics: ["m-${params.lr}-${params.seed}.json"]
+"#;
+
+#[test]
+fn a_sweep_runs_as_one_matrix_run_its_versions_side_by_side() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", SIDE_BY_SIDE);
+    let output = project.pipe(&["run", "-m", "-S", "lr=1,2", "-S", "seed=1,2", "-j", "4"]);
+    let text = stderr(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("sweep: 4 combinations as one run: train ×4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sweep: 4 combinations in run #1, succeeded"),
+        "{text}"
+    );
+    assert!(text.contains("compare them: pipe compare 1"), "{text}");
+    // What every combination has in common ran once.
+    assert_eq!(project.read("calls.log"), "prep\n");
+
+    let record: Value =
+        serde_json::from_slice(&project.pipe(&["show", "1", "--json"]).stdout).unwrap();
+    assert_eq!(record["sweep"], true, "{record}");
+    assert_eq!(
+        record["overrides"],
+        serde_json::json!(["lr=1,2", "seed=1,2"])
+    );
+    // The run says every value it used.
+    assert_eq!(
+        record["params"]["lr"],
+        serde_json::json!([1, 2]),
+        "{record}"
+    );
+    assert_eq!(record["params"]["rows"], 3, "{record}");
+    let stages = record["stages"].as_array().unwrap();
+    let acc_of = |name: &str| {
+        stages
+            .iter()
+            .find(|stage| stage["stage"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {record}"))["metrics"]["acc"]
+            .as_i64()
+    };
+    assert_eq!(acc_of("train@lr=1,seed=1"), Some(4));
+    assert_eq!(acc_of("train@lr=2,seed=2"), Some(8));
+    let train = stages
+        .iter()
+        .find(|stage| stage["stage"] == "train@lr=2,seed=1")
+        .unwrap();
+    assert_eq!(train["base_name"], "train", "{train}");
+    assert_eq!(
+        train["combination"],
+        serde_json::json!([["lr", "2"], ["seed", "1"]]),
+        "{train}"
+    );
+    assert_eq!(stages.len(), 5, "{record}");
+
+    // Compared as a matrix: a row per lr, its seeds as mean ± std.
+    let compare = stdout(&project.pipe(&["compare", "1"]));
+    let rows: Vec<&str> = compare
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .collect();
+    assert_eq!(rows.len(), 2, "{compare}");
+    assert!(
+        rows[0].contains("4.5 ± 0.71") && rows[1].contains("7.5 ± 0.71"),
+        "{compare}"
+    );
+
+    // `--run` loads the sweep again, as one run: nothing to do.
+    let status = project.pipe(&["status", "--run", "1"]);
+    assert!(
+        stderr(&status).contains("as run #1: pipe.yaml -m -S lr=1,2 -S seed=1,2"),
+        "{}",
+        stderr(&status)
+    );
+    assert!(
+        stdout(&status).contains("5 stages: 5 fresh"),
+        "{}",
+        stdout(&status)
+    );
+    let why = stdout(&project.pipe(&["why", "--run", "1", "train@lr=1,seed=2"]));
+    assert!(why.contains("is fresh"), "{why}");
+    // And the same sweep again finds every result in place.
+    let again = project.pipe(&["run", "-m", "-S", "lr=1,2", "-S", "seed=1,2"]);
+    assert!(stderr(&again).contains("5 fresh"), "{}", stderr(&again));
+}
+
+/// A built-in stage's versions get output directories of their own, and
+/// the stages that read them read their own combination's.
+#[test]
+fn a_swept_data_stage_writes_each_version_apart_and_its_readers_follow() {
+    let project = TestProject::new();
+    let rows: String = (0..20)
+        .map(|row| format!("{{\"text\": \"row {row}\", \"label\": {}}}\n", row % 2))
+        .collect();
+    project.write("data.jsonl", &rows);
+    project.write(
+        "pipe.yaml",
+        "params: { seed: 1 }\nstages:\n  split:\n    uses: data/split@1\n    with: { dataset: data.jsonl, train: 0.5, val: 0.25, test: 0.25, seed: \"${params.seed}\" }\n  first:\n    run: head -1 ${stages.split.outs.dataset}/train.jsonl > first-${params.seed}.txt\n    outs: [\"first-${params.seed}.txt\"]\n",
+    );
+    let output = project.pipe(&["run", "-m", "-S", "seed=1,2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("as one run: split ×2, first ×2"),
+        "{}",
+        stderr(&output)
+    );
+    for seed in ["1", "2"] {
+        let split = project.read(&format!(
+            ".pipe/out/pipe/split@seed={seed}/dataset/train.jsonl"
+        ));
+        let first = project.read(&format!("first-{seed}.txt"));
+        assert_eq!(first, format!("{}\n", split.lines().next().unwrap()));
+    }
+    assert_ne!(project.read("first-1.txt"), project.read("first-2.txt"));
+}
+
+/// Two versions of a stage that write one path cannot share a work tree:
+/// the sweep says so, and why, and runs one run per combination.
+#[test]
+fn a_sweep_whose_stage_writes_one_path_runs_its_combinations_apart_and_says_why() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { lr: 1 }\nstages:\n  train:\n    run: echo ${params.lr} > model.txt\n    outs: [model.txt]\n",
+    );
+    let output = project.pipe(&["run", "-m", "-S", "lr=1,2"]);
+    let text = stderr(&output);
+    assert!(output.status.success(), "{text}");
+    assert!(
+        text.contains("note: the sweep runs its 2 combinations one run each, in turn: stage `train` writes `model.txt` whatever the swept values are; put the swept param in the path (`${params.NAME}`) to run the sweep as one run"),
+        "{text}"
+    );
+    assert!(text.contains("compare them: pipe compare 1 2"), "{text}");
+}
