@@ -36,6 +36,15 @@ stages:
 fn a_sweep_runs_as_one_matrix_run_its_versions_side_by_side() {
     let project = TestProject::new();
     project.write("pipe.yaml", SIDE_BY_SIDE);
+    // The plan first: the one run's stages, nothing run.
+    let plan = project.pipe(&["run", "-m", "-S", "lr=1,2", "-S", "seed=1,2", "--dry-run"]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let planned = format!("{}{}", stdout(&plan), stderr(&plan));
+    assert!(
+        planned.contains("train@lr=2,seed=1") && planned.contains("5 stages"),
+        "{planned}"
+    );
+    assert!(!project.exists("calls.log") && !project.exists(".pipe/runs.db"));
     let output = project.pipe(&["run", "-m", "-S", "lr=1,2", "-S", "seed=1,2", "-j", "4"]);
     let text = stderr(&output);
     assert!(output.status.success(), "{text}");
@@ -165,4 +174,27 @@ fn a_sweep_whose_stage_writes_one_path_runs_its_combinations_apart_and_says_why(
         "{text}"
     );
     assert!(text.contains("compare them: pipe compare 1 2"), "{text}");
+}
+
+/// A swept param named like a key of the stage's own matrix keeps both
+/// apart in names and in compare: `train@lr=5,params.lr=2`.
+#[test]
+fn a_swept_param_named_like_the_stages_matrix_key_is_named_by_its_path() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: {lr: 1}\nstages:\n  train:\n    matrix: {lr: [5, 6]}\n    run: 'echo \"{\\\"acc\\\": ${matrix.lr}${params.lr}}\" > m-${matrix.lr}-${params.lr}.json'\n    metrics: [\"m-${matrix.lr}-${params.lr}.json\"]\n",
+    );
+    let output = project.pipe(&["run", "-m", "-S", "lr=1,2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let compare = stdout(&project.pipe(&["compare", "--csv"]));
+    let mut lines = compare.lines();
+    let header = lines.next().unwrap();
+    assert!(header.starts_with("run,lr,params.lr,"), "{compare}");
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 4, "{compare}");
+    assert!(
+        rows.iter().any(|row| row.starts_with("1,6,2,62")),
+        "{compare}"
+    );
 }

@@ -268,7 +268,7 @@ impl Merger<'_> {
                 } else {
                     ','
                 });
-                name.push_str(&self.axes[axis].key);
+                name.push_str(&self.key_in(&stage.matrix, axis));
                 name.push('=');
                 name.push_str(&self.axes[axis].texts[position]);
                 matrix_positions.push(position as u32);
@@ -354,7 +354,7 @@ impl Merger<'_> {
         for &axis in relevant {
             let swept = &self.axes[axis];
             axes.push(MatrixAxis {
-                key: swept.key.clone(),
+                key: self.key_in(&stage.matrix, axis),
                 values: swept
                     .texts
                     .iter()
@@ -366,6 +366,21 @@ impl Merger<'_> {
             });
         }
         axes.into()
+    }
+
+    /// The key of swept axis `axis` in a stage with `matrix`: its short
+    /// key, or its whole path where the stage's own matrix has that key
+    /// (a declared `seed` and a swept `train.seed`), `params.` in front
+    /// when that is the same.
+    fn key_in(&self, matrix: &StageMatrix, axis: usize) -> String {
+        let swept = &self.axes[axis];
+        if !matrix.keys().any(|key| key == swept.key) {
+            swept.key.clone()
+        } else if swept.path != swept.key {
+            swept.path.clone()
+        } else {
+            format!("params.{}", swept.path)
+        }
     }
 
     /// The value `text` of swept axis `axis` loaded as: the param's value
