@@ -150,7 +150,7 @@ pub struct Sweep {
 /// How a sweep's combinations run.
 pub enum SweepPlan {
     /// As one matrix run of the merged pipeline (`merge`).
-    OneRun(Loaded),
+    OneRun(Box<Loaded>),
     /// One run per combination, in turn, and why they cannot share one.
     Apart { why: String },
 }
@@ -171,7 +171,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         })
         .collect::<Result<Vec<_>>>()?;
     let plan = match merge::merge(&combinations) {
-        Ok(loaded) => SweepPlan::OneRun(loaded),
+        Ok(loaded) => SweepPlan::OneRun(Box::new(loaded)),
         Err(why) => SweepPlan::Apart { why },
     };
     Ok(Sweep {
@@ -189,7 +189,7 @@ pub fn load_recorded(
     catalogs: &dyn CatalogSource,
 ) -> Result<Loaded> {
     match load(file, overrides, catalogs)?.plan {
-        SweepPlan::OneRun(loaded) => Ok(loaded),
+        SweepPlan::OneRun(loaded) => Ok(*loaded),
         SweepPlan::Apart { why } => Err(UsageError::BadSweep {
             argument: overrides.join(" "),
             why: format!("it no longer runs as one run: {why}"),
@@ -218,7 +218,8 @@ pub fn load_settings(
 /// interrupted.
 pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Result<SweepOutcome> {
     let combinations = &sweep.combinations;
-    if let SweepPlan::OneRun(Loaded { pipeline, dag, .. }) = &sweep.plan {
+    if let SweepPlan::OneRun(merged) = &sweep.plan {
+        let Loaded { pipeline, dag, .. } = merged.as_ref();
         let options = RunOptions {
             overrides: sweep.overrides.clone(),
             record_always: true,
