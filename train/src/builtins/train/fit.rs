@@ -31,6 +31,9 @@ use crate::model::SequenceClassifier;
 /// The unit of the epochs' progress bars.
 const UNIT: &str = "steps";
 
+/// The unit of validation's progress bar.
+const VAL_UNIT: &str = "rows";
+
 /// Trains one replica: the only one (`place` None), or rank `place.rank`
 /// of a process group. Rank 0 writes the outputs.
 pub(super) fn train(
@@ -285,7 +288,7 @@ impl<'a> Epochs<'a> {
         if self.schedule.world > 1 {
             check_in_step(replica, self.collective, epoch + 1)?;
         }
-        let (val_loss, val_acc) = self.validate(replica)?;
+        let (val_loss, val_acc) = self.validate(replica, epoch)?;
         let stats = EpochStats {
             epoch: epoch + 1,
             train_loss: totals.mean_loss()?,
@@ -391,7 +394,16 @@ impl<'a> Epochs<'a> {
     /// Every rank validates (no rank waits on rank 0 longer than a
     /// collective may), and all take rank 0's figures, so that they agree
     /// on the best epoch and on stopping. Returns the loss and accuracy.
-    fn validate(&self, replica: &Replica) -> Result<(f64, f64)> {
+    /// Rank 0 reports it as a phase of its own, in rows: a bar left at the
+    /// epoch's last step for the minutes validation takes looks hung.
+    fn validate(&self, replica: &Replica, epoch: u64) -> Result<(f64, f64)> {
+        let context = self.context;
+        let phase = format!("validate epoch {}/{}", epoch + 1, self.settings.epochs);
+        let rows = self.splits.val.len() as u64;
+        if self.lead {
+            context.progress(&phase, 0, Some(rows), VAL_UNIT);
+        }
+        let lead = self.lead;
         let validation = predict(
             &replica.model,
             &self.splits.val,
@@ -399,7 +411,15 @@ impl<'a> Epochs<'a> {
             self.settings.batch_size,
             self.settings.precision.autocast_kind(),
             replica.device,
+            &mut |done| {
+                if lead {
+                    context.progress(&phase, done, Some(rows), VAL_UNIT);
+                }
+            },
         )?;
+        if self.lead {
+            context.progress_done(&phase, rows, VAL_UNIT);
+        }
         rank0_pair(
             self.collective,
             validation.mean_loss(),
