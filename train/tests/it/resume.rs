@@ -266,3 +266,63 @@ fn a_truncated_resume_state_is_ignored_with_a_warning_and_training_starts_over()
     );
     assert_ne!(std::fs::read(&state).unwrap(), bytes[..bytes.len() / 2]);
 }
+
+/// A state saved at the epoch early stopping ended with resumes to that
+/// end: no epoch more, `stopped_early`, and the checkpoint of the best
+/// epoch, an earlier one, whose weights only the state's best file holds.
+#[test]
+fn a_run_resumed_after_early_stopping_stops_there_with_the_best_epochs_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = crate::train::tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 3);
+    let run_dir = dir.path().join("run");
+    let invocation = training(
+        &run_dir,
+        &tokens,
+        &model,
+        json!({"epochs": 30, "early_stopping_patience": 2, "limit_train_samples": 96}),
+    );
+    let first = rerun(&run_dir, &invocation);
+    assert!(first.success, "{}", first.error());
+    let metrics = first.metrics();
+    assert_eq!(metrics["stopped_early"], true, "{metrics:#}");
+    let epochs_run = metrics["epochs_run"].as_u64().unwrap();
+    assert_eq!(epochs_run, metrics["best_epoch"].as_u64().unwrap() + 2);
+    assert!(run_dir
+        .join(format!("resume/epoch-{epochs_run}/best.safetensors"))
+        .is_file());
+
+    let again = rerun(&run_dir, &invocation);
+    assert!(again.success, "{}", again.error());
+    assert_eq!(
+        resumed_from(&again),
+        Some(epochs_run),
+        "{:?}",
+        again.messages()
+    );
+    let said = again.messages();
+    assert!(
+        said.iter().any(|m| m.starts_with("early stopping")),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|m| m.starts_with("epoch ")),
+        "it trained again: {said:?}"
+    );
+    let checkpoint =
+        |run: &Run| std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
+    assert!(
+        checkpoint(&again) == checkpoint(&first),
+        "another checkpoint"
+    );
+    for key in [
+        "best_epoch",
+        "val_acc",
+        "val_loss",
+        "epochs_run",
+        "stopped_early",
+        "optimizer_steps",
+    ] {
+        assert_eq!(again.metrics()[key], metrics[key], "{key}");
+    }
+}
