@@ -476,7 +476,11 @@ fn gc(
         grace: std::time::Duration::from_secs(grace_secs),
         remote: remote_commands::choice(arg.file.as_deref(), remote, None),
     };
-    let GcOutcome { local, remote } = cache_admin::gc(&project, &request)?;
+    let GcOutcome {
+        local,
+        resume,
+        remote,
+    } = cache_admin::gc(&project, &request)?;
     outln!(
         "removed {} objects ({}) and {} actions; kept {} objects and {} actions",
         local.objects_removed,
@@ -485,6 +489,14 @@ fn gc(
         local.objects_kept,
         local.actions_kept
     );
+    if resume.dirs > 0 {
+        outln!(
+            "removed {} resume state{} ({}) of interrupted stages the pipeline no longer has",
+            resume.dirs,
+            if resume.dirs == 1 { "" } else { "s" },
+            format_bytes(resume.bytes as f64)
+        );
+    }
     if let Some((url, swept)) = remote? {
         outln!(
             "{url}: removed {} temporary files ({}) that killed pushes left in tmp/",

@@ -7,6 +7,8 @@ use std::io::{Read, Seek, Write};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use pipe_cache::ActionKey;
+
 use crate::runs::RunId;
 use crate::{EngineError, Result};
 
@@ -87,6 +89,45 @@ impl Project {
         self.state_dir.join("logs").join(run_id.to_string())
     }
 
+    /// Where every key's resume directory lives.
+    pub fn resume_root(&self) -> PathBuf {
+        self.state_dir.join("resume")
+    }
+
+    /// Where a stage run under `key` keeps what it resumes from
+    /// (`Invocation::resume_dir`). Keyed so that only an attempt with the
+    /// same params, inputs and implementation ever reads it: any change is
+    /// another key, which starts afresh.
+    pub fn resume_dir(&self, key: &ActionKey) -> PathBuf {
+        self.resume_root().join(key.to_hex())
+    }
+
+    /// The resume directory of `key`, made a real directory. What else may
+    /// be found at `.pipe/resume` or at its place (a link planted to lead a
+    /// worker's writes out of the project, a file) is removed first: the
+    /// worst it costs is a fresh start.
+    pub fn prepare_resume_dir(&self, key: &ActionKey) -> std::io::Result<PathBuf> {
+        let dir = self.resume_dir(key);
+        ensure_real_dir(&self.resume_root())?;
+        ensure_real_dir(&dir)?;
+        Ok(dir)
+    }
+
+    /// Removes the resume directory of `key`, whose result is stored:
+    /// nothing will resume from it again.
+    pub fn remove_resume_dir(&self, key: &ActionKey) {
+        let dir = self.resume_dir(key);
+        // Does not follow a link: a planted one is removed, not its target.
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => tracing::warn!(
+                "cannot remove the resume state `{}`: {error}",
+                dir.display()
+            ),
+        }
+    }
+
     /// Finds the project that holds `start` (a directory): the nearest
     /// ancestor with a `.pipe/` or `.git/`, else `start` itself.
     pub fn find_root(start: &Path) -> PathBuf {
@@ -117,6 +158,27 @@ impl Project {
             relative.push("..");
         }
         None
+    }
+}
+
+/// Makes `path` a directory of its own, not a link to one: anything else
+/// there is removed. Two stages may make `.pipe/resume` at once.
+fn ensure_real_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(found) if found.is_dir() => return Ok(()),
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error),
+    }
+    match std::fs::create_dir(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            if std::fs::symlink_metadata(path)?.is_dir() {
+                Ok(())
+            } else {
+                Err(error)
+            }
+        }
+        made => made,
     }
 }
 

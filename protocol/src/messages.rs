@@ -43,6 +43,15 @@ pub struct Invocation {
     /// [`RunContext`] file the engine wrote before starting it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<PathBuf>,
+    /// A directory of the worker's own that outlives a failed or killed
+    /// attempt of this stage with this key (and only that key), for the
+    /// state it resumes from: a training's last complete epoch. Deleted
+    /// once the stage's result is stored; never cached. Its contents are
+    /// untrusted: a worker writes them atomically and validates what it
+    /// reads back (docs/stage-protocol.md). Absent from invocations of
+    /// engines older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_dir: Option<PathBuf>,
 }
 
 /// One line of a worker's stdout.
@@ -127,3 +136,33 @@ pub const METRICS_FILE: &str = "metrics.json";
 
 /// Flattened metrics as the engine stores them.
 pub type Metrics = BTreeMap<String, Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker built before `resume_dir` reads a new engine's invocation,
+    /// and a new worker an old engine's: the field is optional both ways.
+    #[test]
+    fn an_invocation_without_a_resume_dir_parses_and_one_with_it_round_trips() {
+        let old = serde_json::json!({
+            "protocol": 1, "stage": "train", "uses": "train/classifier", "version": 1,
+            "params": {}, "output_dir": "/p/out", "scratch_dir": "/p/tmp",
+            "project_root": "/p", "devices": [], "threads": 2,
+        });
+        let parsed: Invocation = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(parsed.resume_dir, None);
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), old);
+
+        let with_dir = Invocation {
+            resume_dir: Some(PathBuf::from("/p/.pipe/resume/ab12")),
+            ..parsed
+        };
+        let text = serde_json::to_string(&with_dir).unwrap();
+        assert!(
+            text.contains(r#""resume_dir":"/p/.pipe/resume/ab12""#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Invocation>(&text).unwrap(), with_dir);
+    }
+}

@@ -74,6 +74,12 @@ impl StageContext {
         &self.invocation.scratch_dir
     }
 
+    /// Where the stage keeps what it resumes from after an interrupted
+    /// attempt (`Invocation::resume_dir`); None when the engine gives none.
+    pub fn resume_dir(&self) -> Option<&Path> {
+        self.invocation.resume_dir.as_deref()
+    }
+
     pub fn threads(&self) -> usize {
         self.invocation.threads.max(1)
     }

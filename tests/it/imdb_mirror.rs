@@ -56,7 +56,7 @@ fn small_imdb_archive(dir: &std::path::Path) -> Vec<u8> {
 /// head, BERT's 30,522-id uncased vocabulary, 512 positions) but 32 wide
 /// and 2 layers deep: the weights of the tiny fixture, tiled up to those
 /// table sizes. Returns (config.json, model.safetensors).
-fn tiny_distilbert() -> (Vec<u8>, Vec<u8>) {
+pub fn tiny_distilbert() -> (Vec<u8>, Vec<u8>) {
     let fixture = repo_path("train/tests/fixtures/model/tiny-distilbert");
     let mut config: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(&std::fs::read(fixture.join("config.json")).unwrap()).unwrap();

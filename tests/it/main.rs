@@ -1,7 +1,7 @@
 //! The integration tests of the `pipe` binary, linked into one binary: one
 //! module per subject, each driving the real `pipe` in temporary projects
-//! (`pipe_test_support::TestProject`). `quickstart` and `imdb_pipeline` also
-//! need the libtorch worker.
+//! (`pipe_test_support::TestProject`). `quickstart`, `imdb_pipeline` and
+//! `resume` also need the libtorch worker.
 //!
 //! The modules share one process and run on parallel threads, so a test
 //! gives an environment variable or a working directory to the child's
@@ -35,6 +35,7 @@ mod remote_cache;
 mod report_page;
 mod reports;
 mod resolved_pipeline;
+mod resume;
 mod run_choice;
 mod run_record;
 mod run_report;

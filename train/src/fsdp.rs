@@ -436,6 +436,14 @@ impl ShardingStrategy for FullShard {
     }
 
     /// Between steps: the shards only.
+    fn optimizer(&self) -> &AdamW {
+        &self.optimizer
+    }
+
+    fn optimizer_mut(&mut self) -> &mut AdamW {
+        &mut self.optimizer
+    }
+
     fn memory(&self) -> MemoryUse {
         let mut use_ = MemoryUse {
             optimizer_bytes: self.optimizer.state_bytes(),

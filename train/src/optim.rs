@@ -182,6 +182,8 @@ pub fn clip_coefficient(norm: &Tensor, max_norm: f64) -> Result<Tensor, TchError
 pub enum OptimError {
     #[error("fused AdamW: {0}")]
     Kernel(String),
+    #[error("a saved AdamW state does not fit: {0}")]
+    Restore(String),
     #[error("libtorch: {0}")]
     Torch(#[from] TchError),
 }
@@ -306,6 +308,87 @@ impl AdamW {
 
     pub fn set_lr(&mut self, lr: f64) {
         self.lr = lr;
+    }
+
+    /// Every parameter (groups in order, each in the order given) with its
+    /// state: the two moments and the step count, None before its first
+    /// step. Shallow clones, for saving: with the same parameters in the
+    /// same order, [`AdamW::restore`] makes the optimizer this one again.
+    pub fn slots(&self) -> Vec<(Tensor, Option<[Tensor; 3]>)> {
+        self.groups
+            .iter()
+            .flat_map(|group| &group.slots)
+            .map(|slot| {
+                let state = slot.state.as_ref().map(|[moment, square, step]| {
+                    [
+                        moment.shallow_clone(),
+                        square.shallow_clone(),
+                        step.shallow_clone(),
+                    ]
+                });
+                (slot.param.shallow_clone(), state)
+            })
+            .collect()
+    }
+
+    /// Each parameter's shape and kind, in [`AdamW::slots`]' order: what a
+    /// saved state must match.
+    pub fn slot_layout(&self) -> Vec<(Vec<i64>, Kind)> {
+        self.groups
+            .iter()
+            .flat_map(|group| &group.slots)
+            .map(|slot| (slot.param.size(), slot.param.kind()))
+            .collect()
+    }
+
+    /// Puts back what [`AdamW::slots`] gave, from tensors anywhere (the
+    /// host, read from a file): each parameter's values copied into it in
+    /// place (a view into a shard stays that view), its state onto its
+    /// device. Refused before anything is written unless every shape and
+    /// kind matches [`AdamW::slot_layout`].
+    pub fn restore(&mut self, saved: &[(Tensor, Option<[Tensor; 3]>)]) -> Result<(), OptimError> {
+        let layout = self.slot_layout();
+        if saved.len() != layout.len() {
+            return Err(OptimError::Restore(format!(
+                "{} parameters saved, {} here",
+                saved.len(),
+                layout.len()
+            )));
+        }
+        for (index, ((param, state), (size, kind))) in saved.iter().zip(&layout).enumerate() {
+            let fits = |tensor: &Tensor| tensor.size() == *size && tensor.kind() == *kind;
+            let state_fits = state.as_ref().is_none_or(|[moment, square, step]| {
+                fits(moment) && fits(square) && step.numel() == 1 && step.kind() == Kind::Float
+            });
+            if !fits(param) || !state_fits {
+                return Err(OptimError::Restore(format!(
+                    "parameter {index} is {size:?} {kind:?} here, not as saved"
+                )));
+            }
+        }
+        let _no_grad = tch::no_grad_guard();
+        let slots = self.groups.iter_mut().flat_map(|group| &mut group.slots);
+        for (slot, (param, state)) in slots.zip(saved) {
+            slot.param.shallow_clone().f_copy_(param)?;
+            slot.state = match state {
+                None => None,
+                Some([moment, square, step]) => {
+                    let device = slot.param.device();
+                    Some([
+                        moment
+                            .f_to_device(device)?
+                            .f_contiguous()?
+                            .f_detach_copy()?,
+                        square
+                            .f_to_device(device)?
+                            .f_contiguous()?
+                            .f_detach_copy()?,
+                        step.f_to_device(device)?.f_reshape([])?.f_detach_copy()?,
+                    ])
+                }
+            };
+        }
+        Ok(())
     }
 
     fn params(&self) -> impl Iterator<Item = &Tensor> {
@@ -509,6 +592,47 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// An optimizer restored from another's slots steps as that one
+    /// does, bit for bit; slots of another shape are refused untouched.
+    #[test]
+    fn restored_slots_step_as_the_original_and_a_misfit_is_refused() {
+        let make = || {
+            let param = Tensor::from_slice(&[0.5f32, -1.0, 2.0]).set_requires_grad(true);
+            let optimizer = AdamW::new(
+                vec![(vec![param.shallow_clone()], 0.1)],
+                0.01,
+                0.9,
+                0.999,
+                1e-8,
+            );
+            (param, optimizer)
+        };
+        let step = |param: &Tensor, optimizer: &mut AdamW, grad: [f32; 3]| {
+            optimizer.zero_grad().unwrap();
+            (param * Tensor::from_slice(&grad))
+                .sum(Kind::Float)
+                .backward();
+            optimizer.step().unwrap();
+        };
+        let (original, mut first) = make();
+        step(&original, &mut first, [0.1, -0.2, 0.3]);
+        let (copy, mut second) = make();
+        assert!(second.slots()[0].1.is_none());
+        second.restore(&first.slots()).unwrap();
+        assert!(copy.equal(&original));
+        step(&original, &mut first, [0.3, 0.3, -0.1]);
+        step(&copy, &mut second, [0.3, 0.3, -0.1]);
+        assert!(copy.equal(&original), "{copy} vs {original}");
+
+        let wider = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]);
+        let refused = second.restore(&[(wider, None)]).unwrap_err();
+        assert!(
+            refused.to_string().contains("parameter 0 is [3]"),
+            "{refused}"
+        );
+        assert!(copy.equal(&original));
     }
 
     /// zero_grad frees the gradients; a parameter that the next backward

@@ -350,6 +350,19 @@ impl LossScaler {
         self.skipped_steps
     }
 
+    /// What changes as it runs: the scale, the good steps since it last
+    /// changed, the steps skipped. A resumed run puts it back with
+    /// [`LossScaler::restore`] and scales as the uninterrupted run would.
+    pub fn state(&self) -> (f64, u32, u64) {
+        (self.scale, self.good_steps, self.skipped_steps)
+    }
+
+    pub fn restore(&mut self, (scale, good_steps, skipped_steps): (f64, u32, u64)) {
+        self.scale = scale;
+        self.good_steps = good_steps;
+        self.skipped_steps = skipped_steps;
+    }
+
     /// The loss to call `backward()` on.
     pub fn scale_loss(&self, loss: &Tensor) -> Result<Tensor, tch::TchError> {
         loss.f_mul_scalar(self.scale)

@@ -112,6 +112,14 @@ impl ShardingStrategy for Replicated {
         Ok(())
     }
 
+    fn optimizer(&self) -> &AdamW {
+        &self.optimizer
+    }
+
+    fn optimizer_mut(&mut self) -> &mut AdamW {
+        &mut self.optimizer
+    }
+
     fn memory(&self) -> MemoryUse {
         let (params_bytes, grads_bytes) = variable_bytes(&self.variables);
         MemoryUse {

@@ -456,6 +456,21 @@ impl ShardingStrategy for ShardedOptimizer {
         self.gather_parameters(collective)
     }
 
+    fn optimizer(&self) -> &AdamW {
+        &self.optimizer
+    }
+
+    fn optimizer_mut(&mut self) -> &mut AdamW {
+        &mut self.optimizer
+    }
+
+    /// Each replica restored its own part: under `Zero2` the parts are
+    /// gathered into every replica's full parameters, under `ShardGradOp`
+    /// the stale full ones freed, as after a step.
+    fn parameters_restored(&mut self, collective: &dyn Collective) -> Result<(), StrategyError> {
+        self.settle(collective)
+    }
+
     fn memory(&self) -> MemoryUse {
         let mut use_ = MemoryUse {
             optimizer_bytes: self.optimizer.state_bytes(),

@@ -17,7 +17,7 @@ use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::collective::{Collective, CollectiveError};
 use crate::model::{ModelError, SequenceClassifier};
-use crate::optim::OptimError;
+use crate::optim::{AdamW, OptimError};
 use crate::precision::{AutocastGuard, LossScaler, PrecisionError};
 
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +156,21 @@ pub trait ShardingStrategy {
 
     /// Makes the full parameters present for validation or a checkpoint.
     fn materialize(&mut self, _collective: &dyn Collective) -> Result<(), StrategyError> {
+        Ok(())
+    }
+
+    /// The optimizer of what this replica updates: its parameters (the
+    /// model's variables, or views of this replica's shards) are where the
+    /// weights live between steps, so they and its state are what a
+    /// resume state saves of the replica.
+    fn optimizer(&self) -> &AdamW;
+
+    fn optimizer_mut(&mut self) -> &mut AdamW;
+
+    /// After the optimizer's parameters were restored in place (every
+    /// replica together): whatever the strategy keeps beside them made to
+    /// agree, as after a step. Then `materialize` gives the full weights.
+    fn parameters_restored(&mut self, _collective: &dyn Collective) -> Result<(), StrategyError> {
         Ok(())
     }
 

@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Command, ExitStatus};
 use std::sync::Mutex;
 
+use pipe_cache::ActionKey;
+
 use super::context::Context;
 use super::failure::StageFailure;
 use super::process::{spawn_and_wait, ReadEvents};
@@ -19,6 +21,8 @@ pub(super) struct StageCommand<'a> {
     pub(super) context: &'a Context<'a>,
     pub(super) index: usize,
     pub(super) stage: &'a Stage,
+    /// The key it runs under, which names a worker's resume directory.
+    pub(super) key: &'a ActionKey,
     pub(super) gpus: &'a [String],
     pub(super) log_path: &'a Path,
 }

@@ -97,7 +97,7 @@ fn execute(
         }
     }
 
-    let ran = run_command(context, index, stage, gpus, &mut attempt.waited);
+    let ran = run_command(context, index, stage, &key, gpus, &mut attempt.waited);
     attempt.waited += ran
         .placement
         .as_ref()
@@ -208,6 +208,11 @@ impl Attempt<'_> {
             rehash_existing,
         ) {
             Ok((result, metrics)) => {
+                // Only now: a kill before the result was stored must still
+                // leave the next attempt something to resume from.
+                if let StageKind::Worker(_) = stage.kind {
+                    context.project.remove_resume_dir(&key);
+                }
                 // A stage that runs every time has a key no run will ask for again.
                 if let (Some(remote), false) = (&context.remote, stage.always_run) {
                     remote.push_in_background(result.clone());
@@ -359,6 +364,7 @@ pub(super) fn run_command(
     context: &Context<'_>,
     index: usize,
     stage: &Stage,
+    key: &ActionKey,
     gpus: &[String],
     build_wait: &mut Duration,
 ) -> Execution<()> {
@@ -382,6 +388,7 @@ pub(super) fn run_command(
         context,
         index,
         stage,
+        key,
         gpus,
         log_path: &log_path,
     };

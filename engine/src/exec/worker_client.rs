@@ -64,7 +64,8 @@ fn prepare_worker(
     ensure_worker(context, worker_stage, build_wait)?;
     let dirs = WorkerDirs::cleared(context, stage, worker_stage)?;
     let run = write_run_so_far(context, job.index, worker_stage, &dirs.scratch_dir)?;
-    let invocation = invocation(context, stage, worker_stage, job.gpus, &dirs, run);
+    let resume = resume_dir(context, stage, job.key);
+    let invocation = invocation(context, stage, worker_stage, job.gpus, &dirs, run, resume);
     let invocation_path = write_invocation(&invocation, &dirs.scratch_dir)?;
     let mut command = Command::new(&worker_stage.worker);
     worker_stage.launch.apply(&mut command);
@@ -198,6 +199,7 @@ fn invocation(
     gpus: &[String],
     dirs: &WorkerDirs,
     run: Option<PathBuf>,
+    resume_dir: Option<PathBuf>,
 ) -> pipe_protocol::Invocation {
     let root = &context.pipeline.root;
     let on_cluster = !executor_for(context, stage).runs_here();
@@ -231,6 +233,27 @@ fn invocation(
             context.jobs
         },
         run,
+        resume_dir,
+    }
+}
+
+/// The stage's resume directory, kept from an earlier attempt under the
+/// same key or made now. Resuming is an optimisation: a directory that
+/// cannot be made costs a warning, and the stage runs from the start.
+fn resume_dir(
+    context: &Context<'_>,
+    stage: &Stage,
+    key: &pipe_cache::ActionKey,
+) -> Option<PathBuf> {
+    match context.project.prepare_resume_dir(key) {
+        Ok(dir) => Some(dir),
+        Err(error) => {
+            tracing::warn!(
+                "stage `{}`: no resume directory ({error}); an interrupted attempt will start over",
+                stage.name
+            );
+            None
+        }
     }
 }
 

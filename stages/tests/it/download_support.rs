@@ -89,6 +89,7 @@ pub fn run_stage(uses: &str, params: Value, env: &[(&str, &str)]) -> Run {
         devices: vec![],
         threads: 1,
         run: None,
+        resume_dir: None,
     };
     let file = dir.path().join("invocation.json");
     std::fs::write(&file, serde_json::to_string(&invocation).unwrap()).unwrap();

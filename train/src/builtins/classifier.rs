@@ -53,6 +53,7 @@ pub(super) fn checked_context(
         devices: vec![],
         threads: 1,
         run: None,
+        resume_dir: None,
     }))
 }
 
@@ -264,7 +265,9 @@ impl Predictions {
 }
 
 /// Runs `split` through the model without dropout, in length-sorted
-/// batches, and puts the results back in dataset order.
+/// batches, and puts the results back in dataset order. `progress` hears
+/// the rows done after each batch: a split of thousands of rows takes
+/// minutes on a CPU, and a stage must not go silent that long.
 pub(super) fn predict(
     model: &SequenceClassifier,
     split: &TokenizedSplit,
@@ -272,6 +275,7 @@ pub(super) fn predict(
     batch_size: usize,
     autocast: Option<Kind>,
     device: Device,
+    progress: &mut dyn FnMut(u64),
 ) -> Result<Predictions> {
     let sampler = EvalSampler::new(&split.lengths(), batch_size)?;
     let mut per_row: Vec<(i64, usize, Vec<f32>)> = Vec::with_capacity(split.len());
@@ -307,6 +311,7 @@ pub(super) fn predict(
         {
             per_row.push((*label, predicted as usize, probabilities));
         }
+        progress(per_row.len() as u64);
     }
     let ordered = to_row_order(&sampler.order(), per_row)?;
     let mut result = Predictions {

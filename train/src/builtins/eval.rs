@@ -126,12 +126,21 @@ impl BuiltinStage for EvalClassifier {
         let collator = Collator::new(pad);
 
         let phase = format!("eval {split_name}");
-        context.progress(&phase, 0, Some(split.len() as u64), "rows");
+        let total = split.len() as u64;
+        context.progress(&phase, 0, Some(total), "rows");
         // In fp32 always: the variables are fp32 whatever the file holds
         // (a bf16 or fp16 checkpoint is upcast on load, exactly), and the
         // train stage writes fp32 checkpoints at every precision.
-        let results = predict(&model, &split, &collator, batch_size, None, device)?;
-        context.progress_done(&phase, split.len() as u64, "rows");
+        let results = predict(
+            &model,
+            &split,
+            &collator,
+            batch_size,
+            None,
+            device,
+            &mut |done| context.progress(&phase, done, Some(total), "rows"),
+        )?;
+        context.progress_done(&phase, total, "rows");
 
         let path = context.output(PREDICTIONS);
         let io = |e| StageError::io(&path, e);

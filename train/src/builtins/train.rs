@@ -24,6 +24,8 @@ mod params;
 mod peers;
 mod phases;
 mod replica;
+mod resume;
+mod resume_files;
 mod steps;
 mod totals;
 

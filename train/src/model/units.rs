@@ -37,6 +37,23 @@ pub struct DropoutState {
     cuda: Option<(usize, Tensor)>,
 }
 
+impl DropoutState {
+    /// A state saved by a run that was interrupted: the CPU masks drawn and,
+    /// on a GPU, its generator's state (a CPU uint8 tensor).
+    pub fn new(drawn: u64, cuda: Option<(usize, Tensor)>) -> DropoutState {
+        DropoutState { drawn, cuda }
+    }
+
+    pub fn drawn(&self) -> u64 {
+        self.drawn
+    }
+
+    /// The GPU's index and its generator's state, on a GPU.
+    pub fn cuda(&self) -> Option<(usize, &Tensor)> {
+        self.cuda.as_ref().map(|(index, state)| (*index, state))
+    }
+}
+
 extern "C" {
     fn pipe_cuda_rng_get_state(
         index: std::ffi::c_int,

@@ -101,7 +101,7 @@ pub(crate) fn tokenize(dir: &Path, params: Value) -> PathBuf {
 }
 
 /// A tiny xorshift so the toy data needs no dependency.
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn below(&mut self, n: usize) -> usize {

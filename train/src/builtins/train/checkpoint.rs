@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, View};
 use serde_json::{json, Map, Value};
 use tch::nn::VarStore;
-use tch::{Device, Kind};
+use tch::{Device, Kind, Tensor};
 
 use pipe_stages::token_file::TOKENIZER_FILE;
 use pipe_stages::{Result, StageError};
@@ -46,6 +46,86 @@ impl View for &SavedTensor {
     }
 }
 
+/// The safetensors dtype of a libtorch kind, for the kinds saved here.
+fn dtype_of(kind: Kind) -> Option<Dtype> {
+    Some(match kind {
+        Kind::Float => Dtype::F32,
+        Kind::BFloat16 => Dtype::BF16,
+        Kind::Half => Dtype::F16,
+        Kind::Double => Dtype::F64,
+        Kind::Int64 => Dtype::I64,
+        Kind::Uint8 => Dtype::U8,
+        _ => return None,
+    })
+}
+
+fn kind_of(dtype: Dtype) -> Option<Kind> {
+    [
+        Kind::Float,
+        Kind::BFloat16,
+        Kind::Half,
+        Kind::Double,
+        Kind::Int64,
+        Kind::Uint8,
+    ]
+    .into_iter()
+    .find(|kind| dtype_of(*kind) == Some(dtype))
+}
+
+impl SavedTensor {
+    /// A host copy of `tensor`, in its own kind.
+    pub(super) fn of(tensor: &Tensor) -> Result<SavedTensor> {
+        let tensor = tensor
+            .f_detach()
+            .and_then(|t| t.f_to_device(Device::Cpu))
+            .and_then(|t| t.f_contiguous())
+            .map_err(torch)?;
+        let dtype = dtype_of(tensor.kind()).ok_or_else(|| {
+            StageError::Other(format!(
+                "internal: a tensor of kind {:?}, which is never saved",
+                tensor.kind()
+            ))
+        })?;
+        let numel = tensor.numel();
+        let mut data = vec![0u8; numel * tensor.kind().elt_size_in_bytes()];
+        tensor.f_copy_data_u8(&mut data, numel).map_err(torch)?;
+        let shape = tensor.size().iter().map(|&d| d as usize).collect();
+        Ok(SavedTensor { dtype, shape, data })
+    }
+
+    /// Bytes read back from a file, which the caller has checked hold
+    /// `shape` elements of `dtype`.
+    pub(super) fn from_parts(dtype: Dtype, shape: Vec<usize>, data: Vec<u8>) -> SavedTensor {
+        SavedTensor { dtype, shape, data }
+    }
+
+    pub(super) fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+
+    pub(super) fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    pub(super) fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The libtorch kind of its dtype, where it is one saved here.
+    pub(super) fn kind(&self) -> Option<Kind> {
+        kind_of(self.dtype)
+    }
+
+    /// A CPU tensor of these bytes.
+    pub(super) fn to_tensor(&self) -> Result<Tensor> {
+        let kind = self.kind().ok_or_else(|| {
+            StageError::Other(format!("internal: no tensor of dtype {:?}", self.dtype))
+        })?;
+        let shape: Vec<i64> = self.shape.iter().map(|&d| d as i64).collect();
+        Tensor::f_from_data_size(&self.data, &shape, kind).map_err(torch)
+    }
+}
+
 /// Every variable of a store at one moment, by HF name. Kept in host memory
 /// rather than written per improved epoch, so a run writes its checkpoint
 /// once; the largest model here (BERT-base, 440 MB) fits easily.
@@ -60,36 +140,26 @@ impl Snapshot {
             // bf16-true trains bf16 weights, but checkpoints are fp32
             // whatever the precision, as Lightning saves them and
             // `from_pretrained` expects by default; the upcast is exact.
-            let tensor = tensor
-                .f_detach()
-                .and_then(|t| t.f_to_device(Device::Cpu))
-                .and_then(|t| {
-                    if t.is_floating_point() {
-                        t.f_to_kind(Kind::Float)
-                    } else {
-                        Ok(t)
-                    }
-                })
-                .and_then(|t| t.f_contiguous())
-                .map_err(torch)?;
-            let dtype = match tensor.kind() {
-                Kind::Float => Dtype::F32,
-                Kind::BFloat16 => Dtype::BF16,
-                Kind::Half => Dtype::F16,
-                other => {
-                    return Err(StageError::Other(format!(
-                    "internal: variable `{name}` has kind {other:?}, which checkpoints do not hold"
-                )))
-                }
+            let tensor = if tensor.is_floating_point() {
+                tensor.f_to_kind(Kind::Float).map_err(torch)?
+            } else {
+                tensor
             };
-            let numel = tensor.numel();
-            let mut data = vec![0u8; numel * tensor.kind().elt_size_in_bytes()];
-            tensor.f_copy_data_u8(&mut data, numel).map_err(torch)?;
-            let shape = tensor.size().iter().map(|&d| d as usize).collect();
-            tensors.push((name, SavedTensor { dtype, shape, data }));
+            tensors.push((name, SavedTensor::of(&tensor)?));
         }
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(Snapshot { tensors })
+    }
+
+    /// A snapshot read back (a resume state's best epoch), by name.
+    pub(super) fn from_tensors(mut tensors: Vec<(String, SavedTensor)>) -> Snapshot {
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        Snapshot { tensors }
+    }
+
+    /// Its tensors, sorted by name.
+    pub(super) fn tensors(&self) -> &[(String, SavedTensor)] {
+        &self.tensors
     }
 
     /// safetensors with `{"format": "pt"}`, as `save_pretrained` writes.

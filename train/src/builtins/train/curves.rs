@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use pipe_stages::{Result, StageError};
+use serde::{Deserialize, Serialize};
 
 use super::metrics::EpochStats;
+use super::resume_files::bits;
 use super::steps::StepDone;
 use super::totals::LazySum;
 
@@ -20,15 +22,20 @@ pub(super) struct StepCurve {
     since_last: StepWindow,
 }
 
+/// One line of the curve; a resume state keeps them, floats to the bit.
+#[derive(Serialize, Deserialize)]
 pub(super) struct StepLine {
-    step: u64,
-    epoch: u64,
+    pub(super) step: u64,
+    pub(super) epoch: u64,
     /// Mean training loss over rank 0's rows since the line before.
+    #[serde(with = "bits")]
     loss: f64,
     /// The learning rate of this line's step.
+    #[serde(with = "bits")]
     lr: f64,
     /// Every replica's rows since the line before, over the time their
     /// steps took (validation and checkpoints between epochs excluded).
+    #[serde(with = "bits")]
     samples_per_s: f64,
 }
 
@@ -79,6 +86,20 @@ impl StepCurve {
             samples_per_s: window.rows as f64 / window.seconds.max(1e-9),
         });
         Ok(())
+    }
+
+    /// The curve of a resumed run: the lines its interrupted attempt had
+    /// made, all of whole epochs (an epoch's last step always ends a line,
+    /// so nothing was pending).
+    pub(super) fn resumed(every: u64, lines: Vec<StepLine>) -> StepCurve {
+        StepCurve {
+            lines,
+            ..StepCurve::new(every)
+        }
+    }
+
+    pub(super) fn lines(&self) -> &[StepLine] {
+        &self.lines
     }
 
     pub(super) fn write(&self, path: &Path) -> Result<()> {

@@ -21,6 +21,7 @@ use super::names::{CHECKPOINT, CURVES, STEPS};
 use super::params::TrainParams;
 use super::peers::Peers;
 use super::replica::Replica;
+use super::resume::{EpochEnd, Resume, Resumed};
 use super::steps::{check_in_step, replica_steps, EpochPlan, StepDone};
 use super::totals::TrainTotals;
 use crate::collective::Collective;
@@ -30,6 +31,9 @@ use crate::model::SequenceClassifier;
 
 /// The unit of the epochs' progress bars.
 const UNIT: &str = "steps";
+
+/// The unit of validation's progress bar.
+const VAL_UNIT: &str = "rows";
 
 /// Trains one replica: the only one (`place` None), or rank `place.rank`
 /// of a process group. Rank 0 writes the outputs.
@@ -53,8 +57,24 @@ pub(super) fn train(
     let model = load_model(context, settings, &splits, device, lead)?;
     let peers = Peers::join(context, settings, device, place)?;
     let collective = peers.collective();
+    let world = collective.world_size();
+    let schedule = Schedule::new(settings, &splits.train, world)?;
+    let mut resume = Resume::new(
+        context,
+        settings,
+        &model,
+        rank,
+        world,
+        schedule.steps_per_epoch,
+    );
+    // Read while the model's variables are whole (a sharded strategy frees
+    // them), put back once its optimizer exists.
+    let found = resume.as_ref().and_then(|resume| resume.find(&model));
     let mut replica = Replica::create(settings, model, device, &peers)?;
-    let schedule = Schedule::new(settings, &splits.train, collective.world_size())?;
+    let resumed = match resume.as_mut() {
+        Some(resume) => resume.restore(found, &mut replica, collective)?,
+        None => None,
+    };
     if lead {
         announce(context, settings, devices, &splits, &schedule, &replica);
     }
@@ -66,9 +86,12 @@ pub(super) fn train(
     );
 
     let mut epochs = Epochs::new(context, settings, &splits, &schedule, collective, lead);
-    let loop_started = Instant::now();
+    epochs.resume = resume;
+    if let Some(resumed) = resumed {
+        epochs.continue_from(resumed);
+    }
     epochs.run(&mut replica)?;
-    let train_seconds = loop_started.elapsed().as_secs_f64();
+    let train_seconds = epochs.loop_seconds();
     // Memory: the most any replica held, each process's own peak.
     let memory = memory_json(&replica, collective)?;
     if !lead {
@@ -232,6 +255,15 @@ struct Epochs<'a> {
     global_step: u64,
     stopped_early: bool,
     step_curve: StepCurve,
+    /// Where the state after each epoch is saved, when the engine gave a
+    /// resume directory.
+    resume: Option<Resume<'a>>,
+    /// The epochs an interrupted attempt completed, and the time they took.
+    epochs_done: u64,
+    earlier_seconds: f64,
+    /// The verdict of the last epoch an interrupted attempt completed.
+    resumed_verdict: Option<EpochVerdict>,
+    loop_started: Instant,
 }
 
 impl<'a> Epochs<'a> {
@@ -256,24 +288,59 @@ impl<'a> Epochs<'a> {
             global_step: 0,
             stopped_early: false,
             step_curve: StepCurve::new(settings.log_every_n_steps),
+            resume: None,
+            epochs_done: 0,
+            earlier_seconds: 0.0,
+            resumed_verdict: None,
+            loop_started: Instant::now(),
         }
+    }
+
+    /// Takes up where an interrupted attempt's last complete epoch left
+    /// off: its figures, its curve, its best epoch (replayed, so early
+    /// stopping counts as it did) and the time it took.
+    fn continue_from(&mut self, resumed: Resumed) {
+        for stats in &resumed.stats {
+            self.resumed_verdict = Some(self.best.record(stats.epoch as u32, stats.val_acc));
+        }
+        self.epochs_done = resumed.epochs_done;
+        self.global_step = resumed.global_step;
+        self.earlier_seconds = resumed.loop_seconds;
+        self.stats = resumed.stats;
+        self.step_curve = StepCurve::resumed(self.settings.log_every_n_steps, resumed.steps);
+        self.best_weights = resumed.best_weights;
+    }
+
+    /// The training loop's time: this attempt's and the interrupted ones'.
+    fn loop_seconds(&self) -> f64 {
+        self.earlier_seconds + self.loop_started.elapsed().as_secs_f64()
     }
 
     /// Every epoch, or up to the one early stopping ends with.
     fn run(&mut self, replica: &mut Replica) -> Result<()> {
-        for epoch in 0..self.settings.epochs {
+        self.loop_started = Instant::now();
+        if self.resumed_verdict == Some(EpochVerdict::Stop) {
+            self.stop_early(self.epochs_done - 1);
+            return Ok(());
+        }
+        for epoch in self.epochs_done..self.settings.epochs {
             if self.epoch(replica, epoch)? == EpochVerdict::Stop {
-                self.stopped_early = epoch + 1 < self.settings.epochs;
-                if self.stopped_early && self.lead {
-                    self.context.message(format!(
-                        "early stopping: no better val accuracy for {} epochs",
-                        self.settings.patience.unwrap_or(0)
-                    ));
-                }
+                self.stop_early(epoch);
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Early stopping said stop after `epoch` (0-based).
+    fn stop_early(&mut self, epoch: u64) {
+        self.stopped_early = epoch + 1 < self.settings.epochs;
+        if self.stopped_early && self.lead {
+            self.context.message(format!(
+                "early stopping: no better val accuracy for {} epochs",
+                self.settings.patience.unwrap_or(0)
+            ));
+        }
     }
 
     /// One epoch (0-based): its steps, the replicas' check-in, validation,
@@ -285,7 +352,7 @@ impl<'a> Epochs<'a> {
         if self.schedule.world > 1 {
             check_in_step(replica, self.collective, epoch + 1)?;
         }
-        let (val_loss, val_acc) = self.validate(replica)?;
+        let (val_loss, val_acc) = self.validate(replica, epoch)?;
         let stats = EpochStats {
             epoch: epoch + 1,
             train_loss: totals.mean_loss()?,
@@ -322,7 +389,27 @@ impl<'a> Epochs<'a> {
             ));
         }
         self.stats.push(stats);
+        self.save_state(replica, epoch + 1)?;
         Ok(verdict)
+    }
+
+    /// The resume state after epoch `epochs_done` (1-based), if the engine
+    /// gave a resume directory. Every replica takes part.
+    fn save_state(&mut self, replica: &Replica, epochs_done: u64) -> Result<()> {
+        let loop_seconds = self.loop_seconds();
+        let Some(resume) = self.resume.as_mut() else {
+            return Ok(());
+        };
+        let end = EpochEnd {
+            epochs_done,
+            global_step: self.global_step,
+            loop_seconds,
+            stats: &self.stats,
+            steps: self.step_curve.lines(),
+            best_epoch: self.best.best().map_or(0, |(epoch, _)| epoch),
+            best_weights: self.best_weights.as_ref(),
+        };
+        resume.save(&end, replica, self.collective)
     }
 
     /// The epoch's optimizer steps, with rank 0's progress bar and step
@@ -391,7 +478,16 @@ impl<'a> Epochs<'a> {
     /// Every rank validates (no rank waits on rank 0 longer than a
     /// collective may), and all take rank 0's figures, so that they agree
     /// on the best epoch and on stopping. Returns the loss and accuracy.
-    fn validate(&self, replica: &Replica) -> Result<(f64, f64)> {
+    /// Rank 0 reports it as a phase of its own, in rows: a bar left at the
+    /// epoch's last step for the minutes validation takes looks hung.
+    fn validate(&self, replica: &Replica, epoch: u64) -> Result<(f64, f64)> {
+        let context = self.context;
+        let phase = format!("validate epoch {}/{}", epoch + 1, self.settings.epochs);
+        let rows = self.splits.val.len() as u64;
+        if self.lead {
+            context.progress(&phase, 0, Some(rows), VAL_UNIT);
+        }
+        let lead = self.lead;
         let validation = predict(
             &replica.model,
             &self.splits.val,
@@ -399,7 +495,15 @@ impl<'a> Epochs<'a> {
             self.settings.batch_size,
             self.settings.precision.autocast_kind(),
             replica.device,
+            &mut |done| {
+                if lead {
+                    context.progress(&phase, done, Some(rows), VAL_UNIT);
+                }
+            },
         )?;
+        if self.lead {
+            context.progress_done(&phase, rows, VAL_UNIT);
+        }
         rank0_pair(
             self.collective,
             validation.mean_loss(),

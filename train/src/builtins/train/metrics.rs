@@ -2,6 +2,7 @@
 //! `StageInfo.metrics`) and the figures behind it: per epoch, memory,
 //! throughput.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tch::{Device, Tensor};
 
@@ -13,6 +14,7 @@ use super::errors::collective_error;
 use super::params::TrainParams;
 use super::phases::{Phase, PhaseTimes};
 use super::replica::Replica;
+use super::resume_files::bits;
 use crate::collective::Collective;
 use crate::hardware::{self, PeakFlops};
 use crate::precision::LossScaler;
@@ -128,13 +130,22 @@ pub(super) fn metrics_json(summary: &Summary) -> Value {
     })
 }
 
+/// One epoch's figures; a resume state keeps them (floats to the bit), so
+/// that a resumed run reports the epochs before it as they were.
+#[derive(Serialize, Deserialize)]
 pub(super) struct EpochStats {
     pub(super) epoch: u64,
+    #[serde(with = "bits")]
     pub(super) train_loss: f64,
+    #[serde(with = "bits")]
     pub(super) train_acc: f64,
+    #[serde(with = "bits")]
     pub(super) val_loss: f64,
+    #[serde(with = "bits")]
     pub(super) val_acc: f64,
+    #[serde(with = "bits")]
     pub(super) epoch_seconds: f64,
+    #[serde(with = "bits")]
     pub(super) val_seconds: f64,
     /// Rows trained on, every replica's.
     pub(super) rows: usize,
@@ -142,10 +153,13 @@ pub(super) struct EpochStats {
     /// every replica's.
     pub(super) tokens: usize,
     pub(super) padded_tokens: usize,
+    #[serde(with = "bits")]
     pub(super) flops: f64,
     /// Optimizer steps.
     pub(super) steps: u64,
+    #[serde(with = "bits")]
     pub(super) samples_per_s: f64,
+    #[serde(with = "bits")]
     pub(super) tokens_per_s: f64,
 }
 

@@ -38,6 +38,9 @@ pub(super) struct Replica {
     pub(super) peak_bytes: usize,
     /// Where its steps' time went.
     pub(super) phases: PhaseTimes,
+    /// `peak_bytes` as the interrupted run that this one resumes measured
+    /// it in its first step, which this run does not take.
+    pub(super) restored_peak_bytes: Option<usize>,
 }
 
 impl Replica {
@@ -81,6 +84,7 @@ impl Replica {
             memory: None,
             peak_bytes: 0,
             phases: PhaseTimes::default(),
+            restored_peak_bytes: None,
         })
     }
 
@@ -89,7 +93,8 @@ impl Replica {
     /// the replica holds after a micro-batch's backward (every parameter
     /// and gradient, and the shards), sampled after each.
     pub(super) fn peak_bytes(&self) -> usize {
-        self.strategy.peak_bytes().unwrap_or(self.peak_bytes)
+        self.restored_peak_bytes
+            .unwrap_or_else(|| self.strategy.peak_bytes().unwrap_or(self.peak_bytes))
     }
 }
 
