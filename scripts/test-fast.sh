@@ -23,4 +23,5 @@ cargo test --locked -p pipe --test it -- \
     --skip install:: --skip slurm:: --skip slurm_ranks:: \
     --skip remote_cache:: --skip transfer_progress:: \
     --skip compare_page:: --skip compare::the_html_page \
+    --skip resume:: --skip report_page:: \
     "$@"
