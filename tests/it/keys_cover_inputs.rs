@@ -65,6 +65,66 @@ fn required_params(params: &[Value]) -> Map<String, Value> {
         .collect()
 }
 
+/// Whether `name` is one of the sizes of a `parts` rule of the stage.
+fn is_part(info: &Value, name: &str) -> bool {
+    rules(info)
+        .iter()
+        .filter(|rule| rule["rule"] == "parts")
+        .any(|rule| rule["params"].as_array().is_some_and(|params| params.iter().any(|p| p == name)))
+}
+
+fn rules(info: &Value) -> Vec<Value> {
+    info["rules"].as_array().cloned().unwrap_or_default()
+}
+
+/// `with` made to keep the rules the catalog declares between the stage's
+/// params, as a user must: a `parts` rule's first size a count when none
+/// is set, and a `when` rule's condition turned off (its param set to
+/// another of its choices) where `with` gives the dependent param a value
+/// the rule refuses.
+fn within_rules(info: &Value, mut with: Map<String, Value>) -> Map<String, Value> {
+    let params = info["params"].as_array().expect("params");
+    let given = |with: &Map<String, Value>, name: &str| {
+        with.get(name).cloned().or_else(|| {
+            params
+                .iter()
+                .find(|param| param["name"] == name)
+                .and_then(|param| param.get("default").cloned())
+        })
+    };
+    for rule in rules(info) {
+        match rule["rule"].as_str() {
+            Some("parts") => {
+                let sizes = rule["params"].as_array().expect("parts");
+                if sizes.iter().all(|size| with.get(size.as_str().unwrap()).is_none()) {
+                    with.insert(sizes[0].as_str().unwrap().to_string(), json!(1));
+                }
+            }
+            Some("when") => {
+                let (param, then) = (rule["param"].as_str().unwrap(), rule["then"].as_str().unwrap());
+                let is = rule["is"].as_array().expect("is");
+                let must_be = rule["must_be"].as_array().expect("must_be");
+                let triggered = given(&with, param).is_some_and(|value| is.contains(&value));
+                let refused = with.get(then).is_some_and(|value| {
+                    !must_be.iter().any(|allowed| allowed.as_f64().zip(value.as_f64()).map_or(allowed == value, |(a, b)| a == b))
+                });
+                if triggered && refused {
+                    let other = params
+                        .iter()
+                        .find(|spec| spec["name"] == param)
+                        .and_then(|spec| spec["choices"].as_array())
+                        .and_then(|choices| choices.iter().find(|choice| !is.contains(choice)))
+                        .cloned()
+                        .expect("a `when` rule's param has another choice");
+                    with.insert(param.to_string(), other);
+                }
+            }
+            other => panic!("a rule this test does not know: {other:?}"),
+        }
+    }
+    with
+}
+
 fn pipeline(uses: &str, with: &Map<String, Value>, seed: u64, nodes: Option<u64>) -> String {
     let resources = nodes.map_or_else(String::new, |nodes| {
         format!("    resources: {{ nodes: {nodes} }}\n")
@@ -124,20 +184,33 @@ fn every_param_of_every_builtin_stage_changes_its_key() {
     for info in &stages {
         let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
         let params = info["params"].as_array().expect("params");
-        let base = required_params(params);
-        let base_key = key_of(&project, info, &base, 1);
+        let base = within_rules(info, required_params(params));
         for param in params {
             let name = param["name"].as_str().unwrap();
             let Some((first, second)) = two_values(param) else {
                 continue;
             };
             let mut variant = base.clone();
-            let value = if variant.get(name) == Some(&second) {
+            let value = if is_part(info, name) {
+                // A size of one whole: counts keep `parts` whatever the others.
+                json!(if variant.get(name) == Some(&json!(1)) { 2 } else { 1 })
+            } else if variant.get(name) == Some(&second) {
                 first
             } else {
                 second
             };
             variant.insert(name.to_string(), value.clone());
+            // A value a `when` rule allows only with another param's value
+            // (`devices: 2` needs a strategy other than `single`) is
+            // compared with the base under that other value.
+            let variant = within_rules(info, variant);
+            let mut base = base.clone();
+            for (other, value) in &variant {
+                if other != name && base.get(other) != Some(value) {
+                    base.insert(other.clone(), value.clone());
+                }
+            }
+            let base_key = key_of(&project, info, &base, 1);
             let variant_key = key_of(&project, info, &variant, 1);
             assert_ne!(
                 base_key, variant_key,
@@ -160,7 +233,7 @@ fn a_pipeline_param_a_stage_falls_back_on_is_in_its_key() {
     for info in &stages {
         let uses = format!("{}@{}", info["name"].as_str().unwrap(), info["version"]);
         let params = info["params"].as_array().expect("params");
-        let base = required_params(params);
+        let base = within_rules(info, required_params(params));
         for param in params {
             let Some(source) = param.get("pipeline_param").and_then(Value::as_str) else {
                 continue;

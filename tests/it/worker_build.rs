@@ -37,7 +37,7 @@ fn project() -> TestProject {
     project.write("rows.jsonl", "{\"text\": \"a\", \"label\": 0}\n");
     project.write(
         "pipe.yaml",
-        "stages:\n  split:\n    uses: data/split@1\n    with: { dataset: rows.jsonl }\n",
+        "stages:\n  split:\n    uses: data/split@1\n    with: { dataset: rows.jsonl, train: 1 }\n",
     );
     project
 }
