@@ -161,6 +161,17 @@ pub(crate) fn verdict_mark(verdict: Option<Verdict>) -> &'static str {
     }
 }
 
+/// `+219 ms (+0.052%)` -> `+0.052%`; a change without a relative part
+/// as it is.
+fn relative_part(change: &str) -> String {
+    match change.rsplit_once(" (") {
+        Some((_, relative)) if relative.ends_with(')') => {
+            relative.trim_end_matches(')').to_string()
+        }
+        _ => change.to_string(),
+    }
+}
+
 fn chars(text: &str) -> usize {
     text.chars().count()
 }
@@ -176,7 +187,7 @@ pub fn text(table: &CompareTable, style: Style) -> String {
         .map(|column| digits_of(table, column))
         .collect();
     // Per line, per column: (value, change, verdict).
-    let lines: Vec<Vec<Shown>> =
+    let mut lines: Vec<Vec<Shown>> =
         table
             .groups
             .iter()
@@ -191,6 +202,27 @@ pub fn text(table: &CompareTable, style: Style) -> String {
             })
             .collect();
     let columns = header.len();
+    // Changes under their values, as wide as the wider of the two, may
+    // still be wider than the terminal: then each change is its relative
+    // part alone (`+1.2%`), the absolute one is a subtraction away.
+    let under = |lines: &[Vec<Shown>]| -> usize {
+        (0..columns)
+            .map(|index| {
+                lines
+                    .iter()
+                    .map(|line| chars(&line[index].value).max(chars(&line[index].change)))
+                    .max()
+                    .unwrap_or(0)
+                    .max(chars(&header[index]))
+                    + 2
+            })
+            .sum()
+    };
+    if under(&lines) > terminal_width() {
+        for cell in lines.iter_mut().flatten() {
+            cell.change = relative_part(&cell.change);
+        }
+    }
     let value_width: Vec<usize> = (0..columns)
         .map(|index| {
             lines

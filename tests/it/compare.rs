@@ -100,6 +100,19 @@ fn a_matrix_run_reads_as_one_table_with_deltas_against_the_baseline_row() {
     };
     insta::assert_snapshot!("compare_matrix_text_wide", terminal("200"));
     insta::assert_snapshot!("compare_matrix_text_80", terminal("80"));
+    // Narrower than the changes under their values: each change is its
+    // relative part alone, and every line fits.
+    let narrow = terminal("52");
+    let table_lines: Vec<&str> = narrow
+        .lines()
+        .take_while(|line| !line.starts_with("baseline:"))
+        .collect();
+    assert!(
+        table_lines.iter().all(|line| line.chars().count() <= 52)
+            && table_lines.iter().any(|line| line.trim() == "-0.055%")
+            && !table_lines.iter().any(|line| line.contains(" (")),
+        "{narrow}"
+    );
 
     let table = json(
         &project,

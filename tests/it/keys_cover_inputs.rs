@@ -70,7 +70,11 @@ fn is_part(info: &Value, name: &str) -> bool {
     rules(info)
         .iter()
         .filter(|rule| rule["rule"] == "parts")
-        .any(|rule| rule["params"].as_array().is_some_and(|params| params.iter().any(|p| p == name)))
+        .any(|rule| {
+            rule["params"]
+                .as_array()
+                .is_some_and(|params| params.iter().any(|p| p == name))
+        })
 }
 
 fn rules(info: &Value) -> Vec<Value> {
@@ -96,17 +100,28 @@ fn within_rules(info: &Value, mut with: Map<String, Value>) -> Map<String, Value
         match rule["rule"].as_str() {
             Some("parts") => {
                 let sizes = rule["params"].as_array().expect("parts");
-                if sizes.iter().all(|size| with.get(size.as_str().unwrap()).is_none()) {
+                if sizes
+                    .iter()
+                    .all(|size| with.get(size.as_str().unwrap()).is_none())
+                {
                     with.insert(sizes[0].as_str().unwrap().to_string(), json!(1));
                 }
             }
             Some("when") => {
-                let (param, then) = (rule["param"].as_str().unwrap(), rule["then"].as_str().unwrap());
+                let (param, then) = (
+                    rule["param"].as_str().unwrap(),
+                    rule["then"].as_str().unwrap(),
+                );
                 let is = rule["is"].as_array().expect("is");
                 let must_be = rule["must_be"].as_array().expect("must_be");
                 let triggered = given(&with, param).is_some_and(|value| is.contains(&value));
                 let refused = with.get(then).is_some_and(|value| {
-                    !must_be.iter().any(|allowed| allowed.as_f64().zip(value.as_f64()).map_or(allowed == value, |(a, b)| a == b))
+                    !must_be.iter().any(|allowed| {
+                        allowed
+                            .as_f64()
+                            .zip(value.as_f64())
+                            .map_or(allowed == value, |(a, b)| a == b)
+                    })
                 });
                 if triggered && refused {
                     let other = params
@@ -193,7 +208,11 @@ fn every_param_of_every_builtin_stage_changes_its_key() {
             let mut variant = base.clone();
             let value = if is_part(info, name) {
                 // A size of one whole: counts keep `parts` whatever the others.
-                json!(if variant.get(name) == Some(&json!(1)) { 2 } else { 1 })
+                json!(if variant.get(name) == Some(&json!(1)) {
+                    2
+                } else {
+                    1
+                })
             } else if variant.get(name) == Some(&second) {
                 first
             } else {

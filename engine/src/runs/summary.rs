@@ -32,7 +32,11 @@ impl RunRecord {
     pub fn summary(&self) -> RunSummary {
         let rules = DirectionRules::default().declared(&self.directions);
         let mut summary = RunSummary::default();
-        for stage in &self.stages {
+        // In the pipeline's order, not the order the stages finished in:
+        // a sweep's `train@lr=1e-4` before `train@lr=3e-4` however they ran.
+        let mut stages: Vec<&super::StageRecord> = self.stages.iter().collect();
+        stages.sort_by_key(|stage| stage.identity.position);
+        for stage in stages {
             let identity = &stage.identity;
             let base = if identity.base_name.is_empty() {
                 stage.stage.as_str()
