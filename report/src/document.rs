@@ -484,6 +484,7 @@ figcaption{color:var(--muted);font-size:13px;margin-top:4px}
 .explore{display:flex;flex-wrap:wrap;gap:8px 24px;align-items:flex-start;margin:8px 0}
 .explore fieldset{border:1px solid var(--line);margin:0;padding:4px 10px}
 .explore fieldset label{display:inline-block;margin-right:14px;white-space:nowrap}
+.explore details.more-columns summary{cursor:pointer;color:var(--muted);margin-top:2px}
 .explore input[type=search]{font:inherit;padding:2px 6px}
 tr.off>td:not(.toggle){opacity:.45}
 g.legend-entry[data-key]{cursor:pointer}

@@ -89,6 +89,14 @@
   caption.textContent = 'Columns';
   picker.appendChild(caption);
   var columnBoxes = [];
+  // The columns shown by default are ticked in view; the many others
+  // (every metric of every stage) fold under one line, so that the
+  // picker does not push the table off the screen.
+  var more = document.createElement('details');
+  more.className = 'more-columns';
+  var moreSummary = document.createElement('summary');
+  more.appendChild(moreSummary);
+  var moreCount = 0;
   names.forEach(function (column, index) {
     if (index === 0) { return; }
     var label = document.createElement('label');
@@ -101,9 +109,18 @@
     });
     label.appendChild(box);
     label.appendChild(document.createTextNode(' ' + column));
-    picker.appendChild(label);
+    if (defaultOff[column]) {
+      more.appendChild(label);
+      moreCount += 1;
+    } else {
+      picker.appendChild(label);
+    }
     columnBoxes.push(box);
   });
+  if (moreCount > 0) {
+    moreSummary.textContent = moreCount + ' more column' + (moreCount === 1 ? '' : 's');
+    picker.appendChild(more);
+  }
   controls.appendChild(picker);
   var holder = table.parentNode.classList.contains('scroll') ? table.parentNode : table;
   holder.parentNode.insertBefore(controls, holder);
