@@ -440,9 +440,9 @@ mod tests {
                 libtorch: false,
                 target_dir: Path::new("/tmp/t"),
                 profile: "release",
-                log: Path::new("/tmp/t/release/pipe-build-workers.log"),
+                log: Path::new("/tmp/t/release/pipe-stage-data.build.log"),
             }),
-            r#"{"event":"worker_build_started","workers":["pipe-stage-data"],"libtorch":false,"target_dir":"/tmp/t","profile":"release","log":"/tmp/t/release/pipe-build-workers.log"}"#
+            r#"{"event":"worker_build_started","workers":["pipe-stage-data"],"libtorch":false,"target_dir":"/tmp/t","profile":"release","log":"/tmp/t/release/pipe-stage-data.build.log"}"#
         );
         assert_eq!(
             line(Event::WorkerBuildProgress {
@@ -471,10 +471,10 @@ mod tests {
                 workers: &workers,
                 succeeded: true,
                 duration: Duration::from_secs(3),
-                log: Path::new("/tmp/t/release/pipe-build-workers.log"),
+                log: Path::new("/tmp/t/release/pipe-stage-data.build.log"),
                 log_tail: None,
             }),
-            r#"{"event":"worker_build_finished","workers":["pipe-stage-data"],"succeeded":true,"duration_ms":3000,"log":"/tmp/t/release/pipe-build-workers.log"}"#
+            r#"{"event":"worker_build_finished","workers":["pipe-stage-data"],"succeeded":true,"duration_ms":3000,"log":"/tmp/t/release/pipe-stage-data.build.log"}"#
         );
     }
 

@@ -116,7 +116,7 @@ impl WorkerBuildView {
                 bar: self.bars.as_ref().map(|bars| {
                     let bar = bars.add(ProgressBar::new_spinner());
                     bar.set_style(
-                        ProgressStyle::with_template("{spinner} {msg}")
+                        ProgressStyle::with_template("{spinner} {wide_msg}")
                             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                     );
                     bar.enable_steady_tick(Duration::from_millis(120));
@@ -166,7 +166,10 @@ impl WorkerBuildView {
         }
         let took = format_seconds(duration.as_secs_f64());
         if succeeded {
-            let counted = crates.map(|crates| format!(" ({crates} crates)"));
+            let counted = crates.map(|crates| match crates {
+                1 => " (1 crate)".to_string(),
+                _ => format!(" ({crates} crates)"),
+            });
             let text = format!(
                 "built {} in {took}{}",
                 build.names,
@@ -220,10 +223,10 @@ fn started_line(names: &str, libtorch: bool, log: &Path) -> String {
     let log = crate::here::relative_to_cwd(log);
     if libtorch {
         format!(
-            "building {names} (first use or sources changed): libtorch first \
-             (torch=={TORCH_VERSION} into .venv/, 4.6 GB, unless LIBTORCH is set), \
-             then cargo; the first time takes several minutes on 2 cores \
-             (docs/libtorch.md); pip's and cargo's output: {}",
+            "building {names} (first use or sources changed): libtorch \
+             (torch=={TORCH_VERSION} into .venv/, 4.6 GB, unless LIBTORCH is set), then \
+             cargo, several minutes the first time (docs/libtorch.md); pip's and cargo's \
+             output: {}",
             log.display()
         )
     } else {
@@ -336,7 +339,7 @@ mod tests {
     #[test]
     fn off_a_terminal_a_step_is_printed_once_per_interval() {
         let view = WorkerBuildView::with_interval(Style::plain(), None, Duration::ZERO);
-        let log = Path::new("/checkout/target/debug/pipe-build-workers.log");
+        let log = Path::new("/checkout/target/debug/pipe-stage.build.log");
         view.started(&["pipe-stage"], false, "dev", log);
         let texts: Vec<String> = (1..=2)
             .flat_map(|done| view.progress(reading(BuildStep::Cargo, done, Some(2), None)))
@@ -355,7 +358,7 @@ mod tests {
     fn off_a_terminal_a_build_ends_with_one_line_or_with_the_end_of_its_log() {
         // An interval no test outlasts: no progress line.
         let view = WorkerBuildView::with_interval(Style::plain(), None, Duration::MAX);
-        let log = Path::new("/checkout/target/debug/pipe-build-workers.log");
+        let log = Path::new("/checkout/target/debug/pipe-stage.build.log");
         let said = view.started(&["pipe-stage-train"], true, "dev", log);
         assert!(
             said[0]
@@ -390,7 +393,7 @@ mod tests {
         assert_eq!(
             texts,
             [
-                "building `pipe-stage` failed after 2 s; the end of its log, /checkout/target/debug/pipe-build-workers.log:",
+                "building `pipe-stage` failed after 2 s; the end of its log, /checkout/target/debug/pipe-stage.build.log:",
                 "    │ error[E0425]",
                 "    │ error: could not compile",
             ]

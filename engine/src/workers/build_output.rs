@@ -318,10 +318,13 @@ fn pip_detail(line: &str) -> Option<String> {
         return Some(format!("downloading {name} {size}").trim_end().to_string());
     }
     if let Some(packages) = line.strip_prefix("Installing collected packages: ") {
-        let count = packages.split(", ").count();
-        return Some(format!("installing {count} packages into .venv/"));
+        return Some(match packages.split(", ").count() {
+            1 => "installing 1 package into .venv/".to_string(),
+            count => format!("installing {count} packages into .venv/"),
+        });
     }
     let known = [
+        ("creating ", "creating "),
         ("Collecting ", "collecting "),
         ("Using cached ", "using cached "),
         ("Successfully installed ", "installed "),

@@ -17,6 +17,10 @@ fn pips_lines_become_what_it_is_doing_and_the_rest_is_left_to_the_log() {
         Some("installing 3 packages into .venv/".into())
     );
     assert_eq!(
+        pip_detail("Installing collected packages: torch"),
+        Some("installing 1 package into .venv/".into())
+    );
+    assert_eq!(
         pip_detail("Collecting torch==2.11.0"),
         Some("collecting torch==2.11.0".into())
     );

@@ -99,12 +99,14 @@ impl Checkout {
             .join(worker.binary())
     }
 
-    /// Where a worker build's output goes: beside the binaries it makes,
-    /// one log per profile, the last build's.
-    pub(super) fn build_log(&self) -> PathBuf {
+    /// Where a build of `workers` puts cargo's and pip's output: beside
+    /// the binaries, one log per worker (`pipe-stage.build.log`), of its
+    /// last build, so that building the next worker keeps the log of the
+    /// one before.
+    pub(super) fn build_log(&self, workers: &[&str]) -> PathBuf {
         self.target_dir
             .join(&self.profile_dir)
-            .join("pipe-build-workers.log")
+            .join(format!("{}.build.log", workers.join("+")))
     }
 
     /// The cargo profile `pipe` was built with: the dev profile's
@@ -125,7 +127,7 @@ impl Checkout {
     pub(super) fn build(&self, workers: &[BuiltinWorker], observer: Observer<'_>) -> Result<()> {
         let names: Vec<&str> = workers.iter().map(|worker| worker.binary()).collect();
         let libtorch = workers.contains(&BuiltinWorker::Training);
-        let log_path = self.build_log();
+        let log_path = self.build_log(&names);
         observer(Event::WorkerBuildStarted {
             workers: &names,
             libtorch,
