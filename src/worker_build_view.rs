@@ -245,10 +245,11 @@ fn progress_line(names: &str, profile: &str, reading: &Reading<'_>) -> String {
     match reading.step {
         BuildStep::Cargo => {
             let count = match reading.total {
-                Some(total) if total >= reading.done => format!("{}/{total}", reading.done),
-                _ => reading.done.to_string(),
+                Some(total) if total >= reading.done => format!("{}/{total} crates", reading.done),
+                _ if reading.done == 1 => "1 crate".to_string(),
+                _ => format!("{} crates", reading.done),
             };
-            format!("building {names} (cargo, {profile}): {count} crates, {took}")
+            format!("building {names} (cargo, {profile}): {count}, {took}")
         }
         BuildStep::Libtorch => {
             let mut parts: Vec<String> = reading.detail.map(str::to_string).into_iter().collect();
