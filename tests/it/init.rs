@@ -137,7 +137,7 @@ fn the_quickstart_template_is_the_repositorys_quickstart_and_loads() {
     assert_eq!(
         written,
         original.replace(
-            "cargo run --release -- run pipelines/quickstart.yaml",
+            "./pipe run pipelines/quickstart.yaml",
             "pipe run"
         )
     );
