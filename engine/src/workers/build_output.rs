@@ -79,6 +79,8 @@ pub(super) enum Watch {
     /// or found up to date), its own text, errors rendered, on stderr.
     Cargo {
         total: Option<u64>,
+        /// The total, while `cargo metadata` works it out.
+        pending: Option<Receiver<Option<u64>>>,
         crates: HashSet<String>,
     },
     /// pip, under `scripts/bootstrap-libtorch.sh`, with TMPDIR set to
@@ -90,10 +92,55 @@ pub(super) enum Watch {
 }
 
 impl Watch {
-    pub(super) fn cargo(total: Option<u64>) -> Watch {
+    #[cfg(test)]
+    fn cargo(total: Option<u64>) -> Watch {
         Watch::Cargo {
             total,
+            pending: None,
             crates: HashSet::new(),
+        }
+    }
+
+    /// cargo building `packages`, its total asked of `cargo metadata` on a
+    /// thread: on a fresh clone that waits for crates to download, and
+    /// the step's time is shown meanwhile (`run_step`).
+    pub(super) fn cargo_counting(cargo: impl Fn() -> Command, packages: &[&str]) -> Watch {
+        let (version, metadata) = (cargo(), cargo());
+        let packages: Vec<String> = packages.iter().map(|name| name.to_string()).collect();
+        let (sender, pending) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(crates_to_build(version, metadata, &packages));
+        });
+        Watch::Cargo {
+            total: None,
+            pending: Some(pending),
+            crates: HashSet::new(),
+        }
+    }
+
+    /// Waits for the total `cargo metadata` is working out, if any,
+    /// reporting every `TICK` meanwhile. Before the build starts, not
+    /// beside it: both take cargo's package cache lock, so the build
+    /// would wait as long, and a count that comes late would leave the
+    /// first lines without their total.
+    fn wait_for_total(&mut self, report: impl Fn(&Watch)) {
+        let Watch::Cargo { pending, .. } = self else {
+            return;
+        };
+        let Some(receiver) = pending.take() else {
+            return;
+        };
+        loop {
+            match receiver.recv_timeout(TICK) {
+                Ok(counted) => {
+                    if let Watch::Cargo { total, .. } = self {
+                        *total = counted;
+                    }
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => report(self),
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
         }
     }
 
@@ -178,6 +225,19 @@ pub(super) fn run_step(
     log: &mut BuildLog,
     progress: &Progress<'_>,
 ) -> Result<ExitStatus> {
+    let started = Instant::now();
+    let report = |watch: &Watch| {
+        (progress.observer)(Event::WorkerBuildProgress {
+            workers: progress.workers,
+            step,
+            done: watch.done(),
+            total: watch.total(),
+            detail: watch.detail(),
+            elapsed: started.elapsed(),
+        })
+    };
+    report(watch);
+    watch.wait_for_total(report);
     log.line(&format!("$ {}", shown(&command)));
     let program = command.get_program().to_os_string();
     let mut child = command
@@ -193,18 +253,6 @@ pub(super) fn run_step(
     if let Some(stderr) = child.stderr.take() {
         read_lines(stderr, Stream::Err, sender);
     }
-    let started = Instant::now();
-    let report = |watch: &Watch| {
-        (progress.observer)(Event::WorkerBuildProgress {
-            workers: progress.workers,
-            step,
-            done: watch.done(),
-            total: watch.total(),
-            detail: watch.detail(),
-            elapsed: started.elapsed(),
-        })
-    };
-    report(watch);
     let status =
         follow(&mut child, &lines, watch, log, report).map_err(|e| EngineError::io(&program, e))?;
     report(watch);
@@ -347,17 +395,22 @@ fn pip_detail(line: &str) -> Option<String> {
 /// An estimate: the resolve there is the whole workspace's, so an
 /// optional dependency another member enables counts too. `None` when
 /// cargo cannot say (offline and missing a crate, a `CARGO` that is no
-/// cargo).
-pub(super) fn crates_to_build(cargo: impl Fn() -> Command, packages: &[&str]) -> Option<u64> {
+/// cargo). `version` and `metadata` are cargo, to be given the arguments.
+fn crates_to_build(
+    mut version: Command,
+    mut metadata: Command,
+    packages: &[String],
+) -> Option<u64> {
     let host = {
-        let output = cargo().arg("-vV").stderr(Stdio::null()).output().ok()?;
+        let output = version.arg("-vV").stderr(Stdio::null()).output().ok()?;
         let text = String::from_utf8(output.stdout).ok()?;
         let host = text.lines().find_map(|line| line.strip_prefix("host: "))?;
         host.trim().to_string()
     };
-    let output = cargo()
+    let output = metadata
         .args(["metadata", "--format-version", "1", "--filter-platform"])
         .arg(&host)
+        .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
         .ok()?;
@@ -365,7 +418,8 @@ pub(super) fn crates_to_build(cargo: impl Fn() -> Command, packages: &[&str]) ->
         return None;
     }
     let metadata: Metadata = serde_json::from_slice(&output.stdout).ok()?;
-    Some(metadata.reachable_from(packages) as u64).filter(|count| *count > 0)
+    let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
+    Some(metadata.reachable_from(&packages) as u64).filter(|count| *count > 0)
 }
 
 #[derive(Deserialize)]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Instant;
 
-use super::build_output::{crates_to_build, run_step, BuildLog, Progress, Watch};
+use super::build_output::{run_step, BuildLog, Progress, Watch};
 use super::builtin::BuiltinWorker;
 use crate::events::{BuildStep, Event, Observer};
 use crate::libtorch::TORCH_VERSION;
@@ -196,7 +196,7 @@ impl Checkout {
             self.bootstrap_libtorch(log, progress)?;
         }
         let packages: Vec<&str> = workers.iter().map(|worker| worker.package()).collect();
-        let total = crates_to_build(
+        let mut watch = Watch::cargo_counting(
             || {
                 self.cargo(training)
                     .unwrap_or_else(|_| Command::new("false"))
@@ -213,13 +213,7 @@ impl Checkout {
         for worker in workers {
             command.args(["-p", worker.package(), "--bin", worker.binary()]);
         }
-        let status = run_step(
-            command,
-            BuildStep::Cargo,
-            &mut Watch::cargo(total),
-            log,
-            progress,
-        )?;
+        let status = run_step(command, BuildStep::Cargo, &mut watch, log, progress)?;
         if !status.success() {
             return Err(EngineError::usage(
                 format!(
