@@ -109,7 +109,7 @@ pub enum Event<'a> {
         /// found up to date.
         done: u64,
         /// cargo: the crates `cargo metadata` resolves for the workers, an
-        /// estimate (a crate or two more than cargo builds, where another
+        /// estimate (a few crates more than cargo builds, where another
         /// member of the workspace enables an optional dependency).
         total: Option<u64>,
         /// libtorch: what pip is doing, from its latest line.
