@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes libtorch available to the `torch` feature of pipe-stages.
 #
-#   scripts/bootstrap-libtorch.sh [--with-transformers]
+#   scripts/bootstrap-libtorch.sh [--with-transformers] [--print-env]
 #
 # tch 0.24 binds libtorch 2.11.0 exactly, and the simplest way to get that
 # build on any machine is the PyPI torch wheel in a project-local venv
@@ -13,9 +13,16 @@
 # only the parity fixture script (scripts/fixtures/make_model_reference.py)
 # needs; the Rust build never does.
 #
+# --print-env prints the environment a build needs on stdout, for a script
+# to eval:  libtorch_env=$(scripts/bootstrap-libtorch.sh --print-env)
+#           eval "$libtorch_env"
+# Without it stdout stays empty: the export lines read like steps a person
+# must take, and they need not (pipe and the scripts set them).
+#
 # Idempotent: a venv that already has the right torch is left alone, and
-# pip's own cache makes a rebuilt venv cheap. Prints the environment to
-# export on its last lines.
+# pip's own cache makes a rebuilt venv cheap. What it does, pip's progress
+# included (its bar on a terminal, its plain lines off one: 4.6 GB is too
+# long a wait to spend silent), goes to stderr.
 set -euo pipefail
 
 TORCH_VERSION=2.11.0
@@ -23,10 +30,12 @@ TRANSFORMERS_VERSION=4.57.6
 SAFETENSORS_VERSION=0.7.0
 
 with_transformers=0
+print_env=0
 for arg in "$@"; do
     case "$arg" in
         --with-transformers) with_transformers=1 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --print-env) print_env=1 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "error: unknown option $arg" >&2; exit 2 ;;
     esac
 done
@@ -46,16 +55,24 @@ if [[ -n "${LIBTORCH:-}" ]]; then
         echo "error: --with-transformers needs the venv; unset LIBTORCH for that run" >&2
         exit 1
     fi
-    echo "using LIBTORCH=$LIBTORCH (nothing installed); libtorch must be $TORCH_VERSION for tch 0.24"
-    echo
-    echo "export LIBTORCH=$LIBTORCH"
+    echo "using LIBTORCH=$LIBTORCH (nothing installed); libtorch must be $TORCH_VERSION for tch 0.24" >&2
+    if [[ $print_env == 1 ]]; then
+        printf 'export LIBTORCH=%q\n' "$LIBTORCH"
+    fi
     exit 0
 fi
 
 python="${PYTHON:-python3}"
 if [[ ! -x "$venv/bin/python" ]]; then
+    echo "creating $venv" >&2
     "$python" -m venv "$venv"
 fi
+
+# pip's stdout is this script's stderr. No version check: its notice ends
+# with a command to upgrade pip that nobody needs to run.
+pip_install() {
+    "$venv/bin/python" -m pip install --disable-pip-version-check "$@" >&2
+}
 
 # Package metadata, not `import torch`: that takes seconds.
 installed() {
@@ -65,18 +82,19 @@ installed() {
 # The wheel's version may carry a local suffix (2.11.0+cu128), hence the prefix match.
 case "$(installed torch)" in
     "$TORCH_VERSION"|"$TORCH_VERSION"+*) ;;
-    *) "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" ;;
+    *) pip_install "torch==$TORCH_VERSION" ;;
 esac
 
 if [[ $with_transformers == 1 ]]; then
     if [[ "$(installed transformers) $(installed safetensors)" != "$TRANSFORMERS_VERSION $SAFETENSORS_VERSION" ]]; then
         # torch is pinned again so that pip cannot move it while resolving.
-        "$venv/bin/python" -m pip install --quiet "torch==$TORCH_VERSION" \
+        pip_install "torch==$TORCH_VERSION" \
             "transformers==$TRANSFORMERS_VERSION" "safetensors==$SAFETENSORS_VERSION"
     fi
 fi
 
-echo "torch $(installed torch) in $venv"
-echo
-echo "export LIBTORCH_USE_PYTORCH=1"
-echo "export PATH=\"$venv/bin:\$PATH\""
+echo "torch $(installed torch) in $venv" >&2
+if [[ $print_env == 1 ]]; then
+    echo "export LIBTORCH_USE_PYTORCH=1"
+    printf 'export PATH=%q:"$PATH"\n' "$venv/bin"
+fi

@@ -45,10 +45,8 @@ if ! "$tools/bin/maturin" --version 2>/dev/null | grep -qx "maturin $maturin_ver
 fi
 
 echo "--- libtorch (the training worker links it)" >&2
-scripts/bootstrap-libtorch.sh >&2
-if [[ -z "${LIBTORCH:-}" ]]; then
-    export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
-fi
+libtorch_env=$(scripts/bootstrap-libtorch.sh --print-env)
+eval "$libtorch_env"
 
 # The same invocation as pipe's own build of its workers in a checkout
 # (engine/src/catalog.rs), so that a test build is found fresh.

@@ -4,13 +4,13 @@ with one feature set (shared-deps/Cargo.toml says why and how).
 
     scripts/check-shared-features.py
 
-Asks `cargo tree` for three builds: `-p pipe` (the README's `cargo run`),
-`-p pipe-stages` (the data worker alone) and `-p pipe-stages -p pipe-train`
-(both workers, as `pipe` builds them for a pipeline that trains). A crate
-compiled for the target in two of them must have the same features in
-both, and likewise a crate compiled only for the host (build scripts,
-proc macros); otherwise the later build compiles it, and all above it,
-again. Exits 1 naming each such crate.
+Asks `cargo tree` for three builds: `-p pipe` (what `./pipe`, the
+README's first command, builds), `-p pipe-stages` (the data worker alone)
+and `-p pipe-stages -p pipe-train` (both workers, as `pipe` builds them
+for a pipeline that trains). A crate compiled for the target in two of
+them must have the same features in both, and likewise a crate compiled
+only for the host (build scripts, proc macros); otherwise the later build
+compiles it, and all above it, again. Exits 1 naming each such crate.
 """
 import subprocess
 import sys

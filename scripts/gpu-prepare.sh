@@ -30,10 +30,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 limit=$((64 << 20))
-scripts/bootstrap-libtorch.sh >&2
-if [[ -z "${LIBTORCH:-}" ]]; then
-    export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
-fi
+libtorch_env=$(scripts/bootstrap-libtorch.sh --print-env)
+eval "$libtorch_env"
 started=$(date +%s)
 cargo build --release --locked -p pipe -p pipe-stages --bins
 cargo build --release --locked -p pipe-train --bins --examples

@@ -16,10 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "--- libtorch" >&2
-scripts/bootstrap-libtorch.sh >&2
-if [[ -z "${LIBTORCH:-}" ]]; then
-    export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
-fi
+libtorch_env=$(scripts/bootstrap-libtorch.sh --print-env)
+eval "$libtorch_env"
 
 scripts/test-python.sh
 scripts/install-chromium.sh

@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use pipe_engine::events::Event;
 use pipe_engine::exec::{progress_interval, ProgressText, Reading};
-use pipe_engine::libtorch::TORCH_VERSION;
 use pipe_engine::runs::{RunId, RunStatus, StageStatus};
 use pipe_protocol::format::format_seconds;
 
 use crate::reporter::Reporter;
 use crate::style::Style;
+use crate::worker_build_view::{Said, WorkerBuildView};
 
 /// How often a running stage's progress is printed when stderr is not a
 /// terminal (a CI log, a redirected run); `PIPE_PROGRESS_INTERVAL` changes it.
@@ -37,15 +37,19 @@ pub struct HumanReporter {
     output_shown: Mutex<HashMap<String, Instant>>,
     /// When the current run started: reset by each run of a sweep.
     started: Mutex<Instant>,
+    worker_build: WorkerBuildView,
 }
 
 impl HumanReporter {
     pub fn new(quiet: bool) -> HumanReporter {
         let live = !quiet && std::io::stderr().is_terminal();
+        let style = Style::for_stderr();
+        let bars = live.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
         HumanReporter {
             quiet,
-            style: Style::for_stderr(),
-            bars: live.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
+            style,
+            worker_build: WorkerBuildView::new(style, bars.clone()),
+            bars,
             running: Mutex::new(HashMap::new()),
             progress_lines: Mutex::new(HashMap::new()),
             counts: Mutex::new(HashMap::new()),
@@ -70,9 +74,17 @@ impl HumanReporter {
     /// silence, and a failed stage's reason, command and log tail, or a
     /// failed run's verdict, are the error.
     fn print(&self, text: String) {
-        // Hidden while cargo builds workers: a line printed through it
-        // then would be lost.
-        print_line(self.bars.as_ref().filter(|bars| !bars.is_hidden()), &text);
+        print_line(self.bars.as_ref(), &text);
+    }
+
+    fn say(&self, said: Vec<Said>) {
+        for Said { text, error } in said {
+            if error {
+                self.print(text);
+            } else {
+                self.line(text);
+            }
+        }
     }
 
     fn stage_running(&self, stage: &str) {
@@ -150,18 +162,6 @@ impl HumanReporter {
             bar.set_message(match reading.detail {
                 Some(detail) => crate::output::shown(format_args!("{stage}  {phase}  {detail}")),
                 None => crate::output::shown(format_args!("{stage}  {phase}")),
-            });
-        }
-    }
-
-    /// cargo writes to the terminal while workers build: the live lines
-    /// would be drawn over it, so they wait.
-    fn pause_bars(&self, paused: bool) {
-        if let Some(bars) = &self.bars {
-            bars.set_draw_target(if paused {
-                ProgressDrawTarget::hidden()
-            } else {
-                ProgressDrawTarget::stderr()
             });
         }
     }
@@ -283,12 +283,31 @@ impl Reporter<Event<'_>> for HumanReporter {
             Event::WorkerBuildStarted {
                 workers,
                 libtorch,
-                target_dir,
-            } => {
-                self.pause_bars(true);
-                self.line(worker_build_line(workers, libtorch, target_dir));
-            }
-            Event::WorkerBuildFinished { .. } => self.pause_bars(false),
+                target_dir: _,
+                profile,
+                log,
+            } => self.say(self.worker_build.started(workers, libtorch, profile, log)),
+            Event::WorkerBuildProgress {
+                workers: _,
+                step,
+                done,
+                total,
+                detail,
+                elapsed,
+            } => self.say(self.worker_build.progress(crate::worker_build_view::Reading {
+                step,
+                done,
+                total,
+                detail,
+                elapsed,
+            })),
+            Event::WorkerBuildFinished {
+                workers: _,
+                succeeded,
+                duration,
+                log,
+                log_tail,
+            } => self.say(self.worker_build.finished(succeeded, duration, log, log_tail)),
             Event::RunFinished {
                 run_id,
                 status,
@@ -384,22 +403,6 @@ fn waiting_line(holder: Option<u32>) -> String {
         "waiting for another `pipe run` in this project{} to finish",
         who.unwrap_or_default()
     )
-}
-
-fn worker_build_line(workers: &[&str], libtorch: bool, target_dir: &Path) -> String {
-    let names: Vec<String> = workers.iter().map(|name| format!("`{name}`")).collect();
-    let names = names.join(" and ");
-    if libtorch {
-        format!(
-            "building {names} (first use or sources changed): libtorch first \
-             (torch=={TORCH_VERSION} into .venv/, 4.6 GB, unless LIBTORCH is set), \
-             then a cargo build into {}; the first time takes several minutes on \
-             2 cores (docs/libtorch.md)",
-            target_dir.display()
-        )
-    } else {
-        format!("building {names} (first use or sources changed)")
-    }
 }
 
 /// A bar with rate and ETA when the total is known, a counter otherwise.

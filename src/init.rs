@@ -54,7 +54,7 @@ fn template(choice: TemplateArg) -> Template {
                 TemplateFile {
                     path: "pipe.yaml",
                     text: QUICKSTART.replace(
-                        "cargo run --release -- run pipelines/quickstart.yaml",
+                        "./pipe run pipelines/quickstart.yaml",
                         "pipe run",
                     ),
                 },

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use pipe_cache::remote::{Phase, TransferEvent};
-use pipe_engine::events::Event;
+use pipe_engine::events::{BuildStep, Event};
 use pipe_engine::runs::{RunId, RunStatus, StageStatus};
 use serde::{Serialize, Serializer};
 
@@ -107,11 +107,26 @@ enum RunEventLine<'a> {
         libtorch: bool,
         #[serde(serialize_with = "path_as_text")]
         target_dir: &'a Path,
+        profile: &'a str,
+        #[serde(serialize_with = "path_as_text")]
+        log: &'a Path,
+    },
+    WorkerBuildProgress {
+        workers: &'a [&'a str],
+        step: &'a str,
+        done: u64,
+        total: Option<u64>,
+        unit: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        detail: Option<&'a str>,
+        elapsed_ms: u64,
     },
     WorkerBuildFinished {
         workers: &'a [&'a str],
         succeeded: bool,
         duration_ms: u64,
+        #[serde(serialize_with = "path_as_text")]
+        log: &'a Path,
     },
     RunFinished {
         /// `null` when nothing was recorded: the id `run_started`
@@ -184,19 +199,46 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
                 workers,
                 libtorch,
                 target_dir,
+                profile,
+                log,
             } => RunEventLine::WorkerBuildStarted {
                 workers,
                 libtorch,
                 target_dir,
+                profile,
+                log,
+            },
+            Event::WorkerBuildProgress {
+                workers,
+                step,
+                done,
+                total,
+                detail,
+                elapsed,
+            } => RunEventLine::WorkerBuildProgress {
+                workers,
+                step: step.as_str(),
+                done,
+                total,
+                unit: match step {
+                    BuildStep::Libtorch => "bytes",
+                    BuildStep::Cargo => "crates",
+                },
+                detail,
+                elapsed_ms: milliseconds(elapsed),
             },
             Event::WorkerBuildFinished {
                 workers,
                 succeeded,
                 duration,
+                log,
+                // For the person reading stderr; a script has the log.
+                log_tail: _,
             } => RunEventLine::WorkerBuildFinished {
                 workers,
                 succeeded,
                 duration_ms: milliseconds(duration),
+                log,
             },
             Event::RunFinished {
                 run_id,
@@ -397,16 +439,42 @@ mod tests {
                 workers: &workers,
                 libtorch: false,
                 target_dir: Path::new("/tmp/t"),
+                profile: "release",
+                log: Path::new("/tmp/t/release/pipe-stage-data.build.log"),
             }),
-            r#"{"event":"worker_build_started","workers":["pipe-stage-data"],"libtorch":false,"target_dir":"/tmp/t"}"#
+            r#"{"event":"worker_build_started","workers":["pipe-stage-data"],"libtorch":false,"target_dir":"/tmp/t","profile":"release","log":"/tmp/t/release/pipe-stage-data.build.log"}"#
+        );
+        assert_eq!(
+            line(Event::WorkerBuildProgress {
+                workers: &workers,
+                step: BuildStep::Cargo,
+                done: 37,
+                total: Some(161),
+                detail: None,
+                elapsed: Duration::from_millis(41_250),
+            }),
+            r#"{"event":"worker_build_progress","workers":["pipe-stage-data"],"step":"cargo","done":37,"total":161,"unit":"crates","elapsed_ms":41250}"#
+        );
+        assert_eq!(
+            line(Event::WorkerBuildProgress {
+                workers: &workers,
+                step: BuildStep::Libtorch,
+                done: 5,
+                total: None,
+                detail: Some("downloading torch.whl (887.9 MB)"),
+                elapsed: Duration::from_secs(2),
+            }),
+            r#"{"event":"worker_build_progress","workers":["pipe-stage-data"],"step":"libtorch","done":5,"total":null,"unit":"bytes","detail":"downloading torch.whl (887.9 MB)","elapsed_ms":2000}"#
         );
         assert_eq!(
             line(Event::WorkerBuildFinished {
                 workers: &workers,
                 succeeded: true,
                 duration: Duration::from_secs(3),
+                log: Path::new("/tmp/t/release/pipe-stage-data.build.log"),
+                log_tail: None,
             }),
-            r#"{"event":"worker_build_finished","workers":["pipe-stage-data"],"succeeded":true,"duration_ms":3000}"#
+            r#"{"event":"worker_build_finished","workers":["pipe-stage-data"],"succeeded":true,"duration_ms":3000,"log":"/tmp/t/release/pipe-stage-data.build.log"}"#
         );
     }
 

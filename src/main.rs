@@ -25,6 +25,7 @@ mod style;
 mod sweep_command;
 mod terminal;
 mod transfers;
+mod worker_build_view;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

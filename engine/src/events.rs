@@ -86,20 +86,63 @@ pub enum Event<'a> {
         recorded: bool,
     },
     /// In a source checkout, pipe builds its workers (first use, or their
-    /// sources changed) while loading the pipeline; cargo's own output
-    /// follows on stderr.
+    /// sources changed) when a stage that needs one must run. The tools'
+    /// own output (cargo's, pip's) goes to `log`, not to the terminal.
     WorkerBuildStarted {
         workers: &'a [&'a str],
         /// libtorch is installed first (`pipe-stage-train`), unless
         /// `LIBTORCH` names one.
         libtorch: bool,
         target_dir: &'a Path,
+        /// The cargo profile (`dev`, `release`, or a custom one's name).
+        profile: &'a str,
+        log: &'a Path,
+    },
+    /// A step of a worker build as it goes: sent when the step starts,
+    /// when what it counts changes, and about once a second between, so
+    /// that a reporter can show the time it has taken without a clock of
+    /// its own.
+    WorkerBuildProgress {
+        workers: &'a [&'a str],
+        step: BuildStep,
+        /// libtorch: bytes pip has downloaded; cargo: crates compiled or
+        /// found up to date.
+        done: u64,
+        /// cargo: the crates `cargo metadata` resolves for the workers, an
+        /// estimate (a few crates more than cargo builds, where another
+        /// member of the workspace enables an optional dependency).
+        total: Option<u64>,
+        /// libtorch: what pip is doing, from its latest line.
+        detail: Option<&'a str>,
+        /// Since the step started.
+        elapsed: Duration,
     },
     WorkerBuildFinished {
         workers: &'a [&'a str],
         succeeded: bool,
         duration: Duration,
+        log: &'a Path,
+        /// On failure: the log's last lines, where the cause usually is.
+        log_tail: Option<&'a str>,
     },
+}
+
+/// The steps of a worker build, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildStep {
+    /// `scripts/bootstrap-libtorch.sh`: torch into `.venv/` with pip.
+    Libtorch,
+    /// `cargo build` of the workers.
+    Cargo,
+}
+
+impl BuildStep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildStep::Libtorch => "libtorch",
+            BuildStep::Cargo => "cargo",
+        }
+    }
 }
 
 pub type Observer<'a> = &'a (dyn Fn(Event<'_>) + Sync);

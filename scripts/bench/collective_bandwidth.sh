@@ -10,10 +10,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-scripts/bootstrap-libtorch.sh >&2
-if [[ -z "${LIBTORCH:-}" ]]; then
-    export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
-fi
+libtorch_env=$(scripts/bootstrap-libtorch.sh --print-env)
+eval "$libtorch_env"
 old="$repo/target/bench/local_collective_e50a857.rs"
 mkdir -p "$(dirname "$old")"
 # include!() takes items, not a module's inner doc comments.

@@ -20,10 +20,8 @@ cd "$repo"
 : "${MODEL:?set MODEL to the quickstart model directory}"
 rows=${ROWS:-512}
 runs=${RUNS:-3}
-scripts/bootstrap-libtorch.sh >&2
-if [[ -z "${LIBTORCH:-}" ]]; then
-    export LIBTORCH_USE_PYTORCH=1 PATH="$PWD/.venv/bin:$PATH"
-fi
+libtorch_env=$(scripts/bootstrap-libtorch.sh --print-env)
+eval "$libtorch_env"
 if [[ -z "${NEW_WORKER:-}" ]]; then
     cargo build --release --quiet --locked -p pipe-train --bin pipe-stage-train >&2
     NEW_WORKER="$repo/target/release/pipe-stage-train"

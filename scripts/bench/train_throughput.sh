@@ -17,10 +17,8 @@ rounds=${ROUNDS:-5}
 iters=${ITERS:-8}
 shapes=${SHAPES:-32x64 16x128}
 
-scripts/bootstrap-libtorch.sh --with-transformers >&2
-if [[ -z "${LIBTORCH:-}" ]]; then
-    export LIBTORCH_USE_PYTORCH=1 PATH="$repo/.venv/bin:$PATH"
-fi
+libtorch_env=$(scripts/bootstrap-libtorch.sh --with-transformers --print-env)
+eval "$libtorch_env"
 cargo build --release --quiet -p pipe-train --example model_throughput
 ours="${CARGO_TARGET_DIR:-$repo/target}/release/examples/model_throughput"
 

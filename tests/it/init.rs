@@ -136,10 +136,7 @@ fn the_quickstart_template_is_the_repositorys_quickstart_and_loads() {
     let written = project.read("pipe.yaml");
     assert_eq!(
         written,
-        original.replace(
-            "cargo run --release -- run pipelines/quickstart.yaml",
-            "pipe run"
-        )
+        original.replace("./pipe run pipelines/quickstart.yaml", "pipe run")
     );
     assert_eq!(
         project.read("scripts/fetch_wheel_file.py"),

@@ -23,6 +23,7 @@ mod install;
 mod key_metrics;
 mod keys_cover_inputs;
 mod kill_safety;
+mod launcher;
 mod load_checks;
 mod malformed;
 mod noop_record;

@@ -3,6 +3,7 @@
 //! The catalog (crate::catalog) is made from what they describe.
 
 mod build;
+mod build_output;
 mod builtin;
 mod describe;
 mod launch;

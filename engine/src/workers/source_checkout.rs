@@ -4,16 +4,17 @@
 //! a stage that needs it must run and the binary is missing or older than
 //! its sources, into `pipe`'s own target directory and profile. A run that
 //! only restores results builds nothing. What it does is reported through
-//! the run's `Observer` (so `--quiet` and `--json` hold); cargo's own
-//! output goes to stderr.
+//! the run's `Observer` (so `--quiet` and `--json` hold); cargo's and
+//! pip's own output go to a log file (`build_output`).
 
-use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::time::Instant;
 
+use super::build_output::{run_step, BuildLog, Progress, Watch};
 use super::builtin::BuiltinWorker;
-use crate::events::{Event, Observer};
+use crate::events::{BuildStep, Event, Observer};
 use crate::libtorch::TORCH_VERSION;
 use crate::{EngineError, Result};
 
@@ -98,54 +99,75 @@ impl Checkout {
             .join(worker.binary())
     }
 
+    /// Where a build of `workers` puts cargo's and pip's output: beside
+    /// the binaries, one log per worker (`pipe-stage.build.log`), of its
+    /// last build, so that building the next worker keeps the log of the
+    /// one before.
+    pub(super) fn build_log(&self, workers: &[&str]) -> PathBuf {
+        self.target_dir
+            .join(&self.profile_dir)
+            .join(format!("{}.build.log", workers.join("+")))
+    }
+
+    /// The cargo profile `pipe` was built with: the dev profile's
+    /// directory is `debug`, any other profile's is its name.
+    fn profile(&self) -> &str {
+        match self.profile_dir.as_str() {
+            "debug" => "dev",
+            name => name,
+        }
+    }
+
     /// Builds `workers` in one cargo invocation, so that the dependencies
     /// they share are compiled once (and are those `pipe` was built with:
     /// the workspace aligns their features, see `shared-deps/`).
     /// The training worker needs libtorch first. What it does is told to
-    /// `observer`; cargo's and the bootstrap's own output go to stderr.
+    /// `observer`; cargo's and pip's own output go to the build's log
+    /// (`build_log`), whose last lines a failure shows.
     pub(super) fn build(&self, workers: &[BuiltinWorker], observer: Observer<'_>) -> Result<()> {
         let names: Vec<&str> = workers.iter().map(|worker| worker.binary()).collect();
         let libtorch = workers.contains(&BuiltinWorker::Training);
+        let log_path = self.build_log(&names);
         observer(Event::WorkerBuildStarted {
             workers: &names,
             libtorch,
             target_dir: &self.target_dir,
+            profile: self.profile(),
+            log: &log_path,
         });
         let started = Instant::now();
-        let built = self.run_build(workers, libtorch);
+        let progress = Progress {
+            workers: &names,
+            observer,
+        };
+        let (built, tail) = match BuildLog::create(&log_path) {
+            Ok(mut log) => {
+                let built = self.run_build(workers, libtorch, &mut log, &progress);
+                (built, log.tail())
+            }
+            Err(error) => (Err(error), String::new()),
+        };
         observer(Event::WorkerBuildFinished {
             workers: &names,
             succeeded: built.is_ok(),
             duration: started.elapsed(),
+            log: &log_path,
+            log_tail: built.is_err().then_some(tail.as_str()),
         });
         built
     }
 
-    fn run_build(&self, workers: &[BuiltinWorker], training: bool) -> Result<()> {
-        let names: Vec<String> = workers
-            .iter()
-            .map(|worker| format!("`{}`", worker.binary()))
-            .collect();
-        if training {
-            bootstrap_libtorch(&self.root)?;
-        }
+    /// cargo, as the workers' build runs it: without what `cargo run` set
+    /// for this process, into `pipe`'s own target directory, and, for the
+    /// training worker, finding the torch of `.venv/` unless LIBTORCH
+    /// names one.
+    fn cargo(&self, training: bool) -> Result<Command> {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut command = Command::new(cargo);
         without_cargo_run_env(&mut command);
         command
             .current_dir(&self.root)
-            .env("CARGO_TARGET_DIR", &self.target_dir)
-            .arg("build");
-        // The dev profile's directory is `debug`; any other profile's is
-        // its name.
-        let profile = match self.profile_dir.as_str() {
-            "debug" => "dev",
-            name => name,
-        };
-        command.args(["--profile", profile]);
-        for worker in workers {
-            command.args(["-p", worker.package(), "--bin", worker.binary()]);
-        }
+            .env("CARGO_TARGET_DIR", &self.target_dir);
         if training && std::env::var_os("LIBTORCH").is_none() {
             let venv_bin = self.root.join(".venv").join("bin");
             let mut path = vec![venv_bin];
@@ -156,13 +178,49 @@ impl Checkout {
                 .map_err(|e| EngineError::usage(format!("PATH: {e}"), "fix PATH"))?;
             command.env("LIBTORCH_USE_PYTORCH", "1").env("PATH", path);
         }
-        command.stdout(stdout_to_stderr()?);
-        let status = command.status().map_err(|e| EngineError::io("cargo", e))?;
+        Ok(command)
+    }
+
+    fn run_build(
+        &self,
+        workers: &[BuiltinWorker],
+        training: bool,
+        log: &mut BuildLog,
+        progress: &Progress<'_>,
+    ) -> Result<()> {
+        let names: Vec<String> = workers
+            .iter()
+            .map(|worker| format!("`{}`", worker.binary()))
+            .collect();
+        if training {
+            self.bootstrap_libtorch(log, progress)?;
+        }
+        let packages: Vec<&str> = workers.iter().map(|worker| worker.package()).collect();
+        let mut watch = Watch::cargo_counting(
+            || {
+                self.cargo(training)
+                    .unwrap_or_else(|_| Command::new("false"))
+            },
+            &packages,
+        );
+        let mut command = self.cargo(training)?;
+        command.args([
+            "build",
+            "--message-format=json-render-diagnostics",
+            "--profile",
+            self.profile(),
+        ]);
+        for worker in workers {
+            command.args(["-p", worker.package(), "--bin", worker.binary()]);
+        }
+        let status = run_step(command, BuildStep::Cargo, &mut watch, log, progress)?;
         if !status.success() {
             return Err(EngineError::usage(
                 format!(
-                    "building {} failed (see cargo's output above)",
-                    names.join(" and ")
+                    "building {} failed ({}): the last lines of its log are above, all of it is in {}",
+                    names.join(" and "),
+                    exited(status),
+                    log.path().display()
                 ),
                 if training {
                     format!(
@@ -175,6 +233,55 @@ impl Checkout {
             ));
         }
         Ok(())
+    }
+
+    /// `scripts/bootstrap-libtorch.sh`, its pip given a TMPDIR of its own
+    /// so that what it has downloaded can be measured (`build_output`).
+    fn bootstrap_libtorch(&self, log: &mut BuildLog, progress: &Progress<'_>) -> Result<()> {
+        let script = self.root.join("scripts").join("bootstrap-libtorch.sh");
+        let tmp = self
+            .target_dir
+            .join(&self.profile_dir)
+            .join("pipe-build-tmp");
+        // What a killed install left there.
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(|e| EngineError::io(&tmp, e))?;
+        let mut command = Command::new("bash");
+        command
+            .arg(&script)
+            .current_dir(&self.root)
+            .env("TMPDIR", &tmp);
+        let mut watch = Watch::Pip {
+            tmp: tmp.clone(),
+            detail: None,
+        };
+        let status = run_step(command, BuildStep::Libtorch, &mut watch, log, progress);
+        let _ = std::fs::remove_dir_all(&tmp);
+        let status = status?;
+        if !status.success() {
+            return Err(EngineError::usage(
+                format!(
+                    "installing libtorch failed ({}): the last lines of its log are above, all of it is in {}",
+                    exited(status),
+                    log.path().display()
+                ),
+                format!(
+                    "the training stages need torch=={TORCH_VERSION}: check that python3 and its venv \
+                     module work (Debian: apt install python3-venv) and that pip can reach the package \
+                     index, or set LIBTORCH to a libtorch {TORCH_VERSION} directory (docs/libtorch.md)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How a tool ended, for a message: `exit code 101`, `killed by signal 9`.
+fn exited(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "no exit code".to_string(),
     }
 }
 
@@ -228,35 +335,4 @@ fn newer_than(path: &Path, time: std::time::SystemTime) -> bool {
                 .flatten()
                 .any(|entry| newer_than(&entry.path(), time))
         })
-}
-
-/// A child's stdout sent to our stderr: build output is progress for the
-/// user, and our stdout stays for data.
-fn stdout_to_stderr() -> Result<std::process::Stdio> {
-    let stderr = std::io::stderr()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(|e| EngineError::io("stderr", e))?;
-    Ok(std::process::Stdio::from(stderr))
-}
-
-fn bootstrap_libtorch(root: &Path) -> Result<()> {
-    let script = root.join("scripts").join("bootstrap-libtorch.sh");
-    let status = Command::new("bash")
-        .arg(&script)
-        .current_dir(root)
-        .stdout(stdout_to_stderr()?)
-        .status()
-        .map_err(|e| EngineError::io(&script, e))?;
-    if !status.success() {
-        return Err(EngineError::usage(
-            "installing libtorch failed (see the output above)",
-            format!(
-                "the training stages need torch=={TORCH_VERSION}: check that python3 and its venv \
-                 module work (Debian: apt install python3-venv) and that pip can reach the package \
-                 index, or set LIBTORCH to a libtorch {TORCH_VERSION} directory (docs/libtorch.md)"
-            ),
-        ));
-    }
-    Ok(())
 }
