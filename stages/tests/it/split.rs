@@ -332,7 +332,13 @@ fn sizes_must_be_all_counts_or_fractions_summing_to_one() {
         json!({"dataset": dataset, "seed": 1}),
         None,
     );
-    assert!(none.error().contains("no split size"), "{}", none.error());
+    // The catalog's rule, which the worker checks before its own: the
+    // words `pipe validate` gives too.
+    assert!(
+        none.error().contains("none of train, val, test is set"),
+        "{}",
+        none.error()
+    );
 }
 
 #[test]
