@@ -409,8 +409,17 @@ mod tests {
     #[test]
     fn rules_between_params_are_checked_when_read() {
         let refused = |extra: Value| read(with(extra)).unwrap_err();
-        assert!(refused(json!({"num_nodes": 2})).contains("`num_nodes`: is 2"));
-        assert!(refused(json!({"devices": 2})).contains("`devices`: is 2"));
+        // The catalog's rules come first, in the words `pipe validate` uses.
+        let nodes = refused(json!({"num_nodes": 2}));
+        assert!(
+            nodes.contains("`num_nodes` is 2, but strategy `single`"),
+            "{nodes}"
+        );
+        let devices = refused(json!({"devices": 2}));
+        assert!(
+            devices.contains("`devices` is 2, but strategy `single`"),
+            "{devices}"
+        );
         assert!(refused(json!({"tf32": true, "precision": "bf16-mixed"})).contains("TF32"));
         let read = read(with(
             json!({"strategy": "ddp", "devices": 2, "num_nodes": 2, "tf32": true}),
