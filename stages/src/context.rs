@@ -17,17 +17,38 @@ use crate::{Result, StageError};
 pub struct StageContext {
     pub invocation: Invocation,
     last_progress: Mutex<Option<Instant>>,
+    progress_interval: Duration,
 }
 
 /// Progress events are throttled to this interval (the final one of a
 /// phase is always sent by `progress_done`).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(200);
 
+/// The engine's progress-line interval (seconds), shared so that a user
+/// who asks for every reading (`0`) gets every one the stage makes, not
+/// only those 200 ms apart: a phase shorter than that still shows moving.
+const PROGRESS_INTERVAL_VAR: &str = "PIPE_PROGRESS_INTERVAL";
+
+/// The worker's throttle: [`PROGRESS_INTERVAL`], or less when the user's
+/// `PIPE_PROGRESS_INTERVAL` is shorter; never more, so a long interval
+/// for log lines does not slow a terminal's live bar.
+fn worker_progress_interval(setting: Option<&str>) -> Duration {
+    setting
+        .and_then(|text| text.trim().parse::<f64>().ok())
+        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+        .map_or(PROGRESS_INTERVAL, |seconds| {
+            PROGRESS_INTERVAL.min(Duration::from_secs_f64(seconds.min(1.0)))
+        })
+}
+
 impl StageContext {
     pub fn new(invocation: Invocation) -> StageContext {
         StageContext {
             invocation,
             last_progress: Mutex::new(None),
+            progress_interval: worker_progress_interval(
+                std::env::var(PROGRESS_INTERVAL_VAR).ok().as_deref(),
+            ),
         }
     }
 
@@ -84,7 +105,8 @@ impl StageContext {
         self.invocation.threads.max(1)
     }
 
-    /// Reports progress, at most every 200 ms.
+    /// Reports progress, at most every 200 ms (or `PIPE_PROGRESS_INTERVAL`
+    /// when shorter).
     pub fn progress(&self, phase: &str, done: u64, total: Option<u64>, unit: &str) {
         self.progress_with(phase, done, total, unit, || None);
     }
@@ -100,7 +122,7 @@ impl StageContext {
         detail: impl FnOnce() -> Option<String>,
     ) {
         let mut last = self.last_progress.lock().unwrap_or_else(|p| p.into_inner());
-        if last.is_some_and(|at| at.elapsed() < PROGRESS_INTERVAL) {
+        if last.is_some_and(|at| at.elapsed() < self.progress_interval) {
             return;
         }
         *last = Some(Instant::now());
@@ -190,5 +212,28 @@ pub fn emit(event: &Event) {
     if let Ok(line) = serde_json::to_string(event.as_ref()) {
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_users_interval_only_ever_lowers_the_workers_throttle() {
+        assert_eq!(worker_progress_interval(None), PROGRESS_INTERVAL);
+        assert_eq!(worker_progress_interval(Some("0")), Duration::ZERO);
+        assert_eq!(
+            worker_progress_interval(Some("0.05")),
+            Duration::from_millis(50)
+        );
+        assert_eq!(worker_progress_interval(Some("30")), PROGRESS_INTERVAL);
+        for nonsense in ["", "-1", "NaN", "inf", "soon", "1e400"] {
+            assert_eq!(
+                worker_progress_interval(Some(nonsense)),
+                PROGRESS_INTERVAL,
+                "{nonsense}"
+            );
+        }
     }
 }
