@@ -186,6 +186,15 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = TemplateArg::Quickstart)]
         template: TemplateArg,
     },
+    /// Works out a recorded run's git dirty flag and writes it into the
+    /// run's row: started by `pipe run` in a session of its own, so that a
+    /// run in a large repository does not wait for `git status`.
+    #[command(name = "__settle-git-dirty", hide = true)]
+    SettleGitDirty {
+        runs_db: PathBuf,
+        run_id: i64,
+        work_tree: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

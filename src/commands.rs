@@ -76,6 +76,14 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             out!("{}", String::from_utf8_lossy(&script));
             Ok(ExitCode::Ok)
         }
+        Command::SettleGitDirty {
+            runs_db,
+            run_id,
+            work_tree,
+        } => {
+            pipe_engine::runs::settle_git_dirty(&runs_db, RunId(run_id), &work_tree)?;
+            Ok(ExitCode::Ok)
+        }
     }
 }
 

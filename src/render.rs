@@ -181,14 +181,31 @@ fn date(ms: u64) -> String {
     pipe_protocol::format::utc_date_time(ms)
 }
 
+/// The commit, `+` when tracked files differed from it, `?` while that is
+/// not known (being worked out after a run's end, or a run killed first).
 fn git_label(run: &RunRecord) -> String {
     match (&run.git_commit, run.git_dirty) {
         (Some(commit), dirty) => format!(
             "{}{}",
             &commit[..commit.len().min(8)],
-            if dirty == Some(true) { "+" } else { "" }
+            match dirty {
+                Some(false) => "",
+                Some(true) => "+",
+                None => "?",
+            }
         ),
         _ => "-".to_string(),
+    }
+}
+
+/// `git_label` said in words, for `pipe show`.
+fn git_label_explained(run: &RunRecord) -> String {
+    let label = git_label(run);
+    match (&run.git_commit, run.git_dirty) {
+        (Some(_), Some(false)) => format!("{label} (clean)"),
+        (Some(_), Some(true)) => format!("{label} (tracked files differed from it)"),
+        (Some(_), None) => format!("{label} (not known whether tracked files differed from it)"),
+        (None, _) => label,
     }
 }
 
@@ -267,7 +284,7 @@ pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
     if let Some(end) = run.ended_ms {
         let _ = writeln!(out, "duration {}", took(end.saturating_sub(run.started_ms)));
     }
-    let _ = writeln!(out, "commit   {}", git_label(run));
+    let _ = writeln!(out, "commit   {}", git_label_explained(run));
     let _ = writeln!(out, "command  {}", run.argv.join(" "));
     let summary = run.summary();
     if !summary.key_metrics.is_empty() {

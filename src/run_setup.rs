@@ -11,6 +11,7 @@ use pipe_engine::pipeline::{ExecutorKind, Pipeline};
 use pipe_engine::plan::{self, DryRun};
 use pipe_engine::project::Project;
 use pipe_engine::run_settings;
+use pipe_engine::runs::DirtySettler;
 use pipe_engine::{EngineError, ExitCode, Result, UsageError};
 
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
@@ -149,6 +150,17 @@ pub fn load_checked(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline,
     Ok((pipeline, dag))
 }
 
+/// This binary, through its hidden `__settle-git-dirty`, settles a run's
+/// dirty flag after the run; `None` when the binary cannot be named (the
+/// run then waits for the flag itself).
+fn git_settler() -> Option<DirtySettler> {
+    let program = std::env::current_exe().ok()?;
+    Some(DirtySettler {
+        program,
+        args: vec!["__settle-git-dirty".into()],
+    })
+}
+
 /// What `pipe run`'s flags ask of a run, but its `-S` values.
 pub fn run_request(
     args: &RunArgs,
@@ -173,6 +185,7 @@ pub fn run_request(
         sweep: false,
         // Transfer bars share the stages' live display.
         transfers: transfers::sink(args.json, quiet, progress.bars()),
+        git_settler: git_settler(),
     }
 }
 /// Where the pages of the run's reports are, once they are in place: the

@@ -16,4 +16,4 @@ pub mod slurm;
 pub mod worker;
 
 pub use git::git;
-pub use project::{RunResult, TestProject};
+pub use project::{settled, RunResult, TestProject};

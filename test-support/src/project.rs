@@ -119,6 +119,16 @@ impl TestProject {
         result
     }
 
+    /// `pipe show RUN --json` once the run's git dirty flag is settled.
+    pub fn show_settled(&self, run: &str) -> serde_json::Value {
+        settled(|| {
+            self.command()
+                .args(["show", run, "--json"])
+                .output()
+                .expect("run pipe")
+        })
+    }
+
     /// Cache object files, for corruption tests.
     pub fn object_files(&self) -> Vec<PathBuf> {
         let mut files = Vec::new();
@@ -190,5 +200,31 @@ impl RunResult {
             .find(|event| event["event"] == "run_started")
             .and_then(|event| event["run"].as_i64())
             .expect("run_started event")
+    }
+}
+
+/// The record `show` prints (`pipe show RUN --json`), asked again until
+/// its git dirty flag is settled: a run in a git repository may end before
+/// the settler it started has written the flag (docs/decisions.md, "The
+/// run record's git state"). Panics after a minute.
+pub fn settled(mut show: impl FnMut() -> Output) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let output = show();
+        assert!(
+            output.status.success(),
+            "pipe show failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let record: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
+        let pending = !record["git_commit"].is_null() && record["git_dirty"].is_null();
+        if !pending {
+            return record;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run's dirty flag was not settled within a minute: {record}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

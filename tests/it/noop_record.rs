@@ -1,7 +1,8 @@
 //! What a `pipe run` records: nothing when every stage was fresh (it says
 //! so), a run as before when anything happened, and the git state the run
-//! started at, read in-process from any layout git leaves (packed refs, a
-//! detached HEAD, a linked worktree) with the dirty flag it had.
+//! started at, read from any layout git leaves (packed refs, a detached
+//! HEAD, a linked worktree) with the dirty flag it had, which a run does
+//! not wait for.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -159,7 +160,7 @@ fn repository() -> TestProject {
 /// git commit and dirty flag.
 fn recorded_git_state(project: &TestProject) -> (Value, Value) {
     project.run_ok(&["--force-all"]);
-    let last = json(project, &["show", "last", "--json"]);
+    let last = project.show_settled("last");
     (last["git_commit"].clone(), last["git_dirty"].clone())
 }
 
@@ -217,13 +218,14 @@ fn the_commit_of_a_linked_worktree_is_its_own() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let show = project
-        .std_command()
-        .current_dir(&linked)
-        .args(["show", "last", "--json"])
-        .output()
-        .unwrap();
-    let last: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let last = pipe_test_support::settled(|| {
+        project
+            .std_command()
+            .current_dir(&linked)
+            .args(["show", "last", "--json"])
+            .output()
+            .unwrap()
+    });
     assert_eq!(last["git_commit"], first);
     assert_eq!(last["git_dirty"], false);
 }
@@ -295,4 +297,112 @@ fn kill_dash_nine_during_a_no_op_leaves_the_history_consistent() {
     let restore = project.run_ok(&[]);
     let id = finished(&restore.events)["run"].as_i64().unwrap();
     assert_eq!(id, before.last().unwrap() + 1);
+}
+
+/// A `git` that answers `status` only once the test lets it, in front of
+/// the real one on PATH; returns the PATH and the gate file.
+fn gated_git(project: &TestProject) -> (String, std::path::PathBuf) {
+    let real = std::process::Command::new("sh")
+        .args(["-c", "command -v git"])
+        .output()
+        .expect("sh");
+    let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
+    let bin = project.path("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let gate = project.path("gate");
+    let script = bin.join("git");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in *\" status \"*) while [ ! -e '{}' ]; do sleep 0.02; done;; esac\nexec '{real}' \"$@\"\n",
+            gate.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    (path, gate)
+}
+
+/// A run in a repository where `git status` takes long (a million files)
+/// ends without waiting for it, says the flag is not known yet, and the
+/// flag lands in its record once git answers, after `pipe` exited.
+#[test]
+fn a_run_does_not_wait_for_the_dirty_flag_which_lands_in_its_record_later() {
+    let project = repository();
+    project.write("notes.txt", "edited, not committed\n");
+    let (path, gate) = gated_git(&project);
+    let run = project
+        .command()
+        .env("PATH", &path)
+        .args(["run", "-q", "--force-all"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    let pending = json(&project, &["show", "last", "--json"]);
+    let head = git(project.root(), &["rev-parse", "HEAD"]);
+    assert_eq!(pending["git_commit"], head.as_str());
+    assert_eq!(pending["git_dirty"], Value::Null, "{pending}");
+    let shown = String::from_utf8(project.pipe(&["show", "last"]).stdout).unwrap();
+    assert!(
+        shown.contains(&format!(
+            "commit   {}? (not known whether tracked files differed from it)",
+            &head[..8]
+        )),
+        "{shown}"
+    );
+    let listed = String::from_utf8(project.pipe(&["runs"]).stdout).unwrap();
+    assert!(listed.contains(&format!("{}?", &head[..8])), "{listed}");
+
+    std::fs::write(&gate, "").unwrap();
+    let settled = project.show_settled("last");
+    assert_eq!(settled["git_dirty"], true, "{settled}");
+    let shown = String::from_utf8(project.pipe(&["show", "last"]).stdout).unwrap();
+    assert!(
+        shown.contains(&format!(
+            "commit   {}+ (tracked files differed from it)",
+            &head[..8]
+        )),
+        "{shown}"
+    );
+}
+
+/// The settler outlives a run killed with `kill -9` and still records the
+/// flag of the tree the run started from.
+#[test]
+fn a_run_killed_after_it_started_the_dirty_check_still_gets_its_flag() {
+    let project = repository();
+    project.write(
+        "pipe.yaml",
+        "name: slow\nstages:\n  wait:\n    run: touch started && sleep 30 && echo done > waited.txt\n    outs: [waited.txt]\n",
+    );
+    let root = project.root();
+    git(root, &["add", "pipe.yaml"]);
+    git(root, &["commit", "-qm", "slow"]);
+    let (path, gate) = gated_git(&project);
+    let mut pipe = project
+        .std_command()
+        .env("PATH", &path)
+        .args(["run", "-q"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start pipe");
+    while !project.exists("started") {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pipe.kill().expect("SIGKILL");
+    pipe.wait().expect("reap pipe");
+    let killed = json(&project, &["show", "last", "--json"]);
+    assert_eq!(killed["git_dirty"], Value::Null, "{killed}");
+    std::fs::write(&gate, "").unwrap();
+    let settled = project.show_settled("last");
+    assert_eq!(settled["git_dirty"], false, "{settled}");
 }

@@ -89,8 +89,7 @@ fn a_command_reading_params_yaml_sees_the_override_and_the_file_is_put_back_byte
     );
 
     // The record holds the values the command saw.
-    let show = project.pipe(&["show", "last", "--json"]);
-    let record: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
+    let record = project.show_settled("last");
     assert_eq!(record["params"]["train"]["alpha"], serde_json::json!(0.2));
     assert_eq!(record["params"]["train"]["lr"], serde_json::json!(1e-5));
     assert_eq!(record["params"]["train"]["name"], serde_json::json!("x y"));

@@ -181,8 +181,7 @@ fn runs_are_found_by_git_ref() {
     project.write("pipe.yaml", &PIPELINE.replace("lr: 0.1", "lr: 0.2"));
     git(&["commit", "-qam", "two"]);
     project.run_ok(&[]);
-    let show: serde_json::Value =
-        serde_json::from_str(&text(&project.pipe(&["show", "baseline", "--json"]))).unwrap();
+    let show = project.show_settled("baseline");
     assert_eq!(show["id"], 1);
     assert_eq!(show["git_dirty"], false);
     let diff = text(&project.pipe(&["diff", "baseline", "HEAD"]));

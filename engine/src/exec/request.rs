@@ -9,6 +9,7 @@ use crate::executor::{self, Executor};
 use crate::link::link_modes_for;
 use crate::pipeline::{ExecutorKind, Pipeline};
 use crate::remote;
+use crate::runs::DirtySettler;
 use crate::Result;
 
 /// On a cluster, `-j` bounds the jobs in the queue, not this machine's
@@ -39,6 +40,8 @@ pub struct RunRequest {
     pub sweep: bool,
     /// Where the remote's transfers are reported, when they are shown.
     pub transfers: Option<ProgressSink>,
+    /// Settles the run's dirty flag after the run (`RunOptions::git_settler`).
+    pub git_settler: Option<DirtySettler>,
 }
 
 impl RunRequest {
@@ -74,6 +77,7 @@ impl RunRequest {
             executor,
             record_always: false,
             sweep: self.sweep,
+            git_settler: self.git_settler,
         })
     }
 }

@@ -19,7 +19,9 @@ use crate::params_override::{Restored, WrittenParams};
 use crate::pipeline::{paths_overlap, ParamsFileEdits, Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
 use crate::runs::RunId;
-use crate::runs::{GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus};
+use crate::runs::{
+    DirtySettler, GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus,
+};
 use crate::{EngineError, Result, UsageError};
 
 #[derive(Debug, Clone)]
@@ -48,6 +50,9 @@ pub struct RunOptions {
     /// The run is a sweep's combinations merged (`sweep::merge`): its
     /// `overrides` hold lists, to be loaded again as a sweep.
     pub sweep: bool,
+    /// Works out the run's dirty flag in a process of its own, so that
+    /// the run does not wait for it; `None`: waited for in this process.
+    pub git_settler: Option<DirtySettler>,
 }
 
 #[derive(Debug)]
@@ -356,10 +361,6 @@ struct OpenedRun {
 
 impl OpenedRun {
     fn open(pipeline: &Pipeline, project: &Project, options: &RunOptions) -> Result<Self> {
-        let root = pipeline.root.clone();
-        // The commit is read beside the opening of the stores; the dirty flag
-        // is worked out only by a run that will be recorded (`finish_record`).
-        let git = std::thread::spawn(move || GitProbe::start(&root));
         let cache = Cache::open(&project.cache_dir)?;
         let remote = match &options.remote {
             Some(config) => Some(open_remote(config, &project.cache_dir)?),
@@ -367,7 +368,9 @@ impl OpenedRun {
         };
         let stat = StatCache::open(&project.stat_db())?;
         let db = RunDb::open(&project.runs_db())?;
-        let git = git.join().ok().flatten();
+        // The commit, read from a few files; the dirty flag is worked out
+        // only by a run that will be recorded (`finish_record`).
+        let mut git = GitProbe::start(&pipeline.root);
         let file = pipeline_file_in_project(pipeline);
         let run_id = db.start_run(&RunStart {
             pipeline: &pipeline.name,
@@ -379,6 +382,9 @@ impl OpenedRun {
             directions: &pipeline.directions,
             git_commit: git.as_ref().map(GitProbe::commit),
         })?;
+        if let (Some(git), Some(settler)) = (&mut git, &options.git_settler) {
+            git.settle_with(settler.clone(), &project.runs_db(), run_id);
+        }
         Ok(OpenedRun {
             cache,
             remote,
@@ -436,10 +442,11 @@ fn finish_record(
 ) -> Result<bool> {
     // Nothing ran, was restored, failed or was skipped: the run changed
     // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
-    // last` never see it), and it does not wait for the dirty flag.
+    // last` never see it), and it does not wait for the dirty flag. A
+    // settler still at work after the grace writes the flag itself.
     let recorded = always || !nothing_done(status, records);
     if recorded {
-        let git_dirty = git.and_then(|git| git.finish().dirty);
+        let git_dirty = git.and_then(|git| git.finish_within(crate::runs::DIRTY_GRACE).dirty);
         db.finish_run(run_id, &RunEnd { status, git_dirty })?;
     } else {
         db.discard_run(run_id)?;

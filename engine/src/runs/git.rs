@@ -1,39 +1,69 @@
-//! The git state a run is recorded at, read in-process with gix.
+//! The git state a run is recorded at.
 //!
-//! The commit is read when the run starts (HEAD followed through symbolic
-//! and packed refs, a detached HEAD, the `.git` file of a linked worktree
-//! or a submodule): a millisecond. Whether the work tree is dirty means
-//! comparing every tracked file with the index and the index with HEAD's
-//! tree, which grows with the repository (a second in one of a million
-//! files), so [`GitProbe`] works it out on a thread of its own, started
-//! once the run is sure to be recorded and waited for at its end; a run
-//! that records nothing never starts it (docs/decisions.md, "The run
-//! record's git state").
+//! The commit is read from the files under `.git` when the run starts
+//! (HEAD followed through symbolic and packed refs, a detached HEAD, the
+//! `.git` file of a linked worktree or a submodule): microseconds, no
+//! process. Whether the work tree is dirty is one `git status`, which
+//! stats every tracked file and so grows with the repository (seconds in
+//! one of a million files): [`GitProbe`] starts it once the run is sure to
+//! be recorded, and a run that records nothing never does. When `pipe`
+//! gives it a [`DirtySettler`], the check runs in a process of its own
+//! that writes the flag into the run's row, so that a run waits for it at
+//! most [`DIRTY_GRACE`] at its end (docs/decisions.md, "The run record's
+//! git state").
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::RunId;
+
+/// How long the end of a run waits for a settler still at work: enough for
+/// a small repository's `git status`, little against the stages.
+pub const DIRTY_GRACE: Duration = Duration::from_millis(50);
+
+/// The most of a file under `.git` that is read to find the commit: a ref
+/// is one line; a longer file is not one git wrote.
+const REF_FILE_LIMIT: u64 = 4096;
 
 /// Where a finished run was: the commit HEAD named when it started, and
 /// whether tracked files differed from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitState {
     pub commit: String,
-    /// `None` when it could not be worked out (an unreadable index).
+    /// `None` when it is not known here: it could not be worked out, or a
+    /// settler is still at work and writes it into the run's row itself.
     pub dirty: Option<bool>,
 }
 
+/// The program that works out a recorded run's dirty flag in a process of
+/// its own and writes it into the run's row (`pipe` itself, through a
+/// hidden command that calls [`settle_git_dirty`]). It is given the run
+/// database, the run's id and the work tree after `args`.
+#[derive(Debug, Clone)]
+pub struct DirtySettler {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
 /// A run's git state being found: the commit is known from the start, the
-/// dirty flag is worked out on a thread of its own once it is wanted.
+/// dirty flag is worked out once it is wanted.
 pub struct GitProbe {
     commit: String,
-    repository: gix::ThreadSafeRepository,
+    root: PathBuf,
+    settler: Option<(DirtySettler, PathBuf, RunId)>,
     dirty: Mutex<DirtyCheck>,
 }
 
 enum DirtyCheck {
     NotStarted,
-    Running(JoinHandle<Option<bool>>),
+    InThread(JoinHandle<Option<bool>>),
+    /// A settler process: it writes the flag into the run's row.
+    InSettler(Child),
     Done(Option<bool>),
 }
 
@@ -42,57 +72,135 @@ impl GitProbe {
     /// git repository, or in one with no commit yet: such a run records
     /// no git state.
     pub fn start(root: &Path) -> Option<GitProbe> {
-        let repository = open(root)?;
-        let commit = repository
-            .to_thread_local()
-            .head_id()
-            .ok()?
-            .detach()
-            .to_string();
+        let commit = head_commit(root)?;
         Some(GitProbe {
             commit,
-            repository,
+            root: root.to_path_buf(),
+            settler: None,
             dirty: Mutex::new(DirtyCheck::NotStarted),
         })
+    }
+
+    /// Lets the dirty flag of run `run_id` in `runs_db` be settled by
+    /// `settler` rather than waited for.
+    pub fn settle_with(&mut self, settler: DirtySettler, runs_db: &Path, run_id: RunId) {
+        self.settler = Some((settler, runs_db.to_path_buf(), run_id));
     }
 
     pub fn commit(&self) -> &str {
         &self.commit
     }
 
-    /// Starts comparing the work tree in the background, unless it was
-    /// started already. A run calls it as soon as it is sure to be
-    /// recorded (a stage runs, or is restored); a run that records nothing
-    /// never does, and never pays for the comparison.
+    /// Starts comparing the work tree with HEAD, unless it was started
+    /// already. A run calls it as soon as it is sure to be recorded (a
+    /// stage runs, or is restored); a run that records nothing never does,
+    /// and never pays for the comparison.
     pub fn check_dirty(&self) {
         let mut dirty = lock(&self.dirty);
-        if let DirtyCheck::NotStarted = *dirty {
-            let repository = self.repository.clone();
-            *dirty = match std::thread::Builder::new()
-                .name("pipe-git-dirty".into())
-                .spawn(move || is_dirty(&repository.to_thread_local()))
-            {
-                Ok(thread) => DirtyCheck::Running(thread),
-                // No thread to be had: worked out here and now instead.
-                Err(_) => DirtyCheck::Done(is_dirty(&self.repository.to_thread_local())),
-            };
+        if !matches!(*dirty, DirtyCheck::NotStarted) {
+            return;
+        }
+        if let Some(settler) = self.spawn_settler() {
+            *dirty = DirtyCheck::InSettler(settler);
+            return;
+        }
+        let root = self.root.clone();
+        *dirty = match std::thread::Builder::new()
+            .name("pipe-git-dirty".into())
+            .spawn(move || work_tree_is_dirty(&root))
+        {
+            Ok(thread) => DirtyCheck::InThread(thread),
+            // No thread to be had: worked out here and now instead.
+            Err(_) => DirtyCheck::Done(work_tree_is_dirty(&self.root)),
+        };
+    }
+
+    /// The settler, in a session of its own so that Ctrl-C and a kill of
+    /// the run's process group leave it to finish its write.
+    fn spawn_settler(&self) -> Option<Child> {
+        use std::os::unix::process::CommandExt;
+
+        let (settler, runs_db, run_id) = self.settler.as_ref()?;
+        let mut command = Command::new(&settler.program);
+        command
+            .args(&settler.args)
+            .arg(runs_db)
+            .arg(run_id.to_string())
+            .arg(&self.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: setsid is async-signal-safe and touches no memory.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        match command.spawn() {
+            Ok(child) => Some(child),
+            Err(error) => {
+                tracing::debug!("no settler for the dirty flag ({error}); checked here");
+                None
+            }
         }
     }
 
-    /// The state, once the dirty flag is known (started now if it was not
-    /// yet).
+    /// The state once the dirty flag is settled, waiting for it (started
+    /// now if it was not yet). After a settler, `dirty` is `None` here: the
+    /// flag is in the run's row.
     pub fn finish(&self) -> GitState {
+        self.finish_waiting(None)
+    }
+
+    /// The state, waiting at most `grace` for a settler; one still at work
+    /// then is left to write the flag into the run's row by itself. A check
+    /// in this process is always waited for.
+    pub fn finish_within(&self, grace: Duration) -> GitState {
+        self.finish_waiting(Some(grace))
+    }
+
+    fn finish_waiting(&self, grace: Option<Duration>) -> GitState {
         self.check_dirty();
         let mut dirty = lock(&self.dirty);
         let flag = match std::mem::replace(&mut *dirty, DirtyCheck::NotStarted) {
-            DirtyCheck::Running(thread) => thread.join().ok().flatten(),
+            DirtyCheck::InThread(thread) => thread.join().ok().flatten(),
+            DirtyCheck::InSettler(mut child) => {
+                if !wait_for(&mut child, grace) {
+                    // Still at work: nothing to wait for again.
+                    *dirty = DirtyCheck::Done(None);
+                    return self.state(None);
+                }
+                None
+            }
             DirtyCheck::Done(flag) => flag,
             DirtyCheck::NotStarted => None,
         };
         *dirty = DirtyCheck::Done(flag);
+        self.state(flag)
+    }
+
+    fn state(&self, dirty: Option<bool>) -> GitState {
         GitState {
             commit: self.commit.clone(),
-            dirty: flag,
+            dirty,
+        }
+    }
+}
+
+/// Whether `child` exited, within `grace` (`None`: however long it takes).
+fn wait_for(child: &mut Child, grace: Option<Duration>) -> bool {
+    let Some(grace) = grace else {
+        return child.wait().is_ok();
+    };
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => return true,
+            Ok(None) if Instant::now() >= deadline => return false,
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
         }
     }
 }
@@ -109,82 +217,219 @@ pub fn git_state(root: &Path) -> Option<GitState> {
     GitProbe::start(root).map(|probe| probe.finish())
 }
 
+/// What the settler does: works out the dirty flag of the work tree at
+/// `root` and writes it into run `run_id`'s row of `runs_db`, unless the
+/// row has one already. An unknown flag writes nothing.
+pub fn settle_git_dirty(runs_db: &Path, run_id: RunId, root: &Path) -> crate::Result<Option<bool>> {
+    let flag = work_tree_is_dirty(root);
+    if let Some(dirty) = flag {
+        super::RunDb::open(runs_db)?.settle_git_dirty(run_id, dirty)?;
+    }
+    Ok(flag)
+}
+
 /// Resolves a git ref (`main`, `origin/main`, `v1.2`, `HEAD~2`, an
 /// abbreviated id) to the id of the commit it names, in the repository
-/// around `root`.
+/// around `root`, with `git rev-parse`; `None` where git is not installed.
 pub fn git_commit_of(root: &Path, reference: &str) -> Option<String> {
-    // Not an option of anything here, but `git rev-parse` refused these and
-    // a run reference starting with `-` is a typo of a flag.
+    // A run reference starting with `-` is a typo of a flag, never an
+    // option for git.
     if reference.starts_with('-') {
         return None;
     }
-    let repository = open(root)?.to_thread_local();
     let spec = format!("{reference}^{{commit}}");
-    let id = repository.rev_parse_single(spec.as_str()).ok()?;
-    Some(id.detach().to_string())
+    let output = git_command(root)
+        .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
+        .arg(spec)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    object_id(std::str::from_utf8(&output.stdout).ok()?.trim())
 }
 
-/// The repository whose work tree holds `root`, found as git finds it
-/// (`GIT_DIR`, `GIT_CEILING_DIRECTORIES` honoured). Configuration is read
-/// from the repository, the user and the system, never by running the git
-/// binary (gix's default), so no subprocess is started.
-fn open(root: &Path) -> Option<gix::ThreadSafeRepository> {
-    gix::ThreadSafeRepository::discover_with_environment_overrides(root).ok()
+fn git_command(root: &Path) -> Command {
+    let mut command = Command::new("git");
+    command.arg("-C").arg(root).stdin(Stdio::null());
+    command
 }
 
-/// Whether tracked files differ from HEAD: HEAD's tree against the index
-/// (something staged), then the index against the work tree (something
-/// edited, deleted or of another type; submodules as configured). Untracked
-/// files do not count, as `git status --untracked-files=no` did not count
-/// them. Stops at the first difference; `None` when the comparison failed
-/// part way, rather than a clean flag it did not establish.
-fn is_dirty(repository: &gix::Repository) -> Option<bool> {
-    use std::ops::ControlFlow;
-
-    let head_tree = repository.head_tree_id_or_empty().ok()?;
-    let index = repository.index_or_empty().ok()?;
-    // The index keeps the tree it would write (git's cache-tree, kept by
-    // `git commit`, invalidated by `git add`): when it is whole and is
-    // HEAD's, nothing is staged, as `git status` concludes too, without
-    // reading HEAD's tree into a second index of every tracked file (most
-    // of the comparison's CPU in a repository of a million files).
-    let staged_nothing = index.tree().is_some_and(|tree| {
-        tree.id == head_tree.detach()
-            && tree.num_entries.map(|entries| entries as usize) == Some(index.entries().len())
-    });
-    if !staged_nothing {
-        let mut staged = false;
-        repository
-            .tree_index_status(
-                &head_tree,
-                &index,
-                None,
-                gix::status::tree_index::TrackRenames::Disabled,
-                |_, _, _| {
-                    staged = true;
-                    Ok::<_, std::convert::Infallible>(ControlFlow::Break(()))
-                },
-            )
-            .ok()?;
-        if staged {
-            return Some(true);
+/// Whether tracked files differ from HEAD, as `git status` sees them:
+/// staged, edited, deleted, of another type, submodules as configured.
+/// Untracked files do not count. Stops at the first line git prints; `None`
+/// when git failed or is not installed, rather than a clean flag it did
+/// not establish. `--no-optional-locks`: the index is not rewritten under
+/// the user's feet.
+fn work_tree_is_dirty(root: &Path) -> Option<bool> {
+    let mut child = git_command(root)
+        .args([
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=no",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let mut first = [0u8; 1];
+    let read = loop {
+        match stdout.read(&mut first) {
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other,
+        }
+    };
+    drop(stdout);
+    match read {
+        Ok(0) => child.wait().ok()?.success().then_some(false),
+        Ok(_) => {
+            // One changed path is the answer; the rest is not listed.
+            let _ = child.kill();
+            let _ = child.wait();
+            Some(true)
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            None
         }
     }
-    let mut changes = repository
-        .status(gix::features::progress::Discard)
-        .ok()?
-        .index_worktree_rewrites(None)
-        .index_worktree_submodules(gix::status::Submodule::AsConfigured { check_dirty: true })
-        .index_worktree_options_mut(|options| {
-            // Untracked files are not looked for at all.
-            options.dirwalk_options = None;
-        })
-        .into_index_worktree_iter(Vec::new())
-        .ok()?;
-    match changes.next() {
-        None => Some(false),
-        Some(change) => change.ok().map(|_| true),
+}
+
+/// The commit HEAD names, read from the files git keeps it in; the git
+/// binary where those are not laid out as this reads them (`GIT_DIR` and
+/// friends set, the reftable format).
+fn head_commit(root: &Path) -> Option<String> {
+    const DISCOVERY: [&str; 4] = [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_CEILING_DIRECTORIES",
+        "GIT_COMMON_DIR",
+    ];
+    if DISCOVERY
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+    {
+        return git_commit_of(root, "HEAD");
     }
+    let git_dir = find_git_dir(root)?;
+    let common = common_dir(&git_dir);
+    if common.join("reftable").is_dir() {
+        return git_commit_of(root, "HEAD");
+    }
+    let mut name = "HEAD".to_string();
+    // Symbolic refs nest rarely; git itself stops at five.
+    for _ in 0..5 {
+        match read_ref(&git_dir, &common, &name)? {
+            RefValue::Id(id) => return Some(id),
+            RefValue::Symbolic(target) => name = target,
+        }
+    }
+    None
+}
+
+/// The git directory of the work tree holding `start`: the first `.git`
+/// above it, a directory or a file naming one (`gitdir: ...`).
+fn find_git_dir(start: &Path) -> Option<PathBuf> {
+    for dir in start.ancestors() {
+        let dot_git = dir.join(".git");
+        let Ok(metadata) = std::fs::metadata(&dot_git) else {
+            continue;
+        };
+        if metadata.is_dir() {
+            return dot_git.join("HEAD").is_file().then_some(dot_git);
+        }
+        let text = read_small(&dot_git)?;
+        let target = text.strip_prefix("gitdir:")?.trim();
+        return Some(dir.join(target));
+    }
+    None
+}
+
+/// Where the refs shared by all work trees are: the `commondir` a linked
+/// worktree's git directory names, else the git directory itself.
+fn common_dir(git_dir: &Path) -> PathBuf {
+    match read_small(&git_dir.join("commondir")) {
+        Some(common) => git_dir.join(common.trim()),
+        None => git_dir.to_path_buf(),
+    }
+}
+
+enum RefValue {
+    Id(String),
+    Symbolic(String),
+}
+
+/// A ref's value: its loose file (a worktree's own refs in its git
+/// directory, the rest in the common one), else its line in packed-refs.
+fn read_ref(git_dir: &Path, common: &Path, name: &str) -> Option<RefValue> {
+    if name != "HEAD" && !is_plain_ref_name(name) {
+        return None;
+    }
+    let per_worktree = name == "HEAD"
+        || name.starts_with("refs/worktree/")
+        || name.starts_with("refs/bisect/")
+        || name.starts_with("refs/rewritten/");
+    let dir = if per_worktree { git_dir } else { common };
+    if let Some(text) = read_small(&dir.join(name)) {
+        let text = text.trim();
+        return match text.strip_prefix("ref:") {
+            Some(target) => Some(RefValue::Symbolic(target.trim().to_string())),
+            None => object_id(text).map(RefValue::Id),
+        };
+    }
+    packed_ref(common, name).map(RefValue::Id)
+}
+
+/// A ref name that names a file under the git directory and nothing else:
+/// under `refs/`, no `..`, no empty or hidden component.
+fn is_plain_ref_name(name: &str) -> bool {
+    name.starts_with("refs/")
+        && name
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.') && !part.contains('\\'))
+}
+
+fn packed_ref(common: &Path, name: &str) -> Option<String> {
+    use std::io::BufRead;
+
+    let file = std::fs::File::open(common.join("packed-refs")).ok()?;
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let line = line.ok()?;
+        let Ok(line) = std::str::from_utf8(&line) else {
+            continue;
+        };
+        if let Some((id, refname)) = line.split_once(' ') {
+            if refname.trim_end() == name {
+                return object_id(id);
+            }
+        }
+    }
+    None
+}
+
+/// The contents of a small file, `None` when absent, unreadable or larger
+/// than a ref file can be.
+fn read_small(path: &Path) -> Option<String> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut text = String::new();
+    file.take(REF_FILE_LIMIT + 1)
+        .read_to_string(&mut text)
+        .ok()?;
+    (text.len() as u64 <= REF_FILE_LIMIT).then_some(text)
+}
+
+/// `text` when it is a full object id: 40 (SHA-1) or 64 (SHA-256)
+/// lowercase hex digits.
+fn object_id(text: &str) -> Option<String> {
+    let hex = text
+        .bytes()
+        .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+    (hex && matches!(text.len(), 40 | 64)).then(|| text.to_string())
 }
 
 #[cfg(test)]

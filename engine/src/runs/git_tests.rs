@@ -1,5 +1,5 @@
-//! The git state read in-process, checked against what git itself says,
-//! in repositories made by the git binary.
+//! The git state, checked against what git itself says, in repositories
+//! made by the git binary, and against `.git` files no git wrote.
 
 use std::path::Path;
 use std::process::Command;
@@ -221,4 +221,51 @@ fn the_commit_is_known_before_the_dirty_flag_is_asked_for() {
     // Never started: finish works it out.
     let unstarted = GitProbe::start(dir.path()).unwrap();
     assert_eq!(unstarted.finish().dirty, Some(true));
+}
+
+#[test]
+fn sha256_and_reftable_repositories_name_their_commit() {
+    for format in [["--object-format=sha256"], ["--ref-format=reftable"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut init = vec!["init", "-q", "-b", "main"];
+        init.extend(format);
+        git(root, &init);
+        std::fs::write(root.join("a.txt"), "a\n").unwrap();
+        git(root, &["add", "a.txt"]);
+        git(root, &["commit", "-q", "-m", "one"]);
+        let state = git_state(root).unwrap();
+        assert_eq!(state.commit, head(root), "{format:?}");
+        assert_eq!(state.dirty, Some(false), "{format:?}");
+    }
+}
+
+#[test]
+fn a_head_no_git_wrote_gives_no_commit_rather_than_a_wrong_one() {
+    let dir = repository();
+    let root = dir.path();
+    let head_file = root.join(".git/HEAD");
+    let commit = head(root);
+    let hostile: [&[u8]; 6] = [
+        b"ref: refs/heads/../../../../etc/passwd\n",
+        b"ref: /etc/hostname\n",
+        b"0123456789abcdef\n",
+        b"ZZZZ56789abcdef0123456789abcdef012345678\n",
+        b"\xff\xfe not text\n",
+        b"",
+    ];
+    for contents in hostile {
+        std::fs::write(&head_file, contents).unwrap();
+        assert_eq!(GitProbe::start(root).map(|p| p.commit().to_string()), None);
+    }
+    // A HEAD far longer than any ref is not read to its end.
+    let mut long = commit.into_bytes();
+    long.resize(1 << 20, b'a');
+    std::fs::write(&head_file, &long).unwrap();
+    assert_eq!(GitProbe::start(root).map(|p| p.commit().to_string()), None);
+    // A symbolic ref chain that loops ends.
+    std::fs::write(&head_file, "ref: refs/heads/a\n").unwrap();
+    std::fs::write(root.join(".git/refs/heads/a"), "ref: refs/heads/b\n").unwrap();
+    std::fs::write(root.join(".git/refs/heads/b"), "ref: refs/heads/a\n").unwrap();
+    assert_eq!(GitProbe::start(root).map(|p| p.commit().to_string()), None);
 }

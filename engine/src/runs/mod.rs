@@ -23,7 +23,9 @@ mod write;
 
 pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
 pub use db::{now_ms, RunDb};
-pub use git::{git_commit_of, git_state, GitProbe, GitState};
+pub use git::{
+    git_commit_of, git_state, settle_git_dirty, DirtySettler, GitProbe, GitState, DIRTY_GRACE,
+};
 pub use id::RunId;
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;

@@ -170,7 +170,8 @@ pub struct RunStart<'a> {
 pub struct RunEnd {
     pub status: RunStatus,
     /// Whether tracked files differed from the commit when the run
-    /// started; `None` outside git or when it could not be worked out.
+    /// started; `None` outside git, when it could not be worked out, or
+    /// when a settler writes it later.
     pub git_dirty: Option<bool>,
 }
 

@@ -75,11 +75,25 @@ impl RunDb {
             .map_err(|e| EngineError::database(&path, e))
     }
 
+    /// Ends run `run_id`. An unknown dirty flag leaves the row's as it
+    /// is: a settler may have written it first.
     pub fn finish_run(&self, run_id: RunId, end: &RunEnd) -> Result<()> {
         self.connection
             .execute(
-                "UPDATE runs SET ended_ms = ?1, status = ?2, git_dirty = ?3 WHERE id = ?4",
+                "UPDATE runs SET ended_ms = ?1, status = ?2, git_dirty = coalesce(?3, git_dirty) WHERE id = ?4",
                 params![now_ms() as i64, end.status.as_str(), end.git_dirty, run_id],
+            )
+            .map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Writes the dirty flag a settler worked out into run `run_id`'s row,
+    /// unless the row has one.
+    pub fn settle_git_dirty(&self, run_id: RunId, dirty: bool) -> Result<()> {
+        self.connection
+            .execute(
+                "UPDATE runs SET git_dirty = ?1 WHERE id = ?2 AND git_dirty IS NULL",
+                params![dirty, run_id],
             )
             .map_err(|e| self.error(e))?;
         Ok(())
