@@ -5,7 +5,10 @@
 # git state costs as the user's repository grows (docs/performance.md,
 # "No-op in a big repository"). A second hyperfine run times a recorded
 # run in which one stage reruns (its input appended to before each run), so
-# the git state's cost on a run that records is visible too.
+# the git state's cost on a run that records is visible too, beside the
+# same run of the after build in a copy of its project outside any
+# repository ("outside"): what a recorded run pays beyond its stages is
+# after minus outside.
 #
 # Usage: scripts/bench/big_repo_noop.sh BEFORE_PIPE AFTER_PIPE [FILES...]
 #   FILES: tracked-file counts, 100000 and 1000000 by default.
@@ -83,6 +86,9 @@ for files in "${sizes[@]}"; do
     make_repo "$dir" "$files"
     (cd "$dir/before" && "$before" run -q -j 2 && "$before" run -q -j 2)
     (cd "$dir/after" && "$after" run -q -j 2 && "$after" run -q -j 2)
+    outside="$work/outside-$files"
+    cp -a "$dir/after" "$outside"
+    (cd "$outside" && "$after" run -q -j 2)
     echo "$files tracked files: repository made in $(($(date +%s) - started)) s"
     echo "== $files tracked files: the no-op"
     hyperfine --warmup 3 --runs "${RUNS:-30}" -N --export-json "$work/noop-$files.json" \
@@ -92,9 +98,10 @@ for files in "${sizes[@]}"; do
     # Only s0_0 is selected (it has no upstream stage): one stage that runs,
     # a recorded run, and the dirty flag waited for at its end.
     hyperfine --warmup 1 --runs "${RUNS:-30}" --export-json "$work/one-$files.json" \
-        --prepare "echo x >> $dir/before/inputs/in0.txt; echo x >> $dir/after/inputs/in0.txt" \
+        --prepare "echo x >> $dir/before/inputs/in0.txt; echo x >> $dir/after/inputs/in0.txt; echo x >> $outside/inputs/in0.txt" \
         -n before "$before -C $dir/before run -q s0_0" \
-        -n after "$after -C $dir/after run -q s0_0"
+        -n after "$after -C $dir/after run -q s0_0" \
+        -n outside "$after -C $outside run -q s0_0"
     for kind in noop one; do
         python3 - "$work/$kind-$files.json" "$kind" "$files" <<'PY'
 import json, sys
@@ -102,7 +109,11 @@ results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
 before, after = results["before"]["median"], results["after"]["median"]
 print(f"{sys.argv[3]} files, {sys.argv[2]}: medians before {before * 1e3:.1f} ms, "
       f"after {after * 1e3:.1f} ms, after/before {after / before:.2f}")
+if "outside" in results:
+    outside = results["outside"]["median"]
+    print(f"{sys.argv[3]} files, {sys.argv[2]}: outside a repository {outside * 1e3:.1f} ms, "
+          f"so the recorded run's git state costs {(after - outside) * 1e3:.1f} ms (after - outside)")
 PY
     done
-    [ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
+    [ "${KEEP:-0}" = 1 ] || rm -rf "$dir" "$outside"
 done
