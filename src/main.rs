@@ -32,6 +32,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use pipe_engine::EngineError;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use crate::output::errln;
 
@@ -104,16 +107,22 @@ fn init_logging(verbose: u8, quiet: bool) {
     // The storage client's own retries and failures are summarised by pipe
     // in one warning; PIPE_LOG shows them in full.
     let default = format!("{default},opendal=error,reqsign=error,reqwest=error,hyper=error");
-    let filter = std::env::var("PIPE_LOG").unwrap_or_else(|_| default.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&default));
+    // Targets and levels (`debug`, `pipe_engine=trace`): what PIPE_LOG is
+    // for, without the regex engine EnvFilter's span and field matching
+    // would add to every build of pipe.
+    let filter: Targets = std::env::var("PIPE_LOG")
+        .ok()
+        .and_then(|filter| filter.parse().ok())
+        .unwrap_or_else(|| default.parse().unwrap_or_default());
     let color = std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty())
         && std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
         .with_writer(|| output::ShownStderr)
         .with_ansi(color)
         .with_target(false)
         .without_time()
+        .with_max_level(tracing::Level::TRACE)
+        .finish()
+        .with(filter)
         .init();
 }

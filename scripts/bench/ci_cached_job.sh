@@ -33,6 +33,14 @@
 #     CI) and `target/release/pipe run pipelines/quickstart.yaml` against
 #     the filled remote. Asserted: all eight stages "restored" (--json's
 #     stage_finished events), no worker_build_started event, no .venv/.
+#  2b. RUNS times, the job of a project that installs pipe as a tool
+#     (side "pipe-wheel", examples/ci/*-tool.yml): `git clone`, then
+#     timed: `python3 -m venv` (outside the clone), `pip install
+#     pipe-ml==VERSION` with no pip cache from a PEP 503 index on
+#     127.0.0.1 (python3 -m http.server over WORK/index, holding the wheel
+#     scripts/build-wheel.sh made from the fill's build, once), and the
+#     installed `pipe run pipelines/quickstart.yaml` against the filled
+#     remote. Asserted as for pipe's job. No Rust toolchain is used.
 #  3. RUNS times, DVC's job, in two forms, each from a fresh clone:
 #     `python3 -m venv`, `pip install dvc[s3]==DVC_VERSION` with pip's
 #     download cache warm (WORK/pip-cache, as a CI cache would give), then
@@ -326,6 +334,55 @@ EOF
   echo "$fill_id dvc=$DVC_VERSION" > "$WORK/dvc.done"
 fi
 
+# --- 1c. the wheel, and a package index on 127.0.0.1 serving it -------------
+if [ "$(cat "$WORK/wheel.done" 2>/dev/null)" != "$fill_id" ] || [ -z "$(ls "$WORK/index/files/"*.whl 2>/dev/null)" ]; then
+  echo "--- the wheel: scripts/build-wheel.sh in the fill's clone" >&2
+  rm -rf "$WORK/index" "$WORK/wheel.done"
+  (cd "$fill" && scripts/build-wheel.sh --out "$WORK/wheels-built") > "$logs/wheel-build.out" 2> "$logs/wheel-build.log" \
+    || { tail -n 30 "$logs/wheel-build.log" >&2; fail "the wheel's build failed (log: $logs/wheel-build.log)"; }
+  built_wheel=$(tail -n 1 "$logs/wheel-build.out")
+  mkdir -p "$WORK/index/files" "$WORK/index/simple/pipe-ml"
+  cp "$built_wheel" "$WORK/index/files/"
+  wheel_file=$(basename "$built_wheel")
+  wheel_sha=$(sha256sum "$WORK/index/files/$wheel_file" | cut -d' ' -f1)
+  printf '<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s">%s</a></body></html>\n' \
+    "$wheel_file" "$wheel_sha" "$wheel_file" > "$WORK/index/simple/pipe-ml/index.html"
+  echo "$fill_id" > "$WORK/wheel.done"
+fi
+wheel_version=$(ls "$WORK/index/files/" | sed -n 's/^pipe_ml-\([^-]*\)-.*\.whl$/\1/p' | head -n 1)
+index_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 -m http.server --bind 127.0.0.1 --directory "$WORK/index" "$index_port" > "$logs/index.log" 2>&1 &
+index_pid=$!
+for _ in $(seq 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$index_port") 2>/dev/null && break
+  sleep 0.1
+done
+index_url=http://127.0.0.1:$index_port/simple/
+
+# check_restored SIDE RUN EVENTS JOB_DIR: every stage restored, no worker built.
+check_restored() {
+  local side=$1 run=$2 events=$3 dir=$4
+  python3 - "$events" "${stages[@]}" <<'EOF'
+import json, sys
+events = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+statuses = {e["stage"]: e["status"] for e in events if e.get("event") == "stage_finished"}
+expected = set(sys.argv[2:])
+if set(statuses) != expected or any(s != "restored" for s in statuses.values()):
+    sys.exit(f"not every stage restored: {statuses}")
+builds = [e for e in events if e.get("event") == "worker_build_started"]
+if builds:
+    sys.exit(f"a worker was built: {builds}")
+EOF
+  [ ! -e "$dir/.venv" ] || fail "$side's job created $dir/.venv"
+  local pulled
+  pulled=$(python3 -c '
+import json, sys
+print(sum(e.get("transferred_bytes", 0) for e in map(json.loads, filter(lambda l: l.startswith("{"), open(sys.argv[1])))
+          if e.get("event") == "transfer_finished" and e.get("direction") == "pull"))' "$events")
+  record "$side" "$run" bytes-pulled "$pulled"
+  echo "  $side #$run: all ${#stages[@]} stages restored, no worker built, no .venv/; $pulled bytes pulled" >&2
+}
+
 # --- 2. pipe's job -----------------------------------------------------------
 job=$WORK/job-pipe
 for run in $(seq "$RUNS"); do
@@ -338,26 +395,27 @@ for run in $(seq "$RUNS"); do
     bash -c "cd '$job' && cargo build --release --locked"
   timed pipe "$run" run "$logs/pipe-run-$run.json" \
     bash -c "cd '$job' && env ${pipe_env[*]} target/release/pipe run pipelines/quickstart.yaml ${sets[*]} --json 2> '$logs/pipe-run-$run.err'"
-  events=$logs/pipe-run-$run.json
-  python3 - "$events" "${stages[@]}" <<'EOF'
-import json, sys
-events = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
-statuses = {e["stage"]: e["status"] for e in events if e.get("event") == "stage_finished"}
-expected = set(sys.argv[2:])
-if set(statuses) != expected or any(s != "restored" for s in statuses.values()):
-    sys.exit(f"not every stage restored: {statuses}")
-builds = [e for e in events if e.get("event") == "worker_build_started"]
-if builds:
-    sys.exit(f"a worker was built: {builds}")
-EOF
-  [ ! -e "$job/.venv" ] || fail "pipe's job created $job/.venv"
-  pulled=$(python3 -c '
-import json, sys
-print(sum(e.get("transferred_bytes", 0) for e in map(json.loads, filter(lambda l: l.startswith("{"), open(sys.argv[1])))
-          if e.get("event") == "transfer_finished" and e.get("direction") == "pull"))' "$events")
-  record pipe "$run" bytes-pulled "$pulled"
-  echo "  pipe #$run: all ${#stages[@]} stages restored, no worker built, no .venv/; $pulled bytes pulled" >&2
+  check_restored pipe "$run" "$logs/pipe-run-$run.json" "$job"
 done
+
+# --- 2b. the job of a project that installs pipe as a tool -------------------
+job=$WORK/job-wheel
+tool=$WORK/job-wheel-tool
+for run in $(seq "$RUNS"); do
+  echo "--- pipe-wheel job, run $run of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  rm -rf "$job" "$tool"
+  timed pipe-wheel "$run" clone "$logs/wheel-clone.log" git clone -q "$REPO" "$job"
+  git -C "$job" checkout -q "$COMMIT"
+  timed pipe-wheel "$run" venv "$logs/wheel-venv.log" python3 -m venv "$tool"
+  timed pipe-wheel "$run" pip-install "$logs/wheel-pip-$run.log" \
+    env PIP_NO_CACHE_DIR=1 "$tool/bin/pip" install --disable-pip-version-check \
+    --index-url "$index_url" "pipe-ml==$wheel_version"
+  timed pipe-wheel "$run" run "$logs/wheel-run-$run.json" \
+    bash -c "cd '$job' && env ${pipe_env[*]} '$tool/bin/pipe' run pipelines/quickstart.yaml ${sets[*]} --json 2> '$logs/wheel-run-$run.err'"
+  check_restored pipe-wheel "$run" "$logs/wheel-run-$run.json" "$job"
+done
+kill "$index_pid" 2>/dev/null || true
+wait "$index_pid" 2>/dev/null || true
 
 # --- 3. DVC's job ------------------------------------------------------------
 job=$WORK/job-dvc
@@ -430,6 +488,8 @@ print(f"\nrun {stamp}: seconds per step (runs in order) and medians\n")
 print("| side | step | runs | median |\n|---|---|---|---|")
 for step in ["clone", "cache-restore", "build", "run"]:
     line("pipe", step)
+for step in ["clone", "venv", "pip-install", "run"]:
+    line("pipe-wheel", step)
 for side in ["dvc", "dvc-lock"]:
     for step in ["clone", "venv", "pip-install", "pull", "repro"]:
         line(side, step)
@@ -437,12 +497,15 @@ cold = by[("dvc", "pip-install-cold")].get("cold")
 if cold is not None:
     print(f"| dvc | pip-install, cold cache | {cold:.1f} | |")
 pipe_job = sum(med("pipe", s) or 0 for s in ["build", "run"])
+wheel_job = sum(med("pipe-wheel", s) or 0 for s in ["venv", "pip-install", "run"])
 print(f"\npipe's job (build + run): {pipe_job:.1f} s")
+print(f"pipe-wheel's job (venv + pip install, no cache + run): {wheel_job:.1f} s")
 for side in ["dvc", "dvc-lock"]:
     job = sum(med(side, s) or 0 for s in ["venv", "pip-install", "pull", "repro"])
     if job:
-        print(f"{side}'s job (venv + pip install, warm + pull + repro): {job:.1f} s; pipe / {side} {pipe_job / job:.2f}")
-for side, step in [("pipe", "bytes-pulled"), ("dvc", "bytes-restored"), ("dvc-lock", "bytes-restored")]:
+        print(f"{side}'s job (venv + pip install, warm + pull + repro): {job:.1f} s; pipe / {side} {pipe_job / job:.2f}; "
+              f"pipe-wheel / {side} {wheel_job / job:.3f} ({job / wheel_job:.1f}x faster)")
+for side, step in [("pipe", "bytes-pulled"), ("pipe-wheel", "bytes-pulled"), ("dvc", "bytes-restored"), ("dvc-lock", "bytes-restored")]:
     values = sorted(set(int(v) for v in by[(side, step)].values()))
     print(f"{side} {step}: {values}")
 EOF

@@ -8,6 +8,7 @@
 //! `Command`, never to the test process, where it would leak into others.
 
 mod action_trust;
+mod bootstrap_index;
 mod cache_suite;
 mod cache_trust;
 mod compare;
