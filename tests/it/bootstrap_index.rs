@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pipe_test_support::http::Server;
+use pipe_test_support::http::{Reply, Server};
 
 fn repository() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -75,14 +75,23 @@ fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
     let index = format!(
         "<!DOCTYPE html><html><body><a href=\"/files/{wheel_name}#sha256={sha256}\">{wheel_name}</a></body></html>"
     );
-    let server = Server::serving(HashMap::from([
-        ("/simple/torch/".to_string(), index.into_bytes()),
+    let files = HashMap::from([
         (
             format!("/files/{}", wheel_name.replace('+', "%2B")),
             bytes.clone(),
         ),
         (format!("/files/{wheel_name}"), bytes),
-    ]));
+    ]);
+    let server = Server::start(move |request, _| {
+        if request.path == "/simple/torch/" {
+            Reply::whole(index.as_bytes()).header("Content-Type", "text/html")
+        } else {
+            match files.get(&request.path) {
+                Some(body) => Reply::whole(body),
+                None => Reply::status(404),
+            }
+        }
+    });
 
     // The script as a checkout has it: it makes `.venv/` beside `scripts/`.
     let checkout = dir.path().join("checkout");
@@ -97,6 +106,8 @@ fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
         .arg("--print-env")
         .env("PIP_INDEX_URL", server.url("/simple/"))
         .env("PIP_NO_CACHE_DIR", "1")
+        // Only the index given: no configuration of this machine's pip.
+        .env("PIP_CONFIG_FILE", "/dev/null")
         .env_remove("LIBTORCH")
         .output()
         .expect("bootstrap");
