@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use opendal::ErrorKind;
 
 use super::progress::{count_done, count_transferred, Direction, Outcome, Transfer};
-use super::shared::{action_path, lock, object_path, Failure, Shared, CHUNK};
+use super::shared::{action_path, lock, object_path, Failure, Shared, CHUNK, PARTS_IN_FLIGHT};
 use crate::{ActionResult, Artifact, ArtifactKind, CacheError, ObjectDigest, RemoteError};
 
 /// Pushes one result and counts it; false when it did not reach the remote.
@@ -211,7 +211,7 @@ async fn send_object(
         .operator
         .writer_with(&path)
         .chunk(CHUNK)
-        .concurrent(4)
+        .concurrent(PARTS_IN_FLIGHT)
         .await?;
     let mut hasher = blake3::Hasher::new();
     let mut sent = 0u64;

@@ -11,7 +11,7 @@ use std::path::Path;
 use futures::StreamExt;
 use opendal::ErrorKind;
 
-use super::shared::{Failure, Shared, CHUNK};
+use super::shared::{Failure, Shared, CHUNK, PARTS_IN_FLIGHT};
 use crate::untrusted::{self, Limit};
 
 /// A remote file being read chunk by chunk.
@@ -22,8 +22,9 @@ pub(super) enum Chunks {
 
 impl Chunks {
     /// Opens the file at `path` (relative to the remote's root). `ranged`:
-    /// in `CHUNK`-sized ranged requests (an object, as large as it may
-    /// be), else as one plain request (a small file: no `HEAD` first).
+    /// in `CHUNK`-sized ranged requests, `PARTS_IN_FLIGHT` at a time, read
+    /// back in order (an object, as large as it may be), else as one plain
+    /// request (a small file: no `HEAD` first).
     pub(super) async fn open(shared: &Shared, path: &str, ranged: bool) -> Result<Chunks, Failure> {
         match &shared.fs_root {
             Some(root) => {
@@ -36,7 +37,12 @@ impl Chunks {
             }
             None => {
                 let reader = if ranged {
-                    shared.operator.reader_with(path).chunk(CHUNK).await?
+                    shared
+                        .operator
+                        .reader_with(path)
+                        .chunk(CHUNK)
+                        .concurrent(PARTS_IN_FLIGHT)
+                        .await?
                 } else {
                     shared.operator.reader(path).await?
                 };

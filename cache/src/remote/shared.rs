@@ -19,6 +19,11 @@ use crate::{fsutil, ActionKey, Cache, CacheError, ObjectDigest, RemoteError};
 /// Chunk size of streamed transfers; S3 multipart parts are this large.
 pub(super) const CHUNK: usize = 8 << 20;
 
+/// Ranges of one object in flight at once, each way: a single large
+/// object (a checkpoint) moves at the speed of several requests, not of
+/// one, with at most this many chunks buffered.
+pub(super) const PARTS_IN_FLIGHT: usize = 4;
+
 /// Why one remote operation failed.
 #[derive(Debug)]
 pub(super) enum Failure {
