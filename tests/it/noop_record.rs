@@ -325,6 +325,11 @@ fn gated_git(project: &TestProject) -> (String, std::path::PathBuf) {
     (path, gate)
 }
 
+/// `pipe show last` as a person reads it.
+fn show_last(project: &TestProject) -> String {
+    String::from_utf8(project.pipe(&["show", "last"]).stdout).unwrap()
+}
+
 /// A run in a repository where `git status` takes long (a million files)
 /// ends without waiting for it, says the flag is not known yet, and the
 /// flag lands in its record once git answers, after `pipe` exited.
@@ -349,28 +354,21 @@ fn a_run_does_not_wait_for_the_dirty_flag_which_lands_in_its_record_later() {
     let head = git(project.root(), &["rev-parse", "HEAD"]);
     assert_eq!(pending["git_commit"], head.as_str());
     assert_eq!(pending["git_dirty"], Value::Null, "{pending}");
-    let shown = String::from_utf8(project.pipe(&["show", "last"]).stdout).unwrap();
-    assert!(
-        shown.contains(&format!(
-            "commit   {}? (not known whether tracked files differed from it)",
-            &head[..8]
-        )),
-        "{shown}"
+    let shown = show_last(&project);
+    let pending_line = format!(
+        "commit   {}? (not known whether tracked files differed from it)",
+        &head[..8]
     );
+    assert!(shown.contains(&pending_line), "{shown}");
     let listed = String::from_utf8(project.pipe(&["runs"]).stdout).unwrap();
     assert!(listed.contains(&format!("{}?", &head[..8])), "{listed}");
 
     std::fs::write(&gate, "").unwrap();
     let settled = project.show_settled("last");
     assert_eq!(settled["git_dirty"], true, "{settled}");
-    let shown = String::from_utf8(project.pipe(&["show", "last"]).stdout).unwrap();
-    assert!(
-        shown.contains(&format!(
-            "commit   {}+ (tracked files differed from it)",
-            &head[..8]
-        )),
-        "{shown}"
-    );
+    let shown = show_last(&project);
+    let dirty_line = format!("commit   {}+ (tracked files differed from it)", &head[..8]);
+    assert!(shown.contains(&dirty_line), "{shown}");
 }
 
 /// The settler outlives a run killed with `kill -9` and still records the

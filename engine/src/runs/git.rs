@@ -174,12 +174,10 @@ impl GitProbe {
         let mut dirty = lock(&self.dirty);
         let flag = match std::mem::replace(&mut *dirty, DirtyCheck::NotStarted) {
             DirtyCheck::InThread(thread) => thread.join().ok().flatten(),
+            // The flag is in the run's row, or will be once a settler still
+            // at work after the grace writes it: nothing to wait for again.
             DirtyCheck::InSettler(mut child) => {
-                if !wait_for(&mut child, grace) {
-                    // Still at work: nothing to wait for again.
-                    *dirty = DirtyCheck::Done(None);
-                    return self.state(None);
-                }
+                wait_for(&mut child, grace);
                 None
             }
             DirtyCheck::Done(flag) => flag,
@@ -197,18 +195,19 @@ impl GitProbe {
     }
 }
 
-/// Whether `child` exited, within `grace` (`None`: however long it takes).
-fn wait_for(child: &mut Child, grace: Option<Duration>) -> bool {
+/// Waits for `child` to exit, at most `grace` (`None`: however long it
+/// takes).
+fn wait_for(child: &mut Child, grace: Option<Duration>) {
     let Some(grace) = grace else {
-        return child.wait().is_ok();
+        let _ = child.wait();
+        return;
     };
     let deadline = Instant::now() + grace;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) | Err(_) => return true,
-            Ok(None) if Instant::now() >= deadline => return false,
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+    while let Ok(None) = child.try_wait() {
+        if Instant::now() >= deadline {
+            return;
         }
+        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
