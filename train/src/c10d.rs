@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tch::Tensor;
 
-use crate::collective::{Collective, CollectiveError};
+use crate::collective::{Collective, CollectiveError, InFlight, Started};
 use crate::ddp::GradientBuckets;
 
 extern "C" {
@@ -420,6 +420,35 @@ impl Collective for ProcessGroup {
     }
 
     fn all_gather(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError> {
+        self.all_gather_into(input, output, false).map(|_| ())
+    }
+
+    fn start_all_gather(
+        &self,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<Started, CollectiveError> {
+        Ok(match self.all_gather_into(input, output, true)? {
+            Some(pending) => Started::in_flight(Box::new(pending)),
+            None => Started::done(),
+        })
+    }
+}
+
+impl InFlight for Pending {
+    fn wait(self: Box<Self>) -> Result<(), CollectiveError> {
+        Pending::wait(*self)
+    }
+}
+
+impl ProcessGroup {
+    /// c10d's all-gather; with `start`, returned unwaited.
+    fn all_gather_into(
+        &self,
+        input: &Tensor,
+        output: &mut Tensor,
+        start: bool,
+    ) -> Result<Option<Pending>, CollectiveError> {
         let part = input.numel();
         if output.numel() != part * self.world_size {
             return Err(CollectiveError::Shape(format!(
@@ -430,16 +459,22 @@ impl Collective for ProcessGroup {
         }
         contiguous_in_place(input)?;
         contiguous_in_place(output)?;
+        let mut pending = std::ptr::null_mut();
         checked(|error, size| unsafe {
             pipe_c10d_all_gather(
                 self.handle,
                 input.as_ptr() as *mut c_void,
                 output.as_mut_ptr() as *mut c_void,
-                std::ptr::null_mut(),
+                if start {
+                    &mut pending
+                } else {
+                    std::ptr::null_mut()
+                },
                 error,
                 size,
             )
-        })
+        })?;
+        Ok((!pending.is_null()).then_some(Pending { handle: pending }))
     }
 }
 

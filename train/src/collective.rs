@@ -54,6 +54,48 @@ pub trait Collective {
     /// rank order into `output` (`world_size` times as long) on every rank:
     /// how the sharded strategies put the updated shards back together.
     fn all_gather(&self, input: &Tensor, output: &mut Tensor) -> Result<(), CollectiveError>;
+
+    /// Starts [`Collective::all_gather`] and returns before it is done,
+    /// where the backend can (c10d's work runs on its own threads), so
+    /// that the caller computes while it travels: `fsdp`'s prefetch of the
+    /// next unit. `input` and `output` must stay alive and untouched until
+    /// [`Started::wait`] returns. By default it is done on return.
+    fn start_all_gather(
+        &self,
+        input: &Tensor,
+        output: &mut Tensor,
+    ) -> Result<Started, CollectiveError> {
+        self.all_gather(input, output)?;
+        Ok(Started::done())
+    }
+}
+
+/// A collective a backend is still carrying out.
+pub trait InFlight {
+    /// Returns once the collective is done on this rank (or failed).
+    fn wait(self: Box<Self>) -> Result<(), CollectiveError>;
+}
+
+/// A started collective: wait on it before reading what it writes.
+#[must_use = "a started collective must be waited on before its output is read"]
+pub struct Started(Option<Box<dyn InFlight>>);
+
+impl Started {
+    /// One that finished before it was returned.
+    pub fn done() -> Started {
+        Started(None)
+    }
+
+    pub fn in_flight(work: Box<dyn InFlight>) -> Started {
+        Started(Some(work))
+    }
+
+    pub fn wait(self) -> Result<(), CollectiveError> {
+        match self.0 {
+            Some(work) => work.wait(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The collective of a world of one: a sharded strategy on one device

@@ -154,8 +154,61 @@ pub trait ShardingStrategy {
         Ok(())
     }
 
-    /// Makes the full parameters present for validation or a checkpoint.
+    /// Makes the full parameters present for validation or a checkpoint,
+    /// where the strategy runs those on the whole model.
     fn materialize(&mut self, _collective: &dyn Collective) -> Result<(), StrategyError> {
+        Ok(())
+    }
+
+    /// Whether the model's variables hold every weight between steps, once
+    /// materialized (so the replicas' copies can be compared); `fsdp`'s
+    /// hold nothing at rest.
+    fn holds_whole_weights(&self) -> bool {
+        true
+    }
+
+    /// Validation's forward: logits of a batch, without dropout; the
+    /// caller holds the no-grad and autocast guards. By default the whole
+    /// model's (materialized), under `fsdp` unit by unit. Every replica
+    /// calls it together.
+    fn eval_forward(
+        &mut self,
+        model: &SequenceClassifier,
+        _collective: &dyn Collective,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
+    ) -> Result<Tensor, StrategyError> {
+        Ok(model.forward_t(input_ids, attention_mask, None, false)?)
+    }
+
+    /// Every weight of the model by name, with its shape and kind, in the
+    /// order of the store's names, whether it is present now or not.
+    fn weight_layout(&self, model: &SequenceClassifier) -> Vec<(String, Vec<i64>, Kind)> {
+        let mut layout: Vec<(String, Vec<i64>, Kind)> = model
+            .vs
+            .variables()
+            .into_iter()
+            .map(|(name, tensor)| (name, tensor.size(), tensor.kind()))
+            .collect();
+        layout.sort_by(|a, b| a.0.cmp(&b.0));
+        layout
+    }
+
+    /// Hands every weight of [`ShardingStrategy::weight_layout`] to `visit`
+    /// while it is present, so that rank 0 can write the checkpoint: by
+    /// default the materialized model's, under `fsdp` one gathered unit at
+    /// a time. Every replica calls it together.
+    fn visit_weights(
+        &mut self,
+        model: &SequenceClassifier,
+        _collective: &dyn Collective,
+        visit: &mut dyn FnMut(&str, &Tensor) -> Result<(), StrategyError>,
+    ) -> Result<(), StrategyError> {
+        let mut variables: Vec<(String, Tensor)> = model.vs.variables().into_iter().collect();
+        variables.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, tensor) in variables {
+            visit(&name, &tensor)?;
+        }
         Ok(())
     }
 
@@ -177,10 +230,12 @@ pub trait ShardingStrategy {
     /// What this replica holds now (call between steps).
     fn memory(&self) -> MemoryUse;
 
-    /// The most parameter and gradient bytes held at once during the
-    /// first step, where the strategy measures it itself (`fsdp`, unit by
-    /// unit); None leaves it to the loop, which samples after each
-    /// micro-batch's backward.
+    /// The most parameter and gradient bytes held at once over the run,
+    /// where the strategy measures it itself (`fsdp`, unit by unit, in its
+    /// first step, first validation batch and checkpoints); None leaves it
+    /// to the loop, which samples after each micro-batch's backward of the
+    /// first step (the other strategies hold no more than that when they
+    /// validate or write the checkpoint).
     fn peak_bytes(&self) -> Option<usize> {
         None
     }

@@ -264,12 +264,12 @@ impl Predictions {
     }
 }
 
-/// Runs `split` through the model without dropout, in length-sorted
-/// batches, and puts the results back in dataset order. `progress` hears
-/// the rows done after each batch: a split of thousands of rows takes
+/// Runs `split` through the model (`forward`: logits of ids and a mask,
+/// without dropout) in length-sorted batches, and puts the results back
+/// in dataset order. `progress` hears the rows done after each batch: a split of thousands of rows takes
 /// minutes on a CPU, and a stage must not go silent that long.
 pub(super) fn predict(
-    model: &SequenceClassifier,
+    forward: &mut dyn FnMut(&Tensor, Option<&Tensor>) -> Result<Tensor>,
     split: &TokenizedSplit,
     collator: &Collator,
     batch_size: usize,
@@ -288,7 +288,7 @@ pub(super) fn predict(
                 .map(|kind| AutocastGuard::new(device, kind))
                 .transpose()
                 .map_err(precision_error)?;
-            let logits = model.forward_t(&ids, mask.as_ref(), None, false)?;
+            let logits = forward(&ids, mask.as_ref())?;
             let loss = logits
                 .f_cross_entropy_loss::<Tensor>(&labels, None, Reduction::Sum, -100, 0.0)
                 .map_err(torch)?

@@ -132,7 +132,7 @@ impl BuiltinStage for EvalClassifier {
         // (a bf16 or fp16 checkpoint is upcast on load, exactly), and the
         // train stage writes fp32 checkpoints at every precision.
         let results = predict(
-            &model,
+            &mut |ids, mask| Ok(model.forward_t(ids, mask, None, false)?),
             &split,
             &collator,
             batch_size,

@@ -28,6 +28,7 @@ mod resume;
 mod resume_files;
 mod steps;
 mod totals;
+mod weights_file;
 
 use std::collections::HashMap;
 
@@ -43,7 +44,7 @@ use crate::launch;
 use crate::precision;
 use devices::replica_devices;
 use fit::train;
-use names::{CHECKPOINT, CURVES, PROCESS_GROUP_BACKENDS, STEPS, STRATEGIES};
+use names::{CHECKPOINT, COMMUNICATION_DTYPES, CURVES, PROCESS_GROUP_BACKENDS, STEPS, STRATEGIES};
 use params::{Strategy, TrainParams};
 
 pub struct TrainClassifier;
@@ -241,6 +242,17 @@ fn hardware_params() -> Vec<ParamSpec> {
                 "strategy",
                 STRATEGIES,
                 "single: one device; ddp: `devices` replicas, each on its shard of every batch, gradients summed before each step (the GPUs of `resources.gpus`, else CPU replicas for testing); deepspeed_stage_2: as ddp, with gradients reduce-scattered and AdamW's state sharded 1/N per replica (ZeRO stage 2); fsdp_shard_grad_op: as deepspeed_stage_2, and the parameters sharded between steps too (FSDP's SHARD_GRAD_OP); fsdp: full sharding (FSDP's FULL_SHARD, ZeRO-3): parameters, gradients and AdamW state 1/N per replica at all times, each layer's parameters gathered for its forward and again for its backward (recomputing its forward) and freed after",
+            ),
+            ParamSpec::choice(
+                "communication_dtype",
+                COMMUNICATION_DTYPES,
+                "under fsdp, the dtype its all-gathers and reduce-scatters carry (FSDP's MixedPrecision param_dtype and reduce_dtype): float32, or bfloat16 to halve the bytes on the wire and in the gathered layers, each layer then computing with bf16 weights while AdamW keeps fp32 master shards. The checkpoint is gathered in fp32 either way",
+            ),
+            ParamSpec::new(
+                "fsdp_prefetch",
+                ParamKind::Bool,
+                Some(json!(true)),
+                "under fsdp, gather the next layer's parameters while this one computes, in forward and backward (FSDP's forward_prefetch and BACKWARD_PRE); false waits for each gather, to measure what prefetch hides",
             ),
             ParamSpec::new(
                 "devices",

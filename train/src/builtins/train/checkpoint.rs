@@ -1,18 +1,19 @@
-//! The `checkpoint` output: the best epoch's weights, kept in memory
-//! until the run ends, written as a Hugging Face checkpoint.
+//! The `checkpoint` output, a Hugging Face checkpoint: the best epoch's
+//! weights (`model.safetensors`, streamed by `weights_file` when an epoch
+//! improves), its config.json and tokenizer files; and the host copies of
+//! tensors a resume state is made of.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, View};
 use serde_json::{json, Map, Value};
-use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use pipe_stages::token_file::TOKENIZER_FILE;
 use pipe_stages::{Result, StageError};
 
 use super::super::classifier::torch;
+use super::weights_file::dtype_of;
 use crate::model::{Architecture, SequenceClassifier};
 
 /// Tokenizer files of a model directory that `AutoTokenizer` reads besides
@@ -44,19 +45,6 @@ impl View for &SavedTensor {
     fn data_len(&self) -> usize {
         self.data.len()
     }
-}
-
-/// The safetensors dtype of a libtorch kind, for the kinds saved here.
-fn dtype_of(kind: Kind) -> Option<Dtype> {
-    Some(match kind {
-        Kind::Float => Dtype::F32,
-        Kind::BFloat16 => Dtype::BF16,
-        Kind::Half => Dtype::F16,
-        Kind::Double => Dtype::F64,
-        Kind::Int64 => Dtype::I64,
-        Kind::Uint8 => Dtype::U8,
-        _ => return None,
-    })
 }
 
 fn kind_of(dtype: Dtype) -> Option<Kind> {
@@ -126,56 +114,6 @@ impl SavedTensor {
     }
 }
 
-/// Every variable of a store at one moment, by HF name. Kept in host memory
-/// rather than written per improved epoch, so a run writes its checkpoint
-/// once; the largest model here (BERT-base, 440 MB) fits easily.
-pub(super) struct Snapshot {
-    tensors: Vec<(String, SavedTensor)>,
-}
-
-impl Snapshot {
-    pub(super) fn of(vs: &VarStore) -> Result<Snapshot> {
-        let mut tensors = Vec::new();
-        for (name, tensor) in vs.variables() {
-            // bf16-true trains bf16 weights, but checkpoints are fp32
-            // whatever the precision, as Lightning saves them and
-            // `from_pretrained` expects by default; the upcast is exact.
-            let tensor = if tensor.is_floating_point() {
-                tensor.f_to_kind(Kind::Float).map_err(torch)?
-            } else {
-                tensor
-            };
-            tensors.push((name, SavedTensor::of(&tensor)?));
-        }
-        tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Snapshot { tensors })
-    }
-
-    /// A snapshot read back (a resume state's best epoch), by name.
-    pub(super) fn from_tensors(mut tensors: Vec<(String, SavedTensor)>) -> Snapshot {
-        tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        Snapshot { tensors }
-    }
-
-    /// Its tensors, sorted by name.
-    pub(super) fn tensors(&self) -> &[(String, SavedTensor)] {
-        &self.tensors
-    }
-
-    /// safetensors with `{"format": "pt"}`, as `save_pretrained` writes.
-    /// The writer sorts tensors by dtype and name and the metadata has one
-    /// key, so the same weights always give the same bytes.
-    pub(super) fn write(&self, path: &Path) -> Result<()> {
-        let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-        let views = self
-            .tensors
-            .iter()
-            .map(|(name, tensor)| (name.as_str(), tensor));
-        safetensors::serialize_to_file(views, Some(metadata), path)
-            .map_err(|e| StageError::Other(format!("cannot write `{}`: {e}", path.display())))
-    }
-}
-
 /// The model's config.json with the head's labels and architecture, as
 /// `save_pretrained` of a `*ForSequenceClassification` writes it.
 pub(super) fn checkpoint_config(model: &SequenceClassifier) -> Value {
@@ -208,15 +146,15 @@ pub(super) fn checkpoint_config(model: &SequenceClassifier) -> Value {
     Value::Object(config)
 }
 
-pub(super) fn write_checkpoint(
+/// The checkpoint's files beside its weights, which the best epoch
+/// already wrote into `dir`.
+pub(super) fn write_checkpoint_files(
     dir: &Path,
-    weights: &Snapshot,
     model: &SequenceClassifier,
     model_dir: &Path,
     tokens: &Path,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| StageError::io(dir, e))?;
-    weights.write(&dir.join("model.safetensors"))?;
     let config = dir.join("config.json");
     let text = serde_json::to_string_pretty(&checkpoint_config(model))
         .map_err(|e| StageError::Other(e.to_string()))?;

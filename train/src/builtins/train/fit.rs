@@ -12,10 +12,10 @@ use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
 use pipe_stages::{Result, StageContext, StageError};
 
 use super::super::classifier::{check_labels, check_lengths, check_pad_id, predict, torch};
-use super::checkpoint::{write_checkpoint, Snapshot};
+use super::checkpoint::write_checkpoint_files;
 use super::curves::{write_curves, StepCurve};
 use super::devices::describe_devices;
-use super::errors::collective_error;
+use super::errors::{collective_error, strategy_error};
 use super::metrics::{memory_json, metrics_json, EpochStats, Summary};
 use super::names::{CHECKPOINT, CURVES, STEPS};
 use super::params::TrainParams;
@@ -24,6 +24,7 @@ use super::replica::Replica;
 use super::resume::{EpochEnd, Resume, Resumed};
 use super::steps::{check_in_step, replica_steps, EpochPlan, StepDone};
 use super::totals::TrainTotals;
+use super::weights_file::WeightsFile;
 use crate::collective::Collective;
 use crate::distributed::RankPlace;
 use crate::hardware::{self, PeakFlops};
@@ -34,6 +35,9 @@ const UNIT: &str = "steps";
 
 /// The unit of validation's progress bar.
 const VAL_UNIT: &str = "rows";
+
+/// The checkpoint's weights, as `save_pretrained` names them.
+pub(super) const WEIGHTS_FILE: &str = "model.safetensors";
 
 /// Trains one replica: the only one (`place` None), or rank `place.rank`
 /// of a process group. Rank 0 writes the outputs.
@@ -249,7 +253,9 @@ struct Epochs<'a> {
     collective: &'a dyn Collective,
     lead: bool,
     best: BestEpoch,
-    best_weights: Option<Snapshot>,
+    /// Whether the checkpoint's weights file holds the best epoch's
+    /// weights yet (rank 0 writes it when an epoch improves).
+    best_saved: bool,
     stats: Vec<EpochStats>,
     /// Optimizer steps taken so far.
     global_step: u64,
@@ -283,7 +289,7 @@ impl<'a> Epochs<'a> {
             collective,
             lead,
             best: BestEpoch::new(settings.patience, 0.0),
-            best_weights: None,
+            best_saved: false,
             stats: Vec::new(),
             global_step: 0,
             stopped_early: false,
@@ -308,7 +314,7 @@ impl<'a> Epochs<'a> {
         self.earlier_seconds = resumed.loop_seconds;
         self.stats = resumed.stats;
         self.step_curve = StepCurve::resumed(self.settings.log_every_n_steps, resumed.steps);
-        self.best_weights = resumed.best_weights;
+        self.best_saved = resumed.best_restored;
     }
 
     /// The training loop's time: this attempt's and the interrupted ones'.
@@ -349,7 +355,9 @@ impl<'a> Epochs<'a> {
         let started = Instant::now();
         let (totals, steps) = self.train_steps(replica, epoch, started)?;
         let train_seconds = started.elapsed().as_secs_f64();
-        if self.schedule.world > 1 {
+        // Under fsdp no replica holds the weights to compare: each holds
+        // its own shards, and every gather gives all the same unit.
+        if self.schedule.world > 1 && replica.strategy.holds_whole_weights() {
             check_in_step(replica, self.collective, epoch + 1)?;
         }
         let (val_loss, val_acc) = self.validate(replica, epoch)?;
@@ -370,8 +378,8 @@ impl<'a> Epochs<'a> {
             tokens_per_s: totals.tokens as f64 / train_seconds.max(1e-9),
         };
         let verdict = self.best.record(epoch as u32 + 1, stats.val_acc);
-        if verdict == EpochVerdict::Improved && self.lead {
-            self.best_weights = Some(Snapshot::of(&replica.model.vs)?);
+        if verdict == EpochVerdict::Improved {
+            self.save_best(replica)?;
         }
         if self.lead {
             self.context.message(format!(
@@ -397,6 +405,7 @@ impl<'a> Epochs<'a> {
     /// gave a resume directory. Every replica takes part.
     fn save_state(&mut self, replica: &Replica, epochs_done: u64) -> Result<()> {
         let loop_seconds = self.loop_seconds();
+        let best_file = (self.lead && self.best_saved).then(|| self.weights_path());
         let Some(resume) = self.resume.as_mut() else {
             return Ok(());
         };
@@ -407,7 +416,7 @@ impl<'a> Epochs<'a> {
             stats: &self.stats,
             steps: self.step_curve.lines(),
             best_epoch: self.best.best().map_or(0, |(epoch, _)| epoch),
-            best_weights: self.best_weights.as_ref(),
+            best_file,
         };
         resume.save(&end, replica, self.collective)
     }
@@ -480,7 +489,7 @@ impl<'a> Epochs<'a> {
     /// on the best epoch and on stopping. Returns the loss and accuracy.
     /// Rank 0 reports it as a phase of its own, in rows: a bar left at the
     /// epoch's last step for the minutes validation takes looks hung.
-    fn validate(&self, replica: &Replica, epoch: u64) -> Result<(f64, f64)> {
+    fn validate(&self, replica: &mut Replica, epoch: u64) -> Result<(f64, f64)> {
         let context = self.context;
         let phase = format!("validate epoch {}/{}", epoch + 1, self.settings.epochs);
         let rows = self.splits.val.len() as u64;
@@ -488,13 +497,24 @@ impl<'a> Epochs<'a> {
             context.progress(&phase, 0, Some(rows), VAL_UNIT);
         }
         let lead = self.lead;
+        let collective = self.collective;
+        let Replica {
+            model,
+            strategy,
+            device,
+            ..
+        } = replica;
         let validation = predict(
-            &replica.model,
+            &mut |ids, mask| {
+                strategy
+                    .eval_forward(model, collective, ids, mask)
+                    .map_err(strategy_error)
+            },
             &self.splits.val,
             &self.splits.collator,
             self.settings.batch_size,
             self.settings.precision.autocast_kind(),
-            replica.device,
+            *device,
             &mut |done| {
                 if lead {
                     context.progress(&phase, done, Some(rows), VAL_UNIT);
@@ -511,6 +531,44 @@ impl<'a> Epochs<'a> {
         )
     }
 
+    /// Where the best epoch's weights go: the checkpoint's
+    /// `model.safetensors`.
+    fn weights_path(&self) -> std::path::PathBuf {
+        self.context.output(CHECKPOINT).join(WEIGHTS_FILE)
+    }
+
+    /// An improved epoch's weights into the checkpoint, streamed: every
+    /// replica takes part (the strategy gathers what it shards, one unit
+    /// at a time under fsdp), rank 0 writes each weight at its place. A
+    /// write that fails on rank 0 lets the walk finish, so that no replica
+    /// waits in a collective for it, and then fails the stage.
+    fn save_best(&mut self, replica: &mut Replica) -> Result<()> {
+        let layout = replica.strategy.weight_layout(&replica.model);
+        let mut file = if self.lead {
+            Some(WeightsFile::create(&self.weights_path(), &layout)?)
+        } else {
+            None
+        };
+        let mut failure: Option<StageError> = None;
+        replica
+            .strategy
+            .visit_weights(&replica.model, self.collective, &mut |name, tensor| {
+                if let (Some(file), None) = (file.as_mut(), failure.as_ref()) {
+                    failure = file.put(name, tensor).err();
+                }
+                Ok(())
+            })
+            .map_err(strategy_error)?;
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        if let Some(file) = file {
+            file.finish()?;
+        }
+        self.best_saved = true;
+        Ok(())
+    }
+
     /// Rank 0's outputs: the best epoch's checkpoint, the curves, the
     /// metrics.
     fn write_outputs(
@@ -522,15 +580,13 @@ impl<'a> Epochs<'a> {
         peak: &PeakFlops,
     ) -> Result<()> {
         let (context, settings) = (self.context, self.settings);
-        let (Some((best_epoch, best_acc)), Some(weights)) = (self.best.best(), self.best_weights)
-        else {
+        let (Some((best_epoch, best_acc)), true) = (self.best.best(), self.best_saved) else {
             return Err(StageError::Other(
                 "internal: training ran no epoch".to_string(),
             ));
         };
-        write_checkpoint(
+        write_checkpoint_files(
             &context.output(CHECKPOINT),
-            &weights,
             &replica.model,
             &settings.model,
             &settings.tokens,

@@ -12,3 +12,4 @@ pub(super) const STRATEGIES: &[&str] = &[
     "fsdp",
 ];
 pub(super) const PROCESS_GROUP_BACKENDS: &[&str] = &["auto", "gloo", "nccl"];
+pub(super) const COMMUNICATION_DTYPES: &[&str] = &["float32", "bfloat16"];

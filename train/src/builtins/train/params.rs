@@ -55,6 +55,11 @@ pub(super) struct TrainParams {
     /// None: `auto`.
     #[serde(rename = "process_group_backend", deserialize_with = "backend_named")]
     pub(super) backend: Option<c10d::Backend>,
+    /// The dtype of fsdp's gathers and reduce-scatters; None: the
+    /// parameters' own.
+    #[serde(rename = "communication_dtype", deserialize_with = "dtype_named")]
+    pub(super) communication: Option<tch::Kind>,
+    pub(super) fsdp_prefetch: bool,
     /// How long a replica waits for the others (`collective_timeout`).
     #[serde(rename = "collective_timeout", deserialize_with = "seconds")]
     pub(super) timeout: Duration,
@@ -135,6 +140,19 @@ fn backend_named<'de, D: Deserializer<'de>>(
     }
 }
 
+fn dtype_named<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<tch::Kind>, D::Error> {
+    match String::deserialize(deserializer)?.as_str() {
+        "float32" => Ok(None),
+        "bfloat16" => Ok(Some(tch::Kind::BFloat16)),
+        other => Err(serde::de::Error::custom(format!(
+            "communication_dtype `{other}` is not implemented; use one of {}",
+            super::names::COMMUNICATION_DTYPES.join(", ")
+        ))),
+    }
+}
+
 fn seconds<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Duration, D::Error> {
     u64::deserialize(deserializer).map(Duration::from_secs)
 }
@@ -160,6 +178,22 @@ pub(super) fn rules() -> Vec<ParamRule> {
             "num_nodes",
             "use `strategy: ddp` (or a sharded strategy) to train across nodes",
         ),
+        ParamRule::When {
+            param: "communication_dtype".into(),
+            is: vec![json!("bfloat16")],
+            then: "strategy".into(),
+            must_be: vec![json!("fsdp")],
+            because: "only fsdp gathers its parameters in another dtype than their own".into(),
+            hint: "use `strategy: fsdp`, or leave communication_dtype out".into(),
+        },
+        ParamRule::When {
+            param: "fsdp_prefetch".into(),
+            is: vec![json!(false)],
+            then: "strategy".into(),
+            must_be: vec![json!("fsdp")],
+            because: "only fsdp gathers layer by layer".into(),
+            hint: "use `strategy: fsdp`, or leave fsdp_prefetch out".into(),
+        },
         ParamRule::When {
             param: "tf32".into(),
             is: vec![json!(true)],
@@ -200,6 +234,26 @@ impl TrainParams {
                     self.precision
                 ),
                 "set `precision: 32-true`, or leave tf32 out",
+            ));
+        }
+        if self.strategy != Strategy::Fsdp && self.communication.is_some() {
+            return Err(StageError::param(
+                "strategy",
+                format!(
+                    "is {}, but only fsdp gathers its parameters in another dtype than their own",
+                    self.strategy.name()
+                ),
+                "use `strategy: fsdp`, or leave communication_dtype out",
+            ));
+        }
+        if self.strategy != Strategy::Fsdp && !self.fsdp_prefetch {
+            return Err(StageError::param(
+                "strategy",
+                format!(
+                    "is {}, but only fsdp gathers layer by layer",
+                    self.strategy.name()
+                ),
+                "use `strategy: fsdp`, or leave fsdp_prefetch out",
             ));
         }
         if self.strategy == Strategy::Single && self.devices != 1 {
@@ -284,6 +338,7 @@ mod tests {
         assert_eq!((params.devices, params.nodes, params.backend), (1, 1, None));
         assert_eq!(params.timeout, Duration::from_secs(60));
         assert!(!params.tf32);
+        assert_eq!((params.communication, params.fsdp_prefetch), (None, true));
     }
 
     #[test]
@@ -421,6 +476,17 @@ mod tests {
             "{devices}"
         );
         assert!(refused(json!({"tf32": true, "precision": "bf16-mixed"})).contains("TF32"));
+        let dtype =
+            refused(json!({"strategy": "ddp", "devices": 2, "communication_dtype": "bfloat16"}));
+        assert!(dtype.contains("only fsdp gathers"), "{dtype}");
+        assert!(refused(json!({"fsdp_prefetch": false})).contains("layer by layer"));
+        let fsdp = read(with(json!({"strategy": "fsdp", "devices": 2,
+                                    "communication_dtype": "bfloat16", "fsdp_prefetch": false})))
+        .unwrap();
+        assert_eq!(
+            (fsdp.communication, fsdp.fsdp_prefetch),
+            (Some(tch::Kind::BFloat16), false)
+        );
         let read = read(with(
             json!({"strategy": "ddp", "devices": 2, "num_nodes": 2, "tf32": true}),
         ));

@@ -14,7 +14,7 @@ use super::params::{Strategy, TrainParams};
 use super::peers::Peers;
 use super::phases::PhaseTimes;
 use crate::ddp::GradientBuckets;
-use crate::fsdp::{self, FullShard};
+use crate::fsdp::{self, Communication, FullShard};
 use crate::model::SequenceClassifier;
 use crate::optim::AdamW;
 use crate::precision::{LossScaler, Precision};
@@ -113,6 +113,10 @@ fn strategy_for(
                 fsdp::units_of(model, decay_flags(&model.vs)?).map_err(strategy_error)?,
                 rank,
                 world,
+                Communication {
+                    kind: settings.communication,
+                    prefetch: settings.fsdp_prefetch,
+                },
                 settings.lr,
                 settings.weight_decay,
                 ADAM_BETAS,

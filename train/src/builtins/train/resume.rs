@@ -11,7 +11,9 @@
 //!   GPU's generator state) and the memory it measured;
 //! - `progress.json`, from rank 0: the epochs' figures, the steps' curve,
 //!   the step count, the loss scaler, the time so far;
-//! - `best.safetensors`, from rank 0, when the best epoch is an earlier one.
+//! - `best.safetensors`, from rank 0: the best epoch's weights, the
+//!   checkpoint's `model.safetensors` as that epoch wrote it (a hard link
+//!   when it can be), whose blake3 `progress.json` keeps.
 //!
 //! The batches need nothing: each epoch's order is drawn from the seed and
 //! the epoch's number. A state is written into `.epoch-N.partial/` and
@@ -31,19 +33,23 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use pipe_stages::{Result, StageContext};
+use pipe_stages::{Result, StageContext, StageError};
 
 use super::super::classifier::torch;
-use super::checkpoint::{SavedTensor, Snapshot};
+use super::checkpoint::SavedTensor;
 use super::curves::StepLine;
 use super::errors::{collective_error, strategy_error};
+use super::fit::WEIGHTS_FILE;
 use super::metrics::EpochStats;
+use super::names::CHECKPOINT;
 use super::params::{Strategy, TrainParams};
 use super::phases::PhaseTimes;
 use super::replica::Replica;
 use super::resume_files::{
-    bits, read_checked, read_tensors, write_checked, write_tensors, PROGRESS_LIMIT,
+    bits, file_digest, read_checked, read_tensors, weights_header, write_checked, write_tensors,
+    PROGRESS_LIMIT,
 };
+use super::weights_file::{dtype_of, saved_kind};
 use crate::collective::Collective;
 use crate::model::{DropoutState, SequenceClassifier};
 use crate::strategy::MemoryUse;
@@ -75,10 +81,15 @@ struct Progress {
     /// Rank 0's timed steps and seconds per phase (bits).
     phase_steps: u64,
     phase_seconds: Vec<u64>,
-    /// The best epoch when it is an earlier one, whose weights are in
-    /// `best.safetensors`; None when it is the last, whose weights the
-    /// replicas' files hold.
-    best_file: Option<u32>,
+    /// The best epoch, whose weights are in `best.safetensors`.
+    best: BestFile,
+}
+
+/// The best epoch so far and the blake3 of `best.safetensors`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+struct BestFile {
+    epoch: u32,
+    digest: String,
 }
 
 /// What the epochs loop continues from.
@@ -88,8 +99,9 @@ pub(super) struct Resumed {
     pub(super) loop_seconds: f64,
     pub(super) stats: Vec<EpochStats>,
     pub(super) steps: Vec<StepLine>,
-    /// Rank 0's: the best epoch's weights.
-    pub(super) best_weights: Option<Snapshot>,
+    /// Whether the checkpoint's weights file now holds the best epoch's
+    /// weights (rank 0's, put back from the state).
+    pub(super) best_restored: bool,
 }
 
 /// What the loop hands over after an epoch.
@@ -99,9 +111,9 @@ pub(super) struct EpochEnd<'a> {
     pub(super) loop_seconds: f64,
     pub(super) stats: &'a [EpochStats],
     pub(super) steps: &'a [StepLine],
-    /// The best epoch so far and, on rank 0, its weights.
+    /// The best epoch so far and, on rank 0, the file of its weights.
     pub(super) best_epoch: u32,
-    pub(super) best_weights: Option<&'a Snapshot>,
+    pub(super) best_file: Option<PathBuf>,
 }
 
 /// A state found on disk and sound as far as this replica can tell
@@ -112,7 +124,8 @@ pub(super) struct Found {
     /// This replica's file, and rank 0's where it holds the optimizer.
     mine: HashMap<String, SavedTensor>,
     optimizer: Option<HashMap<String, SavedTensor>>,
-    best: Option<Snapshot>,
+    /// Rank 0's: the state's `best.safetensors`, checked.
+    best: Option<PathBuf>,
 }
 
 /// One replica's side of saving and resuming.
@@ -129,7 +142,7 @@ pub(super) struct Resume<'a> {
     limit: u64,
     /// The last state saved or resumed from, and the best epoch its
     /// `best.safetensors` holds: the next state links to it, not rewrites.
-    last: Option<(PathBuf, Option<u32>)>,
+    last: Option<(PathBuf, BestFile)>,
 }
 
 impl<'a> Resume<'a> {
@@ -199,11 +212,10 @@ impl<'a> Resume<'a> {
         } else {
             None
         };
-        let best = if self.lead() && progress.best_file.is_some() {
-            Some(best_snapshot(
-                read_tensors(&dir.join(BEST), self.limit)?,
-                model,
-            )?)
+        let best = if self.lead() {
+            let path = dir.join(BEST);
+            check_best(&path, &progress.best, model, self.limit)?;
+            Some(path)
         } else {
             None
         };
@@ -366,7 +378,6 @@ impl<'a> Resume<'a> {
         strategy
             .parameters_restored(collective)
             .map_err(strategy_error)?;
-        strategy.materialize(collective).map_err(strategy_error)?;
         replica.model.restore_dropout_state(&dropout)?;
         let progress = found.progress;
         if let (Some(scaler), Some((scale, good, skipped))) = (&mut replica.scaler, progress.scaler)
@@ -381,22 +392,23 @@ impl<'a> Resume<'a> {
             });
             replica.restored_peak_bytes = Some(memory[3] as usize);
         }
-        let best_weights = if self.lead() {
+        if self.lead() {
             replica.phases = PhaseTimes {
                 steps: progress.phase_steps,
                 seconds: std::array::from_fn(|i| f64::from_bits(progress.phase_seconds[i])),
             };
-            Some(match found.best {
-                Some(best) => best,
-                None => Snapshot::of(&replica.model.vs)?,
-            })
-        } else {
-            None
+        }
+        let best_restored = match &found.best {
+            Some(best) => {
+                self.put_back_best(best, &progress.best)?;
+                true
+            }
+            None => false,
         };
         let epoch = found.epoch;
         self.last = Some((
             self.dir.join(format!("{EPOCH_PREFIX}{epoch}")),
-            progress.best_file,
+            progress.best.clone(),
         ));
         if self.lead() {
             self.context.message(format!(
@@ -410,7 +422,7 @@ impl<'a> Resume<'a> {
             loop_seconds: progress.loop_seconds,
             stats: progress.stats,
             steps: progress.steps,
-            best_weights,
+            best_restored,
         })
     }
 
@@ -463,8 +475,9 @@ impl<'a> Resume<'a> {
             return Ok(());
         }
         remove_all_but(&self.dir, &state);
-        let best_in_file = (end.best_epoch as u64) < epoch;
-        self.last = Some((state.clone(), best_in_file.then_some(end.best_epoch)));
+        if let Ok(best) = written {
+            self.last = best.map(|best| (state.clone(), best));
+        }
         self.context.message(format!(
             "resume state of epoch {epoch} saved: {} in {}",
             pipe_protocol::format::format_bytes(tree_bytes(&state) as f64),
@@ -473,13 +486,14 @@ impl<'a> Resume<'a> {
         Ok(())
     }
 
-    /// This replica's files of the state (rank 0's progress and best too).
+    /// This replica's files of the state (rank 0's progress and best too);
+    /// on rank 0, the best file it holds.
     fn write_files(
         &self,
         partial: &Path,
         end: &EpochEnd,
         replica: &Replica,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<Option<BestFile>, String> {
         let mut tensors = rank_tensors(replica).map_err(|e| e.to_string())?;
         if !self.replicated || self.lead() {
             tensors.extend(optimizer_tensors(replica).map_err(|e| e.to_string())?);
@@ -487,12 +501,9 @@ impl<'a> Resume<'a> {
         write_tensors(&partial.join(rank_file(self.rank)), &tensors)?;
         drop(tensors);
         if !self.lead() {
-            return Ok(());
+            return Ok(None);
         }
-        let best_file = ((end.best_epoch as u64) < end.epochs_done).then_some(end.best_epoch);
-        if best_file.is_some() {
-            self.write_best(partial, end)?;
-        }
+        let best = self.write_best(partial, end)?;
         let progress = Progress {
             epochs_done: end.epochs_done,
             epochs: self.settings.epochs,
@@ -509,25 +520,56 @@ impl<'a> Resume<'a> {
             }),
             phase_steps: replica.phases.steps,
             phase_seconds: replica.phases.seconds.iter().map(|s| s.to_bits()).collect(),
-            best_file,
+            best: best.clone(),
         };
         let text = progress_text(&progress, end.stats, end.steps)?;
-        write_checked(&partial.join(PROGRESS), &text)
+        write_checked(&partial.join(PROGRESS), &text)?;
+        Ok(Some(best))
     }
 
     /// The best epoch's weights: linked from the last state when that one
-    /// holds the same, else written from rank 0's snapshot.
-    fn write_best(&self, partial: &Path, end: &EpochEnd) -> std::result::Result<(), String> {
+    /// holds the same epoch's, else from the checkpoint's weights file that
+    /// epoch wrote (copied where a link cannot be made).
+    fn write_best(&self, partial: &Path, end: &EpochEnd) -> std::result::Result<BestFile, String> {
         let target = partial.join(BEST);
-        if let Some((dir, Some(best))) = &self.last {
-            if *best == end.best_epoch && std::fs::hard_link(dir.join(BEST), &target).is_ok() {
-                return Ok(());
+        if let Some((dir, best)) = &self.last {
+            if best.epoch == end.best_epoch && std::fs::hard_link(dir.join(BEST), &target).is_ok() {
+                return Ok(best.clone());
             }
         }
-        let weights = end
-            .best_weights
-            .ok_or("internal: rank 0 holds no best weights")?;
-        write_tensors(&target, weights.tensors())
+        let source = end
+            .best_file
+            .as_ref()
+            .ok_or("internal: rank 0 wrote no best weights")?;
+        if std::fs::hard_link(source, &target).is_err() {
+            std::fs::copy(source, &target)
+                .map_err(|e| format!("cannot copy `{}`: {e}", source.display()))?;
+        }
+        Ok(BestFile {
+            epoch: end.best_epoch,
+            digest: file_digest(&target, self.limit)?,
+        })
+    }
+
+    /// Rank 0: the state's best weights back in the checkpoint, copied and
+    /// checked again there before they take its name.
+    fn put_back_best(&self, best: &Path, expected: &BestFile) -> Result<()> {
+        let target = self.context.output(CHECKPOINT).join(WEIGHTS_FILE);
+        let partial = target.with_file_name(format!(".{WEIGHTS_FILE}.resumed"));
+        let dir = self.context.output(CHECKPOINT);
+        std::fs::create_dir_all(&dir).map_err(|e| StageError::io(&dir, e))?;
+        std::fs::copy(best, &partial).map_err(|e| StageError::io(best, e))?;
+        match file_digest(&partial, self.limit) {
+            Ok(digest) if digest == expected.digest => {}
+            _ => {
+                let _ = std::fs::remove_file(&partial);
+                return Err(StageError::Other(format!(
+                    "`{}` changed while it was being resumed from; run again to start over",
+                    best.display()
+                )));
+            }
+        }
+        std::fs::rename(&partial, &target).map_err(|e| StageError::io(&target, e))
     }
 }
 
@@ -569,24 +611,36 @@ fn newest_state(dir: &Path) -> Option<u64> {
         .max()
 }
 
-/// The best epoch's weights as read back, checked name for name and shape
-/// for shape against the model (whose variables are whole here).
-fn best_snapshot(
-    tensors: HashMap<String, SavedTensor>,
+/// The state's best weights checked without reading them into memory:
+/// the file's digest is the one the state recorded, and its header names
+/// every weight of the model (whose variables are whole here) with its
+/// shape, in the dtype a checkpoint stores it in.
+fn check_best(
+    path: &Path,
+    best: &BestFile,
     model: &SequenceClassifier,
-) -> std::result::Result<Snapshot, String> {
+    limit: u64,
+) -> std::result::Result<(), String> {
+    if file_digest(path, limit)? != best.digest {
+        return Err(format!(
+            "`{}` does not hold what was written (its digest differs)",
+            path.display()
+        ));
+    }
+    let header = weights_header(path, limit)?;
     let variables = model.vs.variables();
-    let fits = variables.len() == tensors.len()
-        && variables.iter().all(|(name, variable)| {
-            tensors.get(name).is_some_and(|saved| {
-                saved.kind() == Some(Kind::Float)
-                    && saved.shape().iter().map(|&d| d as i64).eq(variable.size())
+    let fits = variables.len() == header.len()
+        && header.iter().all(|(name, dtype, shape)| {
+            variables.get(name).is_some_and(|variable| {
+                dtype_of(saved_kind(variable.kind())) == Some(*dtype)
+                    && shape.iter().map(|&d| d as i64).eq(variable.size())
             })
         });
-    if !fits {
-        return Err("its best weights do not fit this model".into());
+    if fits {
+        Ok(())
+    } else {
+        Err("its best weights do not fit this model".into())
     }
-    Ok(Snapshot::from_tensors(tensors.into_iter().collect()))
 }
 
 /// The dropout position saved for this replica, checked against its device.

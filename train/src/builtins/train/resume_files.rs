@@ -23,7 +23,7 @@ use super::checkpoint::SavedTensor;
 
 /// The first word of every file of a resume state; bumped when their
 /// meaning changes, so that an older worker's state is ignored.
-pub(super) const FORMAT: &str = "pipe-resume-v1";
+pub(super) const FORMAT: &str = "pipe-resume-v2";
 
 /// The most a progress file may take: its lines grow with the steps'
 /// curve, about 150 bytes per line.
@@ -42,10 +42,9 @@ pub(super) mod bits {
     }
 }
 
-/// The bytes of `path`, if it is a regular file of at most `limit` bytes.
-/// Opened without following a link and without blocking (a FIFO answers
-/// at once, and is refused as not a file).
-pub(super) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+/// `path` opened for reading if it is a regular file of at most `limit`
+/// bytes, without following a link or waiting on a FIFO; and its length.
+fn open_bounded(path: &Path, limit: u64) -> Result<(std::fs::File, u64), String> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -64,7 +63,65 @@ pub(super) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
             found.len()
         ));
     }
-    let mut bytes = Vec::with_capacity(found.len() as usize);
+    Ok((file, found.len()))
+}
+
+/// The blake3 of a regular file of at most `limit` bytes, read a piece at
+/// a time (a checkpoint is hundreds of megabytes).
+pub(super) fn file_digest(path: &Path, limit: u64) -> Result<String, String> {
+    let (file, _) = open_bounded(path, limit)?;
+    let mut hasher = blake3::Hasher::new();
+    let copied = std::io::copy(&mut file.take(limit + 1), &mut hasher)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    if copied > limit {
+        return Err(format!("`{}` grew past {limit} bytes", path.display()));
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// The most a safetensors header may take, as the crate allows.
+const HEADER_LIMIT: u64 = 100_000_000;
+
+/// Each tensor's name, dtype and shape from the header of a safetensors
+/// file of at most `limit` bytes, reading no more than the header.
+pub(super) fn weights_header(
+    path: &Path,
+    limit: u64,
+) -> Result<Vec<(String, Dtype, Vec<usize>)>, String> {
+    let (mut file, length) = open_bounded(path, limit)?;
+    let bad = |why: &str| format!("`{}` {why}", path.display());
+    let mut size = [0u8; 8];
+    file.read_exact(&mut size)
+        .map_err(|_| bad("is not safetensors (shorter than its header)"))?;
+    let size = u64::from_le_bytes(size);
+    if size > HEADER_LIMIT || size + 8 > length {
+        return Err(bad("is not safetensors (its header does not fit)"));
+    }
+    let mut header = vec![0u8; size as usize];
+    file.read_exact(&mut header)
+        .map_err(|_| bad("is not safetensors (shorter than its header)"))?;
+    let header: HashMap<String, serde_json::Value> = serde_json::from_slice(&header)
+        .map_err(|_| bad("is not safetensors (its header does not parse)"))?;
+    let mut tensors = Vec::with_capacity(header.len());
+    for (name, info) in header {
+        if name == "__metadata__" {
+            continue;
+        }
+        let dtype: Dtype = serde_json::from_value(info["dtype"].clone())
+            .map_err(|_| bad("is not safetensors (a tensor without a dtype)"))?;
+        let shape: Vec<usize> = serde_json::from_value(info["shape"].clone())
+            .map_err(|_| bad("is not safetensors (a tensor without a shape)"))?;
+        tensors.push((name, dtype, shape));
+    }
+    Ok(tensors)
+}
+
+/// The bytes of `path`, if it is a regular file of at most `limit` bytes.
+/// Opened without following a link and without blocking (a FIFO answers
+/// at once, and is refused as not a file).
+pub(super) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
+    let (file, length) = open_bounded(path, limit)?;
+    let mut bytes = Vec::with_capacity(length as usize);
     file.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
