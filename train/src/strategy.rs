@@ -69,6 +69,15 @@ impl MemoryUse {
     }
 }
 
+/// The bytes a replica's collectives of one optimizer step carried, as
+/// the tensors handed to them count them: under `fsdp`, the units it
+/// all-gathered and the gradients it reduce-scattered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireBytes {
+    pub gathered: u64,
+    pub reduce_scattered: u64,
+}
+
 /// One micro-batch of this replica, on its device.
 pub struct MicroBatch<'a> {
     pub input_ids: &'a Tensor,
@@ -237,6 +246,12 @@ pub trait ShardingStrategy {
     /// first step (the other strategies hold no more than that when they
     /// validate or write the checkpoint).
     fn peak_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// What the first optimizer step's collectives carried, where the
+    /// strategy counts it (`fsdp`); None elsewhere.
+    fn wire_bytes(&self) -> Option<WireBytes> {
         None
     }
 }

@@ -92,7 +92,7 @@ use crate::model::SequenceClassifier;
 use crate::optim::AdamW;
 use crate::precision::LossScaler;
 use crate::shard::{bytes_of, clip_shards, unscale_shards, variable_bytes};
-use crate::strategy::{MemoryUse, MicroBatch, Phase, ShardingStrategy, StrategyError};
+use crate::strategy::{MemoryUse, MicroBatch, Phase, ShardingStrategy, StrategyError, WireBytes};
 
 /// How a step's collectives travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +174,10 @@ pub struct FullShard {
     /// The most parameter and gradient bytes alive at once, over the
     /// moments sampled.
     peak_bytes: usize,
+    /// Whether a step is under way (between `begin_step` and `end_step`).
+    in_step: bool,
+    /// What the first step's gathers and reduce-scatters carried.
+    wire: WireBytes,
 }
 
 /// The model's trainable `variables` (creation order, with whether weight
@@ -311,11 +315,19 @@ impl FullShard {
             measuring: false,
             eval_measured: false,
             peak_bytes: 0,
+            in_step: false,
+            wire: WireBytes::default(),
         };
         for unit in 0..shard.units.len() {
             shard.release(unit)?;
         }
         Ok(shard)
+    }
+
+    /// Whether the collectives now are the first step's, which
+    /// [`WireBytes`] counts.
+    fn counting(&self) -> bool {
+        self.in_step && self.steps == 1
     }
 
     /// The kind a step's (and validation's) gathers carry for `unit`.
@@ -346,8 +358,19 @@ impl ShardingStrategy for FullShard {
             flags.fill(false);
         }
         self.steps += 1;
+        self.in_step = true;
         self.measuring = self.steps == 1;
         self.sample();
+        Ok(())
+    }
+
+    fn end_step(
+        &mut self,
+        _collective: &dyn Collective,
+        _lap: &mut dyn FnMut(Phase),
+    ) -> Result<(), StrategyError> {
+        self.in_step = false;
+        self.measuring = false;
         Ok(())
     }
 
@@ -498,6 +521,10 @@ impl ShardingStrategy for FullShard {
     /// after a unit's backward its gradients too.
     fn peak_bytes(&self) -> Option<usize> {
         Some(self.peak_bytes)
+    }
+
+    fn wire_bytes(&self) -> Option<WireBytes> {
+        Some(self.wire)
     }
 }
 

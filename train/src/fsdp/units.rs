@@ -70,6 +70,10 @@ impl FullShard {
             unit.param_shard.f_to_kind(kind)?
         };
         let mut full = Tensor::f_empty([unit.part * world], (kind, unit.device))?;
+        if self.counting() {
+            self.wire.gathered += bytes_of(&full) as u64;
+        }
+        let unit = &self.units[index];
         let started = if unit.numel > 0 {
             collective.start_all_gather(&input, &mut full)?
         } else {
@@ -138,6 +142,7 @@ impl FullShard {
         collective: &dyn Collective,
     ) -> Result<(), StrategyError> {
         let world = self.world;
+        let counting = self.counting();
         let unit = &mut self.units[index];
         let kind = unit.gathered.unwrap_or(unit.kind);
         let _no_grad = tch::no_grad_guard();
@@ -158,6 +163,9 @@ impl FullShard {
         if unit.numel > 0 {
             let flat = Tensor::f_cat(&parts, 0)?;
             drop(parts);
+            if counting {
+                self.wire.reduce_scattered += bytes_of(&flat) as u64;
+            }
             if unit.reduced || kind != unit.kind {
                 let mut sum = Tensor::f_empty([unit.part], (kind, unit.device))?;
                 collective.reduce_scatter_sum(&flat, &mut sum)?;

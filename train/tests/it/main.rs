@@ -10,6 +10,7 @@
 //! on itself.
 
 mod cuda;
+mod fsdp;
 mod linking;
 mod metrics;
 mod model_parity;

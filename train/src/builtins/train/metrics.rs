@@ -47,6 +47,9 @@ pub(super) const DECLARED: &[&str] = &[
     "memory.optimizer_bytes",
     "memory.peak_rss_bytes",
     "memory.peak_params_grads_bytes",
+    "communication.dtype",
+    "communication.gathered_bytes_per_step",
+    "communication.reduce_scattered_bytes_per_step",
     "throughput.samples_per_s",
     "throughput.tokens_per_s",
     "throughput.padded_tokens_per_s",
@@ -125,8 +128,26 @@ pub(super) fn metrics_json(summary: &Summary) -> Value {
         ),
         "hardware": hardware::describe(devices),
         "memory": summary.memory,
+        "communication": communication_json(settings, replica),
         "throughput": throughput_json(epochs, replica, summary.world, summary.peak),
         "epochs": per_epoch,
+    })
+}
+
+/// `communication`: what fsdp's collectives carried in one optimizer step
+/// (the units gathered, the gradients reduce-scattered, in their dtype);
+/// null for the strategies that do not count it.
+fn communication_json(settings: &TrainParams, replica: &Replica) -> Value {
+    let wire = replica.strategy.wire_bytes();
+    let dtype = wire.map(|_| match settings.communication {
+        Some(_) => "bfloat16",
+        None if settings.precision.name() == "bf16-true" => "bfloat16",
+        None => "float32",
+    });
+    json!({
+        "dtype": dtype,
+        "gathered_bytes_per_step": wire.map(|w| w.gathered),
+        "reduce_scattered_bytes_per_step": wire.map(|w| w.reduce_scattered),
     })
 }
 
