@@ -37,6 +37,7 @@
 
 #define USE_C10D_GLOO 1
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/autograd/function_hook.h>
@@ -78,9 +79,24 @@ c10::intrusive_ptr<c10d::Backend> gloo_group(const c10::intrusive_ptr<c10d::Stor
   auto options = c10d::ProcessGroupGloo::Options::create_default(timeout);
   std::string host(interface_host == nullptr ? "" : interface_host);
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname) {
-    // What torch.distributed honours: the interface the cluster's admins
-    // named, whatever the host name resolves to.
-    options->devices = {c10d::ProcessGroupGloo::createDeviceForInterface(ifname)};
+    // What torch.distributed honours: the interfaces the cluster's admins
+    // named (a comma-separated list, `lo,eth0`: one Gloo device each, as
+    // torch makes them), whatever the host name resolves to.
+    options->devices.clear();
+    std::string list(ifname);
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      std::string name = list.substr(start, end - start);
+      if (!name.empty()) {
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+      }
+      start = end + 1;
+    }
+    if (options->devices.empty()) {
+      throw std::invalid_argument("GLOO_SOCKET_IFNAME=`" + list + "` names no interface");
+    }
   } else if (!host.empty()) {
     options->devices = {c10d::ProcessGroupGloo::createDeviceForHostname(host)};
   }
@@ -171,13 +187,20 @@ extern "C" void pipe_c10d_store_free(void* store) {
 // else elsewhere (the launcher). `backend` is "gloo" or "nccl";
 // `interface_host`, when not empty, is the address Gloo binds (127.0.0.1
 // for ranks on one machine).
+// `prefix`, when not empty, scopes every key of the group under it, as
+// torch does on a store another process hosts (torchrun's agent:
+// `/worker/attempt_N`, so that a restarted attempt never reads the keys of
+// the one before).
 extern "C" int pipe_c10d_group_new(const char* host, uint16_t port, int serve_store, int rank,
                                    int world, const char* backend, const char* interface_host,
-                                   int64_t timeout_ms, void** out, char* error,
-                                   size_t error_size) {
+                                   const char* prefix, int64_t timeout_ms, void** out,
+                                   char* error, size_t error_size) {
   return pipe_shim::guarded(error, error_size, [&]() {
     auto timeout = std::chrono::milliseconds(timeout_ms);
     c10::intrusive_ptr<c10d::Store> store = tcp_store(host, port, serve_store != 0, world, timeout);
+    if (prefix != nullptr && *prefix) {
+      store = c10::make_intrusive<c10d::PrefixStore>(std::string(prefix), store);
+    }
     std::string name(backend);
     c10::intrusive_ptr<c10d::Backend> process_group;
     if (name == "gloo") {

@@ -31,6 +31,7 @@ extern "C" {
         world: c_int,
         backend: *const c_char,
         interface_host: *const c_char,
+        prefix: *const c_char,
         timeout_ms: i64,
         out: *mut *mut c_void,
         error: *mut c_char,
@@ -128,6 +129,9 @@ pub struct Rendezvous {
     /// The address Gloo binds; empty: the host name's (torch's default).
     /// Ranks of one machine bind 127.0.0.1.
     pub interface_host: String,
+    /// The prefix of the group's keys in the store; empty: none. Set when
+    /// torchrun's agent hosts the store (`/worker/attempt_N`).
+    pub store_prefix: String,
     /// How long any rendezvous or collective may wait for a peer before it
     /// fails (`torch.distributed`'s `timeout`).
     pub timeout: Duration,
@@ -190,6 +194,8 @@ impl ProcessGroup {
             .map_err(|_| CollectiveError::Backend("a NUL byte in the store host".into()))?;
         let interface = CString::new(rendezvous.interface_host.as_str())
             .map_err(|_| CollectiveError::Backend("a NUL byte in the interface host".into()))?;
+        let prefix = CString::new(rendezvous.store_prefix.as_str())
+            .map_err(|_| CollectiveError::Backend("a NUL byte in the store prefix".into()))?;
         let name = CString::new(backend.name()).expect("no NUL in a backend name");
         let mut handle = std::ptr::null_mut();
         checked(|error, size| unsafe {
@@ -201,6 +207,7 @@ impl ProcessGroup {
                 rendezvous.world_size as c_int,
                 name.as_ptr(),
                 interface.as_ptr(),
+                prefix.as_ptr(),
                 millis(rendezvous.timeout),
                 &mut handle,
                 error,
@@ -532,6 +539,7 @@ mod tests {
             rank,
             world_size: world,
             interface_host: "127.0.0.1".into(),
+            store_prefix: String::new(),
             timeout,
         }
     }

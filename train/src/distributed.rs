@@ -9,7 +9,11 @@
 //!   `PIPE_WORLD_SIZE`, `PIPE_MASTER_ADDR`, `PIPE_MASTER_PORT`), or by
 //!   Slurm's `srun`, one task per device on every node (`SLURM_PROCID`,
 //!   `SLURM_NTASKS`, `SLURM_LOCALID`, the first host of
-//!   `SLURM_JOB_NODELIST`), as Lightning's `SLURMEnvironment` reads them.
+//!   `SLURM_JOB_NODELIST`), as Lightning's `SLURMEnvironment` reads them,
+//!   or by a launcher that speaks torchrun's convention (torchrun itself,
+//!   a Kubernetes PyTorch job operator: `RANK`, `WORLD_SIZE`,
+//!   `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`), as Lightning's
+//!   `TorchElasticEnvironment` and torch's `env://` read them.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -60,10 +64,24 @@ pub enum RoleError {
         world: usize,
     },
     #[error(
-        "`num_nodes: {nodes}` needs one task per device on every node, started by Slurm's srun; \
-         this process is not an srun task of such a job"
+        "`num_nodes: {nodes}` needs one process per device on every node, started by Slurm's srun \
+         or by a launcher of torchrun's convention (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); \
+         this process was started by neither"
     )]
     NotAnSrunTask { nodes: usize },
+    #[error(
+        "the launcher started rank {rank} of {world} ({local_world} on this node), but \
+         `devices: {devices_per_node}` on `num_nodes: {nodes}` is {devices_per_node} per node, \
+         {} in all",
+        devices_per_node * nodes
+    )]
+    LaunchedRanks {
+        rank: usize,
+        world: usize,
+        local_world: usize,
+        devices_per_node: usize,
+        nodes: usize,
+    },
     #[error("{0} is not a TCP port")]
     NotAPort(usize),
     #[error("cannot read the Slurm host list `{0}`")]
@@ -96,20 +114,8 @@ pub fn role(
     timeout: Duration,
     env: &HashMap<String, String>,
 ) -> Result<Role, RoleError> {
-    let get = |name: &str| env.get(name).map(String::as_str).filter(|v| !v.is_empty());
-    let number = |name: &str| -> Result<Option<usize>, RoleError> {
-        get(name)
-            .map(|value| {
-                value
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| RoleError::NotANumber {
-                        name: name.to_string(),
-                        value: value.to_string(),
-                    })
-            })
-            .transpose()
-    };
+    let get = |name: &str| env_value(env, name);
+    let number = |name: &str| env_number(env, name);
     if let Some(rank) = number(RANK_ENV)? {
         let incomplete = |missing| RoleError::Incomplete {
             set: RANK_ENV,
@@ -136,12 +142,16 @@ pub fn role(
                 rank,
                 world_size: world,
                 interface_host: "127.0.0.1".into(),
+                store_prefix: String::new(),
                 timeout,
             },
             local_rank: number(LOCAL_RANK_ENV)?.unwrap_or(rank),
             nodes: 1,
             launched_by: "pipe",
         }));
+    }
+    if let Some(rank) = number("RANK")? {
+        return torchrun_rank(rank, devices_per_node, nodes, timeout, env);
     }
     // A task of `srun` (which sets the step id; the batch script itself,
     // where SLURM_PROCID is 0 too, does not) among several.
@@ -186,6 +196,7 @@ pub fn role(
                 // Several nodes: Gloo binds the address the host name
                 // resolves to (or GLOO_SOCKET_IFNAME's), as torch does.
                 interface_host: String::new(),
+                store_prefix: String::new(),
                 timeout,
             },
             local_rank: number("SLURM_LOCALID")?.unwrap_or(rank % devices_per_node),
@@ -201,6 +212,99 @@ pub fn role(
     } else {
         Role::Solo
     })
+}
+
+/// A rank started by a launcher of torchrun's convention: torchrun on
+/// every node (`--nnodes`, `--nproc-per-node`), or one process per pod of
+/// a Kubernetes PyTorch job. Rank 0 hosts the TCPStore at
+/// MASTER_ADDR:MASTER_PORT, unless torchrun's agent already does
+/// (`TORCHELASTIC_USE_AGENT_STORE`), in which case every rank is a client
+/// and the group's keys live under `/worker/attempt_<restart count>`, as
+/// torch's `env://` rendezvous puts them.
+fn torchrun_rank(
+    rank: usize,
+    devices_per_node: usize,
+    nodes: usize,
+    timeout: Duration,
+    env: &HashMap<String, String>,
+) -> Result<Role, RoleError> {
+    let get = |name: &str| env_value(env, name);
+    let number = |name: &str| env_number(env, name);
+    let incomplete = |missing| RoleError::Incomplete {
+        set: "RANK",
+        missing,
+    };
+    let world = number("WORLD_SIZE")?.ok_or(incomplete("WORLD_SIZE"))?;
+    let host = get("MASTER_ADDR")
+        .ok_or(incomplete("MASTER_ADDR"))?
+        .to_string();
+    let port = port_number(number("MASTER_PORT")?.ok_or(incomplete("MASTER_PORT"))?)?;
+    let expected = devices_per_node * nodes;
+    let local_world = number("LOCAL_WORLD_SIZE")?.unwrap_or(devices_per_node);
+    if world != expected || local_world != devices_per_node || rank >= world {
+        return Err(RoleError::LaunchedRanks {
+            rank,
+            world,
+            local_world,
+            devices_per_node,
+            nodes,
+        });
+    }
+    let agent_store = get("TORCHELASTIC_USE_AGENT_STORE")
+        .is_some_and(|value| value.eq_ignore_ascii_case("true") || value == "1");
+    let store_prefix = if agent_store {
+        format!(
+            "/worker/attempt_{}",
+            number("TORCHELASTIC_RESTART_COUNT")?.unwrap_or(0)
+        )
+    } else {
+        String::new()
+    };
+    // Ranks that meet on a loopback address share one machine: Gloo binds
+    // that, not whatever the host name resolves to.
+    let loopback = host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|address| address.is_loopback())
+        || host == "localhost";
+    Ok(Role::Rank(RankPlace {
+        rendezvous: Rendezvous {
+            host,
+            port,
+            serve_store: rank == 0 && !agent_store,
+            rank,
+            world_size: world,
+            interface_host: if loopback {
+                "127.0.0.1".into()
+            } else {
+                String::new()
+            },
+            store_prefix,
+            timeout,
+        },
+        local_rank: number("LOCAL_RANK")?.unwrap_or(rank % devices_per_node),
+        nodes,
+        launched_by: "torchrun",
+    }))
+}
+
+/// A variable of `env`, unless unset or empty.
+fn env_value<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    env.get(name).map(String::as_str).filter(|v| !v.is_empty())
+}
+
+/// A whole number in `env`, if set.
+fn env_number(env: &HashMap<String, String>, name: &str) -> Result<Option<usize>, RoleError> {
+    env_value(env, name)
+        .map(|value| {
+            value
+                .trim()
+                .parse::<usize>()
+                .map_err(|_| RoleError::NotANumber {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                })
+        })
+        .transpose()
 }
 
 fn port_number(port: usize) -> Result<u16, RoleError> {
@@ -307,6 +411,66 @@ mod tests {
             (2, 3, 4000)
         );
         assert!(!place.rendezvous.serve_store);
+    }
+
+    /// torchrun's environment on the second of two nodes of 2 ranks each,
+    /// with its agent hosting the store; and a Kubernetes job's pod, whose
+    /// rank 0 hosts it.
+    #[test]
+    fn ranks_of_a_torchrun_style_launcher_read_their_place_from_its_environment() {
+        let torchrun = env(&[
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "node0"),
+            ("MASTER_PORT", "29500"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+            ("TORCHELASTIC_RESTART_COUNT", "2"),
+        ]);
+        let Ok(Role::Rank(place)) = role(2, 2, T, &torchrun) else {
+            panic!("not a rank")
+        };
+        let rendezvous = &place.rendezvous;
+        assert_eq!(
+            (
+                rendezvous.rank,
+                rendezvous.world_size,
+                place.local_rank,
+                place.nodes
+            ),
+            (3, 4, 1, 2)
+        );
+        assert_eq!(
+            (rendezvous.host.as_str(), rendezvous.port),
+            ("node0", 29500)
+        );
+        assert!(!rendezvous.serve_store, "torchrun's agent hosts the store");
+        assert_eq!(rendezvous.store_prefix, "/worker/attempt_2");
+        assert_eq!(
+            (rendezvous.interface_host.as_str(), place.launched_by),
+            ("", "torchrun")
+        );
+        let pod = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "23456"),
+        ]);
+        let Ok(Role::Rank(place)) = role(1, 2, T, &pod) else {
+            panic!("not a rank")
+        };
+        assert!(place.rendezvous.serve_store && place.rendezvous.store_prefix.is_empty());
+        assert_eq!(place.rendezvous.interface_host, "127.0.0.1");
+        let error = role(2, 2, T, &pod).unwrap_err().to_string();
+        assert!(
+            error.contains("rank 0 of 2") && error.contains("4 in all"),
+            "{error}"
+        );
+        let mut partial = pod.clone();
+        partial.remove("MASTER_PORT");
+        let error = role(1, 2, T, &partial).unwrap_err().to_string();
+        assert_eq!(error, "RANK is set but MASTER_PORT is not");
     }
 
     #[test]

@@ -265,7 +265,7 @@ fn hardware_params() -> Vec<ParamSpec> {
                 "num_nodes",
                 ParamKind::Integer,
                 Some(json!(1)),
-                "nodes the replicas span, `devices` on each (Lightning's `num_nodes`); above 1 only on Slurm, equal to the stage's `resources.nodes`",
+                "nodes the replicas span, `devices` on each (Lightning's `num_nodes`); above 1 when Slurm starts the ranks (equal to the stage's `resources.nodes`) or a launcher of torchrun's convention does (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)",
             )
             .at_least(1.0),
             ParamSpec::choice(

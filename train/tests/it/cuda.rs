@@ -315,6 +315,7 @@ fn nccl_of_one_rank_runs_every_collective_on_the_gpu() {
         rank: 0,
         world_size: 1,
         interface_host: "127.0.0.1".into(),
+        store_prefix: String::new(),
         timeout,
     };
     let joined = ProcessGroup::join(&rendezvous, Backend::Nccl);

@@ -310,3 +310,146 @@ fn a_two_task_srun_step_trains_the_bytes_of_the_local_two_process_run() {
         "srun's ranks trained other weights"
     );
 }
+
+/// torchrun, the launcher every PyTorch cluster convention builds on:
+/// the `torchrun` of the bootstrap's torch, found beside the python on
+/// PATH (scripts/bootstrap-libtorch.sh puts it there).
+fn torchrun() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+        .map(|dir| dir.join("torchrun"))
+        .find(|candidate| candidate.is_file())
+        .expect("torchrun on PATH: run scripts/bootstrap-libtorch.sh --print-env and eval it")
+}
+
+/// A free TCP port on 127.0.0.1, for torchrun's store.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Two torchrun agents on this machine as two "nodes" (`--nnodes 2
+/// --node-rank 0|1`, one process each, their agent hosting the store):
+/// each rank reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+/// MASTER_PORT, the group's keys live under torchrun's attempt prefix,
+/// Gloo takes GLOO_SOCKET_IFNAME as a list as torch does, and the two
+/// ranks train the bytes pipe's own launcher trains with 2 devices.
+#[test]
+fn two_torchrun_nodes_train_the_bytes_of_the_local_two_process_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 13);
+    let params = |devices: usize, nodes: usize| {
+        json!({
+            "tokens": tokens, "model": model, "num_labels": 2, "epochs": 2, "batch_size": 4,
+            "lr": 1e-3, "weight_decay": 0.01, "warmup_ratio": 0.0, "accumulate_grad_batches": 1,
+            "gradient_clip_val": null, "seed": 3, "limit_train_samples": 96,
+            "early_stopping_patience": null, "precision": "32-true", "strategy": "ddp",
+            "devices": devices, "num_nodes": nodes,
+        })
+    };
+    let local_dir = dir.path().join("local");
+    let local = pipe_test_support::worker::run_invocation(
+        &worker(),
+        &local_dir,
+        &invocation(
+            &local_dir,
+            "train",
+            "train/classifier",
+            params(2, 1),
+            None,
+            2,
+        ),
+    );
+    assert!(local.success, "{}", local.error());
+
+    let nodes_dir = dir.path().join("torchrun");
+    std::fs::create_dir_all(&nodes_dir).unwrap();
+    let file = nodes_dir.join("invocation.json");
+    std::fs::write(
+        &file,
+        invocation(
+            &nodes_dir,
+            "train",
+            "train/classifier",
+            params(1, 2),
+            None,
+            1,
+        )
+        .to_string(),
+    )
+    .unwrap();
+    let interfaces = if Path::new("/sys/class/net/eth0").exists() {
+        "lo,eth0"
+    } else {
+        "lo"
+    };
+    let port = free_port().to_string();
+    let agents: Vec<Child> = (0..2)
+        .map(|node| {
+            Command::new(torchrun())
+                .args(["--nnodes", "2", "--nproc-per-node", "1", "--node-rank"])
+                .arg(node.to_string())
+                .args(["--master-addr", "127.0.0.1", "--master-port", &port])
+                .args(["--max-restarts", "0", "--no-python"])
+                .arg(worker())
+                .args(["run", "--invocation"])
+                .arg(&file)
+                .env("GLOO_SOCKET_IFNAME", interfaces)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<_> = agents
+        .into_iter()
+        .map(|agent| agent.wait_with_output().unwrap())
+        .collect();
+    for (node, output) in outputs.iter().enumerate() {
+        assert!(
+            output.status.success(),
+            "torchrun node {node} failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    // Rank 0 (node 0) speaks the protocol; rank 1's lines are on its
+    // stderr, with its rank in front.
+    let stdout = String::from_utf8_lossy(&outputs[0].stdout);
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|event| event["text"].as_str().is_some_and(|text| {
+                text.contains("rank 0 of 2 joined over gloo on cpu (2 nodes, started by torchrun)")
+            })),
+        "{stdout}"
+    );
+    assert_eq!(
+        events.iter().filter(|e| e["event"] == "done").count(),
+        1,
+        "{stdout}"
+    );
+    let rank1 = String::from_utf8_lossy(&outputs[1].stderr);
+    assert!(
+        rank1.contains("[rank1] rank 1 of 2 joined over gloo"),
+        "{rank1}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&outputs[1].stdout).contains("\"event\""),
+        "rank 1 spoke the protocol"
+    );
+    let read = |dir: &Path| std::fs::read(dir.join("out/checkpoint/model.safetensors")).unwrap();
+    assert!(
+        read(&local_dir) == read(&nodes_dir),
+        "torchrun's ranks trained other weights"
+    );
+}

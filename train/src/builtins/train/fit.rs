@@ -49,10 +49,11 @@ pub(super) fn train(
 ) -> Result<()> {
     let rank = place.map_or(0, |place| place.rendezvous.rank);
     let lead = rank == 0;
-    if let Some(place) = place.filter(|place| place.launched_by == "srun" && !lead) {
+    if let Some(place) = place.filter(|place| place.launched_by != "pipe" && !lead) {
         // Every srun task's stdout lands in the one event stream the
-        // engine reads; only rank 0 speaks the protocol there. The
-        // others' lines go to stderr, which reaches the stage log.
+        // engine reads (and a torchrun-started rank's in its launcher's);
+        // only rank 0 speaks the protocol there. The others' lines go to
+        // stderr, which reaches the stage log.
         pipe_stages::events_to_stderr(format!("[rank{}] ", place.rendezvous.rank));
     }
     let device = replica_device(devices, place)?;

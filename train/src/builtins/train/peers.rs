@@ -40,7 +40,7 @@ impl Peers {
                     place.rendezvous.host,
                     place.rendezvous.port
                 ),
-                "every rank must start within `collective_timeout` seconds; under Slurm, \
+                "every rank must start within `collective_timeout` seconds; across nodes (Slurm, torchrun), \
                      the first node must be reachable from the others on that port",
             )
         })?;
