@@ -156,3 +156,87 @@ fn nodes_that_cannot_be_honoured_are_located_errors() {
     // Nothing ran.
     assert!(!project.exists("tokens"));
 }
+
+/// The pid of a running `pipe-stage-train` that srun started as task
+/// `task` (its environment says SLURM_PROCID), if any.
+fn srun_task_pid(task: usize) -> Option<i32> {
+    let wanted = format!("SLURM_PROCID={task}");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let program = cmdline.split(|b| *b == 0).next()?;
+            if !String::from_utf8_lossy(program).ends_with("pipe-stage-train") {
+                return None;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|pair| pair == wanted.as_bytes())
+                .then_some(pid)
+        })
+}
+
+/// A rank killed on Slurm (kill -9, as the out-of-memory killer does) is
+/// named in the stage's headline, as the local launcher names it, rather
+/// than rank 0's SIGTERM from srun.
+#[test]
+fn a_rank_killed_on_slurm_is_named_in_the_stages_failure() {
+    let mirror = Mirror::start();
+    let cluster = project_with_pipeline("speed-study.yaml");
+    let args = [
+        "--executor",
+        "slurm",
+        "-S",
+        "precisions=[32-true]",
+        "-S",
+        "setups=[ddp2-cpu]",
+        "-S",
+        "split.train=16",
+        "-S",
+        "split.val=4",
+        "-S",
+        "split.test=4",
+        "-S",
+        "tokenize.max_length=64",
+        "-S",
+        "train.epochs=400",
+        "-S",
+        "train.batch_size=2",
+    ];
+    let result = std::thread::scope(|scope| {
+        let run = scope.spawn(|| {
+            mirror.run_with_env(
+                &cluster,
+                "speed-study.yaml",
+                &args,
+                &[("SLURM_CONF", slurm::conf().as_os_str())],
+            )
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+        let victim = loop {
+            if let (Some(_), Some(victim)) = (srun_task_pid(0), srun_task_pid(1)) {
+                break victim;
+            }
+            assert!(
+                !run.is_finished() && std::time::Instant::now() < deadline,
+                "the training ranks never ran"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        // Let the ranks meet and train a little first.
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        // SAFETY: a plain kill(2) of a process this test found.
+        unsafe { libc::kill(victim, libc::SIGKILL) };
+        run.join().unwrap()
+    });
+    assert_ne!(result.code, 0, "{}", result.stderr);
+    assert_eq!(result.status(TRAIN), "failed", "{}", result.stderr);
+    let said = format!("{}\n{:?}", result.stderr, result.events);
+    assert!(
+        said.contains("rank 1 on ") && said.contains(" was killed (SIGKILL"),
+        "{said}"
+    );
+}

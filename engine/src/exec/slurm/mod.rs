@@ -15,6 +15,7 @@
 mod jobs;
 mod queue;
 mod script;
+mod srun_tasks;
 mod submit;
 
 use std::io::{Read, Write};
@@ -309,7 +310,20 @@ impl Cluster {
             Ok(status) if status.success() => files.remove(),
             _ => append_file(&files.slurm_out, log_path),
         }
-        ended
+        match ended {
+            // A step of several tasks: name the rank that brought it down,
+            // as the local launcher does, not rank 0's SIGTERM.
+            Ok(status) if !status.success() => match srun_tasks::culprit(log_path) {
+                Some(message) => Err(StageFailure::Reported {
+                    message,
+                    hint: Some(
+                        "its last lines are in the stage log, with [rankN] in front".to_string(),
+                    ),
+                }),
+                None => Ok(status),
+            },
+            other => other,
+        }
     }
 
     /// Waits until the job's exit file appears or Slurm says it ended.

@@ -85,22 +85,61 @@ pub(super) fn device_name(device: Device) -> String {
     }
 }
 
-pub(super) fn describe_devices(strategy: Strategy, devices: &[Device]) -> String {
+/// Every replica's device, rank order, over all `nodes` (each node's
+/// replicas are on the same devices of their own machine).
+pub(super) fn every_replica(devices: &[Device], nodes: usize) -> Vec<Device> {
+    devices.repeat(nodes.max(1))
+}
+
+/// How rank 0 names what the run trains on: `ddp over 4 CPU replicas, 2 on
+/// each of 2 nodes`, `ddp over cuda:0, cuda:1 on each of 2 nodes`.
+pub(super) fn describe_devices(strategy: Strategy, devices: &[Device], nodes: usize) -> String {
+    let per_node = if nodes > 1 {
+        format!(", {} on each of {nodes} nodes", devices.len())
+    } else {
+        String::new()
+    };
     match (strategy, devices) {
         (Strategy::Single, [device]) => device_name(*device),
         _ if devices.iter().all(|device| *device == Device::Cpu) => format!(
-            "{} over {} CPU replicas (one process each; give the stage GPUs with `resources.gpus`)",
+            "{} over {} CPU replicas{per_node} (one process each; give the stage GPUs with `resources.gpus`)",
             strategy.name(),
-            devices.len()
+            devices.len() * nodes.max(1)
         ),
         _ => format!(
-            "{} over {}",
+            "{} over {}{}",
             strategy.name(),
             devices
                 .iter()
                 .map(|device| device_name(*device))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if nodes > 1 {
+                format!(" on each of {nodes} nodes")
+            } else {
+                String::new()
+            }
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicas_across_nodes_are_counted_and_named_per_node() {
+        let cpus = [Device::Cpu];
+        assert_eq!(every_replica(&cpus, 2), [Device::Cpu, Device::Cpu]);
+        assert_eq!(
+            describe_devices(Strategy::Ddp, &cpus, 2),
+            "ddp over 2 CPU replicas, 1 on each of 2 nodes (one process each; give the stage GPUs with `resources.gpus`)"
+        );
+        assert_eq!(
+            describe_devices(Strategy::Fsdp, &[Device::Cuda(0), Device::Cuda(1)], 2),
+            "fsdp over cuda:0, cuda:1 on each of 2 nodes"
+        );
+        assert!(describe_devices(Strategy::Ddp, &[Device::Cpu; 2], 1)
+            .starts_with("ddp over 2 CPU replicas ("));
     }
 }

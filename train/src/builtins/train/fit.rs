@@ -14,7 +14,7 @@ use pipe_stages::{Result, StageContext, StageError};
 use super::super::classifier::{check_labels, check_lengths, check_pad_id, predict, torch};
 use super::checkpoint::write_checkpoint_files;
 use super::curves::{write_curves, StepCurve};
-use super::devices::describe_devices;
+use super::devices::{describe_devices, every_replica};
 use super::errors::{collective_error, strategy_error};
 use super::metrics::{memory_json, metrics_json, EpochStats, Summary};
 use super::names::{CHECKPOINT, CURVES, STEPS};
@@ -102,7 +102,8 @@ pub(super) fn train(
     if !lead {
         return Ok(());
     }
-    epochs.write_outputs(&replica, devices, train_seconds, memory, &peak)
+    let replicas = every_replica(devices, settings.nodes);
+    epochs.write_outputs(&replica, &replicas, train_seconds, memory, &peak)
 }
 
 /// The device of this process's replica: the only one, or that of its
@@ -236,7 +237,7 @@ fn announce(
         schedule.steps_per_epoch,
         splits.val.len(),
         replica.model.config.architecture.model_type(),
-        describe_devices(settings.strategy, devices),
+        describe_devices(settings.strategy, devices, settings.nodes),
         settings.precision,
     ));
     if let Some(note) = hardware::bf16_note(settings.precision.compute_kind(), replica.device) {
