@@ -283,6 +283,75 @@ fn gloo_ddp_and_the_sharded_strategies_on_two_ranks_of_one_gpu() {
         let ratio = sharded * 2.0 / optimizer_bytes[0];
         assert!((0.98..1.03).contains(&ratio), "{optimizer_bytes:?}");
     }
+    fsdp_communication_on(dir.path(), &tokens, &model, &single, &["0", "0"], "gloo");
+}
+
+/// fsdp's new paths on the GPU: bf16 communication (half the bytes of the
+/// fp32 run's, training where it does), prefetch off (the weights of
+/// prefetch on, to the rounding of CUDA's atomics), and the streamed
+/// checkpoint of both (fp32, close to the single device's).
+fn fsdp_communication_on(
+    dir: &Path,
+    tokens: &Path,
+    model: &Path,
+    single: &Run,
+    gpus: &[&str],
+    backend: &str,
+) {
+    let run = |name: &str, extra: Value| {
+        let mut with = json!({
+            "batch_size": 4, "epochs": 3, "strategy": "fsdp", "devices": 2,
+            "process_group_backend": backend, "precision": "bf16-mixed",
+        });
+        with.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let run = train_on(
+            dir,
+            &format!("{name}-{backend}"),
+            gpus,
+            params(tokens, model, with),
+        );
+        assert!(run.success, "{name} over {backend}: {}", run.error());
+        let metrics = run.metrics();
+        eprintln!(
+            "fsdp {name} over {backend}: gathered {} B and reduce-scattered {} B per step ({}); ms per step forward {}, backward {}, collective {}; peak params+grads {} B; val_acc {}",
+            metrics["communication"]["gathered_bytes_per_step"],
+            metrics["communication"]["reduce_scattered_bytes_per_step"],
+            metrics["communication"]["dtype"],
+            metrics["throughput"]["forward_ms"], metrics["throughput"]["backward_ms"],
+            metrics["throughput"]["collective_ms"],
+            metrics["memory"]["peak_params_grads_bytes"], metrics["val_acc"]
+        );
+        run
+    };
+    let fp32 = run("fp32-comm", json!({}));
+    let bf16 = run("bf16-comm", json!({"communication_dtype": "bfloat16"}));
+    let unfetched = run("no-prefetch", json!({"fsdp_prefetch": false}));
+    for figure in ["gathered_bytes_per_step", "reduce_scattered_bytes_per_step"] {
+        let bytes = |run: &Run| run.metrics()["communication"][figure].as_u64().unwrap();
+        assert_eq!(bytes(&bf16) * 2, bytes(&fp32), "{figure} over {backend}");
+    }
+    assert!(checkpoint_dtypes(&bf16)
+        .iter()
+        .all(|dtype| *dtype == safetensors::Dtype::F32));
+    let accuracy = |run: &Run| run.metrics()["val_acc"].as_f64().unwrap();
+    assert!(
+        (accuracy(&fp32) - accuracy(&bf16)).abs() <= 2.0 / 32.0,
+        "bf16 communication over {backend}: {} vs {}",
+        accuracy(&bf16),
+        accuracy(&fp32)
+    );
+    let prefetch = max_weight_difference(&fp32, &unfetched);
+    assert!(
+        prefetch < 2e-3,
+        "prefetch changed the weights by {prefetch}"
+    );
+    let difference = max_weight_difference(single, &bf16);
+    assert!(
+        difference < 5e-2,
+        "bf16 communication: {difference} from single"
+    );
 }
 
 /// Rank 0 said it joined its group over `what` ("nccl on cuda:0").
@@ -438,4 +507,5 @@ fn nccl_ddp_and_fsdp_shard_grad_op_between_two_gpus() {
             throughput["optimizer_ms"]
         );
     }
+    fsdp_communication_on(dir.path(), &tokens, &model, &single, &["0", "1"], "nccl");
 }
