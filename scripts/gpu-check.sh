@@ -17,12 +17,14 @@
 #   2. pipe-train's unit tests c10d::tests (Gloo, the          30
 #      store, a rank that leaves) on this machine
 #   3. NCCL of one rank: every collective on the GPU           30
-#   4. ddp, deepspeed_stage_2 and fsdp_shard_grad_op on 2      60
-#      Gloo ranks of the one GPU (NCCL refuses two ranks
-#      of one device)
-#   5. ddp and fsdp_shard_grad_op over NCCL between 2 GPUs     60
-#      (only with 2 GPUs or more; else "skipped: 1 GPU")
-#   6. training throughput of a DistilBERT-base-sized          90
+#   4. ddp, deepspeed_stage_2, fsdp_shard_grad_op and fsdp    80
+#      on 2 Gloo ranks of the one GPU (NCCL refuses two
+#      ranks of one device); fsdp again with bf16
+#      communication and with prefetch off, each writing
+#      its checkpoint unit by unit
+#   5. the same over NCCL between 2 GPUs (only with 2 GPUs    80
+#      or more; else "skipped: 1 GPU")
+#   6. training throughput of a DistilBERT-base-sized          80
 #      classifier at 512 tokens, bf16-mixed and 32-true,
 #      without a mask and with the stage's padding mask
 #      (samples/s, MFU); configurations that no longer fit
@@ -227,8 +229,8 @@ nccl_one() {
 }
 
 gloo_two_on_one() {
-    echo "--- 4. 2 Gloo ranks on the one GPU (limit $(limit 60) s)"
-    tests "4. ddp + sharded, 2 Gloo ranks on 1 GPU" 60 "$bin/pipe-train-tests" \
+    echo "--- 4. 2 Gloo ranks on the one GPU (limit $(limit 80) s)"
+    tests "4. ddp + sharded + fsdp bf16/prefetch, 2 Gloo ranks on 1 GPU" 80 "$bin/pipe-train-tests" \
         cuda::gloo_ --test-threads=1 --nocapture
 }
 
@@ -236,16 +238,16 @@ nccl_two() {
     echo "--- 5. NCCL between 2 GPUs"
     if ((gpu_count < 2)); then
         echo "skipped: $gpu_count GPU"
-        row "5. ddp + fsdp_shard_grad_op, NCCL on 2 GPUs" skip "skipped: $gpu_count GPU"
+        row "5. ddp + sharded + fsdp bf16/prefetch, NCCL on 2 GPUs" skip "skipped: $gpu_count GPU"
         return
     fi
-    tests "5. ddp + fsdp_shard_grad_op, NCCL on 2 GPUs" 60 "$bin/pipe-train-tests" \
+    tests "5. ddp + sharded + fsdp bf16/prefetch, NCCL on 2 GPUs" 80 "$bin/pipe-train-tests" \
         cuda::nccl_ddp --test-threads=1 --nocapture
 }
 
 throughput() {
-    local step_end=$((SECONDS + $(limit 90)))
-    echo "--- 6. training throughput, DistilBERT-base size at 512 tokens (limit $(limit 90) s)"
+    local step_end=$((SECONDS + $(limit 80)))
+    echo "--- 6. training throughput, DistilBERT-base size at 512 tokens (limit $(limit 80) s)"
     local model
     model=$(mktemp -d)
     cp "$repo/scripts/gpu/distilbert-base.json" "$model/config.json"
@@ -257,7 +259,7 @@ throughput() {
             seconds=$((step_end - SECONDS))
             ((seconds > 40)) && seconds=40
             if ((seconds < 15)); then
-                row "6. throughput $precision batch $batch" skip "skipped: the step's $((90)) s are spent"
+                row "6. throughput $precision batch $batch" skip "skipped: the step's 80 s are spent"
                 continue
             fi
             file=$(mktemp)

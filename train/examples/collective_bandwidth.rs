@@ -59,6 +59,7 @@ fn gloo(world: usize, rounds: usize) -> f64 {
                             rank,
                             world_size: world,
                             interface_host: "127.0.0.1".into(),
+                            store_prefix: String::new(),
                             timeout,
                         },
                         Backend::Gloo,
