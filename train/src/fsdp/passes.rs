@@ -5,7 +5,7 @@
 
 use tch::{Device, Kind, Reduction, Tensor};
 
-use super::FullShard;
+use super::state::FullShard;
 use crate::collective::Collective;
 use crate::model::{DropoutState, ModelInput, SequenceClassifier};
 use crate::precision::AutocastGuard;

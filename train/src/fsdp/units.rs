@@ -3,7 +3,7 @@
 
 use tch::{Kind, Tensor};
 
-use super::{FullShard, Prefetch};
+use super::state::{FullShard, Prefetch};
 use crate::collective::Collective;
 use crate::shard::{bytes_of, clear_grad, variable_bytes};
 use crate::strategy::StrategyError;

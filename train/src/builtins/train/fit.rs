@@ -17,7 +17,7 @@ use super::curves::{write_curves, StepCurve};
 use super::devices::{describe_devices, every_replica};
 use super::errors::{collective_error, strategy_error};
 use super::metrics::{memory_json, metrics_json, EpochStats, Summary};
-use super::names::{CHECKPOINT, CURVES, STEPS};
+use super::names::{CHECKPOINT, CURVES, STEPS, WEIGHTS_FILE};
 use super::params::TrainParams;
 use super::peers::Peers;
 use super::replica::Replica;
@@ -35,9 +35,6 @@ const UNIT: &str = "steps";
 
 /// The unit of validation's progress bar.
 const VAL_UNIT: &str = "rows";
-
-/// The checkpoint's weights, as `save_pretrained` names them.
-pub(super) const WEIGHTS_FILE: &str = "model.safetensors";
 
 /// Trains one replica: the only one (`place` None), or rank `place.rank`
 /// of a process group. Rank 0 writes the outputs.

@@ -2,6 +2,8 @@
 //! outputs, and the values some of its params accept.
 
 pub(super) const CHECKPOINT: &str = "checkpoint";
+/// The checkpoint's weights, as `save_pretrained` names them.
+pub(super) const WEIGHTS_FILE: &str = "model.safetensors";
 pub(super) const CURVES: &str = "curves";
 pub(super) const STEPS: &str = "steps";
 pub(super) const STRATEGIES: &[&str] = &[

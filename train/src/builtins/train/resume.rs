@@ -39,9 +39,9 @@ use super::super::classifier::torch;
 use super::checkpoint::SavedTensor;
 use super::curves::StepLine;
 use super::errors::{collective_error, strategy_error};
-use super::fit::WEIGHTS_FILE;
+
 use super::metrics::EpochStats;
-use super::names::CHECKPOINT;
+use super::names::{CHECKPOINT, WEIGHTS_FILE};
 use super::params::{Strategy, TrainParams};
 use super::phases::PhaseTimes;
 use super::replica::Replica;
