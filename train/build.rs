@@ -10,20 +10,14 @@
 //! a binary that silently sees no GPU. This script repeats what tch's own
 //! build.rs does for tch's examples.
 //!
-//! It also compiles the C++ shims of csrc/ (autocast, the fused optimizer,
-//! c10d, the CUDA generator's state; their error convention is
-//! csrc/guarded.h) against the same libtorch's headers.
+//! The C++ shims are compiled by their own crate (train/shims/), whose
+//! build script runs beside torch-sys' instead of after it; this one
+//! checks that both found the same libtorch.
 
 use std::env;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=csrc/autocast.cpp");
-    println!("cargo:rerun-if-changed=csrc/optim.cpp");
-    println!("cargo:rerun-if-changed=csrc/guarded.h");
-    println!("cargo:rerun-if-changed=csrc/c10d.cpp");
-    println!("cargo:rerun-if-changed=csrc/rng.cpp");
-    println!("cargo:rerun-if-changed=csrc/gloo_decl");
     let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if os != "linux" {
         // macOS and Windows are not targets of pipe yet; their loaders need
@@ -36,7 +30,7 @@ fn main() {
     // second copy of its search logic here. It is absent only under
     // torch-sys' `doc-only` feature, where nothing is linked.
     if let Some(lib_dir) = env::var_os("DEP_TCH_LIBTORCH_LIB") {
-        shims(std::path::Path::new(&lib_dir));
+        same_libtorch_as_the_shims(std::path::Path::new(&lib_dir));
         libtorch_version(std::path::Path::new(&lib_dir));
         let lib_dir = lib_dir.to_string_lossy();
         // RUNPATH rather than old-style RPATH is what modern ld emits; it is
@@ -113,32 +107,21 @@ fn libtorch_version(lib_dir: &std::path::Path) {
     }
 }
 
-/// Compiles the C++ shims (autocast, fused AdamW, c10d, CUDA RNG state) against the headers of the libtorch that
-/// torch-sys linked: `<libtorch>/lib` is DEP_TCH_LIBTORCH_LIB, and the
-/// headers sit beside it in `include/` (the layout of both the PyPI wheel
-/// and the libtorch zip). The symbols it calls resolve against the
-/// libraries torch-sys already links.
-fn shims(lib_dir: &std::path::Path) {
-    let root = lib_dir.parent().unwrap_or(lib_dir);
-    let include = root.join("include");
-    cc::Build::new()
-        .cpp(true)
-        .file("csrc/autocast.cpp")
-        .file("csrc/optim.cpp")
-        .file("csrc/c10d.cpp")
-        .file("csrc/rng.cpp")
-        // Declarations of the Gloo names torch's ProcessGroupGloo.hpp
-        // mentions; the wheel ships Gloo's code, not its headers.
-        .include("csrc/gloo_decl")
-        .include(&include)
-        .include(include.join("torch/csrc/api/include"))
-        .std("c++17")
-        // The PyPI wheels since torch 2.6 are built with the new libstdc++
-        // ABI (torch.compiled_with_cxx11_abi() is True); a mismatch would
-        // still compile and then fail to link std::string-taking symbols.
-        .define("_GLIBCXX_USE_CXX11_ABI", "1")
-        // libtorch's headers warn by the hundred under -Wall; our own file
-        // is small enough to keep clean by reading it.
-        .warnings(false)
-        .compile("pipe_autocast");
+/// The shims (train/shims/) were compiled against the headers of the
+/// libtorch whose `lib/` torch-sys links: the same directory, or the build
+/// stops here rather than link two libtorchs' ABIs together.
+fn same_libtorch_as_the_shims(lib_dir: &std::path::Path) {
+    let Some(shims_root) = env::var_os("DEP_PIPE_TRAIN_SHIMS_ROOT") else {
+        return;
+    };
+    let canonical = |path: &std::path::Path| path.canonicalize().unwrap_or(path.to_path_buf());
+    let linked_root = lib_dir.parent().unwrap_or(lib_dir);
+    if canonical(linked_root) != canonical(std::path::Path::new(&shims_root)) {
+        panic!(
+            "torch-sys links the libtorch in `{}` but the C++ shims were compiled against `{}`: \
+             set LIBTORCH_USE_PYTORCH=1 or LIBTORCH, not both to different places",
+            linked_root.display(),
+            std::path::Path::new(&shims_root).display()
+        );
+    }
 }

@@ -8,6 +8,9 @@
 //! data side (token files, batches, metrics) and the worker side of the
 //! stage protocol come from `pipe-stages`, which does not know this crate.
 
+// The C++ shims the `extern "C"` blocks of this crate call.
+extern crate pipe_train_shims;
+
 pub mod builtins;
 pub mod c10d;
 pub mod collective;

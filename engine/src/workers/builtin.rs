@@ -56,7 +56,7 @@ impl BuiltinWorker {
         ];
         const TRAINING_ONLY: &[&str] = &[
             "train/src",
-            "train/csrc",
+            "train/shims",
             "train/build.rs",
             "train/Cargo.toml",
         ];
