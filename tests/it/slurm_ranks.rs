@@ -9,34 +9,36 @@ use crate::imdb_mirror::{project_with_pipeline, Mirror};
 
 const TRAIN: &str = "train@precision=32-true,setup=ddp2-cpu";
 
+/// The speed study cut to its ddp stage of two CPU replicas on a few rows,
+/// trained for `epochs` at `batch_size`: `-S` pairs for `pipe run`.
+fn study_args(epochs: u32, batch_size: u32) -> Vec<String> {
+    [
+        "precisions=[32-true]".to_string(),
+        "setups=[ddp2-cpu]".to_string(),
+        "split.train=16".to_string(),
+        "split.val=4".to_string(),
+        "split.test=4".to_string(),
+        "tokenize.max_length=64".to_string(),
+        format!("train.epochs={epochs}"),
+        format!("train.batch_size={batch_size}"),
+    ]
+    .into_iter()
+    .flat_map(|value| ["-S".to_string(), value])
+    .collect()
+}
+
 #[test]
 fn a_ddp_stage_on_slurm_runs_its_replicas_as_srun_tasks_and_trains_the_local_bytes() {
     let mirror = Mirror::start();
-    let args = [
-        "-S",
-        "precisions=[32-true]",
-        "-S",
-        "setups=[ddp2-cpu]",
-        "-S",
-        "split.train=16",
-        "-S",
-        "split.val=4",
-        "-S",
-        "split.test=4",
-        "-S",
-        "tokenize.max_length=64",
-        "-S",
-        "train.epochs=1",
-        "-S",
-        "train.batch_size=4",
-    ];
+    let study = study_args(1, 4);
+    let args: Vec<&str> = study.iter().map(String::as_str).collect();
     let local = project_with_pipeline("speed-study.yaml");
     let here = mirror.run(&local, "speed-study.yaml", &args);
     assert_eq!(here.code, 0, "{}", here.stderr);
 
     let cluster = project_with_pipeline("speed-study.yaml");
     let mut on_slurm: Vec<&str> = vec!["--executor", "slurm"];
-    on_slurm.extend(args);
+    on_slurm.extend(&args);
     let there = mirror.run_with_env(
         &cluster,
         "speed-study.yaml",
@@ -186,26 +188,9 @@ fn srun_task_pid(task: usize) -> Option<i32> {
 fn a_rank_killed_on_slurm_is_named_in_the_stages_failure() {
     let mirror = Mirror::start();
     let cluster = project_with_pipeline("speed-study.yaml");
-    let args = [
-        "--executor",
-        "slurm",
-        "-S",
-        "precisions=[32-true]",
-        "-S",
-        "setups=[ddp2-cpu]",
-        "-S",
-        "split.train=16",
-        "-S",
-        "split.val=4",
-        "-S",
-        "split.test=4",
-        "-S",
-        "tokenize.max_length=64",
-        "-S",
-        "train.epochs=400",
-        "-S",
-        "train.batch_size=2",
-    ];
+    let study = study_args(400, 2);
+    let mut args = vec!["--executor", "slurm"];
+    args.extend(study.iter().map(String::as_str));
     let result = std::thread::scope(|scope| {
         let run = scope.spawn(|| {
             mirror.run_with_env(

@@ -22,7 +22,7 @@ impl FullShard {
             return Ok(());
         }
         self.start_gather(index, kind, collective)?;
-        self.land(collective)
+        self.land()
     }
 
     /// Starts gathering unit `index` in `kind` when prefetch is on and it is
@@ -56,7 +56,7 @@ impl FullShard {
             if prefetch.unit == index && prefetch.kind == kind {
                 return Ok(());
             }
-            self.land(collective)?;
+            self.land()?;
         }
         if self.units[index].gathered.is_some() {
             self.release(index)?;
@@ -92,19 +92,18 @@ impl FullShard {
     /// Waits for the gather in flight and puts its parameters into its
     /// unit's variables, as views of the one gathered buffer (freed when
     /// the last variable lets go of it).
-    fn land(&mut self, _collective: &dyn Collective) -> Result<(), StrategyError> {
+    fn land(&mut self) -> Result<(), StrategyError> {
         let Some(Prefetch {
             started,
             unit: index,
             kind,
             full,
-            _input,
+            ..
         }) = self.in_flight.take()
         else {
             return Ok(());
         };
         started.wait()?;
-        drop(_input);
         let _no_grad = tch::no_grad_guard();
         let unit = &mut self.units[index];
         for ((variable, &offset), size) in unit.variables.iter().zip(&unit.offsets).zip(&unit.sizes)
