@@ -96,21 +96,24 @@ pub struct FullShard {
     pub(super) wire: WireBytes,
 }
 
+/// A trainable variable: its name in the model, the tensor, and whether
+/// weight decay applies to it.
+pub type NamedVariable = (String, Tensor, bool);
+
 /// The model's trainable `variables` (creation order, with whether weight
 /// decay applies) grouped by unit (`SequenceClassifier::unit_of`), each
 /// unit's in creation order and named. Call while the variables are whole.
 pub fn units_of(
     model: &SequenceClassifier,
     variables: Vec<(Tensor, bool)>,
-) -> Result<Vec<Vec<(String, Tensor, bool)>>, StrategyError> {
+) -> Result<Vec<Vec<NamedVariable>>, StrategyError> {
     let names: HashMap<usize, String> = model
         .vs
         .variables()
         .into_iter()
         .map(|(name, tensor)| (tensor.data_ptr() as usize, name))
         .collect();
-    let mut units: Vec<Vec<(String, Tensor, bool)>> =
-        (0..model.unit_count()).map(|_| Vec::new()).collect();
+    let mut units: Vec<Vec<NamedVariable>> = (0..model.unit_count()).map(|_| Vec::new()).collect();
     for (tensor, decays) in variables {
         let name = names.get(&(tensor.data_ptr() as usize)).ok_or_else(|| {
             StrategyError::Internal("a trainable variable has no name in the store".into())
@@ -125,7 +128,7 @@ impl FullShard {
     /// `rank` of each and frees the full parameters. Every replica must
     /// pass the same shapes in the same order, holding the same values.
     pub fn new(
-        units: Vec<Vec<(String, Tensor, bool)>>,
+        units: Vec<Vec<NamedVariable>>,
         rank: usize,
         world: usize,
         communication: Communication,
