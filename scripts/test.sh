@@ -28,4 +28,4 @@ eval "$(scripts/slurm.sh start "$slurm_dir")"
 trap 'scripts/slurm.sh stop "$slurm_dir"' EXIT
 
 echo "--- tests (the whole workspace, target/)" >&2
-cargo test --workspace --locked "$@"
+cargo test --workspace --locked --no-fail-fast "$@"

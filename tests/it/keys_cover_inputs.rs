@@ -85,7 +85,8 @@ fn rules(info: &Value) -> Vec<Value> {
 /// params, as a user must: a `parts` rule's first size a count when none
 /// is set, and a `when` rule's condition turned off (its param set to
 /// another of its choices) where `with` gives the dependent param a value
-/// the rule refuses.
+/// the rule refuses, or the dependent param given an allowed value where
+/// only its default is refused.
 fn within_rules(info: &Value, mut with: Map<String, Value>) -> Map<String, Value> {
     let params = info["params"].as_array().expect("params");
     let given = |with: &Map<String, Value>, name: &str| {
@@ -115,15 +116,21 @@ fn within_rules(info: &Value, mut with: Map<String, Value>) -> Map<String, Value
                 let is = rule["is"].as_array().expect("is");
                 let must_be = rule["must_be"].as_array().expect("must_be");
                 let triggered = given(&with, param).is_some_and(|value| is.contains(&value));
-                let refused = with.get(then).is_some_and(|value| {
+                // The engine checks `then`'s default too (`fsdp_prefetch:
+                // false` with no strategy given is refused).
+                let refused = given(&with, then).is_some_and(|value| {
                     !must_be.iter().any(|allowed| {
                         allowed
                             .as_f64()
                             .zip(value.as_f64())
-                            .map_or(allowed == value, |(a, b)| a == b)
+                            .map_or(*allowed == value, |(a, b)| a == b)
                     })
                 });
-                if triggered && refused {
+                if triggered && refused && !with.contains_key(then) {
+                    // Only the default is refused: give `then` a value the
+                    // rule allows, so the trigger keeps the value under test.
+                    with.insert(then.to_string(), must_be[0].clone());
+                } else if triggered && refused {
                     let other = params
                         .iter()
                         .find(|spec| spec["name"] == param)
