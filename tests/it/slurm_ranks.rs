@@ -160,8 +160,11 @@ fn nodes_that_cannot_be_honoured_are_located_errors() {
 }
 
 /// The pid of a running `pipe-stage-train` that srun started as task
-/// `task` (its environment says SLURM_PROCID), if any.
-fn srun_task_pid(task: usize) -> Option<i32> {
+/// `task` (its environment says SLURM_PROCID) for the project at `root`
+/// (its working directory is there), if any: other tests run ranks on the
+/// same cluster at the same time.
+fn srun_task_pid(root: &std::path::Path, task: usize) -> Option<i32> {
+    let root = root.canonicalize().ok()?;
     let wanted = format!("SLURM_PROCID={task}");
     std::fs::read_dir("/proc")
         .ok()?
@@ -171,6 +174,10 @@ fn srun_task_pid(task: usize) -> Option<i32> {
             let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
             let program = cmdline.split(|b| *b == 0).next()?;
             if !String::from_utf8_lossy(program).ends_with("pipe-stage-train") {
+                return None;
+            }
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+            if !cwd.starts_with(&root) {
                 return None;
             }
             let environ = std::fs::read(entry.path().join("environ")).ok()?;
@@ -202,7 +209,10 @@ fn a_rank_killed_on_slurm_is_named_in_the_stages_failure() {
         });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
         let victim = loop {
-            if let (Some(_), Some(victim)) = (srun_task_pid(0), srun_task_pid(1)) {
+            if let (Some(_), Some(victim)) = (
+                srun_task_pid(cluster.root(), 0),
+                srun_task_pid(cluster.root(), 1),
+            ) {
                 break victim;
             }
             assert!(

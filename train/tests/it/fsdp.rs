@@ -76,10 +76,20 @@ fn fsdp_on_three_ranks_of_bert_base_peaks_under_six_tenths_of_ddp_over_the_whole
     let shards = memory(&fsdp, "params_bytes") + memory(&fsdp, "grads_bytes");
     assert!(fsdp_peak > shards * 1.2, "{fsdp_peak} vs shards {shards}");
 
+    // The deep layers of a random 12-layer BERT attend almost uniformly, so
+    // their query and key gradients (and a few elements anywhere among
+    // 109M) are rounding noise, whose sign depends on the order of a sum:
+    // there AdamW steps +-lr either way, and the two checkpoints may differ
+    // by up to 2 x lr per step, on some CPUs by 1.6e-3. A unit written at
+    // the wrong place, padded wrongly or missing differs by the weights'
+    // own scale; a parameter that matters moves the validation loss below.
+    let steps = ddp.metrics()["optimizer_steps"].as_f64().unwrap();
+    assert_eq!(fsdp.metrics()["optimizer_steps"].as_f64(), Some(steps));
+    let noise_bound = 2.0 * 2e-3 * steps as f32 + 1e-5;
     let difference = max_weight_difference(&fsdp, &ddp);
     assert!(
-        difference < 1e-5,
-        "fsdp's checkpoint differs from ddp's by {difference}"
+        difference < noise_bound,
+        "fsdp's checkpoint differs from ddp's by {difference}, beyond AdamW's noise ({noise_bound})"
     );
     let (val_ddp, val_fsdp) = (
         ddp.metrics()["val_loss"].clone(),
