@@ -28,8 +28,8 @@ fn communication(run: &Run, figure: &str) -> Value {
 /// every parameter and gradient at once; fsdp its thirds plus, at most,
 /// the embeddings' parameters and gradients (the largest unit): 0.55x by
 /// arithmetic, and the run must measure no more than 0.6x. The checkpoint
-/// it streamed holds ddp's weights (to AdamW's rounding), validates as
-/// ddp's, and loads as a BERT classifier.
+/// it streamed holds ddp's weights (within what AdamW makes of rounding
+/// noise), validates as ddp's, and loads as a BERT classifier.
 #[test]
 fn fsdp_on_three_ranks_of_bert_base_peaks_under_six_tenths_of_ddp_over_the_whole_run() {
     let dir = tempfile::tempdir().unwrap();
