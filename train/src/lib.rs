@@ -25,4 +25,5 @@ pub mod optim;
 pub mod precision;
 pub mod replicated;
 pub mod shard;
+mod shard_layout;
 pub mod strategy;

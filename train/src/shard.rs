@@ -49,6 +49,7 @@ use crate::collective::Collective;
 use crate::ddp::bucket_indices;
 use crate::optim::{clip_coefficient, foreach, AdamW};
 use crate::precision::LossScaler;
+use crate::shard_layout::{DecayGroups, ShardLayout};
 use crate::strategy::{MemoryUse, Phase, ShardingStrategy, StrategyError};
 
 extern "C" {
@@ -101,17 +102,10 @@ fn flat(variable: &Tensor) -> Result<Tensor, tch::TchError> {
 /// One bucket's variables and this replica's part of them.
 struct Bucket {
     variables: Vec<Tensor>,
-    /// Each variable's offset in the bucket's flat order.
-    offsets: Vec<i64>,
     /// Each variable's shape, kept for when its data is released.
     sizes: Vec<Vec<i64>>,
-    numel: i64,
-    /// Elements per replica: `ceil(numel / world)`.
-    part: i64,
-    /// This replica's part in the bucket's flat order, `[low, high)`:
-    /// shorter than `part` (or empty) at the bucket's end.
-    low: i64,
-    high: i64,
+    /// The bucket's cut, and this replica's part of it.
+    layout: ShardLayout,
     kind: Kind,
     device: Device,
     /// The summed gradients of this replica's part, written by the
@@ -153,12 +147,11 @@ impl ShardedOptimizer {
         cap_bytes: usize,
         lr: f64,
         weight_decay: f64,
-        (beta1, beta2, eps): (f64, f64, f64),
+        betas: (f64, f64, f64),
     ) -> Result<ShardedOptimizer, StrategyError> {
         let tensors: Vec<Tensor> = variables.iter().map(|(t, _)| t.shallow_clone()).collect();
         let mut buckets = Vec::new();
-        let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
-        let (mut decayed_owners, mut undecayed_owners) = (Vec::new(), Vec::new());
+        let mut groups = DecayGroups::default();
         let mut had_grad = Vec::new();
         tch::no_grad(|| -> Result<(), StrategyError> {
             for (bucket_index, members) in
@@ -166,48 +159,29 @@ impl ShardedOptimizer {
             {
                 let first = &tensors[members[0]];
                 let (kind, device) = (first.kind(), first.device());
-                let mut offsets = Vec::with_capacity(members.len());
-                let mut numel = 0i64;
-                for &member in &members {
-                    offsets.push(numel);
-                    numel += tensors[member].numel() as i64;
-                }
-                let part = (numel + world as i64 - 1) / world as i64;
-                let (low, high) = (rank as i64 * part, ((rank as i64 + 1) * part).min(numel));
-                let grad_shard = Tensor::f_zeros([part], (kind, device))?;
+                let layout = ShardLayout::new(
+                    members.iter().map(|&m| tensors[m].numel() as i64),
+                    rank,
+                    world,
+                );
+                let grad_shard = Tensor::f_zeros([layout.part], (kind, device))?;
                 let param_shard = match sharding {
                     Sharding::Zero2 => None,
-                    Sharding::ShardGradOp => Some(Tensor::f_zeros([part], (kind, device))?),
+                    Sharding::ShardGradOp => Some(Tensor::f_zeros([layout.part], (kind, device))?),
                 };
-                for (index, &member) in members.iter().enumerate() {
-                    let (variable, decays) = &variables[member];
-                    let start = offsets[index];
-                    let end = start + variable.numel() as i64;
-                    let (from, to) = (start.max(low), end.min(high));
-                    if from >= to {
-                        continue;
-                    }
-                    let in_variable =
-                        variable
-                            .f_detach()?
-                            .f_view([-1])?
-                            .f_narrow(0, from - start, to - from)?;
+                for piece in layout.pieces() {
+                    let (variable, decays) = &variables[members[piece.index]];
+                    let in_variable = flat(variable)?.f_narrow(0, piece.in_variable, piece.len)?;
                     let param = match &param_shard {
                         Some(shard) => {
-                            let mut piece = shard.f_narrow(0, from - low, to - from)?;
-                            piece.f_copy_(&in_variable)?;
-                            piece
+                            let mut part = shard.f_narrow(0, piece.in_part, piece.len)?;
+                            part.f_copy_(&in_variable)?;
+                            part
                         }
                         None => in_variable,
                     };
-                    let grad = grad_shard.f_narrow(0, from - low, to - from)?;
-                    if *decays {
-                        decayed.push((param, grad));
-                        decayed_owners.push((bucket_index, index));
-                    } else {
-                        undecayed.push((param, grad));
-                        undecayed_owners.push((bucket_index, index));
-                    }
+                    let grad = grad_shard.f_narrow(0, piece.in_part, piece.len)?;
+                    groups.push(*decays, param, grad, (bucket_index, piece.index));
                 }
                 had_grad.push(vec![true; members.len()]);
                 buckets.push(Bucket {
@@ -215,12 +189,8 @@ impl ShardedOptimizer {
                         .iter()
                         .map(|&m| tensors[m].shallow_clone())
                         .collect(),
-                    offsets,
                     sizes: members.iter().map(|&m| tensors[m].size()).collect(),
-                    numel,
-                    part,
-                    low,
-                    high,
+                    layout,
                     kind,
                     device,
                     grad_shard,
@@ -229,18 +199,11 @@ impl ShardedOptimizer {
             }
             Ok(())
         })?;
-        let mut slot_owners = decayed_owners;
-        slot_owners.extend(undecayed_owners);
+        let (optimizer, slot_owners) = groups.into_optimizer(lr, weight_decay, betas);
         Ok(ShardedOptimizer {
             sharding,
             buckets,
-            optimizer: AdamW::with_gradients(
-                vec![(decayed, weight_decay), (undecayed, 0.0)],
-                lr,
-                beta1,
-                beta2,
-                eps,
-            ),
+            optimizer,
             slot_owners,
             had_grad,
             materialized: true,
@@ -263,14 +226,13 @@ impl ShardedOptimizer {
                 let Some(shard) = &bucket.param_shard else {
                     continue;
                 };
-                let world = collective.world_size() as i64;
                 let mut full =
-                    Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
+                    Tensor::f_empty([bucket.layout.padded()], (bucket.kind, bucket.device))?;
                 collective.all_gather(shard, &mut full)?;
                 for ((variable, &offset), size) in bucket
                     .variables
                     .iter()
-                    .zip(&bucket.offsets)
+                    .zip(&bucket.layout.offsets)
                     .zip(&bucket.sizes)
                 {
                     let numel: i64 = size.iter().product();
@@ -307,7 +269,6 @@ impl ShardedOptimizer {
         &mut self,
         collective: &dyn Collective,
     ) -> Result<(), StrategyError> {
-        let world = collective.world_size() as i64;
         tch::no_grad(|| -> Result<(), StrategyError> {
             for (bucket, had_grad) in self.buckets.iter_mut().zip(&mut self.had_grad) {
                 let mut parts = Vec::with_capacity(bucket.variables.len() + 1);
@@ -320,7 +281,7 @@ impl ShardedOptimizer {
                         Tensor::f_zeros([variable.numel() as i64], (bucket.kind, bucket.device))?
                     });
                 }
-                let padding = bucket.part * world - bucket.numel;
+                let padding = bucket.layout.padding();
                 if padding > 0 {
                     parts.push(Tensor::f_zeros([padding], (bucket.kind, bucket.device))?);
                 }
@@ -354,31 +315,25 @@ impl ShardedOptimizer {
     }
 
     fn gather_into_variables(&self, collective: &dyn Collective) -> Result<(), StrategyError> {
-        let world = collective.world_size() as i64;
         tch::no_grad(|| -> Result<(), StrategyError> {
             for bucket in &self.buckets {
-                let (low, high) = (bucket.low, bucket.high);
+                let layout = &bucket.layout;
                 // This replica's part of the bucket's flat parameters.
                 let mut pieces = Vec::new();
-                for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
-                    let end = offset + variable.numel() as i64;
-                    let (from, to) = (offset.max(low), end.min(high));
-                    if from < to {
-                        pieces.push(flat(variable)?.f_narrow(0, from - offset, to - from)?);
-                    }
+                for piece in layout.pieces() {
+                    let variable = &bucket.variables[piece.index];
+                    pieces.push(flat(variable)?.f_narrow(0, piece.in_variable, piece.len)?);
                 }
-                let filled = (high - low).max(0);
-                if filled < bucket.part {
+                if layout.filled() < layout.part {
                     pieces.push(Tensor::f_zeros(
-                        [bucket.part - filled],
+                        [layout.part - layout.filled()],
                         (bucket.kind, bucket.device),
                     )?);
                 }
                 let shard = Tensor::f_cat(&pieces, 0)?;
-                let mut full =
-                    Tensor::f_empty([bucket.part * world], (bucket.kind, bucket.device))?;
+                let mut full = Tensor::f_empty([layout.padded()], (bucket.kind, bucket.device))?;
                 collective.all_gather(&shard, &mut full)?;
-                for (variable, &offset) in bucket.variables.iter().zip(&bucket.offsets) {
+                for (variable, &offset) in bucket.variables.iter().zip(&layout.offsets) {
                     let numel = variable.numel() as i64;
                     flat(variable)?.f_copy_(&full.f_narrow(0, offset, numel)?)?;
                 }

@@ -8,6 +8,7 @@ use tch::{Device, Kind, Tensor};
 use crate::collective::Started;
 use crate::model::SequenceClassifier;
 use crate::optim::AdamW;
+use crate::shard_layout::{DecayGroups, ShardLayout};
 use crate::strategy::{StrategyError, WireBytes};
 
 /// How a step's collectives travel.
@@ -34,12 +35,10 @@ pub(super) struct Unit {
     /// The variables' names in the store, for the checkpoint.
     pub(super) names: Vec<String>,
     pub(super) variables: Vec<Tensor>,
-    /// Each variable's offset in the unit's flat order, and its shape.
-    pub(super) offsets: Vec<i64>,
+    /// Each variable's shape.
     pub(super) sizes: Vec<Vec<i64>>,
-    pub(super) numel: i64,
-    /// Elements per replica: `ceil(numel / world)`.
-    pub(super) part: i64,
+    /// The unit's cut, and this replica's part of it.
+    pub(super) layout: ShardLayout,
     /// The parameters' own kind, that of the shards.
     pub(super) kind: Kind,
     pub(super) device: Device,
@@ -78,7 +77,6 @@ pub struct FullShard {
     /// Whether each variable (unit, index) had a gradient in any of this
     /// step's micro-batches: one unused by the forward is not stepped.
     pub(super) had_grad: Vec<Vec<bool>>,
-    pub(super) world: i64,
     pub(super) communication: Communication,
     pub(super) in_flight: Option<Prefetch>,
     /// Steps begun; the first is measured.
@@ -134,12 +132,10 @@ impl FullShard {
         communication: Communication,
         lr: f64,
         weight_decay: f64,
-        (beta1, beta2, eps): (f64, f64, f64),
+        betas: (f64, f64, f64),
     ) -> Result<FullShard, StrategyError> {
-        let world = world as i64;
         let mut built = Vec::with_capacity(units.len());
-        let (mut decayed, mut undecayed) = (Vec::new(), Vec::new());
-        let (mut decayed_owners, mut undecayed_owners) = (Vec::new(), Vec::new());
+        let mut groups = DecayGroups::default();
         let mut had_grad = Vec::with_capacity(units.len());
         let _no_grad = tch::no_grad_guard();
         for (unit_index, members) in units.into_iter().enumerate() {
@@ -158,37 +154,23 @@ impl FullShard {
                     odd.device()
                 )));
             }
-            let mut offsets = Vec::with_capacity(members.len());
-            let mut numel = 0i64;
-            for (_, variable, _) in &members {
-                offsets.push(numel);
-                numel += variable.numel() as i64;
-            }
-            let part = (numel + world - 1) / world;
-            let (low, high) = (rank as i64 * part, ((rank as i64 + 1) * part).min(numel));
-            let param_shard = Tensor::f_zeros([part], (kind, device))?;
-            let grad_shard = Tensor::f_zeros([part], (kind, device))?;
-            for (index, (_, variable, decays)) in members.iter().enumerate() {
-                let start = offsets[index];
-                let end = start + variable.numel() as i64;
-                let (from, to) = (start.max(low), end.min(high));
-                if from >= to {
-                    continue;
-                }
-                let mut param = param_shard.f_narrow(0, from - low, to - from)?;
+            let layout = ShardLayout::new(
+                members.iter().map(|(_, t, _)| t.numel() as i64),
+                rank,
+                world,
+            );
+            let param_shard = Tensor::f_zeros([layout.part], (kind, device))?;
+            let grad_shard = Tensor::f_zeros([layout.part], (kind, device))?;
+            for piece in layout.pieces() {
+                let (_, variable, decays) = &members[piece.index];
+                let mut param = param_shard.f_narrow(0, piece.in_part, piece.len)?;
                 param.f_copy_(&variable.f_detach()?.f_reshape([-1])?.f_narrow(
                     0,
-                    from - start,
-                    to - from,
+                    piece.in_variable,
+                    piece.len,
                 )?)?;
-                let grad = grad_shard.f_narrow(0, from - low, to - from)?;
-                if *decays {
-                    decayed.push((param, grad));
-                    decayed_owners.push((unit_index, index));
-                } else {
-                    undecayed.push((param, grad));
-                    undecayed_owners.push((unit_index, index));
-                }
+                let grad = grad_shard.f_narrow(0, piece.in_part, piece.len)?;
+                groups.push(*decays, param, grad, (unit_index, piece.index));
             }
             had_grad.push(vec![false; members.len()]);
             let mut names = Vec::with_capacity(members.len());
@@ -203,9 +185,7 @@ impl FullShard {
                 names,
                 variables,
                 sizes,
-                offsets,
-                numel,
-                part,
+                layout,
                 kind,
                 device,
                 param_shard,
@@ -214,20 +194,12 @@ impl FullShard {
                 reduced: false,
             });
         }
-        let mut slot_owners = decayed_owners;
-        slot_owners.extend(undecayed_owners);
+        let (optimizer, slot_owners) = groups.into_optimizer(lr, weight_decay, betas);
         let mut shard = FullShard {
             units: built,
-            optimizer: AdamW::with_gradients(
-                vec![(decayed, weight_decay), (undecayed, 0.0)],
-                lr,
-                beta1,
-                beta2,
-                eps,
-            ),
+            optimizer,
             slot_owners,
             had_grad,
-            world,
             communication,
             in_flight: None,
             steps: 0,

@@ -61,7 +61,6 @@ impl FullShard {
         if self.units[index].gathered.is_some() {
             self.release(index)?;
         }
-        let world = self.world;
         let unit = &self.units[index];
         let _no_grad = tch::no_grad_guard();
         let input = if kind == unit.kind {
@@ -69,12 +68,12 @@ impl FullShard {
         } else {
             unit.param_shard.f_to_kind(kind)?
         };
-        let mut full = Tensor::f_empty([unit.part * world], (kind, unit.device))?;
+        let mut full = Tensor::f_empty([unit.layout.padded()], (kind, unit.device))?;
         if self.counting() {
             self.wire.gathered += bytes_of(&full) as u64;
         }
         let unit = &self.units[index];
-        let started = if unit.numel > 0 {
+        let started = if unit.layout.numel > 0 {
             collective.start_all_gather(&input, &mut full)?
         } else {
             crate::collective::Started::done()
@@ -106,7 +105,11 @@ impl FullShard {
         started.wait()?;
         let _no_grad = tch::no_grad_guard();
         let unit = &mut self.units[index];
-        for ((variable, &offset), size) in unit.variables.iter().zip(&unit.offsets).zip(&unit.sizes)
+        for ((variable, &offset), size) in unit
+            .variables
+            .iter()
+            .zip(&unit.layout.offsets)
+            .zip(&unit.sizes)
         {
             let numel: i64 = size.iter().product();
             let data = full.f_narrow(0, offset, numel)?.f_view(size.as_slice())?;
@@ -140,7 +143,6 @@ impl FullShard {
         index: usize,
         collective: &dyn Collective,
     ) -> Result<(), StrategyError> {
-        let world = self.world;
         let counting = self.counting();
         let unit = &mut self.units[index];
         let kind = unit.gathered.unwrap_or(unit.kind);
@@ -155,18 +157,18 @@ impl FullShard {
                 Tensor::f_zeros([variable.numel() as i64], (kind, unit.device))?
             });
         }
-        let padding = unit.part * world - unit.numel;
+        let padding = unit.layout.padding();
         if padding > 0 {
             parts.push(Tensor::f_zeros([padding], (kind, unit.device))?);
         }
-        if unit.numel > 0 {
+        if unit.layout.numel > 0 {
             let flat = Tensor::f_cat(&parts, 0)?;
             drop(parts);
             if counting {
                 self.wire.reduce_scattered += bytes_of(&flat) as u64;
             }
             if unit.reduced || kind != unit.kind {
-                let mut sum = Tensor::f_empty([unit.part], (kind, unit.device))?;
+                let mut sum = Tensor::f_empty([unit.layout.part], (kind, unit.device))?;
                 collective.reduce_scatter_sum(&flat, &mut sum)?;
                 drop(flat);
                 if unit.reduced {
