@@ -1,7 +1,7 @@
 //! libtorch's distributed engine, c10d, behind [`Collective`]: the TCPStore
 //! rendezvous and the Gloo (CPU) or NCCL (CUDA) process group that
 //! `torch.distributed.init_process_group` builds, through the C++ shim in
-//! csrc/c10d.cpp. pipe implements no collective of its own: every
+//! shims/csrc/c10d.cpp. pipe implements no collective of its own: every
 //! all-reduce, reduce-scatter, all-gather and broadcast below is libtorch's.
 
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -308,7 +308,7 @@ impl Drop for Pending {
     }
 }
 
-/// DDP's gradient reducer (csrc/c10d.cpp): a hook on every parameter
+/// DDP's gradient reducer (shims/csrc/c10d.cpp): a hook on every parameter
 /// starts its bucket's all-reduce as soon as backward has produced the
 /// bucket's last gradient, so the sums travel while backward computes the
 /// layers below, and [`Reducer::finish`] waits for them. The buckets are

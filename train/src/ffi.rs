@@ -1,4 +1,4 @@
-//! The Rust side of csrc/guarded.h: every C++ shim entry point takes an
+//! The Rust side of shims/csrc/guarded.h: every C++ shim entry point takes an
 //! error buffer (`char* error, size_t error_size`) and returns nonzero
 //! with the C++ exception's message in it, since an exception must never
 //! unwind into Rust frames.

@@ -1,6 +1,6 @@
 //! AdamW as `torch.optim.AdamW(fused=True)`: decoupled weight decay, bias
 //! correction, one fused libtorch kernel per parameter group and step
-//! (`at::_fused_adamw_` through csrc/optim.cpp, after one `_foreach_add_`
+//! (`at::_fused_adamw_` through shims/csrc/optim.cpp, after one `_foreach_add_`
 //! that counts the group's steps). `zero_grad` frees the gradients, as
 //! `zero_grad(set_to_none=True)`, torch.optim's default; a parameter
 //! without a gradient is left out of clipping and of the step, as torch.optim
@@ -39,7 +39,7 @@ extern "C" {
     ) -> c_int;
 }
 
-/// libtorch's `_foreach_*` kernels (csrc/optim.cpp), which tch does not
+/// libtorch's `_foreach_*` kernels (shims/csrc/optim.cpp), which tch does not
 /// bind: one call per list of tensors, nothing read back to the host.
 pub mod foreach {
     use std::ffi::{c_char, c_int, c_void};

@@ -10,7 +10,7 @@
 //!   state; no autocast.
 //!
 //! tch only wraps CUDA fp16 autocast, so [`AutocastGuard`] goes through a
-//! small C++ shim (csrc/autocast.cpp, built by build.rs) that calls
+//! small C++ shim (shims/csrc/autocast.cpp, built by the shims crate) that calls
 //! libtorch's per-device-type autocast API, CPU bf16 included.
 
 use std::ffi::{c_char, c_int};
@@ -185,7 +185,7 @@ impl PrecisionError {
     }
 }
 
-// The codes of csrc/autocast.cpp.
+// The codes of shims/csrc/autocast.cpp.
 const DEVICE_CPU: c_int = 0;
 const DEVICE_CUDA: c_int = 1;
 const DTYPE_BF16: c_int = 0;
