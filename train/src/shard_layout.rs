@@ -20,8 +20,8 @@ pub(crate) struct ShardLayout {
     pub part: i64,
     /// This replica's part in the run's flat order, `[low, high)`: shorter
     /// than `part` (or empty) at the run's end.
-    pub low: i64,
-    pub high: i64,
+    low: i64,
+    high: i64,
     world: i64,
 }
 

@@ -204,6 +204,9 @@ pub(crate) fn train(dir: &Path, name: &str, tokens: &Path, model: &Path, extra: 
     run_stage(dir, name, "train/classifier", params, Some(123))
 }
 
+/// The learning rate [`train_params`] gives a run that names none.
+pub(crate) const LR: f64 = 2e-3;
+
 /// Every param of `train/classifier`, as the engine hands them over, with
 /// `extra`'s in place of the defaults here.
 pub(crate) fn train_params(tokens: &Path, model: &Path, extra: Value) -> Value {
@@ -213,7 +216,7 @@ pub(crate) fn train_params(tokens: &Path, model: &Path, extra: Value) -> Value {
         "num_labels": 2,
         "epochs": 6,
         "batch_size": 8,
-        "lr": 2e-3,
+        "lr": LR,
         "weight_decay": 0.01,
         "warmup_ratio": 0.0,
         "accumulate_grad_batches": 1,
