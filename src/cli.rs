@@ -49,6 +49,10 @@ pub enum Command {
         /// Machine-readable output on stdout.
         #[arg(long)]
         json: bool,
+        /// Only the stages a run would do something for (stale,
+        /// restorable, running); the summary line still counts them all.
+        #[arg(long)]
+        stale: bool,
         /// Ask the remote cache which stale stages it can restore: the
         /// configured one, or `--remote=URL`.
         #[arg(
@@ -155,6 +159,25 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Bring a run back whole: its params written into the files that set
+    /// them (in place, comments kept) and its outputs restored, so that
+    /// `pipe status` is all fresh.
+    Apply {
+        #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
+        run: String,
+        /// The pipeline file the run ran (default: the one its record
+        /// names, else `pipe.yaml` here or above).
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// Link modes to try, in order: reflink, hardlink, symlink, copy
+        /// (default: reflink,copy).
+        #[arg(long, value_delimiter = ',')]
+        link: Vec<String>,
+        /// Overwrite params files with uncommitted edits and workspace
+        /// files the cache cannot give back; exit 5 without it.
+        #[arg(long)]
+        force: bool,
+    },
     /// Inspect and maintain the cache.
     Cache {
         #[command(subcommand)]
@@ -238,6 +261,16 @@ pub struct RunArgs {
     /// Print machine-readable events on stdout (JSON lines).
     #[arg(long)]
     pub json: bool,
+    /// The last lines a command stage printed, shown under its line when
+    /// it succeeds (its full log is named); 0 shows none. A failed stage
+    /// always shows its last 20.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "PIPE_OUTPUT_LINES",
+        default_value_t = 10
+    )]
+    pub output_lines: usize,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

@@ -4,12 +4,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use pipe_engine::cache_admin::{self, GcOutcome, GcRequest};
-use pipe_engine::checkout::{self, CheckedOut, CheckoutReport, CheckoutRequest};
 use pipe_engine::compare::DiffRequest;
 use pipe_engine::dag::DagFormat;
 use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::history::{History, Pull};
-use pipe_engine::pipefile::ProjectWorkers;
 use pipe_engine::plan::{self};
 use pipe_engine::runs::{RunId, RunRecord, RunStatus};
 use pipe_engine::{catalog, compare, ExitCode, Result};
@@ -36,8 +34,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             path,
             pipeline,
             json,
+            stale,
             remote,
-        } => status(path, pipeline, json, remote.as_deref()),
+        } => status(path, pipeline, json, stale, remote.as_deref()),
         Command::Why {
             targets,
             pipeline,
@@ -66,7 +65,13 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             file,
             link,
             force,
-        } => checkout(run, file, link, force),
+        } => crate::checkout_command::checkout(run, file, link, force),
+        Command::Apply {
+            run,
+            file,
+            link,
+            force,
+        } => crate::checkout_command::apply(run, file, link, force),
         Command::Cache { command } => cache(command, quiet),
         Command::Stages { check: true, .. } => check_stages(quiet),
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),
@@ -263,7 +268,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets, &args);
     }
-    let progress = Progress::new(args.json, quiet);
+    let progress = Progress::new(args.json, quiet, args.output_lines);
     let request = RunRequest {
         overrides: settings.overrides,
         sweep: settings.sweep,
@@ -298,11 +303,15 @@ fn status(
     file: Option<PathBuf>,
     arg: PipelineArg,
     json: bool,
+    only_stale: bool,
     remote: Option<&str>,
 ) -> Result<ExitCode> {
     let (pipeline, dag) = load_checked(file.as_deref(), &arg)?;
     let report = pipe_engine::remote_status::status(&pipeline, &dag, remote)?;
-    let states = report.states;
+    let mut states = report.states;
+    if only_stale && json {
+        states.retain(|state| state.freshness != pipe_engine::plan::Freshness::Fresh);
+    }
     match report.remote {
         Some(Ok(remote)) => {
             remote_status::show(&remote, &states, json);
@@ -319,7 +328,11 @@ fn status(
         let _ = writeln!(out);
         let _ = out.flush();
     } else {
-        render::status_text(&states, None, |piece| out!("{piece}"));
+        let shown = match only_stale {
+            true => render::Shown::NotFresh,
+            false => render::Shown::All,
+        };
+        render::status_text(&states, None, shown, |piece| out!("{piece}"));
     }
     Ok(ExitCode::Ok)
 }
@@ -350,65 +363,6 @@ fn no_runs(json: bool) -> Result<ExitCode> {
         errln!("no runs recorded yet; `pipe run` records one");
     }
     Ok(ExitCode::Ok)
-}
-
-/// `pipe checkout RUN`: the flags as a request to `checkout::checkout_run`,
-/// and its report as errors, hints and an exit code.
-fn checkout(
-    run: String,
-    file: Option<PathBuf>,
-    link: Vec<String>,
-    force: bool,
-) -> Result<ExitCode> {
-    let project = here::project()?;
-    let request = CheckoutRequest {
-        run,
-        file,
-        found_here: default_pipeline_file().ok(),
-        link,
-        force,
-    };
-    let CheckedOut { run: id, report } =
-        checkout::checkout_run(&project, &request, &ProjectWorkers, &mut |notice| {
-            errln!("{notice}")
-        })?;
-    match report {
-        CheckoutReport::Refused(problems) => {
-            for problem in &problems {
-                errln!("error: {problem}");
-            }
-            errln!(
-                "hint: run #{id}'s record names what the pipeline does not write; nothing was changed (a record from another commit: check that commit out first, or pass its pipeline with -f)"
-            );
-            Ok(ExitCode::CorruptCache)
-        }
-        CheckoutReport::Missing(problems) => {
-            for problem in &problems {
-                errln!("error: cannot restore {problem}");
-            }
-            errln!("hint: nothing was changed; `pipe cache pull {id}` fetches the results from a remote, or rerun the pipeline at that commit to recreate them");
-            Ok(ExitCode::Environment)
-        }
-        CheckoutReport::WouldLoseFiles(lost) => {
-            errln!(
-                "error: checking out run #{id} would overwrite or delete {} file(s) that the cache does not hold:",
-                lost.len()
-            );
-            for file in &lost {
-                let shown = file.strip_prefix(&project.root).unwrap_or(file);
-                errln!("  {}", shown.display());
-            }
-            errln!("hint: move or commit them elsewhere first, or rerun with `--force` to overwrite them");
-            Ok(ExitCode::WouldLoseFiles)
-        }
-        CheckoutReport::Done {
-            restored,
-            unchanged,
-        } => {
-            errln!("restored {restored} outputs of run #{id} ({unchanged} already in place)");
-            Ok(ExitCode::Ok)
-        }
-    }
 }
 
 fn verify(json: bool, repair: bool) -> Result<ExitCode> {
@@ -518,7 +472,7 @@ fn gc(
 /// `pipe stages --check`: each built-in worker against the catalog built
 /// into pipe.
 fn check_stages(quiet: bool) -> Result<ExitCode> {
-    let progress = Progress::new(false, quiet);
+    let progress = Progress::new(false, quiet, 0);
     let checks = catalog::check_builtin_workers(&|event| progress.on_event(event))?;
     for check in &checks {
         match &check.outcome {

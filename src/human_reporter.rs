@@ -26,6 +26,8 @@ const LINE_INTERVAL: Duration = Duration::from_secs(30);
 
 pub struct HumanReporter {
     quiet: bool,
+    /// How many of a succeeded command stage's last lines to show.
+    output_lines: usize,
     style: Style,
     bars: Option<MultiProgress>,
     running: Mutex<HashMap<String, ProgressBar>>,
@@ -41,12 +43,13 @@ pub struct HumanReporter {
 }
 
 impl HumanReporter {
-    pub fn new(quiet: bool) -> HumanReporter {
+    pub fn new(quiet: bool, output_lines: usize) -> HumanReporter {
         let live = !quiet && std::io::stderr().is_terminal();
         let style = Style::for_stderr();
         let bars = live.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
         HumanReporter {
             quiet,
+            output_lines,
             style,
             worker_build: WorkerBuildView::new(style, bars.clone()),
             bars,
@@ -231,6 +234,9 @@ impl Reporter<Event<'_>> for HumanReporter {
                 let mut text = stage_line(self.style, stage, status, duration, detail);
                 if status == StageStatus::Failed {
                     text.push_str(&failure_details(self.style, command, log_tail, log));
+                } else if self.output_lines > 0 && !self.quiet {
+                    let tail = log_tail.map(|tail| last_lines(tail, self.output_lines));
+                    text.push_str(&failure_details(self.style, None, tail, log));
                 }
                 self.stage_finished(stage, status, text);
             }
@@ -275,6 +281,11 @@ impl Reporter<Event<'_>> for HumanReporter {
                 "warning: {} was changed during the run, so pipe left it as it is; the file before the run is {}",
                 crate::here::relative_to_cwd(file).display(),
                 crate::here::relative_to_cwd(kept).display()
+            )),
+            Event::OutputsIgnored { file, lines } => self.line(format!(
+                "{}: added {}, outputs pipe's cache holds (`cache: false` on an output leaves it to git)",
+                crate::here::relative_to_cwd(file).display(),
+                shortened(lines),
             )),
             Event::StageOutput { stage, line } => self.stage_output(stage, line),
             Event::StageMessage { stage, text } => {
@@ -374,8 +385,8 @@ fn stage_line(
     }
 }
 
-/// Below a failed stage's line: the command as it ran (as DVC shows it),
-/// its log's last lines and where the whole log is.
+/// Below a stage's line: the command as it ran (as DVC shows a failed
+/// one's), its log's last lines and where the whole log is.
 fn failure_details(
     style: Style,
     command: Option<&str>,
@@ -393,6 +404,33 @@ fn failure_details(
     if let Some(log) = log {
         let shown = crate::here::relative_to_cwd(log);
         text.push_str(&format!("\n    full log: {}", shown.display()));
+    }
+    text
+}
+
+/// The last `count` lines of `text`.
+fn last_lines(text: &str, count: usize) -> &str {
+    let mut start = text.len();
+    for _ in 0..count {
+        match text[..start].rfind('\n') {
+            Some(at) => start = at,
+            None => return text,
+        }
+    }
+    &text[start + 1..]
+}
+
+/// The first few of `lines`, and how many more.
+fn shortened(lines: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text = lines
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if lines.len() > SHOWN {
+        text.push_str(&format!(" and {} more", lines.len() - SHOWN));
     }
     text
 }

@@ -102,6 +102,11 @@ enum RunEventLine<'a> {
         #[serde(serialize_with = "optional_path_as_text")]
         kept: Option<&'a Path>,
     },
+    OutputsIgnored {
+        #[serde(serialize_with = "path_as_text")]
+        file: &'a Path,
+        lines: &'a [String],
+    },
     WorkerBuildStarted {
         workers: &'a [&'a str],
         libtorch: bool,
@@ -195,6 +200,7 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
             Event::ParamsFileRestored { file, kept } => {
                 RunEventLine::ParamsFileRestored { file, kept }
             }
+            Event::OutputsIgnored { file, lines } => RunEventLine::OutputsIgnored { file, lines },
             Event::WorkerBuildStarted {
                 workers,
                 libtorch,

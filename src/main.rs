@@ -3,6 +3,7 @@
 //! (docs/cli.md). Everything else lives in the `pipe-engine` and
 //! `pipe-cache` crates.
 
+mod checkout_command;
 mod cli;
 mod commands;
 mod compare_command;

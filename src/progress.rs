@@ -22,8 +22,10 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(json: bool, quiet: bool) -> Progress {
-        let human = HumanReporter::new(quiet);
+    /// `output_lines`: how many of a succeeded command stage's last lines
+    /// the human reporter shows.
+    pub fn new(json: bool, quiet: bool, output_lines: usize) -> Progress {
+        let human = HumanReporter::new(quiet, output_lines);
         let bars = human.bars();
         let mut reporters: Vec<Box<dyn for<'e> Reporter<Event<'e>>>> = Vec::new();
         if json {

@@ -33,12 +33,22 @@ pub type CommandOf<'a> = &'a dyn Fn(usize) -> Option<String>;
 pub fn status_text(
     states: &[StageState],
     dry_run: Option<CommandOf<'_>>,
+    shown: Shown,
     mut emit: impl FnMut(&str),
 ) {
     const PIECE: usize = 64 * 1024;
     let mut out = String::with_capacity(PIECE + 1024);
-    let name_width = width(states.iter().map(|state| state.stage.as_str()));
+    let is_shown = |state: &StageState| shown == Shown::All || state.freshness != Freshness::Fresh;
+    let name_width = width(
+        states
+            .iter()
+            .filter(|state| is_shown(state))
+            .map(|state| state.stage.as_str()),
+    );
     for (position, state) in states.iter().enumerate() {
+        if !is_shown(state) {
+            continue;
+        }
         let label = match (state.freshness, dry_run.is_some()) {
             (Freshness::Fresh, _) => "fresh",
             (Freshness::Restorable, false) => "restorable",
@@ -78,19 +88,37 @@ pub fn status_text(
         .iter()
         .filter(|state| state.freshness == Freshness::Running)
         .count();
+    let fresh = states.len() - stale - restorable - running;
     let _ = writeln!(
         out,
-        "{} stages: {} fresh, {restorable} restorable, {stale} stale{}",
+        "{} stages: {fresh} fresh, {restorable} restorable, {stale} stale{}{}",
         states.len(),
-        states.len() - stale - restorable - running,
         if running > 0 {
             format!(", {running} running")
         } else {
             String::new()
+        },
+        match shown {
+            Shown::NotFresh if fresh > 0 => " (the fresh ones not listed)",
+            Shown::All if fresh > LONG_LIST && dry_run.is_none() => {
+                " (`pipe status --stale` lists only the others)"
+            }
+            _ => "",
         }
     );
     emit(&out);
 }
+
+/// Which stages `status_text` lists; its summary counts them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    All,
+    /// Stale, restorable and running stages.
+    NotFresh,
+}
+
+/// More fresh stages than this, and the summary points at `--stale`.
+const LONG_LIST: usize = 30;
 
 fn show_value(value: &Option<Value>) -> String {
     match value {

@@ -217,6 +217,8 @@ pub fn dry_run(
     };
     let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets, &forced)?;
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
-    render::status_text(&states, Some(&command_of), |piece| out!("{piece}"));
+    render::status_text(&states, Some(&command_of), render::Shown::All, |piece| {
+        out!("{piece}")
+    });
     Ok(ExitCode::Ok)
 }

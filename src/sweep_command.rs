@@ -63,7 +63,7 @@ pub fn sweep(
         }
         return Ok(ExitCode::Ok);
     }
-    let progress = Progress::new(args.json, quiet);
+    let progress = Progress::new(args.json, quiet, args.output_lines);
     let request = run_request(args, targets, &progress, quiet);
     // Where and how stages run is the pipeline's, whatever its params.
     let options = request.options(&combinations[0].loaded.pipeline)?;

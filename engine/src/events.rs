@@ -78,6 +78,13 @@ pub enum Event<'a> {
         file: &'a Path,
         kept: Option<&'a Path>,
     },
+    /// The run added these lines to the project's `.gitignore` (made
+    /// when there was none): outputs of command stages, which pipe's
+    /// cache holds (`crate::gitignore`).
+    OutputsIgnored {
+        file: &'a Path,
+        lines: &'a [String],
+    },
     RunFinished {
         run_id: RunId,
         status: RunStatus,

@@ -12,6 +12,7 @@ pub use diagnostic::{Diagnostic, Location};
 pub use error::{EngineError, ExitCode, NoSuchRun, NotYaml, UsageError, WhereProblem};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+pub mod apply;
 pub mod cache_admin;
 pub mod cache_sync;
 pub mod catalog;
@@ -19,6 +20,7 @@ pub mod checkout;
 pub mod compare;
 pub mod exec;
 pub mod executor;
+pub mod gitignore;
 pub mod groups;
 pub mod history;
 pub mod interrupt;

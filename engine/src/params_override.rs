@@ -70,7 +70,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
 
 /// Writes `bytes` beside `dest` and renames it over `dest`, synced: a
 /// reader sees the old bytes or all of the new, even after a crash.
-fn replace_file(
+pub(crate) fn replace_file(
     dest: &Path,
     bytes: &[u8],
     permissions: Option<std::fs::Permissions>,

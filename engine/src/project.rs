@@ -51,6 +51,7 @@ impl Project {
     pub fn open(root: &Path) -> Result<Project> {
         let state_dir = root.join(STATE_DIR);
         std::fs::create_dir_all(&state_dir).map_err(|e| EngineError::io(&state_dir, e))?;
+        crate::gitignore::ignore_state_dir(&state_dir);
         let cache_dir = match std::env::var_os("PIPE_CACHE_DIR") {
             Some(dir) if !dir.is_empty() => {
                 let dir = PathBuf::from(dir);

@@ -164,6 +164,7 @@ pub fn run(
     })?;
     lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
     check_requests(pipeline, dag, &targets, &options.executor)?;
+    ignore_outputs(pipeline, observer);
     let OpenedRun {
         cache,
         remote,
@@ -248,6 +249,39 @@ pub fn run(
         stages: records,
         remote,
     })
+}
+
+/// Keeps the outputs of command stages out of git, as DVC's `repro`
+/// does: pipe's cache holds them. Only in a git work tree, and never an
+/// output declared `cache: false` (the user commits it). A `.gitignore`
+/// that cannot be written costs a warning, not the run.
+fn ignore_outputs(pipeline: &Pipeline, observer: Observer<'_>) {
+    if !pipeline.root.join(".git").exists() {
+        return;
+    }
+    let paths: Vec<&str> = pipeline
+        .stages
+        .iter()
+        .filter(|stage| {
+            matches!(
+                stage.kind,
+                StageKind::Command { .. } | StageKind::Argv { .. }
+            )
+        })
+        .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
+        .filter(|out| !out.in_git)
+        .map(|out| out.path.as_str())
+        .collect();
+    match crate::gitignore::ignore_paths(&pipeline.root, &paths) {
+        Ok(crate::gitignore::Ignored::Already) => {}
+        Ok(crate::gitignore::Ignored::Created(lines) | crate::gitignore::Ignored::Added(lines)) => {
+            observer(Event::OutputsIgnored {
+                file: &pipeline.root.join(".gitignore"),
+                lines: &lines,
+            })
+        }
+        Err(error) => tracing::warn!("cannot keep the stages' outputs out of git: {error}"),
+    }
 }
 
 /// Writes the run's `-S` values into `params.yaml` when a selected

@@ -17,7 +17,7 @@ use super::slots::{Grant, Request, Slots};
 use super::stage::{execute_stage, log_name, read_tail};
 use crate::dag::Dag;
 use crate::events::Event;
-use crate::pipeline::Stage;
+use crate::pipeline::{Stage, StageKind};
 use crate::run_input;
 use crate::runs::RunId;
 use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};
@@ -159,7 +159,7 @@ fn settle(
 ) -> Result<()> {
     let stages = &context.pipeline.stages;
     let status = outcome.record.status;
-    report_finished(context, &outcome.record);
+    report_finished(context, outcome.index, &outcome.record);
     if let (Some(run_so_far), true) = (&context.run_so_far, status.succeeded()) {
         let stage = &stages[outcome.index];
         let made = run_input::Made {
@@ -185,7 +185,7 @@ fn settle(
         for (down, up) in readiness.failed(outcome.index) {
             let mut record = skipped_record(&stages[down], &stages[up]);
             record.identity.position = down;
-            report_finished(context, &record);
+            report_finished(context, down, &record);
             recorder.push(record, None);
         }
     }
@@ -272,36 +272,38 @@ impl Stop {
     }
 }
 
-fn report_finished(context: &Context<'_>, record: &StageRecord) {
+fn report_finished(context: &Context<'_>, index: usize, record: &StageRecord) {
     let log = context
         .project
         .log_dir(context.run_id)
         .join(log_name(&record.stage));
     // A stage's log is made right before its command starts: one that
     // failed before that (a missing dependency) shows neither.
-    let started = record.status == StageStatus::Failed && log.is_file();
-    let command = started
-        .then(|| {
-            let stage = context
-                .pipeline
-                .stages
-                .iter()
-                .find(|stage| stage.name == record.stage)?;
-            stage.shown_command()
-        })
-        .flatten();
+    let failed = record.status == StageStatus::Failed && log.is_file();
+    let stage = || context.pipeline.stages.get(index);
+    let command = failed.then(|| stage()?.shown_command()).flatten();
+    // What a command of the user's printed is theirs to see on success
+    // too, as DVC shows it; a built-in stage's log is its own.
+    let ran_command = record.status == StageStatus::Ran
+        && stage().is_some_and(|stage| {
+            matches!(
+                stage.kind,
+                StageKind::Command { .. } | StageKind::Argv { .. }
+            )
+        });
     // A log is pointed at only when it holds something: a worker that
     // could not start wrote nothing, and its reason is in `detail`.
-    let log_tail = started.then(|| read_tail(&log, 20)).flatten();
-    let failed_with_log = log_tail.is_some();
+    let log_tail = (failed || ran_command)
+        .then(|| read_tail(&log, 20))
+        .flatten();
     (context.observer)(Event::StageFinished {
         stage: &record.stage,
         status: record.status,
         duration: Duration::from_millis(record.duration_ms),
         detail: record.detail.as_deref(),
         command: command.as_deref(),
+        log: log_tail.is_some().then_some(log.as_path()),
         log_tail: log_tail.as_deref(),
-        log: failed_with_log.then_some(log.as_path()),
     });
 }
 

@@ -10,7 +10,7 @@ use super::collect::Diagnostics;
 use super::context::Context;
 use super::declare::{self, is_valid_name};
 use super::file::name_from_file_stem;
-use super::override_sites::{OverrideSites, UnseenOverride};
+use super::override_sites::{OverrideSites, SiteEdits, UnseenOverride};
 use super::source::{FileId, Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Entry, Node, NodeValue, MAX_FILE_BYTES};
@@ -18,7 +18,6 @@ use super::{cache_section, executor_section, params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::params_override;
-use crate::pipeline::ParamsFileEdits;
 use crate::pipeline::Pipeline;
 use crate::{Diagnostic, EngineError, Result};
 
@@ -81,7 +80,11 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
     let project_root = project_root(file);
     let Some(LoadedParams {
         merged: merged_params,
-        edits: params_file,
+        edits:
+            SiteEdits {
+                params_file,
+                pipeline_file: pipeline_file_params,
+            },
         unseen: unseen_overrides,
         file: params_file_id,
     }) = load_params(
@@ -156,6 +159,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         directions,
         executor,
         params_file,
+        pipeline_file_params,
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;
@@ -347,7 +351,7 @@ fn read_source(file: &Path) -> Result<String> {
 /// place among the sources.
 struct LoadedParams {
     merged: Node,
-    edits: Option<ParamsFileEdits>,
+    edits: SiteEdits,
     unseen: Vec<UnseenOverride>,
     file: Option<FileId>,
 }
@@ -453,7 +457,11 @@ fn load_params(
     // Edits name the file absolute: a stage's dependency on it is found by
     // its path.
     let params_file = params_override::absolute(&params_file);
-    let mut sites = OverrideSites::new(params_file_id.map(|id| (params_file, id)), sources);
+    let mut sites = OverrideSites::new(
+        params_file_id.map(|id| (params_file, id)),
+        (file.to_path_buf(), root.span.file),
+        sources,
+    );
     for argument in overrides {
         let before = sites.before(&merged, argument, sources);
         match params::apply_override(&mut merged, &context, argument, sources) {
@@ -461,7 +469,7 @@ fn load_params(
             Err(diagnostic) => diagnostics.push(diagnostic),
         }
     }
-    let (edits, unseen) = sites.finish();
+    let (edits, unseen) = sites.finish(sources);
     Some(LoadedParams {
         merged,
         edits,

@@ -58,7 +58,20 @@ pub(crate) struct OverrideSites {
     /// text; `None` without one.
     file: Option<(PathBuf, FileId, String)>,
     edits: Vec<ParamEdit>,
+    /// The pipeline file, likewise: where an override of a param its own
+    /// `params:` sets would be written, which `pipe apply` does (a run
+    /// never writes the pipeline file).
+    pipeline_file: (PathBuf, FileId),
+    pipeline_edits: Vec<ParamEdit>,
     unseen: Vec<UnseenOverride>,
+}
+
+/// Where `-S` values are written for good (`pipe apply`): in `params.yaml`
+/// and in the pipeline file's own `params:`.
+#[derive(Debug, Default)]
+pub(crate) struct SiteEdits {
+    pub params_file: Option<ParamsFileEdits>,
+    pub pipeline_file: Option<ParamsFileEdits>,
 }
 
 /// What an override is about to replace.
@@ -66,19 +79,31 @@ pub(crate) struct Before {
     path: Option<String>,
     /// The one-line scalar of `params.yaml` it replaces.
     site: Option<Span>,
+    /// The one-line scalar of the pipeline file's `params:` it replaces.
+    pipeline_site: Option<Span>,
     existed: bool,
     /// Whether the value it replaces is written in `params.yaml`.
     in_file: bool,
 }
 
+fn with_digest(path: PathBuf, id: FileId, sources: &Sources) -> (PathBuf, FileId, String) {
+    let digest = blake3::hash(sources.file(id).text.as_bytes());
+    (path, id, digest.to_hex().to_string())
+}
+
 impl OverrideSites {
-    pub fn new(file: Option<(PathBuf, FileId)>, sources: &Sources) -> Self {
+    /// `file`: `params.yaml` and its place, if there is one;
+    /// `pipeline_file` the pipeline file's.
+    pub fn new(
+        file: Option<(PathBuf, FileId)>,
+        pipeline_file: (PathBuf, FileId),
+        sources: &Sources,
+    ) -> Self {
         OverrideSites {
-            file: file.map(|(path, id)| {
-                let digest = blake3::hash(sources.file(id).text.as_bytes());
-                (path, id, digest.to_hex().to_string())
-            }),
+            file: file.map(|(path, id)| with_digest(path, id, sources)),
             edits: Vec::new(),
+            pipeline_file,
+            pipeline_edits: Vec::new(),
             unseen: Vec::new(),
         }
     }
@@ -91,10 +116,14 @@ impl OverrideSites {
             (Some((_, id, _)), Some(node)) => node.span.file == *id,
             _ => false,
         };
+        let in_pipeline_file = node.is_some_and(|node| node.span.file == self.pipeline_file.1);
         Before {
             path: path.map(str::to_string),
             site: node
                 .filter(|_| in_file)
+                .and_then(|node| one_line_scalar(node, sources)),
+            pipeline_site: node
+                .filter(|_| in_pipeline_file)
                 .and_then(|node| one_line_scalar(node, sources)),
             existed: node.is_some(),
             in_file,
@@ -108,6 +137,21 @@ impl OverrideSites {
             return;
         };
         let text = flow_yaml(node);
+        if let Some(edit) = self
+            .pipeline_edits
+            .iter_mut()
+            .find(|edit| edit.path == path)
+        {
+            edit.text = text.clone();
+        } else if let Some(span) = before.pipeline_site {
+            self.pipeline_edits.push(ParamEdit {
+                path: path.clone(),
+                line: span.line,
+                col: span.col,
+                len: span.len,
+                text: text.clone(),
+            });
+        }
         // A second `-S` of one param replaces the first one's value.
         if let Some(edit) = self.edits.iter_mut().find(|edit| edit.path == path) {
             edit.text = text;
@@ -141,14 +185,30 @@ impl OverrideSites {
         }
     }
 
-    pub fn finish(self) -> (Option<ParamsFileEdits>, Vec<UnseenOverride>) {
-        let edits = match self.file {
+    pub fn finish(self, sources: &Sources) -> (SiteEdits, Vec<UnseenOverride>) {
+        let params_file = match self.file {
             Some((file, _, loaded)) if !self.edits.is_empty() => Some(ParamsFileEdits {
                 file,
                 loaded,
                 edits: self.edits,
             }),
             _ => None,
+        };
+        let (file, id) = self.pipeline_file;
+        // Hashed only when there is something to write: most loads have
+        // no override of the pipeline file's own params.
+        let pipeline_file = (!self.pipeline_edits.is_empty()).then(|| {
+            let (file, _, loaded) =
+                with_digest(crate::params_override::absolute(&file), id, sources);
+            ParamsFileEdits {
+                file,
+                loaded,
+                edits: self.pipeline_edits,
+            }
+        });
+        let edits = SiteEdits {
+            params_file,
+            pipeline_file,
         };
         (edits, self.unseen)
     }

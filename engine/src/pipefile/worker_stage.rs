@@ -110,6 +110,7 @@ impl<'a> Resolver<'a> {
                 name: name.to_string(),
                 path: format!("{dir}/{name}"),
                 location: location.clone(),
+                in_git: false,
             })
             .collect()
     }

@@ -52,6 +52,10 @@ pub struct Pipeline {
     /// The `-S` values a run writes into `params.yaml` for its commands,
     /// when an override changes a value the file sets.
     pub params_file: Option<ParamsFileEdits>,
+    /// Where the `-S` values of params the pipeline file's own `params:`
+    /// sets are written in that file: what `pipe apply` writes for good.
+    /// A run never writes the pipeline file.
+    pub pipeline_file_params: Option<ParamsFileEdits>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +169,10 @@ pub struct Out {
     /// Project-relative, normalised.
     pub path: String,
     pub location: Option<Location>,
+    /// Declared `cache: false`: the user commits the file to git, so pipe
+    /// leaves it out of `.gitignore` (it is still stored and restored
+    /// with the rest of its stage's result).
+    pub in_git: bool,
 }
 
 /// What a stage asks of the machine that runs it. Not part of its key:

@@ -441,3 +441,44 @@ fn object_id(text: &str) -> Option<String> {
 #[cfg(test)]
 #[path = "git_tests.rs"]
 mod tests;
+
+/// Of `files` (absolute, in the work tree at `root`), those whose content
+/// git says differs from HEAD: staged or edited. Empty outside a git work
+/// tree, or when git cannot answer (a file pipe may then rewrite is named
+/// with its old values by the caller, so nothing is lost unseen).
+pub fn files_with_uncommitted_edits(root: &Path, files: &[PathBuf]) -> Vec<PathBuf> {
+    if files.is_empty() || !root.join(".git").exists() {
+        return Vec::new();
+    }
+    let output = git_command(root)
+        .args([
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=no",
+            "--",
+        ])
+        .args(files)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .output();
+    let Some(output) = output.ok().filter(|output| output.status.success()) else {
+        return Vec::new();
+    };
+    // `XY PATH\0` entries, paths relative to the root; a rename's second
+    // path is an entry of its own, which names no file here.
+    let listed: Vec<PathBuf> = output
+        .stdout
+        .split(|&byte| byte == 0)
+        .filter_map(|entry| std::str::from_utf8(entry.get(3..)?).ok())
+        .map(|path| root.join(path))
+        .collect();
+    let canonical = |path: &Path| path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let listed: Vec<PathBuf> = listed.iter().map(|path| canonical(path)).collect();
+    files
+        .iter()
+        .filter(|file| listed.contains(&canonical(file)))
+        .cloned()
+        .collect()
+}

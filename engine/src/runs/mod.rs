@@ -24,7 +24,8 @@ mod write;
 pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
 pub use db::{now_ms, RunDb};
 pub use git::{
-    git_commit_of, git_state, settle_git_dirty, DirtySettler, GitProbe, GitState, DIRTY_GRACE,
+    files_with_uncommitted_edits, git_commit_of, git_state, settle_git_dirty, DirtySettler,
+    GitProbe, GitState, DIRTY_GRACE,
 };
 pub use id::RunId;
 #[cfg(test)]

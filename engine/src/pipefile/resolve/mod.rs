@@ -4,6 +4,7 @@
 
 mod env;
 mod interpolate;
+mod output_options;
 mod outputs;
 mod references;
 mod resolver;

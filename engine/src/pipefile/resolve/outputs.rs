@@ -40,9 +40,8 @@ impl<'a> Resolver<'a> {
             allow_stage_refs: false,
         };
         let mut outs: Vec<Out> = Vec::new();
-        for (name, path_node) in
-            self.path_entries(decl.name, field, node, field == "outs", diagnostics)
-        {
+        for entry in self.output_entries(decl.name, field, node, field == "outs", diagnostics) {
+            let path_node = entry.path.as_ref();
             let Some(text) = self.resolve_string(&scope, path_node, effects, diagnostics) else {
                 continue;
             };
@@ -50,11 +49,12 @@ impl<'a> Resolver<'a> {
             else {
                 continue;
             };
-            let name = name.map_or_else(|| path.clone(), str::to_string);
+            let name = entry.name.map_or_else(|| path.clone(), str::to_string);
             outs.push(Out {
                 name,
                 path,
                 location: self.location(path_node.span),
+                in_git: entry.options.in_git,
             });
         }
         // Kept for the whole command: no spare capacity per stage.

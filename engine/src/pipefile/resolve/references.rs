@@ -71,6 +71,17 @@ impl<'a> Resolver<'a> {
         effects: &mut Effects,
     ) -> Result<Evaluated<'a>, Failure> {
         match self.lookup_param(rest) {
+            Some(found) if holds_template(found) => {
+                let set_at = self
+                    .sources
+                    .location(found.span)
+                    .map(|at| format!(" (set at {}:{}:{})", at.file.display(), at.line, at.col))
+                    .unwrap_or_else(|| " (set with -S)".to_string());
+                Err(failure(
+                    format!("param `{rest}` used in {place} holds `${{`{set_at}, which pipe would pass on as those characters"),
+                    "a param's value is text, never evaluated: pipe resolves no `${...}` inside a value (not `${env.N}`, not another param). For an environment variable, give the stage `env: { N: { from_env: N } }` and read `$N` in its command; for another param, reference it in the command itself. A value meant to hold `${` literally is passed by the script that reads params.yaml itself: list it under the stage's `params:` instead of interpolating it",
+                ))
+            }
             Some(found) => {
                 effects
                     .params_used
@@ -334,5 +345,17 @@ fn matrix_reference<'n>(
                 ),
             ))
         }
+    }
+}
+
+/// Whether a param's value holds `${` in any of its strings: a template
+/// from another tool (Hydra's `${oc.env:N}`, DVC's `${vars}`), which pipe
+/// would insert verbatim.
+fn holds_template(node: &crate::pipefile::yaml::Node) -> bool {
+    use crate::pipefile::yaml::NodeValue;
+    match &node.value {
+        NodeValue::Scalar(scalar) => scalar.text.contains("${"),
+        NodeValue::Seq(items) => items.iter().any(holds_template),
+        NodeValue::Map(entries) => entries.iter().any(|entry| holds_template(&entry.value)),
     }
 }

@@ -1,0 +1,258 @@
+//! `pipe apply RUN`: a recorded run brought back into the workspace whole,
+//! as `dvc exp apply` does: its params written into the files that set
+//! them (each value replaced in place, as `-S` writes `params.yaml` for a
+//! run: comments, order and every other byte kept), and its outputs
+//! restored, so that the pipeline, read again, is the run's and every
+//! stage it ran is fresh.
+//!
+//! The record is not believed beyond what the cache bears out: its params
+//! are values written as YAML scalars, never evaluated, and its outputs
+//! are restored only as `checkout` restores them (held to the pipeline's
+//! stages and to the stored results). Whether the workspace then agrees
+//! with itself is the planner's to say, and the report carries its word.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::checkout::{checkout, CheckoutReport, CheckoutRequest};
+use crate::history::{History, Notice, Pull};
+use crate::link::link_modes_for;
+use crate::pipefile::{self, CatalogSource, Loaded};
+use crate::pipeline::{ParamsFileEdits, Pipeline};
+use crate::plan::{Freshness, Planner};
+use crate::project::{Project, RunLock};
+use crate::run_settings::recorded_pipeline_file;
+use crate::runs::{files_with_uncommitted_edits, RunId};
+use crate::{EngineError, Result};
+
+/// What `pipe apply` did, or why it did nothing.
+#[derive(Debug)]
+pub enum ApplyReport {
+    /// The outputs could not be restored (`checkout`'s report); nothing
+    /// was changed.
+    NotRestored(CheckoutReport),
+    /// These params of the run cannot be written where the project sets
+    /// them (`path: why` each); nothing was changed.
+    Unwritable(Vec<String>),
+    /// These files would be rewritten but hold edits git has not
+    /// committed; nothing was changed.
+    UncommittedEdits(Vec<PathBuf>),
+    /// The run is a sweep of several combinations: one must be chosen.
+    Sweep,
+    Done(Applied),
+}
+
+/// What was written and restored, and the workspace's status after.
+#[derive(Debug)]
+pub struct Applied {
+    pub edits: Vec<AppliedEdit>,
+    pub restored: usize,
+    pub unchanged: usize,
+    /// Stages of the pipeline, and those not fresh after (`name: state`).
+    pub stages: usize,
+    pub not_fresh: Vec<(String, Freshness)>,
+}
+
+/// One value replaced in a file.
+#[derive(Debug, Clone)]
+pub struct AppliedEdit {
+    pub file: PathBuf,
+    pub line: usize,
+    pub param: String,
+    pub before: String,
+    pub after: String,
+}
+
+#[derive(Debug)]
+pub struct AppliedRun {
+    pub run: RunId,
+    pub report: ApplyReport,
+}
+
+/// `pipe apply RUN`. Takes the run lock, resolves the run (pulling its
+/// record when it is only in the remote), works out which params differ
+/// from what the project's files set now and where each is written, and
+/// only when every one can be written and the outputs restored, restores
+/// them and writes the params.
+pub fn apply_run(
+    project: &Project,
+    request: &CheckoutRequest,
+    catalogs: &dyn CatalogSource,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<AppliedRun> {
+    let lock = RunLock::acquire(project, |holder| notify(Notice::WaitingForLock { holder }))?;
+    let mut history = History::require(&project.root)?;
+    let id = history.resolve_noting(&request.run, Pull::IfConfigured, notify)?;
+    let record = history.db.resolved_run(id)?;
+    let done = |report| Ok(AppliedRun { run: id, report });
+    if record.sweep {
+        return done(ApplyReport::Sweep);
+    }
+    let file = match &request.file {
+        Some(file) => file.clone(),
+        None => recorded_pipeline_file(project, &record, request.found_here.as_deref())?,
+    };
+    if let Some(problem) =
+        pipefile::pipeline_file_problem(&file, "pass the pipeline file the run ran with -f FILE")
+    {
+        return Err(problem);
+    }
+    let now = pipefile::load(&file, &[], catalogs)?.pipeline;
+    let (settings, mut unwritable_params) = differing_params(&record.params, &now.params);
+    let Loaded { pipeline, .. } = pipefile::load(&file, &settings, catalogs)?;
+    unwritable_params.extend(unwritable(&settings, &pipeline));
+    let unwritable = unwritable_params;
+    if !unwritable.is_empty() {
+        return done(ApplyReport::Unwritable(unwritable));
+    }
+    let files: Vec<&ParamsFileEdits> = [&pipeline.params_file, &pipeline.pipeline_file_params]
+        .into_iter()
+        .flatten()
+        .collect();
+    let paths: Vec<PathBuf> = files.iter().map(|edits| edits.file.clone()).collect();
+    if !request.force {
+        let dirty = files_with_uncommitted_edits(&project.root, &paths);
+        if !dirty.is_empty() {
+            return done(ApplyReport::UncommittedEdits(dirty));
+        }
+    }
+    let mut written = Vec::new();
+    for edits in &files {
+        written.push(edited_text(edits)?);
+    }
+    let modes = link_modes_for(&pipeline, &request.link)?.value;
+    let (restored, unchanged) =
+        match checkout(project, &lock, &record, &pipeline, &modes, request.force)? {
+            CheckoutReport::Done {
+                restored,
+                unchanged,
+            } => (restored, unchanged),
+            other => return done(ApplyReport::NotRestored(other)),
+        };
+    let mut applied = Vec::new();
+    for (edits, text) in files.iter().zip(written) {
+        applied.extend(described(edits));
+        let permissions = std::fs::metadata(&edits.file)
+            .ok()
+            .map(|found| found.permissions());
+        crate::params_override::replace_file(&edits.file, text.as_bytes(), permissions)?;
+    }
+    drop(lock);
+    let after = pipefile::load(&file, &[], catalogs)?;
+    let planner = Planner::new(&after.pipeline)?;
+    let states = planner.states(&after.dag, &after.dag.order)?;
+    let not_fresh = states
+        .iter()
+        .filter(|state| state.freshness != Freshness::Fresh)
+        .map(|state| (state.stage.clone(), state.freshness))
+        .collect();
+    done(ApplyReport::Done(Applied {
+        edits: applied,
+        restored,
+        unchanged,
+        stages: states.len(),
+        not_fresh,
+    }))
+}
+
+/// `-S` settings that make `now` the run's `recorded` params: one per
+/// value that differs, as a dotted path and the value as JSON (which YAML
+/// reads as the same value); and the params that no setting can reach (a
+/// param the project no longer sets, a key holding `.` or `=`), each as
+/// `path: why`.
+fn differing_params(recorded: &Value, now: &Value) -> (Vec<String>, Vec<String>) {
+    fn walk(
+        path: &str,
+        recorded: &Value,
+        now: &Value,
+        settings: &mut Vec<String>,
+        unreachable: &mut Vec<String>,
+    ) {
+        match (recorded, now) {
+            (Value::Object(fields), Value::Object(now_fields)) => {
+                for (key, value) in fields {
+                    let path = match path {
+                        "" => key.clone(),
+                        _ => format!("{path}.{key}"),
+                    };
+                    match now_fields.get(key) {
+                        _ if key.contains(['.', '=']) || key.starts_with('+') => unreachable
+                            .push(format!("{path}: a key with `.`, `=` or a leading `+` cannot be set by path; set it by hand")),
+                        Some(now) => walk(&path, value, now, settings, unreachable),
+                        None => unreachable.push(format!(
+                            "{path} = {}: the run had this param, which the project's files no longer set; add it by hand",
+                            serde_json::to_string(value).unwrap_or_default()
+                        )),
+                    }
+                }
+            }
+            (recorded, now) if recorded == now => {}
+            (recorded, _) => settings.push(format!(
+                "{path}={}",
+                serde_json::to_string(recorded).unwrap_or_default()
+            )),
+        }
+    }
+    let (mut settings, mut unreachable) = (Vec::new(), Vec::new());
+    walk("", recorded, now, &mut settings, &mut unreachable);
+    (settings, unreachable)
+}
+
+/// The settings no file can take in place: one written over several
+/// lines or as a mapping, or one only `-S` set.
+fn unwritable(settings: &[String], pipeline: &Pipeline) -> Vec<String> {
+    let edited = |path: &str| {
+        [&pipeline.params_file, &pipeline.pipeline_file_params]
+            .into_iter()
+            .flatten()
+            .any(|edits| edits.edits.iter().any(|edit| edit.path == path))
+    };
+    settings
+        .iter()
+        .filter_map(|setting| {
+            let (path, value) = setting.split_once('=')?;
+            (!edited(path)).then(|| {
+                format!("{path} = {value}: the project writes it over several lines or as a mapping, and pipe replaces only one-line values in place; set it by hand")
+            })
+        })
+        .collect()
+}
+
+/// The file of `edits` with them made, checked to be the text they were
+/// found in.
+fn edited_text(edits: &ParamsFileEdits) -> Result<String> {
+    let text = std::fs::read_to_string(&edits.file).map_err(|e| EngineError::io(&edits.file, e))?;
+    if blake3::hash(text.as_bytes()).to_hex().as_str() != edits.loaded {
+        return Err(EngineError::Internal(format!(
+            "{} changed while pipe apply read it; run it again",
+            edits.file.display()
+        )));
+    }
+    edits.apply(&text).ok_or_else(|| {
+        EngineError::Internal(format!(
+            "the places of the params in {} are not where they were read",
+            edits.file.display()
+        ))
+    })
+}
+
+/// Each edit with the text it replaced.
+fn described(edits: &ParamsFileEdits) -> Vec<AppliedEdit> {
+    let old = std::fs::read_to_string(&edits.file).unwrap_or_default();
+    edits
+        .edits
+        .iter()
+        .map(|edit| AppliedEdit {
+            file: edits.file.clone(),
+            line: edit.line,
+            param: edit.path.clone(),
+            before: old
+                .lines()
+                .nth(edit.line - 1)
+                .map(|line| line.chars().skip(edit.col - 1).take(edit.len).collect())
+                .unwrap_or_default(),
+            after: edit.text.clone(),
+        })
+        .collect()
+}
