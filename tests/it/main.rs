@@ -16,6 +16,7 @@ mod compare_page;
 mod completions;
 mod diff_units;
 mod docs;
+mod dvc_project;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;

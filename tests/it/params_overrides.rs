@@ -11,7 +11,7 @@ use std::time::Duration;
 use pipe_test_support::TestProject;
 
 /// The tests' Python, with PyYAML (scripts/test-python.sh).
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let found = std::process::Command::new(&python)
         .args(["-c", "import yaml"])
