@@ -197,6 +197,12 @@ pub fn run(
     };
     let observer: Observer<'_> = &observe;
     let cluster = lazy_cluster(&options.executor, pipeline, &project, run_id);
+    let workspaces = match pipeline.workspaces.is_empty() {
+        true => None,
+        false => Some(super::workspaces::Workspaces::create(
+            &project, pipeline, run_id,
+        )?),
+    };
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {
         is_forced[index] = true;
@@ -214,6 +220,7 @@ pub fn run(
         run_so_far,
         remote,
         cluster,
+        workspaces,
     };
     let outcome = scheduler::schedule(
         &context,

@@ -289,6 +289,7 @@ impl<'a> Resolver<'a> {
             makes_data,
             local,
             location: self.location(decl.name_span),
+            workspace: None,
         }
     }
 
