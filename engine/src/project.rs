@@ -96,6 +96,12 @@ impl Project {
         self.state_dir.join("workspaces")
     }
 
+    /// The fingerprint of the outputs and `.gitignore` last checked to
+    /// keep the outputs out of git (`crate::gitignore`).
+    pub fn gitignore_checked(&self) -> PathBuf {
+        self.state_dir.join("gitignore-checked")
+    }
+
     /// Where every key's resume directory lives.
     pub fn resume_root(&self) -> PathBuf {
         self.state_dir.join("resume")

@@ -164,7 +164,7 @@ pub fn run(
     })?;
     lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
     check_requests(pipeline, dag, &targets, &options.executor)?;
-    ignore_outputs(pipeline, observer);
+    ignore_outputs(pipeline, &project, observer);
     let OpenedRun {
         cache,
         remote,
@@ -262,11 +262,14 @@ pub fn run(
 /// does: pipe's cache holds them. Only in a git work tree, and never an
 /// output declared `cache: false` (the user commits it). A `.gitignore`
 /// that cannot be written costs a warning, not the run.
-fn ignore_outputs(pipeline: &Pipeline, observer: Observer<'_>) {
+/// Checked once per set of outputs and `.gitignore` (a fingerprint in
+/// `.pipe/`), so that a rerun costs a stat and a small read, not a git
+/// process.
+fn ignore_outputs(pipeline: &Pipeline, project: &Project, observer: Observer<'_>) {
     if !pipeline.root.join(".git").exists() {
         return;
     }
-    let paths: Vec<&str> = pipeline
+    let mut paths: Vec<&str> = pipeline
         .stages
         .iter()
         .filter(|stage| {
@@ -279,7 +282,33 @@ fn ignore_outputs(pipeline: &Pipeline, observer: Observer<'_>) {
         .filter(|out| !out.in_git)
         .map(|out| out.path.as_str())
         .collect();
-    match crate::gitignore::ignore_paths(&pipeline.root, &paths) {
+    paths.sort_unstable();
+    paths.dedup();
+    let gitignore = pipeline.root.join(".gitignore");
+    let fingerprint = |paths: &[&str]| {
+        let mut hasher = blake3::Hasher::new();
+        for path in paths {
+            hasher.update(path.as_bytes());
+            hasher.update(b"\0");
+        }
+        if let Ok(found) = std::fs::metadata(&gitignore) {
+            use std::os::unix::fs::MetadataExt;
+            hasher.update(&found.len().to_le_bytes());
+            hasher.update(&found.mtime_nsec().to_le_bytes());
+            hasher.update(&found.mtime().to_le_bytes());
+            hasher.update(&found.ino().to_le_bytes());
+        }
+        hasher.finalize().to_hex().to_string()
+    };
+    let checked = project.gitignore_checked();
+    if std::fs::read_to_string(&checked).is_ok_and(|known| known == fingerprint(&paths)) {
+        return;
+    }
+    let ignored = crate::gitignore::ignore_paths(&pipeline.root, &paths);
+    if ignored.is_ok() {
+        let _ = std::fs::write(&checked, fingerprint(&paths));
+    }
+    match ignored {
         Ok(crate::gitignore::Ignored::Already) => {}
         Ok(crate::gitignore::Ignored::Created(lines) | crate::gitignore::Ignored::Added(lines)) => {
             observer(Event::OutputsIgnored {
