@@ -228,9 +228,10 @@ fn status_why_and_run_take_a_runs_settings_instead_of_its_s_list() {
     assert!(first.starts_with("train  restorable"), "{first}");
     let why = stdout(&project.pipe(&["why", "train", "--run", "1"]));
     assert!(why.contains("params.lr  0.2 -> 0.1"), "{why}");
-    // Given -S values come after the run's.
+    // Given -S values come after the run's: lr=0.2 is what the work tree
+    // holds (the tag is no input of the command).
     let later = stdout(&project.pipe(&["status", "--run", "1", "-S", "lr=0.2"]));
-    assert!(later.starts_with("train  restorable"), "{later}");
+    assert!(later.starts_with("train  fresh"), "{later}");
 
     // `pipe run --run 1` is run #1's variant again, recorded as such.
     let again = project.pipe(&["run", "--run", "1"]);
