@@ -202,6 +202,16 @@ fn one_combination_of_a_sweep_is_applied_and_every_stage_is_fresh() {
     ]);
     assert!(sweep.status.success(), "{}", stderr(&sweep));
 
+    // Every combination wrote model.json: checkout of the whole run
+    // cannot put them all in one place, and says what can.
+    let checkout = project.pipe(&["checkout", "2"]);
+    assert_eq!(checkout.status.code(), Some(2), "{}", stderr(&checkout));
+    assert!(
+        stderr(&checkout).contains("`pipe apply 2 --row KEY=VALUE,...`"),
+        "{}",
+        stderr(&checkout)
+    );
+
     let unnamed = project.pipe(&["apply", "2"]);
     assert_eq!(unnamed.status.code(), Some(2));
     assert!(

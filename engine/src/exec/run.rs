@@ -266,7 +266,8 @@ pub fn run(
 /// `.pipe/`), so that a rerun costs a stat and a small read, not a git
 /// process.
 fn ignore_outputs(pipeline: &Pipeline, project: &Project, observer: Observer<'_>) {
-    if !pipeline.root.join(".git").exists() {
+    // A sweep in work trees writes no output into the project.
+    if !pipeline.root.join(".git").exists() || !pipeline.workspaces.is_empty() {
         return;
     }
     let mut paths: Vec<&str> = pipeline
