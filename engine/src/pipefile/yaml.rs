@@ -245,13 +245,26 @@ fn read(sources: &Sources, file: FileId, log: Option<EventLog>) -> (Document, Op
     (document, builder.log)
 }
 
-fn scan_error(sources: &Sources, file: FileId, marker: &Marker, info: &str) -> Diagnostic {
-    let span = Span {
-        file,
-        line: marker.line().max(1),
-        col: marker.col() + 1,
-        len: 1,
+/// The span of `marker` in `file`, kept within the file: the parser puts
+/// the end of a text without a final line break on the line after it.
+fn span_at(sources: &Sources, file: FileId, marker: &Marker) -> Span {
+    let source = sources.file(file);
+    let (line, col) = if marker.line() > source.lines() {
+        let last = source.lines();
+        (last, source.line_text(last).chars().count() + 1)
+    } else {
+        (marker.line().max(1), marker.col() + 1)
     };
+    Span {
+        file,
+        line,
+        col,
+        len: 1,
+    }
+}
+
+fn scan_error(sources: &Sources, file: FileId, marker: &Marker, info: &str) -> Diagnostic {
+    let span = span_at(sources, file, marker);
     let line_text = sources.file(file).line_text(span.line);
     let leading = &line_text[..line_text.len() - line_text.trim_start().len()];
     let hint = if let Some((open_line, bracket)) =
@@ -344,12 +357,7 @@ struct TreeBuilder<'a> {
 
 impl TreeBuilder<'_> {
     fn span(&self, marker: &Marker) -> Span {
-        Span {
-            file: self.file,
-            line: marker.line().max(1),
-            col: marker.col() + 1,
-            len: 1,
-        }
+        span_at(self.sources, self.file, marker)
     }
 
     /// Where the node of an event that spans `span` starts: at its own

@@ -105,3 +105,18 @@ fn the_events_are_written_in_the_test_suites_notation() {
         ]
     );
 }
+
+#[test]
+fn an_error_at_the_end_of_a_text_without_a_final_line_break_points_at_its_last_line() {
+    let diagnostics = read_yaml(Path::new("pipe.yaml"), "a: 1\nb: [c".into())
+        .document
+        .unwrap_err();
+    let located: Vec<(&str, usize, usize)> = diagnostics
+        .iter()
+        .map(|diagnostic| {
+            let location = diagnostic.location.as_ref().unwrap();
+            (diagnostic.code, location.line, location.col)
+        })
+        .collect();
+    assert_eq!(located, [("yaml-syntax", 2, 6)]);
+}

@@ -8,9 +8,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use pipe_engine::pipefile::{read_yaml, YamlReading};
 use pipe_engine::Diagnostic;
+use proptest::prelude::*;
 use serde_json::Value;
 
 /// A file holds one document.
@@ -110,6 +112,7 @@ fn refused_on_purpose(id: &str) -> Option<&'static [&'static str]> {
         .map(|(_, codes)| *codes)
 }
 
+#[derive(Clone)]
 struct Case {
     /// `229Q`, or `2G84/00` for a variant.
     id: String,
@@ -301,5 +304,45 @@ fn each_case_pipe_refuses_on_purpose_is_a_valid_case_of_the_suite_listed_once() 
             REFUSED[..index].iter().all(|(earlier, _)| earlier != id),
             "{id} is listed twice"
         );
+    }
+}
+
+/// What YAML's own syntax is made of, anchors and tags included: the
+/// edits that reach the corners of the parser and of the layer's reading
+/// of a node's properties.
+const FRAGMENTS: [&str; 20] = [
+    ":", " ", "\n", "\t", "- ", "? ", "[", "]", "{", "}", ",", "&a ", "*a", "!t ", "!!str ", "#",
+    "\"", "'", "|", ">",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Each case, valid or not, with random edits: read without a panic,
+    /// or refused with every error located within the edited file.
+    #[test]
+    fn edited_suite_cases_never_panic_and_every_refusal_is_located_in_the_file(
+        case in any::<prop::sample::Index>(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), 0..FRAGMENTS.len(), any::<bool>()), 1..6),
+    ) {
+        static CASES: OnceLock<Vec<Case>> = OnceLock::new();
+        let cases = CASES.get_or_init(cases);
+        let case = &cases[case.index(cases.len())];
+        let mut chars: Vec<char> = case.yaml.chars().collect();
+        for (at, fragment, insert) in &edits {
+            let at = at.index(chars.len() + 1);
+            if *insert {
+                chars.splice(at..at, FRAGMENTS[*fragment].chars());
+            } else {
+                chars.drain(at..(at + 3).min(chars.len()));
+            }
+        }
+        let edited = Case { yaml: chars.into_iter().collect(), ..case.clone() };
+        let reading = read_yaml(&edited.dir.join("in.yaml"), edited.yaml.clone());
+        if let Err(diagnostics) = &reading.document {
+            for diagnostic in diagnostics {
+                prop_assert_eq!(badly_located(&edited, diagnostic), None, "in {:?}", edited.yaml);
+            }
+        }
     }
 }
