@@ -16,6 +16,8 @@ pub use name::pipeline_name;
 pub use params::override_value;
 pub use paths::UnsafeOutput;
 pub use suggest::did_you_mean;
+#[doc(hidden)]
+pub use yaml_reading::{read_yaml, YamlReading};
 mod catalog_source;
 mod collect;
 mod context;
@@ -39,3 +41,7 @@ mod uses;
 mod worker_stage;
 mod yaml;
 mod yaml11;
+mod yaml_events;
+mod yaml_reading;
+#[cfg(test)]
+mod yaml_tests;
