@@ -5,6 +5,7 @@
 mod env;
 mod interpolate;
 mod outputs;
+mod plots;
 mod references;
 mod resolver;
 mod resources;
