@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use pipe_engine::compare::plots::PlotFile;
 use pipe_engine::compare::steps::StepCurves;
-use pipe_engine::compare::table::{row_label, ColumnKind, CompareTable, Group, Row};
+use pipe_engine::compare::table::{row_label, ColumnKind, CompareTable, Group, Pairs, Row};
 use pipe_engine::runs::{ComparedRun, RunId};
 use pipe_engine::{EngineError, Result};
 use pipe_report::plot::{columns, draw, DataTable, PlotRun};
@@ -374,9 +374,12 @@ fn overlaid_plot(
 /// file cannot be read or drawn as declared is named under the chart,
 /// and the others are drawn.
 fn declared_plots(page: &mut Document, table: &CompareTable, plots: &[PlotFile]) {
-    let mut charts: Vec<((&str, &str), Vec<&PlotFile>)> = Vec::new();
+    let mut charts: Vec<((&str, String), Vec<&PlotFile>)> = Vec::new();
     for file in plots {
-        let id = (file.stage.as_str(), file.spec.path.as_str());
+        let id = (
+            file.stage.as_str(),
+            generalised(&file.spec.path, &table.rows[file.row].matrix),
+        );
         match charts.iter_mut().find(|(each, _)| *each == id) {
             Some((_, files)) => files.push(file),
             None => charts.push((id, vec![file])),
@@ -388,7 +391,9 @@ fn declared_plots(page: &mut Document, table: &CompareTable, plots: &[PlotFile])
     for ((stage, path), files) in charts {
         // As the first row's run declared it: runs that declared it
         // otherwise are drawn the same way, so that they overlay.
-        let spec = &files[0].spec;
+        let mut spec = files[0].spec.clone();
+        spec.title.get_or_insert_with(|| path.clone());
+        let spec = &spec;
         let mut problems = Vec::new();
         let mut read: Vec<(usize, DataTable)> = Vec::new();
         for file in &files {
@@ -397,7 +402,9 @@ fn declared_plots(page: &mut Document, table: &CompareTable, plots: &[PlotFile])
                 .content
                 .as_ref()
                 .map_err(String::clone)
-                .and_then(|bytes| DataTable::read(path, bytes).map_err(|e| e.to_string()))
+                .and_then(|bytes| {
+                    DataTable::read(&file.spec.path, bytes).map_err(|e| e.to_string())
+                })
                 .and_then(|data| drawable(spec, &data).map(|()| data));
             match data {
                 Ok(data) => read.push((file.row, data)),
@@ -436,6 +443,40 @@ fn declared_plots(page: &mut Document, table: &CompareTable, plots: &[PlotFile])
     }
 }
 
+/// `path` with each value of the row's matrix combination that stands
+/// between separators written as its key: the expansions of a matrix
+/// stage write `eval/svm/roc.csv` and `eval/tree/roc.csv`, and both are
+/// the plot `eval/{model}/roc.csv`, overlaid in one chart.
+fn generalised(path: &str, matrix: &Pairs) -> String {
+    let separator = |ch: Option<char>| ch.is_none_or(|ch| "/._-=@".contains(ch));
+    let mut path = path.to_string();
+    for (key, value) in &matrix.0 {
+        if value.is_empty() {
+            continue;
+        }
+        let mut out = String::with_capacity(path.len());
+        let mut rest = path.as_str();
+        while let Some(at) = rest.find(value.as_str()) {
+            let before = if at > 0 {
+                rest[..at].chars().last()
+            } else {
+                out.chars().last()
+            };
+            let after = rest[at + value.len()..].chars().next();
+            out.push_str(&rest[..at]);
+            if separator(before) && separator(after) {
+                out.push_str(&format!("{{{key}}}"));
+            } else {
+                out.push_str(value);
+            }
+            rest = &rest[at + value.len()..];
+        }
+        out.push_str(rest);
+        path = out;
+    }
+    path
+}
+
 /// Whether `data` can be drawn as `spec` says: its columns there, and
 /// numbers where the chart needs them.
 fn drawable(spec: &pipe_protocol::PlotSpec, data: &DataTable) -> std::result::Result<(), String> {
@@ -455,7 +496,24 @@ fn drawable(spec: &pipe_protocol::PlotSpec, data: &DataTable) -> std::result::Re
 
 #[cfg(test)]
 mod tests {
-    use super::mean_curve;
+    use super::{generalised, mean_curve, Pairs};
+
+    #[test]
+    fn a_matrix_value_between_separators_is_written_as_its_key() {
+        let matrix = Pairs(vec![
+            ("model".into(), "svm".into()),
+            ("n".into(), "1".into()),
+        ]);
+        assert_eq!(
+            generalised("eval/svm/roc-1.csv", &matrix),
+            "eval/{model}/roc-{n}.csv"
+        );
+        assert_eq!(
+            generalised("eval/svms/roc1.csv", &matrix),
+            "eval/svms/roc1.csv"
+        );
+        assert_eq!(generalised("1/svm", &matrix), "{n}/{model}");
+    }
 
     #[test]
     fn a_mean_curve_keeps_the_points_every_seed_has_with_the_sample_std() {

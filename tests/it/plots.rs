@@ -262,6 +262,41 @@ fn a_run_whose_plot_object_is_gone_is_named_on_the_compare_page_and_the_others_d
     );
 }
 
+/// The expansions of a matrix stage write a file each; a `path:` item
+/// names them through the matrix, and the compare page draws them as one
+/// plot, a line per expansion.
+#[test]
+fn a_matrix_stages_plots_overlay_as_one_plot_across_its_expansions() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"name: models
+stages:
+  evaluate:
+    matrix: { model: [svm, tree] }
+    run: >-
+      mkdir -p eval/${matrix.model} &&
+      printf 'fpr,tpr\n0,0\n0.3,0.${matrix.model}\n1,1\n' | sed 's/svm/8/; s/tree/6/' > eval/${matrix.model}/roc.csv &&
+      echo '{"auc": 0.8}' > eval/${matrix.model}/metrics.json
+    metrics: eval/${matrix.model}/metrics.json
+    plots:
+      - path: eval/${matrix.model}/roc.csv
+        x: fpr
+        y: tpr
+"#,
+    );
+    project.run_ok(&[]);
+    let html = stdout(&project.pipe(&["compare", "--html"]));
+    let plots: Vec<&str> = html.split("<figure ").skip(1).collect();
+    let roc: Vec<&&str> = plots
+        .iter()
+        .filter(|plot| plot.contains("roc.csv"))
+        .collect();
+    assert_eq!(roc.len(), 1, "{html}");
+    assert!(roc[0].contains("eval/{model}/roc.csv"), "{}", roc[0]);
+    assert_eq!(series_lines(roc[0]).len(), 2, "{}", roc[0]);
+}
+
 /// Each mistake where it is written, with what fits.
 #[test]
 fn bad_plot_specs_are_located_errors_saying_what_fits() {
