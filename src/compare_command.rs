@@ -27,6 +27,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         baseline_row: args.baseline_row,
         sort: args.sort,
         with_steps: args.html,
+        with_plots: args.html,
     };
     let comparison = compare::compare(&mut history, &request, &mut |notice| errln!("{notice}"))?;
     let table = &comparison.table;
@@ -40,9 +41,10 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     } else if args.csv {
         out!("{}", crate::compare_view::csv(table));
     } else if let Some(steps) = &comparison.steps {
+        let plots = comparison.plots.as_deref().unwrap_or_default();
         out!(
             "{}",
-            crate::compare_page::html(table, &comparison.runs, steps, args.all)?
+            crate::compare_page::html(table, &comparison.runs, steps, plots, args.all)?
         );
     } else {
         out!("{}", crate::compare_view::text(table, Style::for_stdout()));

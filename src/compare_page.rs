@@ -6,10 +6,12 @@
 
 use std::collections::BTreeMap;
 
+use pipe_engine::compare::plots::PlotFile;
 use pipe_engine::compare::steps::StepCurves;
-use pipe_engine::compare::table::{row_label, ColumnKind, CompareTable, Group, Row};
+use pipe_engine::compare::table::{row_label, ColumnKind, CompareTable, Group, Pairs, Row};
 use pipe_engine::runs::{ComparedRun, RunId};
 use pipe_engine::{EngineError, Result};
+use pipe_report::plot::{columns, draw, DataTable, PlotRun};
 use pipe_report::{Cell as PageCell, Document, Explore, Table};
 use pipe_report::{LineChart, Series};
 
@@ -52,12 +54,15 @@ fn key_of(group: usize) -> String {
 /// warnings, and for every training stage the per-epoch curves of all rows
 /// overlaid, read from the runs' recorded metrics (`epochs.N.*`), so a page
 /// can be drawn for runs whose outputs are long gone from the workspace;
-/// then the rows' per-step curves overlaid (`steps`, read from the cache).
-/// `table` has every column (`--all`); `all` ticks them all at first.
+/// then the rows' per-step curves overlaid (`steps`, read from the cache),
+/// then each plot the stages declare with every row's data overlaid
+/// (`plots`, read from the cache). `table` has every column (`--all`);
+/// `all` ticks them all at first.
 pub fn html(
     table: &CompareTable,
     runs: &[ComparedRun],
     steps: &StepCurves,
+    plots: &[PlotFile],
     all: bool,
 ) -> Result<String> {
     let mut page = Document::new(format!(
@@ -86,6 +91,7 @@ pub fn html(
         overlaid_plot(&mut page, &file, label, "epoch", &stage, series)?;
     }
     step_plots(&mut page, table, steps)?;
+    declared_plots(&mut page, table, plots);
     Ok(page.to_html())
 }
 
@@ -362,9 +368,152 @@ fn overlaid_plot(
     Ok(())
 }
 
+/// Each plot the rows' stages declare, one chart per stage and file with
+/// every row's data overlaid (a confusion matrix: one per row), legends
+/// naming the rows and the params that differ between them. A row whose
+/// file cannot be read or drawn as declared is named under the chart,
+/// and the others are drawn.
+fn declared_plots(page: &mut Document, table: &CompareTable, plots: &[PlotFile]) {
+    let mut charts: Vec<((&str, String), Vec<&PlotFile>)> = Vec::new();
+    for file in plots {
+        let id = (
+            file.stage.as_str(),
+            generalised(&file.spec.path, &table.rows[file.row].matrix),
+        );
+        match charts.iter_mut().find(|(each, _)| *each == id) {
+            Some((_, files)) => files.push(file),
+            None => charts.push((id, vec![file])),
+        }
+    }
+    if !charts.is_empty() {
+        page.heading(2, "Plots");
+    }
+    for ((stage, path), files) in charts {
+        // As the first row's run declared it: runs that declared it
+        // otherwise are drawn the same way, so that they overlay.
+        let mut spec = files[0].spec.clone();
+        spec.title.get_or_insert_with(|| path.clone());
+        let spec = &spec;
+        let mut problems = Vec::new();
+        let mut read: Vec<(usize, DataTable)> = Vec::new();
+        for file in &files {
+            let row = &table.rows[file.row];
+            let data = file
+                .content
+                .as_ref()
+                .map_err(String::clone)
+                .and_then(|bytes| {
+                    DataTable::read(&file.spec.path, bytes).map_err(|e| e.to_string())
+                })
+                .and_then(|data| drawable(spec, &data).map(|()| data));
+            match data {
+                Ok(data) => read.push((file.row, data)),
+                Err(problem) => problems.push(format!("#{} {stage}: {problem}", row.run)),
+            }
+        }
+        let runs: Vec<PlotRun> = read
+            .iter()
+            .map(|(row, data)| PlotRun {
+                name: curve_label(table, &table.rows[*row]),
+                key: Some(key_of(table.rows[*row].group)),
+                data,
+            })
+            .collect();
+        match draw(spec, &runs) {
+            Ok(figures) if !runs.is_empty() => {
+                for figure in figures {
+                    let title = format!("{} of {stage}", figure.title);
+                    page.plot_with_table(
+                        &format!("{stage}-{path}"),
+                        title,
+                        figure.svg,
+                        figure.table,
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(error) => problems.push(error.to_string()),
+        }
+        if !problems.is_empty() {
+            page.paragraph(format!(
+                "Not drawn in {path} of {stage}: {}.",
+                problems.join("; ")
+            ));
+        }
+    }
+}
+
+/// `path` with each value of the row's matrix combination that stands
+/// between separators written as its key: the expansions of a matrix
+/// stage write `eval/svm/roc.csv` and `eval/tree/roc.csv`, and both are
+/// the plot `eval/{model}/roc.csv`, overlaid in one chart.
+fn generalised(path: &str, matrix: &Pairs) -> String {
+    let separator = |ch: Option<char>| ch.is_none_or(|ch| "/._-=@".contains(ch));
+    let mut path = path.to_string();
+    for (key, value) in &matrix.0 {
+        if value.is_empty() {
+            continue;
+        }
+        let mut out = String::with_capacity(path.len());
+        let mut rest = path.as_str();
+        while let Some(at) = rest.find(value.as_str()) {
+            let before = if at > 0 {
+                rest[..at].chars().last()
+            } else {
+                out.chars().last()
+            };
+            let after = rest[at + value.len()..].chars().next();
+            out.push_str(&rest[..at]);
+            if separator(before) && separator(after) {
+                out.push_str(&format!("{{{key}}}"));
+            } else {
+                out.push_str(value);
+            }
+            rest = &rest[at + value.len()..];
+        }
+        out.push_str(rest);
+        path = out;
+    }
+    path
+}
+
+/// Whether `data` can be drawn as `spec` says: its columns there, and
+/// numbers where the chart needs them.
+fn drawable(spec: &pipe_protocol::PlotSpec, data: &DataTable) -> std::result::Result<(), String> {
+    let chosen = columns(spec, data).map_err(|e| e.to_string())?;
+    if spec.kind.is_confusion() {
+        return Ok(());
+    }
+    let numeric = chosen
+        .y
+        .iter()
+        .chain((spec.kind != pipe_protocol::PlotKind::Bar).then_some(&chosen.x));
+    for column in numeric {
+        data.numbers(column).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::mean_curve;
+    use super::{generalised, mean_curve, Pairs};
+
+    #[test]
+    fn a_matrix_value_between_separators_is_written_as_its_key() {
+        let matrix = Pairs(vec![
+            ("model".into(), "svm".into()),
+            ("n".into(), "1".into()),
+        ]);
+        assert_eq!(
+            generalised("eval/svm/roc-1.csv", &matrix),
+            "eval/{model}/roc-{n}.csv"
+        );
+        assert_eq!(
+            generalised("eval/svms/roc1.csv", &matrix),
+            "eval/svms/roc1.csv"
+        );
+        assert_eq!(generalised("1/svm", &matrix), "{n}/{model}");
+    }
 
     #[test]
     fn a_mean_curve_keeps_the_points_every_seed_has_with_the_sample_std() {

@@ -378,6 +378,29 @@ pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
             stage.status.as_str(),
         );
     }
+    let plots: Vec<(&str, &pipe_protocol::PlotSpec)> = run
+        .stages
+        .iter()
+        .flat_map(|stage| {
+            stage
+                .identity
+                .plots
+                .iter()
+                .map(|plot| (stage.stage.as_str(), plot))
+        })
+        .collect();
+    if !plots.is_empty() {
+        let _ = writeln!(out, "plots");
+        let path_width = width(plots.iter().map(|(_, plot)| plot.path.as_str()));
+        for (stage, plot) in plots {
+            let _ = writeln!(
+                out,
+                "  {stage:<stage_width$}  {:<path_width$}  {}",
+                plot.path,
+                plot.summary()
+            );
+        }
+    }
     if !summary.other_metrics.is_empty() {
         let _ = writeln!(
             out,

@@ -1,6 +1,8 @@
 //! `pipe diff`: what changed between two recorded runs; `table` holds
-//! `pipe compare`, many runs side by side.
+//! `pipe compare`, many runs side by side, and `steps` and `plots` what
+//! its page draws from the runs' stored files.
 
+pub mod plots;
 mod selection;
 pub mod steps;
 pub mod table;

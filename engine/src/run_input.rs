@@ -10,7 +10,7 @@ use std::path::Path;
 
 use pipe_cache::Artifact;
 use pipe_protocol::redact::redacted_json;
-use pipe_protocol::{RunContext, RunStage};
+use pipe_protocol::{RunContext, RunPlot, RunStage};
 use serde_json::{json, Map, Value};
 
 use crate::pipeline::{Pipeline, Stage};
@@ -78,6 +78,14 @@ pub fn run_stage(
             .map(|out| (out.name.clone(), root.join(&out.path)))
             .collect(),
         metrics,
+        plots: stage
+            .plots
+            .iter()
+            .map(|spec| RunPlot {
+                spec: spec.clone(),
+                file: root.join(&spec.path),
+            })
+            .collect(),
     }
 }
 

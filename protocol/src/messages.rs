@@ -129,6 +129,10 @@ pub struct RunStage {
     /// Flattened metrics (`epochs.1.val_acc`).
     #[serde(default)]
     pub metrics: BTreeMap<String, Value>,
+    /// The plots it declares (`plots:`), each with its file's absolute
+    /// path: the report draws them from the files' content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plots: Vec<crate::plot::RunPlot>,
 }
 
 /// Metric names are flattened JSON paths; this is the file a stage writes.

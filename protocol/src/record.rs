@@ -446,6 +446,12 @@ pub struct StageIdentity {
     /// their values are declared): rows are shown in this order.
     #[serde(default)]
     pub position: usize,
+    /// The plots it declares of its files (`plots:`), kept with the run
+    /// so that a pulled or old run is drawn as it was declared. Left out
+    /// when empty, so that a stage without plots is written as before
+    /// (a report's key holds its upstream stages' identities).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plots: Vec<crate::plot::PlotSpec>,
 }
 
 #[cfg(test)]

@@ -82,6 +82,20 @@ pub struct Series {
     /// can hide it: the compare table row it draws. Lines of one key are
     /// one row's in every chart of the page.
     pub key: Option<String>,
+    /// How its points are drawn.
+    pub shape: Shape,
+}
+
+/// How a [`Series`]' points are drawn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Shape {
+    /// Joined by straight lines (a curve).
+    #[default]
+    Line,
+    /// Each point a dot, nothing joining them (a scatter plot).
+    Points,
+    /// Each value held until the next point's x (a staircase).
+    Steps,
 }
 
 impl Series {
@@ -91,7 +105,13 @@ impl Series {
             points,
             band: None,
             key: None,
+            shape: Shape::Line,
         }
+    }
+
+    pub fn with_shape(mut self, shape: Shape) -> Series {
+        self.shape = shape;
+        self
     }
 
     /// With a band: one (lower, upper) per point, in the points' order.

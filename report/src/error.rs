@@ -9,6 +9,11 @@ pub enum ReportError {
     /// The data handed to a chart or table does not fit it.
     #[error("{0}")]
     Data(String),
+    /// A plot's data file cannot be read or drawn as declared: a column
+    /// that is not there, a value that is not a number, a file over a
+    /// limit. `file` is the file's project path.
+    #[error("plot file `{file}`: {message}")]
+    PlotData { file: String, message: String },
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;

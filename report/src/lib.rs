@@ -1,5 +1,7 @@
-//! Reports for pipe, drawn from plain data: SVG plots ([`chart`]: line
-//! charts with named series, grouped bar charts, heat maps), tables, and a
+//! Reports for pipe, drawn from plain data: SVG plots ([`chart`]: line,
+//! scatter and step charts with named series, grouped bar charts, heat
+//! maps), the plots a stage declares of its files ([`plot`]: CSV, TSV and
+//! JSON data read within limits, drawn as declared), tables, and a
 //! [`Document`] that renders as one self-contained HTML page, as Markdown
 //! that can be pasted anywhere (text and tables only), and as Markdown
 //! that links the same plots as SVG files beside it.
@@ -12,8 +14,9 @@
 pub mod chart;
 mod document;
 mod error;
+pub mod plot;
 pub mod text;
 
-pub use chart::{BarChart, HeatMap, LineChart, Series};
+pub use chart::{BarChart, HeatMap, LineChart, Series, Shape};
 pub use document::{Block, Cell, Document, Explore, Plot, Table};
 pub use error::{ReportError, Result};

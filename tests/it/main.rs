@@ -31,6 +31,7 @@ mod malformed;
 mod noop_record;
 mod parallel;
 mod params_overrides;
+mod plots;
 mod progress_lines;
 mod quickstart;
 mod record_trust;

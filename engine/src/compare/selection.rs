@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use super::plots::{plot_files, PlotFile};
 use super::steps::{step_curves, StepCurves};
 use super::table::{compare_runs, CompareOptions, CompareTable};
 use crate::history::{History, Notice, Pull};
@@ -57,6 +58,8 @@ pub struct CompareRequest {
     pub sort: Option<String>,
     /// The per-step curves of the runs' training stages, for the HTML page.
     pub with_steps: bool,
+    /// The files of the plots the runs' stages declare, for the HTML page.
+    pub with_plots: bool,
 }
 
 /// What [`compare`] found: the table, and the runs in it (baseline first,
@@ -66,6 +69,8 @@ pub struct Comparison {
     pub runs: Vec<ComparedRun>,
     /// Present when the request asked `with_steps`.
     pub steps: Option<StepCurves>,
+    /// Present when the request asked `with_plots`.
+    pub plots: Option<Vec<PlotFile>>,
 }
 
 /// Picks the runs `request` names or selects and builds their table.
@@ -128,13 +133,23 @@ pub fn compare(
         metrics: request.metrics.clone(),
     };
     let table = compare_runs(&runs, &options)?;
+    let cache_dir = || Ok::<_, EngineError>(Project::open(&history.root)?.cache_dir);
     let steps = if request.with_steps {
-        let cache_dir = Project::open(&history.root)?.cache_dir;
-        Some(step_curves(&history.db, &cache_dir, &table, &runs)?)
+        Some(step_curves(&history.db, &cache_dir()?, &table, &runs)?)
     } else {
         None
     };
-    Ok(Comparison { table, runs, steps })
+    let plots = if request.with_plots {
+        Some(plot_files(&history.db, &cache_dir()?, &table, &runs)?)
+    } else {
+        None
+    };
+    Ok(Comparison {
+        table,
+        runs,
+        steps,
+        plots,
+    })
 }
 
 /// The runs named, each once, in the order named; `None` when none is.

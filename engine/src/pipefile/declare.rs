@@ -14,13 +14,14 @@ use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
 use crate::Diagnostic;
 
-pub(crate) const STAGE_KEYS: [&str; 14] = [
+pub(crate) const STAGE_KEYS: [&str; 15] = [
     "run",
     "uses",
     "with",
     "deps",
     "outs",
     "metrics",
+    "plots",
     "params",
     "env",
     "resources",

@@ -102,14 +102,26 @@ pub(crate) fn build(
     // Outputs first: references between stages need every stage's outputs.
     let mut outs_per_stage: Vec<Vec<Out>> = Vec::with_capacity(expansions.len());
     let mut metrics_per_stage = Vec::with_capacity(expansions.len());
+    let mut plots_per_stage = Vec::with_capacity(expansions.len());
     let mut effects_per_stage = Vec::with_capacity(expansions.len());
     for expansion in &expansions {
         let decl = &decls[expansion.decl];
         let mut effects = Effects::default();
-        let outs = resolver.outputs(decl, expansion, "outs", &mut effects, diagnostics);
+        let mut outs = resolver.outputs(decl, expansion, "outs", &mut effects, diagnostics);
         let metrics = resolver.outputs(decl, expansion, "metrics", &mut effects, diagnostics);
+        // A plot's file is an output: known, like the others, before any
+        // stage is built, so that references and edges see it.
+        let plots = resolver.plots(
+            decl,
+            expansion,
+            &mut outs,
+            &metrics,
+            &mut effects,
+            diagnostics,
+        );
         outs_per_stage.push(outs);
         metrics_per_stage.push(metrics);
+        plots_per_stage.push(plots);
         effects_per_stage.push(effects);
     }
     // The only copy of each stage's outs until its `Stage` is built: a
@@ -129,8 +141,10 @@ pub(crate) fn build(
             diagnostics,
         ));
     }
-    for (stage, outs) in stages.iter_mut().zip(resolver.outputs_by_stage.drain(..)) {
+    let built = resolver.outputs_by_stage.drain(..).zip(plots_per_stage);
+    for (stage, (outs, plots)) in stages.iter_mut().zip(built) {
         stage.outs = outs;
+        stage.plots = plots;
     }
 
     // What built the stages is not needed to check them; in a large sweep

@@ -90,6 +90,10 @@ pub struct Stage {
     pub outs: Vec<Out>,
     /// Metric files (JSON) the stage writes; cached and restored like outs.
     pub metrics: Vec<Out>,
+    /// What `plots:` declares of the stage's files. Each file is one of
+    /// `outs` or `metrics`, or lies inside an output directory: the loader
+    /// adds to `outs` a plot file that is not already declared.
+    pub plots: Vec<pipe_protocol::PlotSpec>,
     /// Variables set for the command, part of the key unless secret.
     pub env: BTreeMap<String, String>,
     /// Names in `env` whose value is a credential (`{ from_env: X, secret:
@@ -314,6 +318,7 @@ impl Stage {
             role_values,
             // Set by the scheduler, which knows the stage's index.
             position: 0,
+            plots: self.plots.clone(),
         }
     }
 }

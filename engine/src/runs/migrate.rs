@@ -18,7 +18,8 @@ use crate::{EngineError, Result, UsageError};
 /// run ran (`file`), which `pipe checkout` holds a record's outputs to, and
 /// its `-S` settings as data (`overrides`, filled in from argv for the
 /// runs before). 4: whether the run is a sweep run as one (`sweep`).
-pub(super) const CURRENT: i64 = 4;
+/// 5: the plots each stage declares (`plots`, NULL for none).
+pub(super) const CURRENT: i64 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -78,6 +79,7 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("roles", "TEXT"),
             ("role_values", "TEXT"),
             ("position", "INTEGER"),
+            ("plots", "TEXT"),
         ],
     ),
 ];
@@ -293,6 +295,7 @@ pub(crate) fn legacy_identity(stage: &str, manifest: Option<&Value>) -> StageIde
         roles,
         role_values,
         position: 0,
+        plots: Vec::new(),
     }
 }
 

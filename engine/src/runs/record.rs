@@ -327,6 +327,8 @@ pub(super) fn identity_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Resu
         position: columns
             .opt_unsigned(&name("position"))?
             .map_or(0, |position| position as usize),
+        // NULL: no plots, or a run recorded before they were kept.
+        plots: columns.opt_json(&name("plots"))?.unwrap_or_default(),
     })
 }
 
@@ -348,6 +350,7 @@ const STAGE_COLUMNS: &[&str] = &[
     "roles",
     "role_values",
     "position",
+    "plots",
     "key",
     "status",
     "duration_ms",

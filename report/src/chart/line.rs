@@ -12,7 +12,7 @@ use pipe_protocol::format::{digits_to_tell_apart, format_significant};
 
 use super::{
     colour, draw_svg, legend_height, legend_layout, no_data, padded_range, shorten, tick_digits,
-    ticks_of, zoom_note, LineChart, Series, AXIS_FONT, FONT, GRID, HEIGHT, LEGEND_HEIGHT,
+    ticks_of, zoom_note, LineChart, Series, Shape, AXIS_FONT, FONT, GRID, HEIGHT, LEGEND_HEIGHT,
     NOTE_FONT, TICK_FONT, TITLE_FONT, VALUE_TICKS, X_TICKS,
 };
 use crate::text::escape_html;
@@ -254,14 +254,14 @@ fn series_svg(series: &[Series], drawn: &[Drawn]) -> String {
                 )
             );
         }
-        if drawn.pixels.len() > 1 {
+        if drawn.pixels.len() > 1 && series.shape != Shape::Points {
             let _ = writeln!(
                 svg,
                 "<polyline fill=\"none\" stroke=\"{ink}\" stroke-width=\"2\" points=\"{}\"/>",
-                points_attribute(drawn.pixels.iter().copied())
+                points_attribute(joined(&drawn.pixels, series.shape))
             );
         }
-        if drawn.pixels.len() <= MAX_MARKED_POINTS {
+        if drawn.pixels.len() <= MAX_MARKED_POINTS || series.shape == Shape::Points {
             let radius = if drawn.pixels.len() == 1 { 4 } else { 3 };
             for (x, y) in &drawn.pixels {
                 let _ = writeln!(
@@ -282,6 +282,16 @@ fn series_svg(series: &[Series], drawn: &[Drawn]) -> String {
         svg.push_str("</g>\n");
     }
     svg
+}
+
+/// The corners a series' line passes through: its points, or for a
+/// staircase each value held flat until the next point's x.
+fn joined(pixels: &[(i32, i32)], shape: Shape) -> impl Iterator<Item = (i32, i32)> + '_ {
+    let steps = shape == Shape::Steps;
+    pixels.iter().enumerate().flat_map(move |(index, &(x, y))| {
+        let corner = (index > 0 && steps).then(|| (x, pixels[index - 1].1));
+        corner.into_iter().chain([(x, y)])
+    })
 }
 
 /// Per series, the value label of a series of one point and where it

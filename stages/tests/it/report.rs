@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use pipe_protocol::record::{Combination, StageRoles};
-use pipe_protocol::{RunContext, RunStage};
+use pipe_protocol::{PlotKind, PlotSpec, RunContext, RunPlot, RunStage};
 use pipe_test_support::chromium;
 use pipe_test_support::worker::{invocation, run_invocation, Run};
 use serde_json::{json, Value};
@@ -40,6 +40,7 @@ fn stage(name: &str, matrix: &[(&str, &str)], uses: Option<&str>, metrics: Value
         compute_ms: Some(1500),
         outputs: BTreeMap::new(),
         metrics: serde_json::from_value(metrics).unwrap(),
+        plots: Vec::new(),
     }
 }
 
@@ -617,6 +618,55 @@ fn a_broken_curves_file_is_named_with_its_line() {
             "`{}`: line 3, column `train_loss`: `oops` is not a number",
             curves.display()
         )),
+        "{message}"
+    );
+}
+
+#[test]
+fn declared_plots_are_drawn_and_a_missing_column_is_named_with_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let roc = dir.path().join("roc.csv");
+    std::fs::write(&roc, "fpr,tpr,threshold\n0,0,1\n0.2,0.8,0.5\n1,1,0\n").unwrap();
+    let labels = dir.path().join("confusion.csv");
+    std::fs::write(&labels, "actual,predicted\ncat,cat\ndog,cat\ndog,dog\n").unwrap();
+    let mut evaluate = stage("evaluate", &[], None, json!({"accuracy": 0.9}));
+    let plot = |path: &str, file: &Path, kind: PlotKind, y: &[&str]| RunPlot {
+        spec: PlotSpec {
+            kind,
+            y: y.iter().map(|y| y.to_string()).collect(),
+            ..PlotSpec::new(path)
+        },
+        file: file.to_path_buf(),
+    };
+    evaluate.plots = vec![
+        plot("eval/roc.csv", &roc, PlotKind::Line, &["tpr"]),
+        plot("eval/confusion.csv", &labels, PlotKind::Confusion, &[]),
+    ];
+    let mut context = RunContext {
+        pipeline: "plots".into(),
+        params: json!({}),
+        stages: vec![evaluate],
+    };
+    let run = run_report(&dir.path().join("report"), &context, json!({}));
+    assert!(run.success, "{:?}", run.events);
+    let html = report_file(&run, "index.html");
+    assert!(html.contains("Plots: evaluate"), "{html}");
+    let files = report_files(&run);
+    assert!(
+        files.contains_key("02-evaluate-eval-roc.csv.svg"),
+        "{:?}",
+        files.keys()
+    );
+    // The confusion matrix's counts are in the Markdown to paste.
+    let pasteable = report_file(&run, "report.md");
+    assert!(pasteable.contains("| dog | 1 | 1 |"), "{pasteable}");
+    context.stages[0].plots[0].spec.y = vec!["TPR".into()];
+    let run = run_report(&dir.path().join("again"), &context, json!({}));
+    let message = run.error();
+    assert!(
+        message.contains(
+            "plot file `eval/roc.csv`: no column `TPR`; its columns: fpr, tpr, threshold"
+        ),
         "{message}"
     );
 }

@@ -6,6 +6,7 @@ mod env;
 mod interpolate;
 mod output_options;
 mod outputs;
+mod plots;
 mod references;
 mod resolver;
 mod resources;

@@ -7,6 +7,7 @@ use crate::pipefile::collect::NUL_HINT;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
 use crate::pipefile::paths::{self, PathProblem};
+use crate::pipefile::source::Span;
 use crate::pipefile::yaml::{Node, NodeValue, Resolved};
 use crate::pipeline::Out;
 use crate::Diagnostic;
@@ -133,9 +134,22 @@ impl<'a> Resolver<'a> {
         node: &Node,
         diagnostics: &mut Diagnostics,
     ) -> Option<String> {
+        self.output_path_at(stage, field, text, node.span, diagnostics)
+    }
+
+    /// [`Resolver::output_path`] of a path written at `span` (a mapping's
+    /// key: a plot's path).
+    pub(crate) fn output_path_at(
+        &self,
+        stage: &str,
+        field: &str,
+        text: &str,
+        span: Span,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<String> {
         let located = |code: &'static str, message: String, hint: &str| {
             Diagnostic::new(code, message)
-                .at(self.location(node.span))
+                .at(self.location(span))
                 .with_hint(hint.to_string())
         };
         match paths::normalize(text) {

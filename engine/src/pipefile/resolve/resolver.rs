@@ -280,6 +280,7 @@ impl<'a> Resolver<'a> {
             deps,
             outs: Vec::new(),
             metrics,
+            plots: Vec::new(),
             env,
             secret_env,
             params_used: effects.params_used,

@@ -2,7 +2,8 @@
 //! page and two Markdown files, one to paste (text and tables) and one
 //! with the plots as images: the results table (one row per matrix
 //! combination), params, stage times, training curves, throughput,
-//! hardware and confusion matrices. Drawing and page layout are
+//! hardware and confusion matrices, and the plots the stages declare of
+//! their files (`plots:`). Drawing and page layout are
 //! `pipe-report`'s; this module only decides what the run shows.
 //!
 //! Everything shown comes from the `RunContext` and the files it names,
@@ -16,10 +17,12 @@ use pipe_report::Document;
 use serde_json::Value;
 
 mod model;
+mod plots;
 mod results;
 mod sections;
 
 use model::Options;
+use plots::declared_plots;
 use results::{params, results, stage_times};
 use sections::{confusion_matrix, evaluation, label_names, training};
 
@@ -45,7 +48,8 @@ impl BuiltinStage for HtmlReport {
             "report/html",
             1,
             "the run as one self-contained HTML page and as Markdown (to paste, and with images): results \
-             by matrix combination, params, stage times, curves, throughput, hardware, confusion matrices",
+             by matrix combination, params, stage times, curves, throughput, hardware, confusion matrices, \
+             and the plots the stages declare of their files",
         )
         // 2: a pasteable report.md and report-with-images.md; readable,
         // themed charts; per-step curves for one epoch; label names.
@@ -143,6 +147,7 @@ fn build_report(run: &RunContext, options: &Options) -> Result<Document> {
             evaluation(&mut document, stage, confusion, names.as_deref())?;
         }
     }
+    declared_plots(&mut document, run)?;
     Ok(document)
 }
 
@@ -184,6 +189,7 @@ mod tests {
             compute_ms: None,
             outputs: BTreeMap::new(),
             metrics: BTreeMap::new(),
+            plots: Vec::new(),
         };
         for (name, value) in [
             ("epochs.1.val_acc", 0.5),
@@ -242,6 +248,7 @@ mod tests {
             compute_ms: None,
             outputs: BTreeMap::new(),
             metrics: serde_json::from_value(metrics).unwrap(),
+            plots: Vec::new(),
         };
         let flat = stage(json!({"confusion.0.0": 3, "confusion.0.1": 1, "confusion.1.1": 4}));
         assert_eq!(
