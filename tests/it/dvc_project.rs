@@ -55,7 +55,10 @@ fn dvc_shaped_project() -> TestProject {
     );
     git(project.root(), &["init", "-q"]);
     git(project.root(), &["add", "-A"]);
-    git(project.root(), &["commit", "-qm", "the project, ported by hand"]);
+    git(
+        project.root(),
+        &["commit", "-qm", "the project, ported by hand"],
+    );
     project
 }
 
@@ -81,7 +84,10 @@ fn a_hand_ported_project_keeps_pipes_state_and_cached_outputs_out_of_git() {
     assert!(ignore.lines().any(|line| line == "*"), "{ignore}");
     // What `git add -A` would take: the new .gitignore and the metrics
     // the user keeps in git, nothing of .pipe/ and no cached output.
-    let untracked = git(project.root(), &["status", "--porcelain", "--untracked-files=all"]);
+    let untracked = git(
+        project.root(),
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
     let listed: Vec<&str> = untracked.lines().map(|line| &line[3..]).collect();
     assert_eq!(listed, [".gitignore", "eval/metrics.json"], "{untracked}");
 
@@ -91,7 +97,11 @@ fn a_hand_ported_project_keeps_pipes_state_and_cached_outputs_out_of_git() {
     let mut ran = again.ran();
     ran.sort_unstable();
     assert_eq!(ran, ["evaluate", "train"], "{}", again.stderr);
-    assert!(!again.stderr.contains(".gitignore: added"), "{}", again.stderr);
+    assert!(
+        !again.stderr.contains(".gitignore: added"),
+        "{}",
+        again.stderr
+    );
     let shown = project.show_settled("last");
     assert_eq!(
         shown["git_dirty"],
@@ -108,17 +118,29 @@ fn pipe_apply_brings_a_runs_params_and_outputs_back_and_every_stage_is_fresh() {
     git(project.root(), &["commit", "-qm", "first results"]);
     project.run_ok(&["-S", "train.n_est=70", "-S", "train.max_depth=8"]);
     let best_metrics = project.read("eval/metrics.json");
-    assert_eq!(project.read("params.yaml"), PARAMS, "a run puts params.yaml back");
+    assert_eq!(
+        project.read("params.yaml"),
+        PARAMS,
+        "a run puts params.yaml back"
+    );
 
     let apply = project.pipe(&["apply", "2"]);
     assert!(apply.status.success(), "{}", stderr(&apply));
     let said = stdout(&apply);
-    assert!(said.contains("params.yaml:5: train.n_est 50 -> 70"), "{said}");
-    assert!(said.contains("params.yaml:6: train.max_depth 4 -> 8"), "{said}");
+    assert!(
+        said.contains("params.yaml:5: train.n_est 50 -> 70"),
+        "{said}"
+    );
+    assert!(
+        said.contains("params.yaml:6: train.max_depth 4 -> 8"),
+        "{said}"
+    );
     assert!(said.contains("status: all 3 stages fresh"), "{said}");
     assert_eq!(
         project.read("params.yaml"),
-        PARAMS.replace("n_est: 50", "n_est: 70").replace("max_depth: 4", "max_depth: 8"),
+        PARAMS
+            .replace("n_est: 50", "n_est: 70")
+            .replace("max_depth: 4", "max_depth: 8"),
         "edited in place, comments kept"
     );
     assert_eq!(project.read("eval/metrics.json"), best_metrics);
@@ -142,7 +164,11 @@ fn pipe_apply_brings_a_runs_params_and_outputs_back_and_every_stage_is_fresh() {
     let back = project.pipe(&["apply", "1"]);
     assert!(back.status.success(), "{}", stderr(&back));
     assert_eq!(project.read("params.yaml"), PARAMS);
-    assert!(stdout(&back).contains("status: all 3 stages fresh"), "{}", stdout(&back));
+    assert!(
+        stdout(&back).contains("status: all 3 stages fresh"),
+        "{}",
+        stdout(&back)
+    );
 }
 
 #[test]
@@ -164,7 +190,11 @@ fn a_param_set_in_the_pipeline_file_is_applied_there() {
         project.read("pipe.yaml")
     );
     assert_eq!(project.read("said.txt"), "goodbye\n");
-    assert!(stdout(&apply).contains("status: all 1 stages fresh"), "{}", stdout(&apply));
+    assert!(
+        stdout(&apply).contains("status: all 1 stages fresh"),
+        "{}",
+        stdout(&apply)
+    );
 }
 
 #[test]
@@ -178,12 +208,19 @@ fn dvcs_per_output_options_are_mapped_or_refused_at_their_key() {
     assert_eq!(status.status.code(), Some(2));
     let said = stderr(&status);
     assert!(
-        said.contains("error[unsupported-option]: output `a.txt` of stage `a` is declared `persist: true`")
-            && said.contains("--> pipe.yaml:5:17"),
+        said.contains(
+            "error[unsupported-option]: output `a.txt` of stage `a` is declared `persist: true`"
+        ) && said.contains("--> pipe.yaml:5:17"),
         "{said}"
     );
-    assert!(said.contains("did you mean `cache`?") && said.contains("--> pipe.yaml:5:32"), "{said}");
-    assert!(said.contains("must be true or false") && said.contains("--> pipe.yaml:9:34"), "{said}");
+    assert!(
+        said.contains("did you mean `cache`?") && said.contains("--> pipe.yaml:5:32"),
+        "{said}"
+    );
+    assert!(
+        said.contains("must be true or false") && said.contains("--> pipe.yaml:9:34"),
+        "{said}"
+    );
 
     project.write(
         "pipe.yaml",
@@ -227,8 +264,14 @@ fn a_succeeded_commands_last_lines_are_shown_with_its_log_and_can_be_turned_off(
     assert!(said.contains("│ trained with n_est 50"), "{said}");
     assert!(said.contains("│ accuracy"), "{said}");
     // The last 10 lines by default, the full log named.
-    assert!(said.contains("│ progress line 29") && !said.contains("│ progress line 20\n"), "{said}");
-    assert!(said.contains("full log: .pipe/logs/1/evaluate.log"), "{said}");
+    assert!(
+        said.contains("│ progress line 29") && !said.contains("│ progress line 20\n"),
+        "{said}"
+    );
+    assert!(
+        said.contains("full log: .pipe/logs/1/evaluate.log"),
+        "{said}"
+    );
 
     let quiet = project.pipe(&["run", "--force-all", "--output-lines", "0"]);
     assert!(quiet.status.success());
@@ -240,7 +283,10 @@ fn a_succeeded_commands_last_lines_are_shown_with_its_log_and_can_be_turned_off(
         .output()
         .expect("pipe");
     let said = stderr(&two);
-    assert!(said.contains("│ progress line 29\n") && said.contains("│ accuracy"), "{said}");
+    assert!(
+        said.contains("│ progress line 29\n") && said.contains("│ accuracy"),
+        "{said}"
+    );
     assert!(!said.contains("│ progress line 28"), "{said}");
 }
 
