@@ -282,13 +282,15 @@ impl StageConverter<'_> {
                                 .iter()
                                 .filter_map(|key| key.as_str().map(str::to_string))
                                 .collect(),
-                            _ => return Err(Stop::At(
-                                file.value.span,
-                                format!(
+                            _ => {
+                                return Err(Stop::At(
+                                    file.value.span,
+                                    format!(
                                     "the params of `{name}` in stage `{}` must be a list of keys",
                                     self.dvc_name
                                 ),
-                            )),
+                                ))
+                            }
                         };
                         self.param_keys(&key_node, &path, &keys, stage, findings);
                     }
@@ -408,13 +410,15 @@ impl StageConverter<'_> {
                     super::iterate::text_node(&entry.key, entry.key_span),
                     Some(&entry.value),
                 )),
-                _ => return Err(Stop::At(
-                    item.span,
-                    format!(
+                _ => {
+                    return Err(Stop::At(
+                        item.span,
+                        format!(
                         "an entry of `{field}` in stage `{}` must be a path or `path: {{options}}`",
                         self.dvc_name
                     ),
-                )),
+                    ))
+                }
             }
         }
         Ok(entries)

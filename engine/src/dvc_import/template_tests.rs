@@ -36,7 +36,8 @@ const PARAMS: &str = "lr: 0.001\nsmall: 1e-3\nname: base\nspaced: two words\nvar
 
 fn command(text: &str) -> Result<Rewritten, BadRef> {
     let params = node(PARAMS);
-    rewrite(text, Place::Command, &resolve_in(&params))
+    let resolve = resolve_in(&params);
+    rewrite(text, Place::Command, &resolve)
 }
 
 #[test]
