@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::dvc_import::{init_from_dvc as convert_and_write, FindingKind, FromDvc};
+use pipe_engine::dvc_import::{init_from_dvc as convert_and_write, FindingKind, FromDvc, Written};
 use pipe_engine::gitignore::Ignored;
 use pipe_engine::{ExitCode, Location, Result};
 
@@ -20,7 +20,7 @@ pub fn init_from_dvc(directory: Option<&Path>) -> Result<ExitCode> {
     } else {
         dir.display().to_string()
     };
-    let (pipe_yaml, conversion, gitignore, warnings, load_error) = match convert_and_write(&dir)? {
+    let written = match convert_and_write(&dir)? {
         FromDvc::WouldOverwrite(path) => {
             errln!(
                 "error: `pipe init --from-dvc` would overwrite {}",
@@ -29,14 +29,15 @@ pub fn init_from_dvc(directory: Option<&Path>) -> Result<ExitCode> {
             errln!("hint: move it away first (it is never overwritten), or compare it with what the conversion writes: `pipe init --from-dvc` in a copy of the project");
             return Ok(ExitCode::WouldLoseFiles);
         }
-        FromDvc::Written {
-            pipe_yaml,
-            conversion,
-            gitignore,
-            warnings,
-            load_error,
-        } => (pipe_yaml, conversion, gitignore, warnings, load_error),
+        FromDvc::Written(written) => *written,
     };
+    let Written {
+        pipe_yaml,
+        conversion,
+        gitignore,
+        warnings,
+        load_error,
+    } = written;
     let mut not_carried = 0;
     let mut changed = 0;
     for finding in &conversion.findings {

@@ -20,17 +20,21 @@ use super::convert::{convert, Conversion};
 pub enum FromDvc {
     /// `pipe.yaml` is there already: nothing was written.
     WouldOverwrite(PathBuf),
-    Written {
-        pipe_yaml: PathBuf,
-        conversion: Conversion,
-        gitignore: Ignored,
-        /// Warnings pipe's loader has about the file.
-        warnings: Vec<Diagnostic>,
-        /// Why pipe's loader refuses the file, if it does: something the
-        /// conversion could not see (a missing input is not one: the
-        /// loader does not look for inputs).
-        load_error: Option<EngineError>,
-    },
+    Written(Box<Written>),
+}
+
+/// A written conversion.
+#[derive(Debug)]
+pub struct Written {
+    pub pipe_yaml: PathBuf,
+    pub conversion: Conversion,
+    pub gitignore: Ignored,
+    /// Warnings pipe's loader has about the file.
+    pub warnings: Vec<Diagnostic>,
+    /// Why pipe's loader refuses the file, if it does: something the
+    /// conversion could not see (a missing input is not one: the loader
+    /// does not look for inputs).
+    pub load_error: Option<EngineError>,
 }
 
 /// Converts the `dvc.yaml` in `dir` and writes `pipe.yaml` there.
@@ -67,13 +71,13 @@ pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
     let mut lines = vec![".pipe/"];
     lines.extend(ignored.iter().map(String::as_str));
     let gitignore = gitignore::ignore_paths(dir, &lines)?;
-    Ok(FromDvc::Written {
+    Ok(FromDvc::Written(Box::new(Written {
         pipe_yaml,
         conversion,
         gitignore,
         warnings,
         load_error,
-    })
+    })))
 }
 
 /// Creates `path`, refusing one that appeared since the check.

@@ -23,5 +23,5 @@ mod top;
 mod vars;
 
 pub use convert::{convert, Conversion};
-pub use init::{init_from_dvc, FromDvc};
+pub use init::{init_from_dvc, FromDvc, Written};
 pub use report::{Finding, FindingKind};
