@@ -93,21 +93,41 @@ fn not_restored(project: &Project, id: RunId, report: CheckoutReport) -> ExitCod
 /// every stage is fresh.
 pub fn apply(
     run: String,
+    row: Option<String>,
     file: Option<PathBuf>,
     link: Vec<String>,
     force: bool,
 ) -> Result<ExitCode> {
     let project = here::project()?;
     let request = request(run, file, link, force);
-    let AppliedRun { run: id, report } =
-        apply::apply_run(&project, &request, &ProjectWorkers, &mut |notice| {
-            errln!("{notice}")
-        })?;
+    let AppliedRun { run: id, report } = apply::apply_run(
+        &project,
+        &request,
+        row.as_deref(),
+        &ProjectWorkers,
+        &mut |notice| errln!("{notice}"),
+    )?;
     match report {
         ApplyReport::NotRestored(report) => Ok(not_restored(&project, id, report)),
-        ApplyReport::Sweep => {
-            errln!("error: run #{id} is a sweep of several combinations, each with its own params; nothing was changed");
-            errln!("hint: `pipe compare {id}` lists them; rerun the one you want as a run of its own (`pipe run -S ...`, restored from the cache), then `pipe apply last`");
+        ApplyReport::ChooseRow { given, rows } => {
+            match given {
+                Some(row) => errln!("error: `--row {row}` names no combination of sweep run #{id}; nothing was changed"),
+                None => errln!("error: run #{id} is a sweep; name the combination to bring back with `--row`; nothing was changed"),
+            }
+            errln!("its combinations (`pipe compare {id}` shows their metrics):");
+            for row in &rows {
+                let pairs: Vec<String> = row
+                    .iter()
+                    .map(|setting| match setting.split_once('=') {
+                        Some((path, value)) => {
+                            let key = path.rsplit('.').next().unwrap_or(path);
+                            format!("{key}={value}")
+                        }
+                        None => setting.clone(),
+                    })
+                    .collect();
+                errln!("  pipe apply {id} --row {}", pairs.join(","));
+            }
             Ok(ExitCode::InvalidInput)
         }
         ApplyReport::Unwritable(params) => {

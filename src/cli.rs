@@ -165,6 +165,10 @@ pub enum Command {
     Apply {
         #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
         run: String,
+        /// Of a sweep run, the combination to bring back, by its swept
+        /// values as `pipe compare` shows them: `--row lr=1e-4,seed=2`.
+        #[arg(long, value_name = "KEY=VALUE,...")]
+        row: Option<String>,
         /// The pipeline file the run ran (default: the one its record
         /// names, else `pipe.yaml` here or above).
         #[arg(short = 'f', long = "file", value_name = "FILE")]

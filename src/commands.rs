@@ -68,10 +68,11 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => crate::checkout_command::checkout(run, file, link, force),
         Command::Apply {
             run,
+            row,
             file,
             link,
             force,
-        } => crate::checkout_command::apply(run, file, link, force),
+        } => crate::checkout_command::apply(run, row, file, link, force),
         Command::Cache { command } => cache(command, quiet),
         Command::Stages { check: true, .. } => check_stages(quiet),
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),

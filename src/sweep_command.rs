@@ -33,6 +33,11 @@ pub fn sweep(
         }
     }
     match &sweep.plan {
+        SweepPlan::OneRun(merged) if !merged.pipeline.workspaces.is_empty() => errln!(
+            "sweep: {} combinations as one run, each in a work tree of its own under .pipe/workspaces/ (your files are not touched): {}",
+            combinations.len(),
+            expanded_stages(&merged.pipeline)
+        ),
         SweepPlan::OneRun(merged) => errln!(
             "sweep: {} combinations as one run: {}",
             combinations.len(),

@@ -23,7 +23,7 @@ use crate::pipeline::{ParamsFileEdits, Pipeline};
 use crate::plan::{Freshness, Planner};
 use crate::project::{Project, RunLock};
 use crate::run_settings::recorded_pipeline_file;
-use crate::runs::{files_with_uncommitted_edits, RunId};
+use crate::runs::{files_with_uncommitted_edits, RunId, RunRecord};
 use crate::{EngineError, Result};
 
 /// What `pipe apply` did, or why it did nothing.
@@ -38,8 +38,12 @@ pub enum ApplyReport {
     /// These files would be rewritten but hold edits git has not
     /// committed; nothing was changed.
     UncommittedEdits(Vec<PathBuf>),
-    /// The run is a sweep of several combinations: one must be chosen.
-    Sweep,
+    /// The run is a sweep of several combinations and `--row` named none
+    /// of them (or none was given): each combination's swept values.
+    ChooseRow {
+        given: Option<String>,
+        rows: Vec<Vec<String>>,
+    },
     Done(Applied),
 }
 
@@ -78,6 +82,7 @@ pub struct AppliedRun {
 pub fn apply_run(
     project: &Project,
     request: &CheckoutRequest,
+    row: Option<&str>,
     catalogs: &dyn CatalogSource,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<AppliedRun> {
@@ -86,9 +91,6 @@ pub fn apply_run(
     let id = history.resolve_noting(&request.run, Pull::IfConfigured, notify)?;
     let record = history.db.resolved_run(id)?;
     let done = |report| Ok(AppliedRun { run: id, report });
-    if record.sweep {
-        return done(ApplyReport::Sweep);
-    }
     let file = match &request.file {
         Some(file) => file.clone(),
         None => recorded_pipeline_file(project, &record, request.found_here.as_deref())?,
@@ -99,7 +101,27 @@ pub fn apply_run(
         return Err(problem);
     }
     let now = pipefile::load(&file, &[], catalogs)?.pipeline;
-    let (settings, mut unwritable_params) = differing_params(&record.params, &now.params);
+    // A sweep is brought back one combination at a time: its values, and
+    // its stages' records under the names a plain run gives them.
+    let (record, target) = match record.sweep {
+        false => {
+            let params = record.params.clone();
+            (record, params)
+        }
+        true => match sweep_row(&record, row)? {
+            Ok((overrides, record)) => {
+                let params = pipefile::load(&file, &overrides, catalogs)?.pipeline.params;
+                (record, params)
+            }
+            Err(rows) => {
+                return done(ApplyReport::ChooseRow {
+                    given: row.map(str::to_string),
+                    rows,
+                })
+            }
+        },
+    };
+    let (settings, mut unwritable_params) = differing_params(&target, &now.params);
     let Loaded { pipeline, .. } = pipefile::load(&file, &settings, catalogs)?;
     unwritable_params.extend(unwritable(&settings, &pipeline));
     let unwritable = unwritable_params;
@@ -255,4 +277,80 @@ fn described(edits: &ParamsFileEdits) -> Vec<AppliedEdit> {
             after: edit.text.clone(),
         })
         .collect()
+}
+
+/// The combination of sweep `record` that `row` names (`n_est=20,depth=4`:
+/// each swept param by its path or the last segments of it, every swept
+/// param named): its `-S` settings, and the record of its stages alone,
+/// named as in a run of that combination. `Err`: every combination's
+/// swept values, when `row` names none of them.
+fn sweep_row(
+    record: &RunRecord,
+    row: Option<&str>,
+) -> Result<std::result::Result<(Vec<String>, RunRecord), Vec<Vec<String>>>> {
+    let combinations = crate::sweep::combinations(&record.overrides)?;
+    let rows: Vec<Vec<String>> = combinations
+        .iter()
+        .map(|(_, swept)| swept.clone())
+        .collect();
+    let Some(row) = row else {
+        return Ok(Err(rows));
+    };
+    let wanted: Vec<(&str, &str)> = row
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(key, value)| (key.trim(), value.trim()))
+        .collect();
+    let names = |key: &str, path: &str| {
+        let path = path.trim_start_matches('+');
+        key == path || path.ends_with(&format!(".{key}")) || key == format!("params.{path}")
+    };
+    let chosen = combinations.iter().find(|(_, swept)| {
+        swept.len() == wanted.len()
+            && swept.iter().all(|setting| {
+                setting.split_once('=').is_some_and(|(path, value)| {
+                    wanted
+                        .iter()
+                        .filter(|(key, _)| names(key, path))
+                        .map(|(_, wanted)| *wanted)
+                        .eq([value])
+                })
+            })
+    });
+    let Some((overrides, swept)) = chosen else {
+        return Ok(Err(rows));
+    };
+    let swept: Vec<(&str, &str)> = swept
+        .iter()
+        .filter_map(|setting| setting.split_once('='))
+        .collect();
+    let mut chosen_record = record.clone();
+    chosen_record.sweep = false;
+    chosen_record.overrides = overrides.clone();
+    chosen_record.stages = record
+        .stages
+        .iter()
+        .filter_map(|stage| {
+            let (base, pairs) = match stage.stage.split_once('@') {
+                Some((base, pairs)) => (base, pairs),
+                None => return Some(stage.clone()),
+            };
+            let mut kept = Vec::new();
+            for pair in pairs.split(',') {
+                let (key, value) = pair.split_once('=')?;
+                match swept.iter().find(|(path, _)| names(key, path)) {
+                    Some((_, swept_value)) if *swept_value != value => return None,
+                    Some(_) => {}
+                    None => kept.push(pair),
+                }
+            }
+            let mut stage = stage.clone();
+            stage.stage = match kept.is_empty() {
+                true => base.to_string(),
+                false => format!("{base}@{}", kept.join(",")),
+            };
+            Some(stage)
+        })
+        .collect();
+    Ok(Ok((overrides.clone(), chosen_record)))
 }

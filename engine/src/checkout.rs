@@ -93,6 +93,12 @@ pub fn checkout_run(
     }
     let Loaded { pipeline, .. } =
         crate::sweep::load_settings(&file, &record.overrides, record.sweep, catalogs)?;
+    if !pipeline.workspaces.is_empty() {
+        return Err(EngineError::usage(
+            format!("run #{id} ran its combinations each in a work tree of its own: their outputs share paths, and one workspace holds one of them"),
+            format!("bring one combination back, params and outputs: `pipe apply {id} --row KEY=VALUE,...` (`pipe apply {id}` lists them)"),
+        ));
+    }
     let modes = link_modes_for(&pipeline, &request.link)?.value;
     let report = checkout(project, &lock, &record, &pipeline, &modes, request.force)?;
     Ok(CheckedOut { run: id, report })

@@ -74,6 +74,11 @@ pub fn ignore_paths(root: &Path, paths: &[&str]) -> Result<Ignored> {
             missing.push(line);
         }
     }
+    // A pattern of the user's own (`*.json`, `out/`) may ignore it already.
+    if !missing.is_empty() {
+        let ignored = ignored_by_git(root, &missing);
+        missing.retain(|line| !ignored.contains(line));
+    }
     if missing.is_empty() {
         return Ok(Ignored::Already);
     }
@@ -100,6 +105,57 @@ pub fn ignore_paths(root: &Path, paths: &[&str]) -> Result<Ignored> {
         None => Ignored::Created(missing),
         Some(_) => Ignored::Added(missing),
     })
+}
+
+/// Of `lines` (anchored patterns naming one path each), those whose path
+/// git's ignore rules already exclude, as `git check-ignore` answers for
+/// the patterns alone (`--no-index`: a tracked file counts too). Nothing,
+/// where git cannot answer: then the lines are added, which is harmless.
+fn ignored_by_git(root: &Path, lines: &[String]) -> std::collections::HashSet<String> {
+    use std::process::{Command, Stdio};
+    let unescape = |line: &str| -> String {
+        let mut path = String::new();
+        let mut chars = line.trim_start_matches('/').chars();
+        while let Some(ch) = chars.next() {
+            if ch == '\\' {
+                path.extend(chars.next());
+            } else {
+                path.push(ch);
+            }
+        }
+        path
+    };
+    let paths: Vec<String> = lines.iter().map(|line| unescape(line)).collect();
+    let child = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["check-ignore", "--no-index", "-z", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut child) = child else {
+        return Default::default();
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut input = Vec::new();
+        for path in &paths {
+            input.extend_from_slice(path.trim_end_matches('/').as_bytes());
+            input.push(0);
+        }
+        let _ = stdin.write_all(&input);
+    }
+    let Ok(output) = child.wait_with_output() else {
+        return Default::default();
+    };
+    let answered: std::collections::HashSet<&[u8]> =
+        output.stdout.split(|&byte| byte == 0).collect();
+    lines
+        .iter()
+        .zip(&paths)
+        .filter(|(_, path)| answered.contains(path.trim_end_matches('/').as_bytes()))
+        .map(|(line, _)| line.clone())
+        .collect()
 }
 
 /// A gitignore line matching exactly the project-relative `path`:

@@ -90,6 +90,18 @@ impl Project {
         self.state_dir.join("logs").join(run_id.to_string())
     }
 
+    /// Where a sweep's work trees live while it runs
+    /// (`crate::exec`'s workspaces), one folder per run.
+    pub fn workspaces_dir(&self) -> PathBuf {
+        self.state_dir.join("workspaces")
+    }
+
+    /// The fingerprint of the outputs and `.gitignore` last checked to
+    /// keep the outputs out of git (`crate::gitignore`).
+    pub fn gitignore_checked(&self) -> PathBuf {
+        self.state_dir.join("gitignore-checked")
+    }
+
     /// Where every key's resume directory lives.
     pub fn resume_root(&self) -> PathBuf {
         self.state_dir.join("resume")

@@ -2,7 +2,7 @@
 //! whether its outputs there match a cached result.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use pipe_cache::{ActionResult, Artifact, ArtifactKind, Cache, CacheError, StatCache};
 use pipe_protocol::excerpt as shown;
@@ -40,9 +40,22 @@ pub fn hash_deps_planned(
     stat: &StatCache,
     planned: impl Fn(&Dep) -> Option<Option<Artifact>>,
 ) -> Result<DepDigests, DepProblem> {
+    hash_deps_where(|dep| root.join(&dep.path), stage, cache, stat, planned)
+}
+
+/// [`hash_deps_planned`], each dependency read at `place(dep)`: in a
+/// sweep's work tree, where the stage that made it made it
+/// (`crate::exec` for the trees).
+pub fn hash_deps_where(
+    place: impl Fn(&Dep) -> PathBuf,
+    stage: &Stage,
+    cache: &Cache,
+    stat: &StatCache,
+    planned: impl Fn(&Dep) -> Option<Option<Artifact>>,
+) -> Result<DepDigests, DepProblem> {
     let mut digests = DepDigests::new();
     for dep in &stage.deps {
-        let path = root.join(&dep.path);
+        let path = place(dep);
         let hashed = match planned(dep) {
             Some(Some(artifact)) => Ok(artifact),
             Some(None) => Err(DepProblem {

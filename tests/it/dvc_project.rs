@@ -76,7 +76,7 @@ fn a_hand_ported_project_keeps_pipes_state_and_cached_outputs_out_of_git() {
     let run = project.pipe(&["run"]);
     assert!(run.status.success(), "{}", stderr(&run));
     assert!(
-        stderr(&run).contains(".gitignore: added /data/train.json /data/test.json /model.json"),
+        stderr(&run).contains(".gitignore: added /data/test.json /data/train.json /model.json"),
         "the run says what it added: {}",
         stderr(&run)
     );

@@ -52,6 +52,7 @@ mod speed_study;
 mod status_scale;
 mod stdout_closed;
 mod sweep_one_run;
+mod sweep_workspaces;
 mod sweeps;
 mod transfer_progress;
 mod true_reasons;

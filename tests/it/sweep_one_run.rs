@@ -157,10 +157,11 @@ fn a_swept_data_stage_writes_each_version_apart_and_its_readers_follow() {
     assert_ne!(project.read("first-1.txt"), project.read("first-2.txt"));
 }
 
-/// Two versions of a stage that write one path cannot share a work tree:
-/// the sweep says so, and why, and runs one run per combination.
+/// Two versions of a stage that write one path cannot share the
+/// project's work tree: each combination's runs in a tree of its own,
+/// still one run, and the project's path is not touched.
 #[test]
-fn a_sweep_whose_stage_writes_one_path_runs_its_combinations_apart_and_says_why() {
+fn a_sweep_whose_stage_writes_one_path_runs_each_combination_in_a_tree_of_its_own() {
     let project = TestProject::new();
     project.write(
         "pipe.yaml",
@@ -170,10 +171,15 @@ fn a_sweep_whose_stage_writes_one_path_runs_its_combinations_apart_and_says_why(
     let text = stderr(&output);
     assert!(output.status.success(), "{text}");
     assert!(
-        text.contains("note: the sweep runs its 2 combinations one run each, in turn: stage `train` writes `model.txt` whatever the swept values are; put the swept param in the path (`${params.NAME}`) to run the sweep as one run"),
+        text.contains("sweep: 2 combinations as one run, each in a work tree of its own under .pipe/workspaces/ (your files are not touched): train ×2"),
         "{text}"
     );
-    assert!(text.contains("compare them: pipe compare 1 2"), "{text}");
+    assert!(text.contains("compare them: pipe compare 1"), "{text}");
+    assert!(!project.exists("model.txt"));
+    // Each tree's result is what a plain run of its values makes.
+    let plain = project.run_ok(&["-S", "lr=2"]);
+    assert_eq!(plain.status("train"), "restored", "{}", plain.stderr);
+    assert_eq!(project.read("model.txt"), "2\n");
 }
 
 /// A swept param named like a key of the stage's own matrix keeps both

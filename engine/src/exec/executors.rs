@@ -132,6 +132,7 @@ impl StageExecutor for LazyCluster {
         let result = cluster.run(
             job.index,
             job.stage,
+            job.context.root_of(job.stage),
             job.context.run_id,
             &job_argv(&command),
             job.log_path,

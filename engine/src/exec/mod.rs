@@ -18,6 +18,7 @@ mod slots;
 mod slurm;
 mod stage;
 mod worker_client;
+mod workspaces;
 
 pub use failure::StageFailure;
 pub use gpus::available_gpus;

@@ -56,7 +56,7 @@ pub(super) fn spawn_and_wait(
     read_events: Option<ReadEvents<'_>>,
 ) -> Result<std::process::ExitStatus, StageFailure> {
     command
-        .current_dir(&context.pipeline.root)
+        .current_dir(context.root_of(stage))
         .stdin(Stdio::null())
         .env("PIPE_STAGE", &stage.name)
         .env("PIPE_RUN_ID", context.run_id.to_string())

@@ -164,7 +164,7 @@ pub fn run(
     })?;
     lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
     check_requests(pipeline, dag, &targets, &options.executor)?;
-    ignore_outputs(pipeline, observer);
+    ignore_outputs(pipeline, &project, observer);
     let OpenedRun {
         cache,
         remote,
@@ -197,6 +197,12 @@ pub fn run(
     };
     let observer: Observer<'_> = &observe;
     let cluster = lazy_cluster(&options.executor, pipeline, &project, run_id);
+    let workspaces = match pipeline.workspaces.is_empty() {
+        true => None,
+        false => Some(super::workspaces::Workspaces::create(
+            &project, pipeline, run_id,
+        )?),
+    };
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
     for index in forced {
         is_forced[index] = true;
@@ -214,6 +220,7 @@ pub fn run(
         run_so_far,
         remote,
         cluster,
+        workspaces,
     };
     let outcome = scheduler::schedule(
         &context,
@@ -255,11 +262,15 @@ pub fn run(
 /// does: pipe's cache holds them. Only in a git work tree, and never an
 /// output declared `cache: false` (the user commits it). A `.gitignore`
 /// that cannot be written costs a warning, not the run.
-fn ignore_outputs(pipeline: &Pipeline, observer: Observer<'_>) {
-    if !pipeline.root.join(".git").exists() {
+/// Checked once per set of outputs and `.gitignore` (a fingerprint in
+/// `.pipe/`), so that a rerun costs a stat and a small read, not a git
+/// process.
+fn ignore_outputs(pipeline: &Pipeline, project: &Project, observer: Observer<'_>) {
+    // A sweep in work trees writes no output into the project.
+    if !pipeline.root.join(".git").exists() || !pipeline.workspaces.is_empty() {
         return;
     }
-    let paths: Vec<&str> = pipeline
+    let mut paths: Vec<&str> = pipeline
         .stages
         .iter()
         .filter(|stage| {
@@ -272,7 +283,33 @@ fn ignore_outputs(pipeline: &Pipeline, observer: Observer<'_>) {
         .filter(|out| !out.in_git)
         .map(|out| out.path.as_str())
         .collect();
-    match crate::gitignore::ignore_paths(&pipeline.root, &paths) {
+    paths.sort_unstable();
+    paths.dedup();
+    let gitignore = pipeline.root.join(".gitignore");
+    let fingerprint = |paths: &[&str]| {
+        let mut hasher = blake3::Hasher::new();
+        for path in paths {
+            hasher.update(path.as_bytes());
+            hasher.update(b"\0");
+        }
+        if let Ok(found) = std::fs::metadata(&gitignore) {
+            use std::os::unix::fs::MetadataExt;
+            hasher.update(&found.len().to_le_bytes());
+            hasher.update(&found.mtime_nsec().to_le_bytes());
+            hasher.update(&found.mtime().to_le_bytes());
+            hasher.update(&found.ino().to_le_bytes());
+        }
+        hasher.finalize().to_hex().to_string()
+    };
+    let checked = project.gitignore_checked();
+    if std::fs::read_to_string(&checked).is_ok_and(|known| known == fingerprint(&paths)) {
+        return;
+    }
+    let ignored = crate::gitignore::ignore_paths(&pipeline.root, &paths);
+    if ignored.is_ok() {
+        let _ = std::fs::write(&checked, fingerprint(&paths));
+    }
+    match ignored {
         Ok(crate::gitignore::Ignored::Already) => {}
         Ok(crate::gitignore::Ignored::Created(lines) | crate::gitignore::Ignored::Added(lines)) => {
             observer(Event::OutputsIgnored {

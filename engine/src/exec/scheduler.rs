@@ -173,7 +173,7 @@ fn settle(
                 stage,
                 outcome.compute_ms,
                 outcome.record.metrics.clone(),
-                &context.pipeline.root,
+                context.root_of(stage),
             ),
             run_input::keyed_stage(&made),
         );

@@ -26,8 +26,8 @@ use crate::pipefile::paths::{check_output_after_command, check_output_location};
 use crate::pipeline::{Stage, StageKind};
 use crate::runs::{self, StageRecord, StageStatus};
 use crate::workspace::{
-    check_action_fits, check_restore_target, declared_outputs, hash_deps, outputs_differing,
-    read_metrics, remove_path, DepProblem,
+    check_action_fits, check_restore_target, declared_outputs, outputs_differing, read_metrics,
+    remove_path, DepProblem,
 };
 use crate::{key, run_input};
 
@@ -64,8 +64,7 @@ fn execute(
         waited: Duration::ZERO,
     };
     let stage = attempt.stage;
-    let root = &context.pipeline.root;
-    let dep_digests = match hash_deps(root, stage, &context.cache, &context.stat) {
+    let dep_digests = match context.hash_deps(stage) {
         Ok(digests) => digests,
         Err(problem) => {
             return (
@@ -170,7 +169,8 @@ impl Attempt<'_> {
         let reused = read_metrics(&context.cache, stage, &result)
             .map_err(|bad| bad.to_string())
             .and_then(|metrics| {
-                let status = reuse_cached(context, &result).map_err(|error| error.to_string())?;
+                let status = reuse_cached(context, self.stage, &result)
+                    .map_err(|error| error.to_string())?;
                 Ok((status, metrics))
             });
         match reused {
@@ -336,9 +336,10 @@ fn pull_from_remote(
 /// Fresh when the workspace already holds the outputs, else restores them.
 pub(super) fn reuse_cached(
     context: &Context<'_>,
+    stage: &Stage,
     result: &ActionResult,
 ) -> std::result::Result<StageStatus, CacheError> {
-    let root = &context.pipeline.root;
+    let root = context.root_of(stage);
     let differing = outputs_differing(root, result, &context.cache, &context.stat);
     if differing.is_empty() {
         return Ok(StageStatus::Fresh);
@@ -368,7 +369,10 @@ pub(super) fn run_command(
     gpus: &[String],
     build_wait: &mut Duration,
 ) -> Execution<()> {
-    let root = &context.pipeline.root;
+    let root = context.root_of(stage);
+    if let Err(failure) = context.stage_in(stage) {
+        return Execution::not_started(failure);
+    }
     let (log, log_path) = match clear_outputs_and_open_log(context, stage) {
         Ok(opened) => opened,
         Err(failure) => return Execution::not_started(failure),
@@ -429,7 +433,7 @@ fn clear_outputs_and_open_log(
     context: &Context<'_>,
     stage: &Stage,
 ) -> Result<(File, PathBuf), StageFailure> {
-    let root = &context.pipeline.root;
+    let root = context.root_of(stage);
     for out in declared_outputs(stage) {
         check_output_location(root, &out.path).map_err(StageFailure::OutputRefused)?;
         let path = root.join(&out.path);
@@ -470,7 +474,7 @@ pub(super) fn store_outputs(
     duration_ms: u64,
     rehash_existing: bool,
 ) -> Result<(ActionResult, BTreeMap<String, Value>), StageFailure> {
-    let root = &context.pipeline.root;
+    let root = context.root_of(stage);
     // Everything is checked before anything is read: a command that made
     // an output (or a directory above it) a link to outside the project
     // gets nothing from there stored or pushed.

@@ -160,6 +160,7 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
         executor,
         params_file,
         pipeline_file_params,
+        workspaces: Vec::new(),
     };
     // A cycle is a mistake in the file, so it is reported by `load` too.
     let dag = Dag::build(&pipeline)?;

@@ -19,6 +19,8 @@ pub use params::override_value;
 pub use paths::UnsafeOutput;
 pub(crate) use shell::is_plain_value;
 pub use suggest::did_you_mean;
+#[doc(hidden)]
+pub use yaml_reading::{read_yaml, YamlReading};
 mod catalog_source;
 mod collect;
 mod context;
@@ -42,3 +44,7 @@ mod uses;
 mod worker_stage;
 pub(crate) mod yaml;
 mod yaml11;
+mod yaml_events;
+mod yaml_reading;
+#[cfg(test)]
+mod yaml_tests;

@@ -39,6 +39,11 @@ pub(crate) struct SourceFile {
 }
 
 impl SourceFile {
+    /// How many lines the text has: one more than its line breaks.
+    pub fn lines(&self) -> usize {
+        self.line_starts.len()
+    }
+
     /// Line `line` (1-based) without its line break; empty past the end.
     pub fn line_text(&self, line: usize) -> &str {
         let Some(&start) = line

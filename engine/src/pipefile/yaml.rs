@@ -1,14 +1,15 @@
 //! A YAML tree that remembers where every node came from, built from
-//! yaml-rust2's event stream so that diagnostics can point at the exact
-//! text. Also where the hostile-input limits live: size, depth, node count
-//! after alias expansion, duplicate keys, multiple documents.
+//! saphyr-parser's event stream so that diagnostics can point at the exact
+//! text. Also where the hostile-input limits live (size, depth, node count
+//! after alias expansion, duplicate keys, multiple documents) and where
+//! tags are refused.
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Span as TextSpan, SpannedEventReceiver};
 
 use super::source::{FileId, Sources, Span};
+use super::yaml_events::{properties, EventLog, Properties};
 use crate::Diagnostic;
 
 pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -203,6 +204,19 @@ impl Node {
 /// The document of `file`, or everything wrong with it. An empty stream
 /// gives `Ok(None)`.
 pub(crate) fn parse(sources: &Sources, file: FileId) -> Result<Option<Node>, Vec<Diagnostic>> {
+    read(sources, file, None).0
+}
+
+/// [`parse`], and the events the parser gave on the way, in the YAML test
+/// suite's notation (for [`super::yaml_reading::read_yaml`]).
+pub(crate) fn parse_logged(sources: &Sources, file: FileId) -> (Document, Vec<String>) {
+    let (document, log) = read(sources, file, Some(EventLog::default()));
+    (document, log.map(|log| log.lines).unwrap_or_default())
+}
+
+type Document = Result<Option<Node>, Vec<Diagnostic>>;
+
+fn read(sources: &Sources, file: FileId, log: Option<EventLog>) -> (Document, Option<EventLog>) {
     let text = &sources.file(file).text;
     let mut builder = TreeBuilder {
         sources,
@@ -215,6 +229,7 @@ pub(crate) fn parse(sources: &Sources, file: FileId) -> Result<Option<Node>, Vec
         diagnostics: Vec::new(),
         aborted: false,
         line_chars: (0, Vec::new()),
+        log,
     };
     let mut parser = Parser::new_from_str(text);
     if let Err(error) = parser.load(&mut builder, true) {
@@ -222,20 +237,34 @@ pub(crate) fn parse(sources: &Sources, file: FileId) -> Result<Option<Node>, Vec
             .diagnostics
             .push(scan_error(sources, file, error.marker(), error.info()));
     }
-    if builder.diagnostics.is_empty() {
+    let document = if builder.diagnostics.is_empty() {
         Ok(builder.root)
     } else {
         Err(builder.diagnostics)
+    };
+    (document, builder.log)
+}
+
+/// The span of `marker` in `file`, kept within the file: the parser puts
+/// the end of a text without a final line break on the line after it.
+fn span_at(sources: &Sources, file: FileId, marker: &Marker) -> Span {
+    let source = sources.file(file);
+    let (line, col) = if marker.line() > source.lines() {
+        let last = source.lines();
+        (last, source.line_text(last).chars().count() + 1)
+    } else {
+        (marker.line().max(1), marker.col() + 1)
+    };
+    Span {
+        file,
+        line,
+        col,
+        len: 1,
     }
 }
 
 fn scan_error(sources: &Sources, file: FileId, marker: &Marker, info: &str) -> Diagnostic {
-    let span = Span {
-        file,
-        line: marker.line().max(1),
-        col: marker.col() + 1,
-        len: 1,
-    };
+    let span = span_at(sources, file, marker);
     let line_text = sources.file(file).line_text(span.line);
     let leading = &line_text[..line_text.len() - line_text.trim_start().len()];
     let hint = if let Some((open_line, bracket)) =
@@ -322,16 +351,46 @@ struct TreeBuilder<'a> {
     /// a flow list of 100,000 items on one line is split into characters
     /// once, not once per item (which made loading it quadratic).
     line_chars: (usize, Vec<char>),
+    /// The events, written down for the YAML test suite.
+    log: Option<EventLog>,
 }
 
 impl TreeBuilder<'_> {
     fn span(&self, marker: &Marker) -> Span {
-        Span {
-            file: self.file,
-            line: marker.line().max(1),
-            col: marker.col() + 1,
-            len: 1,
+        span_at(self.sources, self.file, marker)
+    }
+
+    /// Where the node of an event that spans `span` starts: at its own
+    /// text, after its anchor and tag, or at its first property when it
+    /// has nothing of its own (`key: &empty`).
+    fn node_span(&self, span: &TextSpan, props: Option<&Properties>, scalar: bool) -> Span {
+        let start = self.span(&span.start);
+        match props {
+            Some(props) if !(scalar && props.content == (span.end.line(), span.end.col() + 1)) => {
+                Span {
+                    line: props.content.0.max(1),
+                    col: props.content.1,
+                    ..start
+                }
+            }
+            _ => start,
         }
+    }
+
+    /// Tags change what a value is (`!!str 1`); pipe reads no tags, so
+    /// one is refused rather than ignored.
+    fn refuse_tag(&mut self, tag: &str, line: usize, col: usize) {
+        let span = Span {
+            file: self.file,
+            line,
+            col,
+            len: tag.chars().count(),
+        };
+        self.diagnostics.push(
+            Diagnostic::new("yaml-tag", format!("pipe does not read YAML tags such as `{tag}`"))
+                .at(self.sources.location(span))
+                .with_hint("remove the tag: quote a value to make it a string (`\"1.0\"`); plain values are read by YAML 1.2's core schema"),
+        );
     }
 
     fn fail(&mut self, diagnostic: Diagnostic) {
@@ -370,8 +429,7 @@ impl TreeBuilder<'_> {
         true
     }
 
-    fn scalar(&mut self, text: String, style: TScalarStyle, marker: &Marker) -> Node {
-        let span = self.span(marker);
+    fn scalar(&mut self, text: String, style: ScalarStyle, span: Span) -> Node {
         if self.line_chars.0 != span.line || self.line_chars.1.is_empty() {
             let chars = self
                 .sources
@@ -389,10 +447,10 @@ impl TreeBuilder<'_> {
                 && line.get(start + offset..start + offset + value.len()) == Some(&value[..])
         };
         let (plain, len, verbatim_col) = match style {
-            TScalarStyle::Plain if appears_at(0) => (true, value.len(), Some(span.col)),
-            TScalarStyle::Plain => (true, line.len().saturating_sub(start), None),
-            TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted => {
-                let quote = if style == TScalarStyle::SingleQuoted {
+            ScalarStyle::Plain if appears_at(0) => (true, value.len(), Some(span.col)),
+            ScalarStyle::Plain => (true, line.len().saturating_sub(start), None),
+            ScalarStyle::SingleQuoted | ScalarStyle::DoubleQuoted => {
+                let quote = if style == ScalarStyle::SingleQuoted {
                     '\''
                 } else {
                     '"'
@@ -512,16 +570,48 @@ fn quoted_len(line: &[char], start: usize, quote: char) -> usize {
     line.len().saturating_sub(start)
 }
 
-impl MarkedEventReceiver for TreeBuilder<'_> {
-    fn on_event(&mut self, event: Event, marker: Marker) {
+impl<'input> SpannedEventReceiver<'input> for TreeBuilder<'_> {
+    fn on_event(&mut self, event: Event<'input>, text_span: TextSpan) {
+        let props = match &event {
+            Event::Scalar(_, _, anchor, tag)
+            | Event::SequenceStart(anchor, tag)
+            | Event::MappingStart(anchor, tag)
+                if *anchor != 0 || tag.is_some() =>
+            {
+                Some(properties(self.sources.file(self.file), &text_span))
+            }
+            _ => None,
+        };
+        if let Some(log) = &mut self.log {
+            log.record(
+                &event,
+                &text_span,
+                props.as_ref(),
+                self.sources.file(self.file),
+            );
+        }
         if self.aborted {
             return;
         }
+        if let Event::Scalar(_, _, _, Some(tag))
+        | Event::SequenceStart(_, Some(tag))
+        | Event::MappingStart(_, Some(tag)) = &event
+        {
+            let (written, line, col) = props
+                .as_ref()
+                .and_then(|props| props.tag.clone())
+                .unwrap_or_else(|| {
+                    let at = self.span(&text_span.start);
+                    (format!("!<{}{}>", tag.handle, tag.suffix), at.line, at.col)
+                });
+            self.refuse_tag(&written, line, col);
+        }
+        let scalar = matches!(event, Event::Scalar(..));
+        let span = self.node_span(&text_span, props.as_ref(), scalar);
         match event {
-            Event::DocumentStart => {
+            Event::DocumentStart(_) => {
                 self.documents += 1;
                 if self.documents > 1 {
-                    let span = self.span(&marker);
                     self.fail(
                         Diagnostic::new("multiple-documents", "the file holds more than one YAML document")
                             .at(self.sources.location(span))
@@ -530,14 +620,12 @@ impl MarkedEventReceiver for TreeBuilder<'_> {
                 }
             }
             Event::Scalar(text, style, anchor, _tag) => {
-                let span = self.span(&marker);
                 if self.count_nodes(1, span) {
-                    let node = self.scalar(text, style, &marker);
+                    let node = self.scalar(text.into_owned(), style, span);
                     self.finish(node, anchor);
                 }
             }
             Event::SequenceStart(anchor, _tag) => {
-                let span = self.span(&marker);
                 if self.check_depth(1, span) && self.count_nodes(1, span) {
                     self.stack.push(Frame::Seq {
                         span,
@@ -547,7 +635,6 @@ impl MarkedEventReceiver for TreeBuilder<'_> {
                 }
             }
             Event::MappingStart(anchor, _tag) => {
-                let span = self.span(&marker);
                 if self.check_depth(1, span) && self.count_nodes(1, span) {
                     self.stack.push(Frame::Map {
                         span,
@@ -585,7 +672,6 @@ impl MarkedEventReceiver for TreeBuilder<'_> {
                 None => {}
             },
             Event::Alias(anchor) => {
-                let span = self.span(&marker);
                 let Some((count, depth)) = self
                     .anchors
                     .get(&anchor)

@@ -56,6 +56,20 @@ pub struct Pipeline {
     /// sets are written in that file: what `pipe apply` writes for good.
     /// A run never writes the pipeline file.
     pub pipeline_file_params: Option<ParamsFileEdits>,
+    /// A sweep's combinations, when each runs in a work tree of its own
+    /// (their commands read `params.yaml` by themselves, or write the same
+    /// paths): what each tree's `params.yaml` holds. Empty otherwise.
+    pub workspaces: Vec<Workspace>,
+}
+
+/// One combination's work tree in a sweep (`crate::exec::workspaces`
+/// makes it under `.pipe/` for the run and removes it after).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// The combination's swept `-S` values, for messages.
+    pub swept: Vec<String>,
+    /// The combination's values in `params.yaml`, when it sets any.
+    pub params_file: Option<ParamsFileEdits>,
 }
 
 #[derive(Debug, Clone)]
@@ -99,6 +113,11 @@ pub struct Stage {
     pub local: bool,
     /// Where the stage is declared, for runtime messages.
     pub location: Option<Location>,
+    /// In a sweep whose combinations need work trees of their own
+    /// (`Pipeline::workspaces`), the one this stage runs in; `None`: the
+    /// project's. Not part of the key: the same stage makes the same
+    /// result wherever it runs.
+    pub workspace: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -15,8 +15,9 @@
 //! The combinations cannot share one work tree when two versions of a
 //! stage would write the same path (a `run:` stage whose output path does
 //! not name the swept param), or when commands read their params from
-//! `params.yaml`, which has one value at a time: then the sweep runs one
-//! run per combination, in turn, and says why.
+//! `params.yaml`, which has one value at a time: then each combination's
+//! command stages run in a work tree of its own (`Pipeline::workspaces`),
+//! still one run, what they share still run once.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ use super::combination::Combination;
 use crate::dag::Dag;
 use crate::pipefile::Loaded;
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue, StageMatrix};
-use crate::pipeline::{Pipeline, Stage, StageKind};
+use crate::pipeline::{Pipeline, Stage, StageKind, Workspace};
 use crate::project::stage_output_dir;
 
 /// One swept param: its dotted path, the key it has in stage names, and
@@ -75,6 +76,7 @@ pub(super) fn merge(combinations: &[Combination]) -> Result<Loaded, String> {
         .iter()
         .map(|s| s.name.as_str())
         .collect();
+    let mut params_files_differ = false;
     for combination in combinations {
         let pipeline = &combination.loaded.pipeline;
         if pipeline
@@ -85,26 +87,41 @@ pub(super) fn merge(combinations: &[Combination]) -> Result<Loaded, String> {
         {
             return Err("the swept values change which stages the pipeline has".into());
         }
-        if format!("{:?}", pipeline.params_file) != format!("{:?}", first.pipeline.params_file) {
-            return Err(
-                "a stage's command reads the swept params from params.yaml, which holds one value at a time"
-                    .into(),
-            );
-        }
+        params_files_differ |= pipeline.params_file != first.pipeline.params_file;
     }
-    let mut merger = Merger {
-        combinations,
-        axes: &axes,
-        positions: &positions,
-        renames: vec![Vec::new(); combinations.len()],
-        expanded: vec![Vec::new(); names.len()],
+    // One work tree where it can hold every combination; else one each:
+    // where commands read the swept values from params.yaml by themselves
+    // (it holds one value at a time), or two versions write one path.
+    let merged = match params_files_differ {
+        true => Err(String::new()),
+        false => merged_stages(combinations, &axes, &positions, names.len(), false),
     };
-    for &index in &first.dag.order {
-        merger.stage(index)?;
-    }
+    let (stages, workspaces) = match merged {
+        Ok(stages) => (stages, Vec::new()),
+        Err(_) => {
+            let stages = merged_stages(combinations, &axes, &positions, names.len(), true)?;
+            let workspaces = combinations
+                .iter()
+                .map(|combination| Workspace {
+                    swept: combination.swept.clone(),
+                    params_file: combination.loaded.pipeline.params_file.clone(),
+                })
+                .collect();
+            (stages, workspaces)
+        }
+    };
+    let in_workspaces = !workspaces.is_empty();
     let pipeline = Pipeline {
-        stages: merger.expanded.into_iter().flatten().collect(),
+        stages,
         params: swept_params(combinations, &axes),
+        // Each tree's params.yaml is written when it is made; the
+        // project's is never touched.
+        params_file: if in_workspaces {
+            None
+        } else {
+            first.pipeline.params_file.clone()
+        },
+        workspaces,
         ..first.pipeline.clone()
     };
     let dag = Dag::build(&pipeline).map_err(|e| e.to_string())?;
@@ -113,6 +130,31 @@ pub(super) fn merge(combinations: &[Combination]) -> Result<Loaded, String> {
         dag,
         warnings: first.warnings.clone(),
     })
+}
+
+/// Every stage of the combinations merged, in the first one's order;
+/// `workspaces`: each command stage runs in the work tree of the first
+/// combination that has its version (`Stage::workspace`), so versions
+/// never share a path.
+fn merged_stages(
+    combinations: &[Combination],
+    axes: &[Axis],
+    positions: &[Vec<usize>],
+    stages: usize,
+    workspaces: bool,
+) -> Result<Vec<Stage>, String> {
+    let mut merger = Merger {
+        combinations,
+        axes,
+        positions,
+        renames: vec![Vec::new(); combinations.len()],
+        expanded: vec![Vec::new(); stages],
+        workspaces,
+    };
+    for &index in &combinations[0].loaded.dag.order {
+        merger.stage(index)?;
+    }
+    Ok(merger.expanded.into_iter().flatten().collect())
 }
 
 /// The swept params, each with a key for stage names: the shortest
@@ -219,6 +261,8 @@ struct Merger<'a> {
     renames: Vec<Vec<Rename>>,
     /// Per stage of the pipeline, its stage or expansions in the merged one.
     expanded: Vec<Vec<Stage>>,
+    /// Each combination runs in a work tree of its own.
+    workspaces: bool,
 }
 
 impl Merger<'_> {
@@ -233,7 +277,23 @@ impl Merger<'_> {
                 renamed(&combination.loaded.pipeline.stages[index], renames)
             })
             .collect();
-        let prints: Vec<String> = versions.iter().map(fingerprint).collect();
+        let prints: Vec<String> = versions
+            .iter()
+            .zip(self.combinations)
+            .map(|(stage, combination)| {
+                let mut print = fingerprint(stage);
+                // In its own tree, a stage that hashes params.yaml as a
+                // dependency reads that combination's file.
+                if let (true, Some(edits)) =
+                    (self.workspaces, &combination.loaded.pipeline.params_file)
+                {
+                    if depends_on_file(stage, &combination.loaded.pipeline.root, &edits.file) {
+                        print.push_str(&format!("{:?}", edits.edits));
+                    }
+                }
+                print
+            })
+            .collect();
         let mut distinct: Vec<usize> = Vec::new();
         let version_of: Vec<usize> = prints
             .iter()
@@ -249,7 +309,9 @@ impl Merger<'_> {
             })
             .collect();
         if distinct.len() == 1 {
-            self.expanded[index] = vec![versions[0].clone()];
+            let mut stage = versions[0].clone();
+            stage.workspace = self.workspace_of(&stage, 0);
+            self.expanded[index] = vec![stage];
             return Ok(());
         }
         let relevant = self.relevant_axes(&version_of);
@@ -291,6 +353,7 @@ impl Merger<'_> {
                 StageKind::Command { .. } | StageKind::Argv { .. } => None,
             };
             stage.name = name.clone();
+            stage.workspace = self.workspace_of(&stage, combination);
             for (renames, _) in self
                 .renames
                 .iter_mut()
@@ -306,9 +369,22 @@ impl Merger<'_> {
             names_of_version.push(name);
             expansions.push(stage);
         }
-        check_apart(&expansions)?;
+        if !self.workspaces {
+            check_apart(&expansions)?;
+        }
         self.expanded[index] = expansions;
         Ok(())
+    }
+
+    /// Where a command stage of `combination` runs: that combination's
+    /// work tree, when each has one. A built-in stage writes under
+    /// `.pipe/out/`, one directory per version, and reads no params.yaml.
+    fn workspace_of(&self, stage: &Stage, combination: usize) -> Option<u32> {
+        let command = matches!(
+            stage.kind,
+            StageKind::Command { .. } | StageKind::Argv { .. }
+        );
+        (self.workspaces && command).then_some(combination as u32)
     }
 
     fn pipeline_name(&self) -> String {
@@ -520,4 +596,9 @@ fn check_apart(expansions: &[Stage]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether `stage` depends on `file` (absolute) itself.
+fn depends_on_file(stage: &Stage, root: &std::path::Path, file: &std::path::Path) -> bool {
+    stage.deps.iter().any(|dep| root.join(&dep.path) == file)
 }

@@ -67,7 +67,13 @@ pub fn combinations(overrides: &[String]) -> Result<Vec<(Vec<String>, Vec<String
             axes.push(vec![argument.clone()]);
             continue;
         };
-        let values = split_top_level(value);
+        let values = match hydra_form(value) {
+            Some(form) => form.map_err(|why| UsageError::BadSweep {
+                argument: argument.clone(),
+                why,
+            })?,
+            None => split_top_level(value),
+        };
         if values.iter().any(|value| value.trim().is_empty()) {
             return Err(UsageError::BadSweep {
                 argument: argument.clone(),
@@ -110,6 +116,84 @@ pub fn combinations(overrides: &[String]) -> Result<Vec<(Vec<String>, Vec<String
         combinations.push((picked, swept));
     }
     Ok(combinations)
+}
+
+/// Hydra's sweep forms: `range(START,STOP[,STEP])` (STOP excluded, as
+/// Python's and Hydra's), `choice(A,B,...)`; `glob(...)` and
+/// `interval(...)` are named and refused, since they choose among config
+/// groups or ask a sampler, which pipe does not have. `None`: no such form.
+fn hydra_form(value: &str) -> Option<std::result::Result<Vec<String>, String>> {
+    let value = value.trim();
+    let (name, inner) = value.strip_suffix(')')?.split_once('(')?;
+    let arguments: Vec<String> = split_top_level(inner)
+        .into_iter()
+        .map(|argument| argument.trim().to_string())
+        .collect();
+    Some(match name.trim() {
+        "choice" if arguments.iter().all(|argument| !argument.is_empty()) => Ok(arguments),
+        "choice" => Err("`choice(...)` with an empty value".to_string()),
+        "range" => range_values(&arguments),
+        "glob" => Err("`glob(...)` selects among Hydra's config groups, which pipe has no notion of; list the values, comma-separated".to_string()),
+        "interval" | "tag" => Err(format!("`{}(...)` is for Hydra's samplers (Optuna, Nevergrad); pipe sweeps a grid: list the values, comma-separated, or use `range(START,STOP,STEP)`", name.trim())),
+        _ => return None,
+    })
+}
+
+/// `range(START,STOP[,STEP])`: integers when every bound is one, else
+/// floats, STOP excluded; at most `MAX_COMBINATIONS` values.
+fn range_values(arguments: &[String]) -> std::result::Result<Vec<String>, String> {
+    let usage = "`range(START,STOP)` or `range(START,STOP,STEP)` with numbers, STOP excluded";
+    if !(2..=3).contains(&arguments.len()) {
+        return Err(usage.to_string());
+    }
+    if arguments
+        .iter()
+        .all(|argument| argument.parse::<i64>().is_ok())
+    {
+        let numbers: Vec<i64> = arguments.iter().filter_map(|a| a.parse().ok()).collect();
+        let (start, stop, step) = (numbers[0], numbers[1], *numbers.get(2).unwrap_or(&1));
+        if step == 0 || (stop - start).signum() * step.signum() < 0 {
+            return Err(format!(
+                "{usage}: a step of {step} never gets from {start} to {stop}"
+            ));
+        }
+        let count = (stop - start).unsigned_abs().div_ceil(step.unsigned_abs());
+        if count > MAX_COMBINATIONS as u64 {
+            return Err(format!("more than {MAX_COMBINATIONS} values"));
+        }
+        return Ok((0..count as i64)
+            .map(|i| (start + i * step).to_string())
+            .collect());
+    }
+    let numbers: Vec<f64> = arguments
+        .iter()
+        .map(|argument| {
+            argument
+                .parse::<f64>()
+                .map_err(|_| format!("{usage}: `{argument}` is not a number"))
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    let (start, stop, step) = (numbers[0], numbers[1], *numbers.get(2).unwrap_or(&1.0));
+    if !(start.is_finite() && stop.is_finite() && step.is_finite())
+        || step == 0.0
+        || (stop - start) * step < 0.0
+    {
+        return Err(format!(
+            "{usage}: a step of {step} never gets from {start} to {stop}"
+        ));
+    }
+    let count = ((stop - start) / step - 1e-9).ceil().max(0.0);
+    if count > MAX_COMBINATIONS as f64 {
+        return Err(format!("more than {MAX_COMBINATIONS} values"));
+    }
+    // Each value from the start, not by adding steps: no drift (0.30000000000000004).
+    Ok((0..count as usize)
+        .map(|i| {
+            let value = start + i as f64 * step;
+            let rounded = (value * 1e12).round() / 1e12;
+            crate::pipeline::yaml_float(rounded)
+        })
+        .collect())
 }
 
 /// `1e-4,3e-4` -> [`1e-4`, `3e-4`]; commas inside `[...]`, `{...}` or
@@ -291,6 +375,32 @@ mod tests {
         assert_eq!(all[0], ["layers=[64, 32]", "name='a,b'", "+x=1"]);
         assert_eq!(all[1], ["layers=[64, 32]", "name=c", "+x=1"]);
         assert_eq!(all[3], ["layers=[128]", "name=c", "+x=1"]);
+    }
+
+    #[test]
+    fn hydras_range_and_choice_sweep_and_its_samplers_are_refused() {
+        assert_eq!(
+            swept(&["n=range(10,50,10)"]),
+            [["n=10"], ["n=20"], ["n=30"], ["n=40"]]
+        );
+        assert_eq!(swept(&["n=range(3,0,-1)"]), [["n=3"], ["n=2"], ["n=1"]]);
+        assert_eq!(
+            swept(&["lr=range(0.1,0.4,0.1)"]),
+            [["lr=0.1"], ["lr=0.2"], ["lr=0.3"]]
+        );
+        assert_eq!(swept(&["m=choice(rf, svm)"]), [["m=rf"], ["m=svm"]]);
+        for refused in [
+            "g=glob(*)",
+            "lr=interval(0,1)",
+            "n=range(1,5,0)",
+            "n=range(1)",
+            "n=range(5,1)",
+        ] {
+            let error = combinations(&[refused.to_string()])
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(refused), "{refused}: {error}");
+        }
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The integration tests of `pipe-engine`, linked into one binary: pipeline
 //! files that load (`spec_valid`), that are refused with a located message
-//! (`spec_malformed`), and generated ones that must never panic
-//! (`spec_fuzz`).
+//! (`spec_malformed`), generated ones that must never panic
+//! (`spec_fuzz`), and the YAML test suite through pipe's YAML layer
+//! (`yaml_suite`).
 
 mod spec_fuzz;
 mod spec_malformed;
 mod spec_valid;
+mod yaml_suite;
 
 /// The real data stages of `pipe-stage` (its `describe` answer) and a
 /// training stage, as a worker would offer them: what `pipe_engine::pipefile::load`

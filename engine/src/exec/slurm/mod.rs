@@ -140,7 +140,6 @@ pub(super) struct Cluster {
     /// `.pipe/jobs/RUN/`: scripts, exit files, event streams, Slurm's own
     /// output; on the filesystem the nodes share.
     dir: PathBuf,
-    root: PathBuf,
     queue: Arc<Queue>,
     submitter: Mutex<Option<mpsc::Sender<Submission>>>,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -189,7 +188,6 @@ impl Cluster {
         Ok(Cluster {
             job_name,
             dir,
-            root: root.to_path_buf(),
             queue,
             submitter: Mutex::new(Some(sender)),
             threads: Mutex::new(threads),
@@ -203,6 +201,7 @@ impl Cluster {
         &self,
         index: usize,
         stage: &Stage,
+        root: &Path,
         run_id: RunId,
         argv: &[String],
         log_path: &Path,
@@ -212,7 +211,7 @@ impl Cluster {
         let files = JobFiles::new(&self.dir, index);
         let events = matches!(output, JobOutput::Events(_));
         let text = script::task_script(&script::Task {
-            root: &self.root,
+            root,
             stage,
             run_id,
             argv,

@@ -297,6 +297,7 @@ impl<'a> Resolver<'a> {
             makes_data,
             local,
             location: self.location(decl.name_span),
+            workspace: None,
         }
     }
 

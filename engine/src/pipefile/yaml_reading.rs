@@ -1,0 +1,57 @@
+//! What pipe's YAML layer makes of a text, in terms a test outside the
+//! crate can compare: the parser's events in the YAML test suite's
+//! notation and the document as JSON (`engine/tests/it/yaml_suite.rs`).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::source::Sources;
+use super::yaml::{self, Node, NodeValue, Resolved};
+use crate::Diagnostic;
+
+/// What pipe's YAML layer makes of a text: for the YAML test suite.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct YamlReading {
+    /// The parser's events, as far as it got, in the suite's notation.
+    pub events: Vec<String>,
+    /// The document as JSON (scalars resolved by the core schema, as pipe
+    /// reads them), `None` for a stream without one, or why the layer
+    /// refused the text.
+    pub document: Result<Option<Value>, Vec<Diagnostic>>,
+}
+
+/// Reads `text` as the file `path` through pipe's YAML layer, as every
+/// pipeline and params file is read, and says what it saw.
+#[doc(hidden)]
+pub fn read_yaml(path: &Path, text: String) -> YamlReading {
+    let mut sources = Sources::default();
+    let file = sources.add(Some(path.to_path_buf()), text);
+    let (document, events) = yaml::parse_logged(&sources, file);
+    YamlReading {
+        events,
+        document: document.map(|root| root.as_ref().map(to_json)),
+    }
+}
+
+fn to_json(node: &Node) -> Value {
+    match &node.value {
+        NodeValue::Seq(items) => Value::Array(items.iter().map(to_json).collect()),
+        NodeValue::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|entry| (entry.key.clone(), to_json(&entry.value)))
+                .collect(),
+        ),
+        NodeValue::Scalar(scalar) => match scalar.resolve() {
+            Resolved::Null => Value::Null,
+            Resolved::Bool(value) => Value::Bool(value),
+            Resolved::Int(value) => Value::from(value),
+            // JSON has no infinities or NaN: those stay as written.
+            Resolved::Float(value) => serde_json::Number::from_f64(value)
+                .map_or_else(|| Value::String(scalar.text.clone()), Value::Number),
+            Resolved::Str => Value::String(scalar.text.clone()),
+        },
+    }
+}
