@@ -159,3 +159,7 @@ fn unique(mut name: String, stages: &[PipeStage]) -> String {
     }
     name
 }
+
+#[cfg(test)]
+#[path = "convert_tests.rs"]
+mod tests;
