@@ -212,6 +212,10 @@ pub enum Command {
         /// repository's quickstart); commands: shell-command stages, Python only.
         #[arg(long, value_enum, default_value_t = TemplateArg::Quickstart)]
         template: TemplateArg,
+        /// Write pipe.yaml from the DVC project's dvc.yaml in DIR, listing
+        /// what it cannot carry (docs/coming-from-dvc.md).
+        #[arg(long, conflicts_with = "template")]
+        from_dvc: bool,
     },
     /// Works out a recorded run's git dirty flag and writes it into the
     /// run's row: started by `pipe run` in a session of its own, so that a

@@ -76,7 +76,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cache { command } => cache(command, quiet),
         Command::Stages { check: true, .. } => check_stages(quiet),
         Command::Stages { name, json, .. } => stages(name.as_deref(), json),
-        Command::Init { path, template } => crate::init::init(path.as_deref(), template),
+        Command::Init {
+            path,
+            from_dvc: true,
+            ..
+        } => crate::init_from_dvc::init_from_dvc(path.as_deref()),
+        Command::Init { path, template, .. } => crate::init::init(path.as_deref(), template),
         Command::Completions { shell } => {
             let script = crate::complete::registration(shell);
             out!("{}", String::from_utf8_lossy(&script));

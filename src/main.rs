@@ -13,6 +13,7 @@ mod complete;
 mod here;
 mod human_reporter;
 mod init;
+mod init_from_dvc;
 mod json_reporter;
 mod json_results;
 mod output;

@@ -18,6 +18,7 @@ pub mod cache_sync;
 pub mod catalog;
 pub mod checkout;
 pub mod compare;
+pub mod dvc_import;
 pub mod exec;
 pub mod executor;
 pub mod gitignore;

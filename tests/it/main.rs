@@ -17,6 +17,7 @@ mod completions;
 mod diff_units;
 mod docs;
 mod dvc_project;
+mod from_dvc;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;

@@ -14,6 +14,11 @@ use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
 use crate::Diagnostic;
 
+/// The keys of a stage, for a tool that writes pipeline files.
+pub(crate) fn stage_keys() -> &'static [&'static str] {
+    &STAGE_KEYS
+}
+
 pub(crate) const STAGE_KEYS: [&str; 15] = [
     "run",
     "uses",

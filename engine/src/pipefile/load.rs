@@ -286,7 +286,7 @@ fn project_root(file: &Path) -> PathBuf {
 
 /// The file's text, refusing what is too big to be a pipeline or is not
 /// UTF-8 before the YAML parser sees it.
-fn read_source(file: &Path) -> Result<String> {
+pub(crate) fn read_source(file: &Path) -> Result<String> {
     let open = std::fs::File::open(file);
     let mut handle = match open {
         Ok(handle) => handle,

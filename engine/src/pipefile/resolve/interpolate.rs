@@ -319,12 +319,17 @@ impl<'a> Resolver<'a> {
         diagnostics: &mut Diagnostics,
     ) -> Option<String> {
         let scalar = node.as_scalar()?;
-        let parsed = match self.templates.get(&std::ptr::from_ref(node)) {
+        let key = (
+            std::ptr::from_ref(node),
+            node.span.file,
+            node.span.line,
+            node.span.col,
+        );
+        let parsed = match self.templates.get(&key) {
             Some(pieces) => Ok(std::rc::Rc::clone(pieces)),
             None => interp::parse(&scalar.text).map(|pieces| {
                 let pieces: std::rc::Rc<[Piece]> = pieces.into();
-                self.templates
-                    .insert(std::ptr::from_ref(node), std::rc::Rc::clone(&pieces));
+                self.templates.insert(key, std::rc::Rc::clone(&pieces));
                 pieces
             }),
         };

@@ -22,6 +22,10 @@ use crate::pipeline::matrix::{MatrixValue, StageMatrix};
 use crate::pipeline::{Dep, Out, Stage, StageKind, StageOutRef};
 use crate::Diagnostic;
 
+/// A string node's address and where it is written (file, line,
+/// column).
+pub(crate) type TemplateKey = (*const Node, crate::pipefile::source::FileId, usize, usize);
+
 /// `${raw:params.flags}` splices a value into a `run` command unquoted.
 pub(crate) const RAW_PREFIX: &str = "raw:";
 
@@ -107,10 +111,14 @@ pub(crate) struct Resolver<'a> {
     pub(crate) unseen_overrides: &'a [UnseenOverride],
     pub(crate) params_file: Option<crate::pipefile::source::FileId>,
     /// Every expansion of a matrix stage interpolates the same strings of
-    /// the file: each is parsed once, by the address of its node (every
-    /// node interpolated belongs to the file's tree or the params, which
-    /// outlive the resolver, so an address names one node).
-    pub(crate) templates: HashMap<*const Node, std::rc::Rc<[Piece]>>,
+    /// the file: each is parsed once, by the address of its node and
+    /// where it is written. The place is part of the key because not every
+    /// node outlives the resolver: the path of `- path: {cache: false}`
+    /// is a node made from the key while its entry is read, and the next
+    /// one made may take the same address (a metrics file read as an
+    /// output's path before); one made from the same place holds the same
+    /// text.
+    pub(crate) templates: HashMap<TemplateKey, std::rc::Rc<[Piece]>>,
     /// The named `deps` of the stage being resolved whose path was
     /// reported as an error: `${deps.NAME}` of one is not a second error.
     pub(crate) unresolved_deps: Vec<String>,

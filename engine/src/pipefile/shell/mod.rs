@@ -46,6 +46,13 @@ pub(crate) use refusal::Refusal;
 use simple::Value;
 use words::is_number;
 
+/// Whether the shell reads `text` as one word of itself wherever it lands
+/// (letters, digits and `_ - . / : @ % + ,`): a value pipe puts into a
+/// command unquoted.
+pub(crate) fn is_plain_value(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(words::is_plain)
+}
+
 /// Follows a command string as its literal pieces and inserted values are
 /// appended, so that the next value is quoted for the context it lands in.
 #[derive(Debug, Clone)]

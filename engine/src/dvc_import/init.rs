@@ -1,0 +1,91 @@
+//! The use case behind `pipe init --from-dvc`: the conversion written as
+//! `pipe.yaml` beside `dvc.yaml` (never over an existing one), `.pipe/`
+//! made so that the directory is the project root, the file loaded with
+//! pipe's own loader, and `.gitignore` given lines for `.pipe/` and the
+//! outputs pipe's cache holds (not those declared `cache: false`, which
+//! the user commits).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::gitignore::{self, Ignored};
+use crate::pipefile::{load, ProjectWorkers};
+use crate::pipeline::StageKind;
+use crate::{Diagnostic, EngineError, Result};
+
+use super::convert::{convert, Conversion};
+
+/// What `init_from_dvc` did.
+#[derive(Debug)]
+pub enum FromDvc {
+    /// `pipe.yaml` is there already: nothing was written.
+    WouldOverwrite(PathBuf),
+    Written(Box<Written>),
+}
+
+/// A written conversion.
+#[derive(Debug)]
+pub struct Written {
+    pub pipe_yaml: PathBuf,
+    pub conversion: Conversion,
+    pub gitignore: Ignored,
+    /// Warnings pipe's loader has about the file.
+    pub warnings: Vec<Diagnostic>,
+    /// Why pipe's loader refuses the file, if it does: something the
+    /// conversion could not see (a missing input is not one: the loader
+    /// does not look for inputs).
+    pub load_error: Option<EngineError>,
+}
+
+/// Converts the `dvc.yaml` in `dir` and writes `pipe.yaml` there.
+pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
+    let pipe_yaml = dir.join("pipe.yaml");
+    if std::fs::symlink_metadata(&pipe_yaml).is_ok() {
+        return Ok(FromDvc::WouldOverwrite(pipe_yaml));
+    }
+    let conversion = convert(dir)?;
+    let state = dir.join(crate::pipefile::paths::PIPE_DIR);
+    std::fs::create_dir_all(&state).map_err(|e| EngineError::io(&state, e))?;
+    gitignore::ignore_state_dir(&state);
+    write_new(&pipe_yaml, &conversion.text)?;
+    let (ignored, warnings, load_error) = match load(&pipe_yaml, &[], &ProjectWorkers) {
+        Ok(loaded) => {
+            let outputs: Vec<String> = loaded
+                .pipeline
+                .stages
+                .iter()
+                .filter(|stage| {
+                    matches!(
+                        stage.kind,
+                        StageKind::Command { .. } | StageKind::Argv { .. }
+                    )
+                })
+                .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
+                .filter(|out| !out.in_git)
+                .map(|out| out.path.clone())
+                .collect();
+            (outputs, loaded.warnings, None)
+        }
+        Err(error) => (Vec::new(), Vec::new(), Some(error)),
+    };
+    let mut lines = vec![".pipe/"];
+    lines.extend(ignored.iter().map(String::as_str));
+    let gitignore = gitignore::ignore_paths(dir, &lines)?;
+    Ok(FromDvc::Written(Box::new(Written {
+        pipe_yaml,
+        conversion,
+        gitignore,
+        warnings,
+        load_error,
+    })))
+}
+
+/// Creates `path`, refusing one that appeared since the check.
+fn write_new(path: &Path, text: &str) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|e| EngineError::io(path, e))
+}
