@@ -279,15 +279,16 @@ fn described(edits: &ParamsFileEdits) -> Vec<AppliedEdit> {
         .collect()
 }
 
+/// A sweep's combination, its `-S` settings and its stages' record; or
+/// every combination's swept values, when none was named.
+type RowChoice = std::result::Result<(Vec<String>, RunRecord), Vec<Vec<String>>>;
+
 /// The combination of sweep `record` that `row` names (`n_est=20,depth=4`:
 /// each swept param by its path or the last segments of it, every swept
 /// param named): its `-S` settings, and the record of its stages alone,
 /// named as in a run of that combination. `Err`: every combination's
 /// swept values, when `row` names none of them.
-fn sweep_row(
-    record: &RunRecord,
-    row: Option<&str>,
-) -> Result<std::result::Result<(Vec<String>, RunRecord), Vec<Vec<String>>>> {
+fn sweep_row(record: &RunRecord, row: Option<&str>) -> Result<RowChoice> {
     let combinations = crate::sweep::combinations(&record.overrides)?;
     let rows: Vec<Vec<String>> = combinations
         .iter()

@@ -122,6 +122,8 @@ echo "pipe $("$pipe" --version | cut -d' ' -f2), $("$venv/bin/dvc" --version) (d
 python3 - "$pipe" "$venv/bin/dvc" "$work" "$rounds" "${axes[@]}" -- "${combos[@]}" <<'PY'
 import os, shutil, statistics, subprocess, sys, time
 pipe, dvc, work, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+# DVC's queue starts its workers as `dvc` from PATH.
+os.environ["PATH"] = os.path.dirname(dvc) + os.pathsep + os.environ["PATH"]
 rest = sys.argv[5:]
 cut = rest.index("--")
 axes, combos = rest[:cut], rest[cut + 1:]
@@ -129,28 +131,35 @@ axes, combos = rest[:cut], rest[cut + 1:]
 def fresh(name, base):
     dir = f"{work}/{name}"
     shutil.rmtree(dir, ignore_errors=True)
+    # .dvc/ is committed in the base, so the clone is a DVC project with
+    # an empty cache, as a teammate's fresh clone is.
     subprocess.run(["git", "clone", "-q", f"{work}/{base}", dir], check=True)
-    subprocess.run([dvc, "init", "-q", "-f"], cwd=dir, check=True, capture_output=True)
-    subprocess.run([dvc, "config", "core.analytics", "false"], cwd=dir, check=True)
     return dir
+
+def run(args, cwd):
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(args)} in {cwd}: exit {done.returncode}\n{done.stdout}{done.stderr}")
+    return done.stdout
 
 def timed(args, cwd):
     start = time.perf_counter()
-    subprocess.run(args, cwd=cwd, check=True, capture_output=True)
+    run(args, cwd)
     return time.perf_counter() - start
 
 def dvc_queue(cwd):
     start = time.perf_counter()
     for combo in combos:
-        subprocess.run([dvc, "exp", "run", "--queue", *combo.split()], cwd=cwd, check=True, capture_output=True)
-    subprocess.run([dvc, "queue", "start", "-j", "2"], cwd=cwd, check=True, capture_output=True)
+        run([dvc, "exp", "run", "--queue", *combo.split()], cwd)
+    run([dvc, "queue", "start", "-j", "2"], cwd)
     while True:
-        status = subprocess.run([dvc, "queue", "status"], cwd=cwd, check=True, capture_output=True, text=True).stdout
-        if " Queued " not in status and " Running " not in status:
+        status = run([dvc, "queue", "status"], cwd)
+        states = [line.split()[-1] for line in status.splitlines() if len(line.split()) >= 4 and line.split()[-1] in ("Queued", "Running", "Success", "Failed")]
+        if states and not any(state in ("Queued", "Running") for state in states):
             break
         time.sleep(0.2)
     took = time.perf_counter() - start
-    done = status.count(" Success ")
+    done = states.count("Success")
     if done != len(combos):
         sys.exit(f"dvc finished {done} of {len(combos)} experiments:\n{status}")
     subprocess.run([dvc, "queue", "stop"], cwd=cwd, capture_output=True)
@@ -164,7 +173,7 @@ for _ in range(rounds):
     serial = fresh("serial", "noop")
     start = time.perf_counter()
     for combo in combos:
-        subprocess.run([pipe, "run", "-q", *combo.split()], cwd=serial, check=True, capture_output=True)
+        run([pipe, "run", "-q", *combo.split()], serial)
     times["serial"].append(time.perf_counter() - start)
 m = {side: statistics.median(values) for side, values in times.items()}
 print(f"pipe run -m -j 2 (one run, work trees): median {m['pipe']:.2f} s  {times['pipe']}")

@@ -227,6 +227,13 @@ fn dvcs_per_output_options_are_mapped_or_refused_at_their_key() {
         "stages:\n  a:\n    run: echo a > a.txt\n    outs:\n      - a.txt:\n          cache: false\n          desc: the letter\n      - b.txt\n",
     );
     assert!(project.pipe(&["status"]).status.success());
+    // DVC's flow form: a single-pair mapping inside a flow list.
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    run: echo '{}' > m.json\n    metrics: [m.json: {cache: false}]\n",
+    );
+    let run = project.pipe(&["run"]);
+    assert!(run.status.success(), "{}", stderr(&run));
 }
 
 #[test]

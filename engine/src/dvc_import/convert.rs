@@ -149,7 +149,22 @@ fn convert_in(
     }
     let count = stages.len();
     let params = entries_yaml(&vars.pipe_params);
-    Ok((emit::pipe_yaml(&header, &params, &stages), count))
+    // DVC draws plots with `dvc plots show`; here a run's report page
+    // does, so a project with plots gets one.
+    let report = stages
+        .iter()
+        .any(|stage| stage.plots_as_key && !stage.plots.is_empty())
+        .then(|| {
+            ["report", "pipe-report", "report-html"]
+                .into_iter()
+                .find(|name| stages.iter().all(|stage| stage.name != *name))
+        })
+        .flatten();
+    let mut text = emit::pipe_yaml(&header, &params, &stages);
+    if let Some(name) = report {
+        text.push_str(&emit::report_stage(name));
+    }
+    Ok((text, count + usize::from(report.is_some())))
 }
 
 /// `name`, or `name_` (and so on) when a stage has it already.

@@ -99,6 +99,15 @@ pub(crate) fn pipe_yaml(
     text
 }
 
+/// A report stage: the run's page, with its metrics and every plot the
+/// stages declare (`dvc plots show`'s place here).
+pub(crate) fn report_stage(name: &str) -> String {
+    format!(
+        "\n  {}:\n    desc: \"One HTML page of the run, its metrics, params and plots (`pipe show` says where)\"\n    uses: report/html@1\n",
+        key(name)
+    )
+}
+
 fn write_stage(text: &mut String, stage: &PipeStage) {
     text.push_str(&format!("  {}:\n", key(&stage.name)));
     for comment in &stage.comments {

@@ -116,6 +116,7 @@ impl<'a> Resolver<'a> {
                     name: spec.path.clone(),
                     path: spec.path.clone(),
                     location: self.location(span),
+                    in_git: declared_cache_false(item),
                 });
             }
             plots.push(spec);
@@ -385,4 +386,19 @@ impl<'a> Resolver<'a> {
         );
         None
     }
+}
+
+/// `- PATH: {cache: false}` (DVC's, or `path:` beside it): the user keeps
+/// the plot file in git, so it stays out of `.gitignore` as an output's
+/// `cache: false` does.
+fn declared_cache_false(item: &Node) -> bool {
+    let options = match item.as_map() {
+        Some([entry]) if entry.value.as_map().is_some() => &entry.value,
+        Some(_) => item,
+        None => return false,
+    };
+    options
+        .get("cache")
+        .and_then(Node::as_scalar)
+        .is_some_and(|scalar| scalar.resolve() == crate::pipefile::yaml::Resolved::Bool(false))
 }
