@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A sweep of COMBOS combinations whose stage sleeps SLEEP seconds, under
 # `-j COMBOS`: run as one matrix run (each version writes its own path)
-# against the same sweep run one run per combination (the stage writes
-# one path, so the combinations cannot share the work tree). Runs
+# against the same sweep whose stage writes one path, so the combinations
+# cannot share the work tree (one run per combination until 2026-12-06;
+# since, one run with a work tree per combination). Runs
 # interleaved, each from an empty project; medians and their ratio. Also
 # what merging costs: the dry run of 1000 combinations of a 2-stage
 # pipeline.
