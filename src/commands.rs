@@ -335,10 +335,10 @@ fn status(
         let _ = out.flush();
     } else {
         let shown = match only_stale {
-            true => render::Shown::NotFresh,
-            false => render::Shown::All,
+            true => crate::status_text::Shown::NotFresh,
+            false => crate::status_text::Shown::All,
         };
-        render::status_text(&states, None, shown, |piece| out!("{piece}"));
+        crate::status_text::status_text(&states, None, shown, |piece| out!("{piece}"));
     }
     Ok(ExitCode::Ok)
 }

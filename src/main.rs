@@ -23,6 +23,7 @@ mod remote_status;
 mod render;
 mod reporter;
 mod run_setup;
+mod status_text;
 mod style;
 mod sweep_command;
 mod terminal;

@@ -17,7 +17,6 @@ use pipe_engine::{EngineError, ExitCode, Result, UsageError};
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
 use crate::output::{errln, out};
 use crate::progress::Progress;
-use crate::render;
 use crate::transfers;
 
 /// `pipe.yaml` here or in the nearest directory above that has one, up
@@ -217,8 +216,11 @@ pub fn dry_run(
     };
     let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets, &forced)?;
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
-    render::status_text(&states, Some(&command_of), render::Shown::All, |piece| {
-        out!("{piece}")
-    });
+    crate::status_text::status_text(
+        &states,
+        Some(&command_of),
+        crate::status_text::Shown::All,
+        |piece| out!("{piece}"),
+    );
     Ok(ExitCode::Ok)
 }

@@ -1,0 +1,105 @@
+//! `pipe status` and `pipe run --dry-run` as text: a line per stage, its
+//! state and reasons, then a summary line counting them all.
+
+use std::fmt::Write;
+
+use pipe_engine::plan::{Freshness, StageState};
+
+use crate::render::width;
+
+/// For `--dry-run`: the command of the stage at a position of the states,
+/// shown below it when it would run (`Stage::shown_command`).
+pub type CommandOf<'a> = &'a dyn Fn(usize) -> Option<String>;
+
+/// The status table, handed to `emit` in pieces of about 64 KiB, so that
+/// a million stages are never one string in memory. `dry_run` gives the
+/// commands of the stages that would run, as `pipe run --dry-run` shows them.
+pub fn status_text(
+    states: &[StageState],
+    dry_run: Option<CommandOf<'_>>,
+    shown: Shown,
+    mut emit: impl FnMut(&str),
+) {
+    const PIECE: usize = 64 * 1024;
+    let mut out = String::with_capacity(PIECE + 1024);
+    let is_shown = |state: &StageState| shown == Shown::All || state.freshness != Freshness::Fresh;
+    let name_width = width(
+        states
+            .iter()
+            .filter(|state| is_shown(state))
+            .map(|state| state.stage.as_str()),
+    );
+    for (position, state) in states.iter().enumerate() {
+        if !is_shown(state) {
+            continue;
+        }
+        let label = match (state.freshness, dry_run.is_some()) {
+            (Freshness::Fresh, _) => "fresh",
+            (Freshness::Restorable, false) => "restorable",
+            (Freshness::Restorable, true) => "would restore",
+            (Freshness::Stale, false) => "stale",
+            (Freshness::Stale, true) => "would run",
+            (Freshness::Running, _) => "running",
+        };
+        let reasons = if state.reasons.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", state.reasons.join("; "))
+        };
+        let _ = writeln!(out, "{:<name_width$}  {label}{reasons}", state.stage);
+        let command = match dry_run {
+            Some(command_of) if state.freshness == Freshness::Stale => command_of(position),
+            _ => None,
+        };
+        if let Some(command) = command {
+            let lines = command.trim_end().replace('\n', "\n      ");
+            let _ = writeln!(out, "    > {lines}");
+        }
+        if out.len() >= PIECE {
+            emit(&out);
+            out.clear();
+        }
+    }
+    let stale = states
+        .iter()
+        .filter(|state| state.freshness == Freshness::Stale)
+        .count();
+    let restorable = states
+        .iter()
+        .filter(|state| state.freshness == Freshness::Restorable)
+        .count();
+    let running = states
+        .iter()
+        .filter(|state| state.freshness == Freshness::Running)
+        .count();
+    let fresh = states.len() - stale - restorable - running;
+    let _ = writeln!(
+        out,
+        "{} stages: {fresh} fresh, {restorable} restorable, {stale} stale{}{}",
+        states.len(),
+        if running > 0 {
+            format!(", {running} running")
+        } else {
+            String::new()
+        },
+        match shown {
+            Shown::NotFresh if fresh > 0 => " (the fresh ones not listed)",
+            Shown::All if fresh > LONG_LIST && dry_run.is_none() => {
+                " (`pipe status --stale` lists only the others)"
+            }
+            _ => "",
+        }
+    );
+    emit(&out);
+}
+
+/// Which stages `status_text` lists; its summary counts them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    All,
+    /// Stale, restorable and running stages.
+    NotFresh,
+}
+
+/// More fresh stages than this, and the summary points at `--stale`.
+const LONG_LIST: usize = 30;
