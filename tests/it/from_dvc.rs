@@ -126,14 +126,36 @@ fn a_dvc_get_started_project_is_converted_runs_and_is_fresh() {
         "the `wdir` stage wrote in site/"
     );
     assert!(project.exists("reports/test.json") && project.exists("summaries/train.txt"));
+    // DVC's `dvc plots show` is the run's report page here: the ROC and PR
+    // curves the converter carried into `plots:` are drawn on it.
+    let pages: Vec<std::path::PathBuf> = std::fs::read_dir(project.path(".pipe/out"))
+        .expect(".pipe/out")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .path()
+                .join("pipe-report/report/index.html")
+        })
+        .filter(|page| page.is_file())
+        .collect();
+    let page = std::fs::read_to_string(pages.first().expect("the report page")).expect("page");
+    for plotted in ["eval/plots/roc.csv", "eval/plots/prc.json"] {
+        assert!(page.contains(plotted), "{plotted} on the page");
+    }
+    assert!(
+        page.contains("<polyline") || page.contains("<path"),
+        "a curve is drawn"
+    );
 
     let status = pipe_with_python(&project, &["status", "--json"]);
     let states: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
     let states = states.as_array().expect("a list");
-    assert_eq!(states.len(), 11, "{states:?}");
+    // The ten stages of dvc.yaml's eight, and the report drawing the plots.
+    assert_eq!(states.len(), 12, "{states:?}");
     for state in states {
-        // DVC's `always_changed` runs every time, as pipe's `always_run`.
-        let expected = match state["stage"] == "versions" {
+        // DVC's `always_changed` runs every time, as pipe's `always_run`,
+        // and the report, which reads every stage's result, after it.
+        let expected = match state["stage"] == "versions" || state["stage"] == "pipe-report" {
             true => "stale",
             false => "fresh",
         };
