@@ -174,6 +174,18 @@ fn applied_lines(project: &Project, id: RunId, applied: &Applied) -> ExitCode {
         outln!("status: all {} stages fresh", applied.stages);
         return ExitCode::Ok;
     }
+    let only_reports = applied
+        .not_fresh
+        .iter()
+        .all(|(stage, _)| applied.reports_to_make.contains(stage));
+    if only_reports {
+        outln!(
+            "status: all {} stages fresh but {}, which reported on every combination of the sweep: `pipe run` makes this one's (it runs nothing else)",
+            applied.stages - applied.not_fresh.len(),
+            applied.reports_to_make.join(", ")
+        );
+        return ExitCode::Ok;
+    }
     outln!(
         "status: {} of {} stages not fresh:",
         applied.not_fresh.len(),

@@ -56,6 +56,9 @@ pub struct Applied {
     /// Stages of the pipeline, and those not fresh after (`name: state`).
     pub stages: usize,
     pub not_fresh: Vec<(String, Freshness)>,
+    /// Of a sweep, its reports, which showed every combination and were
+    /// not brought back: `pipe run` makes this combination's.
+    pub reports_to_make: Vec<String>,
 }
 
 /// One value replaced in a file.
@@ -103,6 +106,7 @@ pub fn apply_run(
     let now = pipefile::load(&file, &[], catalogs)?.pipeline;
     // A sweep is brought back one combination at a time: its values, and
     // its stages' records under the names a plain run gives them.
+    let was_sweep = record.sweep;
     let (record, target) = match record.sweep {
         false => {
             let params = record.params.clone();
@@ -144,6 +148,21 @@ pub fn apply_run(
         written.push(edited_text(edits)?);
     }
     let modes = link_modes_for(&pipeline, &request.link)?.value;
+    // A report of a sweep showed every combination: it is not this one's,
+    // and is left for `pipe run` to make.
+    let mut record = record;
+    let sweep_reports: Vec<String> = match was_sweep {
+        false => Vec::new(),
+        true => pipeline
+            .stages
+            .iter()
+            .filter(|stage| stage.reads_run())
+            .map(|stage| stage.name.clone())
+            .collect(),
+    };
+    record
+        .stages
+        .retain(|stage| !sweep_reports.contains(&stage.stage));
     let (restored, unchanged) =
         match checkout(project, &lock, &record, &pipeline, &modes, request.force)? {
             CheckoutReport::Done {
@@ -175,6 +194,7 @@ pub fn apply_run(
         unchanged,
         stages: states.len(),
         not_fresh,
+        reports_to_make: sweep_reports,
     }))
 }
 
