@@ -332,12 +332,33 @@ impl<'a> Planner<'a> {
         if changes.is_empty() {
             return Ok(vec!["its last result is no longer in the cache".to_string()]);
         }
+        let mut seen = std::collections::HashSet::new();
         let mut groups: Vec<String> = Vec::new();
+        let mut results: Vec<String> = Vec::new();
         for change in &changes {
             let group = describe_group(change);
-            if !groups.contains(&group) {
-                groups.push(group);
+            if !seen.insert(group.clone()) {
+                continue;
             }
+            match result_changed(change) {
+                Some(stage) => results.push(stage.to_string()),
+                None => groups.push(group),
+            }
+        }
+        // A report reads every stage of a large run: their names, counted.
+        const NAMED: usize = 3;
+        match results.len() {
+            0 => {}
+            1..=NAMED => groups.extend(
+                results
+                    .iter()
+                    .map(|stage| format!("the result of `{stage}` changed")),
+            ),
+            count => groups.push(format!(
+                "the results of {count} stages changed (`{}` and {} more)",
+                results[..NAMED].join("`, `"),
+                count - NAMED
+            )),
         }
         Ok(groups)
     }
@@ -447,6 +468,14 @@ fn describe_run(run: RunId, overrides: &[String]) -> String {
             .map(|setting| format!("-S {setting}"))
             .collect();
         format!("run #{run} with {}", shown.join(" "))
+    }
+}
+
+/// The stage whose result a report read changed, when `change` is one.
+fn result_changed(change: &FieldChange) -> Option<&str> {
+    match (change.path.first()?.as_str(), change.path.get(1)?.as_str()) {
+        ("run", "stages") => change.path.get(2).map(String::as_str),
+        _ => None,
     }
 }
 
