@@ -15,14 +15,13 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::checkout::{checkout, CheckoutReport, CheckoutRequest};
-use crate::history::{History, Notice, Pull};
+use crate::checkout::{checkout, requested_run, CheckoutReport, CheckoutRequest, RequestedRun};
+use crate::history::Notice;
 use crate::link::link_modes_for;
 use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::{ParamsFileEdits, Pipeline};
 use crate::plan::{Freshness, Planner};
-use crate::project::{Project, RunLock};
-use crate::run_settings::recorded_pipeline_file;
+use crate::project::Project;
 use crate::runs::{files_with_uncommitted_edits, RunId, RunRecord};
 use crate::{EngineError, Result};
 
@@ -89,20 +88,13 @@ pub fn apply_run(
     catalogs: &dyn CatalogSource,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<AppliedRun> {
-    let lock = RunLock::acquire(project, |holder| notify(Notice::WaitingForLock { holder }))?;
-    let mut history = History::require(&project.root)?;
-    let id = history.resolve_noting(&request.run, Pull::IfConfigured, notify)?;
-    let record = history.db.resolved_run(id)?;
+    let RequestedRun {
+        lock,
+        id,
+        record,
+        file,
+    } = requested_run(project, request, notify)?;
     let done = |report| Ok(AppliedRun { run: id, report });
-    let file = match &request.file {
-        Some(file) => file.clone(),
-        None => recorded_pipeline_file(project, &record, request.found_here.as_deref())?,
-    };
-    if let Some(problem) =
-        pipefile::pipeline_file_problem(&file, "pass the pipeline file the run ran with -f FILE")
-    {
-        return Err(problem);
-    }
     let now = pipefile::load(&file, &[], catalogs)?.pipeline;
     // A sweep is brought back one combination at a time: its values, and
     // its stages' records under the names a plain run gives them.

@@ -76,21 +76,12 @@ pub fn checkout_run(
     catalogs: &dyn CatalogSource,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<CheckedOut> {
-    let lock = RunLock::acquire(project, |holder| notify(Notice::WaitingForLock { holder }))?;
-    let mut history = History::require(&project.root)?;
-    let id = history.resolve_noting(&request.run, Pull::IfConfigured, notify)?;
-    let record = history.db.resolved_run(id)?;
-    // The record's outputs are held to the stages of the pipeline file it
-    // ran, read here, with the settings it ran with.
-    let file = match &request.file {
-        Some(file) => file.clone(),
-        None => recorded_pipeline_file(project, &record, request.found_here.as_deref())?,
-    };
-    if let Some(problem) =
-        pipefile::pipeline_file_problem(&file, "pass the pipeline file the run ran with -f FILE")
-    {
-        return Err(problem);
-    }
+    let RequestedRun {
+        lock,
+        id,
+        record,
+        file,
+    } = requested_run(project, request, notify)?;
     let Loaded { pipeline, .. } =
         crate::sweep::load_settings(&file, &record.overrides, record.sweep, catalogs)?;
     if !pipeline.workspaces.is_empty() {
@@ -102,6 +93,44 @@ pub fn checkout_run(
     let modes = link_modes_for(&pipeline, &request.link)?.value;
     let report = checkout(project, &lock, &record, &pipeline, &modes, request.force)?;
     Ok(CheckedOut { run: id, report })
+}
+
+/// The run a `checkout` or `apply` request names, under the run lock, and
+/// the pipeline file its record is held to.
+pub(crate) struct RequestedRun {
+    pub lock: RunLock,
+    pub id: RunId,
+    pub record: RunRecord,
+    pub file: PathBuf,
+}
+
+/// Takes the run lock, resolves the run (pulling its record when it is
+/// only in the remote) and finds the pipeline file it ran: the record's
+/// outputs are held to the stages of that file, read here.
+pub(crate) fn requested_run(
+    project: &Project,
+    request: &CheckoutRequest,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<RequestedRun> {
+    let lock = RunLock::acquire(project, |holder| notify(Notice::WaitingForLock { holder }))?;
+    let mut history = History::require(&project.root)?;
+    let id = history.resolve_noting(&request.run, Pull::IfConfigured, notify)?;
+    let record = history.db.resolved_run(id)?;
+    let file = match &request.file {
+        Some(file) => file.clone(),
+        None => recorded_pipeline_file(project, &record, request.found_here.as_deref())?,
+    };
+    if let Some(problem) =
+        pipefile::pipeline_file_problem(&file, "pass the pipeline file the run ran with -f FILE")
+    {
+        return Err(problem);
+    }
+    Ok(RequestedRun {
+        lock,
+        id,
+        record,
+        file,
+    })
 }
 
 /// One output to bring back: the stage, the path, and the stored result's

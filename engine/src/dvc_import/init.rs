@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use crate::gitignore::{self, Ignored};
 use crate::pipefile::{load, ProjectWorkers};
-use crate::pipeline::StageKind;
 use crate::{Diagnostic, EngineError, Result};
 
 use super::convert::{convert, Conversion};
@@ -52,16 +51,7 @@ pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
         Ok(loaded) => {
             let outputs: Vec<String> = loaded
                 .pipeline
-                .stages
-                .iter()
-                .filter(|stage| {
-                    matches!(
-                        stage.kind,
-                        StageKind::Command { .. } | StageKind::Argv { .. }
-                    )
-                })
-                .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
-                .filter(|out| !out.in_git)
+                .cached_command_outputs()
                 .map(|out| out.path.clone())
                 .collect();
             (outputs, loaded.warnings, None)

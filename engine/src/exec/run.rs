@@ -271,16 +271,7 @@ fn ignore_outputs(pipeline: &Pipeline, project: &Project, observer: Observer<'_>
         return;
     }
     let mut paths: Vec<&str> = pipeline
-        .stages
-        .iter()
-        .filter(|stage| {
-            matches!(
-                stage.kind,
-                StageKind::Command { .. } | StageKind::Argv { .. }
-            )
-        })
-        .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
-        .filter(|out| !out.in_git)
+        .cached_command_outputs()
         .map(|out| out.path.as_str())
         .collect();
     paths.sort_unstable();

@@ -340,6 +340,21 @@ impl WorkerStage {
 }
 
 impl Pipeline {
+    /// The outputs of command stages that pipe's cache holds for the user
+    /// (all but those declared `cache: false`): what `.gitignore` lists.
+    pub fn cached_command_outputs(&self) -> impl Iterator<Item = &Out> {
+        self.stages
+            .iter()
+            .filter(|stage| {
+                matches!(
+                    stage.kind,
+                    StageKind::Command { .. } | StageKind::Argv { .. }
+                )
+            })
+            .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
+            .filter(|out| !out.in_git)
+    }
+
     pub fn stage(&self, name: &str) -> Option<&Stage> {
         self.stages.iter().find(|stage| stage.name == name)
     }
