@@ -100,12 +100,17 @@ pub fn apply(
 ) -> Result<ExitCode> {
     let project = here::project()?;
     let request = request(run, file, link, force);
+    // A sweep's combination gets its own report, made as a run is.
+    let progress = crate::progress::Progress::new(false, false, 0);
+    let argv: Vec<String> = std::env::args().collect();
     let AppliedRun { run: id, report } = apply::apply_run(
         &project,
         &request,
         row.as_deref(),
         &ProjectWorkers,
         &mut |notice| errln!("{notice}"),
+        &argv,
+        &|event| progress.on_event(event),
     )?;
     match report {
         ApplyReport::NotRestored(report) => Ok(not_restored(&project, id, report)),
@@ -171,19 +176,13 @@ fn applied_lines(project: &Project, id: RunId, applied: &Applied) -> ExitCode {
         applied.unchanged
     );
     if applied.not_fresh.is_empty() {
-        outln!("status: all {} stages fresh", applied.stages);
-        return ExitCode::Ok;
-    }
-    let only_reports = applied
-        .not_fresh
-        .iter()
-        .all(|(stage, _)| applied.reports_to_make.contains(stage));
-    if only_reports {
-        outln!(
-            "status: all {} stages fresh but {}, which reported on every combination of the sweep: `pipe run` makes this one's (it runs nothing else)",
-            applied.stages - applied.not_fresh.len(),
-            applied.reports_to_make.join(", ")
-        );
+        match applied.reports_made {
+            Some(made) => outln!(
+                "status: all {} stages fresh (the sweep's report showed every combination: run #{made} made this one's)",
+                applied.stages
+            ),
+            None => outln!("status: all {} stages fresh", applied.stages),
+        }
         return ExitCode::Ok;
     }
     outln!(

@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::checkout::{checkout, requested_run, CheckoutReport, CheckoutRequest, RequestedRun};
+use crate::events::Observer;
+use crate::exec::RunOptions;
 use crate::history::Notice;
 use crate::link::link_modes_for;
 use crate::pipefile::{self, CatalogSource, Loaded};
@@ -55,9 +57,9 @@ pub struct Applied {
     /// Stages of the pipeline, and those not fresh after (`name: state`).
     pub stages: usize,
     pub not_fresh: Vec<(String, Freshness)>,
-    /// Of a sweep, its reports, which showed every combination and were
-    /// not brought back: `pipe run` makes this combination's.
-    pub reports_to_make: Vec<String>,
+    /// Of a sweep, whose reports showed every combination: the run that
+    /// made this combination's, when one was made.
+    pub reports_made: Option<RunId>,
 }
 
 /// One value replaced in a file.
@@ -87,6 +89,8 @@ pub fn apply_run(
     row: Option<&str>,
     catalogs: &dyn CatalogSource,
     notify: &mut dyn FnMut(Notice),
+    report_argv: &[String],
+    observer: Observer<'_>,
 ) -> Result<AppliedRun> {
     let RequestedRun {
         lock,
@@ -173,21 +177,52 @@ pub fn apply_run(
     }
     drop(lock);
     let after = pipefile::load(&file, &[], catalogs)?;
-    let planner = Planner::new(&after.pipeline)?;
-    let states = planner.states(&after.dag, &after.dag.order)?;
-    let not_fresh = states
-        .iter()
-        .filter(|state| state.freshness != Freshness::Fresh)
-        .map(|state| (state.stage.clone(), state.freshness))
-        .collect();
+    let mut not_fresh = stages_not_fresh(&after)?;
+    // What the sweep's report was for every combination, this one's is
+    // made from the results now in place (it runs nothing else).
+    let mut reports_made = None;
+    if !not_fresh.is_empty()
+        && not_fresh
+            .iter()
+            .all(|(stage, _)| sweep_reports.contains(stage))
+    {
+        let options = RunOptions {
+            targets: sweep_reports.clone(),
+            force: Vec::new(),
+            force_all: false,
+            jobs: 1,
+            link: modes,
+            argv: report_argv.to_vec(),
+            overrides: Vec::new(),
+            remote: None,
+            executor: crate::executor::Executor::Local,
+            record_always: false,
+            sweep: false,
+            git_settler: None,
+        };
+        let made = crate::exec::run(&after.pipeline, &after.dag, &options, observer)?;
+        reports_made = Some(made.run_id).filter(|_| made.recorded);
+        not_fresh = stages_not_fresh(&after)?;
+    }
     done(ApplyReport::Done(Applied {
         edits: applied,
         restored,
         unchanged,
-        stages: states.len(),
+        stages: after.pipeline.stages.len(),
         not_fresh,
-        reports_to_make: sweep_reports,
+        reports_made,
     }))
+}
+
+/// Each stage of `loaded` that is not fresh, and what it is.
+fn stages_not_fresh(loaded: &Loaded) -> Result<Vec<(String, Freshness)>> {
+    let planner = Planner::new(&loaded.pipeline)?;
+    let states = planner.states(&loaded.dag, &loaded.dag.order)?;
+    Ok(states
+        .into_iter()
+        .filter(|state| state.freshness != Freshness::Fresh)
+        .map(|state| (state.stage, state.freshness))
+        .collect())
 }
 
 /// `-S` settings that make `now` the run's `recorded` params: one per

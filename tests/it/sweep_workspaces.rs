@@ -54,6 +54,8 @@ fn project() -> TestProject {
     params: [train, prepare]
     metrics:
       - eval/metrics.json: {{cache: false}}
+  report:
+    uses: report/html@1
 "
         ),
     );
@@ -230,7 +232,16 @@ fn one_combination_of_a_sweep_is_applied_and_every_stage_is_fresh() {
         said.contains("params.yaml:5: train.max_depth 4 -> 12"),
         "{said}"
     );
-    assert!(said.contains("status: all 3 stages fresh"), "{said}");
+    // The sweep's report showed every combination: this one's is made.
+    assert!(
+        said.contains("status: all 4 stages fresh (the sweep's report showed every combination: run #3 made this one's)"),
+        "{said}"
+    );
+    let status = String::from_utf8_lossy(&project.pipe(&["status"]).stdout).into_owned();
+    assert!(
+        status.ends_with("4 stages: 4 fresh, 0 restorable, 0 stale\n"),
+        "{status}"
+    );
     let metrics: Value = serde_json::from_str(&project.read("eval/metrics.json")).unwrap();
     assert_eq!(metrics["n_est"], 100);
     assert_eq!(metrics["max_depth"], 12);
