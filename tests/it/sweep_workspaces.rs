@@ -251,3 +251,46 @@ fn one_combination_of_a_sweep_is_applied_and_every_stage_is_fresh() {
         .unwrap()
         .contains(".pipe/workspaces/2/"));
 }
+
+/// On Slurm, the combinations' trees go out as one job array, each job's
+/// script entering its own tree; what each made is what a plain run of
+/// its values makes.
+#[test]
+fn a_sweep_in_work_trees_goes_out_to_slurm_as_one_array() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { n: 1 }\nstages:\n  square:\n    run: echo $(( ${params.n} * ${params.n} )) > sq.txt && pwd > where.txt\n    outs: [sq.txt, where.txt]\n",
+    );
+    let conf = pipe_test_support::slurm::conf()
+        .to_string_lossy()
+        .into_owned();
+    let env = [("SLURM_CONF".to_string(), conf)];
+    let result = project.run_with_env(&env, &["--executor", "slurm", "-m", "-S", "n=2,3,4"]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        !project.exists("sq.txt"),
+        "the project's files are not touched"
+    );
+    let record = project.show_settled("last");
+    let ids: Vec<&str> = record["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|stage| stage["job"].as_str().expect("a job id"))
+        .collect();
+    assert_eq!(ids.len(), 3, "{record}");
+    let array = ids[0].split('_').next().unwrap_or_default();
+    assert!(
+        ids.iter().all(|id| id.starts_with(&format!("{array}_"))),
+        "one array: {ids:?}"
+    );
+    let plain = project.run_ok(&["-S", "n=3"]);
+    assert_eq!(plain.status("square"), "restored", "{}", plain.stderr);
+    assert_eq!(project.read("sq.txt"), "9\n");
+    assert!(
+        project.read("where.txt").contains("/.pipe/workspaces/1/"),
+        "the job ran in its tree: {}",
+        project.read("where.txt")
+    );
+}
