@@ -7,7 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::source::Sources;
-use super::yaml::{self, Node, NodeValue, Resolved};
+use super::yaml;
 use crate::Diagnostic;
 
 /// What pipe's YAML layer makes of a text: for the YAML test suite.
@@ -31,27 +31,6 @@ pub fn read_yaml(path: &Path, text: String) -> YamlReading {
     let (document, events) = yaml::parse_logged(&sources, file);
     YamlReading {
         events,
-        document: document.map(|root| root.as_ref().map(to_json)),
-    }
-}
-
-fn to_json(node: &Node) -> Value {
-    match &node.value {
-        NodeValue::Seq(items) => Value::Array(items.iter().map(to_json).collect()),
-        NodeValue::Map(entries) => Value::Object(
-            entries
-                .iter()
-                .map(|entry| (entry.key.clone(), to_json(&entry.value)))
-                .collect(),
-        ),
-        NodeValue::Scalar(scalar) => match scalar.resolve() {
-            Resolved::Null => Value::Null,
-            Resolved::Bool(value) => Value::Bool(value),
-            Resolved::Int(value) => Value::from(value),
-            // JSON has no infinities or NaN: those stay as written.
-            Resolved::Float(value) => serde_json::Number::from_f64(value)
-                .map_or_else(|| Value::String(scalar.text.clone()), Value::Number),
-            Resolved::Str => Value::String(scalar.text.clone()),
-        },
+        document: document.map(|root| root.as_ref().map(super::params::to_json)),
     }
 }
