@@ -91,14 +91,29 @@ pub enum Command {
         #[command(flatten)]
         pipeline: PipelineArg,
     },
-    /// List recorded runs, newest first.
+    /// List recorded runs, newest first; name or remove them.
+    #[command(args_conflicts_with_subcommands = true)]
     Runs {
+        #[command(subcommand)]
+        action: Option<RunsAction>,
         /// How many runs to list.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
         /// The runs as JSON on stdout.
         #[arg(long)]
         json: bool,
+    },
+    /// Tag a run (or take tags away with --rm): a tag selects the newest
+    /// run holding it, and `compare --where tag=T` every one.
+    Tag {
+        /// A run number, uid prefix, name, tag, `last`, `last~N` or git ref.
+        #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
+        run: String,
+        #[arg(required = true, value_name = "TAG")]
+        tags: Vec<String>,
+        /// Take these tags away instead.
+        #[arg(long)]
+        rm: bool,
     },
     /// Show one run: its key metrics and report first, then params,
     /// stages and every metric.
@@ -234,6 +249,28 @@ pub enum TemplateArg {
     Commands,
 }
 
+/// `pipe runs name|rm`.
+#[derive(Debug, Subcommand)]
+pub enum RunsAction {
+    /// Give a run a name, which selects it as its number and uid do.
+    Name {
+        #[arg(add = ArgValueCandidates::new(crate::complete::run_refs))]
+        run: String,
+        /// The name: letters, digits, `.`, `_`, `-`, starting with a letter.
+        #[arg(required_unless_present = "clear")]
+        name: Option<String>,
+        /// Take the run's name away.
+        #[arg(long, conflicts_with = "name")]
+        clear: bool,
+    },
+    /// Remove runs from the history; their results stay in the cache
+    /// until `pipe cache gc`, which keeps those another run recorded.
+    Rm {
+        #[arg(required = true, add = ArgValueCandidates::new(crate::complete::run_refs))]
+        runs: Vec<String>,
+    },
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// An optional pipeline file (ending in .yaml/.yml), then stage names.
@@ -250,6 +287,10 @@ pub struct RunArgs {
     /// Show what would run, and why, without running it.
     #[arg(long)]
     pub dry_run: bool,
+    /// Name the run: the name selects it as its number and uid do
+    /// (`pipe show NAME`), and travels with `pipe cache push`.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// A sweep: each `-S` with comma-separated values is an axis, and each
     /// combination one run (`-m -S train.lr=1e-4,3e-4 -S seed=1,2`: 4 runs).
     #[arg(short = 'm', long)]

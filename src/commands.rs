@@ -48,7 +48,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             format,
         } => dag(path.as_deref(), &pipeline, format),
         Command::Validate { path, pipeline } => validate(path.as_deref(), &pipeline),
-        Command::Runs { limit, json } => runs(limit, json),
+        Command::Runs {
+            action: Some(action),
+            ..
+        } => crate::labels_command::runs_action(action),
+        Command::Runs { limit, json, .. } => runs(limit, json),
+        Command::Tag { run, tags, rm } => crate::labels_command::tag(&run, &tags, rm),
         Command::Show { run, json } => show(&run, json),
         Command::Compare(args) => crate::compare_command::compare_command(args),
         Command::Diff {

@@ -16,6 +16,7 @@ mod init;
 mod init_from_dvc;
 mod json_reporter;
 mod json_results;
+mod labels_command;
 mod output;
 mod progress;
 mod remote_commands;

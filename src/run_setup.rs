@@ -185,6 +185,7 @@ pub fn run_request(
         // Transfer bars share the stages' live display.
         transfers: transfers::sink(args.json, quiet, progress.bars()),
         git_settler: git_settler(),
+        name: args.name.clone(),
     }
 }
 /// Where the pages of the run's reports are, once they are in place: the

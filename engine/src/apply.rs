@@ -199,6 +199,7 @@ pub fn apply_run(
             record_always: false,
             sweep: false,
             git_settler: None,
+            name: None,
         };
         let made = crate::exec::run(&after.pipeline, &after.dag, &options, observer)?;
         reports_made = Some(made.run_id).filter(|_| made.recorded);

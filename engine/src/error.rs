@@ -131,6 +131,23 @@ pub enum UsageError {
     /// A run reference (`12`, `last~2`, a git ref) that names no run.
     #[error("no run matches `{query}`")]
     UnknownRun { query: String, why: NoSuchRun },
+    /// A run reference that fits several runs (a uid prefix, a name two
+    /// runs hold after a pull): each candidate, described.
+    #[error("`{query}` names {} runs: {}", .candidates.len(), .candidates.join("; "))]
+    AmbiguousRun {
+        query: String,
+        candidates: Vec<String>,
+    },
+    /// A name or tag that could not be told from other run references.
+    #[error("{kind} `{label}` {problem}")]
+    BadLabel {
+        kind: &'static str,
+        label: String,
+        problem: String,
+    },
+    /// A name another run here already holds.
+    #[error("the name `{name}` is run #{holder}'s")]
+    NameTaken { name: String, holder: i64 },
     #[error("no runs recorded in this project yet")]
     NoRuns,
     /// `pipe compare`'s selection (`--where`, `--status`, `--pipeline`,
@@ -277,6 +294,18 @@ impl UsageError {
     pub fn hint(&self) -> String {
         match self {
             UsageError::UnknownRun { why, .. } => why.to_string(),
+            UsageError::AmbiguousRun { .. } => {
+                "name one of them by its number or a longer uid prefix (`pipe runs` shows both)"
+                    .to_string()
+            }
+            UsageError::BadLabel { .. } => {
+                "use letters, digits, `.`, `_` and `-`, starting with a letter, at most 64 \
+                 characters; not `last`"
+                    .to_string()
+            }
+            UsageError::NameTaken { holder, .. } => format!(
+                "choose another name, or take it from run #{holder} first with `pipe runs name {holder} --clear`"
+            ),
             UsageError::NoRuns => "run a pipeline first: `pipe run`".to_string(),
             UsageError::NoRunSelected => "`pipe runs` lists the recorded runs; `--status any` \
                  includes those that failed"
@@ -421,11 +450,18 @@ pub enum NoSuchRun {
     NoSuchId,
     #[error("there are fewer runs than that; `pipe runs` lists them")]
     TooFewRuns,
-    #[error("use a run id, `last`, `last~N`, or a git ref (branch, tag, commit)")]
+    #[error("use a run number, a uid prefix, a name or tag, `last`, `last~N`, or a git ref (branch, tag, commit)")]
     NotARunOrRef,
     /// `commit`: its first 12 digits.
     #[error("no run was recorded at commit {commit}")]
     NoneAtCommit { commit: String },
+    /// Every run at the commit a ref names set params with `-S`: none is
+    /// that commit's own configuration. `experiments`: each, described.
+    #[error("no run at commit {commit} ran its own configuration (without `-S`); the runs there set params: {}; name one by its number, uid or name", .experiments.join("; "))]
+    OnlyExperimentsAtCommit {
+        commit: String,
+        experiments: Vec<String>,
+    },
 }
 
 /// What is wrong with the text of `--where PARAM=VALUE`.
@@ -492,8 +528,8 @@ mod tests {
         });
         assert_eq!(
             error.to_string(),
-            "no run matches `nosuchref`\nhint: use a run id, `last`, `last~N`, or a git ref \
-             (branch, tag, commit)"
+            "no run matches `nosuchref`\nhint: use a run number, a uid prefix, a name or tag, \
+             `last`, `last~N`, or a git ref (branch, tag, commit)"
         );
         assert_eq!(error.exit_code(), ExitCode::InvalidInput);
     }

@@ -44,6 +44,9 @@ use crate::{ActionKey, ActionResult, Cache, CacheError, RemoteError};
 
 /// Where run records live in the remote.
 const RUNS_DIR: &str = "runs";
+/// A run's name and tags, one object per change: `labels/<uid>/<ms>.json`,
+/// so that a listing says which copy is the latest without reading any.
+const LABELS_DIR: &str = "labels";
 
 /// A connection to one remote cache, attached to a local cache. Cheap to
 /// create: nothing touches the network until a result is looked up or
@@ -285,13 +288,40 @@ impl Remote {
                 limit: untrusted::human(untrusted::RUN_RECORD.bytes),
             });
         }
+        self.put_small(run_record_path(commit, uid), json)
+    }
+
+    /// Stores the labels of run `uid` as they were at `labels_ms`.
+    pub fn put_run_labels(
+        &self,
+        uid: &str,
+        labels_ms: u64,
+        json: Vec<u8>,
+    ) -> Result<(), RemoteError> {
+        if self.shared.read_only {
+            return Err(RemoteError::ReadOnly);
+        }
+        if let Some(reason) = self.unavailable() {
+            return Err(reason);
+        }
+        self.put_small(
+            format!("{LABELS_DIR}/{}/{labels_ms}.json", safe_component(uid)),
+            json,
+        )
+    }
+
+    fn put_small(&self, path: String, json: Vec<u8>) -> Result<(), RemoteError> {
         self.shared.sweep_tmp_once();
-        let path = run_record_path(commit, uid);
         let shared = self.shared.clone();
         self.runtime()?
             .block_on(async move { shared.operator.write(&path, json).await })
             .map(|_| ())
             .map_err(|error| self.shared.give_up(&error))
+    }
+
+    /// The paths of the labels objects, every version of every run's.
+    pub fn list_run_labels(&self) -> Result<Vec<String>, RemoteError> {
+        self.list_json(format!("{LABELS_DIR}/"))
     }
 
     /// Whether the record of the run `uid` (made at `commit`, if any) is
@@ -307,10 +337,14 @@ impl Remote {
     /// The paths of the run records stored for `commit`, or for every
     /// commit.
     pub fn list_run_records(&self, commit: Option<&str>) -> Result<Vec<String>, RemoteError> {
-        let dir = match commit {
+        self.list_json(match commit {
             Some(commit) => format!("{RUNS_DIR}/{}/", safe_component(commit)),
             None => format!("{RUNS_DIR}/"),
-        };
+        })
+    }
+
+    /// The `.json` objects under `dir`, at any depth.
+    fn list_json(&self, dir: String) -> Result<Vec<String>, RemoteError> {
         let runtime = self.runtime()?;
         let shared = self.shared.clone();
         let listed =

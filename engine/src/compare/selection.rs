@@ -98,11 +98,11 @@ pub fn compare(
             .as_deref()
             .map(|text| history.pipeline_named(text))
             .transpose()?,
-        params_equal: request
-            .where_params
-            .iter()
-            .map(|condition| parse_where(condition))
+        params_equal: param_conditions(&request.where_params)
+            .map(parse_where)
             .collect::<Result<_>>()?,
+        names: label_conditions(&request.where_params, "name"),
+        tags: label_conditions(&request.where_params, "tag"),
         statuses: match &request.statuses {
             StatusFilter::Any => None,
             StatusFilter::Default => named.is_none().then(|| vec![RunStatus::Succeeded]),
@@ -212,17 +212,17 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
         return Ok(());
     }
     let known = history.recorded_param_paths(RUNS_SEARCHED_FOR_PARAMS)?;
-    for condition in conditions {
+    for condition in param_conditions(conditions) {
         let path = condition
             .split_once('=')
-            .map_or(condition.as_str(), |(path, _)| path)
+            .map_or(condition, |(path, _)| path)
             .trim();
         if known.is_empty() || known.contains(path) {
             continue;
         }
         let close = crate::pipefile::did_you_mean(path, known.iter().map(String::as_str));
         return Err(UsageError::UnknownWhereParam {
-            condition: condition.clone(),
+            condition: condition.to_string(),
             path: path.to_string(),
             suggestion: close.map(str::to_string),
             known: known.iter().cloned().collect(),
@@ -230,6 +230,36 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// The label a `--where` condition asks for, when it is `name=X` or
+/// `tag=X`: labels, not params (a param of either name is
+/// `params.name=X`).
+fn label_of<'a>(condition: &'a str) -> Option<(&'a str, &'a str)> {
+    let (key, value) = condition.split_once('=')?;
+    let key = key.trim();
+    matches!(key, "name" | "tag").then(|| (key, value.trim()))
+}
+
+/// The values of the `--where` conditions on label `label`.
+fn label_conditions(conditions: &[String], label: &str) -> Vec<String> {
+    conditions
+        .iter()
+        .filter_map(|condition| label_of(condition))
+        .filter(|(key, _)| *key == label)
+        .map(|(_, value)| value.to_string())
+        .collect()
+}
+
+/// The `--where` conditions on params, `params.` taken off their paths.
+fn param_conditions(conditions: &[String]) -> impl Iterator<Item = &str> {
+    conditions
+        .iter()
+        .filter(|condition| label_of(condition).is_none())
+        .map(|condition| {
+            let condition = condition.trim_start();
+            condition.strip_prefix("params.").unwrap_or(condition)
+        })
 }
 
 /// `train.lr=0.001` -> (["train", "lr"], 0.001).

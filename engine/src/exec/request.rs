@@ -42,6 +42,8 @@ pub struct RunRequest {
     pub transfers: Option<ProgressSink>,
     /// Settles the run's dirty flag after the run (`RunOptions::git_settler`).
     pub git_settler: Option<DirtySettler>,
+    /// `--name`.
+    pub name: Option<String>,
 }
 
 impl RunRequest {
@@ -78,6 +80,7 @@ impl RunRequest {
             record_always: false,
             sweep: self.sweep,
             git_settler: self.git_settler,
+            name: self.name,
         })
     }
 }

@@ -53,6 +53,9 @@ pub struct RunOptions {
     /// Works out the run's dirty flag in a process of its own, so that
     /// the run does not wait for it; `None`: waited for in this process.
     pub git_settler: Option<DirtySettler>,
+    /// `--name`: the run's name, refused before anything runs when another
+    /// run holds it.
+    pub name: Option<String>,
 }
 
 #[derive(Debug)]
@@ -443,6 +446,7 @@ impl OpenedRun {
             params: &pipeline.params,
             directions: &pipeline.directions,
             git_commit: git.as_ref().map(GitProbe::commit),
+            name: options.name.as_deref(),
         })?;
         if let (Some(git), Some(settler)) = (&mut git, &options.git_settler) {
             git.settle_with(settler.clone(), &project.runs_db(), run_id);
@@ -595,7 +599,17 @@ pub fn push_run_record(
         .ok_or(RecordNotPushed::NoSuchRun(run_id))?;
     let json = serde_json::to_vec_pretty(&export)?;
     let uid = export.run.uid.as_deref().unwrap_or_default();
-    Ok(remote.put_run_record(export.run.git_commit.as_deref(), uid, json)?)
+    remote.put_run_record(export.run.git_commit.as_deref(), uid, json)?;
+    // The labels again on their own, so that a clone that has the record
+    // already learns of a name or tag given since.
+    if let Some(labels) = db
+        .labels_of(run_id)
+        .map_err(|error| RecordNotPushed::History(Box::new(error)))?
+    {
+        let json = serde_json::to_vec(&labels)?;
+        remote.put_run_labels(&labels.uid, labels.labels_ms, json)?;
+    }
+    Ok(())
 }
 
 /// A stage that runs on this machine cannot span nodes: refused, at its

@@ -25,6 +25,10 @@ pub struct RunSelection {
     /// `--where`: a dotted path in the run's params and the value it must
     /// have.
     pub params_equal: Vec<(Vec<String>, Value)>,
+    /// `--where name=X`: the run named X.
+    pub names: Vec<String>,
+    /// `--where tag=X`: runs tagged X, every one given.
+    pub tags: Vec<String>,
     /// `None`: any status.
     pub statuses: Option<Vec<RunStatus>>,
     /// The newest N of the selected runs.
@@ -87,6 +91,15 @@ impl RunDb {
                 bind(Sql::Text(list))
             ));
         }
+        for name in &selection.names {
+            filters.push(format!("name = {}", bind(Sql::Text(name.clone()))));
+        }
+        for tag in &selection.tags {
+            filters.push(format!(
+                "tags IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value = {})",
+                bind(Sql::Text(tag.clone()))
+            ));
+        }
         for (path, value) in &selection.params_equal {
             let json_path = json_path(path);
             let path = bind(Sql::Text(json_path));
@@ -120,7 +133,7 @@ impl RunDb {
         );
         if let Some(last) = selection.last {
             selected = format!(
-                "{selected} ORDER BY id DESC LIMIT {}",
+                "{selected} ORDER BY started_ms DESC, id DESC LIMIT {}",
                 bind(Sql::Integer(last.min(i64::MAX as usize) as i64))
             );
         }
@@ -139,7 +152,7 @@ impl RunDb {
              FROM runs r
              LEFT JOIN stage_runs s ON s.run_id = r.id
              WHERE r.id IN ({selected}) OR r.id IN (SELECT value FROM json_each({also}))
-             ORDER BY r.id, coalesce(s.position, 0), s.rowid",
+             ORDER BY r.started_ms, r.id, coalesce(s.position, 0), s.rowid",
             runs = run_columns("r"),
         );
         let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;

@@ -19,7 +19,10 @@ use crate::{EngineError, Result, UsageError};
 /// its `-S` settings as data (`overrides`, filled in from argv for the
 /// runs before). 4: whether the run is a sweep run as one (`sweep`).
 /// 5: the plots each stage declares (`plots`, NULL for none).
-pub(super) const CURRENT: i64 = 5;
+/// 6: a run's name and tags and when they last changed (`name`, `tags`,
+/// `labels_ms`), the uids of removed runs (`removed_runs`), and the
+/// indexes that order runs by time and find a result's runs by key.
+pub(super) const CURRENT: i64 = 6;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -52,6 +55,19 @@ CREATE TABLE IF NOT EXISTS manifests (
     manifest TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_commit ON runs(git_commit, id);
+CREATE TABLE IF NOT EXISTS removed_runs (
+    uid TEXT PRIMARY KEY,
+    removed_ms INTEGER NOT NULL
+);
+";
+
+/// Indexes over columns added after the first release: made once they
+/// exist.
+const LATER_INDEXES: &str = "
+CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid);
+CREATE INDEX IF NOT EXISTS runs_by_time ON runs(started_ms, id);
+CREATE INDEX IF NOT EXISTS runs_by_name ON runs(name);
+CREATE INDEX IF NOT EXISTS stage_runs_by_key ON stage_runs(key, stage);
 ";
 
 /// Columns added after the first release (name and type), NULL in the
@@ -66,6 +82,9 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("file", "TEXT"),
             ("overrides", "TEXT"),
             ("sweep", "INTEGER"),
+            ("name", "TEXT"),
+            ("tags", "TEXT"),
+            ("labels_ms", "INTEGER"),
         ],
     ),
     (
@@ -112,7 +131,7 @@ pub(super) fn to_current(connection: &mut Connection, path: &std::path::Path) ->
             add_columns(&transaction, &path, table, columns)?;
         }
         transaction
-            .execute_batch("CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid)")
+            .execute_batch(LATER_INDEXES)
             .map_err(|e| EngineError::database(&path, e))?;
         backfill_identities(&transaction, &path)?;
         backfill_overrides(&transaction, &path)?;

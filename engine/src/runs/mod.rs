@@ -12,6 +12,7 @@ mod compare_query;
 mod db;
 mod git;
 mod id;
+mod labels;
 mod migrate;
 mod read;
 mod record;
@@ -28,6 +29,7 @@ pub use git::{
     GitProbe, GitState, DIRTY_GRACE,
 };
 pub use id::RunId;
+pub use labels::{check_label, Removed, RunLabels};
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};

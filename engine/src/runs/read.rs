@@ -17,7 +17,7 @@ impl RunDb {
     /// The most recent runs first.
     pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
         let query = format!(
-            "SELECT {} FROM runs r ORDER BY r.id DESC LIMIT ?1",
+            "SELECT {} FROM runs r ORDER BY r.started_ms DESC, r.id DESC LIMIT ?1",
             run_columns("r")
         );
         let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
@@ -237,7 +237,7 @@ impl RunDb {
             .connection
             .prepare(
                 "SELECT run_id, stage, key FROM stage_runs WHERE key IS NOT NULL AND run_id IN
-                 (SELECT id FROM runs ORDER BY id DESC LIMIT ?1)",
+                 (SELECT id FROM runs ORDER BY started_ms DESC, id DESC LIMIT ?1)",
             )
             .map_err(|e| self.error(e))?;
         let mut rows = statement

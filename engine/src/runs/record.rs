@@ -99,9 +99,26 @@ pub struct RunRecord {
     pub directions: BTreeMap<String, Direction>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stages: Vec<StageRecord>,
+    /// The name given with `pipe run --name` or `pipe runs name`: a
+    /// selector, as the number and the uid are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Tags given with `pipe tag`, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// When the name or tags last changed: of two copies of a run's
+    /// labels (here and in a remote), the later one counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels_ms: Option<u64>,
 }
 
 impl RunRecord {
+    /// The uid as selectors take it: its first 8 digits, which stay
+    /// unambiguous among a history of tens of thousands of runs.
+    pub fn short_uid(&self) -> Option<&str> {
+        self.uid.as_deref().map(|uid| &uid[..uid.len().min(8)])
+    }
+
     /// The params the command line set, as dotted paths: what the user
     /// changed on purpose, read from [`RunRecord::overrides`].
     pub fn overridden_params(&self) -> Vec<String> {
@@ -164,6 +181,8 @@ pub struct RunStart<'a> {
     /// The commit HEAD names; the dirty flag comes with the run's end
     /// ([`super::RunEnd`]), since working it out takes longer.
     pub git_commit: Option<&'a str>,
+    /// `pipe run --name`.
+    pub name: Option<&'a str>,
 }
 
 /// How a recorded run ended.
@@ -293,6 +312,9 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         params: columns.json("params")?,
         directions: columns.opt_json("directions")?.unwrap_or_default(),
         stages: Vec::new(),
+        name: columns.get("name")?,
+        tags: columns.opt_json("tags")?.unwrap_or_default(),
+        labels_ms: columns.opt_unsigned("labels_ms")?,
     })
 }
 
@@ -388,6 +410,9 @@ const RUN_COLUMNS: &[&str] = &[
     "file",
     "overrides",
     "sweep",
+    "name",
+    "tags",
+    "labels_ms",
 ];
 
 fn process_alive(pid: i64) -> bool {
@@ -441,6 +466,9 @@ mod tests {
             params: Value::Null,
             directions: BTreeMap::new(),
             stages: Vec::new(),
+            name: None,
+            tags: Vec::new(),
+            labels_ms: None,
         };
         assert_eq!(
             record.overridden_params(),

@@ -1,5 +1,5 @@
-//! Run references: `12`, `last`, `last~2`, or a git ref. Resolved here
-//! only, for every command that names a run.
+//! Run references: `12`, `last`, `last~2`, a name, a uid prefix, a tag,
+//! or a git ref. Resolved here only, for every command that names a run.
 
 use std::path::Path;
 
@@ -11,10 +11,13 @@ use super::id::RunId;
 use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 impl RunDb {
-    /// Resolves `12`, `last`, `last~2` (runs of this project, not pulled
-    /// ones), or a git ref (the latest run recorded at that commit with no
-    /// uncommitted changes, else the latest with; the caller resolves the
-    /// ref to a commit).
+    /// Resolves a run reference, trying in order: a number (`12`, `#12`),
+    /// `last` and `last~N` (by when runs started, pulled ones included, so
+    /// that they name the same runs wherever the runs are), a name, a uid
+    /// prefix (at least 4 hex digits), a tag (its newest run), and a git
+    /// ref: the newest run at that commit that ran its own configuration
+    /// (no `-S`), clean before dirty (the caller resolves the ref to a
+    /// commit).
     pub fn resolve(
         &self,
         query: &str,
@@ -27,16 +30,19 @@ impl RunDb {
             })
         };
         if let Some(id) = run_id_of(query) {
-            return match self.run_exists(id)? {
-                true => Ok(id),
-                false => Err(unknown(NoSuchRun::NoSuchId)),
+            if self.run_exists(id)? {
+                return Ok(id);
+            }
+            return match self.run_of_uid_prefix(query)? {
+                Some(id) => Ok(id),
+                None => Err(unknown(NoSuchRun::NoSuchId)),
             };
         }
         if let Some(back) = runs_back_of(query) {
             return self
                 .connection
                 .query_row(
-                    "SELECT id FROM runs WHERE origin IS NULL ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                    "SELECT id FROM runs ORDER BY started_ms DESC, id DESC LIMIT 1 OFFSET ?1",
                     params![back],
                     |row| row.get(0),
                 )
@@ -44,25 +50,152 @@ impl RunDb {
                 .map_err(|e| self.error(e))?
                 .ok_or_else(|| unknown(NoSuchRun::TooFewRuns));
         }
+        if let Some(id) = self.run_named(query)? {
+            return Ok(id);
+        }
+        if let Some(id) = self.run_of_uid_prefix(query)? {
+            return Ok(id);
+        }
+        if let Some(id) = self.newest_tagged(query)? {
+            return Ok(id);
+        }
         let Some(commit) = git_commit_of(query) else {
             return Err(unknown(NoSuchRun::NotARunOrRef));
         };
+        self.own_configuration_at(&commit)?.ok_or_else(|| {
+            let commit = commit[..commit.len().min(12)].to_string();
+            match self.experiments_at(&commit) {
+                Ok(experiments) if !experiments.is_empty() => {
+                    unknown(NoSuchRun::OnlyExperimentsAtCommit {
+                        commit,
+                        experiments,
+                    })
+                }
+                Ok(_) => unknown(NoSuchRun::NoneAtCommit { commit }),
+                Err(error) => error,
+            }
+        })
+    }
+
+    /// The run that holds `name`; several after a pull brought a run of the
+    /// same name are an error naming each.
+    fn run_named(&self, name: &str) -> Result<Option<RunId>> {
+        let holders = self.runs_where("name = ?1", name, 3)?;
+        match holders.as_slice() {
+            [] => Ok(None),
+            [(id, _)] => Ok(Some(*id)),
+            _ => Err(self.ambiguous(name, &holders)),
+        }
+    }
+
+    /// The run whose uid starts with `prefix` (4 hex digits or more).
+    fn run_of_uid_prefix(&self, prefix: &str) -> Result<Option<RunId>> {
+        let prefix = prefix.trim_start_matches('#').to_ascii_lowercase();
+        if prefix.len() < 4 || !prefix.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        // A range over the unique index: uids are lowercase hex, and `g`
+        // sorts after every hex digit.
+        let mut statement = self
+            .connection
+            .prepare_cached(
+                "SELECT id, uid FROM runs WHERE uid >= ?1 AND uid < ?1 || 'g' ORDER BY uid LIMIT 3",
+            )
+            .map_err(|e| self.error(e))?;
+        let found: Vec<(RunId, String)> = statement
+            .query_map(params![prefix], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.error(e))?;
+        match found.as_slice() {
+            [] => Ok(None),
+            [(id, _)] => Ok(Some(*id)),
+            _ => Err(self.ambiguous(&prefix, &found)),
+        }
+    }
+
+    /// The newest run tagged `tag`.
+    fn newest_tagged(&self, tag: &str) -> Result<Option<RunId>> {
+        Ok(self
+            .runs_where(
+                "tags IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(tags) WHERE value = ?1)",
+                tag,
+                1,
+            )?
+            .first()
+            .map(|(id, _)| *id))
+    }
+
+    /// Up to `limit` runs matching `condition` (over `?1` = `value`),
+    /// newest first, with their uids.
+    fn runs_where(&self, condition: &str, value: &str, limit: i64) -> Result<Vec<(RunId, String)>> {
+        let query = format!(
+            "SELECT id, coalesce(uid, '') FROM runs WHERE {condition}
+             ORDER BY started_ms DESC, id DESC LIMIT {limit}"
+        );
+        let mut statement = self
+            .connection
+            .prepare_cached(&query)
+            .map_err(|e| self.error(e))?;
+        let found = statement
+            .query_map(params![value], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.error(e))?;
+        Ok(found)
+    }
+
+    fn ambiguous(&self, query: &str, runs: &[(RunId, String)]) -> EngineError {
+        UsageError::AmbiguousRun {
+            query: query.to_string(),
+            candidates: runs
+                .iter()
+                .map(|(id, uid)| format!("#{id} (uid {})", &uid[..uid.len().min(12)]))
+                .collect(),
+        }
+        .into()
+    }
+
+    /// The newest run at `commit` without `-S` settings, committed state
+    /// first: a run with uncommitted changes at that commit is not what
+    /// the ref names.
+    fn own_configuration_at(&self, commit: &str) -> Result<Option<RunId>> {
         self.connection
             .query_row(
-                // The committed state first: a run with uncommitted
-                // changes at that commit is not what the ref names.
-                "SELECT id FROM runs WHERE git_commit = ?1
-                 ORDER BY coalesce(git_dirty, 0), id DESC LIMIT 1",
+                "SELECT id FROM runs WHERE git_commit = ?1 AND coalesce(overrides, '[]') = '[]'
+                 AND sweep IS NULL
+                 ORDER BY coalesce(git_dirty, 0), started_ms DESC, id DESC LIMIT 1",
                 params![commit],
                 |row| row.get(0),
             )
             .optional()
-            .map_err(|e| self.error(e))?
-            .ok_or_else(|| {
-                unknown(NoSuchRun::NoneAtCommit {
-                    commit: commit[..commit.len().min(12)].to_string(),
-                })
+            .map_err(|e| self.error(e))
+    }
+
+    /// The runs at a commit (its first digits) that set params, newest
+    /// first, each as `#14 (-S train.n_est=41)`.
+    fn experiments_at(&self, commit: &str) -> Result<Vec<String>> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT id, overrides FROM runs WHERE substr(git_commit, 1, ?2) = ?1
+                 ORDER BY started_ms DESC, id DESC LIMIT 5",
+            )
+            .map_err(|e| self.error(e))?;
+        let rows: Vec<(i64, Option<String>)> = statement
+            .query_map(params![commit, commit.len() as i64], |row| {
+                Ok((row.get(0)?, row.get(1)?))
             })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.error(e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, overrides)| {
+                let settings: Vec<String> = overrides
+                    .and_then(|text| serde_json::from_str(&text).ok())
+                    .unwrap_or_default();
+                let shown: Vec<String> = settings.iter().map(|s| format!("-S {s}")).collect();
+                format!("#{id} ({})", shown.join(" "))
+            })
+            .collect())
     }
 }
 

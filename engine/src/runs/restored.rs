@@ -43,9 +43,9 @@ impl RestoredFrom {
 
 impl RunDb {
     /// Where each restored stage of `run` came from. One indexed lookup
-    /// per restored stage, walking that stage's runs back from `run` to
-    /// the first that ran it: the result a restore finds is the last one
-    /// stored under its key.
+    /// per restored stage, over the runs that recorded its key, back from
+    /// `run` to the latest that ran it: the result a restore finds is the
+    /// last one stored under its key.
     pub fn restored_from(&self, run: &RunRecord) -> Result<RestoredFrom> {
         let mut restored = RestoredFrom {
             stages: BTreeMap::new(),
@@ -57,8 +57,13 @@ impl RunDb {
         let mut statement = self
             .connection
             .prepare_cached(
-                "SELECT run_id FROM stage_runs WHERE stage = ?1 AND run_id < ?2 AND key = ?3 \
-                 AND status = ?4 AND outputs = ?5 ORDER BY run_id DESC LIMIT 1",
+                // Earlier by when runs started, not by number: a pulled run
+                // may be numbered after the runs here that restored its
+                // results. Found through the key's index.
+                "SELECT s.run_id FROM stage_runs s JOIN runs r ON r.id = s.run_id \
+                 WHERE s.key = ?3 AND s.stage = ?1 AND s.status = ?4 AND s.outputs = ?5 \
+                 AND (r.started_ms < ?6 OR (r.started_ms = ?6 AND r.id < ?2)) \
+                 ORDER BY r.started_ms DESC, r.id DESC LIMIT 1",
             )
             .map_err(|e| self.error(e))?;
         for stage in &run.stages {
@@ -76,7 +81,8 @@ impl RunDb {
                         run.id,
                         key.to_hex(),
                         StageStatus::Ran.as_str(),
-                        outputs
+                        outputs,
+                        run.started_ms as i64
                     ],
                     |row| row.get(0),
                 )

@@ -15,7 +15,7 @@ impl RunDb {
     pub fn succeeded_runs(&self, pipeline: Option<&str>, limit: usize) -> Result<Vec<RunRecord>> {
         let query = format!(
             "SELECT {} FROM runs r WHERE r.status = ?1 AND (?2 IS NULL OR r.pipeline = ?2)
-             ORDER BY r.id DESC LIMIT ?3",
+             ORDER BY r.started_ms DESC, r.id DESC LIMIT ?3",
             run_columns("r")
         );
         let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;

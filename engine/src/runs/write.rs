@@ -22,6 +22,16 @@ impl RunDb {
     /// (`-p url=https://user:pass@...`) are masked: the database outlives
     /// the run and is meant to be queried and shared.
     pub fn start_run(&self, start: &RunStart<'_>) -> Result<RunId> {
+        if let Some(name) = start.name {
+            super::labels::check_label("name", name)?;
+            if let Some(holder) = self.name_holder(name)? {
+                return Err(crate::UsageError::NameTaken {
+                    name: name.to_string(),
+                    holder: holder.0,
+                }
+                .into());
+            }
+        }
         let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
         let overrides: Vec<Cow<'_, str>> = start
             .overrides
@@ -30,8 +40,8 @@ impl RunDb {
             .collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -46,6 +56,8 @@ impl RunDb {
                     start.file,
                     json(&overrides),
                     start.sweep.then_some(true),
+                    start.name,
+                    start.name.map(|_| now_ms() as i64),
                 ],
             )
             .map_err(|e| self.error(e))?;

@@ -329,6 +329,12 @@ pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Resul
         let options = RunOptions {
             overrides: combination.overrides.clone(),
             record_always: true,
+            // One name per run: the combinations that run one after the
+            // other are NAME-1, NAME-2, ...
+            name: options
+                .name
+                .as_ref()
+                .map(|name| format!("{name}-{}", index + 1)),
             ..options.clone()
         };
         let Loaded { pipeline, dag, .. } = &combination.loaded;

@@ -423,6 +423,9 @@ mod tests {
                 params,
                 directions: Default::default(),
                 stages: vec![],
+                name: None,
+                tags: vec![],
+                labels_ms: None,
             },
             stages,
         }
