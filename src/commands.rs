@@ -172,20 +172,11 @@ fn runs(limit: usize, json: bool) -> Result<ExitCode> {
     let Some(history) = History::open_existing(&here::root()?)? else {
         return no_runs(json);
     };
-    let runs = history.db.list_runs(limit)?;
-    let restored = history.db.restored_from_each(&runs)?;
+    let listing = history.listing(limit)?;
     if json {
-        let listed: Vec<ShownRun> = runs
-            .iter()
-            .zip(&restored)
-            .map(|(record, restored)| ShownRun {
-                record,
-                restored_from: restored.only_restored(),
-            })
-            .collect();
-        jsonln!(serde_json::to_string_pretty(&listed).unwrap_or_default());
+        jsonln!(serde_json::to_string_pretty(&listing.runs).unwrap_or_default());
     } else {
-        out!("{}", render::runs_table(&runs, &restored));
+        out!("{}", crate::runs_table::runs_table(&listing));
     }
     Ok(ExitCode::Ok)
 }

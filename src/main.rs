@@ -24,6 +24,7 @@ mod remote_status;
 mod render;
 mod reporter;
 mod run_setup;
+mod runs_table;
 mod status_text;
 mod style;
 mod sweep_command;

@@ -7,7 +7,7 @@ use pipe_engine::compare::{MetricChange, RunDiff};
 use pipe_engine::key::FieldChange;
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, Why};
-use pipe_engine::runs::{RestoredFrom, RunId, RunRecord, RunStatus};
+use pipe_engine::runs::{RestoredFrom, RunId, RunRecord};
 use pipe_protocol::format::{format_metric, format_metric_delta, format_seconds, Unit};
 use pipe_report::{Cell, Document, Table};
 use serde_json::Value;
@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::style::Style;
 
 /// A run's or a stage's time, from the milliseconds it is recorded in.
-fn took(ms: u64) -> String {
+pub(crate) fn took(ms: u64) -> String {
     format_seconds(ms as f64 / 1000.0)
 }
 
@@ -114,7 +114,7 @@ fn date(ms: u64) -> String {
 
 /// The commit, `+` when tracked files differed from it, `?` while that is
 /// not known (being worked out after a run's end, or a run killed first).
-fn git_label(run: &RunRecord) -> String {
+pub(crate) fn git_label(run: &RunRecord) -> String {
     match (&run.git_commit, run.git_dirty) {
         (Some(commit), dirty) => format!(
             "{}{}",
@@ -142,63 +142,12 @@ fn git_label_explained(run: &RunRecord) -> String {
 
 /// A run's status as `pipe runs` lists it: a run that ran nothing and
 /// restored another's results says whose (`restored #1`).
-fn listed_status(run: &RunRecord, restored: &RestoredFrom) -> String {
-    match restored.only_restored() {
-        Some(origins) if run.status == RunStatus::Succeeded => {
-            format!("restored {}", run_list(&origins))
-        }
-        _ => run.status.to_string(),
-    }
-}
-
 /// `#1,#3`.
-fn run_list(runs: &[RunId]) -> String {
+pub(crate) fn run_list(runs: &[RunId]) -> String {
     runs.iter()
         .map(|run| format!("#{run}"))
         .collect::<Vec<_>>()
         .join(",")
-}
-
-pub fn runs_table(runs: &[RunRecord], restored: &[RestoredFrom]) -> String {
-    let durations: Vec<String> = runs
-        .iter()
-        .map(|run| match run.ended_ms {
-            Some(end) => took(end.saturating_sub(run.started_ms)),
-            None => "-".to_string(),
-        })
-        .collect();
-    let statuses: Vec<String> = runs
-        .iter()
-        .zip(
-            restored
-                .iter()
-                .chain(std::iter::repeat(&RestoredFrom::default())),
-        )
-        .map(|(run, restored)| listed_status(run, restored))
-        .collect();
-    let duration_width = width(durations.iter().map(String::as_str)).max("duration".len());
-    let status_width = width(statuses.iter().map(String::as_str)).max(11);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>5}  {:<19}  {:<status_width$}  {:>duration_width$}  {:<9}  pipeline",
-        "run", "started (UTC)", "status", "duration", "commit"
-    );
-    for ((run, duration), status) in runs.iter().zip(&durations).zip(&statuses) {
-        let _ = writeln!(
-            out,
-            "{:>5}  {}  {status:<status_width$}  {:>duration_width$}  {:<9}  {}",
-            format!("#{}", run.id),
-            date(run.started_ms),
-            duration,
-            git_label(run),
-            match &run.origin {
-                Some(origin) => format!("{}  (pulled from {origin})", run.pipeline),
-                None => run.pipeline.clone(),
-            }
-        );
-    }
-    out
 }
 
 pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
@@ -210,6 +159,18 @@ pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
             "restored the results of run {}: nothing ran",
             run_list(&origins)
         );
+    }
+    if let Some(uid) = &run.uid {
+        let _ = writeln!(out, "uid      {uid}");
+    }
+    if let Some(name) = &run.name {
+        let _ = writeln!(out, "name     {name}");
+    }
+    if !run.tags.is_empty() {
+        let _ = writeln!(out, "tags     {}", run.tags.join(", "));
+    }
+    if let Some(origin) = &run.origin {
+        let _ = writeln!(out, "pulled   from {origin}");
     }
     let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
     if let Some(end) = run.ended_ms {
@@ -329,7 +290,7 @@ pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
 
 /// A metric as `pipe diff` prints one value: 4 significant digits, bytes,
 /// durations, FLOPs and rates in human units.
-fn rounded(name: &str, value: &Value) -> String {
+pub(crate) fn rounded(name: &str, value: &Value) -> String {
     match (value.as_f64(), Unit::of(name)) {
         (Some(number), Some(unit)) => unit.format(number),
         (Some(number), None) if !value.is_i64() && !value.is_u64() => {
@@ -425,6 +386,14 @@ fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
 pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "run #{} -> run #{}", diff.a, diff.b);
+    if let Some((a, b)) = &diff.commits {
+        let _ = writeln!(
+            out,
+            "commit {} -> {}  (the code differs too)",
+            a.describe(),
+            b.describe()
+        );
+    }
     let _ = writeln!(out, "\nparams");
     if diff.params.is_empty() {
         let _ = writeln!(out, "  (unchanged)");
@@ -561,6 +530,13 @@ pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
     let run_a = format!("run #{}", diff.a);
     let run_b = format!("run #{}", diff.b);
     let columns = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
+    if let Some((a, b)) = &diff.commits {
+        page.paragraph(&format!(
+            "The code differs too: {run_a} ran at {}, {run_b} at {}.",
+            a.describe(),
+            b.describe()
+        ));
+    }
     page.heading(2, "Params");
     if diff.params.is_empty() {
         page.paragraph("No changes.");

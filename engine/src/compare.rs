@@ -74,17 +74,74 @@ pub fn diff(
         .clone()
         .declared(&newer.directions)
         .declared(&older.directions);
-    diff_runs(db, &record_a, &record_b, &rules)
+    let mut diff = diff_runs(db, &record_a, &record_b, &rules)?;
+    diff.commits = commits_of(&history.root, &record_a, &record_b);
+    Ok(diff)
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RunDiff {
     pub a: RunId,
     pub b: RunId,
+    /// Where each ran, when the two ran at different commits (or one with
+    /// uncommitted changes): code changed, whatever the params say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commits: Option<(RunCommit, RunCommit)>,
     pub params: Vec<FieldChange>,
     pub metrics: Vec<MetricChange>,
     pub stages: Vec<StageChange>,
     pub outputs: Vec<OutputChange>,
+}
+
+/// The commit a run ran at, and the refs that point at it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunCommit {
+    pub commit: Option<String>,
+    pub dirty: Option<bool>,
+    pub refs: Vec<String>,
+}
+
+impl RunCommit {
+    pub(crate) fn of(root: &std::path::Path, run: &RunRecord) -> RunCommit {
+        RunCommit {
+            refs: run
+                .git_commit
+                .as_deref()
+                .map(|commit| crate::runs::refs_at(root, commit))
+                .unwrap_or_default(),
+            commit: run.git_commit.clone(),
+            dirty: run.git_dirty,
+        }
+    }
+
+    /// `a1b2c3d4 (main, v1.2)`, `+` after the commit when tracked files
+    /// differed from it.
+    pub fn describe(&self) -> String {
+        let commit = match &self.commit {
+            Some(commit) => format!(
+                "{}{}",
+                &commit[..commit.len().min(8)],
+                if self.dirty == Some(true) { "+" } else { "" }
+            ),
+            None => "no commit".to_string(),
+        };
+        if self.refs.is_empty() {
+            commit
+        } else {
+            format!("{commit} ({})", self.refs.join(", "))
+        }
+    }
+}
+
+/// The commits of `a` and `b`, when they differ.
+pub fn commits_of(
+    root: &std::path::Path,
+    a: &RunRecord,
+    b: &RunRecord,
+) -> Option<(RunCommit, RunCommit)> {
+    let differ =
+        a.git_commit != b.git_commit || (a.git_dirty == Some(true)) != (b.git_dirty == Some(true));
+    differ.then(|| (RunCommit::of(root, a), RunCommit::of(root, b)))
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,6 +283,7 @@ pub fn diff_runs(
     Ok(RunDiff {
         a: a.id,
         b: b.id,
+        commits: None,
         params,
         metrics,
         stages,

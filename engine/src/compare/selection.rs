@@ -120,6 +120,9 @@ pub fn compare(
         unknown_where_param(history, &request.where_params)?;
         return Err(UsageError::NoRunSelected.into());
     }
+    if let Some(note) = commits_note(&history.root, &runs) {
+        notify(Notice::Note(note));
+    }
     let options = CompareOptions {
         rules: direction_rules(&runs, request.directions.clone()),
         all_columns: request.all_columns,
@@ -230,6 +233,39 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// When the runs compared ran at more than one commit: which ran where,
+/// since equal params then do not mean equal code.
+fn commits_note(root: &std::path::Path, runs: &[ComparedRun]) -> Option<String> {
+    // Grouped first: git is asked for the refs of each commit once.
+    let mut at: Vec<(&crate::runs::RunRecord, Vec<RunId>)> = Vec::new();
+    for compared in runs {
+        let run = &compared.run;
+        let same = |seen: &crate::runs::RunRecord| {
+            seen.git_commit == run.git_commit
+                && (seen.git_dirty == Some(true)) == (run.git_dirty == Some(true))
+        };
+        match at.iter_mut().find(|(seen, _)| same(seen)) {
+            Some((_, ids)) => ids.push(run.id),
+            None => at.push((run, vec![run.id])),
+        }
+    }
+    (at.len() > 1).then(|| {
+        let parts: Vec<String> = at
+            .iter()
+            .map(|(run, ids)| {
+                let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
+                let commit = super::RunCommit::of(root, run).describe();
+                format!("{} at {commit}", ids.join(","))
+            })
+            .collect();
+        format!(
+            "the runs ran at {} commits, so their code differs as well as their params: {}",
+            at.len(),
+            parts.join("; ")
+        )
+    })
 }
 
 /// The label a `--where` condition asks for, when it is `name=X` or

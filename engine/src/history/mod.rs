@@ -3,10 +3,12 @@
 //! demand. Every command that names a run resolves it here, one way.
 
 mod choose;
+mod listing;
 mod remote_records;
 mod resolve;
 mod vet;
 
 pub use choose::{ComparedSelection, DiffPair};
+pub use listing::{ListedRun, MetricCell, MetricColumn, RunListing};
 pub use remote_records::{configured_remote, pull_records, remote_uids, uid_of, RecordsPulled};
 pub use resolve::{History, Notice, Pull, ResolvedRun};

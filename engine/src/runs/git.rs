@@ -256,6 +256,29 @@ pub fn git_commit_of(root: &Path, reference: &str) -> Option<String> {
     object_id(std::str::from_utf8(&output.stdout).ok()?.trim())
 }
 
+/// The branches and tags that point at `commit` (`main`, `v1.2`,
+/// `origin/feature`), for saying where a run ran; empty where git is not
+/// installed or none does.
+pub fn refs_at(root: &Path, commit: &str) -> Vec<String> {
+    if !commit.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Vec::new();
+    }
+    let output = git_command(root)
+        .args(["for-each-ref", "--format=%(refname:short)"])
+        .arg(format!("--points-at={commit}"))
+        .args(["refs/heads", "refs/tags", "refs/remotes"])
+        .stderr(Stdio::null())
+        .output();
+    match output {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|name| !name.ends_with("/HEAD"))
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn git_command(root: &Path) -> Command {
     let mut command = Command::new("git");
     command.arg("-C").arg(root).stdin(Stdio::null());
