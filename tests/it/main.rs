@@ -55,6 +55,7 @@ mod stdout_closed;
 mod sweep_one_run;
 mod sweep_workspaces;
 mod sweeps;
+mod team_runs;
 mod transfer_progress;
 mod true_reasons;
 mod typos;

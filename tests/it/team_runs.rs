@@ -1,0 +1,254 @@
+//! Runs a team shares: one clone runs and pushes, another pulls, and every
+//! way of naming a run (number, uid prefix, `last`, `last~N`, name, tag,
+//! a git ref) picks the same run on both sides; what a record says about
+//! other runs names them as this history numbers them. Through the real
+//! binary, two git clones and a `file://` remote.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use pipe_test_support::{git, TestProject};
+use serde_json::Value;
+
+fn pipeline(remote: &Path) -> String {
+    format!(
+        r#"cache:
+  remote: file://{}
+params:
+  n: 1
+  depth: 3
+key_metrics: [train.accuracy]
+stages:
+  train:
+    run: >-
+      printf '{{"accuracy": %s.%s}}' ${{params.n}} ${{params.depth}} > metrics.json;
+      echo ${{params.n}} > model.txt
+    outs: [model.txt]
+    metrics: [metrics.json]
+"#,
+        remote.display()
+    )
+}
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn ok(project: &TestProject, args: &[&str]) -> String {
+    let output = project.pipe(args);
+    assert!(
+        output.status.success(),
+        "pipe {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout(&output)
+}
+
+/// The uid of the run `selector` names in `project`.
+fn uid_of(project: &TestProject, selector: &str) -> String {
+    let shown: Value = serde_json::from_str(&ok(project, &["show", selector, "--json"])).unwrap();
+    shown["uid"].as_str().unwrap().to_string()
+}
+
+/// Run number -> uid, over every run.
+fn numbering(project: &TestProject) -> BTreeMap<i64, String> {
+    let listed: Value =
+        serde_json::from_str(&ok(project, &["runs", "-n", "100", "--json"])).unwrap();
+    listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| {
+            (
+                run["id"].as_i64().unwrap(),
+                run["uid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The first project: 20 runs over two commits (main and a branch), a
+/// name, tags, and a run that only restored another's results.
+fn first_project(remote: &Path) -> TestProject {
+    let project = TestProject::new();
+    project.write("pipe.yaml", &pipeline(remote));
+    project.write(".gitignore", "/model.txt\n/metrics.json\n");
+    git(project.root(), &["init", "-q", "-b", "main"]);
+    git(project.root(), &["add", "-A"]);
+    git(project.root(), &["commit", "-qm", "the project"]);
+    project.run_ok(&["--name", "baseline"]);
+    for n in 2..=17 {
+        project.run_ok(&["-S", &format!("n={n}")]);
+    }
+    ok(&project, &["tag", "5", "best"]);
+    ok(&project, &["tag", "7", "best", "checked"]);
+    ok(&project, &["runs", "name", "12", "wide"]);
+    // A run that finds n=5's result in the cache: nothing runs, and its
+    // record says whose results it restored.
+    project.run_ok(&["-S", "n=5"]);
+    git(project.root(), &["checkout", "-q", "-b", "feature"]);
+    project.write(
+        "pipe.yaml",
+        &pipeline(remote).replace("depth: 3", "depth: 4"),
+    );
+    git(project.root(), &["commit", "-qam", "deeper"]);
+    project.run_ok(&[]);
+    project.run_ok(&["-S", "n=41"]);
+    git(project.root(), &["checkout", "-q", "main"]);
+    project
+}
+
+#[test]
+fn twenty_runs_pushed_and_pulled_keep_their_identity_numbers_names_and_refs() {
+    let remote = tempfile::tempdir().unwrap();
+    let first = first_project(remote.path());
+    let ran = numbering(&first);
+    assert_eq!(ran.len(), 20, "{ran:?}");
+    ok(&first, &["cache", "push", "--all"]);
+
+    let second = TestProject::new();
+    git(
+        second.root(),
+        &["clone", "-q", &first.root().display().to_string(), "."],
+    );
+    let pulled = second.pipe(&["cache", "pull"]);
+    let said = String::from_utf8_lossy(&pulled.stderr);
+    assert!(said.contains("20 run records, 20 new here"), "{said}");
+    assert_eq!(
+        numbering(&second),
+        ran,
+        "the same runs under the same numbers: numbered by when they ran"
+    );
+    for selector in [
+        "last", "last~3", "baseline", "wide", "best", "checked", "main", "#9",
+    ] {
+        assert_eq!(
+            uid_of(&first, selector),
+            uid_of(&second, selector),
+            "`{selector}` names the same run on both sides"
+        );
+    }
+    assert_eq!(
+        uid_of(&first, "best"),
+        ran[&7],
+        "a tag names its newest run"
+    );
+    assert_eq!(
+        uid_of(&first, "main"),
+        ran[&1],
+        "a ref names its own configuration, not an experiment on it"
+    );
+    assert_eq!(uid_of(&first, "feature"), ran[&19]);
+    assert_eq!(uid_of(&second, "origin/feature"), ran[&19]);
+    let prefix = &ran[&9][..6];
+    assert_eq!(uid_of(&second, prefix), ran[&9], "a uid prefix selects");
+
+    // What a record says of other runs names them in this history.
+    let restored = ok(&second, &["show", "18"]);
+    assert!(
+        restored.contains("restored the results of run #5: nothing ran"),
+        "{restored}"
+    );
+    let diff: Value =
+        serde_json::from_str(&ok(&second, &["diff", "main", "origin/feature", "--json"])).unwrap();
+    assert_eq!(
+        (diff["a"].as_i64(), diff["b"].as_i64()),
+        (Some(1), Some(19))
+    );
+    let commits = &diff["commits"];
+    assert_ne!(commits[0]["commit"], commits[1]["commit"], "{diff}");
+    let text = ok(&second, &["diff", "main", "origin/feature"]);
+    assert!(text.contains("the code differs too"), "{text}");
+
+    // A clone that ran before it pulled: its own run keeps #1, the pulled
+    // ones follow in the order they ran, and references still name the
+    // right runs, by this clone's numbers.
+    let third = TestProject::new();
+    git(
+        third.root(),
+        &["clone", "-q", &first.root().display().to_string(), "."],
+    );
+    third.run_ok(&["-S", "n=99"]);
+    ok(&third, &["cache", "pull"]);
+    let mine = numbering(&third);
+    assert!(
+        !ran.values().any(|uid| *uid == mine[&1]),
+        "#1 is its own run"
+    );
+    let local_of = |uid: &str| {
+        mine.iter()
+            .find(|(_, seen)| *seen == uid)
+            .map(|(id, _)| *id)
+            .unwrap()
+    };
+    assert_eq!(local_of(&ran[&5]), 6);
+    let restored = ok(&third, &["show", &ran[&18][..8]]);
+    assert!(
+        restored.contains("restored the results of run #6: nothing ran"),
+        "the record's reference in this clone's numbers: {restored}"
+    );
+}
+
+#[test]
+fn names_tags_and_removal_travel_and_are_refused_when_they_would_mislead() {
+    let remote = tempfile::tempdir().unwrap();
+    let first = TestProject::new();
+    first.write("pipe.yaml", &pipeline(remote.path()));
+    first.run_ok(&["--name", "baseline"]);
+    first.run_ok(&["-S", "n=2"]);
+    ok(&first, &["cache", "push", "--all"]);
+    let second = TestProject::new();
+    second.write("pipe.yaml", &first.read("pipe.yaml"));
+    ok(&second, &["cache", "pull"]);
+
+    // A name taken here and a label that reads as another reference.
+    let taken = first.run(&["-S", "n=3", "--name", "baseline"]);
+    assert_eq!(taken.code, 2, "{}", taken.stderr);
+    assert!(
+        taken.stderr.contains("the name `baseline` is run #1's"),
+        "{}",
+        taken.stderr
+    );
+    for bad in ["12", "last", "a b"] {
+        let refused = first.pipe(&["tag", "2", bad]);
+        assert_eq!(refused.status.code(), Some(2), "{bad}");
+    }
+
+    // Labels given after a push reach a clone that has the record.
+    ok(&first, &["tag", "2", "promising"]);
+    ok(&first, &["runs", "name", "2", "deeper"]);
+    ok(&first, &["cache", "push", "--all"]);
+    ok(&second, &["cache", "pull"]);
+    assert_eq!(uid_of(&second, "promising"), uid_of(&first, "2"));
+    assert_eq!(uid_of(&second, "deeper"), uid_of(&first, "2"));
+    let listed = ok(&second, &["runs"]);
+    assert!(listed.contains("deeper #promising"), "{listed}");
+
+    // The later change wins: a tag taken away here stays away.
+    ok(&second, &["tag", "deeper", "--rm", "promising"]);
+    ok(&second, &["cache", "pull"]);
+    assert_eq!(second.pipe(&["show", "promising"]).status.code(), Some(2));
+
+    // A removed run says what becomes of its results, and a pull does not
+    // bring it back.
+    let removed = ok(&second, &["runs", "rm", "baseline"]);
+    assert!(removed.contains("removed run #1"), "{removed}");
+    assert!(removed.contains("`pipe cache gc`"), "{removed}");
+    ok(&second, &["cache", "pull"]);
+    assert_eq!(numbering(&second).len(), 1);
+    assert_eq!(second.pipe(&["show", "1"]).status.code(), Some(2));
+
+    // `compare --where` selects by name and tag.
+    let compared: Value = serde_json::from_str(&ok(
+        &first,
+        &["compare", "--where", "tag=promising", "--json"],
+    ))
+    .unwrap();
+    let runs: Vec<&Value> = compared["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| &row["run"])
+        .collect();
+    assert_eq!(runs, [&Value::from(2)], "{compared}");
+}
