@@ -125,14 +125,29 @@ pub fn run_refs() -> Vec<CompletionCandidate> {
         .and_then(|root| History::open_existing(&root).ok().flatten())
     {
         if let Ok(runs) = history.db.list_runs(RUNS_OFFERED) {
+            let mut labels = Vec::new();
             for (order, run) in runs.iter().enumerate() {
                 // A pulled record's pipeline name is data from elsewhere.
                 let help = safe(&format!("{} {}", run.pipeline, run.status.as_str()));
                 candidates.push(
                     CompletionCandidate::new(run.id.to_string())
-                        .help(Some(help.into()))
+                        .help(Some(help.clone().into()))
                         .display_order(Some(order)),
                 );
+                // Names and tags complete too: those that pass the rule
+                // every label is held to, which keeps a hand-edited
+                // runs.db's text off the terminal.
+                for label in run.name.iter().chain(&run.tags) {
+                    let well_formed = pipe_engine::runs::check_label("tag", label).is_ok();
+                    if well_formed && !labels.contains(label) {
+                        labels.push(label.clone());
+                        candidates.push(
+                            CompletionCandidate::new(label.clone())
+                                .help(Some(format!("run #{}: {help}", run.id).into()))
+                                .display_order(Some(RUNS_OFFERED + order)),
+                        );
+                    }
+                }
             }
         }
     }

@@ -42,6 +42,11 @@ fn settings() -> insta::Settings {
     settings.add_filter(r"[0-9a-f]{12}…", "[digest]…");
     settings.add_filter(r"\b[0-9a-f]{64}\b", "[digest]");
     settings.add_filter(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", "[date]");
+    // `pipe runs`: to the minute, without the year.
+    settings.add_filter(r"\b\d{2}-\d{2} \d{2}:\d{2}\b", "[date]");
+    // A run's uid, whole (`pipe show`) and as listed.
+    settings.add_filter(r"\b[0-9a-f]{20}\b", "[uid]");
+    settings.add_filter(r"(?m)^(#\d+ +)[0-9a-f]{8}\b", "$1[uid]");
     // Padding depends on how wide the time was, so it goes too.
     settings.add_filter(r" *\b\d+(\.\d+)? (ms|s)\b", " [time]");
     settings.add_filter(r"`[0-9a-f]{12}`", "`[digest]`");
