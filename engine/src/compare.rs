@@ -2,11 +2,13 @@
 //! `pipe compare`, many runs side by side, and `steps` and `plots` what
 //! its page draws from the runs' stored files.
 
+mod commits;
 pub mod plots;
 mod selection;
 pub mod steps;
 pub mod table;
 
+pub use commits::{commits_of, RunCommit};
 pub use selection::{compare, CompareRequest, Comparison, StatusFilter, DEFAULT_COMPARED_RUNS};
 
 use std::collections::BTreeMap;
@@ -91,57 +93,6 @@ pub struct RunDiff {
     pub metrics: Vec<MetricChange>,
     pub stages: Vec<StageChange>,
     pub outputs: Vec<OutputChange>,
-}
-
-/// The commit a run ran at, and the refs that point at it.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunCommit {
-    pub commit: Option<String>,
-    pub dirty: Option<bool>,
-    pub refs: Vec<String>,
-}
-
-impl RunCommit {
-    pub(crate) fn of(root: &std::path::Path, run: &RunRecord) -> RunCommit {
-        RunCommit {
-            refs: run
-                .git_commit
-                .as_deref()
-                .map(|commit| crate::runs::refs_at(root, commit))
-                .unwrap_or_default(),
-            commit: run.git_commit.clone(),
-            dirty: run.git_dirty,
-        }
-    }
-
-    /// `a1b2c3d4 (main, v1.2)`, `+` after the commit when tracked files
-    /// differed from it.
-    pub fn describe(&self) -> String {
-        let commit = match &self.commit {
-            Some(commit) => format!(
-                "{}{}",
-                &commit[..commit.len().min(8)],
-                if self.dirty == Some(true) { "+" } else { "" }
-            ),
-            None => "no commit".to_string(),
-        };
-        if self.refs.is_empty() {
-            commit
-        } else {
-            format!("{commit} ({})", self.refs.join(", "))
-        }
-    }
-}
-
-/// The commits of `a` and `b`, when they differ.
-pub fn commits_of(
-    root: &std::path::Path,
-    a: &RunRecord,
-    b: &RunRecord,
-) -> Option<(RunCommit, RunCommit)> {
-    let differ =
-        a.git_commit != b.git_commit || (a.git_dirty == Some(true)) != (b.git_dirty == Some(true));
-    differ.then(|| (RunCommit::of(root, a), RunCommit::of(root, b)))
 }
 
 #[derive(Debug, Clone, Serialize)]

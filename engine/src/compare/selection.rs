@@ -256,7 +256,7 @@ fn commits_note(root: &std::path::Path, runs: &[ComparedRun]) -> Option<String> 
             .iter()
             .map(|(run, ids)| {
                 let ids: Vec<String> = ids.iter().map(|id| format!("#{id}")).collect();
-                let commit = super::RunCommit::of(root, run).describe();
+                let commit = super::commits::RunCommit::of(root, run).describe();
                 format!("{} at {commit}", ids.join(","))
             })
             .collect();
