@@ -8,13 +8,15 @@ use std::collections::BTreeMap;
 
 use pipe_engine::compare::plots::PlotFile;
 use pipe_engine::compare::steps::StepCurves;
-use pipe_engine::compare::table::{row_label, ColumnKind, CompareTable, Group, Pairs, Row};
+use pipe_engine::compare::table::{row_label, Column, ColumnKind, CompareTable, Group, Pairs, Row};
+use pipe_engine::metrics::{Direction, Verdict};
 use pipe_engine::runs::{ComparedRun, RunId};
 use pipe_engine::{EngineError, Result};
 use pipe_report::plot::{columns, draw, DataTable, PlotRun};
-use pipe_report::{Cell as PageCell, Document, Explore, Table};
+use pipe_report::{Better, Cell as PageCell, Document, Explore, Table, Tone};
 use pipe_report::{LineChart, Series};
 
+use crate::compare_params::{best_value, is_best, param_charts};
 use crate::compare_view::{
     baseline_text, digits_of, group_label, is_seed_key, shown, text_of, verdict_mark,
 };
@@ -71,7 +73,7 @@ pub fn html(
         if table.groups.len() == 1 { "" } else { "s" }
     ));
     page.paragraph(format!(
-        "Baseline: run {}. Changes are against it; ▲/▼ is the direction of the change, ✓ better and ✗ worse by the metric's direction.",
+        "Baseline: run {}. Changes are against it; ▲/▼ is the direction of the change, ✓ better and ✗ worse by the metric's direction. ★ marks the best value of each key metric; a first click on a metric's header puts the best first.",
         baseline_text(table)
     ));
     for warning in &table.warnings {
@@ -79,6 +81,16 @@ pub fn html(
     }
     page.heading(2, "Runs");
     page.table(runs_table(table, all));
+    let sweep = param_charts(table, &key_of);
+    if !sweep.is_empty() {
+        page.heading(2, "Params against key metrics");
+        page.paragraph(
+            "Each param that differs between the rows against each key metric: one point per row (hover for its run), the best ringed; rows with one value at one place sit side by side.",
+        );
+    }
+    for chart in sweep {
+        page.small_plot(&chart.name, chart.title, chart.svg);
+    }
 
     let curves = gather_epochs(table, runs);
     if !curves.is_empty() {
@@ -96,7 +108,10 @@ pub fn html(
 }
 
 /// The table: one row per group, every column, those the terminal shows
-/// by default ticked.
+/// by default ticked. A value's change against the baseline follows it,
+/// coloured by its verdict; the best value of each key metric is marked;
+/// headers are the short labels the terminal shows (abbreviated when
+/// long), the full name their tooltip.
 fn runs_table(table: &CompareTable, all: bool) -> Table {
     let mut columns = vec!["run".to_string()];
     columns.extend(table.columns.iter().map(|column| column.name.clone()));
@@ -106,36 +121,100 @@ fn runs_table(table: &CompareTable, all: bool) -> Table {
         .iter()
         .map(|column| digits_of(table, column))
         .collect();
-    for group in &table.groups {
+    // Only the key metrics': the winner is picked by what the pipeline
+    // says matters, not by every number a stage reports.
+    let best: Vec<Option<f64>> = table
+        .columns
+        .iter()
+        .map(|column| column.key.then(|| best_value(table, column)).flatten())
+        .collect();
+    for (index, group) in table.groups.iter().enumerate() {
         let first = &table.rows[group.rows[0]];
         let mut label = group_label(group, &first.matrix);
         if group.n > 1 {
             label = format!("{label} (mean of {})", group.n);
         }
         let mut cells = vec![PageCell::text(label)];
-        for (column, digits) in table.columns.iter().zip(&digits) {
+        for (column_index, column) in table.columns.iter().enumerate() {
             let cell = group.cells.get(&column.id);
-            let shown = shown(column, cell, *digits);
-            let mark = verdict_mark(shown.verdict);
-            let text = if shown.change.is_empty() {
-                shown.value
-            } else {
-                format!("{} ({} {}{mark})", shown.value, shown.arrow, shown.change)
+            let shown = shown(column, cell, digits[column_index]);
+            let mut page_cell = match cell.and_then(|cell| cell.value.as_f64()) {
+                Some(number) if column.numeric => PageCell::number_as(number, shown.value),
+                _ => PageCell::text(shown.value),
             };
-            cells.push(match cell.and_then(|cell| cell.value.as_f64()) {
-                Some(number) if column.numeric => PageCell::number_as(number, text),
-                _ => PageCell::text(text),
-            });
+            if !shown.change.is_empty() {
+                let mark = verdict_mark(shown.verdict);
+                let tone = match shown.verdict {
+                    Some(Verdict::Better) => Some(Tone::Better),
+                    Some(Verdict::Worse) => Some(Tone::Worse),
+                    _ => None,
+                };
+                page_cell =
+                    page_cell.with_change(format!("{} {}{mark}", shown.arrow, shown.change), tone);
+            }
+            if is_best(table, column, index, best[column_index]) {
+                page_cell = page_cell.as_best();
+            }
+            cells.push(page_cell);
         }
         shown_table.rows.push(cells);
     }
     let mut on = vec![true];
     on.extend(table.columns.iter().map(|column| all || column.by_default));
+    let mut short_names = vec![None];
+    short_names.extend(short_headers(&table.columns));
+    let mut better = vec![None];
+    better.extend(table.columns.iter().map(|column| match column.direction {
+        Some(Direction::Higher) => Some(Better::Higher),
+        Some(Direction::Lower) => Some(Better::Lower),
+        _ => None,
+    }));
     shown_table.explore = Some(Explore {
         row_keys: (0..table.groups.len()).map(key_of).collect(),
         shown: on,
+        short_names,
+        better,
     });
     shown_table
+}
+
+/// The most characters of a header before it is abbreviated.
+const HEADER_CHARS: usize = 16;
+
+/// Per column, the header shown when it is not the full name: the label
+/// the terminal shows (`val_acc` for `train.val_acc`), and a label longer
+/// than [`HEADER_CHARS`] shortened to its last dotted part
+/// (`memory.peak_rss_bytes` -> `peak_rss_bytes`) or cut in the middle
+/// (`optimizer…_bytes`), unless that would head two columns alike.
+fn short_headers(columns: &[Column]) -> Vec<Option<String>> {
+    let shortened = |label: &str| -> String {
+        if label.chars().count() <= HEADER_CHARS {
+            return label.to_string();
+        }
+        let last = label.rsplit('.').next().unwrap_or(label);
+        if last.chars().count() <= HEADER_CHARS {
+            return last.to_string();
+        }
+        let chars: Vec<char> = last.chars().collect();
+        let head: String = chars[..HEADER_CHARS / 2].iter().collect();
+        let tail: String = chars[chars.len() - (HEADER_CHARS / 2 - 1)..]
+            .iter()
+            .collect();
+        format!("{head}…{tail}")
+    };
+    let wanted: Vec<String> = columns
+        .iter()
+        .map(|column| shortened(&column.label))
+        .collect();
+    columns
+        .iter()
+        .zip(&wanted)
+        .map(|(column, short)| {
+            let unique = wanted.iter().filter(|other| *other == short).count() == 1;
+            let header = if unique { short } else { &column.label };
+            (*header != column.name).then(|| header.clone())
+        })
+        .collect()
 }
 
 /// A curve's name in a legend: its row, and the value of each param that

@@ -8,6 +8,7 @@ mod cli;
 mod commands;
 mod compare_command;
 mod compare_page;
+mod compare_params;
 mod compare_view;
 mod complete;
 mod here;

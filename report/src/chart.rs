@@ -583,6 +583,7 @@ impl HeatMap {
 }
 
 mod line;
+pub mod params;
 
 #[cfg(test)]
 mod tests;

@@ -8,93 +8,12 @@
 
 use std::fmt::Write;
 
-use crate::text::{escape_html, escape_markdown, format_number};
+use crate::text::{escape_html, escape_markdown};
 
-/// What a missing value shows as.
-const MISSING: &str = "–";
+mod table;
 
-/// One table cell: its text, and the number it shows when it shows one
-/// (right-aligned, and sorted by value rather than by text).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cell {
-    pub text: String,
-    pub number: Option<f64>,
-}
-
-impl Cell {
-    pub fn text(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            number: None,
-        }
-    }
-
-    /// A number with four significant digits.
-    pub fn number(value: f64) -> Cell {
-        Cell {
-            text: format_number(value),
-            number: Some(value),
-        }
-    }
-
-    /// A number shown as `text` (`12.3 s`, `2.1x`), sorted by `value`.
-    pub fn number_as(value: f64, text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            number: Some(value),
-        }
-    }
-
-    pub fn missing() -> Cell {
-        Cell::text(MISSING)
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Table {
-    pub columns: Vec<String>,
-    pub rows: Vec<Vec<Cell>>,
-    /// Controls for a reader to explore it on the page (the HTML only).
-    pub explore: Option<Explore>,
-}
-
-/// What a reader can change in a table on the page (the compare page's):
-/// which columns show (a tick box each), which rows (a text filter), and
-/// which rows' lines the charts draw (a tick box per row, and its legend
-/// entries). The page's script builds the controls, so that a page read
-/// without scripts shows every column and no control that does nothing.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Explore {
-    /// Per row, the key of its lines in the charts ([`crate::Series::key`]).
-    pub row_keys: Vec<String>,
-    /// Per column, whether it shows at first.
-    pub shown: Vec<bool>,
-}
-
-impl Table {
-    pub fn new(columns: Vec<String>) -> Table {
-        Table {
-            columns,
-            rows: Vec::new(),
-            explore: None,
-        }
-    }
-
-    /// A column is numeric when every cell in it that is not missing is a
-    /// number, and at least one is.
-    fn numeric(&self, column: usize) -> bool {
-        let cells = self.rows.iter().filter_map(|row| row.get(column));
-        let mut any = false;
-        for cell in cells {
-            match cell.number {
-                Some(_) => any = true,
-                None if cell.text == MISSING => {}
-                None => return false,
-            }
-        }
-        any
-    }
-}
+use table::{table_html, table_markdown};
+pub use table::{Better, Cell, Change, Explore, Table, Tone};
 
 /// An SVG plot: inline in the HTML, a file beside the Markdown with
 /// images.
@@ -108,6 +27,9 @@ pub struct Plot {
     /// The same data as a table, shown in its place where images cannot
     /// go (the pasteable Markdown): a confusion matrix's counts.
     pub table: Option<Table>,
+    /// One of a set of small charts, laid out side by side as many as the
+    /// page's width holds (a sweep's param against a metric, per param).
+    pub small: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -195,7 +117,16 @@ impl Document {
             title: title.into(),
             svg,
             table,
+            small: false,
         }));
+    }
+
+    /// [`Document::plot`] drawn small, beside the small plots next to it.
+    pub fn small_plot(&mut self, name: &str, title: impl Into<String>, svg: String) {
+        self.plot(name, title, svg);
+        if let Some(Block::Plot(plot)) = self.blocks.last_mut() {
+            plot.small = true;
+        }
     }
 
     pub fn plots(&self) -> impl Iterator<Item = &Plot> {
@@ -209,52 +140,45 @@ impl Document {
     pub fn to_html(&self) -> String {
         let mut html = String::new();
         let title = escape_html(&self.title);
+        // A table to explore (the compare page's) takes the window's
+        // width, so that its columns show side by side; text and charts
+        // keep the width they read best at.
+        let explore = self
+            .blocks
+            .iter()
+            .any(|block| matches!(block, Block::Table(table) if table.explore.is_some()));
+        let main = if explore {
+            "<main class=\"wide\">"
+        } else {
+            "<main>"
+        };
         let _ = write!(
             html,
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
              <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
              style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-             <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<main>\n<h1>{title}</h1>\n"
+             <title>{title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{main}\n<h1>{title}</h1>\n"
         );
+        let mut in_small = false;
         for block in &self.blocks {
-            match block {
-                Block::Heading { level, text } => {
-                    let _ = writeln!(html, "<h{level}>{}</h{level}>", escape_html(text));
-                }
-                Block::Paragraph(text) => {
-                    let _ = writeln!(html, "<p>{}</p>", escape_html(text));
-                }
-                Block::Facts(facts) => {
-                    html.push_str("<table class=\"facts\">\n");
-                    for (name, value) in facts {
-                        let _ = writeln!(
-                            html,
-                            "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
-                            escape_html(name),
-                            escape_html(value)
-                        );
-                    }
-                    html.push_str("</table>\n");
-                }
-                Block::Table(table) => table_html(&mut html, table),
-                Block::Plot(plot) => {
-                    let _ = writeln!(
-                        html,
-                        "<figure class=\"plot\" data-plot=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
-                        escape_html(&plot.file_name),
-                        plot.svg.trim(),
-                        escape_html(&plot.title)
-                    );
-                }
+            // Small plots side by side: one box around each run of them.
+            let small = matches!(block, Block::Plot(plot) if plot.small);
+            if small != in_small {
+                html.push_str(if small {
+                    "<div class=\"small-plots\">\n"
+                } else {
+                    "</div>\n"
+                });
+                in_small = small;
             }
+            block_html(&mut html, block);
+        }
+        if in_small {
+            html.push_str("</div>\n");
         }
         // A table's controls come first, so that the sorting set up after
         // them counts the column of row switches they add.
-        let explore = self
-            .blocks
-            .iter()
-            .any(|block| matches!(block, Block::Table(table) if table.explore.is_some()));
         let _ = write!(
             html,
             "</main>\n<script>{}{SCRIPT}</script>\n</body>\n</html>\n",
@@ -339,116 +263,38 @@ impl Document {
     }
 }
 
-/// A data table's cells of at most this many characters stay on one line
-/// (`bf16-mixed`, `1 h 20 min`), longer ones wrap: a table too wide for
-/// the page narrows by wrapping its headers and long texts, never a value
-/// at its hyphen.
-const SHORT_CELL: usize = 24;
-
-fn table_html(html: &mut String, table: &Table) {
-    let numeric: Vec<bool> = (0..table.columns.len()).map(|c| table.numeric(c)).collect();
-    let explore = table.explore.as_ref();
-    let _ = write!(
-        html,
-        "<div class=\"scroll\"><table class=\"data sortable\"{}>\n<thead><tr>",
-        if explore.is_some() {
-            " data-explore"
-        } else {
-            ""
+/// One block of the page.
+fn block_html(html: &mut String, block: &Block) {
+    match block {
+        Block::Heading { level, text } => {
+            let _ = writeln!(html, "<h{level}>{}</h{level}>", escape_html(text));
         }
-    );
-    for (column, name) in table.columns.iter().enumerate() {
-        let class = if numeric[column] {
-            " class=\"num\""
-        } else {
-            ""
-        };
-        let off = explore.and_then(|explore| explore.shown.get(column)) == Some(&false);
-        let _ = write!(
-            html,
-            "<th{class}{} title=\"sort by this column\">{}</th>",
-            if off { " data-off" } else { "" },
-            breakable(name)
-        );
-    }
-    html.push_str("</tr></thead>\n<tbody>\n");
-    for (index, row) in table.rows.iter().enumerate() {
-        match explore.and_then(|explore| explore.row_keys.get(index)) {
-            Some(key) => {
-                let _ = write!(html, "<tr data-key=\"{}\">", escape_html(key));
+        Block::Paragraph(text) => {
+            let _ = writeln!(html, "<p>{}</p>", escape_html(text));
+        }
+        Block::Facts(facts) => {
+            html.push_str("<table class=\"facts\">\n");
+            for (name, value) in facts {
+                let _ = writeln!(
+                    html,
+                    "<tr><th scope=\"row\">{}</th><td>{}</td></tr>",
+                    escape_html(name),
+                    escape_html(value)
+                );
             }
-            None => html.push_str("<tr>"),
+            html.push_str("</table>\n");
         }
-        for (column, cell) in row.iter().enumerate() {
-            let long = cell.text.chars().count() > SHORT_CELL || cell.text.contains('\n');
-            let class = match (numeric.get(column) == Some(&true), long) {
-                (true, true) => " class=\"num long\"",
-                (true, false) => " class=\"num\"",
-                (false, true) => " class=\"long\"",
-                (false, false) => "",
-            };
-            match cell.number {
-                Some(value) if value.is_finite() => {
-                    let _ = write!(
-                        html,
-                        "<td{class} data-sort=\"{value:e}\">{}</td>",
-                        escape_html(&cell.text)
-                    );
-                }
-                _ => {
-                    let _ = write!(html, "<td{class}>{}</td>", escape_html(&cell.text));
-                }
-            }
+        Block::Table(table) => table_html(html, table),
+        Block::Plot(plot) => {
+            let _ = writeln!(
+                html,
+                "<figure class=\"plot{}\" data-plot=\"{}\">\n{}\n<figcaption>{}</figcaption>\n</figure>",
+                if plot.small { " small" } else { "" },
+                escape_html(&plot.file_name),
+                plot.svg.trim(),
+                escape_html(&plot.title)
+            );
         }
-        html.push_str("</tr>\n");
-    }
-    html.push_str("</tbody>\n</table></div>\n");
-}
-
-/// A column name as header text that may wrap after each `.` and `_`
-/// (`train.<wbr>memory.<wbr>optimizer_<wbr>bytes`): a results table's
-/// names are long and have no spaces, and unbroken they set the table's
-/// width, which then scrolls sideways on a laptop's screen.
-fn breakable(name: &str) -> String {
-    let mut html = String::new();
-    for ch in name.chars() {
-        html.push_str(&escape_html(ch.encode_utf8(&mut [0; 4])));
-        if ch == '.' || ch == '_' {
-            html.push_str("<wbr>");
-        }
-    }
-    html
-}
-
-fn table_markdown(markdown: &mut String, table: &Table) {
-    let cell = |text: &str| {
-        let escaped = escape_markdown(text);
-        if escaped.is_empty() {
-            " ".to_string()
-        } else {
-            escaped
-        }
-    };
-    markdown.push('|');
-    for name in &table.columns {
-        let _ = write!(markdown, " {} |", cell(name));
-    }
-    markdown.push_str("\n|");
-    for column in 0..table.columns.len() {
-        markdown.push_str(if table.numeric(column) {
-            " ---: |"
-        } else {
-            " --- |"
-        });
-    }
-    markdown.push('\n');
-    for row in &table.rows {
-        markdown.push('|');
-        for column in 0..table.columns.len() {
-            let text = row.get(column).map_or(MISSING, |c| c.text.as_str());
-            let _ = write!(markdown, " {} |", cell(text));
-        }
-        markdown.push('\n');
     }
 }
 
@@ -460,10 +306,12 @@ fn table_markdown(markdown: &mut String, table: &Table) {
 /// screen a plot keeps a width at which its text stays about 12 px and
 /// scrolls sideways instead.
 const STYLE: &str = "
-:root{color-scheme:light dark;--bg:#fafafa;--fg:#222;--muted:#666;--rule:#ddd;--line:#e4e4e4;--head:#f0f0f0;--panel:#fff}
-@media (prefers-color-scheme: dark){:root{--bg:#121212;--fg:#ddd;--muted:#aaa;--rule:#444;--line:#333;--head:#242424;--panel:#1e1e1e}}
+:root{color-scheme:light dark;--bg:#fafafa;--fg:#222;--muted:#666;--rule:#ddd;--line:#e4e4e4;--head:#f0f0f0;--panel:#fff;--better:#1a7f37;--worse:#cf222e;--best:#dafbe1}
+@media (prefers-color-scheme: dark){:root{--bg:#121212;--fg:#ddd;--muted:#aaa;--rule:#444;--line:#333;--head:#242424;--panel:#1e1e1e;--better:#3fb950;--worse:#f85149;--best:#12361f}}
 body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif}
 main{max-width:1000px;margin:0 auto;padding:16px 24px 48px}
+main.wide{max-width:1440px}
+main.wide>p,main.wide>figure.plot{max-width:1000px}
 h1{font-size:26px;margin:8px 0 16px}
 h2{font-size:20px;margin:32px 0 8px;border-bottom:1px solid var(--rule);padding-bottom:4px}
 h3{font-size:17px;margin:20px 0 8px}
@@ -477,6 +325,16 @@ table.data th[aria-sort=descending]::after{content:' \\25BC'}
 .num{text-align:right;font-variant-numeric:tabular-nums}
 table.facts th{font-weight:600;padding-left:0}
 .scroll{overflow-x:auto}
+table[data-explore] th,table[data-explore] td,table[data-explore] td.long{white-space:nowrap}
+.change{font-size:13px;color:var(--muted)}
+.change.better{color:var(--better)}
+.change.worse{color:var(--worse)}
+td.best{background:var(--best);font-weight:700}
+td.best::before{content:'\\2605  ';color:var(--better)}
+td.best .change{font-weight:400}
+.small-plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:12px;margin:12px 0}
+.small-plots figure.plot{margin:0}
+figure.plot.small svg{min-width:0}
 figure.plot{margin:12px 0;background:var(--panel);border:1px solid var(--line);padding:8px;display:block;overflow-x:auto}
 figure.plot svg{display:block;width:100%;min-width:680px;height:auto}
 figure.plot svg.heat-map{max-width:600px;min-width:480px}
@@ -507,7 +365,10 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
   table.querySelectorAll('th').forEach(function (th, column) {
     if (th.hasAttribute('data-nosort')) { return; }
     th.addEventListener('click', function () {
-      var ascending = th.getAttribute('aria-sort') !== 'ascending';
+      // The first click on a column whose numbers are better one way
+      // (data-better) puts the best first; every click after turns it.
+      var sorted = th.getAttribute('aria-sort');
+      var ascending = sorted ? sorted !== 'ascending' : th.getAttribute('data-better') !== 'higher';
       table.querySelectorAll('th').forEach(function (other) { other.removeAttribute('aria-sort'); });
       th.setAttribute('aria-sort', ascending ? 'ascending' : 'descending');
       var body = table.tBodies[0];
@@ -520,7 +381,11 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
       };
       rows.sort(function (a, b) {
         var x = key(a), y = key(b);
-        var order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+        var numbers = typeof x === 'number', other = typeof y === 'number';
+        // A missing value (no number in a column of numbers) goes last
+        // either way.
+        if (numbers !== other) { return numbers ? -1 : 1; }
+        var order = numbers ? x - y : String(x).localeCompare(String(y));
         return ascending ? order : -order;
       });
       rows.forEach(function (row) { body.appendChild(row); });

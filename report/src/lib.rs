@@ -1,7 +1,8 @@
 //! Reports for pipe, drawn from plain data: SVG plots ([`chart`]: line,
 //! scatter and step charts with named series, grouped bar charts, heat
-//! maps), the plots a stage declares of its files ([`plot`]: CSV, TSV and
-//! JSON data read within limits, drawn as declared), tables, and a
+//! maps, small charts of a param against a metric), the plots a stage
+//! declares of its files ([`plot`]: CSV, TSV and JSON data read within
+//! limits, drawn as declared), tables, and a
 //! [`Document`] that renders as one self-contained HTML page, as Markdown
 //! that can be pasted anywhere (text and tables only), and as Markdown
 //! that links the same plots as SVG files beside it.
@@ -17,6 +18,7 @@ mod error;
 pub mod plot;
 pub mod text;
 
+pub use chart::params::{ParamChart, ParamPoint};
 pub use chart::{BarChart, HeatMap, LineChart, Series, Shape};
-pub use document::{Block, Cell, Document, Explore, Plot, Table};
+pub use document::{Better, Block, Cell, Change, Document, Explore, Plot, Table, Tone};
 pub use error::{ReportError, Result};

@@ -244,6 +244,36 @@ pub fn render_at(page: &Path, fragment: &str, screenshot: &Path, size: (u32, u32
     render_with(page, &format!("#{fragment}"), screenshot, size, &[])
 }
 
+/// [`render`] of `page` with `script` run after the page's own scripts,
+/// as a reader's clicks would be (`document.querySelector(..).click()`),
+/// the DOM dumped after it: a copy of the page beside it with the script
+/// added before `</body>` (its policy allows inline scripts, as its own
+/// are), so the page itself is the binary's bytes. What the script finds
+/// (heights laid out, say) it writes into the DOM as attributes.
+pub fn render_with_script(
+    page: &Path,
+    script: &str,
+    screenshot: &Path,
+    size: (u32, u32),
+) -> Rendered {
+    let html =
+        std::fs::read_to_string(page).unwrap_or_else(|e| panic!("read {}: {e}", page.display()));
+    let end = html
+        .rfind("</body>")
+        .unwrap_or_else(|| panic!("{} has no </body>", page.display()));
+    let scripted = page.with_extension("scripted.html");
+    std::fs::write(
+        &scripted,
+        format!(
+            "{}<script>{script}</script>\n{}",
+            &html[..end],
+            &html[end..]
+        ),
+    )
+    .unwrap_or_else(|e| panic!("write {}: {e}", scripted.display()));
+    render_with(&scripted, "", screenshot, size, &[])
+}
+
 /// [`render`] for a reader whose browser prefers a dark colour scheme
 /// (`prefers-color-scheme: dark` matches).
 pub fn render_dark(page: &Path, screenshot: &Path, size: (u32, u32)) -> Rendered {

@@ -452,3 +452,253 @@ fn the_page_picks_columns_filters_rows_and_hides_a_rows_lines_everywhere() {
         filtered.dom
     );
 }
+
+/// A sweep of 4 learning rates by 2 depths: one run, 8 rows, three key
+/// metrics. The best accuracy is lr 0.4 at depth 2, the lowest loss lr
+/// 0.3 at depth 8; two rows share an accuracy at lr 0.2 (one place in
+/// the chart of lr), two at depth 8 (one place in the chart of depth).
+const SWEEP: &str = r#"
+name: glance
+key_metrics: [train.val_accuracy, train.val_loss, train.val_macro_f1]
+params:
+  train: { learning_rate: 0.1, max_depth: 2 }
+stages:
+  train:
+    run: python3 train.py ${params.train.learning_rate} ${params.train.max_depth}
+    deps: [train.py]
+    metrics: m-${params.train.learning_rate}-${params.train.max_depth}.json
+"#;
+
+const TRAIN: &str = r#"import json, sys
+lr, depth = sys.argv[1], sys.argv[2]
+accuracy = {"0.1": {"2": 0.81, "8": 0.86}, "0.2": {"2": 0.84, "8": 0.84},
+            "0.3": {"2": 0.88, "8": 0.86}, "0.4": {"2": 0.92, "8": 0.79}}[lr][depth]
+loss = {"0.1": {"2": 0.52, "8": 0.44}, "0.2": {"2": 0.47, "8": 0.43},
+        "0.3": {"2": 0.31, "8": 0.21}, "0.4": {"2": 0.26, "8": 0.61}}[lr][depth]
+with open(f"m-{lr}-{depth}.json", "w") as out:
+    json.dump({"val_accuracy": accuracy, "val_loss": loss,
+               "val_macro_f1": round(accuracy - 0.0123, 4),
+               "train_seconds": 12.5 + int(depth)}, out)
+"#;
+
+/// The `<tr>`s of the page's table body, each as its cells' opening tags
+/// and contents, the row switch's cell first.
+fn body_rows(dom: &str) -> Vec<Vec<(String, String)>> {
+    let body = dom
+        .split("<tbody>")
+        .nth(1)
+        .and_then(|rest| rest.split("</tbody>").next())
+        .unwrap_or_else(|| panic!("no table body in {dom}"));
+    body.split("<tr ")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let (open, rest) = cell.split_once('>').unwrap();
+                    let content = rest.split("</td>").next().unwrap();
+                    (open.to_string(), content.to_string())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The index of the column `name` (its `data-name`) among the header's
+/// cells, the row switches' first.
+fn column_index(dom: &str, name: &str) -> usize {
+    dom.split("<th ")
+        .skip(1)
+        .position(|th| th.contains(&format!("data-name=\"{name}\"")))
+        .unwrap_or_else(|| panic!("no column {name} in {dom}"))
+}
+
+/// Marks every header and cell of the page's table that takes more than
+/// one line (its box, less its padding and border, taller than one and a
+/// half of its line height): `data-tall-cells` on the page, empty when
+/// none does; and how many there are (`data-cells`).
+const MEASURE_CELLS: &str = r#"
+(function () {
+  var tall = [], cells = document.querySelectorAll('table[data-explore] th, table[data-explore] td');
+  cells.forEach(function (cell) {
+    var style = getComputedStyle(cell);
+    var inside = cell.getBoundingClientRect().height
+      - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom)
+      - parseFloat(style.borderTopWidth) - parseFloat(style.borderBottomWidth);
+    if (inside > 1.5 * parseFloat(style.lineHeight)) {
+      tall.push(cell.textContent.trim() + ' (' + inside.toFixed(1) + ' px)');
+    }
+  });
+  document.documentElement.setAttribute('data-cells', String(cells.length));
+  document.documentElement.setAttribute('data-tall-cells', tall.join(' | '));
+})();
+"#;
+
+fn attribute<'a>(dom: &'a str, name: &str) -> &'a str {
+    let start = dom
+        .find(&format!("{name}=\""))
+        .unwrap_or_else(|| panic!("no {name} in {dom}"))
+        + name.len()
+        + 2;
+    &dom[start..start + dom[start..].find('"').unwrap()]
+}
+
+/// The page of a sweep of 8 rows picks the winner at a glance, at a
+/// laptop's 1280 x 800: the best value of each key metric marked, changes
+/// coloured by verdict, no cell of the table on two lines, a first click
+/// on a metric's header puts its best row first, and each swept param is
+/// drawn against each key metric with every row's point in view, two
+/// rows of one value included.
+#[test]
+fn the_page_of_a_sweep_marks_the_best_sorts_best_first_and_draws_params_against_metrics() {
+    let project = TestProject::new();
+    project.write("pipe.yaml", SWEEP);
+    project.write("train.py", TRAIN);
+    project.run_ok(&[
+        "-m",
+        "-S",
+        "train.learning_rate=0.1,0.2,0.3,0.4",
+        "-S",
+        "train.max_depth=2,8",
+    ]);
+    let file = project.path("compare.html");
+    std::fs::write(&file, stdout(&project.pipe(&["compare", "--html"]))).unwrap();
+    let shot = |name: &str| chromium::artefact_dir().join(name);
+    let rendered = chromium::render_with_script(
+        &file,
+        MEASURE_CELLS,
+        &shot("compare-sweep-1280.png"),
+        (1280, 800),
+    );
+    let figures = rendered.checked_figures();
+    let dom = &rendered.dom;
+
+    // Eight rows, every cell on one line.
+    let rows = body_rows(dom);
+    assert_eq!(rows.len(), 8, "{dom}");
+    assert!(attribute(dom, "data-cells").parse::<usize>().unwrap() > 8 * 5);
+    assert_eq!(attribute(dom, "data-tall-cells"), "", "cells on two lines");
+    // Headers are short, their full names their tooltips.
+    assert!(
+        dom.contains(">val_accuracy</th>")
+            && dom.contains("title=\"train.val_accuracy: best (highest) first\""),
+        "{dom}"
+    );
+
+    // The best of each key metric, and only it, is marked.
+    let label = |row: &[(String, String)]| row[1].1.clone();
+    for (metric, best) in [
+        ("train.val_accuracy", "learning_rate=0.4,max_depth=2"),
+        ("train.val_macro_f1", "learning_rate=0.4,max_depth=2"),
+        ("train.val_loss", "learning_rate=0.3,max_depth=8"),
+    ] {
+        let column = column_index(dom, metric);
+        let marked: Vec<String> = rows
+            .iter()
+            .filter(|row| row[column].0.contains("best"))
+            .map(|row| label(row))
+            .collect();
+        assert_eq!(marked.len(), 1, "{metric}: {marked:?}");
+        assert!(marked[0].contains(best), "{metric}: {marked:?}");
+    }
+    // A time has no direction: nothing is best, nothing coloured.
+    let seconds = column_index(dom, "train.train_seconds");
+    assert!(rows.iter().all(|row| !row[seconds].0.contains("best")));
+    // Changes against the baseline (lr 0.1, depth 2) coloured by verdict.
+    let accuracy = column_index(dom, "train.val_accuracy");
+    let change_of = |metric_column: usize, row_label: &str| {
+        let row = rows
+            .iter()
+            .find(|row| label(row).contains(row_label))
+            .unwrap();
+        row[metric_column].1.clone()
+    };
+    assert!(
+        change_of(accuracy, "learning_rate=0.4,max_depth=2")
+            .contains("<span class=\"change better\">▲ +0.11"),
+        "{dom}"
+    );
+    assert!(
+        change_of(accuracy, "learning_rate=0.4,max_depth=8")
+            .contains("<span class=\"change worse\">▼ -0.02"),
+        "{dom}"
+    );
+
+    // Params against key metrics: for each of the 3 key metrics, a chart
+    // of lr and one of depth, each with a point per row.
+    let sweep: Vec<&chromium::Figure> = figures
+        .iter()
+        .filter(|figure| figure.svg.contains("class=\"point"))
+        .collect();
+    assert_eq!(sweep.len(), 6, "{figures:?}");
+    for figure in &sweep {
+        assert_eq!(figure.svg.matches("<circle ").count(), 8, "{}", figure.svg);
+        assert!(figure.min_font >= 12.0, "{figure:?}");
+    }
+    let chart = |name: &str| {
+        sweep
+            .iter()
+            .find(|figure| figure.plot.ends_with(name))
+            .unwrap_or_else(|| panic!("no {name}: {figures:?}"))
+    };
+    // At lr 0.2 both depths have 0.84, at depth 8 lrs 0.1 and 0.3 have
+    // 0.86: each pair at one height, side by side, both in view.
+    for (plot, first, second) in [
+        (
+            "val-accuracy-by-learning-rate.svg",
+            "learning_rate=0.2,max_depth=2",
+            "learning_rate=0.2,max_depth=8",
+        ),
+        (
+            "val-accuracy-by-max-depth.svg",
+            "learning_rate=0.1,max_depth=8",
+            "learning_rate=0.3,max_depth=8",
+        ),
+    ] {
+        let svg = &chart(plot).svg;
+        let (a, b) = (circle_at(svg, first), circle_at(svg, second));
+        assert_eq!(a.1, b.1, "{plot}: one value, one height");
+        assert!((a.0 - b.0).abs() >= 10.0, "{plot}: {a:?} and {b:?} overlap");
+    }
+    let best_points = chart("val-accuracy-by-learning-rate.svg")
+        .svg
+        .matches("class=\"point best\"")
+        .count();
+    assert_eq!(best_points, 1);
+
+    // A first click on a metric's header: its best row first.
+    for (metric, best) in [
+        ("train.val_accuracy", "learning_rate=0.4,max_depth=2"),
+        ("train.val_loss", "learning_rate=0.3,max_depth=8"),
+    ] {
+        let clicked = chromium::render_with_script(
+            &file,
+            &format!("document.querySelector('th[data-name=\"{metric}\"]').click();"),
+            &shot(&format!("compare-sweep-sorted-{metric}.png")),
+            (1280, 800),
+        );
+        clicked.checked_figures();
+        let rows = body_rows(&clicked.dom);
+        assert!(
+            label(&rows[0]).contains(best),
+            "{metric}: {:?}",
+            label(&rows[0])
+        );
+    }
+}
+
+/// The (cx, cy) of the point whose tooltip names `row`.
+fn circle_at(svg: &str, row: &str) -> (f64, f64) {
+    let circle = svg
+        .split("<circle ")
+        .skip(1)
+        .find(|circle| circle.split("</circle>").next().unwrap().contains(row))
+        .unwrap_or_else(|| panic!("no point of {row} in {svg}"));
+    let number = |name: &str| -> f64 {
+        let start = circle.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        circle[start..start + circle[start..].find('"').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    (number("cx"), number("cy"))
+}

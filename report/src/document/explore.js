@@ -17,7 +17,9 @@
   };
   var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
   var rows = Array.prototype.slice.call(table.tBodies[0].rows);
-  var names = heads.map(function (th) { return th.textContent; });
+  // A column's name: its header's, or the full name of a header shown
+  // short (`data-name`).
+  var names = heads.map(function (th) { return th.getAttribute('data-name') || th.textContent; });
   var state = { hide: {}, filter: '', off: {} };
   var defaultOff = {};
   heads.forEach(function (th, column) {
@@ -156,12 +158,13 @@
 
   // What the filter searches in a row, hidden columns included: its name,
   // and each column as `name=value`, as the legends write params
-  // (`lr=0.0001`).
+  // (`lr=0.0001`): the value without its change.
   var rowText = function (row) {
     var parts = [];
     each(row.cells, function (cell, index) {
-      if (index === 1) { parts.push(cell.textContent); }
-      if (index > 1) { parts.push(names[index - 1] + '=' + cell.textContent); }
+      var value = cell.querySelector('.value') || cell;
+      if (index === 1) { parts.push(value.textContent); }
+      if (index > 1) { parts.push(names[index - 1] + '=' + value.textContent); }
     });
     return parts.join(' ').toLowerCase();
   };
