@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use pipe_engine::compare::table::{Cell, Column, CompareTable, Group, Pairs};
 use pipe_engine::metrics::{self, Verdict};
+use pipe_engine::runs::RunId;
 use pipe_protocol::format::{format_metric, format_metric_delta};
 use serde_json::Value;
 
@@ -96,34 +97,86 @@ pub(crate) fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Show
 }
 
 fn runs_of(group: &Group) -> String {
-    group
-        .runs
-        .iter()
+    runs_text(&group.runs)
+}
+
+fn runs_text(runs: &[RunId]) -> String {
+    runs.iter()
         .map(|run| format!("#{run}"))
         .collect::<Vec<_>>()
         .join(",")
 }
 
+/// ` (mean of 3)` after the runs of a line of several results (seeds).
+fn mean_part(group: &Group) -> String {
+    if group.n > 1 {
+        format!(" (mean of {})", group.n)
+    } else {
+        String::new()
+    }
+}
+
 /// The first cell of a line: its runs, and how many rows a line of
 /// several (seeds) is the mean of. In the label, not a column of its own,
-/// so that no param or matrix key (`n`, `runs`) can take its name.
+/// so that no param or matrix key (`n`, `runs`) can take its name. Runs
+/// that repeat an earlier one's result are among its runs, and said under
+/// the table ([`repeats_note`]), so that the label stays short.
 fn line_label(group: &Group) -> String {
-    let mut label = if group.n > 1 {
-        format!("{} (mean of {})", runs_of(group), group.n)
-    } else {
-        runs_of(group)
-    };
-    // A run that restored another's result is that result again, shown
-    // once: said, so that no run seems missing.
-    if !group.repeats.is_empty() {
-        let same: Vec<String> = group
-            .repeats
-            .iter()
-            .map(|repeat| format!("#{} = #{}", repeat.run, repeat.same_as))
-            .collect();
-        label.push_str(&format!(" ({}: same result)", same.join(", ")));
+    format!("{}{}", runs_of(group), mean_part(group))
+}
+
+/// [`line_label`] in at most `width` characters, when it can be: the
+/// runs between the first few and the last left out (`#1,#2,…,#10 (mean
+/// of 10)`); `None` when the label fits as it is.
+fn shortened_label(group: &Group, width: usize) -> Option<String> {
+    let whole = line_label(group);
+    if chars(&whole) <= width || group.runs.len() < 3 {
+        return None;
     }
-    label
+    let mean = mean_part(group);
+    let last = group.runs[group.runs.len() - 1];
+    let with_first = |count: usize| format!("{},…,#{last}{mean}", runs_text(&group.runs[..count]));
+    let fitting = (1..group.runs.len() - 1)
+        .rev()
+        .map(with_first)
+        .find(|label| chars(label) <= width);
+    Some(fitting.unwrap_or_else(|| with_first(1)))
+}
+
+/// A run that restored another's result is that result again, shown once,
+/// on the line of the run that made it: said under the table, so that no
+/// run seems missing (`same result as an earlier run, shown on its line:
+/// #3 = #1`).
+fn repeats_note(table: &CompareTable) -> Option<String> {
+    let same: Vec<String> = table
+        .groups
+        .iter()
+        .flat_map(|group| &group.repeats)
+        .map(|repeat| format!("#{} = #{}", repeat.run, repeat.same_as))
+        .collect();
+    (!same.is_empty()).then(|| {
+        format!(
+            "same result as an earlier run (restored it), shown on its line: {}",
+            same.join(", ")
+        )
+    })
+}
+
+/// `text` broken at spaces into lines of at most `width` characters where
+/// it can be, the lines after the first indented by two.
+fn wrapped(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.trim().is_empty() && chars(&line) + 1 + chars(word) > width {
+            lines.push(std::mem::replace(&mut line, "  ".to_string()));
+        } else if !line.trim().is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines
 }
 
 pub(crate) fn baseline_text(table: &CompareTable) -> String {
@@ -176,9 +229,14 @@ fn chars(text: &str) -> usize {
     text.chars().count()
 }
 
+/// The fewest characters a line's label is cut to.
+const MIN_LABEL: usize = 12;
+
 /// The terminal table: values aligned, changes against the baseline after
-/// them, green when better and red when worse.
+/// them, green when better and red when worse; under it the baseline, and
+/// what the labels leave out, in lines that fit the terminal.
 pub fn text(table: &CompareTable, style: Style) -> String {
+    let width = terminal_width();
     let mut header: Vec<String> = vec!["run".into()];
     header.extend(table.columns.iter().map(|column| column.label.clone()));
     let digits: Vec<usize> = table
@@ -201,6 +259,57 @@ pub fn text(table: &CompareTable, style: Style) -> String {
                 cells
             })
             .collect();
+    let cut = fit_labels(table, &mut lines, &header, width);
+    let mut out = table_text(lines, &header, width, style);
+    let _ = writeln!(out, "baseline: {}", baseline_text(table));
+    for note in [repeats_note(table), cut].into_iter().flatten() {
+        for line in wrapped(&note, width) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if let Some(note) = hidden_note(table) {
+        let _ = writeln!(out, "{}", style.dim(&note));
+    }
+    out
+}
+
+/// Labels cut to the room the other columns leave at their narrowest
+/// (changes under values, relative only), so that a line of many runs
+/// never widens the table past the terminal; a note names the runs of
+/// each label cut.
+fn fit_labels(
+    table: &CompareTable,
+    lines: &mut [Vec<Shown>],
+    header: &[String],
+    width: usize,
+) -> Option<String> {
+    let others: usize = (1..header.len())
+        .map(|index| {
+            lines
+                .iter()
+                .map(|line| {
+                    chars(&line[index].value).max(chars(&relative_part(&line[index].change)))
+                })
+                .max()
+                .unwrap_or(0)
+                .max(chars(&header[index]))
+                + 2
+        })
+        .sum();
+    let room = width.saturating_sub(others + 2).max(MIN_LABEL);
+    let mut cut = Vec::new();
+    for (group, line) in table.groups.iter().zip(lines.iter_mut()) {
+        if let Some(short) = shortened_label(group, room) {
+            cut.push(format!("{short} is {}", runs_of(group)));
+            line[0].value = short;
+        }
+    }
+    (!cut.is_empty()).then(|| format!("runs of the lines cut short: {}", cut.join("; ")))
+}
+
+/// The table's lines for a terminal `width` wide: changes beside their
+/// values, or under them, or only their relative part, whichever fits.
+fn table_text(mut lines: Vec<Vec<Shown>>, header: &[String], width: usize, style: Style) -> String {
     let columns = header.len();
     // Changes under their values, as wide as the wider of the two, may
     // still be wider than the terminal: then each change is its relative
@@ -218,7 +327,7 @@ pub fn text(table: &CompareTable, style: Style) -> String {
             })
             .sum()
     };
-    if under(&lines) > terminal_width() {
+    if under(&lines) > width {
         for cell in lines.iter_mut().flatten() {
             cell.change = relative_part(&cell.change);
         }
@@ -255,7 +364,7 @@ pub fn text(table: &CompareTable, style: Style) -> String {
     // Changes beside their values when that fits the terminal; else under
     // them, one more line per row, so that a few columns still read at 80.
     let total = |widths: &[usize]| widths.iter().sum::<usize>() + 2 * widths.len();
-    let stacked = total(&side_by_side) > terminal_width();
+    let stacked = total(&side_by_side) > width;
     let width: Vec<usize> = if stacked {
         (0..columns)
             .map(|index| {
@@ -308,10 +417,6 @@ pub fn text(table: &CompareTable, style: Style) -> String {
         if stacked && line.iter().any(|cell| !cell.change.is_empty()) {
             let _ = writeln!(out, "{}", changes.trim_end());
         }
-    }
-    let _ = writeln!(out, "baseline: {}", baseline_text(table));
-    if let Some(note) = hidden_note(table) {
-        let _ = writeln!(out, "{}", style.dim(&note));
     }
     out
 }
@@ -419,7 +524,10 @@ pub fn markdown(table: &CompareTable) -> String {
         }
         let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
-    if let Some(note) = hidden_note(table) {
+    for note in [repeats_note(table), hidden_note(table)]
+        .into_iter()
+        .flatten()
+    {
         let _ = writeln!(out, "\n{}", markdown_cell(&note));
     }
     if !table.warnings.is_empty() {
@@ -464,4 +572,62 @@ pub fn csv(table: &CompareTable) -> String {
         let _ = writeln!(out, "{}", fields.join(","));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(runs: &[i64], n: usize) -> Group {
+        Group {
+            rows: Vec::new(),
+            runs: runs.iter().map(|&run| RunId(run)).collect(),
+            n,
+            repeats: Vec::new(),
+            distinct: Vec::new(),
+            cells: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_label_of_many_runs_keeps_the_first_and_the_last_that_fit() {
+        let seeds = group(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 10);
+        assert_eq!(
+            line_label(&seeds),
+            "#1,#2,#3,#4,#5,#6,#7,#8,#9,#10 (mean of 10)"
+        );
+        assert_eq!(shortened_label(&seeds, 60), None);
+        assert_eq!(
+            shortened_label(&seeds, 27).as_deref(),
+            Some("#1,#2,#3,…,#10 (mean of 10)")
+        );
+        assert_eq!(
+            shortened_label(&seeds, 26).as_deref(),
+            Some("#1,#2,…,#10 (mean of 10)")
+        );
+        // Narrower than any: the first and the last.
+        assert_eq!(
+            shortened_label(&seeds, 12).as_deref(),
+            Some("#1,…,#10 (mean of 10)")
+        );
+        assert_eq!(shortened_label(&group(&[1, 2], 2), 3), None);
+    }
+
+    #[test]
+    fn a_note_wraps_at_spaces_within_the_width() {
+        let note =
+            "same result as an earlier run (restored it), shown on its line: #3 = #1, #5 = #1";
+        let lines = wrapped(note, 40);
+        assert!(lines.iter().all(|line| chars(line) <= 40), "{lines:?}");
+        assert!(lines[1].starts_with("  "), "{lines:?}");
+        assert_eq!(
+            lines
+                .iter()
+                .map(|line| line.trim())
+                .collect::<Vec<_>>()
+                .join(" "),
+            note
+        );
+        assert_eq!(wrapped("short", 40), ["short"]);
+    }
 }

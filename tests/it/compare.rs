@@ -500,9 +500,12 @@ stages:
     let rendered = pipe_test_support::chromium::render(&file, &screenshot, (1100, 3000));
     let figures = rendered.checked_figures();
     let plots: Vec<&str> = figures.iter().map(|figure| figure.plot.as_str()).collect();
-    assert_eq!(plots.len(), 3, "{plots:?}");
+    // The param that differs against the key metric, then the curves.
+    assert_eq!(plots.len(), 4, "{plots:?}");
+    assert!(plots[0].ends_with("-train.val-acc-by-lr.svg"), "{plots:?}");
     for figure in &figures {
-        // Three runs, three lines (each with its point markers).
+        // Three runs, three lines (each with its point markers), or
+        // three points.
         assert!(figure.marks >= 3, "{figure:?}");
     }
     // Every run is a row, and a line of each chart named by the run and
@@ -633,8 +636,9 @@ fn a_run_database_from_before_directions_is_upgraded_in_place() {
 }
 
 /// A run that only restored an earlier run's result is that result again:
-/// one line that says so (`#1,#3 (#3 = #1: same result)`), counted once,
-/// never a second sample of a mean nor a line that hides the first.
+/// on the earlier run's line (`#1,#3`), said under the table (`same
+/// result ...: #3 = #1`), counted once, never a second sample of a mean
+/// nor a line that hides the first.
 #[test]
 fn a_run_that_restored_an_earlier_result_is_folded_into_its_line_and_said() {
     let project = TestProject::new();
@@ -654,11 +658,14 @@ fn a_run_that_restored_an_earlier_result_is_folded_into_its_line_and_said() {
     let text = stdout(&project.pipe(&["compare", "1", "2", "3"]));
     let lines: Vec<&str> = text.lines().filter(|line| line.starts_with('#')).collect();
     assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("#1,#3 "), "{text}");
+    assert!(!lines[0].contains("mean of"), "{text}");
     assert!(
-        lines[0].starts_with("#1,#3 (#3 = #1: same result)"),
+        text.contains(
+            "\nsame result as an earlier run (restored it), shown on its line: #3 = #1\n"
+        ),
         "{text}"
     );
-    assert!(!lines[0].contains("mean of"), "{text}");
     let table = json(&project, &["1", "2", "3"]);
     let group = &table["groups"][0];
     assert_eq!(group["n"], 1, "{table:#}");
@@ -687,4 +694,56 @@ fn a_line_over_matrix_seeds_is_not_named_by_one_seed() {
         "{markdown}"
     );
     assert!(!markdown.contains("seed=1"), "{markdown}");
+}
+
+/// Runs that repeat earlier results make long labels (`#1,#3,#5 (#3 =
+/// #1, #5 = #1: same result)` once took a table to 111 columns at
+/// `COLUMNS=100`): the labels name the runs, the line under the table
+/// says which repeat which, and no line is wider than the terminal.
+#[test]
+fn labels_of_repeated_runs_never_widen_the_table_past_the_terminal() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        r#"
+name: wide
+key_metrics: [train.val_accuracy, train.val_loss, train.val_f1, train.test_accuracy, train.test_loss]
+params: { lr: 1 }
+stages:
+  train:
+    run: >-
+      echo "{\"val_accuracy\": 0.8${params.lr}5, \"val_loss\": 0.4${params.lr}1, \"val_f1\": 0.7${params.lr}3,
+        \"test_accuracy\": 0.8${params.lr}7, \"test_loss\": 0.3${params.lr}9}" > m.json
+    metrics: m.json
+"#,
+    );
+    for lr in ["1", "2", "1", "2", "1"] {
+        project.run_ok(&["-S", &format!("lr={lr}")]);
+    }
+    let output = project
+        .std_command()
+        .args(["compare"])
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    let text = stdout(&output);
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}\n{text}",
+            line.chars().count()
+        );
+    }
+    let lines: Vec<&str> = text.lines().filter(|line| line.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("#1,#3,#5 "), "{text}");
+    assert!(lines[1].starts_with("#2,#4 "), "{text}");
+    assert!(
+        !lines.iter().any(|line| line.contains("same result")),
+        "{text}"
+    );
+    assert!(
+        text.contains("shown on its line: #3 = #1, #5 = #1, #4 = #2\n"),
+        "{text}"
+    );
 }
