@@ -225,9 +225,11 @@ fn text_svg(x: i32, y: i32, anchor: &str, fill: &str, content: &str) -> String {
 /// beside it, since a dot alone says where but not how much.
 fn series_svg(series: &[Series], drawn: &[Drawn]) -> String {
     let labels = single_point_labels(drawn);
+    let dodges = single_point_dodges(drawn);
     let mut svg = String::new();
     for (index, (series, drawn)) in series.iter().zip(drawn).enumerate() {
         let ink = hex(index);
+        let (dodge, spread) = dodges[index];
         let _ = writeln!(svg, "<g class=\"series\"{}>", key_attribute(series));
         let banded = drawn.band.is_some() && !drawn.band_pixels.is_empty();
         if banded && drawn.pixels.len() > 1 {
@@ -245,6 +247,7 @@ fn series_svg(series: &[Series], drawn: &[Drawn]) -> String {
             // One point's band is an error bar: a polygon would be a line
             // of no width.
             let ((x, _), (high, low)) = (drawn.pixels[0], drawn.band_pixels[0]);
+            let x = x + dodge;
             let _ = writeln!(
                 svg,
                 "<polyline class=\"band\" fill=\"none\" stroke=\"{ink}\" stroke-width=\"1.5\" points=\"{}\"/>",
@@ -266,7 +269,8 @@ fn series_svg(series: &[Series], drawn: &[Drawn]) -> String {
             for (x, y) in &drawn.pixels {
                 let _ = writeln!(
                     svg,
-                    "<circle cx=\"{x}\" cy=\"{y}\" r=\"{radius}\" fill=\"{ink}\" stroke=\"none\"/>"
+                    "<circle cx=\"{}\" cy=\"{y}\" r=\"{radius}\" fill=\"{ink}\" stroke=\"none\"/>",
+                    x + dodge
                 );
             }
         }
@@ -276,7 +280,11 @@ fn series_svg(series: &[Series], drawn: &[Drawn]) -> String {
             } else {
                 "start"
             };
-            let x = if anchor == "end" { x - 10 } else { x + 10 };
+            let x = if anchor == "end" {
+                x - 10 - spread
+            } else {
+                x + 10 + spread
+            };
             svg.push_str(&text_svg(x, *y, anchor, "currentColor", text));
         }
         svg.push_str("</g>\n");
@@ -292,6 +300,42 @@ fn joined(pixels: &[(i32, i32)], shape: Shape) -> impl Iterator<Item = (i32, i32
         let corner = (index > 0 && steps).then(|| (x, pixels[index - 1].1));
         corner.into_iter().chain([(x, y)])
     })
+}
+
+/// How far apart, side by side, the dots of one-point series that would
+/// cover each other are set: a little more than a dot's width.
+const DODGE: i32 = 10;
+
+/// Per series, how far its one point is moved sideways from its place, and
+/// how far the farthest dot at that place is (its label goes beyond): one
+/// value at one place (two runs of one accuracy) would otherwise be one
+/// dot, and every row's dot must show.
+fn single_point_dodges(drawn: &[Drawn]) -> Vec<(i32, i32)> {
+    let mut dodges = vec![(0, 0); drawn.len()];
+    let mut singles: Vec<(usize, (i32, i32))> = drawn
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.pixels.len() == 1)
+        .map(|(index, d)| (index, d.pixels[0]))
+        .collect();
+    singles.sort_by_key(|&(index, (x, y))| (x, y, index));
+    let mut start = 0;
+    while start < singles.len() {
+        let mut end = start + 1;
+        while end < singles.len()
+            && singles[end].1 .0 == singles[start].1 .0
+            && singles[end].1 .1 - singles[end - 1].1 .1 < DODGE
+        {
+            end += 1;
+        }
+        let count = (end - start) as i32;
+        let spread = (count - 1) * DODGE / 2;
+        for (slot, &(index, _)) in singles[start..end].iter().enumerate() {
+            dodges[index] = (slot as i32 * DODGE - spread, spread);
+        }
+        start = end;
+    }
+    dodges
 }
 
 /// Per series, the value label of a series of one point and where it

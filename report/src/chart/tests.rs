@@ -325,4 +325,22 @@ fn the_values_of_single_points_are_told_apart_and_do_not_overlap() {
         .collect();
     places.dedup();
     assert_eq!(places.len(), 1, "{same}");
+    // And every row's dot shows: side by side, at one height.
+    let dots: Vec<(i32, i32)> = series_groups(&same)
+        .iter()
+        .map(|group| {
+            let number = |name: &str| -> i32 {
+                let circle = group.split("<circle ").nth(1).unwrap();
+                let start = circle.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                circle[start..start + circle[start..].find('"').unwrap()]
+                    .parse()
+                    .unwrap()
+            };
+            (number("cx"), number("cy"))
+        })
+        .collect();
+    assert!(dots.iter().all(|dot| dot.1 == dots[0].1), "{dots:?}");
+    for pair in dots.windows(2) {
+        assert!(pair[1].0 - pair[0].0 >= 8, "{dots:?}");
+    }
 }
