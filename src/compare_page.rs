@@ -185,7 +185,7 @@ const HEADER_CHARS: usize = 16;
 /// the terminal shows (`val_acc` for `train.val_acc`), and a label longer
 /// than [`HEADER_CHARS`] shortened to its last dotted part
 /// (`memory.peak_rss_bytes` -> `peak_rss_bytes`) or cut in the middle
-/// (`optimizer…_bytes`), unless that would head two columns alike.
+/// (`optimize…e_bytes`), unless that would head two columns alike.
 fn short_headers(columns: &[Column]) -> Vec<Option<String>> {
     let shortened = |label: &str| -> String {
         if label.chars().count() <= HEADER_CHARS {
@@ -575,7 +575,51 @@ fn drawable(spec: &pipe_protocol::PlotSpec, data: &DataTable) -> std::result::Re
 
 #[cfg(test)]
 mod tests {
-    use super::{generalised, mean_curve, Pairs};
+    use super::{generalised, mean_curve, short_headers, Column, ColumnKind, Pairs};
+
+    fn column(name: &str, label: &str) -> Column {
+        Column {
+            id: format!("metric:{name}"),
+            name: name.into(),
+            label: label.into(),
+            kind: ColumnKind::Metric,
+            stage: None,
+            metric: None,
+            direction: None,
+            numeric: true,
+            differs: true,
+            key: true,
+            unit: None,
+            by_default: true,
+        }
+    }
+
+    #[test]
+    fn long_headers_are_cut_unless_two_would_read_alike() {
+        let columns = [
+            column("train.val_acc", "val_acc"),
+            column("lr", "lr"),
+            column("train.memory.peak_rss_bytes", "memory.peak_rss_bytes"),
+            column(
+                "train.memory.optimizer_state_bytes",
+                "memory.optimizer_state_bytes",
+            ),
+            column("a.throughput.tokens_per_s", "a.throughput.tokens_per_s"),
+            column("b.throughput.tokens_per_s", "b.throughput.tokens_per_s"),
+        ];
+        assert_eq!(
+            short_headers(&columns),
+            [
+                Some("val_acc".to_string()),
+                None,
+                Some("peak_rss_bytes".to_string()),
+                Some("optimize…e_bytes".to_string()),
+                // Both would be `tokens_per_s`: each keeps its label.
+                None,
+                None,
+            ]
+        );
+    }
 
     #[test]
     fn a_matrix_value_between_separators_is_written_as_its_key() {

@@ -61,9 +61,9 @@ pub(crate) fn is_best(
 }
 
 /// The charts of a sweep: for each key metric (the metrics shown when none
-/// is key), each param or matrix key that differs between the lines
-/// against it; none when nothing differs or there is one line. `key_of`
-/// names a line as the page's controls do.
+/// is key; those with a direction first), each param or matrix key that
+/// differs between the lines against it; none when nothing differs or
+/// there is one line. `key_of` names a line as the page's controls do.
 pub(crate) fn param_charts(table: &CompareTable, key_of: &dyn Fn(usize) -> String) -> Vec<Drawn> {
     if table.groups.len() < 2 {
         return Vec::new();
@@ -90,6 +90,8 @@ pub(crate) fn param_charts(table: &CompareTable, key_of: &dyn Fn(usize) -> Strin
             .filter(|column| column.by_default)
             .collect();
     }
+    // Results before timings: a metric that is better one way first.
+    metrics.sort_by_key(|column| matches!(column.direction, None | Some(Direction::Unknown)));
     let mut charts = Vec::new();
     for metric in metrics.into_iter().take(MAX_METRICS) {
         for param in &params {
