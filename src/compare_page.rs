@@ -3,6 +3,10 @@
 //! without `--all`), the rest a tick away; rows filter by text; each line
 //! (a row, or the mean ± std of a row's seeds) is a `data-key` that the
 //! table row and every chart share, so one switch hides it everywhere.
+//! It picks the winner at a glance: the best of each key metric marked,
+//! changes coloured, no cell wrapped, best first at a header's first
+//! click, and a sweep's params drawn against its key metrics
+//! (`compare_params`).
 
 use std::collections::BTreeMap;
 
