@@ -531,7 +531,7 @@ pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
     let run_b = format!("run #{}", diff.b);
     let columns = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
     if let Some((a, b)) = &diff.commits {
-        page.paragraph(&format!(
+        page.paragraph(format!(
             "The code differs too: {run_a} ran at {}, {run_b} at {}.",
             a.describe(),
             b.describe()

@@ -271,7 +271,7 @@ fn commits_note(root: &std::path::Path, runs: &[ComparedRun]) -> Option<String> 
 /// The label a `--where` condition asks for, when it is `name=X` or
 /// `tag=X`: labels, not params (a param of either name is
 /// `params.name=X`).
-fn label_of<'a>(condition: &'a str) -> Option<(&'a str, &'a str)> {
+fn label_of(condition: &str) -> Option<(&str, &str)> {
     let (key, value) = condition.split_once('=')?;
     let key = key.trim();
     matches!(key, "name" | "tag").then(|| (key, value.trim()))
