@@ -16,11 +16,11 @@ rounds=${ROUNDS:-11}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-project() { # DIR
+project() { # DIR REMOTE
   mkdir -p "$1"
   cat > "$1/pipe.yaml" <<YAML
 cache:
-  remote: file://$work/remote
+  remote: file://$work/$2
 params:
   n: 1
 key_metrics: [train.accuracy]
@@ -93,7 +93,7 @@ PY
 }
 
 a=$work/a
-project "$a"
+project "$a" remote-a
 cd "$a"
 for n in $(seq 1 20); do "$pipe" run -q -S "n=$n"; done
 "$pipe" tag 3 best >/dev/null
@@ -101,15 +101,16 @@ echo "pipe runs and show over 20 runs (median of $rounds):"
 time_all "$a" "pipe --version (floor)=$pipe --version" "pipe runs=$pipe runs" \
   "pipe show last=$pipe show last"
 grow "$a/.pipe/runs.db" "$history"
-uid=$("$pipe" show 9000 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["uid"][:8])')
+some=$((history * 9 / 10))
+uid=$("$pipe" show "$some" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["uid"][:8])')
 echo "over $history runs (median of $rounds):"
 time_all "$a" "pipe --version (floor)=$pipe --version" "pipe runs=$pipe runs" \
-  "pipe runs -n 200=$pipe runs -n 200" "pipe show last~500=$pipe show last~500" \
-  "pipe show UID-PREFIX=$pipe show $uid" "pipe show NAME (exp9900)=$pipe show exp9900" \
-  "pipe show TAG (weekly)=$pipe show weekly" "pipe show 9000=$pipe show 9000"
+  "pipe runs -n 200=$pipe runs -n 200" "pipe show last~100=$pipe show last~100" \
+  "pipe show UID-PREFIX=$pipe show $uid" "pipe show NAME (exp100)=$pipe show exp100" \
+  "pipe show TAG (weekly)=$pipe show weekly" "pipe show $some=$pipe show $some"
 
 b=$work/b
-project "$b"
+project "$b" remote-b
 cd "$b"
 for n in $(seq 1 20); do "$pipe" run -q -S "n=$n"; done
 grow "$b/.pipe/runs.db" "$pulled"
@@ -117,7 +118,7 @@ t0=$(date +%s%N)
 "$pipe" cache push --all -q 2>/dev/null || "$pipe" cache push --all >/dev/null 2>&1
 t1=$(date +%s%N)
 c=$work/c
-project "$c"
+project "$c" remote-b
 cd "$c"
 t2=$(date +%s%N)
 "$pipe" cache pull 2>&1 | tail -1
@@ -127,3 +128,37 @@ t4=$(date +%s%N)
 echo "push of $pulled run records: $(( (t1 - t0) / 1000000 )) ms"
 echo "pull of $pulled run records into a fresh project: $(( (t3 - t2) / 1000000 )) ms ($(( (t3 - t2) / 1000 / pulled )) us a record)"
 echo "pull again, nothing new: $(( (t4 - t3) / 1000000 )) ms"
+
+# The peer, where it is installed (scripts/bench/sweep_vs_dvc_queue.sh
+# makes the venv): 20 DVC experiments of the same stage, `dvc exp show`
+# against `pipe runs` over 20 runs, interleaved.
+venv="${PIPE_BENCH_VENV:-$HOME/.cache/pipe-bench/venv}"
+if [ -x "$venv/bin/dvc" ]; then
+  d=$work/dvc
+  mkdir -p "$d" && cd "$d"
+  git init -q && git config user.email b@e && git config user.name bench
+  printf 'n: 1\n' > params.yaml
+  cat > train.py <<'PY'
+import json, yaml
+n = yaml.safe_load(open("params.yaml"))["n"]
+json.dump({"accuracy": n / 100}, open("metrics.json", "w"))
+open("model.txt", "w").write(str(n))
+PY
+  cat > dvc.yaml <<'YAML'
+stages:
+  train:
+    cmd: python train.py
+    deps: [train.py]
+    params: [n]
+    outs: [model.txt]
+    metrics:
+      - metrics.json: {cache: false}
+YAML
+  PATH="$venv/bin:$PATH" dvc init -q && git add -A && git commit -qm init
+  for n in $(seq 1 20); do PATH="$venv/bin:$PATH" dvc exp run -q -S "n=$n" >/dev/null 2>&1; done
+  echo "20 experiments: dvc exp show against pipe runs (median of $rounds):"
+  PATH="$venv/bin:$PATH" time_all "$d" "pipe --version (floor)=$pipe --version" \
+    "pipe runs (20 runs)=$pipe -C $a runs -n 20" \
+    "dvc exp show (20 exps)=$venv/bin/dvc exp show --no-pager" \
+    "dvc exp show --json=$venv/bin/dvc exp show --json"
+fi
