@@ -109,6 +109,51 @@ fn pulled_run_ids(project: &TestProject) -> Vec<i64> {
 const PLANTED: [&str; 2] = ["conftest.py", ".github/workflows/x.yml"];
 
 #[test]
+fn a_pulled_record_with_numbers_the_history_cannot_hold_is_refused_and_the_listings_keep_working() {
+    for (field, edit) in [
+        ("started_ms", json!({"started_ms": u64::MAX})),
+        (
+            "ended_ms",
+            json!({"ended_ms": 9_300_000_000_000_000_000u64}),
+        ),
+        (
+            "labels_ms",
+            json!({"labels_ms": u64::MAX, "name": "forever"}),
+        ),
+    ] {
+        let shared = Shared::new();
+        shared.edit_record(|record| {
+            for (key, value) in edit.as_object().unwrap() {
+                record["run"][key] = value.clone();
+            }
+        });
+        let second = shared.clone_project();
+        let pulled = second.pipe(&["cache", "pull", "--all"]);
+        let stderr = String::from_utf8_lossy(&pulled.stderr);
+        assert!(
+            stderr.contains(&format!("`{field}`")) && stderr.contains("out of range"),
+            "{field}: {stderr}"
+        );
+        for listing in [&["runs"][..], &["compare", "--json"], &["runs", "--json"]] {
+            let output = second.pipe(listing);
+            assert_ne!(output.status.code(), Some(3), "{field}: {listing:?}");
+        }
+        assert!(pulled_run_ids(&second).is_empty(), "{field}");
+    }
+    // A stage's duration, the same.
+    let shared = Shared::new();
+    shared.edit_record(|record| stage_mut(record, "score")["duration_ms"] = json!(u64::MAX));
+    let second = shared.clone_project();
+    let pulled = second.pipe(&["cache", "pull", "--all"]);
+    assert!(
+        String::from_utf8_lossy(&pulled.stderr).contains("score.duration_ms"),
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
+    assert_eq!(second.pipe(&["runs"]).status.code(), Some(0));
+}
+
+#[test]
 fn a_pulled_record_naming_outputs_its_result_does_not_hold_is_refused() {
     let shared = Shared::new();
     shared.plant_in_record();

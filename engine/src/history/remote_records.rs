@@ -183,6 +183,10 @@ fn pull_labels(remote: &Remote, db: &RunDb, skipped: &mut Vec<String>) -> Result
         else {
             continue;
         };
+        // A stamp from the future would win over every change here.
+        if ms > vet::latest_labels_ms() {
+            continue;
+        }
         let entry = latest.entry(uid).or_insert((ms, path));
         if ms > entry.0 {
             *entry = (ms, path);
@@ -210,7 +214,9 @@ fn pull_labels(remote: &Remote, db: &RunDb, skipped: &mut Vec<String>) -> Result
             }
         };
         match serde_json::from_slice::<RunLabels>(&bytes) {
-            Ok(labels) if labels.uid == uid && labels.labels_ms == ms => {
+            Ok(labels)
+                if labels.uid == uid && labels.labels_ms == ms && ms <= vet::latest_labels_ms() =>
+            {
                 merge_noting(db, &labels, skipped)?
             }
             _ => skipped.push(format!(

@@ -31,6 +31,10 @@ pub(super) enum Refused {
         output: String,
         key: String,
     },
+    /// A number the history stores as a signed 64-bit integer, or a time
+    /// no run could have had: taken in, it would make every listing fail.
+    #[error("its `{field}` ({value}) is out of range")]
+    OutOfRange { field: String, value: u64 },
     #[error("stage `{stage}`: {source}")]
     Metrics {
         stage: String,
@@ -51,6 +55,7 @@ pub(super) fn vet(
     remote: &Remote,
     cache: &Cache,
 ) -> Result<RunExport, Refused> {
+    in_range(&export)?;
     export.manifests.retain(|hex, manifest| {
         hex.parse::<ActionKey>()
             .is_ok_and(|key| crate::key::key_of(manifest) == key)
@@ -112,6 +117,45 @@ pub(super) fn vet(
             })?;
     }
     Ok(export)
+}
+
+/// The last millisecond of the year 9999: no run starts or lasts later.
+pub(crate) const LATEST_MS: u64 = 253_402_300_799_999;
+
+/// The latest a change of labels pulled from elsewhere may claim: a day
+/// ahead of this clock, for clocks that disagree. A later stamp would win
+/// over every change made here until then.
+pub(crate) fn latest_labels_ms() -> u64 {
+    crate::runs::now_ms().saturating_add(24 * 3600 * 1000)
+}
+
+/// Every number of the record the history stores, within what it can
+/// store and read back.
+fn in_range(export: &RunExport) -> Result<(), Refused> {
+    let run = &export.run;
+    let mut checks: Vec<(String, u64, u64)> = vec![
+        ("started_ms".into(), run.started_ms, LATEST_MS),
+        ("ended_ms".into(), run.ended_ms.unwrap_or(0), LATEST_MS),
+        (
+            "labels_ms".into(),
+            run.labels_ms.unwrap_or(0),
+            latest_labels_ms(),
+        ),
+    ];
+    for stage in &run.stages {
+        let name = shown(&stage.stage);
+        checks.push((format!("{name}.duration_ms"), stage.duration_ms, LATEST_MS));
+        // A pipeline of more stages than this is refused at load.
+        checks.push((
+            format!("{name}.position"),
+            stage.identity.position as u64,
+            u32::MAX as u64,
+        ));
+    }
+    match checks.into_iter().find(|(_, value, most)| value > most) {
+        Some((field, value, _)) => Err(Refused::OutOfRange { field, value }),
+        None => Ok(()),
+    }
 }
 
 /// `key`'s result from the local cache, else from the remote; `None`
