@@ -172,6 +172,12 @@ pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
     if let Some(origin) = &run.origin {
         let _ = writeln!(out, "pulled   from {origin}");
     }
+    if let Some(unverified) = run.unverified_summary() {
+        let _ = writeln!(
+            out,
+            "unverified  {unverified}: as its record says, not borne out by its results or this repository"
+        );
+    }
     let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
     if let Some(end) = run.ended_ms {
         let _ = writeln!(out, "duration {}", took(end.saturating_sub(run.started_ms)));
@@ -392,6 +398,12 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
             "commit {} -> {}  (the code differs too)",
             a.describe(),
             b.describe()
+        );
+    }
+    for (run, fields) in &diff.unverified {
+        let _ = writeln!(
+            out,
+            "unverified: run #{run}'s {fields}, as its record says (pulled; not borne out by its results)"
         );
     }
     let _ = writeln!(out, "\nparams");

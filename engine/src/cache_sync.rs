@@ -155,7 +155,8 @@ pub fn pull(
     let cache = Cache::open(&project.cache_dir)?;
     let mut history = history_of(project)?;
     let mut take_records = |history: &mut History| -> Result<_> {
-        let pulled = pull_records(&remote, &cache, &mut history.db, None)?;
+        let root = history.root.clone();
+        let pulled = pull_records(&remote, &cache, &mut history.db, &root, None)?;
         pulled
             .skipped
             .iter()

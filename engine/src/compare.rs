@@ -66,7 +66,7 @@ pub fn diff(
     let record_b = db.resolved_run(pair.b)?;
     // The first declaration of a name wins: the later run's pipeline is
     // the one being worked on.
-    let (older, newer) = if pair.a < pair.b {
+    let (older, newer) = if (record_a.started_ms, pair.a) < (record_b.started_ms, pair.b) {
         (&record_a, &record_b)
     } else {
         (&record_b, &record_a)
@@ -74,10 +74,14 @@ pub fn diff(
     let rules = request
         .directions
         .clone()
-        .declared(&newer.directions)
-        .declared(&older.directions);
+        .declared(&newer.trusted_directions())
+        .declared(&older.trusted_directions());
     let mut diff = diff_runs(db, &record_a, &record_b, &rules)?;
     diff.commits = commits_of(&history.root, &record_a, &record_b);
+    diff.unverified = [&record_a, &record_b]
+        .into_iter()
+        .filter_map(|run| Some((run.id, run.unverified_summary()?)))
+        .collect();
     Ok(diff)
 }
 
@@ -89,6 +93,10 @@ pub struct RunDiff {
     /// uncommitted changes): code changed, whatever the params say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commits: Option<(RunCommit, RunCommit)>,
+    /// For each of the two that is a pulled run with fields its results
+    /// do not bear out, those fields (`RunRecord::unverified_summary`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<(RunId, String)>,
     pub params: Vec<FieldChange>,
     pub metrics: Vec<MetricChange>,
     pub stages: Vec<StageChange>,
@@ -235,6 +243,7 @@ pub fn diff_runs(
         a: a.id,
         b: b.id,
         commits: None,
+        unverified: Vec::new(),
         params,
         metrics,
         stages,

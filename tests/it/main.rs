@@ -35,6 +35,7 @@ mod params_overrides;
 mod plots;
 mod progress_lines;
 mod quickstart;
+mod record_fields;
 mod record_trust;
 mod remote_cache;
 mod report_page;

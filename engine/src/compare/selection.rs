@@ -202,10 +202,10 @@ fn shown_in_order(
 /// command line over both.
 fn direction_rules(runs: &[ComparedRun], from_flags: DirectionRules) -> DirectionRules {
     let mut by_age: Vec<&ComparedRun> = runs.iter().collect();
-    by_age.sort_by_key(|run| std::cmp::Reverse(run.run.id));
-    by_age
-        .into_iter()
-        .fold(from_flags, |rules, run| rules.declared(&run.run.directions))
+    by_age.sort_by_key(|run| std::cmp::Reverse((run.run.started_ms, run.run.id)));
+    by_age.into_iter().fold(from_flags, |rules, run| {
+        rules.declared(&run.run.trusted_directions())
+    })
 }
 
 /// A `--where` param that no recorded run has is a typo (`train.lrr`), not

@@ -195,7 +195,7 @@ fn key_values(run: &RunRecord) -> Vec<(MetricColumn, f64)> {
 
 fn metric_cells(run: &RunRecord, columns: &[MetricColumn]) -> Vec<Option<MetricCell>> {
     let values = key_values(run);
-    let rules = DirectionRules::default().declared(&run.directions);
+    let rules = DirectionRules::default().declared(&run.trusted_directions());
     columns
         .iter()
         .map(|column| {

@@ -2,6 +2,7 @@
 //! database, and the remote cache whose run records it can pull on
 //! demand. Every command that names a run resolves it here, one way.
 
+mod bear_out;
 mod choose;
 mod listing;
 mod remote_records;

@@ -50,6 +50,7 @@ pub fn pull_records(
     remote: &Remote,
     cache: &Cache,
     db: &mut RunDb,
+    root: &Path,
     commit: Option<&str>,
 ) -> Result<RecordsPulled> {
     let paths = remote
@@ -67,7 +68,7 @@ pub fn pull_records(
         if known.contains(uid) || removed.contains(uid) {
             continue;
         }
-        if let Some(export) = fetch_record(remote, cache, path, &mut pulled.skipped)? {
+        if let Some(export) = fetch_record(remote, cache, root, path, &mut pulled.skipped)? {
             vetted.push(export);
         }
     }
@@ -95,6 +96,7 @@ pub fn pull_records(
 fn fetch_record(
     remote: &Remote,
     cache: &Cache,
+    root: &Path,
     path: &str,
     skipped: &mut Vec<String>,
 ) -> Result<Option<RunExport>> {
@@ -114,7 +116,15 @@ fn fetch_record(
             if export.format == RunExport::FORMAT && export.run.uid.as_deref() == Some(uid) =>
         {
             match vet::vet(export, remote, cache) {
-                Ok(export) => Ok(Some(export)),
+                Ok(mut export) => match super::bear_out::bear_out(&mut export, root) {
+                    Ok(()) => Ok(Some(export)),
+                    Err(contradiction) => {
+                        skipped.push(format!(
+                            "run record {path} in the remote is refused: {contradiction}; skipped"
+                        ));
+                        Ok(None)
+                    }
+                },
                 Err(problem) => {
                     skipped.push(format!(
                         "run record {path} in the remote is refused: {problem}; skipped"

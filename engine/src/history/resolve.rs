@@ -148,7 +148,7 @@ impl History {
             Pull::Never => Ok(0),
             Pull::From(remote) => {
                 let cache = Cache::open(&Project::open(&root)?.cache_dir)?;
-                let records = pull_records(remote, &cache, db, Some(commit))?;
+                let records = pull_records(remote, &cache, db, &root, Some(commit))?;
                 pulled = Some((remote.url().to_string(), records.new.len()));
                 skipped = records.skipped;
                 Ok(pulled.as_ref().map_or(0, |(_, new)| *new))
@@ -165,7 +165,7 @@ impl History {
                 else {
                     return Ok(0);
                 };
-                let Ok(records) = pull_records(&remote, &cache, db, Some(commit)) else {
+                let Ok(records) = pull_records(&remote, &cache, db, &root, Some(commit)) else {
                     return Ok(0);
                 };
                 let new = records.new.len();

@@ -22,7 +22,8 @@ use crate::{EngineError, Result, UsageError};
 /// 6: a run's name and tags and when they last changed (`name`, `tags`,
 /// `labels_ms`), the uids of removed runs (`removed_runs`), and the
 /// indexes that order runs by time and find a result's runs by key.
-pub(super) const CURRENT: i64 = 6;
+/// 7: what a pulled run's results do not bear out (`unverified`).
+pub(super) const CURRENT: i64 = 7;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -85,6 +86,7 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("name", "TEXT"),
             ("tags", "TEXT"),
             ("labels_ms", "INTEGER"),
+            ("unverified", "TEXT"),
         ],
     ),
     (

@@ -110,9 +110,56 @@ pub struct RunRecord {
     /// labels (here and in a remote), the later one counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels_ms: Option<u64>,
+    /// Of a pulled run: the fields its results do not bear out, shown as
+    /// the record's word only (`git_commit`, `params.PATH`); set on
+    /// import, never taken from a record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified: Vec<String>,
 }
 
 impl RunRecord {
+    /// The directions a comparison may take from this run: a pulled run's
+    /// say which metrics are key, never which way is better, since a
+    /// record flipping a loss to `higher` would turn worse into better.
+    pub fn trusted_directions(&self) -> std::borrow::Cow<'_, BTreeMap<String, Direction>> {
+        if self.origin.is_none() {
+            return std::borrow::Cow::Borrowed(&self.directions);
+        }
+        std::borrow::Cow::Owned(
+            self.directions
+                .keys()
+                .map(|name| (name.clone(), Direction::Unknown))
+                .collect(),
+        )
+    }
+
+    /// `commit, params train.lr, params train.seed`: what of a pulled run
+    /// is its record's word only; `None` when everything is borne out.
+    pub fn unverified_summary(&self) -> Option<String> {
+        if self.unverified.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if self.unverified.iter().any(|field| field == "git_commit") {
+            parts.push("its commit".to_string());
+        }
+        let params: Vec<&str> = self
+            .unverified
+            .iter()
+            .filter_map(|field| field.strip_prefix("params."))
+            .collect();
+        match params.len() {
+            0 => {}
+            1..=4 => parts.push(format!("params {}", params.join(", "))),
+            n => parts.push(format!(
+                "params {} and {} more",
+                params[..3].join(", "),
+                n - 3
+            )),
+        }
+        Some(parts.join("; "))
+    }
+
     /// The uid as selectors take it: its first 8 digits, which stay
     /// unambiguous among a history of tens of thousands of runs.
     pub fn short_uid(&self) -> Option<&str> {
@@ -315,6 +362,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         name: columns.get("name")?,
         tags: columns.opt_json("tags")?.unwrap_or_default(),
         labels_ms: columns.opt_unsigned("labels_ms")?,
+        unverified: columns.opt_json("unverified")?.unwrap_or_default(),
     })
 }
 
@@ -413,6 +461,7 @@ const RUN_COLUMNS: &[&str] = &[
     "name",
     "tags",
     "labels_ms",
+    "unverified",
 ];
 
 fn process_alive(pid: i64) -> bool {
@@ -469,6 +518,7 @@ mod tests {
             name: None,
             tags: Vec::new(),
             labels_ms: None,
+            unverified: Vec::new(),
         };
         assert_eq!(
             record.overridden_params(),

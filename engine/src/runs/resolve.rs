@@ -162,6 +162,8 @@ impl RunDb {
             .query_row(
                 "SELECT id FROM runs WHERE git_commit = ?1 AND coalesce(overrides, '[]') = '[]'
                  AND sweep IS NULL
+                 AND (unverified IS NULL OR NOT EXISTS
+                      (SELECT 1 FROM json_each(unverified) WHERE value = 'git_commit'))
                  ORDER BY coalesce(git_dirty, 0), started_ms DESC, id DESC LIMIT 1",
                 params![commit],
                 |row| row.get(0),
@@ -176,24 +178,34 @@ impl RunDb {
         let mut statement = self
             .connection
             .prepare(
-                "SELECT id, overrides FROM runs WHERE substr(git_commit, 1, ?2) = ?1
+                "SELECT id, overrides, sweep, unverified FROM runs WHERE substr(git_commit, 1, ?2) = ?1
                  ORDER BY started_ms DESC, id DESC LIMIT 5",
             )
             .map_err(|e| self.error(e))?;
-        let rows: Vec<(i64, Option<String>)> = statement
+        type Row = (i64, Option<String>, Option<bool>, Option<String>);
+        let rows: Vec<Row> = statement
             .query_map(params![commit, commit.len() as i64], |row| {
-                Ok((row.get(0)?, row.get(1)?))
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
             })
             .and_then(|rows| rows.collect())
             .map_err(|e| self.error(e))?;
         Ok(rows
             .into_iter()
-            .map(|(id, overrides)| {
+            .map(|(id, overrides, sweep, unverified)| {
                 let settings: Vec<String> = overrides
                     .and_then(|text| serde_json::from_str(&text).ok())
                     .unwrap_or_default();
-                let shown: Vec<String> = settings.iter().map(|s| format!("-S {s}")).collect();
-                format!("#{id} ({})", shown.join(" "))
+                let why = if sweep == Some(true) {
+                    "a sweep".to_string()
+                } else if !settings.is_empty() {
+                    let shown: Vec<String> = settings.iter().map(|s| format!("-S {s}")).collect();
+                    shown.join(" ")
+                } else if unverified.is_some_and(|text| text.contains("git_commit")) {
+                    "pulled; its commit not borne out here".to_string()
+                } else {
+                    "dirty".to_string()
+                };
+                format!("#{id} ({why})")
             })
             .collect())
     }

@@ -235,8 +235,8 @@ impl RunDb {
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -252,6 +252,7 @@ impl RunDb {
                     run.file,
                     json(&overrides),
                     run.sweep.then_some(true),
+                    (!run.unverified.is_empty()).then(|| json(&run.unverified)),
                 ],
             )
             .map_err(|e| EngineError::database(&path, e))?;

@@ -426,6 +426,7 @@ mod tests {
                 name: None,
                 tags: vec![],
                 labels_ms: None,
+                unverified: vec![],
             },
             stages,
         }
