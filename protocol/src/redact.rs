@@ -20,11 +20,12 @@ use serde_json::Value;
 pub const MASK: &str = "***";
 
 /// Query parameters whose value is masked. A name is compared after
-/// percent-decoding, ignoring ASCII case and with `-` read as `_`
-/// ([`is_secret_query_param`]), so `access%5Ftoken`, `Access-Token` and
-/// `ACCESS_TOKEN` are one name. Only names that mean a credential
-/// everywhere: a generic `key` is left alone, as many APIs use it to name
-/// *what* to fetch.
+/// percent-decoding, ignoring ASCII case and every `_`, `-` and `.`
+/// ([`is_secret_query_param`]), so `access%5Ftoken`, `Access-Token`,
+/// `accessToken` and `ACCESS_TOKEN` are one name. Only names that mean a
+/// credential everywhere: a generic `key` is masked only when its value is
+/// a Google API key, and `code` only beside an OAuth `state`
+/// ([`mask_query`]), as many APIs use those names for *what* to fetch.
 pub const SECRET_QUERY_PARAMS: &[&str] = &[
     "access_key",
     "access_token",
@@ -63,6 +64,8 @@ pub const SECRET_QUERY_PARAMS: &[&str] = &[
     "x_amz_security_token",
     "x_amz_signature",
     "x_api_key",
+    "x_auth_token",
+    "x_access_token",
     "x_goog_credential",
     "x_goog_security_token",
     "x_goog_signature",
@@ -77,7 +80,24 @@ pub const SECRET_QUERY_PARAMS: &[&str] = &[
 /// case ignored and `-` read as `_`.
 pub fn is_secret_query_param(name: &str) -> bool {
     let normalized = normalized_param_name(name);
-    SECRET_QUERY_PARAMS.contains(&normalized.as_str())
+    SECRET_QUERY_PARAMS
+        .iter()
+        .any(|secret| without_separators(secret) == normalized)
+}
+
+fn without_separators(name: &str) -> String {
+    name.chars()
+        .filter(|c| !matches!(c, '_' | '-' | '.'))
+        .collect()
+}
+
+/// A Google API key: `AIza` and 35 more characters of its alphabet.
+fn is_google_api_key(value: &str) -> bool {
+    value.len() == 39
+        && value.starts_with("AIza")
+        && value
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-'))
 }
 
 fn normalized_param_name(name: &str) -> String {
@@ -104,10 +124,8 @@ fn normalized_param_name(name: &str) -> String {
     }
     decoded
         .iter()
-        .map(|&byte| match byte.to_ascii_lowercase() {
-            b'-' => '_',
-            other => char::from(other),
-        })
+        .map(|&byte| char::from(byte.to_ascii_lowercase()))
+        .filter(|c| !matches!(c, '_' | '-' | '.'))
         .collect::<String>()
         .trim()
         .to_string()
@@ -214,6 +232,18 @@ fn mask_fragment(fragment: &str) -> Option<String> {
 /// HTML 4 recommended, which many servers still split on), and each
 /// separator is kept as written.
 fn mask_query(query: &str) -> Option<String> {
+    // An OAuth callback (`?code=...&state=...`): its code is a credential.
+    let oauth_callback = query
+        .split(['&', ';'])
+        .any(|pair| normalized_param_name(pair.split('=').next().unwrap_or("")) == "state");
+    let secret = |name: &str, value: &str| {
+        is_secret_query_param(name)
+            || match normalized_param_name(name).as_str() {
+                "key" => is_google_api_key(value),
+                "code" => oauth_callback,
+                _ => false,
+            }
+    };
     let mut changed = false;
     let mut out = String::with_capacity(query.len());
     let mut rest = query;
@@ -221,7 +251,7 @@ fn mask_query(query: &str) -> Option<String> {
         let end = rest.find(['&', ';']).unwrap_or(rest.len());
         let pair = &rest[..end];
         match pair.split_once('=') {
-            Some((name, value)) if is_secret_query_param(name) && value != MASK => {
+            Some((name, value)) if secret(name, value) && value != MASK => {
                 changed = true;
                 out.push_str(name);
                 out.push('=');

@@ -375,8 +375,10 @@ fn assert_every_reader_clean(project: &TestProject, command_stage: &str) {
 }
 
 /// Token names spelled as writers spell them: escaped (`%5F`), after a
-/// `;`, in a query or a fragment, and a forge's own name.
-const SPELLED: [(&str, &str); 5] = [
+/// `;`, in a query or a fragment, a forge's own name, camelCase, a
+/// header's name, a Google API key (`key=AIza...`, where a bare `key` is
+/// no secret) and an OAuth callback's code (with its `state`).
+const SPELLED: [(&str, &str); 11] = [
     ("a", "https://h.example/cb#access%5Ftoken=SPELLED-A1"),
     ("b", "https://h.example/cb#state=s;access_token=SPELLED-B2"),
     ("c", "https://h.example/f?access%5Ftoken=SPELLED-C3&page=2"),
@@ -385,6 +387,21 @@ const SPELLED: [(&str, &str); 5] = [
         "https://gitlab.example/api/v4/f?private_token=SPELLED-D4",
     ),
     ("e", "https://h.example/f?x=1;Access-Token=SPELLED-E5"),
+    ("f", "https://h.example/f?accessToken=SPELLED-F6"),
+    (
+        "g",
+        "https://h.example/f?authToken=SPELLED-G7&clientSecret=SPELLED-G8",
+    ),
+    ("h", "https://h.example/f?x-auth-token=SPELLED-H9"),
+    (
+        "i",
+        "https://maps.example/api?key=AIzaSPELLED-I10abcdefghijklmnopqrstuvwx",
+    ),
+    (
+        "j",
+        "https://app.example/callback?code=SPELLED-J11&state=xyz",
+    ),
+    ("k", "https://h.example/f?key=plain-name&x=1"),
 ];
 
 fn assert_no_spelled_secret(what: &str, bytes: &[u8]) {
@@ -398,11 +415,15 @@ fn a_token_is_masked_by_any_spelling_of_its_name() {
         .iter()
         .map(|(name, url)| format!("  {name}: \"{url}\"\n"))
         .collect();
+    let references: String = SPELLED
+        .iter()
+        .map(|(name, _)| format!(" \"${{params.{name}}}\""))
+        .collect();
     let project = TestProject::new();
     project.write(
         "pipe.yaml",
         &format!(
-            "params:\n{params}stages:\n  echo_urls:\n    run: printf '%s\\n' \"${{params.a}}\" \"${{params.b}}\" \"${{params.c}}\" \"${{params.d}}\" \"${{params.e}}\" | od -An -tx1 | tr -d ' \\n' > urls.hex\n    outs: [urls.hex]\n"
+            "params:\n{params}stages:\n  echo_urls:\n    run: printf '%s\\n'{references} | od -An -tx1 | tr -d ' \\n' > urls.hex\n    outs: [urls.hex]\n"
         ),
     );
     let run = project.pipe(&["run", "-v"]);
@@ -431,6 +452,9 @@ fn a_token_is_masked_by_any_spelling_of_its_name() {
         assert_no_spelled_secret(&path.display().to_string(), bytes);
     });
     assert!(files > 5, "only {files} files under .pipe");
+    // A `key` that is no Google API key is a name, kept as written.
+    let shown = String::from_utf8_lossy(&project.pipe(&["show"]).stdout).into_owned();
+    assert!(shown.contains("key=plain-name"), "{shown}");
 }
 
 fn for_each_file(dir: &Path, visit: &mut dyn FnMut(&Path, &[u8])) {
