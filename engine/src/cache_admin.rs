@@ -197,16 +197,26 @@ pub fn gc(project: &Project, request: &GcRequest<'_>) -> Result<GcOutcome> {
     let local = cache.gc(&keys.roots, request.grace)?;
     Ok(GcOutcome {
         local,
-        resume: sweep_resume_dirs(project, &keys.current, request.grace),
+        resume: {
+            // A current key whose result is stored resumes nothing: its
+            // stage restores the result.
+            let unfinished: HashSet<ActionKey> = keys
+                .current
+                .iter()
+                .filter(|key| cache.get_action(key).is_none())
+                .copied()
+                .collect();
+            sweep_resume_dirs(project, &unfinished, request.grace)
+        },
         remote: sweep_remote(project, &request.remote),
     })
 }
 
 /// Removes every resume directory but those of `current` keys (the next
-/// run resumes from them) and those written within `grace` (a run with
-/// other `-S` values may be writing one now). A stored result removes its
-/// own, so what is left here is what interrupted stages left: states of
-/// keys the pipeline no longer has, which would never be read again.
+/// run resumes from them: the pipeline's keys whose result is not stored)
+/// and those written within `grace` (a run with other `-S` values may be
+/// writing one now). A stored or restored result removes its own, so what
+/// is left here is what interrupted stages left.
 fn sweep_resume_dirs(
     project: &Project,
     current: &HashSet<ActionKey>,

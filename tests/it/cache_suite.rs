@@ -500,3 +500,68 @@ fn projects_sharing_a_cache_directory_reuse_each_others_results() {
         "the project's own cache directory is not used"
     );
 }
+
+/// A worker stage's resume state, planted where an interrupted attempt
+/// of `key` leaves it.
+fn plant_resume_state(project: &TestProject, key: &str) -> std::path::PathBuf {
+    let dir = project.path(&format!(".pipe/resume/{key}/epoch-1"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("weights"), vec![0u8; 4096]).unwrap();
+    project.path(&format!(".pipe/resume/{key}"))
+}
+
+fn tokens_key(project: &TestProject) -> String {
+    let why = project.pipe(&["why", "tokens", "--json"]);
+    let why: serde_json::Value = serde_json::from_slice(&why.stdout).expect("why JSON");
+    why["key"].as_str().expect("a key").to_string()
+}
+
+fn tokenize_with_remote(remote: &std::path::Path) -> TestProject {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "cache:\n  remote: file://{}\nstages:\n  tokens:\n    uses: text/tokenize@1\n    with: {{ dataset: data.jsonl, tokenizer: tokenizer.json, max_length: 8 }}\n",
+            remote.display()
+        ),
+    );
+    project.write(
+        "data.jsonl",
+        "{\"text\": \"a fine film\", \"label\": 1}\n{\"text\": \"a dull one\", \"label\": 0}\n",
+    );
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("stages/tests/fixtures/tokenize/tokenizer.json");
+    std::fs::copy(fixture, project.path("tokenizer.json")).unwrap();
+    project
+}
+
+#[test]
+fn a_resume_state_goes_once_its_result_is_restored_and_gc_keeps_none_of_a_stored_result() {
+    let remote = tempfile::tempdir().unwrap();
+    let first = tokenize_with_remote(remote.path());
+    first.run_ok(&[]);
+    // Another clone, where an attempt was interrupted before the result
+    // reached the remote: the result restored from the remote ends it.
+    let second = tokenize_with_remote(remote.path());
+    let key = tokens_key(&second);
+    let state = plant_resume_state(&second, &key);
+    let restored = second.run_ok(&[]);
+    assert_eq!(restored.status("tokens"), "restored");
+    assert!(
+        !state.exists(),
+        "the resume state of a restored result stays"
+    );
+
+    // A state of a current key whose result is stored: gc removes it.
+    let state = plant_resume_state(&first, &key);
+    let gc = first.pipe(&["cache", "gc", "--grace-secs", "0"]);
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert!(
+        !state.exists(),
+        "gc keeps the resume state of a stored result"
+    );
+}

@@ -174,17 +174,24 @@ impl Attempt<'_> {
                 Ok((status, metrics))
             });
         match reused {
-            Ok((status, metrics)) => CacheLookup::Reused {
-                record: Box::new(StageRecord {
-                    key: Some(key),
-                    duration_ms: self.elapsed_ms(),
-                    outputs: result.outputs.clone(),
-                    metrics,
-                    detail: pulled_from,
-                    ..StageRecord::new(&stage.name, stage.identity(), status)
-                }),
-                compute_ms: result.duration_ms,
-            },
+            Ok((status, metrics)) => {
+                // A state an interrupted attempt left is never resumed once
+                // the result is here (pulled from the remote, say).
+                if let StageKind::Worker(_) = stage.kind {
+                    context.project.remove_resume_dir(&key);
+                }
+                CacheLookup::Reused {
+                    record: Box::new(StageRecord {
+                        key: Some(key),
+                        duration_ms: self.elapsed_ms(),
+                        outputs: result.outputs.clone(),
+                        metrics,
+                        detail: pulled_from,
+                        ..StageRecord::new(&stage.name, stage.identity(), status)
+                    }),
+                    compute_ms: result.duration_ms,
+                }
+            }
             Err(error) => {
                 tracing::warn!(
                     "stage `{}`: cached result unusable ({error}); running it again",
