@@ -22,3 +22,4 @@ fi
 "$tools/venv/bin/check-jsonschema" --builtin-schema vendor.github-workflows examples/ci/github-actions*.yml
 "$tools/venv/bin/zizmor" --offline --no-progress --config scripts/ci-lint/zizmor.yml examples/ci/github-actions*.yml
 "$tools/venv/bin/check-jsonschema" --builtin-schema vendor.gitlab-ci examples/ci/gitlab-ci*.yml
+python3 scripts/ci-lint/pinned_installs.py
