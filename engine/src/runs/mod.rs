@@ -11,6 +11,7 @@
 mod compare_query;
 mod db;
 mod git;
+mod held;
 mod id;
 mod labels;
 mod migrate;
@@ -35,5 +36,6 @@ pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
 pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
 pub use resolve::resolve_run;
+pub use held::ResultsHeld;
 pub use restored::RestoredFrom;
 pub use summary::{RunSummary, StageMetric};
