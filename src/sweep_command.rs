@@ -132,8 +132,8 @@ fn print_summary(outcome: &SweepOutcome, combinations: usize) {
         let swept = run.swept.join(" ");
         match run.outcome.recorded {
             true => errln!(
-                "  #{:<5} {:<11} {swept}",
-                run.outcome.run_id,
+                "  {:<6} {:<11} {swept}",
+                format!("#{}", run.outcome.run_id),
                 run.outcome.status.as_str()
             ),
             false => errln!(

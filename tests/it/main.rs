@@ -54,6 +54,7 @@ mod speed_study;
 mod status_scale;
 mod stdout_closed;
 mod sweep_one_run;
+mod sweep_rerun;
 mod sweep_workspaces;
 mod sweeps;
 mod team_runs;
