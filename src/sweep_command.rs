@@ -179,7 +179,12 @@ fn print_one_run_summary(run: &SweepRun, combinations: usize) {
         "sweep: {combinations} combinations, {}",
         nothing_to_do(&run.results_of)
     );
-    let ids: Vec<String> = run.results_of.runs.iter().map(|id| id.to_string()).collect();
+    let ids: Vec<String> = run
+        .results_of
+        .runs
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
     if !ids.is_empty() {
         errln!("compare them: pipe compare {}", ids.join(" "));
     }

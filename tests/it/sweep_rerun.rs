@@ -89,8 +89,14 @@ fn a_sweep_whose_results_are_all_in_place_records_no_run_and_names_the_run_that_
         );
     }
     let compare = stdout(&project.pipe(&["compare", "2"]));
-    let rows = compare.lines().filter(|line| line.starts_with("#2")).count();
-    assert_eq!(rows, 2, "one row per lr, its seeds as mean ± std: {compare}");
+    let rows = compare
+        .lines()
+        .filter(|line| line.starts_with("#2"))
+        .count();
+    assert_eq!(
+        rows, 2,
+        "one row per lr, its seeds as mean ± std: {compare}"
+    );
     let diff = project.pipe(&["diff"]);
     let diff = stdout(&diff);
     assert!(diff.starts_with("run #1 -> run #2"), "{diff}");

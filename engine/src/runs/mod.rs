@@ -29,6 +29,7 @@ pub use git::{
     files_with_uncommitted_edits, git_commit_of, git_state, refs_at, settle_git_dirty,
     DirtySettler, GitProbe, GitState, DIRTY_GRACE,
 };
+pub use held::ResultsHeld;
 pub use id::RunId;
 pub use labels::{check_label, Removed, RunLabels};
 #[cfg(test)]
@@ -36,6 +37,5 @@ pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
 pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
 pub use resolve::resolve_run;
-pub use held::ResultsHeld;
 pub use restored::RestoredFrom;
 pub use summary::{RunSummary, StageMetric};
