@@ -82,11 +82,12 @@ fn a_sweep_whose_results_are_all_in_place_records_no_run_and_names_the_run_that_
     // What the user comes back to is the run that made the results.
     let show = stdout(&project.pipe(&["show", "last"]));
     assert!(show.starts_with("run #2 "), "{show}");
-    for (combination, acc) in [("lr=1,seed=1", 11), ("lr=2,seed=2", 22)] {
-        assert!(
-            show.contains(&format!("train@{combination}: acc  {acc}")),
-            "{show}"
-        );
+    assert!(
+        show.contains("combinations  4 (`pipe compare 2` compares them)"),
+        "{show}"
+    );
+    for row in ["  1   1     11", "  2   2     22"] {
+        assert!(show.contains(row), "{show}");
     }
     let compare = stdout(&project.pipe(&["compare", "2"]));
     let rows = compare
