@@ -145,3 +145,59 @@ impl RunDb {
         Ok(None)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holders(pairs: &[(&str, &[i64])]) -> (Vec<String>, HashMap<String, BTreeSet<RunId>>) {
+        let keys = pairs.iter().map(|(key, _)| key.to_string()).collect();
+        let held = pairs
+            .iter()
+            .filter(|(_, runs)| !runs.is_empty())
+            .map(|(key, runs)| {
+                (
+                    key.to_string(),
+                    runs.iter().map(|&run| RunId(run)).collect(),
+                )
+            })
+            .collect();
+        (keys, held)
+    }
+
+    #[test]
+    fn the_newest_run_that_holds_every_result_is_named_alone() {
+        let (keys, held) = holders(&[("a", &[1, 3, 5]), ("b", &[1, 3]), ("c", &[3, 4])]);
+        assert_eq!(
+            ResultsHeld::of(&keys, &held),
+            ResultsHeld {
+                runs: vec![RunId(3)],
+                every: true
+            }
+        );
+    }
+
+    #[test]
+    fn without_one_run_holding_them_all_each_results_newest_holder_is_named() {
+        let (keys, held) = holders(&[("a", &[1, 5]), ("b", &[2]), ("c", &[2, 5])]);
+        assert_eq!(
+            ResultsHeld::of(&keys, &held),
+            ResultsHeld {
+                runs: vec![RunId(2), RunId(5)],
+                every: true
+            }
+        );
+        let (keys, held) = holders(&[("a", &[1]), ("b", &[])]);
+        assert_eq!(
+            ResultsHeld::of(&keys, &held),
+            ResultsHeld {
+                runs: vec![RunId(1)],
+                every: false
+            }
+        );
+        assert_eq!(
+            ResultsHeld::of(&[], &HashMap::new()),
+            ResultsHeld::default()
+        );
+    }
+}
