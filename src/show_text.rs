@@ -117,6 +117,7 @@ fn workspace_line(out: &mut String, shown: &RunShown) {
     for output in outputs.iter().filter(|output| !output.holds) {
         let said = match &output.state {
             InWorkspace::AnotherRun { run } => format!("run #{run}'s"),
+            InWorkspace::AnotherStage { of } => format!("its {of}'s"),
             InWorkspace::Changed => "changed".to_string(),
             _ => "missing".to_string(),
         };
@@ -134,7 +135,7 @@ fn workspace_line(out: &mut String, shown: &RunShown) {
         "workspace holds {held} of its {} outputs: {} ({})",
         outputs.len(),
         others.join(", "),
-        bring_back(shown.record.id)
+        bring_back(shown)
     );
 }
 
@@ -143,26 +144,50 @@ fn whose(state: &InWorkspace) -> String {
     match state {
         InWorkspace::ThisRun => "this run's".to_string(),
         InWorkspace::AnotherRun { run } => format!("the workspace holds run #{run}'s"),
+        InWorkspace::AnotherStage { of } => format!("the workspace holds its {of}'s"),
         InWorkspace::Changed => "changed in the workspace".to_string(),
         InWorkspace::Missing => "not in the workspace".to_string(),
     }
 }
 
-fn bring_back(run: pipe_engine::runs::RunId) -> String {
-    format!("`pipe show {run} --open` or `pipe checkout {run}`")
+/// How to see the run's own outputs: from the cache, or back in the
+/// workspace. Where several of its stages wrote one path (a sweep's work
+/// trees), one workspace holds one combination's: one stage's output is
+/// opened, or one combination applied.
+fn bring_back(shown: &RunShown) -> String {
+    let run = shown.record.id;
+    let shared = shown.outputs.iter().find(|output| {
+        !output.holds
+            && shown
+                .outputs
+                .iter()
+                .filter(|other| other.path == output.path)
+                .count()
+                > 1
+    });
+    let combination = shared.and_then(|output| {
+        let stage = shown
+            .record
+            .stages
+            .iter()
+            .find(|s| s.stage == output.stage)?;
+        let combination = &stage.identity.combination;
+        (!combination.is_empty()).then(|| (output, combination.to_string()))
+    });
+    match combination {
+        Some((output, combination)) => format!(
+            "one combination's at a time: `pipe show {run} --open={}:{}` or `pipe apply {run} --row {combination}`",
+            output.stage, output.path
+        ),
+        None => format!("`pipe show {run} --open` or `pipe checkout {run}`"),
+    }
 }
 
 /// ` (the workspace holds run #12's: ...)` after a path of the run that
 /// the workspace does not hold this run's result at; empty when it does.
 fn mark(shown: &RunShown, path: &str) -> Option<String> {
     let output = output_holding(&shown.outputs, path)?;
-    (!output.holds).then(|| {
-        format!(
-            " ({}: {})",
-            whose(&output.state),
-            bring_back(shown.record.id)
-        )
-    })
+    (!output.holds).then(|| format!(" ({}: {})", whose(&output.state), bring_back(shown)))
 }
 
 /// The key metrics: a sweep's (or a matrix's) as a table of its

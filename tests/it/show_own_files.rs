@@ -226,3 +226,51 @@ stages:
     );
     assert!(!show.contains("combinations  "), "{show}");
 }
+
+/// A sweep whose combinations write one path runs each in a work tree of
+/// its own: the workspace can hold one combination's output at a time,
+/// and `show` says whose it holds and how to see or bring back another's.
+#[test]
+fn show_of_a_sweep_in_work_trees_names_the_combination_the_workspace_holds() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { n: 1 }\nstages:\n  train:\n    run: echo \"model ${params.n}\" > model.txt\n    outs: [model.txt]\n",
+    );
+    project.run_ok(&[]);
+    let sweep = project.pipe(&["run", "-m", "-S", "n=2,3"]);
+    assert!(
+        stderr(&sweep).contains("each in a work tree of its own"),
+        "{}",
+        stderr(&sweep)
+    );
+    let how = "one combination's at a time: `pipe show 2 --open=train@n=2:model.txt` or `pipe apply 2 --row n=2`";
+    let show = stdout(&project.pipe(&["show", "2"]));
+    assert!(
+        show.contains(&format!(
+            "workspace holds 0 of its 2 outputs: 2 are run #1's ({how})"
+        )),
+        "{show}"
+    );
+    let opened = stdout(&project.pipe(&["show", "2", "--open=train@n=3:model.txt"]));
+    assert_eq!(opened.trim(), ".pipe/view/2/train@n=3/model.txt");
+    assert_eq!(
+        project.read(".pipe/view/2/train@n=3/model.txt"),
+        "model 3\n"
+    );
+    assert_eq!(
+        project.read("model.txt"),
+        "model 1\n",
+        "the workspace is not touched"
+    );
+
+    let applied = project.pipe(&["apply", "2", "--row", "n=3"]);
+    assert!(applied.status.success(), "{}", stderr(&applied));
+    let show = stdout(&project.pipe(&["show", "2"]));
+    assert!(
+        show.contains(&format!(
+            "workspace holds 1 of its 2 outputs: 1 is its train@n=3's ({how})"
+        )),
+        "{show}"
+    );
+}

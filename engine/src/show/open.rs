@@ -9,7 +9,7 @@ use pipe_cache::{Artifact, Cache, LinkMode, StatCache};
 use pipe_protocol::excerpt as shown;
 
 use crate::project::Project;
-use crate::runs::{RunId, RunRecord};
+use crate::runs::{RunId, RunRecord, StageRecord};
 use crate::{workspace, EngineError, Result};
 
 /// Under the project's `.pipe/`: one folder per run.
@@ -31,13 +31,16 @@ pub fn view_dir(project: &Project, run: RunId) -> PathBuf {
 }
 
 /// Brings `wanted` (an output path of `run`, or a file inside a directory
-/// output), or the run's report when `None`, out of the cache into the
-/// run's view. Held to the stored result as `pipe checkout` holds a
-/// record: the output must be the one its stage's stored result holds,
-/// and every object present and whole, before anything is written. An
-/// output already in the view with the same digest is left as it is.
+/// output; `STAGE:PATH` for one stage's where several stages of the run
+/// wrote that path, as a sweep's work trees do), or the run's report when
+/// `None`, out of the cache into the run's view. Held to the stored
+/// result as `pipe checkout` holds a record: the output must be the one
+/// its stage's stored result holds, and every object present and whole,
+/// before anything is written. An output already in the view with the
+/// same digest is left as it is.
 pub fn open_output(project: &Project, run: &RunRecord, wanted: Option<&str>) -> Result<Opened> {
-    let (stage, output, artifact, path) = find_output(run, wanted)?;
+    let found = find_output(run, wanted)?;
+    let (stage, output) = (found.stage, found.output);
     let cache = Cache::open(&project.cache_dir)?;
     let stored = stage
         .key
@@ -54,7 +57,9 @@ pub fn open_output(project: &Project, run: &RunRecord, wanted: Option<&str>) -> 
             )
         })?;
     let artifact = match stored.outputs.get(output) {
-        Some(stored) if stored.digest == artifact.digest && stored.kind == artifact.kind => {
+        Some(stored)
+            if stored.digest == found.artifact.digest && stored.kind == found.artifact.kind =>
+        {
             stored.clone()
         }
         _ => {
@@ -79,7 +84,7 @@ pub fn open_output(project: &Project, run: &RunRecord, wanted: Option<&str>) -> 
         )
     })?;
     let view = view_dir(project, run.id);
-    let destination = view.join(output);
+    let destination = view.join(&found.in_view);
     let stat = StatCache::open(&project.stat_db())?;
     let in_place = cache
         .hash_path(&destination, &stat)
@@ -91,16 +96,25 @@ pub fn open_output(project: &Project, run: &RunRecord, wanted: Option<&str>) -> 
     Ok(Opened {
         run: run.id,
         output: output.to_string(),
-        path: view.join(path),
+        path: view.join(found.target_in_view),
     })
 }
 
-/// The stage, output path, recorded artifact and path to open of what is
-/// wanted; a usage error naming the run's outputs when it has no such.
-fn find_output<'r>(
-    run: &'r RunRecord,
-    wanted: Option<&str>,
-) -> Result<(&'r crate::runs::StageRecord, &'r str, &'r Artifact, String)> {
+/// The output a `--open` asks for.
+struct Found<'r> {
+    stage: &'r StageRecord,
+    output: &'r str,
+    artifact: &'r Artifact,
+    /// Where the output goes in the view: its path, below its stage's
+    /// name when several stages of the run wrote that path.
+    in_view: String,
+    /// What to open, in the view.
+    target_in_view: String,
+}
+
+/// The output wanted; a usage error naming the run's outputs when it has
+/// no such.
+fn find_output<'r>(run: &'r RunRecord, wanted: Option<&str>) -> Result<Found<'r>> {
     let outputs = || {
         run.stages.iter().flat_map(|stage| {
             stage
@@ -109,10 +123,18 @@ fn find_output<'r>(
                 .map(move |(path, artifact)| (stage, path.as_str(), artifact))
         })
     };
-    let (target, what) = match wanted {
-        Some(wanted) => (wanted.trim_end_matches('/').to_string(), "output"),
+    let (stage_named, target, what) = match wanted {
+        Some(wanted) => {
+            let (stage, path) = match wanted.split_once(':') {
+                Some((stage, path)) if run.stages.iter().any(|s| s.stage == stage) => {
+                    (Some(stage), path)
+                }
+                _ => (None, wanted),
+            };
+            (stage, path.trim_end_matches('/').to_string(), "output")
+        }
         None => match run.summary().reports.first() {
-            Some(report) => (report.clone(), "report"),
+            Some(report) => (None, report.clone(), "report"),
             None => {
                 return Err(no_such(
                     run,
@@ -122,48 +144,69 @@ fn find_output<'r>(
             }
         },
     };
-    let found = outputs().find(|(_, path, _)| {
-        target == *path
-            || target
-                .strip_prefix(path.trim_end_matches('/'))
-                .is_some_and(|rest| rest.starts_with('/'))
+    let found = outputs().find(|(stage, path, _)| {
+        stage_named.is_none_or(|named| stage.stage == named)
+            && (target == *path
+                || target
+                    .strip_prefix(path.trim_end_matches('/'))
+                    .is_some_and(|rest| rest.starts_with('/')))
     });
     let Some((stage, output, artifact)) = found else {
         let problem = format!("has no {what} `{}`", shown(&target));
         return Err(no_such(run, &problem, &outputs().collect::<Vec<_>>()));
     };
+    let shared = outputs().filter(|(_, path, _)| *path == output).count() > 1;
+    let (in_view, target_in_view) = match shared {
+        true => (
+            format!("{}/{output}", stage.stage),
+            format!("{}/{target}", stage.stage),
+        ),
+        false => (output.to_string(), target.clone()),
+    };
     // The record is not trusted to name a place inside the view only.
-    pipe_cache::check_relative_path(output)
-        .and_then(|()| pipe_cache::check_relative_path(&target))
+    pipe_cache::check_relative_path(&in_view)
+        .and_then(|()| pipe_cache::check_relative_path(&target_in_view))
         .map_err(|problem| {
             EngineError::usage(
                 format!(
                     "run #{}'s record names `{}`: {problem}",
                     run.id,
-                    shown(output)
+                    shown(&in_view)
                 ),
                 "a record from elsewhere is not trusted to name a place",
             )
         })?;
-    Ok((stage, output, artifact, target))
+    Ok(Found {
+        stage,
+        output,
+        artifact,
+        in_view,
+        target_in_view,
+    })
 }
 
 fn no_such(
     run: &RunRecord,
     problem: &str,
-    outputs: &[(&crate::runs::StageRecord, &str, &Artifact)],
+    outputs: &[(&StageRecord, &str, &Artifact)],
 ) -> EngineError {
     let mut names: Vec<&str> = outputs.iter().map(|(_, path, _)| *path).collect();
     names.sort_unstable();
     names.dedup();
+    let shared = names.len() < outputs.len();
     let hint = if names.is_empty() {
         "it recorded no output".to_string()
     } else {
         let listed: Vec<String> = names.iter().take(10).map(|name| shown(name)).collect();
         format!(
-            "name one of its outputs: `--open=PATH` ({}{})",
+            "name one of its outputs: `--open=PATH` ({}{}){}",
             listed.join(", "),
-            if names.len() > 10 { ", ..." } else { "" }
+            if names.len() > 10 { ", ..." } else { "" },
+            if shared {
+                "; `--open=STAGE:PATH` for one stage's, where several wrote that path"
+            } else {
+                ""
+            }
         )
     };
     EngineError::usage(format!("run #{} {problem}", run.id), hint)

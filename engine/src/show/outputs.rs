@@ -10,7 +10,7 @@ use pipe_cache::{Artifact, Cache, StatCache};
 use serde::Serialize;
 
 use crate::project::Project;
-use crate::runs::{RunDb, RunId, RunRecord};
+use crate::runs::{RunDb, RunId, RunRecord, StageRecord};
 use crate::{workspace, Result};
 
 /// What the workspace holds at one output path of a run.
@@ -19,6 +19,9 @@ use crate::{workspace, Result};
 pub enum InWorkspace {
     /// This run's result.
     ThisRun,
+    /// This run's result of another of its stages that wrote the same
+    /// path (a sweep's combinations, each in a work tree of its own).
+    AnotherStage { of: String },
     /// Another recorded run's result (the newest run that made it).
     AnotherRun { run: RunId },
     /// Something else: edited, or a result no run here recorded.
@@ -49,7 +52,7 @@ pub fn outputs_in_workspace(
     let stat = StatCache::open(&project.stat_db())?;
     // Several stages of a sweep run in work trees name one path.
     let mut hashed: HashMap<String, Option<Artifact>> = HashMap::new();
-    let mut stages: Vec<&crate::runs::StageRecord> = run.stages.iter().collect();
+    let mut stages: Vec<&StageRecord> = run.stages.iter().collect();
     stages.sort_by_key(|stage| stage.identity.position);
     let mut found = Vec::new();
     for stage in stages {
@@ -64,22 +67,7 @@ pub fn outputs_in_workspace(
                 {
                     InWorkspace::ThisRun
                 }
-                Some(current) => {
-                    let base = match stage.identity.base_name.as_str() {
-                        "" => stage.stage.as_str(),
-                        base => base,
-                    };
-                    match db.run_that_made_output(
-                        &run.pipeline,
-                        base,
-                        path,
-                        &current.digest,
-                        run.id,
-                    )? {
-                        Some(other) => InWorkspace::AnotherRun { run: other },
-                        None => InWorkspace::Changed,
-                    }
-                }
+                Some(current) => whose(db, run, stage, path, current)?,
             };
             found.push(OutputInWorkspace {
                 stage: stage.stage.clone(),
@@ -92,6 +80,38 @@ pub fn outputs_in_workspace(
     // Only speeds the next look up: losing it loses nothing.
     let _ = stat.flush();
     Ok(found)
+}
+
+/// Whose result `current`, at `path` of `stage`, is, when it is not the
+/// stage's own: another stage's of the run, else the newest other run's
+/// that made it, else nobody's.
+fn whose(
+    db: &RunDb,
+    run: &RunRecord,
+    stage: &StageRecord,
+    path: &str,
+    current: &Artifact,
+) -> Result<InWorkspace> {
+    let same_run = run.stages.iter().find(|other| {
+        other.outputs.get(path).is_some_and(|artifact| {
+            artifact.digest == current.digest && artifact.kind == current.kind
+        })
+    });
+    if let Some(other) = same_run {
+        return Ok(InWorkspace::AnotherStage {
+            of: other.stage.clone(),
+        });
+    }
+    let base = match stage.identity.base_name.as_str() {
+        "" => stage.stage.as_str(),
+        base => base,
+    };
+    Ok(
+        match db.run_that_made_output(&run.pipeline, base, path, &current.digest, run.id)? {
+            Some(other) => InWorkspace::AnotherRun { run: other },
+            None => InWorkspace::Changed,
+        },
+    )
 }
 
 /// What the workspace holds at `path`, hashed; `None` when nothing is
