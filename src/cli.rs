@@ -124,6 +124,12 @@ pub enum Command {
         /// The whole run record as JSON on stdout.
         #[arg(long)]
         json: bool,
+        /// Bring the run's report (or `--open=OUTPUT`, one of its outputs)
+        /// out of the cache into `.pipe/view/RUN/`, print its path, and
+        /// open it in a browser when `$BROWSER` or a display is set. The
+        /// workspace is not touched.
+        #[arg(long, value_name = "OUTPUT", num_args = 0..=1, require_equals = true, default_missing_value = "")]
+        open: Option<String>,
     },
     /// Compare two runs: params, metrics with deltas, stages that reran and
     /// why, changed outputs. Default: the last two successful runs of one

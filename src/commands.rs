@@ -7,9 +7,10 @@ use pipe_engine::cache_admin::{self, GcOutcome, GcRequest};
 use pipe_engine::compare::DiffRequest;
 use pipe_engine::dag::DagFormat;
 use pipe_engine::exec::{self, RunRequest};
-use pipe_engine::history::{History, Pull};
+use pipe_engine::history::History;
 use pipe_engine::plan::{self};
-use pipe_engine::runs::{RunId, RunRecord, RunStatus};
+use pipe_engine::runs::{RunId, RunStatus};
+use pipe_engine::show::RunGoing;
 use pipe_engine::{catalog, compare, ExitCode, Result};
 use pipe_protocol::format::format_bytes;
 
@@ -54,7 +55,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => crate::labels_command::runs_action(action),
         Command::Runs { limit, json, .. } => runs(limit, json),
         Command::Tag { run, tags, rm } => crate::labels_command::tag(&run, &tags, rm),
-        Command::Show { run, json } => show(&run, json),
+        Command::Show { run, json, open } => crate::show_command::show(&run, json, open.as_deref()),
         Command::Compare(args) => crate::compare_command::compare_command(args),
         Command::Diff {
             a,
@@ -181,33 +182,6 @@ fn runs(limit: usize, json: bool) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-/// A run record as `runs --json` and `show --json` print it: the record,
-/// and the runs whose results it restored when it ran nothing.
-#[derive(serde::Serialize)]
-struct ShownRun<'a> {
-    #[serde(flatten)]
-    record: &'a RunRecord,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    restored_from: Option<Vec<RunId>>,
-}
-
-fn show(run: &str, json: bool) -> Result<ExitCode> {
-    let mut history = here::history()?;
-    let id = here::resolve(&mut history, run, Pull::IfConfigured)?;
-    let record = history.db.resolved_run(id)?;
-    let restored = history.db.restored_from(&record)?;
-    if json {
-        let shown = ShownRun {
-            record: &record,
-            restored_from: restored.only_restored(),
-        };
-        jsonln!(serde_json::to_string_pretty(&shown).unwrap_or_default());
-    } else {
-        out!("{}", render::show_run(&record, &restored));
-    }
-    Ok(ExitCode::Ok)
-}
-
 /// `pipe diff [A] [B]`: the flags as a request to `compare::diff`, and
 /// its diff shown as text, Markdown or JSON.
 /// How `pipe diff` shows what it found.
@@ -313,7 +287,21 @@ fn status(
     only_stale: bool,
     remote: Option<&str>,
 ) -> Result<ExitCode> {
+    // While a run is going, the status is that run's: its pipeline as it
+    // runs it (a sweep's merged), as `--run` loads it, below what it has
+    // done so far.
+    let going = going_to_describe(file.as_deref(), &arg)?;
+    let arg = match &going {
+        Some(going) => PipelineArg {
+            run: Some(going.record.id.to_string()),
+            ..arg
+        },
+        None => arg,
+    };
     let (pipeline, dag) = load_checked(file.as_deref(), &arg)?;
+    if let (Some(going), false) = (&going, json) {
+        out!("{}", crate::status_text::run_going_text(going));
+    }
     let report = pipe_engine::remote_status::status(&pipeline, &dag, remote)?;
     let mut states = report.states;
     if only_stale && json {
@@ -342,6 +330,32 @@ fn status(
         crate::status_text::status_text(&states, None, shown, |piece| out!("{piece}"));
     }
     Ok(ExitCode::Ok)
+}
+
+/// The run going now, when `pipe status` is to describe it: it was given
+/// no `--run` and no `-S`, and names no pipeline file or the one that run
+/// runs.
+fn going_to_describe(file: Option<&Path>, arg: &PipelineArg) -> Result<Option<RunGoing>> {
+    if arg.run.is_some() || !arg.set.is_empty() {
+        return Ok(None);
+    }
+    let root = here::root()?;
+    let Some(going) = pipe_engine::show::going_now(&root)? else {
+        return Ok(None);
+    };
+    let same_file = |named: &Path, recorded: &Path| match (
+        std::fs::canonicalize(named),
+        std::fs::canonicalize(recorded),
+    ) {
+        (Ok(named), Ok(recorded)) => named == recorded,
+        _ => false,
+    };
+    let described = match (file.or(arg.file.as_deref()), &going.record.file) {
+        (None, _) => true,
+        (Some(named), Some(recorded)) => same_file(named, &root.join(recorded)),
+        (Some(_), None) => false,
+    };
+    Ok(described.then_some(going))
 }
 
 /// `pipe why [FILE] STAGE`.

@@ -26,6 +26,8 @@ mod render;
 mod reporter;
 mod run_setup;
 mod runs_table;
+mod show_command;
+mod show_text;
 mod status_text;
 mod style;
 mod sweep_command;

@@ -7,7 +7,7 @@ use pipe_engine::compare::{MetricChange, RunDiff};
 use pipe_engine::key::FieldChange;
 use pipe_engine::metrics::{self, Verdict};
 use pipe_engine::plan::{Freshness, Why};
-use pipe_engine::runs::{RestoredFrom, RunId, RunRecord};
+use pipe_engine::runs::{RunId, RunRecord};
 use pipe_protocol::format::{format_metric, format_metric_delta, format_seconds, Unit};
 use pipe_report::{Cell, Document, Table};
 use serde_json::Value;
@@ -23,7 +23,7 @@ pub(crate) fn width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
     names.map(|name| name.chars().count()).max().unwrap_or(0)
 }
 
-fn show_value(value: &Option<Value>) -> String {
+pub(crate) fn show_value(value: &Option<Value>) -> String {
     match value {
         None => "(absent)".to_string(),
         Some(Value::String(text))
@@ -108,7 +108,7 @@ pub fn why_text(why: &Why) -> String {
     out
 }
 
-fn date(ms: u64) -> String {
+pub(crate) fn date(ms: u64) -> String {
     pipe_protocol::format::utc_date_time(ms)
 }
 
@@ -130,7 +130,7 @@ pub(crate) fn git_label(run: &RunRecord) -> String {
 }
 
 /// `git_label` said in words, for `pipe show`.
-fn git_label_explained(run: &RunRecord) -> String {
+pub(crate) fn git_label_explained(run: &RunRecord) -> String {
     let label = git_label(run);
     match (&run.git_commit, run.git_dirty) {
         (Some(_), Some(false)) => format!("{label} (clean)"),
@@ -150,150 +150,6 @@ pub(crate) fn run_list(runs: &[RunId]) -> String {
         .join(",")
 }
 
-pub fn show_run(run: &RunRecord, restored: &RestoredFrom) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "run #{}  {}  {}", run.id, run.pipeline, run.status);
-    if let Some(origins) = restored.only_restored() {
-        let _ = writeln!(
-            out,
-            "restored the results of run {}: nothing ran",
-            run_list(&origins)
-        );
-    }
-    if let Some(uid) = &run.uid {
-        let _ = writeln!(out, "uid      {uid}");
-    }
-    if let Some(name) = &run.name {
-        let _ = writeln!(out, "name     {name}");
-    }
-    if !run.tags.is_empty() {
-        let _ = writeln!(out, "tags     {}", run.tags.join(", "));
-    }
-    if let Some(origin) = &run.origin {
-        let _ = writeln!(out, "pulled   from {origin}");
-    }
-    if let Some(unverified) = run.unverified_summary() {
-        let _ = writeln!(
-            out,
-            "unverified  {unverified}: as its record says, not borne out by its results or this repository"
-        );
-    }
-    let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
-    if let Some(end) = run.ended_ms {
-        let _ = writeln!(out, "duration {}", took(end.saturating_sub(run.started_ms)));
-    }
-    let _ = writeln!(out, "commit   {}", git_label_explained(run));
-    let _ = writeln!(out, "command  {}", run.argv.join(" "));
-    let summary = run.summary();
-    if !summary.key_metrics.is_empty() {
-        let _ = writeln!(out, "key metrics");
-        let labels: Vec<String> = summary
-            .key_metrics
-            .iter()
-            .map(|metric| format!("{}: {}", metric.stage, metric.metric))
-            .collect();
-        let label_width = width(labels.iter().map(String::as_str));
-        for (label, metric) in labels.iter().zip(&summary.key_metrics) {
-            let _ = writeln!(
-                out,
-                "  {label:<label_width$}  {}",
-                rounded(&metric.metric, &metric.value)
-            );
-        }
-    }
-    for report in &summary.reports {
-        let _ = writeln!(out, "report   {report} (report.md beside it)");
-    }
-    let params = pipe_engine::key::flatten(&run.params);
-    if !params.is_empty() && run.params != Value::Null {
-        let _ = writeln!(out, "params");
-        let param_width = width(params.keys().map(String::as_str));
-        for (name, value) in &params {
-            let _ = writeln!(
-                out,
-                "  {name:<param_width$}  {}",
-                show_value(&Some(value.clone()))
-            );
-        }
-    }
-    let _ = writeln!(out, "stages");
-    let stage_width = width(run.stages.iter().map(|stage| stage.stage.as_str()));
-    let durations: Vec<String> = run
-        .stages
-        .iter()
-        .map(|stage| took(stage.duration_ms))
-        .collect();
-    let duration_width = width(durations.iter().map(String::as_str)).max(7);
-    for (stage, duration) in run.stages.iter().zip(&durations) {
-        let mut detail = stage
-            .detail
-            .as_deref()
-            .map(|detail| format!("  {detail}"))
-            .unwrap_or_default();
-        if let Some(job) = &stage.job {
-            let node = stage
-                .node
-                .as_deref()
-                .map(|node| format!(" on {node}"))
-                .unwrap_or_default();
-            detail = format!("  [Slurm job {job}{node}]{detail}");
-        }
-        if let Some(origin) = restored.stages.get(&stage.stage) {
-            detail = format!("  from #{origin}{detail}");
-        }
-        let _ = writeln!(
-            out,
-            "  {:<stage_width$}  {:<8}  {duration:>duration_width$}{detail}",
-            stage.stage,
-            stage.status.as_str(),
-        );
-    }
-    let plots: Vec<(&str, &pipe_protocol::PlotSpec)> = run
-        .stages
-        .iter()
-        .flat_map(|stage| {
-            stage
-                .identity
-                .plots
-                .iter()
-                .map(|plot| (stage.stage.as_str(), plot))
-        })
-        .collect();
-    if !plots.is_empty() {
-        let _ = writeln!(out, "plots");
-        let path_width = width(plots.iter().map(|(_, plot)| plot.path.as_str()));
-        for (stage, plot) in plots {
-            let _ = writeln!(
-                out,
-                "  {stage:<stage_width$}  {:<path_width$}  {}",
-                plot.path,
-                plot.summary()
-            );
-        }
-    }
-    if !summary.other_metrics.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}",
-            if summary.key_metrics.is_empty() {
-                "metrics"
-            } else {
-                "other metrics"
-            }
-        );
-        for metric in &summary.other_metrics {
-            let _ = writeln!(
-                out,
-                "  {}: {} = {}",
-                metric.stage,
-                metric.metric,
-                unrounded(&metric.metric, &metric.value)
-            );
-        }
-    }
-    out
-}
-
 /// A metric as `pipe diff` prints one value: 4 significant digits, bytes,
 /// durations, FLOPs and rates in human units.
 pub(crate) fn rounded(name: &str, value: &Value) -> String {
@@ -309,7 +165,7 @@ pub(crate) fn rounded(name: &str, value: &Value) -> String {
 /// A metric as `pipe show` lists the ones after the key metrics: the
 /// value as recorded, and in human units when its name gives one, so that
 /// neither the exact number nor a readable one is lost.
-fn unrounded(name: &str, value: &Value) -> String {
+pub(crate) fn unrounded(name: &str, value: &Value) -> String {
     match (value.as_f64(), Unit::of(name)) {
         (Some(number), Some(unit)) => format!("{} ({value})", unit.format(number)),
         _ => value.to_string(),

@@ -103,3 +103,64 @@ pub enum Shown {
 
 /// More fresh stages than this, and the summary points at `--stale`.
 const LONG_LIST: usize = 30;
+
+/// What a run going now has done so far, above its status: one line for
+/// the run, then each stage it finished with its key metrics (else its
+/// first few others), as its record holds them.
+pub fn run_going_text(going: &pipe_engine::show::RunGoing) -> String {
+    let run = &going.record;
+    let mut out = String::new();
+    let now = match going.now.running.as_slice() {
+        [] => String::new(),
+        running => format!("; running now: {}", running.join(", ")),
+    };
+    let finished = run.stages.len();
+    let _ = writeln!(
+        out,
+        "run #{} is in progress{}: {finished} {} finished so far{now}",
+        run.id,
+        going
+            .now
+            .pid
+            .map(|pid| format!(" (pid {pid})"))
+            .unwrap_or_default(),
+        if finished == 1 { "stage" } else { "stages" },
+    );
+    let summary = run.summary();
+    let mut stages: Vec<&pipe_engine::runs::StageRecord> = run.stages.iter().collect();
+    stages.sort_by_key(|stage| stage.identity.position);
+    let name_width = width(stages.iter().map(|stage| stage.stage.as_str()));
+    for stage in stages {
+        let of_stage = |metrics: &[pipe_engine::runs::StageMetric]| -> Vec<String> {
+            metrics
+                .iter()
+                .filter(|metric| metric.stage == stage.stage)
+                .filter(|metric| metric.value.is_number() || metric.value.is_boolean())
+                .map(|metric| {
+                    format!(
+                        "{} {}",
+                        metric.metric,
+                        crate::render::rounded(&metric.metric, &metric.value)
+                    )
+                })
+                .collect()
+        };
+        let mut metrics = of_stage(&summary.key_metrics);
+        if metrics.is_empty() {
+            metrics = of_stage(&summary.other_metrics);
+            metrics.truncate(3);
+        }
+        let _ = writeln!(
+            out,
+            "  {:<name_width$}  {:<8}  {}",
+            stage.stage,
+            stage.status.as_str(),
+            metrics.join(", ")
+        );
+    }
+    out.lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}

@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use pipe_engine::pipefile::ProjectWorkers;
-use pipe_engine::runs::RunStatus;
-use pipe_engine::sweep::{self, SweepOutcome, SweepPlan};
+use pipe_engine::runs::{ResultsHeld, RunStatus};
+use pipe_engine::sweep::{self, SweepOutcome, SweepPlan, SweepRun};
 use pipe_engine::{ExitCode, Result};
 
 use crate::cli::RunArgs;
@@ -73,18 +73,18 @@ pub fn sweep(
     // Where and how stages run is the pipeline's, whatever its params.
     let options = request.options(&combinations[0].loaded.pipeline)?;
     let outcome = sweep::run(&sweep, &options, &|event| progress.on_event(event))?;
-    for (_, run) in &outcome.runs {
-        if let Some(remote) = &run.remote {
+    for run in &outcome.runs {
+        if let Some(remote) = &run.outcome.remote {
             remote_commands::print_run_summary(remote, args.json, quiet);
         }
     }
     // The work tree holds the last run's pages; each is named once.
-    if let (Some((_, run)), false) = (outcome.runs.last(), quiet || args.json) {
+    if let (Some(last), false) = (outcome.runs.last(), quiet || args.json) {
         let pipeline = match &sweep.plan {
             SweepPlan::OneRun(merged) => &merged.pipeline,
             SweepPlan::Apart { .. } => &combinations[outcome.runs.len() - 1].loaded.pipeline,
         };
-        print_report_locations(pipeline, run);
+        print_report_locations(pipeline, &last.outcome);
     }
     if !args.json {
         print_summary(&outcome, combinations.len());
@@ -121,29 +121,89 @@ fn expanded_stages(pipeline: &pipe_engine::pipeline::Pipeline) -> String {
 
 /// One line per run, then how to compare them.
 fn print_summary(outcome: &SweepOutcome, combinations: usize) {
-    if let [(swept, run)] = outcome.runs.as_slice() {
-        if swept.is_empty() {
-            errln!(
-                "sweep: {combinations} combinations in run #{}, {}",
-                run.run_id,
-                run.status.as_str()
-            );
-            errln!("compare them: pipe compare {}", run.run_id);
+    if let [run] = outcome.runs.as_slice() {
+        if run.swept.is_empty() {
+            print_one_run_summary(run, combinations);
             return;
         }
     }
     errln!("sweep: {} of {} runs", outcome.runs.len(), outcome.planned);
-    for (swept, run) in &outcome.runs {
-        let id = if run.recorded {
-            format!("#{}", run.run_id)
-        } else {
-            "(nothing to do)".to_string()
-        };
-        errln!("  {id:<6} {:<11} {}", run.status.as_str(), swept.join(" "));
+    for run in &outcome.runs {
+        let swept = run.swept.join(" ");
+        match run.outcome.recorded {
+            true => errln!(
+                "  {:<6} {:<11} {swept}",
+                format!("#{}", run.outcome.run_id),
+                run.outcome.status.as_str()
+            ),
+            false => errln!(
+                "  {:<6} {:<11} {swept}  ({})",
+                "-",
+                "fresh",
+                nothing_to_do(&run.results_of)
+            ),
+        }
     }
-    let recorded = outcome.recorded();
-    if recorded.len() > 1 {
-        let ids: Vec<String> = recorded.iter().map(|id| id.to_string()).collect();
+    // The runs to compare: those recorded, and those whose results the
+    // combinations that did nothing found.
+    let mut ids: Vec<String> = Vec::new();
+    for run in &outcome.runs {
+        let runs = match run.outcome.recorded {
+            true => vec![run.outcome.run_id],
+            false => run.results_of.runs.clone(),
+        };
+        for id in runs.iter().map(|id| id.to_string()) {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    if ids.len() > 1 {
         errln!("compare them: pipe compare {}", ids.join(" "));
+    }
+}
+
+/// The sweep as one run: the run, or, when it found every result in
+/// place and recorded nothing, the run that holds them.
+fn print_one_run_summary(run: &SweepRun, combinations: usize) {
+    if run.outcome.recorded {
+        errln!(
+            "sweep: {combinations} combinations in run #{}, {}",
+            run.outcome.run_id,
+            run.outcome.status.as_str()
+        );
+        errln!("compare them: pipe compare {}", run.outcome.run_id);
+        return;
+    }
+    errln!(
+        "sweep: {combinations} combinations, {}",
+        nothing_to_do(&run.results_of)
+    );
+    let ids: Vec<String> = run
+        .results_of
+        .runs
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    if !ids.is_empty() {
+        errln!("compare them: pipe compare {}", ids.join(" "));
+    }
+}
+
+/// `nothing to do: every result is run #4's`.
+fn nothing_to_do(held: &ResultsHeld) -> String {
+    let runs: Vec<String> = held.runs.iter().map(|id| format!("#{id}")).collect();
+    match (runs.as_slice(), held.every) {
+        ([], _) => "nothing to do: every result is in place".to_string(),
+        ([one], true) => format!("nothing to do: every result is run {one}'s"),
+        (_, true) => format!(
+            "nothing to do: every result is in place, from runs {}",
+            runs.join(", ")
+        ),
+        (_, false) => format!(
+            "nothing to do: every result is in place, some of them from {} {}",
+            if runs.len() == 1 { "run" } else { "runs" },
+            runs.join(", ")
+        ),
     }
 }

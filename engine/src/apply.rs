@@ -196,7 +196,6 @@ pub fn apply_run(
             overrides: Vec::new(),
             remote: None,
             executor: crate::executor::Executor::Local,
-            record_always: false,
             sweep: false,
             git_settler: None,
             name: None,

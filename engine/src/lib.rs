@@ -41,6 +41,7 @@ pub mod run_settings;
 pub mod running;
 pub mod runs;
 pub mod settings;
+pub mod show;
 pub mod sweep;
 pub mod workers;
 

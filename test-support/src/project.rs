@@ -80,6 +80,10 @@ impl TestProject {
             .env_remove("PIPE_REMOTE_REGION")
             .env_remove("PIPE_REMOTE_READ_ONLY")
             .env_remove("PIPE_REMOTE_CONCURRENCY")
+            // `pipe show --open` opens a browser only where one is set.
+            .env_remove("BROWSER")
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY")
             // A developer's own cloud settings must not reach the tests'
             // S3 server; tests that want credentials pass their own.
             .env_remove("AWS_ACCESS_KEY_ID")

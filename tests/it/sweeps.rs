@@ -96,14 +96,20 @@ fn a_sweep_runs_and_records_each_combination_with_its_own_values() {
 #[test]
 fn a_sweep_that_cannot_be_one_run_records_each_combination_as_a_run() {
     let project = project();
-    let output = project.pipe(&["run", "-m", "-S", "seed=1,2", "-S", "+tag=a b,c d"]);
+    // The tag is an input of the command: each combination makes a
+    // result of its own.
+    project.write(
+        "pipe.yaml",
+        "params:\n  lr: 0.1\n  seed: 1\n  tag: x\nstages:\n  train:\n    run: python3 score.py ${params.lr} ${params.seed} && echo ${params.tag} > tag.txt\n    deps: [score.py]\n    outs: [tag.txt]\n    metrics: m.json\n",
+    );
+    let output = project.pipe(&["run", "-m", "-S", "seed=1,2", "-S", "tag=a b,c d"]);
     let text = stderr(&output);
     assert!(output.status.success(), "{text}");
     assert!(
         text.contains("note: the sweep runs its 4 combinations one run each, in turn: the value `a b` cannot be part of a stage name"),
         "{text}"
     );
-    for (number, swept) in ["seed=1 +tag=a b", "seed=1 +tag=c d", "seed=2 +tag=a b"]
+    for (number, swept) in ["seed=1 tag=a b", "seed=1 tag=c d", "seed=2 tag=a b"]
         .iter()
         .enumerate()
     {
@@ -215,12 +221,22 @@ fn status_why_and_run_take_a_runs_settings_instead_of_its_s_list() {
     // Values no stage name can hold: one run per combination, in turn.
     let sweep = project.pipe(&["run", "-m", "-S", "lr=0.1,0.2", "-S", "+tag=a b,c d"]);
     assert!(sweep.status.success(), "{}", stderr(&sweep));
-    // The work tree holds the last combination's result.
-    let last = project.pipe(&["status", "--run", "4"]);
+    // The tag is no input of the command: the second value of each lr
+    // finds the first's result in place, and records no run, as a plain
+    // run that does nothing records none.
+    assert!(
+        stderr(&sweep).contains(
+            "  -      fresh       lr=0.2 +tag=c d  (nothing to do: every result is run #2's)"
+        ),
+        "{}",
+        stderr(&sweep)
+    );
+    // The work tree holds the last run's result.
+    let last = project.pipe(&["status", "--run", "2"]);
     let text = String::from_utf8_lossy(&last.stdout);
     assert!(text.starts_with("train  fresh"), "{text}");
     assert!(
-        stderr(&last).contains("as run #4: pipe.yaml -S lr=0.2 -S +tag=c d"),
+        stderr(&last).contains("as run #2: pipe.yaml -S lr=0.2 -S +tag=a b"),
         "{}",
         stderr(&last)
     );

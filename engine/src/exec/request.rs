@@ -77,7 +77,6 @@ impl RunRequest {
                 None => config,
             }),
             executor,
-            record_always: false,
             sweep: self.sweep,
             git_settler: self.git_settler,
             name: self.name,

@@ -44,9 +44,6 @@ pub struct RunOptions {
     pub remote: Option<RemoteConfig>,
     /// Where stages that miss the cache run (`executor::resolve`).
     pub executor: Executor,
-    /// Record the run even when every stage was fresh: a combination of
-    /// a sweep is an experiment asked for, whatever the cache holds.
-    pub record_always: bool,
     /// The run is a sweep's combinations merged (`sweep::merge`): its
     /// `overrides` hold lists, to be loaded again as a sweep.
     pub sweep: bool,
@@ -238,14 +235,7 @@ pub fn run(
         restore_params_file(written, observer);
     }
     let (records, status) = outcome?;
-    let recorded = finish_record(
-        &mut db,
-        run_id,
-        status,
-        &records,
-        git.as_ref(),
-        options.record_always,
-    )?;
+    let recorded = finish_record(&mut db, run_id, status, &records, git.as_ref())?;
     let remote = remote_summary(context.remote.as_ref(), transfers, recorded, &db, run_id);
     observer(Event::RunFinished {
         run_id,
@@ -504,13 +494,12 @@ fn finish_record(
     status: RunStatus,
     records: &[StageRecord],
     git: Option<&GitProbe>,
-    always: bool,
 ) -> Result<bool> {
     // Nothing ran, was restored, failed or was skipped: the run changed
     // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
     // last` never see it), and it does not wait for the dirty flag. A
     // settler still at work after the grace writes the flag itself.
-    let recorded = always || !nothing_done(status, records);
+    let recorded = !nothing_done(status, records);
     if recorded {
         let git_dirty = git.and_then(|git| git.finish_within(crate::runs::DIRTY_GRACE).dirty);
         db.finish_run(run_id, &RunEnd { status, git_dirty })?;

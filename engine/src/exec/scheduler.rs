@@ -121,7 +121,17 @@ pub(super) fn schedule(
 
             let outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
                 Ok(outcome) => outcome,
-                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // A stage is taking its time: what finished before it
+                    // is written now, so that `pipe status` and `pipe show`
+                    // see the run so far (a run that did nothing yet has
+                    // nothing to write: its rows are not written to be
+                    // deleted).
+                    if recorder.did_something {
+                        recorder.save(db, context.run_id)?;
+                    }
+                    continue;
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(EngineError::Internal("stage threads vanished".into()))
                 }
@@ -219,10 +229,13 @@ struct Recorder {
     unsaved: Vec<(StageRecord, Option<Value>)>,
     /// A stage failed (or was refused).
     failed: bool,
+    /// A stage did something (it is not fresh): the run is recorded.
+    did_something: bool,
 }
 
 impl Recorder {
     fn push(&mut self, record: StageRecord, manifest: Option<Value>) {
+        self.did_something |= record.status != StageStatus::Fresh;
         self.records.push(record.clone());
         self.unsaved.push((record, manifest));
     }

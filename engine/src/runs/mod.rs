@@ -11,6 +11,7 @@
 mod compare_query;
 mod db;
 mod git;
+mod held;
 mod id;
 mod labels;
 mod migrate;
@@ -28,6 +29,7 @@ pub use git::{
     files_with_uncommitted_edits, git_commit_of, git_state, refs_at, settle_git_dirty,
     DirtySettler, GitProbe, GitState, DIRTY_GRACE,
 };
+pub use held::ResultsHeld;
 pub use id::RunId;
 pub use labels::{check_label, Removed, RunLabels};
 #[cfg(test)]

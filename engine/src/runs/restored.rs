@@ -43,9 +43,9 @@ impl RestoredFrom {
 
 impl RunDb {
     /// Where each restored stage of `run` came from. One indexed lookup
-    /// per restored stage, over the runs that recorded its key, back from
-    /// `run` to the latest that ran it: the result a restore finds is the
-    /// last one stored under its key.
+    /// per restored stage, over the runs that recorded its key (under any
+    /// name of the stage), back from `run` to the latest that ran it: the
+    /// result a restore finds is the last one stored under its key.
     pub fn restored_from(&self, run: &RunRecord) -> Result<RestoredFrom> {
         let mut restored = RestoredFrom {
             stages: BTreeMap::new(),
@@ -59,10 +59,12 @@ impl RunDb {
             .prepare_cached(
                 // Earlier by when runs started, not by number: a pulled run
                 // may be numbered after the runs here that restored its
-                // results. Found through the key's index.
+                // results. Found through the key's index, whatever the
+                // stage was named in the run that made it: a plain run of a
+                // sweep's values restores what `train@lr=2` made as `train`.
                 "SELECT s.run_id FROM stage_runs s JOIN runs r ON r.id = s.run_id \
-                 WHERE s.key = ?3 AND s.stage = ?1 AND s.status = ?4 AND s.outputs = ?5 \
-                 AND (r.started_ms < ?6 OR (r.started_ms = ?6 AND r.id < ?2)) \
+                 WHERE s.key = ?2 AND s.status = ?3 AND s.outputs = ?4 \
+                 AND (r.started_ms < ?5 OR (r.started_ms = ?5 AND r.id < ?1)) \
                  ORDER BY r.started_ms DESC, r.id DESC LIMIT 1",
             )
             .map_err(|e| self.error(e))?;
@@ -77,7 +79,6 @@ impl RunDb {
             let origin: Option<RunId> = statement
                 .query_row(
                     params![
-                        stage.stage,
                         run.id,
                         key.to_hex(),
                         StageStatus::Ran.as_str(),

@@ -20,7 +20,9 @@ pub use combination::Combination;
 use crate::events::{Event, Observer};
 use crate::exec::{self, RunOptions, RunOutcome};
 use crate::pipefile::{self, CatalogSource, Loaded};
-use crate::runs::{RunId, RunStatus};
+use crate::pipeline::Pipeline;
+use crate::project::runs_db_of;
+use crate::runs::{ResultsHeld, RunDb, RunId, RunStatus};
 use crate::{Result, UsageError};
 
 /// More runs than this in one sweep is a mistake, not a plan.
@@ -29,16 +31,30 @@ pub const MAX_COMBINATIONS: usize = 1000;
 /// What each run of a sweep came to.
 #[derive(Debug)]
 pub struct SweepOutcome {
-    /// One per combination that ran, in order: its swept values and run.
-    pub runs: Vec<(Vec<String>, RunOutcome)>,
+    /// One per combination that ran, in order (one for a sweep run as
+    /// one run).
+    pub runs: Vec<SweepRun>,
     /// How many combinations there were.
     pub planned: usize,
+}
+
+/// One run of a sweep.
+#[derive(Debug)]
+pub struct SweepRun {
+    /// The combination's swept values; empty for a sweep run as one run.
+    pub swept: Vec<String>,
+    pub outcome: RunOutcome,
+    /// When it found every result in place and recorded nothing, as a
+    /// plain run that does nothing records nothing: the runs whose
+    /// records hold those results (`RunDb::runs_holding`), for the user
+    /// to come back to.
+    pub results_of: ResultsHeld,
 }
 
 impl SweepOutcome {
     /// The worst of the runs: interrupted, else failed, else succeeded.
     pub fn status(&self) -> RunStatus {
-        let statuses = || self.runs.iter().map(|(_, outcome)| outcome.status);
+        let statuses = || self.runs.iter().map(|run| run.outcome.status);
         if self.runs.len() < self.planned || statuses().any(|s| s == RunStatus::Interrupted) {
             RunStatus::Interrupted
         } else if statuses().any(|s| s != RunStatus::Succeeded) {
@@ -52,8 +68,8 @@ impl SweepOutcome {
     pub fn recorded(&self) -> Vec<RunId> {
         self.runs
             .iter()
-            .filter(|(_, outcome)| outcome.recorded)
-            .map(|(_, outcome)| outcome.run_id)
+            .filter(|run| run.outcome.recorded)
+            .map(|run| run.outcome.run_id)
             .collect()
     }
 }
@@ -299,20 +315,25 @@ pub fn load_settings(
 
 /// Runs the sweep: as one run, or each combination in turn with
 /// `options` (its `-S` values its own), stopping after a run that was
-/// interrupted.
+/// interrupted. A run that finds every result in place records nothing,
+/// as a plain run does (docs/decisions.md, "A sweep that finds every
+/// result records no run").
 pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Result<SweepOutcome> {
     let combinations = &sweep.combinations;
     if let SweepPlan::OneRun(merged) = &sweep.plan {
         let Loaded { pipeline, dag, .. } = merged.as_ref();
         let options = RunOptions {
             overrides: sweep.overrides.clone(),
-            record_always: true,
             sweep: true,
             ..options.clone()
         };
         let run = exec::run(pipeline, dag, &options, observer)?;
         return Ok(SweepOutcome {
-            runs: vec![(Vec::new(), run)],
+            runs: vec![SweepRun {
+                swept: Vec::new(),
+                results_of: results_of(pipeline, &run),
+                outcome: run,
+            }],
             planned: 1,
         });
     }
@@ -328,7 +349,6 @@ pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Resul
         });
         let options = RunOptions {
             overrides: combination.overrides.clone(),
-            record_always: true,
             // One name per run: the combinations that run one after the
             // other are NAME-1, NAME-2, ...
             name: options
@@ -340,12 +360,34 @@ pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Resul
         let Loaded { pipeline, dag, .. } = &combination.loaded;
         let run = exec::run(pipeline, dag, &options, observer)?;
         let interrupted = run.status == RunStatus::Interrupted;
-        outcome.runs.push((combination.swept.clone(), run));
+        outcome.runs.push(SweepRun {
+            swept: combination.swept.clone(),
+            results_of: results_of(pipeline, &run),
+            outcome: run,
+        });
         if interrupted || crate::interrupt::requested() {
             break;
         }
     }
     Ok(outcome)
+}
+
+/// The runs whose records hold the results of `run`, when it recorded
+/// nothing. Only said to the user: a history that cannot answer costs
+/// the name, not the sweep.
+fn results_of(pipeline: &Pipeline, run: &RunOutcome) -> ResultsHeld {
+    if run.recorded {
+        return ResultsHeld::default();
+    }
+    let found = RunDb::open_existing(&runs_db_of(&pipeline.root)).and_then(|db| {
+        db.map_or(Ok(ResultsHeld::default()), |db| {
+            db.runs_holding(&run.stages)
+        })
+    });
+    found.unwrap_or_else(|error| {
+        tracing::warn!("cannot tell which run holds the sweep's results: {error}");
+        ResultsHeld::default()
+    })
 }
 
 #[cfg(test)]
