@@ -17,7 +17,7 @@ pub use load::{load, Loaded};
 pub use name::pipeline_name;
 pub use params::override_value;
 pub use paths::UnsafeOutput;
-pub(crate) use shell::is_plain_value;
+pub(crate) use plain::is_plain_value;
 pub use suggest::did_you_mean;
 #[doc(hidden)]
 pub use yaml_reading::{read_yaml, YamlReading};
@@ -35,8 +35,8 @@ mod override_sites;
 mod ownership;
 mod params;
 pub(crate) mod paths;
+mod plain;
 mod resolve;
-mod shell;
 pub(crate) mod source;
 mod stages;
 pub(crate) mod suggest;

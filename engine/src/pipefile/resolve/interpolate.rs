@@ -1,6 +1,6 @@
 //! `${...}` in strings, commands, argv and `with:` values: each reference
-//! evaluated and its value put into the text, quoted for its place in a
-//! shell command.
+//! evaluated and its value put into the text; into a shell command only a
+//! plain value (`pipefile::plain`).
 
 use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
@@ -8,7 +8,7 @@ use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::interp::ref_span;
 use crate::pipefile::interp::{self, Piece, Reference};
 use crate::pipefile::params;
-use crate::pipefile::shell::{QuoteTracker, Refusal};
+use crate::pipefile::plain::{CommandText, Refusal};
 use crate::pipefile::source::Span;
 use crate::pipefile::suggest::name_list;
 use crate::pipefile::yaml::{Node, NodeValue, Resolved};
@@ -308,8 +308,8 @@ impl<'a> Resolver<'a> {
     }
 
     /// Interpolates the scalar `node`; every bad reference is reported.
-    /// For a shell command each value is quoted as one word for where it
-    /// lands, unless the reference says `raw:`.
+    /// Into a shell command only plain values go, as they are, unless the
+    /// reference says `raw:`.
     pub(crate) fn interpolate(
         &mut self,
         scope: &Scope,
@@ -358,82 +358,83 @@ impl<'a> Resolver<'a> {
                 return None;
             }
         };
-        let mut text = String::with_capacity(scalar.text.len());
-        let mut quotes = QuoteTracker::default();
+        let mut text = CommandText::default();
         let mut ok = true;
         for (index, piece) in pieces.iter().enumerate() {
             match piece {
-                Piece::Text(literal) => {
-                    text.push_str(literal);
-                    if mode == Interpolation::Shell {
-                        quotes.feed(literal);
-                    }
-                }
+                Piece::Text(literal) => text.push_text(literal),
                 Piece::Ref(reference) => {
                     let span = ref_span(node, reference);
-                    let value = match reference.expr.strip_prefix(RAW_PREFIX) {
-                        Some(inner) => {
-                            let inner = Reference {
-                                expr: inner.trim().to_string(),
-                                ..reference.clone()
-                            };
-                            match mode {
-                                Interpolation::Shell => self
-                                    .reference_words(scope, &inner, span, effects)
-                                    .map(|words| words.join(" ")),
-                                Interpolation::Argv => Err(failure(
-                                    format!("`${{{}}}` in the list form of `run` (stage `{}`), which runs without a shell", reference.expr, scope.stage),
-                                    format!("each list item is passed to the program as it is; write `${{{}}}`, or use the string form `run: \"...\"` to have a shell read the value", inner.expr),
-                                )),
-                                Interpolation::Plain => Err(failure(
-                                    format!("`${{{}}}` in `{}` of stage `{}`: `raw:` is only for `run` commands", reference.expr, scope.field, scope.stage),
-                                    format!("only a shell command can splice text unquoted; write `${{{}}}` here", inner.expr),
-                                )),
-                            }
-                        }
+                    let inserted = match reference.expr.strip_prefix(RAW_PREFIX) {
+                        Some(inner) => self
+                            .raw_text(scope, reference, inner, mode, span, effects)
+                            .map(|raw| text.push_text(&raw)),
                         None => {
                             let words = self.reference_words(scope, reference, span, effects);
                             match mode {
                                 Interpolation::Plain | Interpolation::Argv => {
-                                    words.map(|words| words.join(" "))
+                                    words.map(|words| text.push_text(&words.join(" ")))
                                 }
-                                Interpolation::Shell => words.and_then(|words| {
-                                    shell_words(&mut quotes, &words, index, reference, scope)
+                                Interpolation::Shell { .. } => words.and_then(|words| {
+                                    text.push_value(&words, index)
+                                        .map_err(|refusal| refused(&refusal, reference, scope))
                                 }),
                             }
                         }
                     };
-                    match value {
-                        Ok(value) => {
-                            if mode == Interpolation::Shell {
-                                quotes.feed(&value);
-                            }
-                            text.push_str(&value);
-                        }
-                        Err(failure) => {
-                            self.report(node, reference, failure, diagnostics);
-                            ok = false;
-                        }
+                    if let Err(failure) = inserted {
+                        self.report(node, reference, failure, diagnostics);
+                        ok = false;
                     }
                 }
             }
         }
-        if mode == Interpolation::Shell && ok {
-            // Some values are judged by the text after them (the `-eq` after
-            // an operand of `[[ ... ]]`).
-            for (index, refusal) in quotes.finish() {
+        if let (Interpolation::Shell { variables }, true) = (mode, ok) {
+            // Some places are known only once the whole command is in (the
+            // delimiter of a here-document, the `}` of a brace expansion).
+            for (index, refusal) in text.landings(variables) {
                 if let Some(Piece::Ref(reference)) = pieces.get(index) {
                     self.report(
                         node,
                         reference,
-                        refused(refusal, reference, scope),
+                        refused(&refusal, reference, scope),
                         diagnostics,
                     );
                     ok = false;
                 }
             }
         }
-        ok.then_some(text)
+        ok.then_some(text.into_text())
+    }
+
+    /// `${raw:NAME}`: the value as the shell is to read it, in a `run:`
+    /// string only.
+    fn raw_text(
+        &mut self,
+        scope: &Scope,
+        reference: &Reference,
+        inner: &str,
+        mode: Interpolation,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<String, Failure> {
+        let inner = Reference {
+            expr: inner.trim().to_string(),
+            ..reference.clone()
+        };
+        match mode {
+            Interpolation::Shell { .. } => self
+                .reference_words(scope, &inner, span, effects)
+                .map(|words| words.join(" ")),
+            Interpolation::Argv => Err(failure(
+                format!("`${{{}}}` in the list form of `run` (stage `{}`), which runs without a shell", reference.expr, scope.stage),
+                format!("each list item is passed to the program as it is; write `${{{}}}`, or use the string form `run: \"...\"` to have a shell read the value", inner.expr),
+            )),
+            Interpolation::Plain => Err(failure(
+                format!("`${{{}}}` in `{}` of stage `{}`: `raw:` is only for `run` commands", reference.expr, scope.field, scope.stage),
+                format!("only a shell command can splice text unquoted; write `${{{}}}` here", inner.expr),
+            )),
+        }
     }
 
     pub(crate) fn report(
@@ -454,37 +455,56 @@ impl<'a> Resolver<'a> {
     }
 }
 
-/// `values` quoted as shell words for where `quotes` stands, separated by
-/// spaces; a value that no quoting keeps text there is refused at the
-/// reference.
-pub(crate) fn shell_words(
-    quotes: &mut QuoteTracker,
-    values: &[String],
-    id: usize,
-    reference: &Reference,
-    scope: &Scope,
-) -> Result<String, Failure> {
-    if values.iter().any(|value| value.contains('\0')) {
-        // The command then holds the NUL, and is refused as a whole
-        // (`nul-byte`) like any other command that holds one.
-        return Ok(values.join(" "));
-    }
-    quotes
-        .quote(values, id)
-        .map_err(|refusal| refused(refusal, reference, scope))
-}
-
-fn refused(refusal: Refusal, reference: &Reference, scope: &Scope) -> Failure {
+/// A value that does not go into a command's text: refused at its
+/// reference, naming the ways that carry any bytes.
+fn refused(refusal: &Refusal, reference: &Reference, scope: &Scope) -> Failure {
     failure(
         format!(
-            "`${{{}}}` in `run` of stage `{}` lands {}, where its value cannot be put as text: {}",
-            reference.expr, scope.stage, refusal.place, refusal.why
+            "`${{{}}}` in `run` of stage `{}`: {}",
+            reference.expr,
+            scope.stage,
+            refusal.why()
         ),
-        format!(
-            "move the reference to a plain place (bare, or inside \"...\"), or pass the value through `env:` and write \"$NAME\" there; to splice the text as shell syntax on purpose write `${{raw:{}}}`",
-            reference.expr
-        ),
+        ways_out(refusal, &reference.expr),
     )
+}
+
+/// How a value that is not plain reaches a command: through `env:`, the
+/// list form of `run:`, or (a param) the params file the command reads.
+fn ways_out(refusal: &Refusal, expr: &str) -> String {
+    let name: String = expr
+        .rsplit('.')
+        .next()
+        .unwrap_or(expr)
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() {
+                ch.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = if name.starts_with(|ch: char| ch.is_ascii_digit()) || name.is_empty() {
+        format!("V_{name}")
+    } else {
+        name
+    };
+    let env = format!("pass it through `env:` (`env: {{ {name}: \"${{{expr}}}\" }}`) and write \"${name}\" in the command");
+    let argv =
+        format!("run the program without a shell (`run: [python, train.py, \"${{{expr}}}\"]`)");
+    let mut hint = match expr.strip_prefix("params.") {
+        Some(param) => format!(
+            "{env}; {argv}; or have the command read it from the params file (`params: [{param}]`)"
+        ),
+        None => format!("{env}, or {argv}"),
+    };
+    if matches!(refusal, Refusal::NotPlain { .. } | Refusal::Empty)
+        && (expr.starts_with("deps.") || expr.starts_with("outs.") || expr.starts_with("stages."))
+    {
+        hint.push_str("; or rename the path to letters, digits and `_ - . / : @ % + ,`");
+    }
+    hint
 }
 
 /// A param as it appears in a command: a scalar as written, a list as one

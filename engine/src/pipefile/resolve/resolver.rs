@@ -26,16 +26,19 @@ use crate::Diagnostic;
 /// column).
 pub(crate) type TemplateKey = (*const Node, crate::pipefile::source::FileId, usize, usize);
 
-/// `${raw:params.flags}` splices a value into a `run` command unquoted.
+/// `${raw:params.flags}` splices a value into a `run` command as shell
+/// text, plain or not.
 pub(crate) const RAW_PREFIX: &str = "raw:";
 
 /// How values are put into the text of a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Interpolation {
+pub(crate) enum Interpolation<'v> {
     /// As they are (paths, `env`, `with`).
     Plain,
-    /// Into a `run:` shell command: each value quoted as one word.
-    Shell,
+    /// Into a `run:` shell command: only plain values, as they are.
+    /// `variables` are the names of the stage's `env:` entries, which no
+    /// value may name.
+    Shell { variables: &'v [String] },
     /// Into one item of `run: [...]`, which no shell reads.
     Argv,
 }
@@ -410,7 +413,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// `run: "a shell command"`, each value quoted as one word.
+    /// `run: "a shell command"`, each value plain.
     fn shell_command(
         &mut self,
         decl: &Decl,
@@ -419,8 +422,17 @@ impl<'a> Resolver<'a> {
         effects: &mut Effects,
         diagnostics: &mut Diagnostics,
     ) -> String {
+        let variables: Vec<String> = decl
+            .node
+            .get("env")
+            .and_then(Node::as_map)
+            .map(|entries| entries.iter().map(|entry| entry.key.clone()).collect())
+            .unwrap_or_default();
+        let mode = Interpolation::Shell {
+            variables: &variables,
+        };
         let command = self
-            .interpolate(scope, node, Interpolation::Shell, effects, diagnostics)
+            .interpolate(scope, node, mode, effects, diagnostics)
             .unwrap_or_default();
         if command.contains('\0') {
             diagnostics.push(self.nul_byte(format!("`run` of stage `{}`", decl.name), node));
