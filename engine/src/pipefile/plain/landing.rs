@@ -70,6 +70,7 @@ pub(super) fn check(
                     .flatten()
             })
             .or_else(|| after_tilde(text, range.start).then_some(Refusal::Tilde))
+            .or_else(|| completes_operator(text, range.start, value).then_some(Refusal::Operator))
             .or_else(|| split_refusal(value, &separators))
             .or_else(|| {
                 names_in(value)
@@ -203,6 +204,29 @@ fn after_tilde(text: &str, start: usize) -> bool {
         .rev()
         .find(|ch| !(is_plain_char(*ch) && *ch != '/' && *ch != ':'))
         == Some('~')
+}
+
+/// Whether the value follows a `${NAME` (maybe `${NAME[...]`) and the
+/// start of its operator, where it would lengthen the name, or begin
+/// with a character that makes another operator (`%` after `%`, `-`
+/// after `:`, `/` after `/`).
+fn completes_operator(text: &str, start: usize, value: &str) -> bool {
+    const OPERATOR: &str = "%#,^/:-+=?@~!";
+    let before = &text[..start];
+    let after_operator = before.trim_end_matches(|ch| OPERATOR.contains(ch));
+    let operator = before.len() - after_operator.len();
+    let mut name = after_operator;
+    if let Some(subscript) = name.strip_suffix(']') {
+        match subscript.rfind('[') {
+            Some(open) => name = &subscript[..open],
+            None => return false,
+        }
+    }
+    let rest = name.trim_end_matches(|ch: char| ch.is_ascii_alphanumeric() || ch == '_');
+    if rest.len() == name.len() || !(rest.ends_with("${") || rest.ends_with("${!")) {
+        return false;
+    }
+    operator == 0 || value.starts_with(|ch| OPERATOR.contains(ch))
 }
 
 /// The characters the command may set `IFS` to: `Some` of those it

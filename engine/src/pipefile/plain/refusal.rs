@@ -14,6 +14,9 @@ pub(crate) enum Refusal {
     Delimiter,
     /// Inside an unquoted `{...}`, its `,` or `..` would make words.
     Brace,
+    /// Right after the name or operator of a `${...}`, it would change
+    /// which variable or which operator.
+    Operator,
     /// After a `~`, it would name a user's home directory.
     Tilde,
     /// The command sets `IFS` to characters the value holds (`None`: in a
@@ -52,6 +55,9 @@ impl Refusal {
             }
             Refusal::Brace => {
                 "it holds `,` or `..` inside a `{...}` of its word, which bash would expand into several words".to_string()
+            }
+            Refusal::Operator => {
+                "it follows the name or operator of a `${...}`, where it could choose another variable or operator (`${x%${v}}` with `%s` is `${x%%s}`)".to_string()
             }
             Refusal::Tilde => {
                 "it follows a `~`, where bash would read it as the name of a user's home directory".to_string()
