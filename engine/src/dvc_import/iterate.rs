@@ -245,7 +245,7 @@ fn visit_strings(node: &Node, visit: &mut dyn FnMut(&str)) {
 /// plain for the shell, and none of the characters a stage name refuses.
 fn matrix_value(node: &Node) -> Option<String> {
     let text = dvc_text(node).filter(|_| !is_collection(node) && !node.is_null())?;
-    let fits = is_plain_value(&text) && !text.contains([',', '@', '/']);
+    let fits = is_plain_value(&text) && !text.contains([',', '@', '/', '=']);
     fits.then_some(text)
 }
 

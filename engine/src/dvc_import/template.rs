@@ -4,8 +4,8 @@
 //! inside is `name`, `.key` and `[index]` steps; `\${` is a literal `${`;
 //! a value goes in as Python's `str()` of it, a mapping in a command as
 //! `--key value` arguments, a list nowhere. pipe's: `$${` is a literal
-//! `${`, `${params.X}` and `${matrix.K}` are references, and a value is
-//! quoted as one shell word unless it is plain or written `${raw:...}`.
+//! `${`, `${params.X}` and `${matrix.K}` are references, and only a plain value
+//! goes into a command, unless it is written `${raw:...}`.
 
 use crate::pipefile::is_plain_value;
 use crate::pipefile::yaml::{Node, NodeValue};
@@ -293,7 +293,7 @@ impl Out {
             return;
         }
         if raw {
-            self.notes.push((reference.offset, format!("`{}` is `{text}`: its value `{dvc}` is not one plain word, and DVC lets the shell read it (spaces split it, `*` globs); pipe quotes values unless they are written `raw:`", reference.written)));
+            self.notes.push((reference.offset, format!("`{}` is `{text}`: its value `{dvc}` is not one plain word, and DVC lets the shell read it (spaces split it, `*` globs); pipe puts only plain values into a command, unless they are written `raw:`", reference.written)));
         }
     }
 

@@ -131,7 +131,7 @@ fn each_fixture_reports_its_own_mistake() {
         ("51-output-inside-git-dir.yaml", "output-in-git-dir"),
         ("52-raw-outside-run.yaml", "bad-reference"),
         ("53-raw-in-run-list.yaml", "bad-reference"),
-        ("54-reference-in-ansi-c-quotes.yaml", "bad-reference"),
+        ("54-value-not-plain.yaml", "bad-reference"),
         ("55-run-list-with-mapping.yaml", "bad-type"),
         ("56-matrix-too-large.yaml", "matrix-too-large"),
         ("57-raw-in-with.yaml", "bad-reference"),

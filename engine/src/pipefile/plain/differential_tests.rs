@@ -67,7 +67,7 @@ const HOSTILE: &[&str] = &[
     ")",
     "{",
     "}",
-    "=",
+    "=1",
     "#",
     ";",
     "&",
@@ -119,7 +119,7 @@ const EVERYDAY: &[&str] = &[
 /// characters, an operator of `[[` or of a `${...}`.
 const MEANINGFUL: &[&str] = &[
     "a,b", "1..3", "if", "time", "coproc", "eval", "y", "MSG", "EOF1", "root", "IFS", "-v", "-eq",
-    "%s", "..", ",",
+    "%s", "..", ",", "k.v=1",
 ];
 
 fn plain_value(rng: &mut Rng) -> String {
@@ -143,7 +143,7 @@ fn other_value(rng: &mut Rng) -> String {
             rng.pick(HOSTILE)
         });
     }
-    if is_plain_value(&value) {
+    while is_plain_value(&value) {
         value.push_str(rng.pick(HOSTILE));
     }
     value

@@ -96,6 +96,19 @@ fn a_value_that_is_not_plain_or_is_empty_is_refused_wherever_it_lands() {
         }
     }
     assert_eq!(build("echo @V@", ""), Err(Refusal::Empty));
+    // `=` only where it assigns nothing: a matrix stage's output path.
+    for value in ["a=1", "a+=1", "=1", "x,a=1", "0:a-=1", "_x=", "a==b"] {
+        assert!(!is_plain_value(value), "{value}");
+    }
+    for value in [
+        ".pipe/out/p/train@lr=0.1/model",
+        "a.b=1",
+        "1=2",
+        "-a=1",
+        "a@b=c",
+    ] {
+        assert!(is_plain_value(value), "{value}");
+    }
     let mut command = CommandText::default();
     assert_eq!(command.push_value(&[], 0), Err(Refusal::Empty));
     assert_eq!(
@@ -434,6 +447,8 @@ const PLAIN: &[&str] = &[
     "%s",
     "+",
     "x@y:1",
+    "out/t@lr=0.1",
+    "k.v=1",
 ];
 
 /// Values that run `touch PWNED` or change words if read as anything but
