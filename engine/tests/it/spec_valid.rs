@@ -478,8 +478,17 @@ stages:
     assert!(text.contains("train@precision=32-true"), "{text}");
 }
 
+/// The diagnostics of a file that must not load.
+fn refused(file: &Path, overrides: &[&str]) -> Vec<pipe_engine::Diagnostic> {
+    let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
+    match pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog()) {
+        Err(pipe_engine::EngineError::Spec(diagnostics)) => diagnostics,
+        other => panic!("{} was not refused: {other:?}", file.display()),
+    }
+}
+
 #[test]
-fn interpolated_values_in_run_are_quoted_as_one_shell_word() {
+fn plain_values_in_run_go_in_as_written_and_a_list_as_one_word_an_item() {
     let (_dir, file) = project(
         "params: { msg: plain, lr: 5.0e-5, layers: [64, 32] }\nstages:\n  s:\n    run: python train.py --lr ${params.lr} --msg ${params.msg} --layers ${params.layers} > out/x\n",
         None,
@@ -489,35 +498,45 @@ fn interpolated_values_in_run_are_quoted_as_one_shell_word() {
         command(&load(&file, &[]).stages[0]),
         "python train.py --lr 5.0e-5 --msg plain --layers 64 32 > out/x"
     );
-    let hostile = load(&file, &["msg=$(touch pwned); rm -rf ~ \"*\" it's"]);
-    assert_eq!(
-        command(&hostile.stages[0]),
-        r#"python train.py --lr 5.0e-5 --msg '$(touch pwned); rm -rf ~ "*" it'\''s' --layers 64 32 > out/x"#
+    let diagnostics = refused(&file, &["msg=$(touch pwned); rm -rf ~ \"*\" it's"]);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0].code, "bad-reference");
+    assert!(
+        diagnostics[0].message.contains("is not plain"),
+        "{}",
+        diagnostics[0].message
     );
+    let location = diagnostics[0].location.as_ref().expect("located");
+    assert_eq!((location.line, location.col), (4, 50));
 }
 
 #[test]
-fn a_value_inside_the_users_quotes_is_escaped_for_those_quotes() {
+fn a_value_that_is_not_plain_is_refused_inside_quotes_too_naming_the_ways_that_carry_it() {
     let (_dir, file) = project(
         "params: { msg: x }\nstages:\n  s:\n    run: echo \"msg=${params.msg}\" 'raw=${params.msg}'\n",
         None,
     );
-    let pipeline = load(&file, &["msg=a \"b\" $(c) `d` \\e 'f'"]);
-    assert_eq!(
-        command(&pipeline.stages[0]),
-        r#"echo "msg=a \"b\" \$(c) \`d\` \\e 'f'" 'raw=a "b" $(c) `d` \e '\''f'\'''"#
-    );
+    let diagnostics = refused(&file, &["msg=a \"b\" $(c) `d` \\e 'f'"]);
+    let columns: Vec<usize> = diagnostics
+        .iter()
+        .map(|diagnostic| diagnostic.location.as_ref().expect("located").col)
+        .collect();
+    assert_eq!(columns, [20, 40]);
+    let hint = diagnostics[0].hint.as_deref().unwrap_or_default();
+    for way in ["env:", "\"$MSG\"", "run: [", "params: [msg]"] {
+        assert!(hint.contains(way), "{way}: {hint}");
+    }
 }
 
 #[test]
-fn raw_splices_a_value_unquoted() {
+fn raw_splices_a_value_as_shell_text() {
     let (_dir, file) = project(
-        "params: { flags: --fast --quiet }\nstages:\n  s:\n    run: python train.py ${raw:params.flags} ${params.flags}\n",
+        "params: { flags: --fast --quiet }\nstages:\n  s:\n    run: python train.py ${raw:params.flags}\n",
         None,
     );
     assert_eq!(
         command(&load(&file, &[]).stages[0]),
-        "python train.py --fast --quiet '--fast --quiet'"
+        "python train.py --fast --quiet"
     );
 }
 

@@ -40,15 +40,26 @@ fn is_name(text: &str) -> bool {
             .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
-/// A value in a message: a short one whole, a long one by its start.
+/// A value in a message: a short one whole, a long one by its start;
+/// line breaks, tabs and other control characters escaped.
 pub(crate) fn describe(value: &str) -> String {
     const SHOWN: usize = 40;
+    let shown = |text: &str| -> String {
+        text.chars()
+            .map(|ch| match ch {
+                '\n' => "\\n".to_string(),
+                '\t' => "\\t".to_string(),
+                ch if ch.is_control() => ch.escape_unicode().to_string(),
+                ch => ch.to_string(),
+            })
+            .collect()
+    };
     let count = value.chars().count();
     if count <= SHOWN {
-        format!("`{}`", value.escape_debug())
+        format!("`{}`", shown(value))
     } else {
         let start: String = value.chars().take(SHOWN).collect();
-        format!("`{}...` ({count} characters)", start.escape_debug())
+        format!("`{}...` ({count} characters)", shown(&start))
     }
 }
 

@@ -34,15 +34,11 @@ impl Refusal {
                 let mut odd: Vec<char> = value.chars().filter(|ch| !is_plain_char(*ch)).collect();
                 odd.sort_unstable();
                 odd.dedup();
-                let shown: Vec<String> = odd
-                    .iter()
-                    .take(8)
-                    .map(|ch| describe(&ch.to_string()))
-                    .collect();
+                let shown: Vec<String> = odd.iter().take(8).map(|ch| format!("{ch:?}")).collect();
                 format!(
-                    "its value {} is not plain (it holds {}): only letters, digits and `_ - . / : @ % + ,` go into a command's text",
+                    "its value {} is not plain (it holds {}): only letters, digits and `_ - . / : @ % + , =` go into a command's text",
                     describe(value),
-                    shown.join(" ")
+                    shown.join(", ")
                 )
             }
             Refusal::Empty => "its value is empty, and would vanish from the command, moving the words after it into its place".to_string(),
