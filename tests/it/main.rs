@@ -45,6 +45,7 @@ mod resume;
 mod run_choice;
 mod run_record;
 mod run_report;
+mod run_values;
 mod secrets;
 mod settings;
 mod show_own_files;

@@ -97,7 +97,8 @@ name: data
 params: { words: "one two" }
 stages:
   prepare:
-    run: 'for word in ${params.words}; do echo $word; done > words.txt'
+    run: 'for word in "$WORDS"; do echo $word; done > words.txt'
+    env: { WORDS: "${params.words}" }
     outs: [words.txt]
     makes_data: true
   loud:

@@ -165,7 +165,9 @@ fn credentials_reach_the_stage_but_nothing_pipe_prints_or_stores() {
 
 /// A download whose URL carries its token in the fragment, as OAuth's
 /// implicit flow hands it over (no client sends a fragment to the server),
-/// and a command that writes the hex form of the URL it was given.
+/// and a command that writes the hex form of the URL it was given (through
+/// `env:`: a URL with `#`, `&` and `=` is no plain value for a command's
+/// text).
 fn fragment_pipeline(server: &Server, token: &str) -> String {
     format!(
         r#"
@@ -178,7 +180,8 @@ stages:
       url: "${{params.source}}"
       sha256: {DATA_SHA256}
   echo_url:
-    run: printf %s "${{params.source}}" | od -An -tx1 | tr -d ' \n' > url.hex
+    run: printf %s "$SOURCE" | od -An -tx1 | tr -d ' \n' > url.hex
+    env: {{ SOURCE: "${{params.source}}" }}
     outs: [url.hex]
 "#,
         port = server.port()
@@ -415,15 +418,21 @@ fn a_token_is_masked_by_any_spelling_of_its_name() {
         .iter()
         .map(|(name, url)| format!("  {name}: \"{url}\"\n"))
         .collect();
+    // Through `env:`: URLs are no plain values for a command's text.
     let references: String = SPELLED
         .iter()
-        .map(|(name, _)| format!(" \"${{params.{name}}}\""))
+        .map(|(name, _)| format!(" \"${}\"", name.to_uppercase()))
         .collect();
+    let env: Vec<String> = SPELLED
+        .iter()
+        .map(|(name, _)| format!("{}: \"${{params.{name}}}\"", name.to_uppercase()))
+        .collect();
+    let env = env.join(", ");
     let project = TestProject::new();
     project.write(
         "pipe.yaml",
         &format!(
-            "params:\n{params}stages:\n  echo_urls:\n    run: printf '%s\\n'{references} | od -An -tx1 | tr -d ' \\n' > urls.hex\n    outs: [urls.hex]\n"
+            "params:\n{params}stages:\n  echo_urls:\n    run: printf '%s\\n'{references} | od -An -tx1 | tr -d ' \\n' > urls.hex\n    env: {{ {env} }}\n    outs: [urls.hex]\n"
         ),
     );
     let run = project.pipe(&["run", "-v"]);

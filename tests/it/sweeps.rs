@@ -96,11 +96,11 @@ fn a_sweep_runs_and_records_each_combination_with_its_own_values() {
 #[test]
 fn a_sweep_that_cannot_be_one_run_records_each_combination_as_a_run() {
     let project = project();
-    // The tag is an input of the command: each combination makes a
-    // result of its own.
+    // The tag is an input of the command (through `env:`: `a b` is no
+    // plain value): each combination makes a result of its own.
     project.write(
         "pipe.yaml",
-        "params:\n  lr: 0.1\n  seed: 1\n  tag: x\nstages:\n  train:\n    run: python3 score.py ${params.lr} ${params.seed} && echo ${params.tag} > tag.txt\n    deps: [score.py]\n    outs: [tag.txt]\n    metrics: m.json\n",
+        "params:\n  lr: 0.1\n  seed: 1\n  tag: x\nstages:\n  train:\n    run: python3 score.py ${params.lr} ${params.seed} && echo \"$TAG\" > tag.txt\n    env: { TAG: \"${params.tag}\" }\n    deps: [score.py]\n    outs: [tag.txt]\n    metrics: m.json\n",
     );
     let output = project.pipe(&["run", "-m", "-S", "seed=1,2", "-S", "tag=a b,c d"]);
     let text = stderr(&output);
