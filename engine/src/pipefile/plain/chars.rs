@@ -21,11 +21,16 @@ pub(crate) fn is_plain_value(text: &str) -> bool {
 /// Whether an `=` of `text` could assign a variable: one that starts it
 /// (it could end a name written before it), or one after a name (`lr=1`,
 /// `a+=1`, `x,lr-=1`: a command's first word, or arithmetic, where `,`
-/// and `:` start another expression, assigns it).
+/// and `:` start another expression, assigns it). Not one after a `.` or
+/// an `@`, which no name holds and arithmetic stops at
+/// (`train@lr=0.1,seed=1`).
 fn assigns(text: &str) -> bool {
     text.starts_with('=')
         || text.match_indices('=').any(|(at, _)| {
             let before = &text[..at];
+            if before.contains(['.', '@']) {
+                return false;
+            }
             let before = before.strip_suffix(['+', '-', '/', '%']).unwrap_or(before);
             let name = before.rsplit([',', ':']).next().unwrap_or(before);
             is_name(name)

@@ -34,9 +34,7 @@ fn join(text: &str, values: &[(usize, Range<usize>)]) -> Joined {
             continue;
         }
         joined.push(ch);
-        for index in at + 1..at + ch.len_utf8() {
-            map[index] = joined.len();
-        }
+        map[at + 1..at + ch.len_utf8()].fill(joined.len());
     }
     map[text.len()] = joined.len();
     let values = values
