@@ -25,6 +25,7 @@ mod remote_status;
 mod render;
 mod reporter;
 mod run_setup;
+mod run_tally;
 mod runs_table;
 mod show_command;
 mod show_text;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         Err(error) => error.exit(),
     };
     init_logging(cli.verbose, cli.quiet);
+    human_reporter::show_every_stage(cli.verbose > 0);
     pipe_engine::interrupt::install_handlers();
     if let Some(directory) = &cli.directory {
         if let Err(error) = std::env::set_current_dir(directory) {

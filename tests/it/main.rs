@@ -29,6 +29,7 @@ mod kill_safety;
 mod launcher;
 mod load_checks;
 mod malformed;
+mod many_stages;
 mod noop_record;
 mod parallel;
 mod params_overrides;

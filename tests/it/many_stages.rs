@@ -1,0 +1,108 @@
+//! Output that stays readable at hundreds of stages: a 200-sample matrix
+//! whose one changed sample reruns one stage and prints a screenful, a
+//! count of stages done on every line that ran, fresh stages folded by
+//! matrix, restored ones after the first few, and a failed stage named in
+//! the final line. Through the real binary, its plain (log) output.
+
+use pipe_test_support::TestProject;
+
+const SAMPLES: usize = 200;
+
+fn samples_project() -> TestProject {
+    let project = TestProject::new();
+    let names: Vec<String> = (0..SAMPLES).map(|i| format!("S{i:03}")).collect();
+    for name in &names {
+        project.write(&format!("data/{name}.txt"), &format!("{name}\n"));
+    }
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "params:
+  scale: 2
+stages:
+  clean:
+    matrix:
+      sample: [{}]
+    run: mkdir -p clean && test \"$(cat data/${{matrix.sample}}.txt)\" != broken && (cat data/${{matrix.sample}}.txt; echo ${{params.scale}}) > clean/${{matrix.sample}}.txt
+    deps:
+      - data/${{matrix.sample}}.txt
+    outs:
+      - clean/${{matrix.sample}}.txt
+",
+            names.join(", ")
+        ),
+    );
+    project
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_one_sample_change_in_a_200_sample_matrix_prints_a_screenful_with_a_counter() {
+    let project = samples_project();
+    let cold = project.pipe(&["run"]);
+    assert!(cold.status.success(), "{}", stderr(&cold));
+    assert!(
+        stderr(&cold).contains(&format!("[{SAMPLES}/{SAMPLES}]")),
+        "{}",
+        stderr(&cold)
+    );
+
+    project.write("data/S042.txt", "S042 edited\n");
+    let one = project.pipe(&["run"]);
+    let text = stderr(&one);
+    assert!(one.status.success(), "{text}");
+    assert!(
+        text.lines().count() <= 10,
+        "{} lines:\n{text}",
+        text.lines().count()
+    );
+    assert!(text.contains("✓ ran      clean@sample=S042"), "{text}");
+    assert!(
+        text.contains(&format!("/{SAMPLES}]")),
+        "the counter: {text}"
+    );
+    assert!(
+        text.contains(&format!("· fresh    clean ×{}", SAMPLES - 1)),
+        "{text}"
+    );
+    assert!(text.contains("run #2 succeeded: 1 ran"), "{text}");
+
+    // A param there and back: 200 restored, a few lines.
+    let changed = project.pipe(&["run", "-S", "scale=3"]);
+    assert!(changed.status.success());
+    let back = project.pipe(&["run"]);
+    let text = stderr(&back);
+    assert!(text.lines().count() <= 10, "{text}");
+    assert!(
+        text.contains(&format!("↺ restored clean ×{} more", SAMPLES - 3)),
+        "{text}"
+    );
+
+    // `-v`: every stage.
+    let verbose = project.pipe(&["run", "-v", "-S", "scale=3"]);
+    assert!(
+        stderr(&verbose).lines().count() > SAMPLES,
+        "{}",
+        stderr(&verbose)
+    );
+
+    // A failure: its stage named in the last line.
+    project.write("data/S007.txt", "broken\n");
+    let failed = project.pipe(&["run"]);
+    let text = stderr(&failed);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.contains("1 failed (clean@sample=S007)"), "{text}");
+}
+
+#[test]
+fn dash_n_is_a_dry_run_as_in_make_and_snakemake() {
+    let project = samples_project();
+    let dry = project.pipe(&["run", "-n"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(!project.exists("clean/S000.txt"), "a dry run ran");
+    let said = String::from_utf8_lossy(&dry.stdout).into_owned() + &stderr(&dry);
+    assert!(said.contains("would run"), "{said}");
+}
