@@ -34,6 +34,11 @@ pub fn show_every_stage(every: bool) {
     EVERY_STAGE.store(every, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether `-v` asked for every stage on a line (status folds too).
+pub fn every_stage() -> bool {
+    EVERY_STAGE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub struct HumanReporter {
     quiet: bool,
     /// How many of a succeeded command stage's last lines to show.
