@@ -35,6 +35,12 @@ pub(crate) enum Unseen {
 }
 
 impl UnseenOverride {
+    /// Whether `params.yaml` holds the param (so that a command reading
+    /// the whole file reads its old value), rather than lacking it.
+    pub fn held_by_params_file(&self) -> bool {
+        matches!(self.reason, Unseen::NotOneLineScalar | Unseen::Shared)
+    }
+
     /// Why a command reading `params.yaml` would not see it, and what
     /// would make it.
     pub fn explained(&self) -> (String, String) {
