@@ -31,6 +31,7 @@ mod load_checks;
 mod malformed;
 mod noop_record;
 mod parallel;
+mod params_edits;
 mod params_overrides;
 mod plots;
 mod progress_lines;
