@@ -295,6 +295,23 @@ pub enum UsageError {
 }
 
 impl UsageError {
+    /// The hint of an error about a file pipe writes params into.
+    fn params_file_hint(&self) -> String {
+        match self {
+            UsageError::ParamsFileNotRegular { .. } => {
+                "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
+            }
+            UsageError::ParamsFileLinked { file, .. } => {
+                let name = file.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+                format!("nothing ran and nothing was written; give it a copy of its own (`cp {name} {name}.copy && mv {name}.copy {name}`), or pass the params to the command with `${{params.X}}`")
+            }
+            UsageError::ParamsFileChanged { .. } => {
+                "nothing ran; run the command again once the file is saved: pipe writes `-S` values into the file as it read it".to_string()
+            }
+            _ => String::new(),
+        }
+    }
+
     /// How to fix it: the `hint:` line.
     pub fn hint(&self) -> String {
         match self {
@@ -317,16 +334,9 @@ impl UsageError {
                 .to_string(),
             UsageError::NoStageNamed => "name one, e.g. `pipe why train`".to_string(),
             UsageError::BadSweep { .. } => "write each swept param once with its values comma-separated, e.g. `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`".to_string(),
-            UsageError::ParamsFileNotRegular { .. } => {
-                "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
-            }
-            UsageError::ParamsFileLinked { file, .. } => {
-                let name = file.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-                format!("nothing ran and nothing was written; give it a copy of its own (`cp {name} {name}.copy && mv {name}.copy {name}`), or pass the params to the command with `${{params.X}}`")
-            }
-            UsageError::ParamsFileChanged { .. } => {
-                "nothing ran; run the command again once the file is saved: pipe writes `-S` values into the file as it read it".to_string()
-            }
+            UsageError::ParamsFileNotRegular { .. }
+            | UsageError::ParamsFileLinked { .. }
+            | UsageError::ParamsFileChanged { .. } => self.params_file_hint(),
             UsageError::RecordedFileGone { .. } => {
                 "pass the pipeline file the run ran with -f FILE".to_string()
             }
