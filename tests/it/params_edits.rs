@@ -211,16 +211,38 @@ fn a_hard_linked_params_yaml_is_refused_and_keeps_its_inode() {
 #[test]
 fn a_params_yaml_with_a_byte_order_mark_takes_the_override_and_gets_its_mark_back() {
     let project = project("params");
-    let marked = format!("\u{feff}{PARAMS}");
-    project.write("params.yaml", &marked);
+    // The values on the mark's line: an edit there lands where the
+    // pipeline read it, not one character off.
+    let marked = "\u{feff}train: {alpha: 1.0, lr: 0.1}\n";
+    project.write("params.yaml", marked);
     let run = project.run(&["-S", "train.alpha=0.2"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(seen(&project)["alpha"], serde_json::json!(0.2));
+    assert_eq!(seen(&project), serde_json::json!({"alpha": 0.2, "lr": 0.1}));
     assert_eq!(
         project.read("params.yaml"),
         marked,
         "put back, mark and all"
     );
+
+    // A sweep's work trees get the file so edited too.
+    project.write(
+        "pipe.yaml",
+        &project
+            .read("pipe.yaml")
+            .replace("outs: [seen.json]", "metrics: [seen.json]"),
+    );
+    let sweep = project.run(&["-m", "-S", "train.alpha=0.3,0.4"]);
+    assert_eq!(sweep.code, 0, "{}", sweep.stderr);
+    let record = project.show_settled("last");
+    let mut alphas: Vec<f64> = record["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .filter_map(|stage| stage["metrics"]["alpha"].as_f64())
+        .collect();
+    alphas.sort_by(f64::total_cmp);
+    assert_eq!(alphas, [0.3, 0.4], "{record}");
+    assert_eq!(project.read("params.yaml"), marked);
 }
 
 /// The reader's project with `params` as its `params.yaml`, run once.
