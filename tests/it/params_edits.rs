@@ -293,6 +293,27 @@ fn pipe_apply_writes_params_files_under_the_rules_of_a_run() {
     assert_eq!((found.ino(), found.nlink()), (inode, 2));
     assert_eq!(project.read("params.yaml"), plain);
 
+    // A symbolic link: refused, not replaced by a file of its own.
+    let project = applied_project(plain);
+    project.run_ok(&["-S", "train.lr=0.5"]);
+    std::fs::create_dir(project.path("kept")).expect("mkdir");
+    std::fs::rename(
+        project.path("params.yaml"),
+        project.path("kept/params.yaml"),
+    )
+    .expect("move");
+    std::os::unix::fs::symlink("kept/params.yaml", project.path("params.yaml")).expect("link");
+    let apply = project.pipe(&["apply", "2"]);
+    assert_eq!(apply.status.code(), Some(2), "{}", stderr(&apply));
+    assert!(
+        stderr(&apply).contains("is a symbolic link"),
+        "{}",
+        stderr(&apply)
+    );
+    let link = std::fs::symlink_metadata(project.path("params.yaml")).expect("stat");
+    assert!(link.file_type().is_symlink());
+    assert_eq!(project.read("kept/params.yaml"), plain);
+
     // A byte order mark is kept, and control characters are written so
     // that PyYAML reads the run's value back.
     let marked = format!("\u{feff}{plain}");
