@@ -32,6 +32,7 @@ mod malformed;
 mod many_stages;
 mod noop_record;
 mod parallel;
+mod params_edits;
 mod params_overrides;
 mod plots;
 mod progress_lines;

@@ -336,8 +336,6 @@ fn write_params_file(
     Ok(Some(written))
 }
 
-/// Puts `params.yaml` back. Failing to does not fail the run: the journal
-/// stays, and the next pipe command that reads the file puts it back.
 /// Whether `stage` reads the file of `edits` by itself: a command whose
 /// `params:` names an edited param, or that depends on the file.
 fn reads_params_file(edits: &ParamsFileEdits, stage: &Stage, root: &Path) -> bool {
@@ -360,6 +358,8 @@ fn reads_params_file(edits: &ParamsFileEdits, stage: &Stage, root: &Path) -> boo
             .any(|dep| root.join(&dep.path) == edits.file)
 }
 
+/// Puts `params.yaml` back. Failing to does not fail the run: the journal
+/// stays, and the next pipe command that reads the file puts it back.
 fn restore_params_file(written: WrittenParams, observer: Observer<'_>) {
     let file = written.file().to_path_buf();
     let kept = match written.restore() {

@@ -12,7 +12,7 @@ pub use executor::{
     ExecutorSpec,
 };
 pub use matrix::StageMatrix;
-pub use params_file::{paths_overlap, yaml_float, ParamEdit, ParamsFileEdits};
+pub use params_file::{paths_overlap, yaml_float, yaml_quoted, ParamEdit, ParamsFileEdits};
 pub use remote::RemoteSpec;
 
 mod executor;
