@@ -51,6 +51,21 @@ fn a_one_sample_change_in_a_200_sample_matrix_prints_a_screenful_with_a_counter(
     );
 
     project.write("data/S042.txt", "S042 edited\n");
+    // Status folds the expansions that share their state.
+    let status = String::from_utf8_lossy(&project.pipe(&["status"]).stdout).into_owned();
+    assert!(status.lines().count() <= 5, "{status}");
+    assert!(
+        status.contains("clean ×42") && status.contains("clean ×157"),
+        "{status}"
+    );
+    assert!(status.contains("clean@sample=S042  stale"), "{status}");
+    let dry =
+        String::from_utf8_lossy(&project.pipe(&["run", "-n", "-S", "scale=4"]).stdout).into_owned();
+    assert!(
+        dry.contains("clean ×157") && dry.contains("would run"),
+        "{dry}"
+    );
+    assert!(dry.lines().count() <= 10, "{dry}");
     let one = project.pipe(&["run"]);
     let text = stderr(&one);
     assert!(one.status.success(), "{text}");
