@@ -11,6 +11,7 @@ mod compare_page;
 mod compare_params;
 mod compare_view;
 mod complete;
+mod diff_fold;
 mod here;
 mod human_reporter;
 mod init;

@@ -88,6 +88,17 @@ fn a_one_sample_change_in_a_200_sample_matrix_prints_a_screenful_with_a_counter(
     // A param there and back: 200 restored, a few lines.
     let changed = project.pipe(&["run", "-S", "scale=3"]);
     assert!(changed.status.success());
+    // The diff of a param change over 200 expansions: folded by matrix.
+    let diff = String::from_utf8_lossy(&project.pipe(&["diff"]).stdout).into_owned();
+    assert!(
+        diff.lines().count() <= 30,
+        "{} lines:\n{diff}",
+        diff.lines().count()
+    );
+    assert!(diff.contains("clean ×"), "{diff}");
+    assert!(diff.contains("more of `clean`'s expansions"), "{diff}");
+    let every = String::from_utf8_lossy(&project.pipe(&["diff", "-v"]).stdout).into_owned();
+    assert!(every.lines().count() > SAMPLES, "{every}");
     let back = project.pipe(&["run"]);
     let text = stderr(&back);
     assert!(text.lines().count() <= 10, "{text}");
