@@ -124,6 +124,33 @@ fn a_one_sample_change_in_a_200_sample_matrix_prints_a_screenful_with_a_counter(
 }
 
 #[test]
+fn the_dag_of_a_matrix_is_one_line_per_base_and_every_stage_with_dash_v() {
+    let project = samples_project();
+    project.write(
+        "pipe.yaml",
+        &(project.read("pipe.yaml")
+            + "  aggregate:\n    run: cat clean/*.txt > all.txt\n    deps: [clean/S000.txt, clean/S001.txt]\n    outs: [all.txt]\n"),
+    );
+    let dag = String::from_utf8_lossy(&project.pipe(&["dag"]).stdout).into_owned();
+    let lines: Vec<Vec<&str>> = dag
+        .lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            vec!["clean", &format!("×{SAMPLES}")],
+            vec!["aggregate", "<-", "clean", "×2", "of", &SAMPLES.to_string()]
+        ],
+        "{dag}"
+    );
+    assert!(dag.lines().all(|line| line.chars().count() <= 100), "{dag}");
+    let every = String::from_utf8_lossy(&project.pipe(&["dag", "-v"]).stdout).into_owned();
+    assert_eq!(every.lines().count(), SAMPLES + 2, "{every}");
+}
+
+#[test]
 fn dash_n_is_a_dry_run_as_in_make_and_snakemake() {
     let project = samples_project();
     let dry = project.pipe(&["run", "-n"]);
