@@ -337,7 +337,9 @@ impl<'a> Planner<'a> {
         let mut results: Vec<String> = Vec::new();
         for change in &changes {
             let group = describe_group(change);
-            if !seen.insert(group.clone()) {
+            // An empty `params: {}` against params now used (or back) is
+            // the same change as the param's own line.
+            if group.is_empty() || !seen.insert(group.clone()) {
                 continue;
             }
             match result_changed(change) {
@@ -487,8 +489,19 @@ fn describe_group(change: &FieldChange) -> String {
     match head {
         "command" | "argv" => "command changed".to_string(),
         "uses" | "with" | "implementation" => "stage definition changed".to_string(),
-        "params" => format!("param `{}` changed", change.path[1..].join(".")),
-        "deps" => format!("dependency `{name}` changed"),
+        "params" if change.path.len() == 1 => params_now(change),
+        "params" => match (&change.before, &change.after) {
+            (None, Some(_)) => format!("param `{}` now used", change.path[1..].join(".")),
+            (Some(_), None) => format!("param `{}` no longer used", change.path[1..].join(".")),
+            _ => format!("param `{}` changed", change.path[1..].join(".")),
+        },
+        // `deps: {}` against deps now declared (or back): each has its own.
+        "deps" if change.path.len() == 1 => String::new(),
+        "deps" => match (&change.before, &change.after) {
+            (None, Some(_)) => format!("dependency `{name}` added"),
+            (Some(_), None) => format!("dependency `{name}` removed"),
+            _ => format!("dependency `{name}` changed"),
+        },
         "outs" | "metrics" => "declared outputs changed".to_string(),
         "env" => format!("env `{name}` changed"),
         // What a report reads (crate::run_input).
@@ -498,6 +511,50 @@ fn describe_group(change: &FieldChange) -> String {
             _ => format!("`{}` changed", change.field),
         },
         _ => format!("`{}` changed", change.field),
+    }
+}
+
+/// A stage's whole set of params changed from none to some or back: which
+/// it now uses, or no longer does (never an empty name).
+fn params_now(change: &FieldChange) -> String {
+    let names = |value: &Option<Value>| -> Vec<String> {
+        value
+            .as_ref()
+            .map(|value| {
+                crate::key::flatten(value)
+                    .into_keys()
+                    .filter(|name| !name.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (before, after) = (names(&change.before), names(&change.after));
+    let quoted = |names: &[String]| {
+        names
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (before.is_empty(), after.is_empty()) {
+        (true, false) => format!("now uses param{} {}", plural(after.len()), quoted(&after)),
+        (false, true) => format!(
+            "no longer uses param{} {}",
+            plural(before.len()),
+            quoted(&before)
+        ),
+        // `{}` against nothing: the params themselves have lines of
+        // their own.
+        (true, true) => String::new(),
+        _ => "params changed".to_string(),
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 

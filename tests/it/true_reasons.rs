@@ -505,3 +505,34 @@ stages:
     assert_eq!(next.status("train"), "restored");
     assert_eq!(next.status("evaluate"), "restored");
 }
+
+#[test]
+fn a_param_now_used_and_a_dependency_added_or_removed_are_named_as_such() {
+    let project = TestProject::new();
+    project.write("in.txt", "1\n");
+    project.write("other.txt", "2\n");
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: 1\nstages:\n  a:\n    run: echo hi > a.txt\n    outs: [a.txt]\n",
+    );
+    project.run_ok(&[]);
+    let status = |project: &TestProject| {
+        String::from_utf8_lossy(&project.pipe(&["status"]).stdout).into_owned()
+    };
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: 1\nstages:\n  a:\n    run: echo ${params.x} > a.txt\n    deps: [in.txt]\n    outs: [a.txt]\n",
+    );
+    let said = status(&project);
+    assert!(said.contains("param `x` now used"), "{said}");
+    assert!(said.contains("dependency `in.txt` added"), "{said}");
+    assert!(!said.contains("``"), "an empty name: {said}");
+    project.run_ok(&[]);
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: 1\nstages:\n  a:\n    run: echo ${params.x} > a.txt\n    deps: [other.txt]\n    outs: [a.txt]\n",
+    );
+    let said = status(&project);
+    assert!(said.contains("dependency `in.txt` removed"), "{said}");
+    assert!(said.contains("dependency `other.txt` added"), "{said}");
+}
