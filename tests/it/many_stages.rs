@@ -159,3 +159,46 @@ fn dash_n_is_a_dry_run_as_in_make_and_snakemake() {
     let said = String::from_utf8_lossy(&dry.stdout).into_owned() + &stderr(&dry);
     assert!(said.contains("would run"), "{said}");
 }
+
+#[test]
+fn a_matrix_of_records_lays_out_batches_and_samples_each_field_referable() {
+    let project = TestProject::new();
+    for (batch, sample) in [("b1", "x"), ("b1", "y"), ("b2", "x")] {
+        project.write(&format!("data/{batch}/{sample}.txt"), &format!("{batch}/{sample}\n"));
+    }
+    project.write(
+        "pipe.yaml",
+        "params:
+  samples:
+    - {batch: b1, sample: x}
+    - {batch: b1, sample: y}
+    - {batch: b2, sample: x}
+stages:
+  clean:
+    matrix: ${params.samples}
+    run: mkdir -p out/${matrix.batch} && cat data/${matrix.batch}/${matrix.sample}.txt > out/${matrix.batch}/${matrix.sample}.txt
+    deps:
+      - data/${matrix.batch}/${matrix.sample}.txt
+    outs:
+      - out/${matrix.batch}/${matrix.sample}.txt
+",
+    );
+    let run = project.run_ok(&[]);
+    let mut ran: Vec<String> = run.ran().iter().map(|stage| stage.to_string()).collect();
+    ran.sort();
+    assert_eq!(
+        ran,
+        ["clean@batch=b1,sample=x", "clean@batch=b1,sample=y", "clean@batch=b2,sample=x"],
+    );
+    assert_eq!(project.read("out/b2/x.txt"), "b2/x\n");
+    // Records with other fields, or twice the same: located errors.
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    matrix:\n      - {batch: b1, sample: x}\n      - {batch: b1}\n      - {batch: b1, sample: x}\n    run: echo ${matrix.batch}\n",
+    );
+    let refused = project.pipe(&["validate"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let said = stderr(&refused);
+    assert!(said.contains("error[bad-matrix-record]") && said.contains("pipe.yaml:5:9"), "{said}");
+    assert!(said.contains("error[duplicate-matrix-value]"), "{said}");
+}
