@@ -247,7 +247,7 @@ fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
 
 pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "run #{} -> run #{}", diff.a, diff.b);
+    let _ = writeln!(out, "{} -> {}", diff.labels.0, diff.labels.1);
     if let Some((a, b)) = &diff.commits {
         let _ = writeln!(
             out,
@@ -433,9 +433,9 @@ fn metric_lines(out: &mut String, metrics: &[&MetricChange], style: Style) {
 /// comment gets the report's one Markdown writer, whose escaping holds
 /// for whatever names and values a run record carries.
 pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
-    let mut page = Document::new(format!("pipe diff: run #{} → run #{}", diff.a, diff.b));
-    let run_a = format!("run #{}", diff.a);
-    let run_b = format!("run #{}", diff.b);
+    let mut page = Document::new(format!("pipe diff: {} → {}", diff.labels.0, diff.labels.1));
+    let run_a = diff.labels.0.clone();
+    let run_b = diff.labels.1.clone();
     let columns = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
     if let Some((a, b)) = &diff.commits {
         page.paragraph(format!(

@@ -474,6 +474,10 @@ pub enum NoSuchRun {
     /// `commit`: its first 12 digits.
     #[error("no run was recorded at commit {commit}")]
     NoneAtCommit { commit: String },
+    /// A name that is no local ref, though the remote's branch of that
+    /// name is (`feat-a` where only `origin/feat-a` exists).
+    #[error("`{remote}` is a ref here and no local branch is; use it, or `git switch` to make the branch")]
+    NotALocalRef { remote: String },
     /// Every run at the commit a ref names set params with `-S`: none is
     /// that commit's own configuration. `experiments`: each, described.
     #[error("no run at commit {commit} ran its own configuration (without `-S`); the runs there set params: {}; name one by its number, uid or name", .experiments.join("; "))]

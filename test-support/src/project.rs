@@ -92,6 +92,23 @@ impl TestProject {
             .env_remove("AWS_PROFILE")
             .env_remove("AWS_ENDPOINT_URL")
             .env_remove("AWS_ENDPOINT_URL_S3");
+        // A CI's own variables naming the branch it builds would file the
+        // tests' runs under it (`pipe_engine::runs::ci_ref`).
+        for variable in [
+            "PIPE_BRANCH",
+            "GITHUB_HEAD_REF",
+            "GITHUB_REF_TYPE",
+            "GITHUB_REF_NAME",
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME",
+            "CI_COMMIT_BRANCH",
+            "BUILDKITE_BRANCH",
+            "CIRCLE_BRANCH",
+            "BRANCH_NAME",
+            "BUILD_SOURCEBRANCHNAME",
+            "BITBUCKET_BRANCH",
+        ] {
+            command.env_remove(variable);
+        }
         command
     }
 

@@ -164,7 +164,10 @@ fn dash_n_is_a_dry_run_as_in_make_and_snakemake() {
 fn a_matrix_of_records_lays_out_batches_and_samples_each_field_referable() {
     let project = TestProject::new();
     for (batch, sample) in [("b1", "x"), ("b1", "y"), ("b2", "x")] {
-        project.write(&format!("data/{batch}/{sample}.txt"), &format!("{batch}/{sample}\n"));
+        project.write(
+            &format!("data/{batch}/{sample}.txt"),
+            &format!("{batch}/{sample}\n"),
+        );
     }
     project.write(
         "pipe.yaml",
@@ -188,7 +191,11 @@ stages:
     ran.sort();
     assert_eq!(
         ran,
-        ["clean@batch=b1,sample=x", "clean@batch=b1,sample=y", "clean@batch=b2,sample=x"],
+        [
+            "clean@batch=b1,sample=x",
+            "clean@batch=b1,sample=y",
+            "clean@batch=b2,sample=x"
+        ],
     );
     assert_eq!(project.read("out/b2/x.txt"), "b2/x\n");
     // Records with other fields, or twice the same: located errors.
@@ -199,6 +206,9 @@ stages:
     let refused = project.pipe(&["validate"]);
     assert_eq!(refused.status.code(), Some(2));
     let said = stderr(&refused);
-    assert!(said.contains("error[bad-matrix-record]") && said.contains("pipe.yaml:5:9"), "{said}");
+    assert!(
+        said.contains("error[bad-matrix-record]") && said.contains("pipe.yaml:5:9"),
+        "{said}"
+    );
     assert!(said.contains("error[duplicate-matrix-value]"), "{said}");
 }

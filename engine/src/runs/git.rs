@@ -58,6 +58,9 @@ pub struct DirtySettler {
 /// dirty flag is worked out once it is wanted.
 pub struct GitProbe {
     commit: String,
+    /// The branch HEAD names (`refs/heads/X`), or the one the CI says it
+    /// builds (`ci_ref`); `None` on a detached HEAD outside CI.
+    branch: Option<String>,
     root: PathBuf,
     settler: Option<(DirtySettler, PathBuf, RunId)>,
     dirty: Mutex<DirtyCheck>,
@@ -76,9 +79,10 @@ impl GitProbe {
     /// git repository, or in one with no commit yet: such a run records
     /// no git state.
     pub fn start(root: &Path) -> Option<GitProbe> {
-        let commit = head_commit(root)?;
+        let (commit, head_branch) = head_commit(root)?;
         Some(GitProbe {
             commit,
+            branch: super::ci_ref::ci_branch().or(head_branch),
             root: root.to_path_buf(),
             settler: None,
             dirty: Mutex::new(DirtyCheck::NotStarted),
@@ -93,6 +97,10 @@ impl GitProbe {
 
     pub fn commit(&self) -> &str {
         &self.commit
+    }
+
+    pub fn branch(&self) -> Option<&str> {
+        self.branch.as_deref()
     }
 
     /// Starts comparing the work tree with HEAD, unless it was started
@@ -332,7 +340,9 @@ fn work_tree_is_dirty(root: &Path) -> Option<bool> {
 /// The commit HEAD names, read from the files git keeps it in; the git
 /// binary where those are not laid out as this reads them (`GIT_DIR` and
 /// friends set, the reftable format).
-fn head_commit(root: &Path) -> Option<String> {
+/// The commit HEAD names, and the branch when HEAD is one
+/// (`ref: refs/heads/X`).
+fn head_commit(root: &Path) -> Option<(String, Option<String>)> {
     const DISCOVERY: [&str; 4] = [
         "GIT_DIR",
         "GIT_WORK_TREE",
@@ -343,19 +353,25 @@ fn head_commit(root: &Path) -> Option<String> {
         .iter()
         .any(|name| std::env::var_os(name).is_some())
     {
-        return git_commit_of(root, "HEAD");
+        return git_commit_of(root, "HEAD").map(|commit| (commit, None));
     }
     let git_dir = find_git_dir(root)?;
     let common = common_dir(&git_dir);
     if common.join("reftable").is_dir() {
-        return git_commit_of(root, "HEAD");
+        return git_commit_of(root, "HEAD").map(|commit| (commit, None));
     }
     let mut name = "HEAD".to_string();
+    let mut branch = None;
     // Symbolic refs nest rarely; git itself stops at five.
     for _ in 0..5 {
         match read_ref(&git_dir, &common, &name)? {
-            RefValue::Id(id) => return Some(id),
-            RefValue::Symbolic(target) => name = target,
+            RefValue::Id(id) => return Some((id, branch)),
+            RefValue::Symbolic(target) => {
+                if branch.is_none() {
+                    branch = target.strip_prefix("refs/heads/").map(str::to_string);
+                }
+                name = target
+            }
         }
     }
     None

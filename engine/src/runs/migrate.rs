@@ -23,7 +23,8 @@ use crate::{EngineError, Result, UsageError};
 /// `labels_ms`), the uids of removed runs (`removed_runs`), and the
 /// indexes that order runs by time and find a result's runs by key.
 /// 7: what a pulled run's results do not bear out (`unverified`).
-pub(super) const CURRENT: i64 = 7;
+/// 8: the branch a run was made on (`branch`).
+pub(super) const CURRENT: i64 = 8;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -87,6 +88,7 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("tags", "TEXT"),
             ("labels_ms", "INTEGER"),
             ("unverified", "TEXT"),
+            ("branch", "TEXT"),
         ],
     ),
     (

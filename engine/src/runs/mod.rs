@@ -8,6 +8,7 @@
 //! `outputs` column must not make `pipe checkout` restore nothing and
 //! succeed.
 
+mod ci_ref;
 mod compare_query;
 mod db;
 mod git;

@@ -115,6 +115,10 @@ pub struct RunRecord {
     /// import, never taken from a record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
+    /// The branch it ran on: HEAD's, or the one the CI builds
+    /// (`runs::ci_ref`); `None` on a detached HEAD outside CI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 impl RunRecord {
@@ -230,6 +234,7 @@ pub struct RunStart<'a> {
     pub git_commit: Option<&'a str>,
     /// `pipe run --name`.
     pub name: Option<&'a str>,
+    pub branch: Option<&'a str>,
 }
 
 /// How a recorded run ended.
@@ -363,6 +368,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         tags: columns.opt_json("tags")?.unwrap_or_default(),
         labels_ms: columns.opt_unsigned("labels_ms")?,
         unverified: columns.opt_json("unverified")?.unwrap_or_default(),
+        branch: columns.get("branch")?,
     })
 }
 
@@ -462,6 +468,7 @@ const RUN_COLUMNS: &[&str] = &[
     "tags",
     "labels_ms",
     "unverified",
+    "branch",
 ];
 
 fn process_alive(pid: i64) -> bool {
@@ -519,6 +526,7 @@ mod tests {
             tags: Vec::new(),
             labels_ms: None,
             unverified: Vec::new(),
+            branch: None,
         };
         assert_eq!(
             record.overridden_params(),

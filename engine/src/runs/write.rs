@@ -40,8 +40,8 @@ impl RunDb {
             .collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms, branch)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -58,6 +58,7 @@ impl RunDb {
                     start.sweep.then_some(true),
                     start.name,
                     start.name.map(|_| now_ms() as i64),
+                    start.branch,
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -235,8 +236,8 @@ impl RunDb {
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified, branch)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -253,6 +254,8 @@ impl RunDb {
                     json(&overrides),
                     run.sweep.then_some(true),
                     (!run.unverified.is_empty()).then(|| json(&run.unverified)),
+                    // A branch from elsewhere is held to what a branch can be.
+                    run.branch.as_deref().filter(|branch| super::ci_ref::usable(branch)),
                 ],
             )
             .map_err(|e| EngineError::database(&path, e))?;

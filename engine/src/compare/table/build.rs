@@ -427,6 +427,7 @@ mod tests {
                 tags: vec![],
                 labels_ms: None,
                 unverified: vec![],
+                branch: None,
             },
             stages,
         }
