@@ -68,7 +68,8 @@ pub fn bear_out(export: &mut RunExport, root: &Path) -> Result<(), Contradiction
     if !commit_borne_out(export, root)? {
         unverified.push(COMMIT.to_string());
     }
-    export.run.unverified = unverified;
+    // After what `vet` found (superseded results).
+    export.run.unverified.extend(unverified);
     Ok(())
 }
 

@@ -147,6 +147,21 @@ impl RunRecord {
         if self.unverified.iter().any(|field| field == "git_commit") {
             parts.push("its commit".to_string());
         }
+        let superseded: Vec<&str> = self
+            .unverified
+            .iter()
+            .filter_map(|field| field.strip_prefix("superseded."))
+            .collect();
+        if !superseded.is_empty() {
+            parts.push(format!(
+                "what {} made (another run's result for the same key was stored first, so its outputs and metrics are not shown)",
+                superseded
+                    .iter()
+                    .map(|stage| format!("`{stage}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         let params: Vec<&str> = self
             .unverified
             .iter()
