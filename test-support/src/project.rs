@@ -106,6 +106,8 @@ impl TestProject {
             "BRANCH_NAME",
             "BUILD_SOURCEBRANCHNAME",
             "BITBUCKET_BRANCH",
+            "GITHUB_EVENT_NAME",
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA",
         ] {
             command.env_remove(variable);
         }

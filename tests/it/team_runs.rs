@@ -333,3 +333,75 @@ fn a_ci_job_on_a_detached_head_files_its_run_under_the_branch_it_builds() {
         "{said}"
     );
 }
+
+#[test]
+fn a_pull_requests_merge_commit_run_is_found_by_the_branch_head_people_know() {
+    let remote = tempfile::tempdir().unwrap();
+    let origin = TestProject::new();
+    origin.write("pipe.yaml", &pipeline(remote.path()));
+    origin.write(".gitignore", "/model.txt\n/metrics.json\n");
+    git(origin.root(), &["init", "-q", "-b", "main"]);
+    git(origin.root(), &["add", "-A"]);
+    git(origin.root(), &["commit", "-qm", "the project"]);
+    git(origin.root(), &["checkout", "-q", "-b", "lr-small"]);
+    origin.write("notes.txt", "smaller steps\n");
+    git(origin.root(), &["add", "notes.txt"]);
+    git(origin.root(), &["commit", "-qm", "notes"]);
+    git(origin.root(), &["checkout", "-q", "main"]);
+    origin.write("README", "main moved on\n");
+    git(origin.root(), &["add", "README"]);
+    git(origin.root(), &["commit", "-qm", "readme"]);
+
+    // GitHub's checkout of a pull request: a merge commit of the branch
+    // into main, which no branch names.
+    let job = TestProject::new();
+    git(
+        job.root(),
+        &["clone", "-q", &origin.root().display().to_string(), "."],
+    );
+    git(
+        job.root(),
+        &[
+            "-c",
+            "user.name=ci",
+            "-c",
+            "user.email=ci@example.com",
+            "merge",
+            "-q",
+            "--no-ff",
+            "--no-edit",
+            "origin/lr-small",
+        ],
+    );
+    git(job.root(), &["checkout", "-q", "--detach"]);
+    let ran = job
+        .command()
+        .env("GITHUB_EVENT_NAME", "pull_request")
+        .env("GITHUB_HEAD_REF", "lr-small")
+        .args(["run"])
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let shown: Value = serde_json::from_str(&ok(&job, &["show", "last", "--json"])).unwrap();
+    let head = git(origin.root(), &["rev-parse", "lr-small"])
+        .trim()
+        .to_string();
+    assert_eq!(shown["head_commit"], head.as_str());
+    assert_ne!(shown["git_commit"], head.as_str(), "it ran the merge");
+    ok(&job, &["cache", "push", "--all"]);
+
+    let laptop = TestProject::new();
+    git(
+        laptop.root(),
+        &["clone", "-q", &origin.root().display().to_string(), "."],
+    );
+    ok(&laptop, &["cache", "pull"]);
+    assert_eq!(
+        uid_of(&laptop, "origin/lr-small"),
+        shown["uid"].as_str().unwrap()
+    );
+}

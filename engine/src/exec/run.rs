@@ -438,6 +438,7 @@ impl OpenedRun {
             git_commit: git.as_ref().map(GitProbe::commit),
             name: options.name.as_deref(),
             branch: git.as_ref().and_then(GitProbe::branch),
+            head_commit: git.as_ref().and_then(GitProbe::head_commit).as_deref(),
         })?;
         if let (Some(git), Some(settler)) = (&mut git, &options.git_settler) {
             git.settle_with(settler.clone(), &project.runs_db(), run_id);

@@ -103,6 +103,11 @@ impl GitProbe {
         self.branch.as_deref()
     }
 
+    /// The merged branch's head, in a CI job that runs a merge commit.
+    pub fn head_commit(&self) -> Option<String> {
+        super::ci_ref::ci_head_commit(&self.root)
+    }
+
     /// Starts comparing the work tree with HEAD, unless it was started
     /// already. A run calls it as soon as it is sure to be recorded (a
     /// stage runs, or is restored); a run that records nothing never does,

@@ -119,6 +119,11 @@ pub struct RunRecord {
     /// (`runs::ci_ref`); `None` on a detached HEAD outside CI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// When a CI job ran a merge of a branch into its base (a pull
+    /// request's merge commit, `git_commit`): the branch's own head, the
+    /// commit people know; refs to it select the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_commit: Option<String>,
 }
 
 impl RunRecord {
@@ -250,6 +255,7 @@ pub struct RunStart<'a> {
     /// `pipe run --name`.
     pub name: Option<&'a str>,
     pub branch: Option<&'a str>,
+    pub head_commit: Option<&'a str>,
 }
 
 /// How a recorded run ended.
@@ -384,6 +390,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         labels_ms: columns.opt_unsigned("labels_ms")?,
         unverified: columns.opt_json("unverified")?.unwrap_or_default(),
         branch: columns.get("branch")?,
+        head_commit: columns.get("head_commit")?,
     })
 }
 
@@ -484,6 +491,7 @@ const RUN_COLUMNS: &[&str] = &[
     "labels_ms",
     "unverified",
     "branch",
+    "head_commit",
 ];
 
 fn process_alive(pid: i64) -> bool {
@@ -542,6 +550,7 @@ mod tests {
             labels_ms: None,
             unverified: Vec::new(),
             branch: None,
+            head_commit: None,
         };
         assert_eq!(
             record.overridden_params(),

@@ -188,7 +188,8 @@ impl RunDb {
     fn own_configuration_at(&self, commit: &str) -> Result<Option<RunId>> {
         self.connection
             .query_row(
-                "SELECT id FROM runs WHERE git_commit = ?1 AND coalesce(overrides, '[]') = '[]'
+                "SELECT id FROM runs WHERE (git_commit = ?1 OR head_commit = ?1)
+                 AND coalesce(overrides, '[]') = '[]'
                  AND sweep IS NULL
                  AND (unverified IS NULL OR NOT EXISTS
                       (SELECT 1 FROM json_each(unverified) WHERE value = 'git_commit'))

@@ -40,8 +40,8 @@ impl RunDb {
             .collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms, branch)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms, branch, head_commit)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -59,6 +59,7 @@ impl RunDb {
                     start.name,
                     start.name.map(|_| now_ms() as i64),
                     start.branch,
+                    start.head_commit,
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -236,8 +237,8 @@ impl RunDb {
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified, branch)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified, branch, head_commit)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -256,6 +257,9 @@ impl RunDb {
                     (!run.unverified.is_empty()).then(|| json(&run.unverified)),
                     // A branch from elsewhere is held to what a branch can be.
                     run.branch.as_deref().filter(|branch| super::ci_ref::usable(branch)),
+                    run.head_commit.as_deref().filter(|commit| {
+                        commit.len() == 40 && commit.bytes().all(|byte| byte.is_ascii_hexdigit())
+                    }),
                 ],
             )
             .map_err(|e| EngineError::database(&path, e))?;

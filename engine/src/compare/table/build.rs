@@ -428,6 +428,7 @@ mod tests {
                 labels_ms: None,
                 unverified: vec![],
                 branch: None,
+                head_commit: None,
             },
             stages,
         }
