@@ -53,6 +53,24 @@ pub(super) fn usable(value: &str) -> bool {
             .all(|c| c.is_ascii_graphic() && !matches!(c, '~' | '^' | ':' | '?' | '*' | '[' | '\\'))
 }
 
+/// When the job runs a merge of a branch into its base (a pull request's
+/// merge commit), the branch's own head, as the CI names it: GitLab's
+/// merged-results pipelines say it; on GitHub it is the merge commit's
+/// second parent. `None` outside such a job, and without asking git.
+pub fn ci_head_commit(root: &std::path::Path) -> Option<String> {
+    let is_commit = |value: &str| value.len() == 40 && value.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Ok(sha) = std::env::var("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") {
+        if is_commit(&sha) {
+            return Some(sha);
+        }
+    }
+    let event = std::env::var("GITHUB_EVENT_NAME").ok()?;
+    if !event.starts_with("pull_request") {
+        return None;
+    }
+    super::git_commit_of(root, "HEAD^2")
+}
+
 #[cfg(test)]
 mod tests {
     use super::usable;
@@ -72,22 +90,4 @@ mod tests {
             assert!(!usable(bad), "{bad:?}");
         }
     }
-}
-
-/// When the job runs a merge of a branch into its base (a pull request's
-/// merge commit), the branch's own head, as the CI names it: GitLab's
-/// merged-results pipelines say it; on GitHub it is the merge commit's
-/// second parent. `None` outside such a job, and without asking git.
-pub fn ci_head_commit(root: &std::path::Path) -> Option<String> {
-    let is_commit = |value: &str| value.len() == 40 && value.bytes().all(|b| b.is_ascii_hexdigit());
-    if let Ok(sha) = std::env::var("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") {
-        if is_commit(&sha) {
-            return Some(sha);
-        }
-    }
-    let event = std::env::var("GITHUB_EVENT_NAME").ok()?;
-    if !event.starts_with("pull_request") {
-        return None;
-    }
-    super::git_commit_of(root, "HEAD^2")
 }
