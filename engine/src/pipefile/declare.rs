@@ -314,7 +314,12 @@ pub(super) fn matrix_axes(
     diagnostics: &mut Diagnostics,
 ) -> Option<Vec<MatrixAxis>> {
     let example = "e.g.\nmatrix:\n  precision: [32-true, bf16-mixed]\n  seed: ${params.seeds}";
-    if let Some(records) = record_list(node, params) {
+    // A list of records; a list of anything else is the mistake below.
+    if let Some(records) = record_list(node, params).filter(|records| {
+        records
+            .first()
+            .is_some_and(|first| first.as_map().is_some())
+    }) {
         return super::matrix_records::record_axes(stage, records, sources, diagnostics);
     }
     let Some(entries) = node.as_map() else {
