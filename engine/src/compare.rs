@@ -8,7 +8,7 @@ mod selection;
 pub mod steps;
 pub mod table;
 
-pub use commits::{commits_of, side_label, RunCommit};
+pub use commits::{commits_of, run_place, side_label, RunCommit};
 pub use selection::{compare, CompareRequest, Comparison, StatusFilter, DEFAULT_COMPARED_RUNS};
 
 use std::collections::BTreeMap;

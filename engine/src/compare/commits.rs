@@ -61,6 +61,15 @@ pub fn commits_of(
 /// its name if it has one, the branch it ran on (else a branch or tag at
 /// its commit), the commit, then its number here.
 pub fn side_label(root: &std::path::Path, run: &RunRecord) -> String {
+    match run_place(root, run) {
+        Some(place) => format!("{place} (#{})", run.id),
+        None => format!("run #{}", run.id),
+    }
+}
+
+/// `baseline: main @ 1a2b3c4`: a run's name, branch and commit, without
+/// its number; `None` when it has none of them.
+pub fn run_place(root: &std::path::Path, run: &RunRecord) -> Option<String> {
     let short = run
         .git_commit
         .as_deref()
@@ -77,17 +86,15 @@ pub fn side_label(root: &std::path::Path, run: &RunRecord) -> String {
             .or_else(|| refs.first())
             .cloned()
     });
-    let mut label = match (place, short) {
-        (Some(place), Some(short)) => format!("{place} @ {short}"),
-        (None, Some(short)) => short.to_string(),
-        (Some(place), None) => place,
-        (None, None) => format!("run #{}", run.id),
+    let label = match (place, short) {
+        (Some(place), Some(short)) => Some(format!("{place} @ {short}")),
+        (None, Some(short)) => Some(short.to_string()),
+        (Some(place), None) => Some(place),
+        (None, None) => None,
     };
-    if let Some(name) = &run.name {
-        label = format!("{name}: {label}");
+    match (&run.name, label) {
+        (Some(name), Some(label)) => Some(format!("{name}: {label}")),
+        (Some(name), None) => Some(name.clone()),
+        (None, label) => label,
     }
-    if !label.starts_with("run #") {
-        label.push_str(&format!(" (#{})", run.id));
-    }
-    label
 }

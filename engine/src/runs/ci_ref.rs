@@ -53,22 +53,28 @@ pub(super) fn usable(value: &str) -> bool {
             .all(|c| c.is_ascii_graphic() && !matches!(c, '~' | '^' | ':' | '?' | '*' | '[' | '\\'))
 }
 
-/// When the job runs a merge of a branch into its base (a pull request's
-/// merge commit), the branch's own head, as the CI names it: GitLab's
-/// merged-results pipelines say it; on GitHub it is the merge commit's
-/// second parent. `None` outside such a job, and without asking git.
-pub fn ci_head_commit(root: &std::path::Path) -> Option<String> {
+/// Where the head of the merged branch is, in a job that runs a merge of
+/// a branch into its base (a pull request's merge commit).
+pub enum MergedHead {
+    /// GitLab's merged-results pipelines name it.
+    Named(String),
+    /// GitHub's: the merge commit's second parent.
+    SecondParent,
+}
+
+/// The merged head of this job, as its CI says; `None` outside such a
+/// job, and without asking git.
+pub fn merged_head() -> Option<MergedHead> {
     let is_commit = |value: &str| value.len() == 40 && value.bytes().all(|b| b.is_ascii_hexdigit());
     if let Ok(sha) = std::env::var("CI_MERGE_REQUEST_SOURCE_BRANCH_SHA") {
         if is_commit(&sha) {
-            return Some(sha);
+            return Some(MergedHead::Named(sha));
         }
     }
     let event = std::env::var("GITHUB_EVENT_NAME").ok()?;
-    if !event.starts_with("pull_request") {
-        return None;
-    }
-    super::git_commit_of(root, "HEAD^2")
+    event
+        .starts_with("pull_request")
+        .then_some(MergedHead::SecondParent)
 }
 
 #[cfg(test)]

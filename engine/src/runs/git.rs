@@ -105,7 +105,10 @@ impl GitProbe {
 
     /// The merged branch's head, in a CI job that runs a merge commit.
     pub fn head_commit(&self) -> Option<String> {
-        super::ci_ref::ci_head_commit(&self.root)
+        match super::ci_ref::merged_head()? {
+            super::ci_ref::MergedHead::Named(sha) => Some(sha),
+            super::ci_ref::MergedHead::SecondParent => git_commit_of(&self.root, "HEAD^2"),
+        }
     }
 
     /// Starts comparing the work tree with HEAD, unless it was started
