@@ -59,6 +59,25 @@ pub const CATALOG: Limit = Limit {
     what: "the cached stage catalog",
 };
 
+/// One answer of an S3 remote's server: the largest pipe asks for is a
+/// small file read whole (an action file, a run record: 16 MiB) or one
+/// 8 MiB range of an object; a listing page of 1,000 keys is under 2 MiB.
+/// opendal holds a listing page or an error body whole, so an endless one
+/// is cut off here (`remote::transport`).
+pub const HTTP_ANSWER: Limit = Limit {
+    bytes: 64 * MIB,
+    what: "one answer of a remote",
+};
+
+/// A listing of a remote's run records or labels: the entries it may
+/// hold, and the bytes of their names. A run makes one record and, per
+/// change of its name or tags, one labels object.
+pub const LISTING_ENTRIES: u64 = 100_000;
+pub const LISTING: Limit = Limit {
+    bytes: 32 * MIB,
+    what: "a listing of a remote",
+};
+
 /// Opens `path` for reading when it is a regular file, not following a
 /// symbolic link and never waiting on a FIFO.
 pub fn open_regular(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
