@@ -112,7 +112,7 @@ pub fn ignore_paths(root: &Path, paths: &[&str]) -> Result<Ignored> {
 /// the patterns alone (`--no-index`: a tracked file counts too). Nothing,
 /// where git cannot answer: then the lines are added, which is harmless.
 fn ignored_by_git(root: &Path, lines: &[String]) -> std::collections::HashSet<String> {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let unescape = |line: &str| -> String {
         let mut path = String::new();
         let mut chars = line.trim_start_matches('/').chars();
@@ -126,26 +126,22 @@ fn ignored_by_git(root: &Path, lines: &[String]) -> std::collections::HashSet<St
         path
     };
     let paths: Vec<String> = lines.iter().map(|line| unescape(line)).collect();
-    let child = Command::new("git")
+    // git would wait forever on a FIFO planted as HEAD (and is killed past
+    // its deadline on one planted elsewhere).
+    if !crate::runs::git_can_answer(root) {
+        return Default::default();
+    }
+    let mut command = Command::new("git");
+    command
         .arg("-C")
         .arg(root)
-        .args(["check-ignore", "--no-index", "-z", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
-        return Default::default();
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let mut input = Vec::new();
-        for path in &paths {
-            input.extend_from_slice(path.trim_end_matches('/').as_bytes());
-            input.push(0);
-        }
-        let _ = stdin.write_all(&input);
+        .args(["check-ignore", "--no-index", "-z", "--stdin"]);
+    let mut input = Vec::new();
+    for path in &paths {
+        input.extend_from_slice(path.trim_end_matches('/').as_bytes());
+        input.push(0);
     }
-    let Ok(output) = child.wait_with_output() else {
+    let Some(output) = crate::runs::git_output(command, Some(input)) else {
         return Default::default();
     };
     let answered: std::collections::HashSet<&[u8]> =
