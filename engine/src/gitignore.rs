@@ -15,6 +15,13 @@ use crate::{EngineError, Result};
 const STATE_DIR_IGNORE: &str =
     "# pipe's own state (cache, run records, logs): never committed. Written by pipe.\n*\n";
 
+/// The most of a project's `.gitignore` pipe reads: far more than any
+/// hand-written one, and past it the outputs are left to the user.
+const GITIGNORE: pipe_cache::untrusted::Limit = pipe_cache::untrusted::Limit {
+    bytes: 16 << 20,
+    what: "a .gitignore",
+};
+
 /// The comment above the lines pipe adds to a project's `.gitignore`.
 const OUTPUTS_HEADER: &str = "# Outputs of pipe's stages: its cache holds them and `pipe run` or `pipe checkout`\n# restores them (an output declared `cache: false` is left for git to track).\n";
 
@@ -57,8 +64,15 @@ pub enum Ignored {
 pub fn ignore_paths(root: &Path, paths: &[&str]) -> Result<Ignored> {
     let path = root.join(".gitignore");
     let wanted: Vec<String> = paths.iter().filter_map(|path| pattern_for(path)).collect();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
+    // A clone may hold `.gitignore` as a link (to `/dev/zero`) or a FIFO:
+    // refused, which costs a warning, never a hang or memory without end.
+    let text = match pipe_cache::untrusted::read_through_links(&path, GITIGNORE) {
+        Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
+            EngineError::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8"),
+            )
+        })?),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(error) => return Err(EngineError::io(&path, error)),
     };

@@ -83,3 +83,22 @@ fn packed_refs_linked_to_dev_zero_are_refused_not_read_without_end() {
     let finished = assert_runs_with_the_commit_unknown(&project);
     assert!(finished.peak_rss < 1 << 30, "{} bytes", finished.peak_rss);
 }
+
+#[test]
+fn a_gitignore_linked_to_dev_zero_costs_a_warning_not_memory_without_end() {
+    // git checks a link out as a link: a clone can hold this.
+    let project = repository();
+    std::fs::remove_file(project.path(".gitignore")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", project.path(".gitignore")).unwrap();
+    let finished = pipe(&project, &[], &["run", "--json"]);
+    let run = finished.run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.status("make"), "ran", "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("cannot keep the stages' outputs out of git"),
+        "{}",
+        run.stderr
+    );
+    assert!(finished.peak_rss < 1 << 30, "{} bytes", finished.peak_rss);
+}
