@@ -31,10 +31,13 @@ use tokio::time::{Instant, Sleep};
 
 use crate::untrusted;
 
-/// The least throughput a transfer keeps up once past the floor, in bytes
-/// a second: a slow link (a few Mbit/s shared by `concurrency` transfers
-/// of up to 4 parts each) stays above it.
-pub(super) const MIN_RATE: u64 = 16 * 1024;
+/// The least throughput a request keeps up once past the floor, in bytes
+/// a second. The requests in flight share the link: up to `concurrency`
+/// objects of 4 ranges each, 32 by default, so a 2 Mbit/s link gives each
+/// about this much when all are busy. A server feeding this slowly holds
+/// one answer (16 MiB at most) for 34 minutes; one dripping bytes, for the
+/// floor.
+pub(super) const MIN_RATE: u64 = 8 * 1024;
 
 /// The floor of every deadline, when `PIPE_REMOTE_DEADLINE_S` does not set it.
 const DEFAULT_FLOOR: Duration = Duration::from_secs(30);
@@ -252,7 +255,7 @@ mod tests {
         assert_eq!(bounds.deadline(start, 60), start + Duration::from_secs(30));
         assert_eq!(
             bounds.deadline(start, 8 << 20),
-            start + Duration::from_secs(30 + 512)
+            start + Duration::from_secs(30 + 1024)
         );
     }
 }
