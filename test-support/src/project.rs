@@ -80,6 +80,7 @@ impl TestProject {
             .env_remove("PIPE_REMOTE_REGION")
             .env_remove("PIPE_REMOTE_READ_ONLY")
             .env_remove("PIPE_REMOTE_CONCURRENCY")
+            .env_remove("PIPE_REMOTE_DEADLINE_S")
             // `pipe show --open` opens a browser only where one is set.
             .env_remove("BROWSER")
             .env_remove("DISPLAY")

@@ -18,6 +18,8 @@ mod diff_units;
 mod docs;
 mod dvc_project;
 mod from_dvc;
+mod hostile_git;
+mod hostile_s3;
 mod imdb_mirror;
 mod imdb_pipeline;
 mod incremental_property;

@@ -286,7 +286,9 @@ fn ignore_outputs(pipeline: &Pipeline, project: &Project, observer: Observer<'_>
         hasher.finalize().to_hex().to_string()
     };
     let checked = project.gitignore_checked();
-    if std::fs::read_to_string(&checked).is_ok_and(|known| known == fingerprint(&paths)) {
+    // A file under `.pipe/`: read as every state file there is.
+    let known = pipe_cache::untrusted::read(&checked, pipe_cache::untrusted::STATE_FILE);
+    if known.is_ok_and(|known| known == fingerprint(&paths).as_bytes()) {
         return;
     }
     let ignored = crate::gitignore::ignore_paths(&pipeline.root, &paths);

@@ -32,7 +32,7 @@ impl RunDb {
                 .into());
             }
         }
-        let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
+        let argv = recorded_argv(start.argv);
         let overrides: Vec<Cow<'_, str>> = start
             .overrides
             .iter()
@@ -218,7 +218,7 @@ impl RunDb {
             .transaction()
             .map_err(|e| EngineError::database(&path, e))?;
         let run = &mut export.run;
-        let argv: Vec<Cow<'_, str>> = run.argv.iter().map(|arg| redact_text(arg)).collect();
+        let argv = recorded_argv(&run.argv);
         // A record from a pipe that did not keep the settings as data.
         let legacy;
         let overrides: &[String] = if run.overrides.is_empty() {
@@ -295,6 +295,20 @@ impl RunDb {
 }
 
 /// Stage records and the manifests of their keys, inside `transaction`.
+/// A command line as a record keeps it: the program as typed, its file
+/// name (`pipe`, not `/home/ada/.cargo/bin/pipe`: a record travels to a
+/// remote, and the path says whose home it ran from), and credentials
+/// masked.
+fn recorded_argv(argv: &[String]) -> Vec<Cow<'_, str>> {
+    argv.iter()
+        .enumerate()
+        .map(|(index, arg)| match index {
+            0 => redact_text(arg.rsplit('/').next().unwrap_or(arg)),
+            _ => redact_text(arg),
+        })
+        .collect()
+}
+
 fn insert_stages<'a>(
     transaction: &rusqlite::Transaction<'_>,
     path: &Path,
