@@ -290,8 +290,9 @@ pub struct RunArgs {
     /// Run every selected stage even if cached.
     #[arg(long)]
     pub force_all: bool,
-    /// Show what would run, and why, without running it.
-    #[arg(long)]
+    /// Show what would run, and why, without running it (`-n`, as in make
+    /// and Snakemake).
+    #[arg(short = 'n', long)]
     pub dry_run: bool,
     /// Name the run: the name selects it as its number and uid do
     /// (`pipe show NAME`), and travels with `pipe cache push`.

@@ -151,6 +151,10 @@ fn cache(command: CacheCommand, quiet: bool) -> Result<ExitCode> {
 fn dag(path: Option<&Path>, pipeline: &PipelineArg, format: DagFormatArg) -> Result<ExitCode> {
     let (pipeline, dag) = load(path, pipeline)?;
     let format = match format {
+        DagFormatArg::Ascii if !crate::human_reporter::every_stage() => {
+            out!("{}", ensure_newline(dag.render_by_matrix(&pipeline)));
+            return Ok(ExitCode::Ok);
+        }
         DagFormatArg::Ascii => DagFormat::Ascii,
         DagFormatArg::Dot => DagFormat::Dot,
         DagFormatArg::Mermaid => DagFormat::Mermaid,

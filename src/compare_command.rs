@@ -37,7 +37,16 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     if args.json {
         jsonln!(serde_json::to_string_pretty(table).unwrap_or_default());
     } else if args.md {
-        out!("{}", crate::compare_view::markdown(table));
+        // Each run as a reviewer knows it: its branch and commit.
+        let labels: Vec<String> = comparison
+            .runs
+            .iter()
+            .filter_map(|compared| {
+                let place = compare::run_place(&history.root, &compared.run)?;
+                Some(format!("#{} = {place}", compared.run.id))
+            })
+            .collect();
+        out!("{}", crate::compare_view::markdown(table, &labels));
     } else if args.csv {
         out!("{}", crate::compare_view::csv(table));
     } else if let Some(steps) = &comparison.steps {

@@ -474,7 +474,7 @@ fn markdown_cell(text: &str) -> String {
 
 /// A pull-request comment: the table with ▲/▼ and % against the baseline,
 /// ✓ better and ✗ worse by each metric's direction, warnings as a note.
-pub fn markdown(table: &CompareTable) -> String {
+pub fn markdown(table: &CompareTable, labels: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## pipe compare\n");
     let _ = writeln!(
@@ -482,6 +482,10 @@ pub fn markdown(table: &CompareTable) -> String {
         "Baseline: run {}. Changes are against it; ✓ better, ✗ worse by the metric's direction.\n",
         markdown_cell(&baseline_text(table))
     );
+    if !labels.is_empty() {
+        let shown: Vec<String> = labels.iter().map(|label| markdown_cell(label)).collect();
+        let _ = writeln!(out, "Runs: {}.\n", shown.join("; "));
+    }
     let mut header = vec!["run".to_string()];
     header.extend(
         table

@@ -17,12 +17,27 @@ use pipe_engine::runs::{RunId, RunStatus, StageStatus};
 use pipe_protocol::format::format_seconds;
 
 use crate::reporter::Reporter;
+use crate::run_tally::{RunTally, Shown};
 use crate::style::Style;
 use crate::worker_build_view::{Said, WorkerBuildView};
 
 /// How often a running stage's progress is printed when stderr is not a
 /// terminal (a CI log, a redirected run); `PIPE_PROGRESS_INTERVAL` changes it.
 const LINE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// `-v`: every stage on a line of its own, fresh ones too.
+static EVERY_STAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Shows every stage on a line (`-v`) instead of folding fresh and most
+/// restored stages of a matrix.
+pub fn show_every_stage(every: bool) {
+    EVERY_STAGE.store(every, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether `-v` asked for every stage on a line (status folds too).
+pub fn every_stage() -> bool {
+    EVERY_STAGE.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 pub struct HumanReporter {
     quiet: bool,
@@ -33,7 +48,10 @@ pub struct HumanReporter {
     running: Mutex<HashMap<String, ProgressBar>>,
     /// Off a terminal: each running stage's occasional progress line.
     progress_lines: Mutex<HashMap<String, ProgressText>>,
-    counts: Mutex<HashMap<StageStatus, usize>>,
+    /// The stages of the current run: counted, folded, named at its end.
+    tally: Mutex<RunTally>,
+    /// On a terminal: the run's overall count of stages done.
+    overall: Mutex<Option<ProgressBar>>,
     /// Off a terminal: when each running command stage's output was last
     /// shown, so that a CI log gets a line per interval, not a flood.
     output_shown: Mutex<HashMap<String, Instant>>,
@@ -55,7 +73,8 @@ impl HumanReporter {
             bars,
             running: Mutex::new(HashMap::new()),
             progress_lines: Mutex::new(HashMap::new()),
-            counts: Mutex::new(HashMap::new()),
+            tally: Mutex::new(RunTally::default()),
+            overall: Mutex::new(None),
             output_shown: Mutex::new(HashMap::new()),
             started: Mutex::new(Instant::now()),
         }
@@ -136,17 +155,51 @@ impl HumanReporter {
         }
     }
 
-    /// Ends the stage's live line, counts it, and prints its line.
-    fn stage_finished(&self, stage: &str, status: StageStatus, text: String) {
+    /// Ends the stage's live line, counts it, and prints its line, with
+    /// the count of stages done: on a terminal in the overall bar, in a
+    /// log after the line. A fresh stage, and a matrix's restored ones past
+    /// the first few, are counted only (`-v` shows them).
+    fn stage_finished(&self, stage: &str, status: StageStatus, detail: Option<&str>, text: String) {
         lock(&self.output_shown).remove(stage);
         if let Some(bar) = lock(&self.running).remove(stage) {
             bar.finish_and_clear();
         }
         lock(&self.progress_lines).remove(stage);
-        *lock(&self.counts).entry(status).or_default() += 1;
+        let every = EVERY_STAGE.load(std::sync::atomic::Ordering::Relaxed);
+        let shown = lock(&self.tally).finished(stage, status, detail, every);
+        if let Some(bar) = lock(&self.overall).as_ref() {
+            bar.inc(1);
+        }
+        let Shown::Line { counter } = shown else {
+            return;
+        };
+        let text = match &self.bars {
+            Some(_) => text,
+            None => match text.split_once('\n') {
+                Some((first, rest)) => format!("{first}  {}\n{rest}", self.style.dim(&counter)),
+                None => format!("{text}  {}", self.style.dim(&counter)),
+            },
+        };
         match status {
             StageStatus::Failed | StageStatus::Interrupted => self.print(text),
             _ => self.line(text),
+        }
+    }
+
+    /// A run's start: a new tally and, on a terminal, its overall bar.
+    fn run_started(&self, stages: usize) {
+        *lock(&self.tally) = RunTally::start(stages);
+        *lock(&self.started) = Instant::now();
+        if let (Some(bars), false) = (&self.bars, self.quiet) {
+            let bar = bars.add(ProgressBar::new(stages as u64));
+            bar.set_style(human_times(
+                ProgressStyle::with_template("{pos}/{len} stages  {elapsed:.dim}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ));
+            bar.enable_steady_tick(Duration::from_millis(500));
+            if let Some(old) = lock(&self.overall).replace(bar) {
+                old.finish_and_clear();
+            }
         }
     }
 
@@ -170,10 +223,14 @@ impl HumanReporter {
     }
 
     fn run_finished(&self, run_id: RunId, status: RunStatus, recorded: bool) {
-        let counts = lock(&self.counts);
+        if let Some(bar) = lock(&self.overall).take() {
+            bar.finish_and_clear();
+        }
+        let tally = lock(&self.tally);
+        let counts = &tally.counts;
         let elapsed = format_seconds(lock(&self.started).elapsed().as_secs_f64());
         if !recorded {
-            let fresh = counts.get(&StageStatus::Fresh).copied().unwrap_or(0);
+            let fresh = counts.get("fresh").copied().unwrap_or(0);
             self.line(format!(
                 "nothing to do: {fresh} {} fresh, no run recorded ({elapsed})",
                 if fresh == 1 { "stage" } else { "stages" },
@@ -190,10 +247,21 @@ impl HumanReporter {
         ]
         .iter()
         .filter_map(|status| {
-            let count = counts.get(status)?;
-            Some(format!("{count} {}", status.as_str()))
+            let count = counts.get(status.as_str())?;
+            let named = match status {
+                StageStatus::Failed => tally.failed_names(),
+                _ => String::new(),
+            };
+            Some(format!("{count} {}{named}", status.as_str()))
         })
         .collect();
+        for (status, text) in tally.summary_lines(terminal_width()) {
+            let mark = match status {
+                "restored" => self.style.cyan("↺ restored"),
+                _ => self.style.dim("· fresh   "),
+            };
+            self.line(format!("{mark} {text}"));
+        }
         let verdict = match status {
             RunStatus::Succeeded => self.style.green("succeeded"),
             RunStatus::Interrupted => self.style.yellow("interrupted"),
@@ -217,10 +285,7 @@ impl Reporter<Event<'_>> for HumanReporter {
         match *event {
             Event::WaitingForLock { holder } => self.line(waiting_line(holder)),
             // Each run of a sweep is counted and timed on its own.
-            Event::RunStarted { .. } => {
-                lock(&self.counts).clear();
-                *lock(&self.started) = Instant::now();
-            }
+            Event::RunStarted { stages, .. } => self.run_started(stages),
             Event::StageRunning { stage, .. } => self.stage_running(stage),
             Event::StageFinished {
                 stage,
@@ -238,7 +303,7 @@ impl Reporter<Event<'_>> for HumanReporter {
                     let tail = log_tail.map(|tail| last_lines(tail, self.output_lines));
                     text.push_str(&failure_details(self.style, None, tail, log));
                 }
-                self.stage_finished(stage, status, text);
+                self.stage_finished(stage, status, detail, text);
             }
             Event::StageProgress {
                 stage,
@@ -341,6 +406,14 @@ pub fn print_line(bars: Option<&MultiProgress>, text: &str) {
             }
         }
     }
+}
+
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.parse().ok())
+        .filter(|&columns: &usize| columns > 0)
+        .unwrap_or(100)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -11,6 +11,7 @@ mod compare_page;
 mod compare_params;
 mod compare_view;
 mod complete;
+mod diff_fold;
 mod here;
 mod human_reporter;
 mod init;
@@ -25,6 +26,7 @@ mod remote_status;
 mod render;
 mod reporter;
 mod run_setup;
+mod run_tally;
 mod runs_table;
 mod show_command;
 mod show_text;
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Err(error) => error.exit(),
     };
     init_logging(cli.verbose, cli.quiet);
+    human_reporter::show_every_stage(cli.verbose > 0);
     pipe_engine::interrupt::install_handlers();
     if let Some(directory) = &cli.directory {
         if let Err(error) = std::env::set_current_dir(directory) {

@@ -228,30 +228,40 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
     if quiet {
         return;
     }
+    let results = |count: u64| format!("{count} result{}", if count == 1 { "" } else { "s" });
     let mut parts = Vec::new();
     if transfers.results_pulled > 0 {
         parts.push(format!(
-            "pulled {} results ({})",
-            transfers.results_pulled,
+            "pulled {} ({})",
+            results(transfers.results_pulled),
             format_bytes(transfers.bytes_pulled as f64)
         ));
     }
     if transfers.results_pushed > 0 {
         parts.push(format!(
-            "pushed {} results ({}) in {}",
-            transfers.results_pushed,
+            "pushed {} ({}) in {}",
+            results(transfers.results_pushed),
             format_bytes(transfers.bytes_pushed as f64),
             format_seconds(transfers.push_seconds)
         ));
     }
     if transfers.results_already_present > 0 {
+        // An earlier push of the same key (this project's, a forced rerun,
+        // or another job's): the remote keeps the result it has.
         parts.push(format!(
-            "{} results were already there (another run pushed them first)",
-            transfers.results_already_present
+            "{} already in the remote under the same key{}, kept as it is",
+            results(transfers.results_already_present),
+            if transfers.results_already_present == 1 {
+                ""
+            } else {
+                "s"
+            }
         ));
     }
     if summary.read_only {
         parts.push("read-only: nothing pushed".to_string());
+    } else if summary.record.is_ok() && !parts.is_empty() {
+        parts.push("run record pushed".to_string());
     }
     if !parts.is_empty() {
         errln!("remote {}: {}", summary.url, parts.join(", "));

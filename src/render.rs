@@ -247,7 +247,7 @@ fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
 
 pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "run #{} -> run #{}", diff.a, diff.b);
+    let _ = writeln!(out, "{} -> {}", diff.labels.0, diff.labels.1);
     if let Some((a, b)) = &diff.commits {
         let _ = writeln!(
             out,
@@ -295,8 +295,26 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     if diff.stages.is_empty() {
         let _ = writeln!(out, "  (same keys, nothing reran)");
     }
-    for change in &diff.stages {
-        let _ = writeln!(out, "  {}  {}", change.stage, status_pair(change));
+    let every = crate::human_reporter::every_stage();
+    let groups = match every {
+        true => diff.stages.iter().map(|change| (change, 1)).collect(),
+        false => crate::diff_fold::stage_groups(&diff.stages),
+    };
+    for (change, count) in groups {
+        match count {
+            1 => {
+                let _ = writeln!(out, "  {}  {}", change.stage, status_pair(change));
+            }
+            n => {
+                let _ = writeln!(
+                    out,
+                    "  {} ×{n}  {}  {}",
+                    crate::diff_fold::base_of(&change.stage),
+                    status_pair(change),
+                    style.dim(&format!("(the first, {}, below)", change.stage))
+                );
+            }
+        }
         // A stage that reports on the run is keyed on the whole run: its
         // fields repeat everything above, so they are counted, not listed.
         let (of_run, own): (Vec<FieldChange>, Vec<FieldChange>) = change
@@ -304,7 +322,14 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
             .iter()
             .cloned()
             .partition(|field| field.field.starts_with("run."));
+        let (own, counted) = match every {
+            true => (own, Vec::new()),
+            false => crate::diff_fold::shown_fields(&own),
+        };
         field_lines(&mut out, &own, "      ");
+        for line in counted {
+            let _ = writeln!(out, "      {}", style.dim(&line));
+        }
         if !of_run.is_empty() {
             let _ = writeln!(
                 out,
@@ -321,8 +346,12 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     if diff.outputs.is_empty() {
         let _ = writeln!(out, "  (unchanged)");
     }
-    let path_width = width(diff.outputs.iter().map(|output| output.path.as_str()));
-    for output in &diff.outputs {
+    let outputs = match every {
+        true => diff.outputs.iter().map(|output| (None, output)).collect(),
+        false => crate::diff_fold::output_groups(&diff.outputs),
+    };
+    let path_width = width(outputs.iter().map(|(_, output)| output.path.as_str()));
+    for (group, output) in outputs {
         let short = |digest: &Option<String>| {
             digest
                 .as_deref()
@@ -337,6 +366,16 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
             short(&output.b),
             output.stage
         );
+        if let Some((base, count)) = group {
+            let _ = writeln!(
+                out,
+                "  {}",
+                style.dim(&format!(
+                    "and {} more of `{base}`'s expansions (-v lists them)",
+                    count - 1
+                ))
+            );
+        }
     }
     out
 }
@@ -394,9 +433,9 @@ fn metric_lines(out: &mut String, metrics: &[&MetricChange], style: Style) {
 /// comment gets the report's one Markdown writer, whose escaping holds
 /// for whatever names and values a run record carries.
 pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
-    let mut page = Document::new(format!("pipe diff: run #{} → run #{}", diff.a, diff.b));
-    let run_a = format!("run #{}", diff.a);
-    let run_b = format!("run #{}", diff.b);
+    let mut page = Document::new(format!("pipe diff: {} → {}", diff.labels.0, diff.labels.1));
+    let run_a = diff.labels.0.clone();
+    let run_b = diff.labels.1.clone();
     let columns = |names: &[&str]| names.iter().map(|name| name.to_string()).collect();
     if let Some((a, b)) = &diff.commits {
         page.paragraph(format!(

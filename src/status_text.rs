@@ -23,13 +23,28 @@ pub fn status_text(
     const PIECE: usize = 64 * 1024;
     let mut out = String::with_capacity(PIECE + 1024);
     let is_shown = |state: &StageState| shown == Shown::All || state.freshness != Freshness::Fresh;
+    let fold = !crate::human_reporter::every_stage();
+    let groups = if fold {
+        folded_groups(states)
+    } else {
+        (0..states.len()).map(|at| (at, 1)).collect()
+    };
+    let names: Vec<String> = groups
+        .iter()
+        .map(|&(first, count)| match count {
+            1 => states[first].stage.clone(),
+            n => format!("{} ×{n}", base_of(&states[first].stage)),
+        })
+        .collect();
     let name_width = width(
-        states
+        groups
             .iter()
-            .filter(|state| is_shown(state))
-            .map(|state| state.stage.as_str()),
+            .zip(&names)
+            .filter(|((first, _), _)| is_shown(&states[*first]))
+            .map(|(_, name)| name.as_str()),
     );
-    for (position, state) in states.iter().enumerate() {
+    for (&(position, count), name) in groups.iter().zip(&names) {
+        let state = &states[position];
         if !is_shown(state) {
             continue;
         }
@@ -46,7 +61,7 @@ pub fn status_text(
         } else {
             format!("  {}", state.reasons.join("; "))
         };
-        let _ = writeln!(out, "{:<name_width$}  {label}{reasons}", state.stage);
+        let _ = writeln!(out, "{name:<name_width$}  {label}{reasons}");
         let command = match dry_run {
             Some(command_of) if state.freshness == Freshness::Stale => command_of(position),
             _ => None,
@@ -54,6 +69,12 @@ pub fn status_text(
         if let Some(command) = command {
             let lines = command.trim_end().replace('\n', "\n      ");
             let _ = writeln!(out, "    > {lines}");
+            if count > 1 {
+                let _ = writeln!(
+                    out,
+                    "      (the first of {count}, each with its own values; -v lists them)"
+                );
+            }
         }
         if out.len() >= PIECE {
             emit(&out);
@@ -91,6 +112,42 @@ pub fn status_text(
         }
     );
     emit(&out);
+}
+
+/// Expansions of one matrix in a row with the same state and reasons
+/// fold into one line from this many on.
+const FOLDED_FROM: usize = 4;
+
+/// The lines of the table: each a first state's position and how many
+/// states in a row it stands for (the expansions of one matrix base that
+/// share their state and reasons).
+fn folded_groups(states: &[StageState]) -> Vec<(usize, usize)> {
+    let mut groups: Vec<(usize, usize)> = Vec::new();
+    let same = |a: &StageState, b: &StageState| {
+        a.stage.contains('@')
+            && base_of(&a.stage) == base_of(&b.stage)
+            && a.freshness == b.freshness
+            && a.reasons == b.reasons
+    };
+    let mut at = 0;
+    while at < states.len() {
+        let mut end = at + 1;
+        while end < states.len() && same(&states[at], &states[end]) {
+            end += 1;
+        }
+        if end - at >= FOLDED_FROM {
+            groups.push((at, end - at));
+        } else {
+            groups.extend((at..end).map(|position| (position, 1)));
+        }
+        at = end;
+    }
+    groups
+}
+
+/// `clean` of `clean@sample=S001`.
+fn base_of(stage: &str) -> &str {
+    stage.split('@').next().unwrap_or(stage)
 }
 
 /// Which stages `status_text` lists; its summary counts them all.

@@ -115,6 +115,19 @@ pub enum RemoteError {
     /// names the entry and says what is wrong with it.
     #[error("{what}")]
     Corrupt { what: String },
+    /// A listing went past what pipe reads of one: the remote holds more
+    /// than any team's records, or its server lists without end.
+    #[error(
+        "remote cache {url}: the listing of `{dir}` holds more than {entries} entries or \
+         {bytes} of names, the most pipe reads of one (docs/cache-format.md, Limits); \
+         stopped there"
+    )]
+    ListingTooLarge {
+        url: String,
+        dir: String,
+        entries: u64,
+        bytes: String,
+    },
     /// An entry the remote listed was gone when it was read.
     #[error("`{path}` was removed while it was read")]
     Vanished { path: String },

@@ -59,14 +59,44 @@ pub const CATALOG: Limit = Limit {
     what: "the cached stage catalog",
 };
 
+/// One answer of an S3 remote's server: the largest pipe asks for is a
+/// small file read whole (an action file, a run record: 16 MiB) or one
+/// 8 MiB range of an object; a listing page of 1,000 keys is under 2 MiB.
+/// opendal holds a listing page or an error body whole, so an endless one
+/// is cut off here (`remote::transport`).
+pub const HTTP_ANSWER: Limit = Limit {
+    bytes: 64 * MIB,
+    what: "one answer of a remote",
+};
+
+/// A listing of a remote's run records or labels: the entries it may
+/// hold, and the bytes of their names. A run makes one record and, per
+/// change of its name or tags, one labels object.
+pub const LISTING_ENTRIES: u64 = 100_000;
+pub const LISTING: Limit = Limit {
+    bytes: 32 * MIB,
+    what: "a listing of a remote",
+};
+
 /// Opens `path` for reading when it is a regular file, not following a
 /// symbolic link and never waiting on a FIFO.
 pub fn open_regular(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
+    open(path, libc::O_NOFOLLOW)
+}
+
+/// `open_regular`, through a symbolic link: for files another program
+/// writes that may be links (git's refs), still never waiting on a FIFO
+/// or reading a device the link leads to.
+pub fn open_regular_through_links(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
+    open(path, 0)
+}
+
+fn open(path: &Path, flags: libc::c_int) -> io::Result<(File, std::fs::Metadata)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         // NONBLOCK: opening a FIFO returns at once instead of waiting for a
         // writer; it has no effect on reading a regular file.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(flags | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|error| match error.raw_os_error() {
             Some(libc::ELOOP) => refused("is a symbolic link, which pipe does not follow here"),
@@ -97,6 +127,15 @@ pub fn open_regular(path: &Path) -> io::Result<(File, std::fs::Metadata)> {
 /// when the file is what is wrong.
 pub fn read(path: &Path, limit: Limit) -> io::Result<Vec<u8>> {
     let (file, metadata) = open_regular(path)?;
+    if metadata.len() > limit.bytes {
+        return Err(too_large(limit));
+    }
+    read_open(file, metadata.len(), limit)
+}
+
+/// `read` through a symbolic link (`open_regular_through_links`).
+pub fn read_through_links(path: &Path, limit: Limit) -> io::Result<Vec<u8>> {
+    let (file, metadata) = open_regular_through_links(path)?;
     if metadata.len() > limit.bytes {
         return Err(too_large(limit));
     }
@@ -191,6 +230,20 @@ mod tests {
 
         let error = read(dir.path(), SMALL).unwrap_err();
         assert!(error.to_string().contains("a directory"), "{error}");
+
+        // Through links: a link to a regular file is read, one to a
+        // device or a FIFO is refused as they are.
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"ok").unwrap();
+        let to_file = dir.path().join("to-file");
+        std::os::unix::fs::symlink(&file, &to_file).unwrap();
+        assert_eq!(read_through_links(&to_file, SMALL).unwrap(), b"ok");
+        let error = read_through_links(&link, SMALL).unwrap_err();
+        assert!(error.to_string().contains("a device"), "{error}");
+        let to_fifo = dir.path().join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+        let error = read_through_links(&to_fifo, SMALL).unwrap_err();
+        assert!(error.to_string().contains("a FIFO"), "{error}");
         assert!(read_if_present(&dir.path().join("absent"), SMALL)
             .unwrap()
             .is_none());

@@ -20,6 +20,7 @@ use crate::events::Observer;
 use crate::exec::RunOptions;
 use crate::history::Notice;
 use crate::link::link_modes_for;
+use crate::params_override;
 use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::{ParamsFileEdits, Pipeline};
 use crate::plan::{Freshness, Planner};
@@ -141,7 +142,8 @@ pub fn apply_run(
     }
     let mut written = Vec::new();
     for edits in &files {
-        written.push(edited_text(edits)?);
+        params_override::check_editable(&edits.file)?;
+        written.push(edited_bytes(edits)?);
     }
     let modes = link_modes_for(&pipeline, &request.link)?.value;
     // A report of a sweep showed every combination: it is not this one's,
@@ -168,12 +170,16 @@ pub fn apply_run(
             other => return done(ApplyReport::NotRestored(other)),
         };
     let mut applied = Vec::new();
-    for (edits, text) in files.iter().zip(written) {
+    let temp_dir = params_override::temp_dir(&project.root);
+    std::fs::create_dir_all(&temp_dir).map_err(|e| EngineError::io(&temp_dir, e))?;
+    params_override::sweep_temps(&temp_dir, "");
+    for (edits, bytes) in files.iter().zip(written) {
         applied.extend(described(edits));
+        params_override::sweep_beside(&edits.file);
         let permissions = std::fs::metadata(&edits.file)
             .ok()
             .map(|found| found.permissions());
-        crate::params_override::replace_file(&edits.file, text.as_bytes(), permissions)?;
+        params_override::replace_file(&edits.file, &bytes, permissions, &temp_dir)?;
     }
     drop(lock);
     let after = pipefile::load(&file, &[], catalogs)?;
@@ -269,7 +275,8 @@ fn differing_params(recorded: &Value, now: &Value) -> (Vec<String>, Vec<String>)
 }
 
 /// The settings no file can take in place: one written over several
-/// lines or as a mapping, or one only `-S` set.
+/// lines, as a mapping, or under an anchor or alias (an edit would change
+/// the params that share it), or one only `-S` set.
 fn unwritable(settings: &[String], pipeline: &Pipeline) -> Vec<String> {
     let edited = |path: &str| {
         [&pipeline.params_file, &pipeline.pipeline_file_params]
@@ -282,25 +289,19 @@ fn unwritable(settings: &[String], pipeline: &Pipeline) -> Vec<String> {
         .filter_map(|setting| {
             let (path, value) = setting.split_once('=')?;
             (!edited(path)).then(|| {
-                format!("{path} = {value}: the project writes it over several lines or as a mapping, and pipe replaces only one-line values in place; set it by hand")
+                format!("{path} = {value}: the project writes it over several lines, as a mapping, or under a YAML anchor or alias that other params share, and pipe replaces only one-line values of one param in place; set it by hand")
             })
         })
         .collect()
 }
 
 /// The file of `edits` with them made, checked to be the text they were
-/// found in.
-fn edited_text(edits: &ParamsFileEdits) -> Result<String> {
-    let text = std::fs::read_to_string(&edits.file).map_err(|e| EngineError::io(&edits.file, e))?;
-    if blake3::hash(text.as_bytes()).to_hex().as_str() != edits.loaded {
-        return Err(EngineError::Internal(format!(
-            "{} changed while pipe apply read it; run it again",
-            edits.file.display()
-        )));
-    }
-    edits.apply(&text).ok_or_else(|| {
+/// found in (a byte order mark kept, as a run's `-S` write keeps it).
+fn edited_bytes(edits: &ParamsFileEdits) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(&edits.file).map_err(|e| EngineError::io(&edits.file, e))?;
+    params_override::edited(edits, &bytes).ok_or_else(|| {
         EngineError::Internal(format!(
-            "the places of the params in {} are not where they were read",
+            "{} changed while pipe apply read it; run it again",
             edits.file.display()
         ))
     })
@@ -309,6 +310,7 @@ fn edited_text(edits: &ParamsFileEdits) -> Result<String> {
 /// Each edit with the text it replaced.
 fn described(edits: &ParamsFileEdits) -> Vec<AppliedEdit> {
     let old = std::fs::read_to_string(&edits.file).unwrap_or_default();
+    let old = old.strip_prefix('\u{feff}').unwrap_or(&old);
     edits
         .edits
         .iter()

@@ -8,7 +8,7 @@ mod selection;
 pub mod steps;
 pub mod table;
 
-pub use commits::{commits_of, RunCommit};
+pub use commits::{commits_of, run_place, side_label, RunCommit};
 pub use selection::{compare, CompareRequest, Comparison, StatusFilter, DEFAULT_COMPARED_RUNS};
 
 use std::collections::BTreeMap;
@@ -78,6 +78,10 @@ pub fn diff(
         .declared(&older.trusted_directions());
     let mut diff = diff_runs(db, &record_a, &record_b, &rules)?;
     diff.commits = commits_of(&history.root, &record_a, &record_b);
+    diff.labels = (
+        side_label(&history.root, &record_a),
+        side_label(&history.root, &record_b),
+    );
     diff.unverified = [&record_a, &record_b]
         .into_iter()
         .filter_map(|run| Some((run.id, run.unverified_summary()?)))
@@ -97,6 +101,8 @@ pub struct RunDiff {
     /// do not bear out, those fields (`RunRecord::unverified_summary`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<(RunId, String)>,
+    /// Each side as a reviewer knows it: `main @ 1a2b3c4 (#2)`.
+    pub labels: (String, String),
     pub params: Vec<FieldChange>,
     pub metrics: Vec<MetricChange>,
     pub stages: Vec<StageChange>,
@@ -244,6 +250,7 @@ pub fn diff_runs(
         b: b.id,
         commits: None,
         unverified: Vec::new(),
+        labels: (format!("run #{}", a.id), format!("run #{}", b.id)),
         params,
         metrics,
         stages,

@@ -1,7 +1,7 @@
 //! The stage graph: edges come from dependencies on other stages' outputs.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::pipeline::{Dep, Pipeline};
@@ -206,6 +206,101 @@ impl Dag {
         }
         text
     }
+}
+
+impl Dag {
+    /// The graph as `pipe dag` shows it by default: one line per matrix
+    /// base, as Snakemake's `--rulegraph` (`clean ×200`, `aggregate  <-
+    /// clean ×200`), in the order of the stages; a base with one stage is
+    /// that stage's name. Linear in stages and edges.
+    pub fn render_by_matrix(&self, pipeline: &Pipeline) -> String {
+        let base_of = |index: usize| -> &str {
+            let name = pipeline
+                .stages
+                .get(index)
+                .map_or("?", |stage| stage.name.as_str());
+            name.split('@').next().unwrap_or(name)
+        };
+        let mut order: Vec<&str> = Vec::new();
+        let mut members: HashMap<&str, Vec<usize>> = HashMap::new();
+        for &index in &self.order {
+            let base = base_of(index);
+            let entry = members.entry(base).or_default();
+            if entry.is_empty() {
+                order.push(base);
+            }
+            entry.push(index);
+        }
+        let label = |base: &str| -> String {
+            match members[base].as_slice() {
+                [only] => pipeline.stages[*only].name.clone(),
+                many => format!("{base} ×{}", many.len()),
+            }
+        };
+        let labels: Vec<String> = order.iter().map(|base| label(base)).collect();
+        let width = labels
+            .iter()
+            .map(|label| label.chars().count())
+            .max()
+            .unwrap_or(0)
+            .min(MAX_NAME_COLUMN);
+        let mut text = String::new();
+        if order.len() == self.order.len() {
+            let _ = writeln!(
+                text,
+                "pipeline `{}`: {} stages, dependencies first",
+                pipeline.name,
+                self.order.len()
+            );
+        } else {
+            let _ = writeln!(
+                text,
+                "pipeline `{}`: {} stages in {} groups, dependencies first (-v: every stage)",
+                pipeline.name,
+                self.order.len(),
+                order.len()
+            );
+        }
+        for (base, label) in order.iter().zip(&labels) {
+            // Each producing base once, with how many of its stages feed
+            // this group.
+            let mut inputs: Vec<(&str, HashSet<usize>)> = Vec::new();
+            for &index in &members[base] {
+                for &producer in &self.upstream[index] {
+                    let producer_base = base_of(producer);
+                    match inputs.iter_mut().find(|(seen, _)| *seen == producer_base) {
+                        Some((_, stages)) => {
+                            stages.insert(producer);
+                        }
+                        None => inputs.push((producer_base, HashSet::from([producer]))),
+                    }
+                }
+            }
+            if inputs.is_empty() {
+                let _ = writeln!(text, "  {label}");
+                continue;
+            }
+            let shown: Vec<String> = inputs
+                .iter()
+                .map(
+                    |(producer, stages)| match (members[producer].len(), stages.len()) {
+                        (1, _) => label_of_one(pipeline, &members[producer]),
+                        (all, feeding) if all == feeding => format!("{producer} ×{all}"),
+                        (all, feeding) => format!("{producer} ×{feeding} of {all}"),
+                    },
+                )
+                .collect();
+            let _ = writeln!(text, "  {label:<width$}  <- {}", shown.join(", "));
+        }
+        text
+    }
+}
+
+fn label_of_one(pipeline: &Pipeline, members: &[usize]) -> String {
+    members
+        .first()
+        .and_then(|index| pipeline.stages.get(*index))
+        .map_or_else(|| "?".to_string(), |stage| stage.name.clone())
 }
 
 /// A stage that reports on its run waits for the run: it depends on every

@@ -194,6 +194,11 @@ pub enum UsageError {
     ParamsFileChanged { file: PathBuf },
     #[error("`{}` is a symbolic link or not a regular file, and pipe writes `-S` values only into a regular file", .file.display())]
     ParamsFileNotRegular { file: PathBuf },
+    /// A file pipe writes params into that has other names (hard links):
+    /// renaming over it would leave them the old bytes, writing it in
+    /// place would give them the new ones.
+    #[error("`{}` has {links} names (hard links), and pipe writes params only into a file of one name: replacing it would leave its other names the old values, writing it in place would change them too", .file.display())]
+    ParamsFileLinked { file: PathBuf, links: u64 },
     #[error("two pipeline files given: `{}` and `{}`", .positional.display(), .flag.display())]
     TwoPipelineFiles { positional: PathBuf, flag: PathBuf },
     /// `hint` depends on how the file was named.
@@ -290,6 +295,23 @@ pub enum UsageError {
 }
 
 impl UsageError {
+    /// The hint of an error about a file pipe writes params into.
+    fn params_file_hint(&self) -> String {
+        match self {
+            UsageError::ParamsFileNotRegular { .. } => {
+                "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
+            }
+            UsageError::ParamsFileLinked { file, .. } => {
+                let name = file.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+                format!("nothing ran and nothing was written; give it a copy of its own (`cp {name} {name}.copy && mv {name}.copy {name}`), or pass the params to the command with `${{params.X}}`")
+            }
+            UsageError::ParamsFileChanged { .. } => {
+                "nothing ran; run the command again once the file is saved: pipe writes `-S` values into the file as it read it".to_string()
+            }
+            _ => String::new(),
+        }
+    }
+
     /// How to fix it: the `hint:` line.
     pub fn hint(&self) -> String {
         match self {
@@ -312,12 +334,9 @@ impl UsageError {
                 .to_string(),
             UsageError::NoStageNamed => "name one, e.g. `pipe why train`".to_string(),
             UsageError::BadSweep { .. } => "write each swept param once with its values comma-separated, e.g. `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`".to_string(),
-            UsageError::ParamsFileNotRegular { .. } => {
-                "nothing ran; put the params in a regular params.yaml beside the pipeline file, or pass them to the command with `${params.X}`".to_string()
-            }
-            UsageError::ParamsFileChanged { .. } => {
-                "nothing ran; run the command again once the file is saved: pipe writes `-S` values into the file as it read it".to_string()
-            }
+            UsageError::ParamsFileNotRegular { .. }
+            | UsageError::ParamsFileLinked { .. }
+            | UsageError::ParamsFileChanged { .. } => self.params_file_hint(),
             UsageError::RecordedFileGone { .. } => {
                 "pass the pipeline file the run ran with -f FILE".to_string()
             }
@@ -455,6 +474,10 @@ pub enum NoSuchRun {
     /// `commit`: its first 12 digits.
     #[error("no run was recorded at commit {commit}")]
     NoneAtCommit { commit: String },
+    /// A name that is no local ref, though the remote's branch of that
+    /// name is (`feat-a` where only `origin/feat-a` exists).
+    #[error("`{remote}` is a ref here and no local branch is; use it, or `git switch` to make the branch")]
+    NotALocalRef { remote: String },
     /// Every run at the commit a ref names set params with `-S`: none is
     /// that commit's own configuration. `experiments`: each, described.
     #[error("no run at commit {commit} ran its own configuration (without `-S`); the runs there set params: {}; name one by its number, uid or name", .experiments.join("; "))]

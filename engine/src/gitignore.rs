@@ -15,6 +15,13 @@ use crate::{EngineError, Result};
 const STATE_DIR_IGNORE: &str =
     "# pipe's own state (cache, run records, logs): never committed. Written by pipe.\n*\n";
 
+/// The most of a project's `.gitignore` pipe reads: far more than any
+/// hand-written one, and past it the outputs are left to the user.
+const GITIGNORE: pipe_cache::untrusted::Limit = pipe_cache::untrusted::Limit {
+    bytes: 16 << 20,
+    what: "a .gitignore",
+};
+
 /// The comment above the lines pipe adds to a project's `.gitignore`.
 const OUTPUTS_HEADER: &str = "# Outputs of pipe's stages: its cache holds them and `pipe run` or `pipe checkout`\n# restores them (an output declared `cache: false` is left for git to track).\n";
 
@@ -57,8 +64,15 @@ pub enum Ignored {
 pub fn ignore_paths(root: &Path, paths: &[&str]) -> Result<Ignored> {
     let path = root.join(".gitignore");
     let wanted: Vec<String> = paths.iter().filter_map(|path| pattern_for(path)).collect();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
+    // A clone may hold `.gitignore` as a link (to `/dev/zero`) or a FIFO:
+    // refused, which costs a warning, never a hang or memory without end.
+    let text = match pipe_cache::untrusted::read_through_links(&path, GITIGNORE) {
+        Ok(bytes) => Some(String::from_utf8(bytes).map_err(|_| {
+            EngineError::io(
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8"),
+            )
+        })?),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
         Err(error) => return Err(EngineError::io(&path, error)),
     };
@@ -112,7 +126,7 @@ pub fn ignore_paths(root: &Path, paths: &[&str]) -> Result<Ignored> {
 /// the patterns alone (`--no-index`: a tracked file counts too). Nothing,
 /// where git cannot answer: then the lines are added, which is harmless.
 fn ignored_by_git(root: &Path, lines: &[String]) -> std::collections::HashSet<String> {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let unescape = |line: &str| -> String {
         let mut path = String::new();
         let mut chars = line.trim_start_matches('/').chars();
@@ -126,26 +140,22 @@ fn ignored_by_git(root: &Path, lines: &[String]) -> std::collections::HashSet<St
         path
     };
     let paths: Vec<String> = lines.iter().map(|line| unescape(line)).collect();
-    let child = Command::new("git")
+    // git would wait forever on a FIFO planted as HEAD (and is killed past
+    // its deadline on one planted elsewhere).
+    if !crate::runs::git_can_answer(root) {
+        return Default::default();
+    }
+    let mut command = Command::new("git");
+    command
         .arg("-C")
         .arg(root)
-        .args(["check-ignore", "--no-index", "-z", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
-        return Default::default();
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let mut input = Vec::new();
-        for path in &paths {
-            input.extend_from_slice(path.trim_end_matches('/').as_bytes());
-            input.push(0);
-        }
-        let _ = stdin.write_all(&input);
+        .args(["check-ignore", "--no-index", "-z", "--stdin"]);
+    let mut input = Vec::new();
+    for path in &paths {
+        input.extend_from_slice(path.trim_end_matches('/').as_bytes());
+        input.push(0);
     }
-    let Ok(output) = child.wait_with_output() else {
+    let Some(output) = crate::runs::git_output(command, Some(input)) else {
         return Default::default();
     };
     let answered: std::collections::HashSet<&[u8]> =

@@ -10,6 +10,12 @@
 //! command that reads the params while a run holds the file reads the
 //! original copy, so that `pipe status` never shows another run's `-S`.
 //!
+//! The file is written whole, through a temporary file under
+//! `.pipe/params-override/` renamed over it; one a killed pipe left is
+//! removed by the next write or the next command that finds a killed
+//! run's journal. pipe writes only into a regular file of one name (not a
+//! link, not hard-linked), and keeps a UTF-8 byte order mark it found.
+//!
 //! Everything under `.pipe/` is read back as untrusted: the journal is
 //! bounded, and names a file called `params.yaml` inside the project or
 //! nothing is done but removing it.
@@ -30,6 +36,9 @@ const JOURNAL: &str = "journal.json";
 const ORIGINAL: &str = "original";
 /// A journal is a few hundred bytes; more is not one pipe wrote.
 const MAX_JOURNAL_BYTES: u64 = 64 * 1024;
+/// What names a temporary file, before its writer's process id.
+const TEMP_MARK: &str = ".pipe-tmp-";
+const BOM: &str = "\u{feff}";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Journal {
@@ -68,35 +77,142 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     move |error| EngineError::io(path, error)
 }
 
-/// Writes `bytes` beside `dest` and renames it over `dest`, synced: a
-/// reader sees the old bytes or all of the new, even after a crash.
+/// Writes `bytes` into `temp_dir` and renames it over `dest`, synced: a
+/// reader sees the old bytes or all of the new, even after a crash. The
+/// temporary file is `.NAME.pipe-tmp-PID`: one a killed process left is
+/// removed by [`sweep_temps`]. Beside `dest` only when `temp_dir` is on
+/// another file system.
 pub(crate) fn replace_file(
     dest: &Path,
     bytes: &[u8],
     permissions: Option<std::fs::Permissions>,
+    temp_dir: &Path,
 ) -> Result<()> {
     let name = dest
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let temp = dest.with_file_name(format!(".{name}.pipe-tmp-{}", std::process::id()));
-    let mut file = File::create(&temp).map_err(io(&temp))?;
+    let temp_name = format!(".{name}{TEMP_MARK}{}", std::process::id());
+    match replace_via(&temp_dir.join(&temp_name), dest, bytes, permissions.clone()) {
+        Err(error) if error.raw_os_error() == Some(libc::EXDEV) => {
+            replace_via(&dest.with_file_name(&temp_name), dest, bytes, permissions)
+        }
+        other => other,
+    }
+    .map_err(io(dest))?;
+    if let Some(parent) = dest.parent() {
+        // The rename itself survives a crash once the directory is synced.
+        let _ = File::open(parent).and_then(|directory| directory.sync_all());
+    }
+    Ok(())
+}
+
+fn replace_via(
+    temp: &Path,
+    dest: &Path,
+    bytes: &[u8],
+    permissions: Option<std::fs::Permissions>,
+) -> std::io::Result<()> {
+    let mut file = File::create(temp)?;
     let written = file
         .write_all(bytes)
         .and_then(|()| match permissions {
             Some(permissions) => file.set_permissions(permissions),
             None => Ok(()),
         })
-        .and_then(|()| file.sync_all());
-    if let Err(error) = written.and_then(|()| std::fs::rename(&temp, dest)) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(EngineError::io(dest, error));
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(temp, dest));
+    if written.is_err() {
+        let _ = std::fs::remove_file(temp);
     }
-    if let Some(parent) = dest.parent() {
-        // The rename itself survives a crash once the directory is synced.
-        let _ = File::open(parent).and_then(|directory| directory.sync_all());
+    written
+}
+
+/// Removes the temporary files in `dir` named `.{prefix}…pipe-tmp-PID`
+/// (any name when `prefix` is empty) whose process is gone: what a
+/// `kill -9` in the middle of [`replace_file`] leaves. Directories (the
+/// cache's staging, `.NAME.pipe-tmp-XXXXXX/`) are not touched.
+pub(crate) fn sweep_temps(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let wanted = format!(".{prefix}");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((stem, pid)) = name.rsplit_once(TEMP_MARK) else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        let ours = match prefix {
+            "" => stem.len() > 1 && stem.starts_with('.'),
+            _ => stem == wanted,
+        };
+        let file = entry.file_type().is_ok_and(|kind| kind.is_file());
+        if ours && file && pid != std::process::id() && !alive(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists (one of another user's does too).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 checks that the process exists and sends nothing.
+    let found = unsafe { libc::kill(pid, 0) } == 0;
+    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Refuses a file pipe must not write params into: a link (renaming over
+/// it would replace the link, writing through it would change a file
+/// other projects may read), anything but a regular file, or a file with
+/// other names (hard links), which a rename would leave the old bytes
+/// and a write in place would change too.
+pub(crate) fn check_editable(file: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let found = std::fs::symlink_metadata(file).map_err(io(file))?;
+    if !found.file_type().is_file() {
+        return Err(UsageError::ParamsFileNotRegular {
+            file: file.to_path_buf(),
+        }
+        .into());
+    }
+    if found.nlink() > 1 {
+        return Err(UsageError::ParamsFileLinked {
+            file: file.to_path_buf(),
+            links: found.nlink(),
+        }
+        .into());
     }
     Ok(())
+}
+
+/// The bytes of the file of `edits` with them made, from its bytes
+/// `now`: `None` unless `now` is the text the pipeline was loaded from.
+/// A UTF-8 byte order mark, which the reader skips, is kept.
+pub(crate) fn edited(edits: &ParamsFileEdits, now: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(now).ok()?;
+    let (mark, text) = match text.strip_prefix(BOM) {
+        Some(rest) => (BOM, rest),
+        None => ("", text),
+    };
+    if digest(text.as_bytes()) != edits.loaded {
+        return None;
+    }
+    let new_text = edits.apply(text)?;
+    Some([mark.as_bytes(), new_text.as_bytes()].concat())
+}
+
+/// Where the files pipe writes params into are written first, in `root`.
+pub(crate) fn temp_dir(root: &Path) -> PathBuf {
+    root.join(STATE_DIR).join(DIR)
 }
 
 /// Takes the journal's lock without waiting: `false` when a live run
@@ -111,7 +227,7 @@ impl WrittenParams {
     /// journal that puts it back. The file must still be the one the
     /// pipeline was loaded from.
     pub fn write(root: &Path, edits: &ParamsFileEdits) -> Result<WrittenParams> {
-        let dir = root.join(STATE_DIR).join(DIR);
+        let dir = temp_dir(root);
         let relative = edits
             .file
             .strip_prefix(root)
@@ -124,40 +240,27 @@ impl WrittenParams {
                     std::io::Error::other("params.yaml is outside the project"),
                 )
             })?;
-        // Renaming over a link would replace the link, and writing through
-        // it would change a file other projects may read.
-        let is_file = std::fs::symlink_metadata(&edits.file)
-            .map_err(io(&edits.file))?
-            .file_type()
-            .is_file();
-        if !is_file {
-            return Err(UsageError::ParamsFileNotRegular {
+        check_editable(&edits.file)?;
+        let original = std::fs::read(&edits.file).map_err(io(&edits.file))?;
+        let Some(new_bytes) = edited(edits, &original) else {
+            return Err(UsageError::ParamsFileChanged {
                 file: edits.file.clone(),
             }
             .into());
-        }
-        let original = std::fs::read(&edits.file).map_err(io(&edits.file))?;
-        let text = String::from_utf8_lossy(&original);
-        let new_text = match edits.apply(&text) {
-            Some(new_text) if digest(&original) == edits.loaded => new_text,
-            _ => {
-                return Err(UsageError::ParamsFileChanged {
-                    file: edits.file.clone(),
-                }
-                .into())
-            }
         };
+        sweep_temps(&dir, "");
+        sweep_beside(&edits.file);
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        replace_file(&dir.join(ORIGINAL), &original, None)?;
+        replace_file(&dir.join(ORIGINAL), &original, None, &dir)?;
         let journal = Journal {
             file: relative,
             original: digest(&original),
-            written: digest(new_text.as_bytes()),
+            written: digest(&new_bytes),
         };
         // Locked before it is in place: no reader ever finds it unlocked
         // while this run lives.
         let journal_path = dir.join(JOURNAL);
-        let temp = dir.join(format!(".{JOURNAL}.pipe-tmp-{}", std::process::id()));
+        let temp = dir.join(format!(".{JOURNAL}{TEMP_MARK}{}", std::process::id()));
         let mut lock = OpenOptions::new()
             .read(true)
             .write(true)
@@ -185,7 +288,7 @@ impl WrittenParams {
             journal,
             lock: Some(lock),
         };
-        replace_file(&edits.file, new_text.as_bytes(), permissions)?;
+        replace_file(&edits.file, &new_bytes, permissions, &written.dir)?;
         Ok(written)
     }
 
@@ -229,7 +332,7 @@ fn put_back(dir: &Path, file: &Path, journal: &Journal) -> Result<Restored> {
                 ));
             }
             let permissions = std::fs::metadata(file).ok().map(|meta| meta.permissions());
-            replace_file(file, &original, permissions)?;
+            replace_file(file, &original, permissions, dir)?;
             Restored::PutBack
         }
         Some(found) if found == journal.original => Restored::PutBack,
@@ -266,7 +369,7 @@ pub fn absolute(params_file: &Path) -> PathBuf {
 /// its `-S` values; or, while a live run holds it, the copy of it before
 /// that run.
 pub fn readable(params_file: &Path, root: &Path) -> PathBuf {
-    let dir = root.join(STATE_DIR).join(DIR);
+    let dir = temp_dir(root);
     let journal_path = dir.join(JOURNAL);
     let Ok(mut handle) = File::open(&journal_path) else {
         return params_file.to_path_buf();
@@ -303,7 +406,24 @@ pub fn readable(params_file: &Path, root: &Path) -> PathBuf {
             let _ = std::fs::remove_file(&journal_path);
         }
     }
+    // What the killed run was writing when it died goes too.
+    sweep_temps(&dir, "");
+    sweep_beside(params_file);
     params_file.to_path_buf()
+}
+
+/// [`sweep_temps`] of `file`'s own temporary files beside it, which a
+/// pipe that wrote them there (an older one, or across file systems)
+/// left.
+pub(crate) fn sweep_beside(file: &Path) {
+    let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
+        return;
+    };
+    let parent = match parent.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => parent,
+    };
+    sweep_temps(parent, &name.to_string_lossy());
 }
 
 /// The journal, when it is one pipe could have written: bounded, and

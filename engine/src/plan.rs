@@ -231,11 +231,14 @@ impl<'a> Planner<'a> {
             }));
         }
         if differing.is_empty() {
-            return Ok(if reasons.is_empty() {
-                Freshness::Fresh
-            } else {
-                Freshness::Stale
-            });
+            if reasons.is_empty() {
+                return Ok(Freshness::Fresh);
+            }
+            // Only what is above is stale, and its result here is the one
+            // its inputs make now: if they come out the same, it is kept
+            // (early cutoff), so a status does not promise a rerun.
+            reasons.push(UNLESS_SAME.to_string());
+            return Ok(Freshness::Stale);
         }
         let mut freshness = Freshness::Stale;
         if reasons.is_empty() {
@@ -337,7 +340,9 @@ impl<'a> Planner<'a> {
         let mut results: Vec<String> = Vec::new();
         for change in &changes {
             let group = describe_group(change);
-            if !seen.insert(group.clone()) {
+            // An empty `params: {}` against params now used (or back) is
+            // the same change as the param's own line.
+            if group.is_empty() || !seen.insert(group.clone()) {
                 continue;
             }
             match result_changed(change) {
@@ -426,22 +431,38 @@ impl<'w> Walk<'w> {
     }
 
     /// A stage above `index` that is stale or running makes it stale.
+    /// Many stages of one matrix above are one reason (`11 upstream
+    /// stages of `clean` are stale`), so an aggregation's line stays one.
     fn upstream_reasons(&self, stages: &[Stage], index: usize) -> Vec<String> {
-        let mut reasons = Vec::new();
+        let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
         for &up in &self.dag.upstream[index] {
-            match self.freshness[up] {
-                Some(Freshness::Stale) => {
-                    reasons.push(format!("upstream stage `{}` is stale", stages[up].name))
-                }
-                Some(Freshness::Running) => {
-                    reasons.push(format!("upstream stage `{}` is running", stages[up].name))
-                }
-                _ => {}
+            let state = match self.freshness[up] {
+                Some(Freshness::Stale) => "stale",
+                Some(Freshness::Running) => "running",
+                _ => continue,
+            };
+            let name = stages[up].name.as_str();
+            let base = name.split('@').next().unwrap_or(name);
+            match groups
+                .iter_mut()
+                .find(|(seen, seen_state, _)| *seen == base && *seen_state == state)
+            {
+                Some((_, _, names)) => names.push(name),
+                None => groups.push((base, state, vec![name])),
             }
         }
-        reasons
+        groups
+            .into_iter()
+            .map(|(base, state, names)| match names.as_slice() {
+                [one] => format!("upstream stage `{one}` is {state}"),
+                many => format!("{} upstream stages of `{base}` are {state}", many.len()),
+            })
+            .collect()
     }
 }
+
+/// Said of a stage stale only because of what is above it.
+const UNLESS_SAME: &str = "stale unless its inputs come out the same";
 
 /// A stage that a live `pipe run` is running now.
 fn running_state(stage: &Stage, running: &RunningStage) -> StageState {
@@ -487,8 +508,19 @@ fn describe_group(change: &FieldChange) -> String {
     match head {
         "command" | "argv" => "command changed".to_string(),
         "uses" | "with" | "implementation" => "stage definition changed".to_string(),
-        "params" => format!("param `{}` changed", change.path[1..].join(".")),
-        "deps" => format!("dependency `{name}` changed"),
+        "params" if change.path.len() == 1 => params_now(change),
+        "params" => match (&change.before, &change.after) {
+            (None, Some(_)) => format!("param `{}` now used", change.path[1..].join(".")),
+            (Some(_), None) => format!("param `{}` no longer used", change.path[1..].join(".")),
+            _ => format!("param `{}` changed", change.path[1..].join(".")),
+        },
+        // `deps: {}` against deps now declared (or back): each has its own.
+        "deps" if change.path.len() == 1 => String::new(),
+        "deps" => match (&change.before, &change.after) {
+            (None, Some(_)) => format!("dependency `{name}` added"),
+            (Some(_), None) => format!("dependency `{name}` removed"),
+            _ => format!("dependency `{name}` changed"),
+        },
         "outs" | "metrics" => "declared outputs changed".to_string(),
         "env" => format!("env `{name}` changed"),
         // What a report reads (crate::run_input).
@@ -498,6 +530,50 @@ fn describe_group(change: &FieldChange) -> String {
             _ => format!("`{}` changed", change.field),
         },
         _ => format!("`{}` changed", change.field),
+    }
+}
+
+/// A stage's whole set of params changed from none to some or back: which
+/// it now uses, or no longer does (never an empty name).
+fn params_now(change: &FieldChange) -> String {
+    let names = |value: &Option<Value>| -> Vec<String> {
+        value
+            .as_ref()
+            .map(|value| {
+                crate::key::flatten(value)
+                    .into_keys()
+                    .filter(|name| !name.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (before, after) = (names(&change.before), names(&change.after));
+    let quoted = |names: &[String]| {
+        names
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (before.is_empty(), after.is_empty()) {
+        (true, false) => format!("now uses param{} {}", plural(after.len()), quoted(&after)),
+        (false, true) => format!(
+            "no longer uses param{} {}",
+            plural(before.len()),
+            quoted(&before)
+        ),
+        // `{}` against nothing: the params themselves have lines of
+        // their own.
+        (true, true) => String::new(),
+        _ => "params changed".to_string(),
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 
@@ -528,14 +604,26 @@ pub fn dry_run(
         dag.closure(&selected)
     };
     let mut states = Planner::new(pipeline)?.states(dag, &stages)?;
-    for (state, index) in states.iter_mut().zip(&stages) {
-        if forced.all || forced_stages.contains(index) {
+    let mut stale = vec![false; pipeline.stages.len()];
+    for (state, &index) in states.iter_mut().zip(&stages) {
+        if forced.all || forced_stages.contains(&index) {
             if state.freshness != Freshness::Stale {
                 state.freshness = Freshness::Stale;
             }
             let reason = if forced.all { "--force-all" } else { "--force" };
             state.reasons.insert(0, format!("forced ({reason})"));
+        } else if state.freshness != Freshness::Stale {
+            // Below a forced stage: it reruns if what the forced one makes
+            // comes out otherwise; `stages` is in the order a run visits.
+            if let Some(&up) = dag.upstream[index].iter().find(|&&up| stale[up]) {
+                state.freshness = Freshness::Stale;
+                state.reasons.push(format!(
+                    "upstream stage `{}` reruns; {UNLESS_SAME}",
+                    pipeline.stages[up].name
+                ));
+            }
         }
+        stale[index] = state.freshness == Freshness::Stale;
     }
     Ok(DryRun { stages, states })
 }

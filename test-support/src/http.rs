@@ -45,6 +45,9 @@ pub struct Reply {
     /// Send `body` again and again in chunked encoding, without a length,
     /// until the client hangs up.
     pub endless: bool,
+    /// Send `body` (its whole length announced) one byte at a time, this
+    /// long apart, until it is sent or the client hangs up.
+    pub drip: Option<Duration>,
 }
 
 impl Reply {
@@ -56,6 +59,7 @@ impl Reply {
             cut_after: None,
             stall: Duration::ZERO,
             endless: false,
+            drip: None,
         }
     }
 
@@ -68,6 +72,7 @@ impl Reply {
             cut_after: None,
             stall: Duration::ZERO,
             endless: false,
+            drip: None,
         }
     }
 
@@ -84,6 +89,7 @@ impl Reply {
                 cut_after: None,
                 stall: Duration::ZERO,
                 endless: false,
+                drip: None,
             },
             Some(_) => Reply::status(416),
             None => Reply::whole(body),
@@ -110,6 +116,12 @@ impl Reply {
 
     pub fn stall(mut self, time: Duration) -> Reply {
         self.stall = time;
+        self
+    }
+
+    /// `body`, a byte every `interval`.
+    pub fn drip(mut self, interval: Duration) -> Reply {
+        self.drip = Some(interval);
         self
     }
 }
@@ -226,7 +238,16 @@ fn serve(stream: TcpStream, handler: &Handler, seen: &Mutex<Vec<Request>>) {
         None => &reply.body[..],
     };
     let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body);
+    if let Some(interval) = reply.drip {
+        for byte in body {
+            std::thread::sleep(interval);
+            if stream.write_all(&[*byte]).is_err() {
+                return;
+            }
+        }
+    } else {
+        let _ = stream.write_all(body);
+    }
     let _ = stream.flush();
     std::thread::sleep(reply.stall);
     let _ = stream.shutdown(Shutdown::Both);
@@ -237,6 +258,7 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         206 => "Partial Content",
         302 => "Found",
+        307 => "Temporary Redirect",
         404 => "Not Found",
         416 => "Range Not Satisfiable",
         503 => "Service Unavailable",

@@ -80,6 +80,7 @@ impl TestProject {
             .env_remove("PIPE_REMOTE_REGION")
             .env_remove("PIPE_REMOTE_READ_ONLY")
             .env_remove("PIPE_REMOTE_CONCURRENCY")
+            .env_remove("PIPE_REMOTE_DEADLINE_S")
             // `pipe show --open` opens a browser only where one is set.
             .env_remove("BROWSER")
             .env_remove("DISPLAY")
@@ -92,6 +93,25 @@ impl TestProject {
             .env_remove("AWS_PROFILE")
             .env_remove("AWS_ENDPOINT_URL")
             .env_remove("AWS_ENDPOINT_URL_S3");
+        // A CI's own variables naming the branch it builds would file the
+        // tests' runs under it (`pipe_engine::runs::ci_ref`).
+        for variable in [
+            "PIPE_BRANCH",
+            "GITHUB_HEAD_REF",
+            "GITHUB_REF_TYPE",
+            "GITHUB_REF_NAME",
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME",
+            "CI_COMMIT_BRANCH",
+            "BUILDKITE_BRANCH",
+            "CIRCLE_BRANCH",
+            "BRANCH_NAME",
+            "BUILD_SOURCEBRANCHNAME",
+            "BITBUCKET_BRANCH",
+            "GITHUB_EVENT_NAME",
+            "CI_MERGE_REQUEST_SOURCE_BRANCH_SHA",
+        ] {
+            command.env_remove(variable);
+        }
         command
     }
 

@@ -178,3 +178,47 @@ fn directions_from_a_pulled_record_never_turn_worse_into_better() {
     let mine = first.pipe(&["diff", "1", "2", "--json"]);
     assert!(mine.status.success());
 }
+
+#[test]
+fn a_record_whose_result_another_run_stored_first_is_kept_and_said_so() {
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let pipeline = "stages:\n  train:\n    run: >-\n      echo model > model.txt;\n      printf '{\"accuracy\": 0.9, \"seconds\": %s}' \"$(date +%s%N)\" > metrics.json\n    outs: [model.txt]\n    metrics: [metrics.json]\n";
+    let with_remote = |project: &TestProject, args: &[&str]| {
+        let output = project
+            .std_command()
+            .env("PIPE_REMOTE", &url)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        output
+    };
+    // Two jobs of one commit at once: each computes the key's result, and
+    // the first to push keeps its own in the remote.
+    let first = TestProject::new();
+    first.write("pipe.yaml", pipeline);
+    let second = TestProject::new();
+    second.write("pipe.yaml", pipeline);
+    second.run_ok(&[]);
+    with_remote(&first, &["run"]);
+    with_remote(&second, &["cache", "push", "--all"]);
+
+    let third = TestProject::new();
+    third.write("pipe.yaml", pipeline);
+    let pulled = with_remote(&third, &["cache", "pull"]);
+    assert!(!stderr(&pulled).contains("skipped"), "{}", stderr(&pulled));
+    let listed: Value = serde_json::from_str(&stdout(&third.pipe(&["runs", "--json"]))).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 2, "both runs are kept");
+    let superseded = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|run| run["unverified"].to_string().contains("superseded.train"))
+        .expect("the second job's run, marked");
+    let shown = stdout(&third.pipe(&["show", &superseded["id"].to_string()]));
+    assert!(
+        shown.contains("another run's result for the same key was stored first"),
+        "{shown}"
+    );
+}

@@ -321,3 +321,45 @@ fn a_run_that_only_restored_results_says_whose_they_are() {
         "{runs}"
     );
 }
+
+#[test]
+fn a_record_keeps_the_command_as_typed_not_where_pipe_is_installed() {
+    // The tests run `pipe` by its absolute path in the target directory,
+    // as a shell does for `pipe` on the PATH.
+    let remote = tempfile::tempdir().unwrap();
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  a:\n    run: echo a > a.txt\n    outs: [a.txt]\n",
+    );
+    let url = format!("file://{}", remote.path().display());
+    let ran = project.run_with_env(&[("PIPE_REMOTE".to_string(), url)], &[]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let installed = assert_cmd::cargo::cargo_bin("pipe");
+    let installed = installed.parent().unwrap().to_str().unwrap();
+    let record = project.show_settled("last");
+    assert_eq!(record["argv"][0], "pipe", "{record}");
+    assert_eq!(record["argv"][1], "run", "{record}");
+    assert!(!record.to_string().contains(installed), "{record}");
+    // Nor does the record the remote keeps name it.
+    let runs = remote.path().join("runs");
+    let pushed: Vec<String> = walk(&runs)
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap())
+        .collect();
+    assert_eq!(pushed.len(), 1, "{runs:?}");
+    assert!(pushed[0].contains("\"pipe\""), "{}", pushed[0]);
+    assert!(!pushed[0].contains(installed), "{}", pushed[0]);
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.file_type().unwrap().is_dir() {
+            files.extend(walk(&entry.path()));
+        } else {
+            files.push(entry.path());
+        }
+    }
+    files
+}

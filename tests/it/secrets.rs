@@ -492,3 +492,34 @@ fn an_error_quoting_a_value_masks_the_credentials_in_it() {
     assert!(stderr.contains("https://***@h.example/x"), "{stderr}");
     assert_no_spelled_secret("the bad-matrix-value error", &output.stderr);
 }
+
+#[test]
+fn a_credential_from_pipes_environment_is_masked_in_every_line_shown_of_a_stage() {
+    const SECRET: &str = "wJalrXUtnFEMI-K7MDENG-bPxRfiCYEXAMPLEKEY";
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "stages:\n  dump:\n    run: echo \"key is $AWS_SECRET_ACCESS_KEY\"; echo token=$HF_TOKEN; touch ok.txt\n    outs: [ok.txt]\n  fail:\n    run: echo \"failing with $AWS_SECRET_ACCESS_KEY\"; exit 3\n",
+    );
+    let output = project
+        .std_command()
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("HF_TOKEN", "hf_abcdefghijklmnop")
+        .args(["run", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for (what, bytes) in [("stderr", &output.stderr), ("stdout", &output.stdout)] {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(!text.contains(SECRET), "{what} shows the secret:\n{text}");
+        assert!(!text.contains("hf_abcdefghijklmnop"), "{what}:\n{text}");
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("failing with ***"), "{stderr}");
+    assert!(stderr.contains("key is ***"), "{stderr}");
+}

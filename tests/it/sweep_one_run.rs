@@ -41,8 +41,24 @@ fn a_sweep_runs_as_one_matrix_run_its_versions_side_by_side() {
     assert!(plan.status.success(), "{}", stderr(&plan));
     let planned = format!("{}{}", stdout(&plan), stderr(&plan));
     assert!(
-        planned.contains("train@lr=2,seed=1") && planned.contains("5 stages"),
+        planned.contains("train ×4") && planned.contains("5 stages"),
         "{planned}"
+    );
+    // `-v`: each expansion.
+    let every = project.pipe(&[
+        "run",
+        "-v",
+        "-m",
+        "-S",
+        "lr=1,2",
+        "-S",
+        "seed=1,2",
+        "--dry-run",
+    ]);
+    assert!(
+        stdout(&every).contains("train@lr=2,seed=1"),
+        "{}",
+        stdout(&every)
     );
     assert!(!project.exists("calls.log") && !project.exists(".pipe/runs.db"));
     let output = project.pipe(&["run", "-m", "-S", "lr=1,2", "-S", "seed=1,2", "-j", "4"]);

@@ -159,6 +159,24 @@ fn twenty_runs_pushed_and_pulled_keep_their_identity_numbers_names_and_refs() {
     assert_ne!(commits[0]["commit"], commits[1]["commit"], "{diff}");
     let text = ok(&second, &["diff", "main", "origin/feature"]);
     assert!(text.contains("the code differs too"), "{text}");
+    // Each side as a reviewer knows it, base first, in the PR comment too.
+    let short = |id: i64| -> String {
+        let shown: Value =
+            serde_json::from_str(&ok(&second, &["show", &id.to_string(), "--json"])).unwrap();
+        shown["git_commit"].as_str().unwrap()[..7].to_string()
+    };
+    let (main_side, feature_side) = (
+        format!("baseline: main @ {} (#1)", short(1)),
+        format!("feature @ {} (#19)", short(19)),
+    );
+    assert_eq!(diff["labels"], serde_json::json!([main_side, feature_side]));
+    let md = ok(&second, &["diff", "main", "origin/feature", "--md"]);
+    let title = md.lines().next().unwrap_or_default();
+    assert!(
+        title.contains(&main_side.replace('#', "\\#"))
+            && title.contains(&feature_side.replace('#', "\\#")),
+        "{md}"
+    );
 
     // A clone that ran before it pulled: its own run keeps #1, the pulled
     // ones follow in the order they ran, and references still name the
@@ -251,4 +269,139 @@ fn names_tags_and_removal_travel_and_are_refused_when_they_would_mislead() {
         .map(|row| &row["run"])
         .collect();
     assert_eq!(runs, [&Value::from(2)], "{compared}");
+}
+
+#[test]
+fn a_ci_job_on_a_detached_head_files_its_run_under_the_branch_it_builds() {
+    let remote = tempfile::tempdir().unwrap();
+    let origin = TestProject::new();
+    origin.write("pipe.yaml", &pipeline(remote.path()));
+    origin.write(".gitignore", "/model.txt\n/metrics.json\n");
+    git(origin.root(), &["init", "-q", "-b", "main"]);
+    git(origin.root(), &["add", "-A"]);
+    git(origin.root(), &["commit", "-qm", "the project"]);
+    git(origin.root(), &["checkout", "-q", "-b", "lr-tune"]);
+    origin.write(
+        "pipe.yaml",
+        &pipeline(remote.path()).replace("n: 1", "n: 3"),
+    );
+    git(origin.root(), &["commit", "-qam", "tuned"]);
+    git(origin.root(), &["checkout", "-q", "main"]);
+
+    // The job: a detached checkout, the branch named by the CI only.
+    let job = TestProject::new();
+    git(
+        job.root(),
+        &["clone", "-q", &origin.root().display().to_string(), "."],
+    );
+    git(
+        job.root(),
+        &["checkout", "-q", "--detach", "origin/lr-tune"],
+    );
+    let ran = job
+        .command()
+        .env("GITHUB_HEAD_REF", "lr-tune")
+        .args(["run"])
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let shown: Value = serde_json::from_str(&ok(&job, &["show", "last", "--json"])).unwrap();
+    assert_eq!(shown["branch"], "lr-tune");
+    ok(&job, &["cache", "push", "--all"]);
+
+    // A laptop with only main checked out: `lr-tune` is no local ref, yet
+    // it names the run the CI filed under it; a ref the laptop does not
+    // have at all says which one it has.
+    let laptop = TestProject::new();
+    git(
+        laptop.root(),
+        &["clone", "-q", &origin.root().display().to_string(), "."],
+    );
+    ok(&laptop, &["cache", "pull"]);
+    assert_eq!(uid_of(&laptop, "lr-tune"), shown["uid"].as_str().unwrap());
+    git(origin.root(), &["branch", "feat-a"]);
+    git(laptop.root(), &["fetch", "-q", "origin"]);
+    let missing = laptop.pipe(&["show", "feat-a"]);
+    assert_eq!(missing.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        said.contains("`origin/feat-a` is a ref here and no local branch is"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_pull_requests_merge_commit_run_is_found_by_the_branch_head_people_know() {
+    let remote = tempfile::tempdir().unwrap();
+    let origin = TestProject::new();
+    origin.write("pipe.yaml", &pipeline(remote.path()));
+    origin.write(".gitignore", "/model.txt\n/metrics.json\n");
+    git(origin.root(), &["init", "-q", "-b", "main"]);
+    git(origin.root(), &["add", "-A"]);
+    git(origin.root(), &["commit", "-qm", "the project"]);
+    git(origin.root(), &["checkout", "-q", "-b", "lr-small"]);
+    origin.write("notes.txt", "smaller steps\n");
+    git(origin.root(), &["add", "notes.txt"]);
+    git(origin.root(), &["commit", "-qm", "notes"]);
+    git(origin.root(), &["checkout", "-q", "main"]);
+    origin.write("README", "main moved on\n");
+    git(origin.root(), &["add", "README"]);
+    git(origin.root(), &["commit", "-qm", "readme"]);
+
+    // GitHub's checkout of a pull request: a merge commit of the branch
+    // into main, which no branch names.
+    let job = TestProject::new();
+    git(
+        job.root(),
+        &["clone", "-q", &origin.root().display().to_string(), "."],
+    );
+    git(
+        job.root(),
+        &[
+            "-c",
+            "user.name=ci",
+            "-c",
+            "user.email=ci@example.com",
+            "merge",
+            "-q",
+            "--no-ff",
+            "--no-edit",
+            "origin/lr-small",
+        ],
+    );
+    git(job.root(), &["checkout", "-q", "--detach"]);
+    let ran = job
+        .command()
+        .env("GITHUB_EVENT_NAME", "pull_request")
+        .env("GITHUB_HEAD_REF", "lr-small")
+        .args(["run"])
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let shown: Value = serde_json::from_str(&ok(&job, &["show", "last", "--json"])).unwrap();
+    let head = git(origin.root(), &["rev-parse", "lr-small"])
+        .trim()
+        .to_string();
+    assert_eq!(shown["head_commit"], head.as_str());
+    assert_ne!(shown["git_commit"], head.as_str(), "it ran the merge");
+    ok(&job, &["cache", "push", "--all"]);
+
+    let laptop = TestProject::new();
+    git(
+        laptop.root(),
+        &["clone", "-q", &origin.root().display().to_string(), "."],
+    );
+    ok(&laptop, &["cache", "pull"]);
+    assert_eq!(
+        uid_of(&laptop, "origin/lr-small"),
+        shown["uid"].as_str().unwrap()
+    );
 }

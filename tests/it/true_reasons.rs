@@ -503,3 +503,65 @@ stages:
     assert_eq!(next.status("train"), "restored");
     assert_eq!(next.status("evaluate"), "restored");
 }
+
+#[test]
+fn a_param_now_used_and_a_dependency_added_or_removed_are_named_as_such() {
+    let project = TestProject::new();
+    project.write("in.txt", "1\n");
+    project.write("other.txt", "2\n");
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: 1\nstages:\n  a:\n    run: echo hi > a.txt\n    outs: [a.txt]\n",
+    );
+    project.run_ok(&[]);
+    let status = |project: &TestProject| {
+        String::from_utf8_lossy(&project.pipe(&["status"]).stdout).into_owned()
+    };
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: 1\nstages:\n  a:\n    run: echo ${params.x} > a.txt\n    deps: [in.txt]\n    outs: [a.txt]\n",
+    );
+    let said = status(&project);
+    assert!(said.contains("param `x` now used"), "{said}");
+    assert!(said.contains("dependency `in.txt` added"), "{said}");
+    assert!(!said.contains("``"), "an empty name: {said}");
+    project.run_ok(&[]);
+    project.write(
+        "pipe.yaml",
+        "params:\n  x: 1\nstages:\n  a:\n    run: echo ${params.x} > a.txt\n    deps: [other.txt]\n    outs: [a.txt]\n",
+    );
+    let said = status(&project);
+    assert!(said.contains("dependency `in.txt` removed"), "{said}");
+    assert!(said.contains("dependency `other.txt` added"), "{said}");
+}
+
+#[test]
+fn a_stage_stale_only_because_of_what_is_above_says_it_reruns_only_if_its_inputs_change() {
+    let project = TestProject::new();
+    let pipeline = |command: &str| {
+        format!(
+            "stages:\n  a:\n    run: {command}\n    outs: [a.txt]\n  b:\n    run: cat a.txt > b.txt\n    deps: [a.txt]\n    outs: [b.txt]\n"
+        )
+    };
+    project.write("pipe.yaml", &pipeline("echo same > a.txt"));
+    project.run_ok(&[]);
+    // `a` changes but makes the same file: `b` is kept (early cutoff).
+    project.write("pipe.yaml", &pipeline("echo same | cat > a.txt"));
+    let status = stdout_of(&project, &["status"]);
+    assert!(
+        status.contains("upstream stage `a` is stale; stale unless its inputs come out the same"),
+        "{status}"
+    );
+    let run = project.run_ok(&[]);
+    assert_eq!(run.status("b"), "fresh", "early cutoff");
+    // Below a forced stage, a dry run says the same, never `fresh`.
+    let dry = stdout_of(&project, &["run", "-n", "--force", "a"]);
+    let b = dry
+        .lines()
+        .find(|line| line.starts_with("b "))
+        .unwrap_or_default();
+    assert!(
+        b.contains("would run") && b.contains("stale unless its inputs come out the same"),
+        "{dry}"
+    );
+}

@@ -32,29 +32,30 @@ const DATA_LIMIT: u64 = 2 << 30;
 /// Long enough for a slow machine, short enough that a hang is a failure.
 const HUNG_AFTER: Duration = Duration::from_secs(120);
 
-struct Finished {
-    output: Output,
+pub(crate) struct Finished {
+    pub(crate) output: Output,
     /// Peak resident memory in bytes.
-    peak_rss: u64,
+    pub(crate) peak_rss: u64,
 }
 
 impl Finished {
-    fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         self.output.status.code()
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         String::from_utf8_lossy(&self.output.stderr).into_owned()
     }
 
-    fn run(&self) -> RunResult {
+    pub(crate) fn run(&self) -> RunResult {
         RunResult::from_output(self.output.clone())
     }
 }
 
 /// Runs `pipe ARGS` with `env`, under `DATA_LIMIT`; kills it and fails the
-/// test if it has not ended after `HUNG_AFTER`.
-fn pipe(project: &TestProject, env: &[(&str, String)], args: &[&str]) -> Finished {
+/// test if it has not ended after `HUNG_AFTER` (also for the hostile
+/// servers and `.git`s of `hostile_s3` and `hostile_git`).
+pub(crate) fn pipe(project: &TestProject, env: &[(&str, String)], args: &[&str]) -> Finished {
     let out_path = project.path(".out.txt");
     let err_path = project.path(".err.txt");
     let mut command = project.std_command();

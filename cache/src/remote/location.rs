@@ -118,24 +118,31 @@ impl Location {
 }
 
 /// How long one request may take before the remote counts as down, and
-/// how long a transfer may stall.
+/// how long a transfer may stall (with the deadlines of `transport`,
+/// which a drip that resets the stall timeout cannot extend).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 const IO_TIMEOUT: Duration = Duration::from_secs(20);
 
-pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Operator, CacheError> {
-    opendal_http_transport_reqwest::install_default();
-    // reqwest is built without a default TLS provider (docs/decisions.md,
-    // "opendal, behind a sync API"); another part of the process may have
-    // installed one already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// The operators of a remote: one rooted at its prefix for everything but
+/// listings, and one for listings with the prefix its paths start with
+/// (`list`).
+pub(super) struct Operators {
+    pub(super) main: Operator,
+    pub(super) lister: Operator,
+    pub(super) list_prefix: String,
+}
+
+pub(super) fn operators(
+    config: &RemoteConfig,
+    location: &Location,
+) -> Result<Operators, CacheError> {
     let invalid = |error: opendal::Error| {
         CacheError::from(RemoteError::BadOptions {
             url: config.url.clone(),
             detail: error.to_string(),
         })
     };
-    let root = |prefix: &str| format!("/{prefix}");
-    let operator = match location {
+    match location {
         Location::Fs(path) => {
             crate::fsutil::check_own_folders(
                 path,
@@ -150,29 +157,66 @@ pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Ope
                     .map_err(|error| CacheError::io(path, error))?;
                 builder = builder.atomic_write_dir(&path.join("tmp").to_string_lossy());
             }
-            Operator::new(builder).map_err(invalid)?
+            let main = layered(Operator::new(builder).map_err(invalid)?);
+            Ok(Operators {
+                lister: main.clone(),
+                main,
+                list_prefix: String::new(),
+            })
         }
         Location::S3 { bucket, prefix } => {
-            let mut builder = services::S3::default().bucket(bucket).root(&root(prefix));
-            let endpoint = config
-                .endpoint
-                .clone()
-                .or_else(|| env_nonempty("AWS_ENDPOINT_URL_S3"))
-                .or_else(|| env_nonempty("AWS_ENDPOINT_URL"));
-            if let Some(endpoint) = endpoint {
-                builder = builder.endpoint(&endpoint);
-            }
-            let region = config
-                .region
-                .clone()
-                .or_else(|| env_nonempty("AWS_REGION"))
-                .or_else(|| env_nonempty("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|| "us-east-1".to_string());
-            builder = builder.region(&region);
-            Operator::new(builder).map_err(invalid)?
+            let s3 = |root: &str| -> Result<Operator, CacheError> {
+                let operator = Operator::new(s3_builder(config, bucket, root)).map_err(invalid)?;
+                // Every request through the bounded client (`transport`).
+                let context = operator
+                    .base_context()
+                    .with_http_transport(super::transport::transporter());
+                Ok(layered(operator.with_context(context)))
+            };
+            // opendal makes a listed key relative to the operator's root
+            // by cutting the root's length off it, and panics on a key
+            // shorter than that: listings go through an operator rooted at
+            // the bucket, whose root every key starts with, and `list`
+            // drops keys outside the prefix.
+            Ok(Operators {
+                main: s3(&format!("/{prefix}"))?,
+                lister: s3("/")?,
+                list_prefix: if prefix.is_empty() {
+                    String::new()
+                } else {
+                    format!("{prefix}/")
+                },
+            })
         }
-    };
-    Ok(operator
+    }
+}
+
+fn s3_builder(config: &RemoteConfig, bucket: &str, root: &str) -> services::S3 {
+    let mut builder = services::S3::default().bucket(bucket).root(root);
+    let endpoint = config
+        .endpoint
+        .clone()
+        .or_else(|| env_nonempty("AWS_ENDPOINT_URL_S3"))
+        .or_else(|| env_nonempty("AWS_ENDPOINT_URL"));
+    if let Some(endpoint) = endpoint {
+        builder = builder.endpoint(&endpoint);
+    }
+    let region = config
+        .region
+        .clone()
+        .or_else(|| env_nonempty("AWS_REGION"))
+        .or_else(|| env_nonempty("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| "us-east-1".to_string());
+    builder.region(&region)
+}
+
+/// The timeout and retry layers every operator has.
+fn layered(operator: Operator) -> Operator {
+    // reqwest is built without a default TLS provider (docs/decisions.md,
+    // "opendal, behind a sync API"); another part of the process may have
+    // installed one already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    operator
         .layer(
             TimeoutLayer::new()
                 .with_timeout(REQUEST_TIMEOUT)
@@ -184,7 +228,7 @@ pub(super) fn operator(config: &RemoteConfig, location: &Location) -> Result<Ope
                 .with_min_delay(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(2))
                 .with_jitter(),
-        ))
+        )
 }
 
 fn env_nonempty(name: &str) -> Option<String> {

@@ -14,6 +14,7 @@
 //! on with the local cache alone.
 
 mod busy;
+mod list;
 mod location;
 mod outcomes;
 mod progress;
@@ -21,6 +22,7 @@ mod pull;
 mod push;
 mod read;
 mod shared;
+mod transport;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -29,7 +31,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use opendal::ErrorKind;
 use tokio::sync::Semaphore;
 
 pub use crate::error::BadLocation;
@@ -63,7 +64,7 @@ impl Remote {
     pub fn new(config: &RemoteConfig, cache_root: &Path) -> Result<Remote, CacheError> {
         let location = Location::parse(&config.url)
             .map_err(|bad| CacheError::Remote(RemoteError::BadLocation(bad)))?;
-        let operator = location::operator(config, &location)?;
+        let operators = location::operators(config, &location)?;
         let cache = Cache::open(cache_root)?;
         let concurrency = config.concurrency.clamp(1, 256);
         let fs_root = match &location {
@@ -76,7 +77,9 @@ impl Remote {
                 read_only: config.read_only,
                 concurrency,
                 cache,
-                operator,
+                operator: operators.main,
+                lister: operators.lister,
+                list_prefix: operators.list_prefix,
                 transfers: Semaphore::new(concurrency),
                 secrets: location::secrets(),
                 corrupt: Mutex::new(HashSet::new()),
@@ -343,20 +346,15 @@ impl Remote {
         })
     }
 
-    /// The `.json` objects under `dir`, at any depth.
+    /// The `.json` objects under `dir`, at any depth, at most
+    /// `untrusted::LISTING_ENTRIES` entries listed.
     fn list_json(&self, dir: String) -> Result<Vec<String>, RemoteError> {
         let runtime = self.runtime()?;
         let shared = self.shared.clone();
-        let listed =
-            runtime.block_on(async move { shared.operator.list_with(&dir).recursive(true).await });
-        match listed {
-            Ok(entries) => Ok(entries
-                .into_iter()
-                .filter(|entry| entry.path().ends_with(".json"))
-                .map(|entry| entry.path().to_string())
-                .collect()),
-            Err(error) if error.kind() == ErrorKind::NotFound => Ok(Vec::new()),
-            Err(error) => Err(self.shared.give_up(&error)),
+        match runtime.block_on(async move { list::list_json(&shared, &dir).await }) {
+            Ok(paths) => Ok(paths),
+            Err(list::Refused::Remote(error)) => Err(self.shared.give_up(&error)),
+            Err(list::Refused::Listing(reason)) => Err(reason),
         }
     }
 

@@ -62,6 +62,10 @@ pub(super) struct Shared {
     pub(super) concurrency: usize,
     pub(super) cache: Cache,
     pub(super) operator: Operator,
+    /// What lists the remote: rooted at the bucket for S3, whose keys all
+    /// start with `list_prefix` (`list`).
+    pub(super) lister: Operator,
+    pub(super) list_prefix: String,
     pub(super) transfers: Semaphore,
     pub(super) secrets: Vec<String>,
     /// Remote paths found corrupt by this process: a push overwrites them

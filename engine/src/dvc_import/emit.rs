@@ -282,13 +282,13 @@ fn key(name: &str) -> String {
 }
 
 /// A string, bare where YAML reads it back as this string (in a flow
-/// collection when `in_flow`), else double-quoted with JSON's escapes,
-/// which YAML reads alike.
+/// collection when `in_flow`), else double-quoted, every character YAML
+/// does not take raw escaped (`crate::pipeline::yaml_quoted`).
 pub(crate) fn scalar(text: &str, in_flow: bool) -> String {
     if is_bare(text, in_flow) {
         text.to_string()
     } else {
-        serde_json::to_string(text).unwrap_or_else(|_| format!("{text:?}"))
+        crate::pipeline::yaml_quoted(text)
     }
 }
 

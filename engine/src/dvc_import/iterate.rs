@@ -475,6 +475,7 @@ pub(crate) fn text_node(text: &str, span: Span) -> Node {
             text: text.to_string(),
             plain: false,
             verbatim_col: None,
+            shared: false,
         }),
         span,
     }

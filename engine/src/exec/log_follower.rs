@@ -22,7 +22,12 @@ const MAX_LINE: usize = 200;
 
 /// Until `done` (and an `unpark` of its thread), emits `StageOutput` with the newest complete line of the
 /// log at `path` whenever it changed since the last look.
-pub(super) fn follow(observer: Observer<'_>, stage: &str, path: &Path, done: &AtomicBool) {
+pub(super) fn follow(
+    observer: Observer<'_>,
+    stage: &crate::pipeline::Stage,
+    path: &Path,
+    done: &AtomicBool,
+) {
     let Ok(mut log) = File::open(path) else {
         return;
     };
@@ -39,7 +44,10 @@ pub(super) fn follow(observer: Observer<'_>, stage: &str, path: &Path, done: &At
             continue;
         };
         if line != shown {
-            observer(Event::StageOutput { stage, line: &line });
+            observer(Event::StageOutput {
+                stage: &stage.name,
+                line: &stage.masked_output(&line),
+            });
             shown = line;
         }
     }

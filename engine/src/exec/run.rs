@@ -286,7 +286,9 @@ fn ignore_outputs(pipeline: &Pipeline, project: &Project, observer: Observer<'_>
         hasher.finalize().to_hex().to_string()
     };
     let checked = project.gitignore_checked();
-    if std::fs::read_to_string(&checked).is_ok_and(|known| known == fingerprint(&paths)) {
+    // A file under `.pipe/`: read as every state file there is.
+    let known = pipe_cache::untrusted::read(&checked, pipe_cache::untrusted::STATE_FILE);
+    if known.is_ok_and(|known| known == fingerprint(&paths).as_bytes()) {
         return;
     }
     let ignored = crate::gitignore::ignore_paths(&pipeline.root, &paths);
@@ -336,8 +338,6 @@ fn write_params_file(
     Ok(Some(written))
 }
 
-/// Puts `params.yaml` back. Failing to does not fail the run: the journal
-/// stays, and the next pipe command that reads the file puts it back.
 /// Whether `stage` reads the file of `edits` by itself: a command whose
 /// `params:` names an edited param, or that depends on the file.
 fn reads_params_file(edits: &ParamsFileEdits, stage: &Stage, root: &Path) -> bool {
@@ -360,6 +360,8 @@ fn reads_params_file(edits: &ParamsFileEdits, stage: &Stage, root: &Path) -> boo
             .any(|dep| root.join(&dep.path) == edits.file)
 }
 
+/// Puts `params.yaml` back. Failing to does not fail the run: the journal
+/// stays, and the next pipe command that reads the file puts it back.
 fn restore_params_file(written: WrittenParams, observer: Observer<'_>) {
     let file = written.file().to_path_buf();
     let kept = match written.restore() {
@@ -437,6 +439,8 @@ impl OpenedRun {
             directions: &pipeline.directions,
             git_commit: git.as_ref().map(GitProbe::commit),
             name: options.name.as_deref(),
+            branch: git.as_ref().and_then(GitProbe::branch),
+            head_commit: git.as_ref().and_then(GitProbe::head_commit).as_deref(),
         })?;
         if let (Some(git), Some(settler)) = (&mut git, &options.git_settler) {
             git.settle_with(settler.clone(), &project.runs_db(), run_id);

@@ -308,7 +308,11 @@ fn report_finished(context: &Context<'_>, index: usize, record: &StageRecord) {
     // could not start wrote nothing, and its reason is in `detail`.
     let log_tail = (failed || ran_command)
         .then(|| read_tail(&log, 20))
-        .flatten();
+        .flatten()
+        .map(|tail| match stage() {
+            Some(stage) => stage.masked_output(&tail).into_owned(),
+            None => pipe_protocol::redact::redact_text(&tail).into_owned(),
+        });
     (context.observer)(Event::StageFinished {
         stage: &record.stage,
         status: record.status,

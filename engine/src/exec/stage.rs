@@ -417,7 +417,7 @@ pub(super) fn run_command(
                     let done = AtomicBool::new(false);
                     std::thread::scope(|scope| {
                         let follower = scope.spawn(|| {
-                            log_follower::follow(context.observer, &stage.name, &log_path, &done)
+                            log_follower::follow(context.observer, stage, &log_path, &done)
                         });
                         let execution = executor_for(context, stage).execute(&job, process, None);
                         done.store(true, Ordering::Relaxed);

@@ -89,9 +89,11 @@ impl Workspaces {
             std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
             mirror(root, &dir, "", &real, &skipped)?;
             if let Some((path, edits)) = &params_file {
-                let text = std::fs::read_to_string(&edits.file)
-                    .map_err(|e| EngineError::io(&edits.file, e))?;
-                let written = edits.apply(&text).ok_or_else(|| {
+                let bytes =
+                    std::fs::read(&edits.file).map_err(|e| EngineError::io(&edits.file, e))?;
+                // Checked to be the text the sweep was loaded from, its
+                // byte order mark kept, as a run's `-S` write is.
+                let written = crate::params_override::edited(edits, &bytes).ok_or_else(|| {
                     EngineError::Internal(format!(
                         "{} changed since the sweep was loaded; run it again",
                         edits.file.display()

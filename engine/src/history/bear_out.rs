@@ -68,7 +68,8 @@ pub fn bear_out(export: &mut RunExport, root: &Path) -> Result<(), Contradiction
     if !commit_borne_out(export, root)? {
         unverified.push(COMMIT.to_string());
     }
-    export.run.unverified = unverified;
+    // After what `vet` found (superseded results).
+    export.run.unverified.extend(unverified);
     Ok(())
 }
 
@@ -143,10 +144,21 @@ fn commit_borne_out(export: &RunExport, root: &Path) -> Result<bool, Contradicti
         }
     }
     deps.truncate(DEPS_CHECKED);
-    let Some(contents) = files_at_commit(root, commit, &deps) else {
+    // A CI job's merge commit is often nowhere here; the branch head it
+    // merged is, and its files are what the run read unless the base
+    // changed them (then it is unverified, not a contradiction).
+    let (commit, merged) = match files_at_commit(root, commit, &deps) {
+        Some(contents) => (commit, Some(contents)),
+        None => match export.run.head_commit.as_deref() {
+            Some(head) => (head, files_at_commit(root, head, &deps)),
+            None => (commit, None),
+        },
+    };
+    let at_head = Some(commit) == export.run.head_commit.as_deref();
+    let Some(contents) = merged else {
         return Ok(false);
     };
-    let clean = export.run.git_dirty == Some(false);
+    let clean = export.run.git_dirty == Some(false) && !at_head;
     for ((path, digest), content) in deps.iter().zip(contents) {
         match content {
             FileAtCommit::Content(bytes) => {

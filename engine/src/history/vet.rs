@@ -56,6 +56,8 @@ pub(super) fn vet(
     cache: &Cache,
 ) -> Result<RunExport, Refused> {
     in_range(&export)?;
+    // What is unverified is worked out here, never taken from a record.
+    export.run.unverified.clear();
     export.manifests.retain(|hex, manifest| {
         hex.parse::<ActionKey>()
             .is_ok_and(|key| crate::key::key_of(manifest) == key)
@@ -95,11 +97,17 @@ pub(super) fn vet(
                 })
             }
         };
+        let mut superseded = false;
         for (path, artifact) in &stage.outputs {
             match result.outputs.get(path) {
                 Some(stored)
                     if stored.digest == artifact.digest && stored.kind == artifact.kind => {}
-                _ => {
+                // The same output, made otherwise: two runs of one key at
+                // once (a timing in a metrics file), and the other's result
+                // was stored first. The run happened; what it made is not
+                // here to show.
+                Some(_) => superseded = true,
+                None => {
                     return Err(Refused::NotHeld {
                         stage: name,
                         output: shown(path),
@@ -107,6 +115,15 @@ pub(super) fn vet(
                     })
                 }
             }
+        }
+        if superseded {
+            stage.outputs.clear();
+            stage.metrics.clear();
+            export
+                .run
+                .unverified
+                .push(format!("{SUPERSEDED}{}", stage.stage));
+            continue;
         }
         stage.metrics =
             crate::workspace::read_result_metrics(cache, &result).map_err(|source| {
@@ -118,6 +135,10 @@ pub(super) fn vet(
     }
     Ok(export)
 }
+
+/// The prefix of a stage's entry in `unverified` whose result was
+/// superseded by another run's for the same key.
+pub(crate) const SUPERSEDED: &str = "superseded.";
 
 /// The last millisecond of the year 9999: no run starts or lasts later.
 pub(crate) const LATEST_MS: u64 = 253_402_300_799_999;

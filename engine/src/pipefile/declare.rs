@@ -6,6 +6,8 @@ use std::collections::HashSet;
 use super::collect::Diagnostics;
 use super::interp::ref_span;
 use super::interp::{self, Piece};
+pub(super) use super::matrix_records::is_valid_identifier;
+use super::matrix_records::matrix_value;
 use super::params;
 use super::source::{Sources, Span};
 use super::suggest::{did_you_mean, hint_with_suggestion};
@@ -80,14 +82,6 @@ pub(super) fn is_valid_name(name: &str) -> bool {
         .next()
         .is_some_and(|first| first.is_ascii_alphanumeric() || first == '_')
         && chars.all(|ch| ch.is_ascii_alphanumeric() || matches!(ch, '_' | '.' | '-'))
-}
-
-pub(super) fn is_valid_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
-        && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
 pub(super) fn type_error(
@@ -320,6 +314,14 @@ pub(super) fn matrix_axes(
     diagnostics: &mut Diagnostics,
 ) -> Option<Vec<MatrixAxis>> {
     let example = "e.g.\nmatrix:\n  precision: [32-true, bf16-mixed]\n  seed: ${params.seeds}";
+    // A list of records; a list of anything else is the mistake below.
+    if let Some(records) = record_list(node, params).filter(|records| {
+        records
+            .first()
+            .is_some_and(|first| first.as_map().is_some())
+    }) {
+        return super::matrix_records::record_axes(stage, records, sources, diagnostics);
+    }
     let Some(entries) = node.as_map() else {
         diagnostics.push(type_error(
             sources,
@@ -365,6 +367,7 @@ pub(super) fn matrix_axes(
             Some(values) => axes.push(MatrixAxis {
                 key: entry.key.clone(),
                 values,
+                zipped: false,
             }),
             None => ok = false,
         }
@@ -441,38 +444,11 @@ pub(super) fn matrix_values(
     let mut values: Vec<MatrixValue> = Vec::with_capacity(items.len());
     let mut ok = true;
     for item in items {
-        let Some(scalar) = item.as_scalar().filter(|_| !item.is_null()) else {
-            diagnostics.push(type_error(
-                sources,
-                item,
-                format!("values of `matrix.{key}` in stage `{stage}` must be strings, numbers or booleans"),
-                "each value becomes part of a stage name, like `train@seed=1`; use scalars",
-            ));
+        let Some(value) = matrix_value(stage, key, item, sources, diagnostics) else {
             ok = false;
             continue;
         };
-        let text = scalar.text.clone();
-        let bad_char = text
-            .chars()
-            .find(|ch| ch.is_whitespace() || ch.is_control() || ",=@${}/\\\"'`".contains(*ch));
-        if text.is_empty() || bad_char.is_some() {
-            let what = bad_char.map_or("is empty".to_string(), |ch| {
-                format!("contains `{}`", ch.escape_default())
-            });
-            diagnostics.push(
-                Diagnostic::new(
-                    "bad-matrix-value",
-                    format!(
-                        "matrix value `{}` of `{key}` in stage `{stage}` {what}",
-                        pipe_protocol::excerpt(&pipe_protocol::redact::redact_text(&text))
-                    ),
-                )
-                    .at(sources.location(item.span))
-                    .with_hint("matrix values name the expanded stages (`train@seed=1`): use letters, digits and `_ . - + :`"),
-            );
-            ok = false;
-            continue;
-        }
+        let text = value.text.clone();
         if !seen_texts.insert(text.clone()) {
             diagnostics.push(
                 Diagnostic::new(
@@ -487,10 +463,26 @@ pub(super) fn matrix_values(
             ok = false;
             continue;
         }
-        values.push(MatrixValue {
-            json: params::scalar_to_json(scalar),
-            text,
-        });
+        values.push(value);
     }
     ok.then_some(values)
+}
+
+/// The matrix that `node` is when it is a list (of records, each field an
+/// axis), written out or `${params.NAME}` naming one.
+fn record_list<'n>(node: &'n Node, params: &'n Node) -> Option<&'n [Node]> {
+    let list = match node.as_str() {
+        Some(text) => match interp::parse(text).ok().as_deref() {
+            Some([Piece::Ref(reference)]) => {
+                let path = reference.expr.strip_prefix("params.")?;
+                params::lookup(params, path)?
+            }
+            _ => return None,
+        },
+        None => node,
+    };
+    match &list.value {
+        NodeValue::Seq(items) => Some(items.as_slice()),
+        _ => None,
+    }
 }

@@ -27,9 +27,12 @@ pub(super) fn expand(
 ) -> Vec<Expansion> {
     let mut total: usize = 0;
     for (decl, axes) in decls.iter().zip(axes_per_decl) {
-        let count = axes
-            .iter()
-            .try_fold(1usize, |count, axis| count.checked_mul(axis.values.len()));
+        let count = match axes.first() {
+            Some(first) if first.zipped => Some(first.values.len()),
+            _ => axes
+                .iter()
+                .try_fold(1usize, |count, axis| count.checked_mul(axis.values.len())),
+        };
         match count
             .and_then(|count| total.checked_add(count))
             .filter(|total| *total <= MAX_STAGES)
@@ -80,20 +83,24 @@ pub(super) fn expand(
             });
             continue;
         }
+        if axes[0].zipped {
+            for record in 0..axes[0].values.len() {
+                let positions = vec![record as u32; axes.len()];
+                expansions.push(Expansion {
+                    decl: decl_index,
+                    name: expansion_name(decl.name, axes, &positions),
+                    combo: StageMatrix::new(Arc::clone(axes), positions.into_boxed_slice()),
+                });
+            }
+            continue;
+        }
         // Odometer over the axes, last key fastest, so names come out in
         // the order the values are written.
         let mut positions = vec![0u32; axes.len()];
         loop {
-            let mut name = String::from(decl.name);
-            for (index, (axis, &position)) in axes.iter().zip(&positions).enumerate() {
-                name.push(if index == 0 { '@' } else { ',' });
-                name.push_str(&axis.key);
-                name.push('=');
-                name.push_str(&axis.values[position as usize].text);
-            }
             expansions.push(Expansion {
                 decl: decl_index,
-                name,
+                name: expansion_name(decl.name, axes, &positions),
                 combo: StageMatrix::new(Arc::clone(axes), positions.clone().into_boxed_slice()),
             });
             let mut axis = axes.len();
@@ -118,6 +125,18 @@ pub(super) fn expand(
         }
     }
     expansions
+}
+
+/// `train@lr=1e-4,seed=1`.
+fn expansion_name(base: &str, axes: &[MatrixAxis], positions: &[u32]) -> String {
+    let mut name = String::from(base);
+    for (index, (axis, &position)) in axes.iter().zip(positions).enumerate() {
+        name.push(if index == 0 { '@' } else { ',' });
+        name.push_str(&axis.key);
+        name.push('=');
+        name.push_str(&axis.values[position as usize].text);
+    }
+    name
 }
 
 /// `1000000` -> `1,000,000`.

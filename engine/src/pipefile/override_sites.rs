@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::params;
 use super::source::{FileId, Sources, Span};
 use super::yaml::{Node, NodeValue, Resolved};
-use crate::pipeline::{paths_overlap, yaml_float, ParamEdit, ParamsFileEdits};
+use crate::pipeline::{paths_overlap, yaml_float, yaml_quoted, ParamEdit, ParamsFileEdits};
 
 /// An override no command could read from `params.yaml`.
 #[derive(Debug, Clone)]
@@ -26,11 +26,21 @@ pub(crate) enum Unseen {
     /// `params.yaml` sets it as a mapping, a list over several lines, a
     /// block scalar: nothing pipe rewrites in place.
     NotOneLineScalar,
+    /// `params.yaml` writes it under an anchor (`&x`) or as an alias
+    /// (`*x`): its text is read at several places, and an edit of it
+    /// would change the other params that read it too.
+    Shared,
     /// `+`/`++` added it; `params.yaml` does not have it.
     Added,
 }
 
 impl UnseenOverride {
+    /// Whether `params.yaml` holds the param (so that a command reading
+    /// the whole file reads its old value), rather than lacking it.
+    pub fn held_by_params_file(&self) -> bool {
+        matches!(self.reason, Unseen::NotOneLineScalar | Unseen::Shared)
+    }
+
     /// Why a command reading `params.yaml` would not see it, and what
     /// would make it.
     pub fn explained(&self) -> (String, String) {
@@ -43,6 +53,10 @@ impl UnseenOverride {
             Unseen::NotOneLineScalar => (
                 format!("params.yaml sets `{path}` as a mapping or over several lines, and pipe rewrites only one-line values in place"),
                 format!("or write `{path}` on one line in params.yaml (`lr: 1.0e-4`, `layers: [64, 32]`) and set its keys one by one"),
+            ),
+            Unseen::Shared => (
+                format!("params.yaml shares the value of `{path}` with other params through a YAML anchor (`&name`) or alias (`*name`), and writing it there would change them too"),
+                format!("or write the value of `{path}` out in params.yaml in place of the anchor or alias"),
             ),
             Unseen::Added => (
                 format!("params.yaml does not have `{path}`, and pipe adds no keys to the file"),
@@ -84,6 +98,8 @@ pub(crate) struct Before {
     existed: bool,
     /// Whether the value it replaces is written in `params.yaml`.
     in_file: bool,
+    /// Whether that value is shared through an anchor or alias.
+    shared: bool,
 }
 
 fn with_digest(path: PathBuf, id: FileId, sources: &Sources) -> (PathBuf, FileId, String) {
@@ -127,6 +143,9 @@ impl OverrideSites {
                 .and_then(|node| one_line_scalar(node, sources)),
             existed: node.is_some(),
             in_file,
+            shared: node
+                .and_then(Node::as_scalar)
+                .is_some_and(|scalar| scalar.shared),
         }
     }
 
@@ -168,6 +187,8 @@ impl OverrideSites {
             None => {
                 let reason = if !before.existed {
                     Unseen::Added
+                } else if before.in_file && before.shared {
+                    Unseen::Shared
                 } else if before.in_file {
                     Unseen::NotOneLineScalar
                 } else {
@@ -215,13 +236,17 @@ impl OverrideSites {
 }
 
 /// The span of `node` when it is a scalar written on one line exactly as
-/// its span says (plain, or quoted without escapes): what an edit can
-/// replace character for character.
+/// its span says (plain, or quoted without escapes), and read there alone
+/// (no anchor or alias shares it): what an edit can replace character for
+/// character.
 fn one_line_scalar(node: &Node, sources: &Sources) -> Option<Span> {
     let NodeValue::Scalar(scalar) = &node.value else {
         return None;
     };
     scalar.verbatim_col?;
+    if scalar.shared {
+        return None;
+    }
     if scalar.text.is_empty() && scalar.plain {
         return None;
     }
@@ -248,7 +273,7 @@ pub(crate) fn flow_yaml(node: &Node) -> String {
             Resolved::Bool(value) => value.to_string(),
             Resolved::Int(value) => value.to_string(),
             Resolved::Float(value) => yaml_float(value),
-            Resolved::Str => quoted(&scalar.text),
+            Resolved::Str => yaml_quoted(&scalar.text),
         },
         NodeValue::Seq(items) => {
             let items: Vec<String> = items.iter().map(flow_yaml).collect();
@@ -257,14 +282,9 @@ pub(crate) fn flow_yaml(node: &Node) -> String {
         NodeValue::Map(entries) => {
             let entries: Vec<String> = entries
                 .iter()
-                .map(|entry| format!("{}: {}", quoted(&entry.key), flow_yaml(&entry.value)))
+                .map(|entry| format!("{}: {}", yaml_quoted(&entry.key), flow_yaml(&entry.value)))
                 .collect();
             format!("{{{}}}", entries.join(", "))
         }
     }
-}
-
-/// A YAML double-quoted string: JSON's escapes are YAML's.
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).unwrap_or_else(|_| "\"\"".to_string())
 }

@@ -457,6 +457,7 @@ fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, NotYa
             text: trimmed.to_string(),
             plain: true,
             verbatim_col: None,
+            shared: false,
         };
         return Ok(Node {
             value: NodeValue::Scalar(scalar),
@@ -470,6 +471,7 @@ fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, NotYa
                 text: String::new(),
                 plain: true,
                 verbatim_col: None,
+                shared: false,
             }),
             span,
         }),

@@ -39,6 +39,11 @@ pub(crate) struct SourceFile {
 }
 
 impl SourceFile {
+    /// The file the text came from, as it was named.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
     /// How many lines the text has: one more than its line breaks.
     pub fn lines(&self) -> usize {
         self.line_starts.len()

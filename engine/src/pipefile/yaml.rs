@@ -39,6 +39,10 @@ pub(crate) struct Scalar {
     /// character for character (a one-line scalar without escapes), so
     /// that a diagnostic can point inside it.
     pub verbatim_col: Option<usize>,
+    /// Written once and read at several places: under an anchor (`&x`),
+    /// so that an alias (`*x`) may read it too. Replacing its text in
+    /// place would change every place that reads it.
+    pub shared: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -184,6 +188,17 @@ impl Node {
             .iter()
             .find(|entry| entry.key == key)
             .map(|entry| &entry.value)
+    }
+
+    /// Marks every scalar of the node as [`Scalar::shared`].
+    fn mark_shared(&mut self) {
+        match &mut self.value {
+            NodeValue::Scalar(scalar) => scalar.shared = true,
+            NodeValue::Seq(items) => items.iter_mut().for_each(Node::mark_shared),
+            NodeValue::Map(entries) => entries
+                .iter_mut()
+                .for_each(|entry| entry.value.mark_shared()),
+        }
     }
 
     fn count_and_depth(&self) -> (usize, usize) {
@@ -468,13 +483,15 @@ impl TreeBuilder<'_> {
                 text,
                 plain,
                 verbatim_col,
+                shared: false,
             }),
             span: span.with_len(len),
         }
     }
 
-    fn finish(&mut self, node: Node, anchor: usize) {
+    fn finish(&mut self, mut node: Node, anchor: usize) {
         if anchor != 0 {
+            node.mark_shared();
             let (count, depth) = node.count_and_depth();
             self.anchors.insert(anchor, (node.clone(), count, depth));
         }

@@ -18,6 +18,10 @@ pub(crate) struct MatrixValue {
 pub(crate) struct MatrixAxis {
     pub key: String,
     pub values: Vec<MatrixValue>,
+    /// The axis is a field of a list of records: the expansions take the
+    /// n-th value of every axis together (DVC's `foreach` over mappings),
+    /// not every combination.
+    pub zipped: bool,
 }
 
 /// The matrix combination of one expansion, keys in declared order;

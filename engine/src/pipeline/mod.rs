@@ -12,13 +12,14 @@ pub use executor::{
     ExecutorSpec,
 };
 pub use matrix::StageMatrix;
-pub use params_file::{paths_overlap, yaml_float, ParamEdit, ParamsFileEdits};
+pub use params_file::{paths_overlap, yaml_float, yaml_quoted, ParamEdit, ParamsFileEdits};
 pub use remote::RemoteSpec;
 
 mod executor;
 pub(crate) mod matrix;
 mod params_file;
 mod remote;
+mod secret_env;
 use crate::Location;
 
 /// A validated pipeline: every stage expanded, every `${...}` resolved,
@@ -288,6 +289,26 @@ impl Stage {
             }
         }
         Some(shown)
+    }
+
+    /// A line the stage printed, as pipe shows it: credentials in URLs,
+    /// the values of its secret `env:` entries, and of pipe's own
+    /// environment variables named as credentials (`AWS_SECRET_ACCESS_KEY`,
+    /// `HF_TOKEN`...) masked, as CI systems mask secrets in logs.
+    pub fn masked_output<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let mut shown = pipe_protocol::redact::redact_text(text);
+        let secrets = self
+            .secret_env
+            .iter()
+            .filter_map(|name| self.env.get(name))
+            .map(String::as_str)
+            .chain(secret_env::process_secrets().iter().map(String::as_str));
+        for value in secrets {
+            if !value.is_empty() && shown.contains(value) {
+                shown = std::borrow::Cow::Owned(shown.replace(value, pipe_protocol::redact::MASK));
+            }
+        }
+        shown
     }
 
     /// Whether the stage reports on its run (`report/html`).

@@ -105,6 +105,35 @@ pub fn yaml_float(value: f64) -> String {
     }
 }
 
+/// `text` as a YAML double-quoted scalar that YAML 1.1 (PyYAML) and 1.2
+/// readers read back as `text`: `"` and `\\` escaped, and every character
+/// that is not printable in YAML or that a reader takes for a line break
+/// (C0 and C1 controls, DEL, NEL, U+2028, U+2029, the BOM, U+FFFE and
+/// U+FFFF) written as an escape, never raw. PyYAML folds a raw NEL to a
+/// space and refuses a raw DEL.
+pub fn yaml_quoted(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for ch in text.chars() {
+        match ch {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{2028}'
+            | '\u{2029}'
+            | '\u{feff}'
+            | '\u{fffe}'
+            | '\u{ffff}' => quoted.push_str(&format!("\\u{:04X}", ch as u32)),
+            _ => quoted.push(ch),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +189,17 @@ mod tests {
         assert_eq!(yaml_float(2.5e20), "2.5e+20");
         assert_eq!(yaml_float(3.0), "3.0");
         assert_eq!(yaml_float(f64::NEG_INFINITY), "-.inf");
+    }
+
+    #[test]
+    fn quoted_strings_escape_what_is_not_printable_or_breaks_a_line() {
+        assert_eq!(yaml_quoted("a \"b\" \\ c"), r#""a \"b\" \\ c""#);
+        assert_eq!(yaml_quoted("x\ny\tz\r"), r#""x\ny\tz\u000D""#);
+        assert_eq!(
+            yaml_quoted("a\u{85}b\u{7f}c\u{9b}d\u{2028}e\u{feff}"),
+            r#""a\u0085b\u007Fc\u009Bd\u2028e\uFEFF""#
+        );
+        assert_eq!(yaml_quoted("é ✓ 𝄞"), "\"é ✓ 𝄞\"");
     }
 
     #[test]

@@ -20,6 +20,8 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use pipe_cache::untrusted::{self, Limit};
+
 use super::RunId;
 
 /// How long the end of a run waits for a settler still at work: enough for
@@ -32,7 +34,24 @@ const SETTLER_NICENESS: libc::c_int = 10;
 
 /// The most of a file under `.git` that is read to find the commit: a ref
 /// is one line; a longer file is not one git wrote.
-const REF_FILE_LIMIT: u64 = 4096;
+const REF_FILE: Limit = Limit {
+    bytes: 4096,
+    what: "a git ref file",
+};
+
+/// How long pipe waits for a git command it runs for itself: far longer
+/// than any takes in a sound repository. git waits forever on a FIFO
+/// planted where it reads (its config, its index); past this it is killed
+/// and counts as a git that cannot answer.
+const GIT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The most of `packed-refs` that is read (about 700,000 refs); a ref past
+/// it is not found, and the run's commit is then unknown.
+const PACKED_REFS_LIMIT: u64 = 64 << 20;
+
+/// The longest line of `packed-refs` read: an object id, a space and a
+/// ref name; a longer one is not git's, and ends the search.
+const PACKED_REF_LINE_LIMIT: u64 = 8192;
 
 /// Where a finished run was: the commit HEAD named when it started, and
 /// whether tracked files differed from it.
@@ -58,6 +77,9 @@ pub struct DirtySettler {
 /// dirty flag is worked out once it is wanted.
 pub struct GitProbe {
     commit: String,
+    /// The branch HEAD names (`refs/heads/X`), or the one the CI says it
+    /// builds (`ci_ref`); `None` on a detached HEAD outside CI.
+    branch: Option<String>,
     root: PathBuf,
     settler: Option<(DirtySettler, PathBuf, RunId)>,
     dirty: Mutex<DirtyCheck>,
@@ -76,9 +98,10 @@ impl GitProbe {
     /// git repository, or in one with no commit yet: such a run records
     /// no git state.
     pub fn start(root: &Path) -> Option<GitProbe> {
-        let commit = head_commit(root)?;
+        let (commit, head_branch) = head_commit(root)?;
         Some(GitProbe {
             commit,
+            branch: super::ci_ref::ci_branch().or(head_branch),
             root: root.to_path_buf(),
             settler: None,
             dirty: Mutex::new(DirtyCheck::NotStarted),
@@ -93,6 +116,18 @@ impl GitProbe {
 
     pub fn commit(&self) -> &str {
         &self.commit
+    }
+
+    pub fn branch(&self) -> Option<&str> {
+        self.branch.as_deref()
+    }
+
+    /// The merged branch's head, in a CI job that runs a merge commit.
+    pub fn head_commit(&self) -> Option<String> {
+        match super::ci_ref::merged_head()? {
+            super::ci_ref::MergedHead::Named(sha) => Some(sha),
+            super::ci_ref::MergedHead::SecondParent => git_commit_of(&self.root, "HEAD^2"),
+        }
     }
 
     /// Starts comparing the work tree with HEAD, unless it was started
@@ -244,12 +279,11 @@ pub fn git_commit_of(root: &Path, reference: &str) -> Option<String> {
         return None;
     }
     let spec = format!("{reference}^{{commit}}");
-    let output = git_command(root)
+    let mut command = git_command(root);
+    command
         .args(["rev-parse", "--verify", "--quiet", "--end-of-options"])
-        .arg(spec)
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
+        .arg(spec);
+    let output = git_output(command, None)?;
     if !output.status.success() {
         return None;
     }
@@ -263,14 +297,13 @@ pub fn refs_at(root: &Path, commit: &str) -> Vec<String> {
     if !commit.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return Vec::new();
     }
-    let output = git_command(root)
+    let mut command = git_command(root);
+    command
         .args(["for-each-ref", "--format=%(refname:short)"])
         .arg(format!("--points-at={commit}"))
-        .args(["refs/heads", "refs/tags", "refs/remotes"])
-        .stderr(Stdio::null())
-        .output();
-    match output {
-        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
+        .args(["refs/heads", "refs/tags", "refs/remotes"]);
+    match git_output(command, None) {
+        Some(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
             .lines()
             .filter(|name| !name.ends_with("/HEAD"))
             .map(str::to_string)
@@ -283,6 +316,70 @@ fn git_command(root: &Path) -> Command {
     let mut command = Command::new("git");
     command.arg("-C").arg(root).stdin(Stdio::null());
     command
+}
+
+/// The output of git `command` (its stdout; `input` written to its stdin),
+/// `None` when it could not start or ran past [`GIT_DEADLINE`], when it is
+/// killed.
+pub fn git_output(mut command: Command, input: Option<Vec<u8>>) -> Option<std::process::Output> {
+    use std::io::Write;
+
+    command
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().ok()?;
+    let writer = child.stdin.take().map(|mut stdin| {
+        let input = input.unwrap_or_default();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        })
+    });
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let deadline = Instant::now() + GIT_DEADLINE;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let stdout = reader.join().ok()?;
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    Some(std::process::Output {
+        status: status?,
+        stdout,
+        stderr: Vec::new(),
+    })
+}
+
+/// Whether git can be asked about the repository around `root` without
+/// waiting forever: its HEAD reads as pipe reads it (a regular file, not
+/// a FIFO git would block on). Where git's own variables choose the
+/// repository, git is asked.
+pub fn git_can_answer(root: &Path) -> bool {
+    if DISCOVERY
+        .iter()
+        .any(|name| std::env::var_os(name).is_some())
+    {
+        return true;
+    }
+    find_git_dir(root).is_some_and(|git_dir| read_small(&git_dir.join("HEAD")).is_some())
 }
 
 /// Whether tracked files differ from HEAD, as `git status` sees them:
@@ -332,34 +429,45 @@ fn work_tree_is_dirty(root: &Path) -> Option<bool> {
 /// The commit HEAD names, read from the files git keeps it in; the git
 /// binary where those are not laid out as this reads them (`GIT_DIR` and
 /// friends set, the reftable format).
-fn head_commit(root: &Path) -> Option<String> {
-    const DISCOVERY: [&str; 4] = [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_CEILING_DIRECTORIES",
-        "GIT_COMMON_DIR",
-    ];
+/// The commit HEAD names, and the branch when HEAD is one
+/// (`ref: refs/heads/X`).
+fn head_commit(root: &Path) -> Option<(String, Option<String>)> {
     if DISCOVERY
         .iter()
         .any(|name| std::env::var_os(name).is_some())
     {
-        return git_commit_of(root, "HEAD");
+        return git_commit_of(root, "HEAD").map(|commit| (commit, None));
     }
     let git_dir = find_git_dir(root)?;
     let common = common_dir(&git_dir);
     if common.join("reftable").is_dir() {
-        return git_commit_of(root, "HEAD");
+        return git_commit_of(root, "HEAD").map(|commit| (commit, None));
     }
     let mut name = "HEAD".to_string();
+    let mut branch = None;
     // Symbolic refs nest rarely; git itself stops at five.
     for _ in 0..5 {
         match read_ref(&git_dir, &common, &name)? {
-            RefValue::Id(id) => return Some(id),
-            RefValue::Symbolic(target) => name = target,
+            RefValue::Id(id) => return Some((id, branch)),
+            RefValue::Symbolic(target) => {
+                if branch.is_none() {
+                    branch = target.strip_prefix("refs/heads/").map(str::to_string);
+                }
+                name = target
+            }
         }
     }
     None
 }
+
+/// The variables by which git finds a repository other than by looking
+/// for `.git` above the working directory.
+const DISCOVERY: [&str; 4] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_COMMON_DIR",
+];
 
 /// The git directory of the work tree holding `start`: the first `.git`
 /// above it, a directory or a file naming one (`gitdir: ...`).
@@ -423,12 +531,23 @@ fn is_plain_ref_name(name: &str) -> bool {
             .all(|part| !part.is_empty() && !part.starts_with('.') && !part.contains('\\'))
 }
 
+/// `name`'s id in `packed-refs`, read as `read_small` reads (never from a
+/// FIFO or a device, whatever a link leads to), line by bounded line.
 fn packed_ref(common: &Path, name: &str) -> Option<String> {
     use std::io::BufRead;
 
-    let file = std::fs::File::open(common.join("packed-refs")).ok()?;
-    for line in std::io::BufReader::new(file).split(b'\n') {
-        let line = line.ok()?;
+    let (file, _) = untrusted::open_regular_through_links(&common.join("packed-refs")).ok()?;
+    let mut reader = std::io::BufReader::new(file.take(PACKED_REFS_LIMIT));
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = (&mut reader)
+            .take(PACKED_REF_LINE_LIMIT)
+            .read_until(b'\n', &mut line)
+            .ok()?;
+        if read == 0 || (read as u64 == PACKED_REF_LINE_LIMIT && !line.ends_with(b"\n")) {
+            return None;
+        }
         let Ok(line) = std::str::from_utf8(&line) else {
             continue;
         };
@@ -438,18 +557,15 @@ fn packed_ref(common: &Path, name: &str) -> Option<String> {
             }
         }
     }
-    None
 }
 
-/// The contents of a small file, `None` when absent, unreadable or larger
-/// than a ref file can be.
+/// The contents of a small file, `None` when absent, unreadable, larger
+/// than a ref file can be, or not a regular file: a FIFO is refused
+/// without waiting for a writer, and a link is followed (git may write
+/// one) but not to a FIFO or a device.
 fn read_small(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let mut text = String::new();
-    file.take(REF_FILE_LIMIT + 1)
-        .read_to_string(&mut text)
-        .ok()?;
-    (text.len() as u64 <= REF_FILE_LIMIT).then_some(text)
+    let bytes = untrusted::read_through_links(path, REF_FILE).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// `text` when it is a full object id: 40 (SHA-1) or 64 (SHA-256)
@@ -473,7 +589,8 @@ pub fn files_with_uncommitted_edits(root: &Path, files: &[PathBuf]) -> Vec<PathB
     if files.is_empty() || !root.join(".git").exists() {
         return Vec::new();
     }
-    let output = git_command(root)
+    let mut command = git_command(root);
+    command
         .args([
             "--no-optional-locks",
             "status",
@@ -482,11 +599,8 @@ pub fn files_with_uncommitted_edits(root: &Path, files: &[PathBuf]) -> Vec<PathB
             "--untracked-files=no",
             "--",
         ])
-        .args(files)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .output();
-    let Some(output) = output.ok().filter(|output| output.status.success()) else {
+        .args(files);
+    let Some(output) = git_output(command, None).filter(|output| output.status.success()) else {
         return Vec::new();
     };
     // `XY PATH\0` entries, paths relative to the root; a rename's second

@@ -23,7 +23,9 @@ use crate::{EngineError, Result, UsageError};
 /// `labels_ms`), the uids of removed runs (`removed_runs`), and the
 /// indexes that order runs by time and find a result's runs by key.
 /// 7: what a pulled run's results do not bear out (`unverified`).
-pub(super) const CURRENT: i64 = 7;
+/// 8: the branch a run was made on (`branch`). 9: the head commit of the
+/// branch a CI job merged to run (`head_commit`).
+pub(super) const CURRENT: i64 = 9;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -69,6 +71,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS runs_by_uid ON runs(uid);
 CREATE INDEX IF NOT EXISTS runs_by_time ON runs(started_ms, id);
 CREATE INDEX IF NOT EXISTS runs_by_name ON runs(name);
 CREATE INDEX IF NOT EXISTS stage_runs_by_key ON stage_runs(key, stage);
+CREATE INDEX IF NOT EXISTS runs_by_head_commit ON runs(head_commit);
 ";
 
 /// Columns added after the first release (name and type), NULL in the
@@ -87,6 +90,8 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("tags", "TEXT"),
             ("labels_ms", "INTEGER"),
             ("unverified", "TEXT"),
+            ("branch", "TEXT"),
+            ("head_commit", "TEXT"),
         ],
     ),
     (

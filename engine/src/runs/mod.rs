@@ -8,6 +8,7 @@
 //! `outputs` column must not make `pipe checkout` restore nothing and
 //! succeed.
 
+mod ci_ref;
 mod compare_query;
 mod db;
 mod git;
@@ -26,8 +27,8 @@ mod write;
 pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
 pub use db::{now_ms, RunDb};
 pub use git::{
-    files_with_uncommitted_edits, git_commit_of, git_state, refs_at, settle_git_dirty,
-    DirtySettler, GitProbe, GitState, DIRTY_GRACE,
+    files_with_uncommitted_edits, git_can_answer, git_commit_of, git_output, git_state, refs_at,
+    settle_git_dirty, DirtySettler, GitProbe, GitState, DIRTY_GRACE,
 };
 pub use held::ResultsHeld;
 pub use id::RunId;

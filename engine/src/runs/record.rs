@@ -115,6 +115,15 @@ pub struct RunRecord {
     /// import, never taken from a record.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<String>,
+    /// The branch it ran on: HEAD's, or the one the CI builds
+    /// (`runs::ci_ref`); `None` on a detached HEAD outside CI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// When a CI job ran a merge of a branch into its base (a pull
+    /// request's merge commit, `git_commit`): the branch's own head, the
+    /// commit people know; refs to it select the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_commit: Option<String>,
 }
 
 impl RunRecord {
@@ -142,6 +151,21 @@ impl RunRecord {
         let mut parts = Vec::new();
         if self.unverified.iter().any(|field| field == "git_commit") {
             parts.push("its commit".to_string());
+        }
+        let superseded: Vec<&str> = self
+            .unverified
+            .iter()
+            .filter_map(|field| field.strip_prefix("superseded."))
+            .collect();
+        if !superseded.is_empty() {
+            parts.push(format!(
+                "what {} made (another run's result for the same key was stored first, so its outputs and metrics are not shown)",
+                superseded
+                    .iter()
+                    .map(|stage| format!("`{stage}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
         let params: Vec<&str> = self
             .unverified
@@ -230,6 +254,8 @@ pub struct RunStart<'a> {
     pub git_commit: Option<&'a str>,
     /// `pipe run --name`.
     pub name: Option<&'a str>,
+    pub branch: Option<&'a str>,
+    pub head_commit: Option<&'a str>,
 }
 
 /// How a recorded run ended.
@@ -363,6 +389,8 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         tags: columns.opt_json("tags")?.unwrap_or_default(),
         labels_ms: columns.opt_unsigned("labels_ms")?,
         unverified: columns.opt_json("unverified")?.unwrap_or_default(),
+        branch: columns.get("branch")?,
+        head_commit: columns.get("head_commit")?,
     })
 }
 
@@ -462,6 +490,8 @@ const RUN_COLUMNS: &[&str] = &[
     "tags",
     "labels_ms",
     "unverified",
+    "branch",
+    "head_commit",
 ];
 
 fn process_alive(pid: i64) -> bool {
@@ -519,6 +549,8 @@ mod tests {
             tags: Vec::new(),
             labels_ms: None,
             unverified: Vec::new(),
+            branch: None,
+            head_commit: None,
         };
         assert_eq!(
             record.overridden_params(),

@@ -59,10 +59,23 @@ impl RunDb {
         if let Some(id) = self.newest_tagged(query)? {
             return Ok(id);
         }
+        let branch = query.strip_prefix("origin/").unwrap_or(query);
         let Some(commit) = git_commit_of(query) else {
+            // A branch a CI recorded runs under, though no local ref names
+            // it (a pull request's merge commit ran, not the branch's head).
+            if let Some(id) = self.newest_on_branch(branch)? {
+                return Ok(id);
+            }
+            let remote = format!("origin/{query}");
+            if !query.starts_with("origin/") && git_commit_of(&remote).is_some() {
+                return Err(unknown(NoSuchRun::NotALocalRef { remote }));
+            }
             return Err(unknown(NoSuchRun::NotARunOrRef));
         };
-        self.own_configuration_at(&commit)?.ok_or_else(|| {
+        if let Some(id) = self.own_configuration_at(&commit)? {
+            return Ok(id);
+        }
+        Err({
             let commit = commit[..commit.len().min(12)].to_string();
             match self.experiments_at(&commit) {
                 Ok(experiments) if !experiments.is_empty() => {
@@ -75,6 +88,21 @@ impl RunDb {
                 Err(error) => error,
             }
         })
+    }
+
+    /// The newest run of its own configuration recorded on `branch` (by
+    /// the branch HEAD named, or the one a CI said it built).
+    fn newest_on_branch(&self, branch: &str) -> Result<Option<RunId>> {
+        self.connection
+            .query_row(
+                "SELECT id FROM runs WHERE branch = ?1 AND coalesce(overrides, '[]') = '[]'
+                 AND sweep IS NULL
+                 ORDER BY coalesce(git_dirty, 0), started_ms DESC, id DESC LIMIT 1",
+                params![branch],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(|e| self.error(e))
     }
 
     /// The run that holds `name`; several after a pull brought a run of the
@@ -160,7 +188,8 @@ impl RunDb {
     fn own_configuration_at(&self, commit: &str) -> Result<Option<RunId>> {
         self.connection
             .query_row(
-                "SELECT id FROM runs WHERE git_commit = ?1 AND coalesce(overrides, '[]') = '[]'
+                "SELECT id FROM runs WHERE (git_commit = ?1 OR head_commit = ?1)
+                 AND coalesce(overrides, '[]') = '[]'
                  AND sweep IS NULL
                  AND (unverified IS NULL OR NOT EXISTS
                       (SELECT 1 FROM json_each(unverified) WHERE value = 'git_commit'))

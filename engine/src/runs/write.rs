@@ -32,7 +32,7 @@ impl RunDb {
                 .into());
             }
         }
-        let argv: Vec<Cow<'_, str>> = start.argv.iter().map(|arg| redact_text(arg)).collect();
+        let argv = recorded_argv(start.argv);
         let overrides: Vec<Cow<'_, str>> = start
             .overrides
             .iter()
@@ -40,8 +40,8 @@ impl RunDb {
             .collect();
         self.connection
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms)
-                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                "INSERT INTO runs (pipeline, started_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, file, overrides, sweep, name, labels_ms, branch, head_commit)
+                 VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     start.pipeline,
                     now_ms() as i64,
@@ -58,6 +58,8 @@ impl RunDb {
                     start.sweep.then_some(true),
                     start.name,
                     start.name.map(|_| now_ms() as i64),
+                    start.branch,
+                    start.head_commit,
                 ],
             )
             .map_err(|e| self.error(e))?;
@@ -216,7 +218,7 @@ impl RunDb {
             .transaction()
             .map_err(|e| EngineError::database(&path, e))?;
         let run = &mut export.run;
-        let argv: Vec<Cow<'_, str>> = run.argv.iter().map(|arg| redact_text(arg)).collect();
+        let argv = recorded_argv(&run.argv);
         // A record from a pipe that did not keep the settings as data.
         let legacy;
         let overrides: &[String] = if run.overrides.is_empty() {
@@ -235,8 +237,8 @@ impl RunDb {
         };
         transaction
             .execute(
-                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                "INSERT INTO runs (pipeline, started_ms, ended_ms, status, git_commit, git_dirty, argv, params, pid, directions, uid, origin, file, overrides, sweep, unverified, branch, head_commit)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     run.pipeline,
                     run.started_ms as i64,
@@ -253,6 +255,11 @@ impl RunDb {
                     json(&overrides),
                     run.sweep.then_some(true),
                     (!run.unverified.is_empty()).then(|| json(&run.unverified)),
+                    // A branch from elsewhere is held to what a branch can be.
+                    run.branch.as_deref().filter(|branch| super::ci_ref::usable(branch)),
+                    run.head_commit.as_deref().filter(|commit| {
+                        commit.len() == 40 && commit.bytes().all(|byte| byte.is_ascii_hexdigit())
+                    }),
                 ],
             )
             .map_err(|e| EngineError::database(&path, e))?;
@@ -288,6 +295,20 @@ impl RunDb {
 }
 
 /// Stage records and the manifests of their keys, inside `transaction`.
+/// A command line as a record keeps it: the program as typed, its file
+/// name (`pipe`, not `/home/ada/.cargo/bin/pipe`: a record travels to a
+/// remote, and the path says whose home it ran from), and credentials
+/// masked.
+fn recorded_argv(argv: &[String]) -> Vec<Cow<'_, str>> {
+    argv.iter()
+        .enumerate()
+        .map(|(index, arg)| match index {
+            0 => redact_text(arg.rsplit('/').next().unwrap_or(arg)),
+            _ => redact_text(arg),
+        })
+        .collect()
+}
+
 fn insert_stages<'a>(
     transaction: &rusqlite::Transaction<'_>,
     path: &Path,

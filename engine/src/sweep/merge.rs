@@ -425,6 +425,7 @@ impl Merger<'_> {
             .map(|(key, _)| MatrixAxis {
                 key: key.to_string(),
                 values: stage.matrix.values_of(key).to_vec(),
+                zipped: false,
             })
             .collect();
         for &axis in relevant {
@@ -439,6 +440,7 @@ impl Merger<'_> {
                         text: text.clone(),
                     })
                     .collect(),
+                zipped: false,
             });
         }
         axes.into()

@@ -427,6 +427,8 @@ mod tests {
                 tags: vec![],
                 labels_ms: None,
                 unverified: vec![],
+                branch: None,
+                head_commit: None,
             },
             stages,
         }

@@ -113,6 +113,40 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// A command depends on `params.yaml` (`dep`), so it reads every param
+    /// there by itself: an `-S` of one the file holds but cannot carry
+    /// would be recorded, and the command read the file's value.
+    pub(crate) fn refuse_unseen_in_params_file(
+        &self,
+        decl: &Decl,
+        dep: &Node,
+        diagnostics: &mut Diagnostics,
+    ) {
+        if !matches!(decl.kind, DeclKind::Command(_) | DeclKind::Argv(_)) {
+            return;
+        }
+        for unseen in self.unseen_overrides {
+            if !unseen.held_by_params_file() {
+                continue;
+            }
+            let (why, fix) = unseen.explained();
+            diagnostics.push(
+                Diagnostic::new(
+                    "override-unseen",
+                    format!(
+                        "`-S {}` would not reach stage `{}`, which reads params.yaml by itself (its `deps`): {why}",
+                        unseen.argument, decl.name
+                    ),
+                )
+                .at(self.location(dep.span))
+                .with_hint(format!(
+                    "{}; or take params.yaml out of `deps` if the command does not read it",
+                    fix.strip_prefix("or ").unwrap_or(&fix)
+                )),
+            );
+        }
+    }
+
     /// A command reads `path` by itself, likely with a YAML 1.1 reader
     /// (PyYAML): a plain scalar of `params.yaml` under it that such a
     /// reader reads otherwise would make the run record a value the

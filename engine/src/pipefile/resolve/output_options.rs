@@ -224,6 +224,7 @@ fn key_node(entry: &Entry) -> Node {
             text: entry.key.clone(),
             plain: false,
             verbatim_col: None,
+            shared: false,
         }),
         span: entry.key_span,
     }

@@ -113,6 +113,10 @@ pub(crate) struct Resolver<'a> {
     pub(crate) default_resources: Option<&'a Node>,
     pub(crate) unseen_overrides: &'a [UnseenOverride],
     pub(crate) params_file: Option<crate::pipefile::source::FileId>,
+    /// `params.yaml` as a path of `deps`, when `-S` overrides a param it
+    /// holds that it cannot carry: a command depending on it reads the
+    /// old value.
+    pub(crate) params_file_dep: Option<String>,
     /// Every expansion of a matrix stage interpolates the same strings of
     /// the file: each is parsed once, by the address of its node and
     /// where it is written. The place is part of the key because not every
@@ -125,6 +129,19 @@ pub(crate) struct Resolver<'a> {
     /// The named `deps` of the stage being resolved whose path was
     /// reported as an error: `${deps.NAME}` of one is not a second error.
     pub(crate) unresolved_deps: Vec<String>,
+}
+
+/// `params.yaml` relative to the project root, as a dependency names it,
+/// when an override of a param it holds cannot be written into it.
+fn params_file_dep(cx: &Context<'_>) -> Option<String> {
+    cx.unseen_overrides
+        .iter()
+        .any(UnseenOverride::held_by_params_file)
+        .then_some(())?;
+    let path = cx.sources.file(cx.params_file?).path()?;
+    let absolute = crate::params_override::absolute(path);
+    let relative = absolute.strip_prefix(cx.root).ok()?.to_str()?;
+    paths::normalize(relative).ok()
 }
 
 impl<'s> Scope<'s> {
@@ -174,6 +191,7 @@ impl<'a> Resolver<'a> {
             default_resources: cx.default_resources,
             unseen_overrides: cx.unseen_overrides,
             params_file: cx.params_file,
+            params_file_dep: params_file_dep(cx),
             templates: HashMap::new(),
             unresolved_deps: Vec::new(),
         }
@@ -340,6 +358,9 @@ impl<'a> Resolver<'a> {
                 [(reference, out_path, _)] if *out_path == path => Some(reference.clone()),
                 _ => None,
             };
+            if self.params_file_dep.as_ref() == Some(&path) {
+                self.refuse_unseen_in_params_file(decl, path_node, diagnostics);
+            }
             let name = name.map_or_else(|| path.clone(), str::to_string);
             deps.push(Dep {
                 name,
