@@ -119,7 +119,14 @@ pub(super) fn schedule(
             }
             readiness.put_back(waiting);
 
-            let outcome = match receiver.recv_timeout(Duration::from_millis(100)) {
+            // What has finished already is taken without a timed wait: a
+            // no-op's hundred fresh stages never wait at all.
+            let next = match receiver.try_recv() {
+                Ok(outcome) => Ok(outcome),
+                Err(mpsc::TryRecvError::Empty) => receiver.recv_timeout(Duration::from_millis(100)),
+                Err(mpsc::TryRecvError::Disconnected) => Err(mpsc::RecvTimeoutError::Disconnected),
+            };
+            let outcome = match next {
                 Ok(outcome) => outcome,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     // A stage is taking its time: what finished before it
