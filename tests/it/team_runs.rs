@@ -67,15 +67,22 @@ fn numbering(project: &TestProject) -> BTreeMap<i64, String> {
         .collect()
 }
 
-/// The first project: 20 runs over two commits (main and a branch), a
-/// name, tags, and a run that only restored another's results.
-fn first_project(remote: &Path) -> TestProject {
+/// A git project on `main` with the pipeline committed, its outputs
+/// ignored.
+fn committed_project(remote: &Path) -> TestProject {
     let project = TestProject::new();
     project.write("pipe.yaml", &pipeline(remote));
     project.write(".gitignore", "/model.txt\n/metrics.json\n");
     git(project.root(), &["init", "-q", "-b", "main"]);
     git(project.root(), &["add", "-A"]);
     git(project.root(), &["commit", "-qm", "the project"]);
+    project
+}
+
+/// The first project: 20 runs over two commits (main and a branch), a
+/// name, tags, and a run that only restored another's results.
+fn first_project(remote: &Path) -> TestProject {
+    let project = committed_project(remote);
     project.run_ok(&["--name", "baseline"]);
     for n in 2..=17 {
         project.run_ok(&["-S", &format!("n={n}")]);
@@ -274,12 +281,7 @@ fn names_tags_and_removal_travel_and_are_refused_when_they_would_mislead() {
 #[test]
 fn a_ci_job_on_a_detached_head_files_its_run_under_the_branch_it_builds() {
     let remote = tempfile::tempdir().unwrap();
-    let origin = TestProject::new();
-    origin.write("pipe.yaml", &pipeline(remote.path()));
-    origin.write(".gitignore", "/model.txt\n/metrics.json\n");
-    git(origin.root(), &["init", "-q", "-b", "main"]);
-    git(origin.root(), &["add", "-A"]);
-    git(origin.root(), &["commit", "-qm", "the project"]);
+    let origin = committed_project(remote.path());
     git(origin.root(), &["checkout", "-q", "-b", "lr-tune"]);
     origin.write(
         "pipe.yaml",
@@ -337,12 +339,7 @@ fn a_ci_job_on_a_detached_head_files_its_run_under_the_branch_it_builds() {
 #[test]
 fn a_pull_requests_merge_commit_run_is_found_by_the_branch_head_people_know() {
     let remote = tempfile::tempdir().unwrap();
-    let origin = TestProject::new();
-    origin.write("pipe.yaml", &pipeline(remote.path()));
-    origin.write(".gitignore", "/model.txt\n/metrics.json\n");
-    git(origin.root(), &["init", "-q", "-b", "main"]);
-    git(origin.root(), &["add", "-A"]);
-    git(origin.root(), &["commit", "-qm", "the project"]);
+    let origin = committed_project(remote.path());
     git(origin.root(), &["checkout", "-q", "-b", "lr-small"]);
     origin.write("notes.txt", "smaller steps\n");
     git(origin.root(), &["add", "notes.txt"]);

@@ -279,12 +279,7 @@ impl Remote {
         uid: &str,
         json: Vec<u8>,
     ) -> Result<(), RemoteError> {
-        if self.shared.read_only {
-            return Err(RemoteError::ReadOnly);
-        }
-        if let Some(reason) = self.unavailable() {
-            return Err(reason);
-        }
+        self.writable()?;
         if json.len() as u64 > untrusted::RUN_RECORD.bytes {
             return Err(RemoteError::RecordTooLarge {
                 bytes: json.len(),
@@ -301,16 +296,23 @@ impl Remote {
         labels_ms: u64,
         json: Vec<u8>,
     ) -> Result<(), RemoteError> {
-        if self.shared.read_only {
-            return Err(RemoteError::ReadOnly);
-        }
-        if let Some(reason) = self.unavailable() {
-            return Err(reason);
-        }
+        self.writable()?;
         self.put_small(
             format!("{LABELS_DIR}/{}/{labels_ms}.json", safe_component(uid)),
             json,
         )
+    }
+
+    /// Whether a write may be tried: not to a read-only remote, nor one
+    /// given up on.
+    fn writable(&self) -> Result<(), RemoteError> {
+        if self.shared.read_only {
+            return Err(RemoteError::ReadOnly);
+        }
+        match self.unavailable() {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
     }
 
     fn put_small(&self, path: String, json: Vec<u8>) -> Result<(), RemoteError> {
