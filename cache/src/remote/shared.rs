@@ -100,7 +100,8 @@ impl Shared {
         if let Some(innermost) = innermost.filter(|text| !detail.contains(text.as_str())) {
             detail = format!("{detail}: {innermost}");
         }
-        let first_line = detail.lines().next().unwrap_or_default();
+        let readable = readable_detail(&detail);
+        let first_line = readable.lines().next().unwrap_or_default();
         let url = self.redacted(&self.url);
         let detail = self.redacted(first_line);
         if first_line.contains("failed to load signing credential") {
@@ -225,4 +226,50 @@ pub fn action_path(key: &ActionKey) -> String {
     let hex = key.to_hex();
     let (shard, rest) = shard_and_rest(&hex);
     format!("actions/{shard}/{rest}.json")
+}
+
+/// What the server said, as a person reads it: an S3 error's code and
+/// message (`SignatureDoesNotMatch: The request signature we calculated
+/// does not match`) rather than its Rust form (`S3Error { code: ... }`),
+/// and no empty part before it.
+fn readable_detail(detail: &str) -> String {
+    let field = |text: &str, name: &str| -> Option<String> {
+        let start = text.find(&format!("{name}: \""))? + name.len() + 3;
+        let end = text[start..].find('"')? + start;
+        Some(text[start..end].to_string())
+    };
+    let detail = match detail.find("S3Error {") {
+        Some(at) => {
+            let error = &detail[at..];
+            match (field(error, "code"), field(error, "message")) {
+                (Some(code), Some(message)) if !message.is_empty() => {
+                    format!("{}{code}: {message}", &detail[..at])
+                }
+                (Some(code), _) => format!("{}{code}", &detail[..at]),
+                _ => detail.to_string(),
+            }
+        }
+        None => detail.to_string(),
+    };
+    detail
+        .trim_start_matches(|c: char| c == ':' || c == ';' || c.is_whitespace())
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable_detail;
+
+    #[test]
+    fn an_s3_error_reads_as_its_code_and_message_never_as_a_rust_struct() {
+        let raw = ": S3Error { code: \"SignatureDoesNotMatch\", message: \"The request signature we calculated does not match\", resource: \"\", request_id: \"1\" }";
+        assert_eq!(
+            readable_detail(raw),
+            "SignatureDoesNotMatch: The request signature we calculated does not match"
+        );
+        assert_eq!(
+            readable_detail("; Connection refused"),
+            "Connection refused"
+        );
+    }
 }
