@@ -449,11 +449,7 @@ fn hidden_note(table: &CompareTable) -> Option<String> {
 }
 
 fn terminal_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|columns| columns.parse().ok())
-        .filter(|&columns| columns > 0)
-        .unwrap_or(80)
+    crate::terminal::columns(80)
 }
 
 fn plain(value: String) -> Shown {

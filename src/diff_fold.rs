@@ -19,6 +19,28 @@ pub fn base_of(stage: &str) -> &str {
     stage.split('@').next().unwrap_or(stage)
 }
 
+/// Items in a row that `same(first, next)` puts with the first of them,
+/// as (first position, count): one entry for a run of [`FOLDED_FROM`] or
+/// more, else one per item. What `status`, `diff` and the run output
+/// fold a matrix's expansions by.
+pub fn runs_of(len: usize, same: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize)> {
+    let mut groups = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let mut end = at + 1;
+        while end < len && same(at, end) {
+            end += 1;
+        }
+        if end - at >= FOLDED_FROM {
+            groups.push((at, end - at));
+        } else {
+            groups.extend((at..end).map(|position| (position, 1)));
+        }
+        at = end;
+    }
+    groups
+}
+
 /// The stage changes as entries: each a first change and how many in a
 /// row it stands for (expansions of one base whose statuses and changed
 /// field names are the same).
@@ -37,21 +59,12 @@ pub fn stage_groups(changes: &[StageChange]) -> Vec<(&StageChange, usize)> {
             && a.status_b == b.status_b
             && names(a) == names(b)
     };
-    let mut groups = Vec::new();
-    let mut at = 0;
-    while at < changes.len() {
-        let mut end = at + 1;
-        while end < changes.len() && same(&changes[at], &changes[end]) {
-            end += 1;
-        }
-        if end - at >= FOLDED_FROM {
-            groups.push((&changes[at], end - at));
-        } else {
-            groups.extend(changes[at..end].iter().map(|change| (change, 1)));
-        }
-        at = end;
-    }
-    groups
+    runs_of(changes.len(), |first, next| {
+        same(&changes[first], &changes[next])
+    })
+    .into_iter()
+    .map(|(at, count)| (&changes[at], count))
+    .collect()
 }
 
 /// `deps` of `deps.data/S001.txt.digest`, `params` of `params.scale`.

@@ -409,11 +409,7 @@ pub fn print_line(bars: Option<&MultiProgress>, text: &str) {
 }
 
 fn terminal_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|columns| columns.parse().ok())
-        .filter(|&columns: &usize| columns > 0)
-        .unwrap_or(100)
+    crate::terminal::columns(100)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

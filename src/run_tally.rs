@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use pipe_engine::runs::StageStatus;
 
+use crate::diff_fold::base_of;
+
 /// Restored stages of one matrix base shown one by one before the rest
 /// are folded.
 const SHOWN_PER_BASE: usize = 3;
@@ -133,11 +135,6 @@ impl RunTally {
         named.extend(more.as_deref());
         format!(" ({})", named.join(", "))
     }
-}
-
-/// `clean` of `clean@sample=S001`.
-fn base_of(stage: &str) -> &str {
-    stage.split('@').next().unwrap_or(stage)
 }
 
 fn cut(text: &str, max: usize) -> String {

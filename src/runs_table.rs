@@ -319,9 +319,5 @@ fn cut(text: &str, max: usize) -> String {
 }
 
 fn terminal_width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|columns| columns.parse().ok())
-        .filter(|&columns: &usize| columns > 0)
-        .unwrap_or(DEFAULT_WIDTH)
+    crate::terminal::columns(DEFAULT_WIDTH)
 }

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use pipe_engine::plan::{Freshness, StageState};
 
+use crate::diff_fold::{base_of, runs_of};
 use crate::render::width;
 
 /// For `--dry-run`: the command of the stage at a position of the states,
@@ -114,40 +115,19 @@ pub fn status_text(
     emit(&out);
 }
 
-/// Expansions of one matrix in a row with the same state and reasons
-/// fold into one line from this many on.
-const FOLDED_FROM: usize = 4;
-
 /// The lines of the table: each a first state's position and how many
 /// states in a row it stands for (the expansions of one matrix base that
 /// share their state and reasons).
 fn folded_groups(states: &[StageState]) -> Vec<(usize, usize)> {
-    let mut groups: Vec<(usize, usize)> = Vec::new();
     let same = |a: &StageState, b: &StageState| {
         a.stage.contains('@')
             && base_of(&a.stage) == base_of(&b.stage)
             && a.freshness == b.freshness
             && a.reasons == b.reasons
     };
-    let mut at = 0;
-    while at < states.len() {
-        let mut end = at + 1;
-        while end < states.len() && same(&states[at], &states[end]) {
-            end += 1;
-        }
-        if end - at >= FOLDED_FROM {
-            groups.push((at, end - at));
-        } else {
-            groups.extend((at..end).map(|position| (position, 1)));
-        }
-        at = end;
-    }
-    groups
-}
-
-/// `clean` of `clean@sample=S001`.
-fn base_of(stage: &str) -> &str {
-    stage.split('@').next().unwrap_or(stage)
+    runs_of(states.len(), |first, next| {
+        same(&states[first], &states[next])
+    })
 }
 
 /// Which stages `status_text` lists; its summary counts them all.

@@ -13,6 +13,15 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
+/// The terminal's width as `COLUMNS` says, else `default` (a log, a pipe).
+pub fn columns(default: usize) -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|columns| columns.parse().ok())
+        .filter(|&columns: &usize| columns > 0)
+        .unwrap_or(default)
+}
+
 /// `text` with every character a terminal would obey written as an
 /// escape (`\x1b`, `\u{202e}`): C0 controls but newline and tab, DEL,
 /// C1 controls, and the bidirectional formatting characters. Borrowed

@@ -75,13 +75,15 @@ impl History {
             .map(|run| self.db.restored_from(run))
             .collect::<Result<Vec<_>>>()?;
         let params = differing_params(&records);
-        let metrics = metric_columns(&records);
+        let values: Vec<Vec<(MetricColumn, f64)>> = records.iter().map(key_values).collect();
+        let metrics = metric_columns(&values);
         let runs = records
             .into_iter()
             .zip(restored)
-            .map(|(record, restored)| {
+            .zip(&values)
+            .map(|((record, restored), values)| {
                 let param_cells = param_cells(&record, &params);
-                let metric_cells = metric_cells(&record, &metrics);
+                let metric_cells = metric_cells(&record, values, &metrics);
                 ListedRun {
                     restored_from: restored.only_restored(),
                     params: param_cells,
@@ -154,13 +156,11 @@ fn param_cells(run: &RunRecord, params: &[String]) -> Vec<Option<String>> {
 
 /// The key metrics of the runs listed, as (stage base name, metric), in
 /// the order first seen.
-fn metric_columns(runs: &[RunRecord]) -> Vec<MetricColumn> {
+fn metric_columns(values: &[Vec<(MetricColumn, f64)>]) -> Vec<MetricColumn> {
     let mut columns: Vec<MetricColumn> = Vec::new();
-    for run in runs {
-        for (column, _) in key_values(run) {
-            if !columns.contains(&column) {
-                columns.push(column);
-            }
+    for (column, _) in values.iter().flatten() {
+        if !columns.contains(column) {
+            columns.push(column.clone());
         }
     }
     columns
@@ -193,8 +193,11 @@ fn key_values(run: &RunRecord) -> Vec<(MetricColumn, f64)> {
         .collect()
 }
 
-fn metric_cells(run: &RunRecord, columns: &[MetricColumn]) -> Vec<Option<MetricCell>> {
-    let values = key_values(run);
+fn metric_cells(
+    run: &RunRecord,
+    values: &[(MetricColumn, f64)],
+    columns: &[MetricColumn],
+) -> Vec<Option<MetricCell>> {
     let rules = DirectionRules::default().declared(&run.trusted_directions());
     columns
         .iter()

@@ -95,15 +95,4 @@ impl RunDb {
         }
         Ok(restored)
     }
-
-    /// `restored_from` of each run of a listing, which holds no stages:
-    /// theirs are read here.
-    pub fn restored_from_each(&self, runs: &[RunRecord]) -> Result<Vec<RestoredFrom>> {
-        runs.iter()
-            .map(|listed| match self.run(listed.id)? {
-                Some(run) => self.restored_from(&run),
-                None => Ok(RestoredFrom::default()),
-            })
-            .collect()
-    }
 }
