@@ -99,6 +99,7 @@ pub(super) fn type_error(
 /// its matrix axes; `None` when what it runs cannot be known.
 pub(super) fn declare<'a>(
     entry: &'a Entry,
+    root: &std::path::Path,
     sources: &Sources,
     params: &Node,
     diagnostics: &mut Diagnostics,
@@ -153,7 +154,7 @@ pub(super) fn declare<'a>(
     }
 
     let axes = match field_entry("matrix") {
-        Some(matrix) => matrix_axes(name, &matrix.value, sources, params, diagnostics)?,
+        Some(matrix) => matrix_axes(name, &matrix.value, root, sources, params, diagnostics)?,
         None => Vec::new(),
     };
     let decl = Decl {
@@ -309,6 +310,7 @@ fn uses_kind<'a>(
 pub(super) fn matrix_axes(
     stage: &str,
     node: &Node,
+    root: &std::path::Path,
     sources: &Sources,
     params: &Node,
     diagnostics: &mut Diagnostics,
@@ -344,9 +346,41 @@ pub(super) fn matrix_axes(
         );
         return None;
     }
-    let mut axes = Vec::new();
+    let mut axes: Vec<MatrixAxis> = Vec::new();
     let mut ok = true;
-    for entry in entries {
+    for (group, entry) in entries.iter().enumerate() {
+        let group = group as u16;
+        if let Some(pattern) = file_pattern(stage, entry, sources, params, diagnostics) {
+            let Some(pattern) = pattern else {
+                ok = false;
+                continue;
+            };
+            match super::matrix_files::file_axes(
+                stage,
+                &entry.value,
+                &pattern,
+                root,
+                group,
+                sources,
+                diagnostics,
+            ) {
+                Some(found) => {
+                    for axis in &found {
+                        if entries.iter().any(|other| other.key == axis.key) {
+                            diagnostics.push(
+                                Diagnostic::new("bad-matrix-key", format!("matrix key `{}` of stage `{stage}` is both a key and a `{{{}}}` of `files`", axis.key, axis.key))
+                                    .at(sources.location(entry.value.span))
+                                    .with_hint("give the pattern's key another name"),
+                            );
+                            ok = false;
+                        }
+                    }
+                    axes.extend(found);
+                }
+                None => ok = false,
+            }
+            continue;
+        }
         if !is_valid_identifier(&entry.key) {
             diagnostics.push(
                 Diagnostic::new("bad-matrix-key", format!("invalid matrix key `{}` in stage `{stage}`", entry.key))
@@ -367,12 +401,59 @@ pub(super) fn matrix_axes(
             Some(values) => axes.push(MatrixAxis {
                 key: entry.key.clone(),
                 values,
-                zipped: false,
+                group,
             }),
             None => ok = false,
         }
     }
     ok.then_some(axes)
+}
+
+/// The file pattern of `files: data/raw/{sample}.csv` in a matrix:
+/// `None` when `entry` is an ordinary key (a list, or a param naming one),
+/// `Some(None)` when it is a pattern that failed (reported).
+fn file_pattern(
+    stage: &str,
+    entry: &Entry,
+    sources: &Sources,
+    params: &Node,
+    diagnostics: &mut Diagnostics,
+) -> Option<Option<String>> {
+    if entry.key != super::matrix_files::FILES_KEY {
+        return None;
+    }
+    let text = entry.value.as_str()?;
+    let pieces = interp::parse(text).ok()?;
+    let mut pattern = String::new();
+    for piece in &pieces {
+        match piece {
+            Piece::Text(literal) => pattern.push_str(literal),
+            Piece::Ref(reference) => {
+                let found = reference
+                    .expr
+                    .strip_prefix("params.")
+                    .and_then(|path| params::lookup(params, path));
+                match found.and_then(|found| found.as_scalar().map(|scalar| (found, scalar))) {
+                    Some((_, scalar)) => pattern.push_str(&scalar.text),
+                    // `files: ${params.files}` naming a list is a key
+                    // called `files`.
+                    None if pieces.len() == 1 && found.is_some() => return None,
+                    None => {
+                        diagnostics.push(
+                            Diagnostic::new(
+                                "bad-reference",
+                                format!("`${{{}}}` in `matrix.files` of stage `{stage}` is not a param holding text", reference.expr),
+                            )
+                            .at(sources.location(ref_span(&entry.value, reference)))
+                            .with_hint("a file pattern may name params holding text (`${params.data_dir}/{sample}.csv`), nothing else"),
+                        );
+                        return Some(None);
+                    }
+                }
+            }
+        }
+    }
+    Some(Some(pattern))
 }
 
 pub(super) fn matrix_values(

@@ -27,12 +27,9 @@ pub(super) fn expand(
 ) -> Vec<Expansion> {
     let mut total: usize = 0;
     for (decl, axes) in decls.iter().zip(axes_per_decl) {
-        let count = match axes.first() {
-            Some(first) if first.zipped => Some(first.values.len()),
-            _ => axes
-                .iter()
-                .try_fold(1usize, |count, axis| count.checked_mul(axis.values.len())),
-        };
+        let count = groups(axes)
+            .iter()
+            .try_fold(1usize, |count, group| count.checked_mul(group.len));
         match count
             .and_then(|count| total.checked_add(count))
             .filter(|total| *total <= MAX_STAGES)
@@ -83,48 +80,62 @@ pub(super) fn expand(
             });
             continue;
         }
-        if axes[0].zipped {
-            for record in 0..axes[0].values.len() {
-                let positions = vec![record as u32; axes.len()];
-                expansions.push(Expansion {
-                    decl: decl_index,
-                    name: expansion_name(decl.name, axes, &positions),
-                    combo: StageMatrix::new(Arc::clone(axes), positions.into_boxed_slice()),
-                });
-            }
-            continue;
-        }
-        // Odometer over the axes, last key fastest, so names come out in
-        // the order the values are written.
-        let mut positions = vec![0u32; axes.len()];
+        // Odometer over the groups, last fastest, so names come out in
+        // the order the values are written; the axes of a group move
+        // together.
+        let groups = groups(axes);
+        let mut group_positions = vec![0u32; groups.len()];
         loop {
+            let mut positions = vec![0u32; axes.len()];
+            for (group, &position) in groups.iter().zip(&group_positions) {
+                for &axis in &group.axes {
+                    positions[axis] = position;
+                }
+            }
             expansions.push(Expansion {
                 decl: decl_index,
                 name: expansion_name(decl.name, axes, &positions),
-                combo: StageMatrix::new(Arc::clone(axes), positions.clone().into_boxed_slice()),
+                combo: StageMatrix::new(Arc::clone(axes), positions.into_boxed_slice()),
             });
-            let mut axis = axes.len();
-            loop {
-                if axis == 0 {
+            let mut turned = false;
+            for (group, position) in groups.iter().zip(group_positions.iter_mut()).rev() {
+                *position += 1;
+                if (*position as usize) < group.len {
+                    turned = true;
                     break;
                 }
-                axis -= 1;
-                positions[axis] += 1;
-                if (positions[axis] as usize) < axes[axis].values.len() {
-                    break;
-                }
-                positions[axis] = 0;
-                if axis == 0 {
-                    axis = usize::MAX;
-                    break;
-                }
+                *position = 0;
             }
-            if axis == usize::MAX {
+            if !turned {
                 break;
             }
         }
     }
     expansions
+}
+
+/// Axes that take their values together, and how many values each has.
+struct Group {
+    axes: Vec<usize>,
+    len: usize,
+}
+
+/// The groups of `axes`, in the order their first axes are declared.
+fn groups(axes: &[MatrixAxis]) -> Vec<Group> {
+    let mut groups: Vec<(u16, Group)> = Vec::new();
+    for (index, axis) in axes.iter().enumerate() {
+        match groups.iter_mut().find(|(id, _)| *id == axis.group) {
+            Some((_, group)) => group.axes.push(index),
+            None => groups.push((
+                axis.group,
+                Group {
+                    axes: vec![index],
+                    len: axis.values.len(),
+                },
+            )),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
 }
 
 /// `train@lr=1e-4,seed=1`.

@@ -24,7 +24,7 @@ pub fn check_inputs(pipeline: &Pipeline) -> Result<()> {
                         "missing-input",
                         format!(
                             "stage `{}` depends on `{}`, which is not there and which no stage makes",
-                            stage.base_name, dep.path
+                            stage.name, dep.path
                         ),
                     )
                     .at(dep.location.clone())

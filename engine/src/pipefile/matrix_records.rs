@@ -65,7 +65,7 @@ pub(super) fn record_axes(
         .map(|key| MatrixAxis {
             key: key.clone(),
             values: Vec::with_capacity(records.len()),
-            zipped: true,
+            group: 0,
         })
         .collect();
     let mut seen: HashSet<Vec<String>> = HashSet::with_capacity(records.len());
@@ -146,6 +146,19 @@ pub(super) fn is_valid_identifier(name: &str) -> bool {
         && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
+/// Why `text` cannot be a matrix value (`contains ` `), if it cannot:
+/// values name stages, `train@seed=1`.
+pub(super) fn bad_value_text(text: &str) -> Option<String> {
+    let bad_char = text
+        .chars()
+        .find(|ch| ch.is_whitespace() || ch.is_control() || ",=@${}/\\\"'`*".contains(*ch));
+    if text.is_empty() {
+        Some("is empty".to_string())
+    } else {
+        bad_char.map(|ch| format!("contains `{}`", ch.escape_default()))
+    }
+}
+
 /// One matrix value, checked: a scalar that can be part of a stage name.
 pub(super) fn matrix_value(
     stage: &str,
@@ -169,13 +182,7 @@ pub(super) fn matrix_value(
         return None;
     };
     let text = scalar.text.clone();
-    let bad_char = text
-        .chars()
-        .find(|ch| ch.is_whitespace() || ch.is_control() || ",=@${}/\\\"'`".contains(*ch));
-    if text.is_empty() || bad_char.is_some() {
-        let what = bad_char.map_or("is empty".to_string(), |ch| {
-            format!("contains `{}`", ch.escape_default())
-        });
+    if let Some(what) = bad_value_text(&text) {
         diagnostics.push(
         Diagnostic::new(
             "bad-matrix-value",

@@ -30,6 +30,7 @@ mod file;
 mod inputs;
 mod interp;
 mod load;
+mod matrix_files;
 mod matrix_records;
 mod name;
 mod override_sites;

@@ -46,7 +46,7 @@ pub(crate) fn build(
     let mut decls = Vec::new();
     let mut axes_per_decl = Vec::new();
     for entry in entries {
-        if let Some((decl, axes)) = declare(entry, sources, params, diagnostics) {
+        if let Some((decl, axes)) = declare(entry, root, sources, params, diagnostics) {
             decls.push(decl);
             axes_per_decl.push(Arc::<[MatrixAxis]>::from(axes));
         }

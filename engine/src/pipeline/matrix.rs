@@ -18,10 +18,11 @@ pub(crate) struct MatrixValue {
 pub(crate) struct MatrixAxis {
     pub key: String,
     pub values: Vec<MatrixValue>,
-    /// The axis is a field of a list of records: the expansions take the
-    /// n-th value of every axis together (DVC's `foreach` over mappings),
-    /// not every combination.
-    pub zipped: bool,
+    /// Axes of one group take their n-th values together (the fields of
+    /// a list of records, DVC's `foreach` over mappings, or the wildcards
+    /// of a file pattern); the expansions are the cartesian product of the
+    /// groups, in the order their first axes are declared.
+    pub group: u16,
 }
 
 /// The matrix combination of one expansion, keys in declared order;

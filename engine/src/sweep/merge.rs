@@ -422,10 +422,13 @@ impl Merger<'_> {
         let mut axes: Vec<MatrixAxis> = stage
             .matrix
             .entries()
-            .map(|(key, _)| MatrixAxis {
+            .enumerate()
+            // Only positions are read from these axes (`stage_positions`),
+            // never expanded again: each may be its own group.
+            .map(|(index, (key, _))| MatrixAxis {
                 key: key.to_string(),
                 values: stage.matrix.values_of(key).to_vec(),
-                zipped: false,
+                group: index as u16,
             })
             .collect();
         for &axis in relevant {
@@ -440,7 +443,7 @@ impl Merger<'_> {
                         text: text.clone(),
                     })
                     .collect(),
-                zipped: false,
+                group: axes.len() as u16,
             });
         }
         axes.into()

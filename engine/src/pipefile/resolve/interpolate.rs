@@ -247,6 +247,9 @@ impl<'a> Resolver<'a> {
                             Ok(Evaluated::Param(found)) => params::to_json(found),
                             Ok(Evaluated::Matrix(value)) => value.json,
                             Ok(Evaluated::Path(path)) => Value::String(path),
+                            Ok(Evaluated::Paths(paths)) => {
+                                Value::Array(paths.into_iter().map(Value::String).collect())
+                            }
                             Err(failure) => {
                                 self.report(node, reference, failure, diagnostics);
                                 Value::Null
@@ -334,10 +337,21 @@ impl<'a> Resolver<'a> {
         span: Span,
         effects: &mut Effects,
     ) -> Result<Vec<String>, Failure> {
-        match self.evaluate(scope, reference, span, effects)? {
+        let evaluated = self.evaluate(scope, reference, span, effects)?;
+        self.words_of(evaluated, reference)
+    }
+
+    /// The words of a value: a list gives one per item.
+    pub(crate) fn words_of(
+        &self,
+        evaluated: Evaluated,
+        reference: &Reference,
+    ) -> Result<Vec<String>, Failure> {
+        match evaluated {
             Evaluated::Param(found) => param_words(found, &reference.expr),
             Evaluated::Matrix(value) => Ok(vec![value.text]),
             Evaluated::Path(path) => Ok(vec![path]),
+            Evaluated::Paths(paths) => Ok(paths),
         }
     }
 

@@ -129,8 +129,15 @@ impl<'a> Resolver<'a> {
                 "`${deps.NAME}` and `${outs.NAME}` are for `run`, `with` and `env`; write the path here, or use `${params.NAME}`",
             ));
         };
+        let list_prefix = format!("{rest}[");
+        let items: Vec<String> = entries
+            .iter()
+            .filter(|(name, _)| name.starts_with(&list_prefix) && name.ends_with(']'))
+            .map(|(_, path)| path.to_string())
+            .collect();
         match entries.iter().find(|(name, _)| *name == rest) {
             Some((_, path)) => Ok(Evaluated::Path(path.to_string())),
+            None if !items.is_empty() => Ok(Evaluated::Paths(items)),
             None if namespace == "deps" && self.unresolved_deps.iter().any(|name| name == rest) => {
                 Err(Failure {
                     already_reported: true,
@@ -138,7 +145,14 @@ impl<'a> Resolver<'a> {
                 })
             }
             None => {
-                let known: Vec<&str> = entries.iter().map(|(name, _)| *name).collect();
+                let mut known: Vec<&str> = entries
+                    .iter()
+                    .map(|(name, _)| match name.split_once('[') {
+                        Some((list, _)) if name.ends_with(']') => list,
+                        _ => name,
+                    })
+                    .collect();
+                known.dedup();
                 let hint = if known.is_empty() {
                     format!(
                         "stage `{}` declares no {namespace}; add `{namespace}: {{ {rest}: PATH }}`",
@@ -182,6 +196,11 @@ impl<'a> Resolver<'a> {
                 shape_hint,
             ));
         };
+        if let Some((base, selector)) = stage_name.split_once('@') {
+            if selector.contains('*') {
+                return self.every_expansion(base, selector, out_name, place, span, effects);
+            }
+        }
         let Some(&target) = self.index_by_name.get(stage_name) else {
             return Err(self.unknown_stage(stage_name, &place.to_string()));
         };
@@ -193,6 +212,105 @@ impl<'a> Resolver<'a> {
         };
         effects.stage_refs.push((reference, path.clone(), span));
         Ok(Evaluated::Path(path))
+    }
+
+    /// `${stages.S@*.outs.O}` (every expansion of matrix stage `S`) or
+    /// `${stages.S@k1=v,k2=*.outs.O}` (those with `k1=v`): output `O` of
+    /// each, in the order they expand, each a dependency.
+    fn every_expansion(
+        &self,
+        base: &str,
+        selector: &str,
+        out_name: &str,
+        place: &Place,
+        span: Span,
+        effects: &mut Effects,
+    ) -> Result<Evaluated<'a>, Failure> {
+        let Some(expansions) = self.expansions_by_base.get(base) else {
+            if self.index_by_name.contains_key(base) {
+                return Err(failure(
+                    format!("stage `{base}` has no matrix, so `{base}@{selector}` names nothing ({place})"),
+                    format!("write `${{stages.{base}.outs.{out_name}}}`"),
+                ));
+            }
+            return Err(self.unknown_stage(base, &place.to_string()));
+        };
+        let keys: Vec<&str> = expansions
+            .first()
+            .map(|&first| self.expansions[first].combo.keys().collect())
+            .unwrap_or_default();
+        let mut wanted: Vec<(&str, &str)> = Vec::new();
+        if selector != "*" {
+            for pair in selector.split(',') {
+                let Some((key, value)) = pair.split_once('=') else {
+                    return Err(failure(
+                        format!("`{base}@{selector}` in {place}: `{pair}` is not `KEY=VALUE`"),
+                        format!("write `{base}@*` for every expansion, or give each key a value or `*`: {}", keys.iter().map(|key| format!("`{key}=*`")).collect::<Vec<_>>().join(", ")),
+                    ));
+                };
+                if !keys.contains(&key) {
+                    return Err(failure(
+                        format!("stage `{base}` has no matrix key `{key}` ({place})"),
+                        hint_with_suggestion(
+                            did_you_mean(key, keys.iter().copied()),
+                            format!("matrix keys of `{base}`: {}", name_list(&keys, 10)),
+                        ),
+                    ));
+                }
+                wanted.push((key, value));
+            }
+            let missing: Vec<&str> = keys
+                .iter()
+                .copied()
+                .filter(|key| !wanted.iter().any(|(given, _)| given == key))
+                .collect();
+            if !missing.is_empty() {
+                return Err(failure(
+                    format!("`{base}@{selector}` in {place} leaves out the matrix key{} {}", if missing.len() == 1 { "" } else { "s" }, missing.iter().map(|key| format!("`{key}`")).collect::<Vec<_>>().join(", ")),
+                    format!("give every key a value or `*` ({}), or write `{base}@*` for every expansion", missing.iter().map(|key| format!("`{key}=*`")).collect::<Vec<_>>().join(", ")),
+                ));
+            }
+        }
+        let mut paths = Vec::new();
+        for &target in expansions {
+            let expansion = &self.expansions[target];
+            let chosen = wanted.iter().all(|(key, value)| {
+                *value == "*"
+                    || expansion
+                        .combo
+                        .value(key)
+                        .is_some_and(|found| found.text == *value)
+            });
+            if !chosen {
+                continue;
+            }
+            let path = self.output_of(target, base, out_name, place)?;
+            effects.stage_refs.push((
+                StageOutRef {
+                    stage: expansion.name.clone(),
+                    out: out_name.to_string(),
+                },
+                path.clone(),
+                span,
+            ));
+            paths.push(path);
+        }
+        if paths.is_empty() {
+            return Err(failure(
+                format!("`{base}@{selector}` in {place} matches no expansion of `{base}`"),
+                format!(
+                    "expansions: {}",
+                    name_list(
+                        &expansions
+                            .iter()
+                            .map(|&index| self.expansions[index].name.as_str())
+                            .collect::<Vec<_>>(),
+                        6
+                    )
+                ),
+            ));
+        }
+        Ok(Evaluated::Paths(paths))
     }
 
     /// The path of output `out_name` of the expansion at `target`.
@@ -252,7 +370,7 @@ impl<'a> Resolver<'a> {
                 .collect();
             return failure(
                 format!("stage `{name}` has a matrix, so `{name}` alone does not name one stage ({place})"),
-                format!("refer to one expansion: {}", name_list(&names, 6)),
+                format!("refer to one expansion: {}; or to every one: `{name}@*`", name_list(&names, 6)),
             );
         }
         let base = name.split_once('@').map_or(name, |(base, _)| base);

@@ -65,6 +65,30 @@ pub(crate) enum Evaluated<'n> {
     Param(&'n Node),
     Matrix(MatrixValue),
     Path(String),
+    /// `${stages.S@*.outs.O}`, or `${deps.NAME}` of a dependency that
+    /// is one: a path per expansion.
+    Paths(Vec<String>),
+}
+
+impl Evaluated<'_> {
+    /// Whether the value is a list (of paths, or a param's items), each
+    /// item its own word, path or dependency.
+    pub(crate) fn is_list(&self) -> bool {
+        match self {
+            Evaluated::Paths(_) => true,
+            Evaluated::Param(node) => {
+                matches!(node.value, crate::pipefile::yaml::NodeValue::Seq(_))
+            }
+            Evaluated::Matrix(_) | Evaluated::Path(_) => false,
+        }
+    }
+}
+
+/// The name of the dependency on `path` that a dependency `name` holding
+/// a list stands for: `feats[results/S001.json]`. `${deps.feats}` gives
+/// every such path.
+pub(crate) fn list_item_name(name: &str, path: &str) -> String {
+    format!("{name}[{path}]")
 }
 
 pub(crate) struct Failure {
@@ -340,36 +364,91 @@ impl<'a> Resolver<'a> {
         };
         for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
             let mut dep_effects = Effects::default();
-            let Some(text) = self.resolve_string(scope, path_node, &mut dep_effects, diagnostics)
+            let Some((texts, list)) =
+                self.dep_texts(scope, path_node, &mut dep_effects, diagnostics)
             else {
                 self.unresolved_deps.extend(name.map(str::to_string));
                 continue;
             };
             effects.params_used.append(&mut dep_effects.params_used);
-            let path = match paths::normalize(&text) {
-                Ok(path) => path,
-                Err(problem) => {
-                    diagnostics.push(self.bad_dependency_path(decl, &text, problem, path_node));
-                    self.unresolved_deps.extend(name.map(str::to_string));
+            for text in texts {
+                let path = match paths::normalize(&text) {
+                    Ok(path) => path,
+                    Err(problem) => {
+                        diagnostics.push(self.bad_dependency_path(decl, &text, problem, path_node));
+                        self.unresolved_deps.extend(name.map(str::to_string));
+                        continue;
+                    }
+                };
+                let producer = dep_effects
+                    .stage_refs
+                    .iter()
+                    .find(|(_, out_path, _)| *out_path == path)
+                    .map(|(reference, _, _)| reference.clone());
+                if self.params_file_dep.as_ref() == Some(&path) {
+                    self.refuse_unseen_in_params_file(decl, path_node, diagnostics);
+                }
+                let name = match (name, list) {
+                    (Some(name), true) => list_item_name(name, &path),
+                    (Some(name), false) => name.to_string(),
+                    (None, _) => path.clone(),
+                };
+                if list && deps.iter().any(|dep| dep.name == name) {
                     continue;
                 }
-            };
-            let producer = match dep_effects.stage_refs.as_slice() {
-                [(reference, out_path, _)] if *out_path == path => Some(reference.clone()),
-                _ => None,
-            };
-            if self.params_file_dep.as_ref() == Some(&path) {
-                self.refuse_unseen_in_params_file(decl, path_node, diagnostics);
+                deps.push(Dep {
+                    name,
+                    path,
+                    producer,
+                    location: self.location(path_node.span),
+                });
             }
-            let name = name.map_or_else(|| path.clone(), str::to_string);
-            deps.push(Dep {
-                name,
-                path,
-                producer,
-                location: self.location(path_node.span),
-            });
         }
         deps
+    }
+
+    /// The path (or, for a reference to a list, the paths) a `deps:`
+    /// entry names, and whether it names a list; `None` when it failed
+    /// (reported).
+    fn dep_texts(
+        &mut self,
+        scope: &Scope,
+        node: &Node,
+        effects: &mut Effects,
+        diagnostics: &mut Diagnostics,
+    ) -> Option<(Vec<String>, bool)> {
+        let whole_reference =
+            node.as_str().and_then(|text| {
+                match crate::pipefile::interp::parse(text).ok()?.as_slice() {
+                    [crate::pipefile::interp::Piece::Ref(reference)]
+                        if !reference.expr.starts_with(RAW_PREFIX) =>
+                    {
+                        Some(reference.clone())
+                    }
+                    _ => None,
+                }
+            });
+        let Some(reference) = whole_reference else {
+            return self
+                .resolve_string(scope, node, effects, diagnostics)
+                .map(|text| (vec![text], false));
+        };
+        let span = crate::pipefile::interp::ref_span(node, &reference);
+        let evaluated = match self.evaluate(scope, &reference, span, effects) {
+            Ok(evaluated) => evaluated,
+            Err(failure) => {
+                self.report(node, &reference, failure, diagnostics);
+                return None;
+            }
+        };
+        let list = evaluated.is_list();
+        match self.words_of(evaluated, &reference) {
+            Ok(words) => Some((words, list)),
+            Err(failure) => {
+                self.report(node, &reference, failure, diagnostics);
+                None
+            }
+        }
     }
 
     fn bad_dependency_path(
