@@ -294,6 +294,11 @@ pub struct RunArgs {
     /// and Snakemake).
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// Remove the outputs of stages no longer in the pipeline (a deleted
+    /// sample's) from the work tree before running; their results stay
+    /// in the cache. `pipe status` lists them.
+    #[arg(long)]
+    pub remove_orphans: bool,
     /// Name the run: the name selects it as its number and uid do
     /// (`pipe show NAME`), and travels with `pipe cache push`.
     #[arg(long, value_name = "NAME")]

@@ -332,6 +332,10 @@ fn status(
             false => crate::status_text::Shown::All,
         };
         crate::status_text::status_text(&states, None, shown, |piece| out!("{piece}"));
+        let orphans = pipe_engine::orphans::orphans(&pipeline);
+        if !orphans.is_empty() {
+            out!("{}\n", crate::status_text::orphans_line(&orphans, false));
+        }
     }
     Ok(ExitCode::Ok)
 }

@@ -352,6 +352,7 @@ impl Reporter<Event<'_>> for HumanReporter {
                 crate::here::relative_to_cwd(file).display(),
                 shortened(lines),
             )),
+            Event::Orphans { paths, removed } => self.line(crate::status_text::orphans_line(paths, removed)),
             Event::StageOutput { stage, line } => self.stage_output(stage, line),
             Event::StageMessage { stage, text } => {
                 self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
@@ -490,7 +491,7 @@ fn last_lines(text: &str, count: usize) -> &str {
 }
 
 /// The first few of `lines`, and how many more.
-fn shortened(lines: &[String]) -> String {
+pub(crate) fn shortened(lines: &[String]) -> String {
     const SHOWN: usize = 3;
     let mut text = lines
         .iter()

@@ -107,6 +107,10 @@ enum RunEventLine<'a> {
         file: &'a Path,
         lines: &'a [String],
     },
+    Orphans {
+        paths: &'a [String],
+        removed: bool,
+    },
     WorkerBuildStarted {
         workers: &'a [&'a str],
         libtorch: bool,
@@ -201,6 +205,7 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
                 RunEventLine::ParamsFileRestored { file, kept }
             }
             Event::OutputsIgnored { file, lines } => RunEventLine::OutputsIgnored { file, lines },
+            Event::Orphans { paths, removed } => RunEventLine::Orphans { paths, removed },
             Event::WorkerBuildStarted {
                 workers,
                 libtorch,

@@ -186,6 +186,7 @@ pub fn run_request(
         transfers: transfers::sink(args.json, quiet, progress.bars()),
         git_settler: git_settler(),
         name: args.name.clone(),
+        remove_orphans: args.remove_orphans,
     }
 }
 /// Where the pages of the run's reports are, once they are in place: the
@@ -223,5 +224,14 @@ pub fn dry_run(
         crate::status_text::Shown::All,
         |piece| out!("{piece}"),
     );
+    let orphans = pipe_engine::orphans::orphans(pipeline);
+    if !orphans.is_empty() {
+        let done = if args.remove_orphans {
+            "would remove"
+        } else {
+            ""
+        };
+        out!("{}\n", crate::status_text::orphans_said(&orphans, done));
+    }
     Ok(ExitCode::Ok)
 }

@@ -205,6 +205,7 @@ pub fn apply_run(
             sweep: false,
             git_settler: None,
             name: None,
+            remove_orphans: false,
         };
         let made = crate::exec::run(&after.pipeline, &after.dag, &options, observer)?;
         reports_made = Some(made.run_id).filter(|_| made.recorded);

@@ -85,6 +85,12 @@ pub enum Event<'a> {
         file: &'a Path,
         lines: &'a [String],
     },
+    /// Outputs of stages no longer in the pipeline, still in the work
+    /// tree (`crate::orphans`): removed, with `--remove-orphans`, or left.
+    Orphans {
+        paths: &'a [String],
+        removed: bool,
+    },
     RunFinished {
         run_id: RunId,
         status: RunStatus,

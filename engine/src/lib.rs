@@ -29,6 +29,7 @@ pub mod key;
 pub mod libtorch;
 pub mod link;
 pub mod metrics;
+pub mod orphans;
 pub mod params_override;
 pub mod pipeline;
 pub mod plan;

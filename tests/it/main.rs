@@ -50,6 +50,7 @@ mod run_choice;
 mod run_record;
 mod run_report;
 mod run_values;
+mod samples_from_files;
 mod secrets;
 mod settings;
 mod show_own_files;

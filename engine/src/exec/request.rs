@@ -44,6 +44,8 @@ pub struct RunRequest {
     pub git_settler: Option<DirtySettler>,
     /// `--name`.
     pub name: Option<String>,
+    /// `--remove-orphans`.
+    pub remove_orphans: bool,
 }
 
 impl RunRequest {
@@ -80,6 +82,7 @@ impl RunRequest {
             sweep: self.sweep,
             git_settler: self.git_settler,
             name: self.name,
+            remove_orphans: self.remove_orphans,
         })
     }
 }

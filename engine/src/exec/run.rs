@@ -53,6 +53,10 @@ pub struct RunOptions {
     /// `--name`: the run's name, refused before anything runs when another
     /// run holds it.
     pub name: Option<String>,
+    /// `--remove-orphans`: outputs of stages no longer in the pipeline
+    /// are removed from the work tree before the stages run
+    /// (`crate::orphans`).
+    pub remove_orphans: bool,
 }
 
 #[derive(Debug)]
@@ -165,6 +169,23 @@ pub fn run(
     lock.remove_restore_leftovers(&pipeline.root, &pipeline.restore_sites());
     check_requests(pipeline, dag, &targets, &options.executor)?;
     ignore_outputs(pipeline, &project, observer);
+    if options.remove_orphans {
+        let removed = crate::orphans::remove_orphans(pipeline, &project)?;
+        if !removed.is_empty() {
+            observer(Event::Orphans {
+                paths: &removed,
+                removed: true,
+            });
+        }
+    } else {
+        let left = crate::orphans::note_outputs(pipeline, &project);
+        if !left.is_empty() {
+            observer(Event::Orphans {
+                paths: &left,
+                removed: false,
+            });
+        }
+    }
     let OpenedRun {
         cache,
         remote,

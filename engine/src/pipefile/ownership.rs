@@ -208,6 +208,20 @@ pub(super) fn find_producers(
                     .find_map(|ancestor| owners.get(ancestor).or_else(|| real_owners.get(ancestor)))
             })
     };
+    // Every output by path, sorted: the outputs inside a directory are a
+    // range of it.
+    let mut inside: Vec<(&str, usize, &str)> = stages
+        .iter()
+        .enumerate()
+        .flat_map(|(index, stage)| {
+            stage
+                .outs
+                .iter()
+                .chain(&stage.metrics)
+                .map(move |out| (out.path.as_str(), index, out.name.as_str()))
+        })
+        .collect();
+    inside.sort_unstable();
     let mut producers = Vec::new();
     for (stage_index, stage) in stages.iter().enumerate() {
         for (dep_index, dep) in stage
@@ -227,10 +241,67 @@ pub(super) fn find_producers(
                     out: owner_out.to_string(),
                 };
                 producers.push((stage_index, dep_index, producer));
+            } else {
+                refuse_folder_of_outputs(stages, stage_index, dep_index, &inside, diagnostics);
             }
         }
     }
     producers
+}
+
+/// A directory dependency that holds other stages' outputs would be read
+/// before they are written, or with what stages no longer in the pipeline
+/// left there: refused, pointing at the reference that names each output.
+fn refuse_folder_of_outputs(
+    stages: &[Stage],
+    stage_index: usize,
+    dep_index: usize,
+    outputs: &[(&str, usize, &str)],
+    diagnostics: &mut Diagnostics,
+) {
+    let dep = &stages[stage_index].deps[dep_index];
+    let prefix = format!("{}/", dep.path);
+    let start = outputs.partition_point(|(path, _, _)| *path < prefix.as_str());
+    let held: Vec<(usize, &str)> = outputs[start..]
+        .iter()
+        .take_while(|(path, _, _)| path.starts_with(&prefix))
+        .filter(|(_, owner, _)| *owner != stage_index)
+        .map(|(_, owner, out)| (*owner, *out))
+        .collect();
+    let Some(&(first_owner, first_out)) = held.first() else {
+        return;
+    };
+    let first = &stages[first_owner];
+    let one_matrix = held
+        .iter()
+        .all(|(owner, out)| stages[*owner].base_name == first.base_name && *out == first_out);
+    let reference = if one_matrix && !first.matrix.is_empty() {
+        format!("${{stages.{}@*.outs.{first_out}}}", first.base_name)
+    } else if held.len() == 1 {
+        format!("${{stages.{}.outs.{first_out}}}", first.name)
+    } else {
+        "`${stages.S.outs.O}` of each".to_string()
+    };
+    let names: Vec<&str> = held
+        .iter()
+        .map(|(owner, _)| stages[*owner].name.as_str())
+        .collect();
+    diagnostics.push(
+        Diagnostic::new(
+            "folder-of-outputs",
+            format!(
+                "dependency `{}` of stage `{}` is a directory holding the outputs of {} ({}): pipe would not wait for them, and files that stages no longer in the pipeline left there would be read too",
+                dep.path,
+                stages[stage_index].name,
+                if names.len() == 1 { "stage".to_string() } else { format!("{} stages", names.len()) },
+                crate::pipefile::suggest::name_list(&names, 3)
+            ),
+        )
+        .at(dep.location.clone())
+        .with_hint(format!(
+            "depend on the outputs themselves: `{reference}` (a list: `${{deps.NAME}}` gives the command each path)"
+        )),
+    );
 }
 
 /// Outputs that lead elsewhere through a symlink overlap other outputs by
