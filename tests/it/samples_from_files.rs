@@ -232,3 +232,40 @@ fn file_patterns_that_cannot_name_expansions_are_refused_where_written() {
     }
     assert!(!project.exists("out-b1-y-1"));
 }
+
+#[test]
+fn a_list_param_as_deps_or_outs_is_a_path_per_item_given_to_the_command_as_words() {
+    let project = TestProject::new();
+    project.write("in/x.txt", "x\n");
+    project.write("in/y.txt", "y\n");
+    project.write(
+        "pipe.yaml",
+        r#"params:
+  inputs: [in/x.txt, in/y.txt]
+  parts: [out/a.txt, out/b.txt]
+stages:
+  split:
+    deps: { src: "${params.inputs}" }
+    outs: { parts: "${params.parts}" }
+    run: mkdir -p out && for f in ${outs.parts}; do cat ${deps.src} > $f; done
+  join:
+    deps: { parts: "${stages.split.outs.parts}" }
+    outs: [out/joined.txt]
+    run: [sh, -c, 'cat "$@" > out/joined.txt', join, "${deps.parts}"]
+"#,
+    );
+    let run = project.pipe(&["run"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(project.read("out/a.txt"), "x\ny\n");
+    assert_eq!(project.read("out/joined.txt"), "x\ny\nx\ny\n");
+    // One item changed: both stages again, and only they.
+    project.write("in/y.txt", "y2\n");
+    assert_eq!(ran(&project, &[]), names(&["split", "join"]));
+    assert_eq!(project.read("out/joined.txt"), "x\ny2\nx\ny2\n");
+    let why = String::from_utf8_lossy(&project.pipe(&["why", "split"]).stdout).into_owned();
+    assert!(!why.contains("in/x.txt in/y.txt"), "{why}");
+}

@@ -43,20 +43,27 @@ impl<'a> Resolver<'a> {
         let mut outs: Vec<Out> = Vec::new();
         for entry in self.output_entries(decl.name, field, node, field == "outs", diagnostics) {
             let path_node = entry.path.as_ref();
-            let Some(text) = self.resolve_string(&scope, path_node, effects, diagnostics) else {
-                continue;
-            };
-            let Some(path) = self.output_path(decl.name, field, &text, path_node, diagnostics)
+            let Some((texts, list)) = self.entry_texts(&scope, path_node, effects, diagnostics)
             else {
                 continue;
             };
-            let name = entry.name.map_or_else(|| path.clone(), str::to_string);
-            outs.push(Out {
-                name,
-                path,
-                location: self.location(path_node.span),
-                in_git: entry.options.in_git,
-            });
+            for text in texts {
+                let Some(path) = self.output_path(decl.name, field, &text, path_node, diagnostics)
+                else {
+                    continue;
+                };
+                let name = match (entry.name, list) {
+                    (Some(name), true) => list_item_name(name, &path),
+                    (Some(name), false) => name.to_string(),
+                    (None, _) => path.clone(),
+                };
+                outs.push(Out {
+                    name,
+                    path,
+                    location: self.location(path_node.span),
+                    in_git: entry.options.in_git,
+                });
+            }
         }
         // Kept for the whole command: no spare capacity per stage.
         outs.shrink_to_fit();

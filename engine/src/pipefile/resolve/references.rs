@@ -205,13 +205,23 @@ impl<'a> Resolver<'a> {
             return Err(self.unknown_stage(stage_name, &place.to_string()));
         };
         let target_expansion = &self.expansions[target];
-        let path = self.output_of(target, stage_name, out_name, place)?;
-        let reference = StageOutRef {
-            stage: target_expansion.name.clone(),
-            out: out_name.to_string(),
-        };
-        effects.stage_refs.push((reference, path.clone(), span));
-        Ok(Evaluated::Path(path))
+        let (found, list) = self.output_of(target, stage_name, out_name, place)?;
+        let mut paths = Vec::with_capacity(found.len());
+        for (out, path) in found {
+            let reference = StageOutRef {
+                stage: target_expansion.name.clone(),
+                out,
+            };
+            effects.stage_refs.push((reference, path.clone(), span));
+            paths.push(path);
+        }
+        match (list, paths.pop()) {
+            (false, Some(path)) if paths.is_empty() => Ok(Evaluated::Path(path)),
+            (_, last) => {
+                paths.extend(last);
+                Ok(Evaluated::Paths(paths))
+            }
+        }
     }
 
     /// `${stages.S@*.outs.O}` (every expansion of matrix stage `S`) or
@@ -284,16 +294,18 @@ impl<'a> Resolver<'a> {
             if !chosen {
                 continue;
             }
-            let path = self.output_of(target, base, out_name, place)?;
-            effects.stage_refs.push((
-                StageOutRef {
-                    stage: expansion.name.clone(),
-                    out: out_name.to_string(),
-                },
-                path.clone(),
-                span,
-            ));
-            paths.push(path);
+            let (found, _) = self.output_of(target, base, out_name, place)?;
+            for (out, path) in found {
+                effects.stage_refs.push((
+                    StageOutRef {
+                        stage: expansion.name.clone(),
+                        out,
+                    },
+                    path.clone(),
+                    span,
+                ));
+                paths.push(path);
+            }
         }
         if paths.is_empty() {
             return Err(failure(
@@ -313,37 +325,54 @@ impl<'a> Resolver<'a> {
         Ok(Evaluated::Paths(paths))
     }
 
-    /// The path of output `out_name` of the expansion at `target`.
+    /// The (name, path) of output `out_name` of the expansion at
+    /// `target`, or of each output of the list `out_name` (`outs: { parts:
+    /// ${params.parts} }`), and whether it is a list.
+    #[allow(clippy::type_complexity)]
     fn output_of(
         &self,
         target: usize,
         stage_name: &str,
         out_name: &str,
         place: &Place,
-    ) -> Result<String, Failure> {
-        let out_names: Vec<&str> = self
+    ) -> Result<(Vec<(String, String)>, bool), Failure> {
+        let mut out_names: Vec<&str> = self
             .outputs_by_stage
             .get(target)
-            .map(|outs| outs.iter().map(|out| out.name.as_str()).collect())
+            .map(|outs| {
+                outs.iter()
+                    .map(|out| match out.name.split_once('[') {
+                        Some((list, _)) if out.name.ends_with(']') => list,
+                        _ => out.name.as_str(),
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
+        out_names.dedup();
         let target_expansion = &self.expansions[target];
         let target_decl = &self.decls[target_expansion.decl];
-        match self
-            .outputs_by_stage
-            .get(target)
-            .and_then(|outs| outs.iter().find(|out| out.name == out_name))
-        {
-            Some(out) => Ok(out.path.clone()),
+        let outs = self.outputs_by_stage.get(target);
+        let list_prefix = format!("{out_name}[");
+        let items: Vec<(String, String)> = outs
+            .into_iter()
+            .flatten()
+            .filter(|out| out.name.starts_with(&list_prefix) && out.name.ends_with(']'))
+            .map(|out| (out.name.clone(), out.path.clone()))
+            .collect();
+        match outs.and_then(|outs| outs.iter().find(|out| out.name == out_name)) {
+            Some(out) => Ok((vec![(out.name.clone(), out.path.clone())], false)),
+            None if !items.is_empty() => Ok((items, true)),
             // Without its catalog entry (the file has other
             // errors, reported already) a `uses:` stage's outputs
             // are unknown: the reference cannot be checked yet.
             None if matches!(target_decl.kind, DeclKind::Worker { .. })
                 && self.catalog_entries[target_expansion.decl].is_none() =>
             {
-                Ok(format!(
+                let path = format!(
                     "{}/{out_name}",
                     stage_output_dir(self.pipeline, &target_expansion.name)
-                ))
+                );
+                Ok((vec![(out_name.to_string(), path)], false))
             }
             None => {
                 let hint = if out_names.is_empty() {

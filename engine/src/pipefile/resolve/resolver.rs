@@ -365,7 +365,7 @@ impl<'a> Resolver<'a> {
         for (name, path_node) in self.path_entries(decl.name, "deps", node, true, diagnostics) {
             let mut dep_effects = Effects::default();
             let Some((texts, list)) =
-                self.dep_texts(scope, path_node, &mut dep_effects, diagnostics)
+                self.entry_texts(scope, path_node, &mut dep_effects, diagnostics)
             else {
                 self.unresolved_deps.extend(name.map(str::to_string));
                 continue;
@@ -407,10 +407,10 @@ impl<'a> Resolver<'a> {
         deps
     }
 
-    /// The path (or, for a reference to a list, the paths) a `deps:`
-    /// entry names, and whether it names a list; `None` when it failed
-    /// (reported).
-    fn dep_texts(
+    /// The path (or, for a reference to a list, the paths) a `deps:`,
+    /// `outs:` or `metrics:` entry names, and whether it names a list;
+    /// `None` when it failed (reported).
+    pub(crate) fn entry_texts(
         &mut self,
         scope: &Scope,
         node: &Node,
