@@ -334,7 +334,7 @@ fn status(
         crate::status_text::status_text(&states, None, shown, |piece| out!("{piece}"));
         let orphans = pipe_engine::orphans::orphans(&pipeline);
         if !orphans.is_empty() {
-            out!("{}\n", crate::status_text::orphans_line(&orphans, false));
+            out!("{}\n", crate::orphans_text::orphans_line(&orphans, false));
         }
     }
     Ok(ExitCode::Ok)

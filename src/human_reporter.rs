@@ -350,9 +350,9 @@ impl Reporter<Event<'_>> for HumanReporter {
             Event::OutputsIgnored { file, lines } => self.line(format!(
                 "{}: added {}, outputs pipe's cache holds (`cache: false` on an output leaves it to git)",
                 crate::here::relative_to_cwd(file).display(),
-                shortened(lines),
+                crate::orphans_text::shortened(lines),
             )),
-            Event::Orphans { paths, removed } => self.line(crate::status_text::orphans_line(paths, removed)),
+            Event::Orphans { paths, removed } => self.line(crate::orphans_text::orphans_line(paths, removed)),
             Event::StageOutput { stage, line } => self.stage_output(stage, line),
             Event::StageMessage { stage, text } => {
                 self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));
@@ -488,21 +488,6 @@ fn last_lines(text: &str, count: usize) -> &str {
         }
     }
     &text[start + 1..]
-}
-
-/// The first few of `lines`, and how many more.
-pub(crate) fn shortened(lines: &[String]) -> String {
-    const SHOWN: usize = 3;
-    let mut text = lines
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(" ");
-    if lines.len() > SHOWN {
-        text.push_str(&format!(" and {} more", lines.len() - SHOWN));
-    }
-    text
 }
 
 fn waiting_line(holder: Option<u32>) -> String {

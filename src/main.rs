@@ -30,6 +30,7 @@ mod run_tally;
 mod runs_table;
 mod show_command;
 mod show_text;
+mod orphans_text;
 mod status_text;
 mod style;
 mod sweep_command;

@@ -231,7 +231,7 @@ pub fn dry_run(
         } else {
             ""
         };
-        out!("{}\n", crate::status_text::orphans_said(&orphans, done));
+        out!("{}\n", crate::orphans_text::orphans_said(&orphans, done));
     }
     Ok(ExitCode::Ok)
 }

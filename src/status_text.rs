@@ -8,27 +8,6 @@ use pipe_engine::plan::{Freshness, StageState};
 use crate::diff_fold::{base_of, runs_of};
 use crate::render::width;
 
-/// Outputs of stages no longer in the pipeline, as a run or `status`
-/// says them.
-pub fn orphans_line(paths: &[String], removed: bool) -> String {
-    orphans_said(paths, if removed { "removed" } else { "" })
-}
-
-/// `done`: "removed", "would remove", or "" (left in place).
-pub fn orphans_said(paths: &[String], done: &str) -> String {
-    let removed = !done.is_empty();
-    let count = match paths.len() {
-        1 => "1 output".to_string(),
-        n => format!("{n} outputs"),
-    };
-    let listed = crate::human_reporter::shortened(paths);
-    if removed {
-        format!("{done} {count} that earlier runs made and no stage declares now: {listed}")
-    } else {
-        format!("{count} that earlier runs made and no stage declares now (a removed sample's, a renamed path's) still there: {listed}; `pipe run --remove-orphans` removes them (their results stay in the cache)")
-    }
-}
-
 /// For `--dry-run`: the command of the stage at a position of the states,
 /// shown below it when it would run (`Stage::shown_command`).
 pub type CommandOf<'a> = &'a dyn Fn(usize) -> Option<String>;

@@ -9,9 +9,7 @@ use super::source::Sources;
 use crate::pipeline::matrix::{MatrixAxis, StageMatrix};
 use crate::Diagnostic;
 
-/// A matrix can multiply a small file into any number of stages; this
-/// bounds the work and memory one pipeline file can ask for.
-pub(crate) const MAX_STAGES: usize = 1_000_000;
+pub(crate) use crate::pipeline::matrix::MAX_STAGES;
 
 pub(super) struct Expansion {
     pub(super) decl: usize,

@@ -14,11 +14,10 @@
 use std::path::Path;
 
 use super::collect::Diagnostics;
-use super::expand::MAX_STAGES;
 use super::matrix_records::{bad_value_text, is_valid_identifier};
 use super::source::Sources;
 use super::yaml::Node;
-use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
+use crate::pipeline::matrix::{MatrixAxis, MatrixValue, MAX_STAGES};
 use crate::Diagnostic;
 
 /// The key of a matrix mapping whose value is a file pattern.

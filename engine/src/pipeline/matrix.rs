@@ -7,6 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+/// A matrix can multiply a small file into any number of stages; this
+/// bounds the work and memory one pipeline file can ask for.
+pub(crate) const MAX_STAGES: usize = 1_000_000;
+
 #[derive(Debug, Clone)]
 pub(crate) struct MatrixValue {
     pub json: Value,
