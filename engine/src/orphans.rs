@@ -32,7 +32,9 @@ fn read_ledger(path: &Path) -> BTreeSet<String> {
 }
 
 /// The output paths the pipeline declares in the project's work tree (a
-/// sweep's work trees are its own).
+/// sweep's work trees are its own). A built-in stage's, under `.pipe/`,
+/// are pipe's own: no glob of the user's picks them up, and a sweep's
+/// versions of them are restored from there.
 fn declared(pipeline: &Pipeline) -> BTreeSet<&str> {
     pipeline
         .stages
@@ -40,6 +42,7 @@ fn declared(pipeline: &Pipeline) -> BTreeSet<&str> {
         .filter(|stage| stage.workspace.is_none())
         .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
         .map(|out| out.path.as_str())
+        .filter(|path| crate::pipefile::paths::protected_dir(path).is_none())
         .collect()
 }
 
