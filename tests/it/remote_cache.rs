@@ -479,7 +479,8 @@ fn wrong_credentials_degrade_to_local_and_are_never_shown() {
     let none = run_with(&project, &anonymous, &["--force-all"]);
     assert_eq!(none.code, 0, "{}", none.stderr);
     assert!(
-        none.stderr.contains("no credentials found (AWS_ACCESS_KEY_ID")
+        none.stderr
+            .contains("no credentials found (AWS_ACCESS_KEY_ID")
             && none.stderr.contains("nothing pushed"),
         "{}",
         none.stderr
