@@ -102,8 +102,8 @@ pub enum RemoteError {
     /// A write to a remote read anonymously, since no credentials were found.
     #[error(
         "remote cache {url} cannot be written without credentials (set AWS_ACCESS_KEY_ID and \
-         AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): none were found, so it was only read, \
-         anonymously"
+         AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): none were found, and without them it is only \
+         read, anonymously"
     )]
     NoWriteCredentials { url: String },
     /// The remote rejected a request as misconfigured.

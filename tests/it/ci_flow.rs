@@ -359,6 +359,16 @@ fn the_ci_flow_main_a_pull_request_a_fork_and_concurrent_jobs_against_s3() {
         summary.contains(&format!("main @ {}", short(&main))) && summary.contains("fork-idea @"),
         "the fork gets its diff: {summary}"
     );
+    // Not read-only, it still writes nothing without credentials.
+    let mut writable = fork_env.clone();
+    writable.retain(|(name, _)| name != "PIPE_REMOTE_READ_ONLY");
+    let push = pipe(&fork_job, &writable, &["cache", "push"]);
+    assert_eq!(push.status.code(), Some(6), "{}", stderr(&push));
+    assert!(
+        stderr(&push).contains("cannot be written without credentials"),
+        "{}",
+        stderr(&push)
+    );
     assert_eq!(team.server.files(), bucket, "a fork wrote to the bucket");
 
     // A bucket without public read: the fork's summary says the remote
