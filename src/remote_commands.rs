@@ -258,7 +258,11 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
             }
         ));
     }
-    if summary.read_only {
+    if summary.anonymous && transfers.unavailable.is_some() {
+        parts.push("no credentials: nothing pushed".to_string());
+    } else if summary.anonymous {
+        parts.push("no credentials, read anonymously: nothing pushed".to_string());
+    } else if summary.read_only {
         parts.push("read-only: nothing pushed".to_string());
     } else if summary.record.is_ok() && !parts.is_empty() {
         parts.push("run record pushed".to_string());

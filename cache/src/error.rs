@@ -90,6 +90,22 @@ pub enum RemoteError {
          AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): {detail}"
     )]
     NoCredentials { url: String, detail: String },
+    /// No credentials were found, and the remote refused to be read
+    /// anonymously: its bucket grants no public read on the prefix.
+    #[error(
+        "remote cache {url} is not reachable without credentials (set AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), and refuses anonymous reads (a bucket policy \
+         granting s3:GetObject and s3:ListBucket on the prefix allows them; docs/ci.md, \
+         \"Forks\"): {detail}"
+    )]
+    AnonymousRefused { url: String, detail: String },
+    /// A write to a remote read anonymously, since no credentials were found.
+    #[error(
+        "remote cache {url} cannot be written without credentials (set AWS_ACCESS_KEY_ID and \
+         AWS_SECRET_ACCESS_KEY, or AWS_PROFILE): none were found, and without them it is only \
+         read, anonymously"
+    )]
+    NoWriteCredentials { url: String },
     /// The remote rejected a request as misconfigured.
     #[error("remote cache {url} is invalid configuration: {detail}")]
     Misconfigured { url: String, detail: String },

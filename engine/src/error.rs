@@ -111,6 +111,10 @@ impl EngineError {
 
     pub fn exit_code(&self) -> ExitCode {
         match self {
+            EngineError::Usage(UsageError::UnknownRun {
+                why: NoSuchRun::RemoteUnreadable { .. },
+                ..
+            }) => ExitCode::RemoteUnavailable,
             EngineError::Spec(_) | EngineError::Usage(_) => ExitCode::InvalidInput,
             EngineError::Cache(_)
             | EngineError::Io { .. }
@@ -471,9 +475,17 @@ pub enum NoSuchRun {
     TooFewRuns,
     #[error("use a run number, a uid prefix, a name or tag, `last`, `last~N`, or a git ref (branch, tag, commit)")]
     NotARunOrRef,
-    /// `commit`: its first 12 digits.
-    #[error("no run was recorded at commit {commit}")]
-    NoneAtCommit { commit: String },
+    /// `commit`: its first 12 digits; `remote`: the remote cache that was
+    /// asked too and holds none.
+    #[error("no run was recorded at commit {commit}{}", .remote.as_ref().map(|url| format!(", here or in the remote cache {url}")).unwrap_or_default())]
+    NoneAtCommit {
+        commit: String,
+        remote: Option<String>,
+    },
+    /// No run here at `commit`, and the remote cache that may hold one
+    /// could not be read: exit code 6, since the run may well exist.
+    #[error("no run was recorded here at commit {commit}, and the remote cache could not be read to look for one: {reason}")]
+    RemoteUnreadable { commit: String, reason: String },
     /// A name that is no local ref, though the remote's branch of that
     /// name is (`feat-a` where only `origin/feat-a` exists).
     #[error("`{remote}` is a ref here and no local branch is; use it, or `git switch` to make the branch")]

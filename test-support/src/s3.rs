@@ -14,7 +14,12 @@ pub const BUCKET: &str = "pipe-cache";
 
 pub struct Server {
     pub port: u16,
-    data: tempfile::TempDir,
+    /// The directory of the buckets, and the temporary directory that
+    /// holds it when this server owns it (a public view shares another's).
+    root: PathBuf,
+    _data: Option<tempfile::TempDir>,
+    /// Whether requests must be signed with `ACCESS_KEY`.
+    signed: bool,
     child: Option<Child>,
 }
 
@@ -48,7 +53,26 @@ impl Server {
         std::fs::create_dir_all(data.path().join(BUCKET)).expect("bucket dir");
         let mut server = Server {
             port: free_port(),
-            data,
+            root: data.path().to_path_buf(),
+            _data: Some(data),
+            signed: true,
+            child: None,
+        };
+        server.restart();
+        server
+    }
+
+    /// A second server over this one's buckets that answers unsigned
+    /// requests: what a bucket whose policy grants anyone `s3:GetObject`
+    /// and `s3:ListBucket` is to a job without credentials. (`s3s-fs` has
+    /// no bucket policies: started without keys it takes any request,
+    /// writes too, so a test checks what was written itself.)
+    pub fn public_view(&self) -> Server {
+        let mut server = Server {
+            port: free_port(),
+            root: self.root.clone(),
+            _data: None,
+            signed: false,
             child: None,
         };
         server.restart();
@@ -58,11 +82,15 @@ impl Server {
     /// Starts (again) on the same port and data: the remote comes back.
     pub fn restart(&mut self) {
         self.stop();
-        let child = Command::new(binary())
+        let mut command = Command::new(binary());
+        command
             .args(["--host", "127.0.0.1", "--port"])
-            .arg(self.port.to_string())
-            .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-            .arg(self.data.path())
+            .arg(self.port.to_string());
+        if self.signed {
+            command.args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY]);
+        }
+        let child = command
+            .arg(&self.root)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -119,7 +147,7 @@ impl Server {
 
     /// The bucket's directory: what the remote holds, as files.
     pub fn bucket_dir(&self) -> PathBuf {
-        self.data.path().join(BUCKET)
+        self.root.join(BUCKET)
     }
 
     /// Every file in the bucket, relative to it, sorted.

@@ -11,6 +11,7 @@ mod action_trust;
 mod bootstrap_index;
 mod cache_suite;
 mod cache_trust;
+mod ci_flow;
 mod compare;
 mod compare_page;
 mod completions;

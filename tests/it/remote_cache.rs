@@ -459,7 +459,18 @@ fn wrong_credentials_degrade_to_local_and_are_never_shown() {
     let push = pipe_with(&project, &env, &["cache", "push"]);
     assert_eq!(push.status.code(), Some(6), "{}", stderr(&push));
     assert!(!stderr(&push).contains(secret));
-    // No credentials at all: the same, and the message says what to set.
+    // The server's reason as its code and message, never an empty one nor
+    // the client's Rust form of it.
+    for said in [&result.stderr, &stderr(&push)] {
+        assert!(
+            said.contains("(check the credentials): SignatureDoesNotMatch"),
+            "{said}"
+        );
+        assert!(!said.contains("S3Error"), "{said}");
+        assert!(!said.contains("): ;") && !said.contains(": ;"), "{said}");
+    }
+    // No credentials at all: read anonymously, which this bucket refuses,
+    // and the message says what to set or grant.
     let anonymous: Env = env
         .iter()
         .filter(|(key, _)| !key.starts_with("AWS_"))
@@ -469,9 +480,22 @@ fn wrong_credentials_degrade_to_local_and_are_never_shown() {
     assert_eq!(none.code, 0, "{}", none.stderr);
     assert!(
         none.stderr
-            .contains("not reachable without credentials (set AWS_ACCESS_KEY_ID"),
+            .contains("no credentials found (AWS_ACCESS_KEY_ID")
+            && none.stderr.contains("nothing pushed"),
         "{}",
         none.stderr
+    );
+    let fresh = TestProject::new();
+    fresh.write("pipe.yaml", PIPELINE);
+    let looked_up = run_with(&fresh, &anonymous, &[]);
+    assert_eq!(looked_up.code, 0, "{}", looked_up.stderr);
+    assert!(
+        looked_up
+            .stderr
+            .contains("not reachable without credentials (set AWS_ACCESS_KEY_ID")
+            && looked_up.stderr.contains("refuses anonymous reads"),
+        "{}",
+        looked_up.stderr
     );
     // Nothing under .pipe/ keeps a credential.
     for (name, bytes) in snapshot(&project.path(".pipe")) {

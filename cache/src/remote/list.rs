@@ -24,7 +24,7 @@ pub(super) enum Refused {
 /// in `/`), at any depth, as paths relative to the root.
 pub(super) async fn list_json(shared: &Shared, dir: &str) -> Result<Vec<String>, Refused> {
     let listed = format!("{}{dir}", shared.list_prefix);
-    let mut lister = match shared.lister.lister_with(&listed).recursive(true).await {
+    let mut lister = match shared.lister().lister_with(&listed).recursive(true).await {
         Ok(lister) => lister,
         Err(error) if error.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(Refused::Remote(error)),

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use opendal::layers::{RetryLayer, TimeoutLayer};
 use opendal::{services, Operator};
+use reqsign_aws_v4::{Credential, DefaultCredentialProvider, EnvCredentialProvider};
+use reqsign_core::{Context, ProvideCredential, ProvideCredentialChain};
 
 use crate::error::BadLocation;
 use crate::{CacheError, RemoteError};
@@ -130,6 +132,48 @@ pub(super) struct Operators {
     pub(super) main: Operator,
     pub(super) lister: Operator,
     pub(super) list_prefix: String,
+    /// For S3, the same two that sign nothing: what a job without
+    /// credentials reads a public-read prefix with (`Access`).
+    pub(super) anonymous: Option<(Operator, Operator)>,
+}
+
+/// How an S3 remote's requests go: signed with the credentials the
+/// standard AWS chain finds, or, where it finds none (a fork's pull
+/// request), unsigned, so that a bucket whose policy lets anyone read the
+/// prefix still gives its results and records. Decided once per process,
+/// before the first request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Access {
+    Signed,
+    Anonymous,
+}
+
+/// Whether the credentials chain (environment, profiles, web identity,
+/// container and instance metadata) finds any credentials for `operator`:
+/// signing a URL loads them and sends nothing. They stay cached in the
+/// operator's signer for the requests that follow.
+pub(super) async fn access_of(operator: &Operator) -> Access {
+    match operator
+        .presign_stat("probe", Duration::from_secs(900))
+        .await
+    {
+        Err(error) if no_credentials(&error) => Access::Anonymous,
+        // Any other failure shows on the first real request, as it did.
+        _ => Access::Signed,
+    }
+}
+
+/// Whether `error` says that no credentials were found to sign with.
+pub(super) fn no_credentials(error: &opendal::Error) -> bool {
+    let mut texts = vec![error.to_string()];
+    let mut cause = std::error::Error::source(error);
+    while let Some(next) = cause {
+        texts.push(next.to_string());
+        cause = next.source();
+    }
+    texts
+        .iter()
+        .any(|text| text.contains("failed to load signing credential"))
 }
 
 pub(super) fn operators(
@@ -162,11 +206,16 @@ pub(super) fn operators(
                 lister: main.clone(),
                 main,
                 list_prefix: String::new(),
+                anonymous: None,
             })
         }
         Location::S3 { bucket, prefix } => {
-            let s3 = |root: &str| -> Result<Operator, CacheError> {
-                let operator = Operator::new(s3_builder(config, bucket, root)).map_err(invalid)?;
+            let s3 = |root: &str, signed: bool| -> Result<Operator, CacheError> {
+                let mut builder = s3_builder(config, bucket, root);
+                if !signed {
+                    builder = builder.skip_signature();
+                }
+                let operator = Operator::new(builder).map_err(invalid)?;
                 // Every request through the bounded client (`transport`).
                 let context = operator
                     .base_context()
@@ -178,9 +227,11 @@ pub(super) fn operators(
             // shorter than that: listings go through an operator rooted at
             // the bucket, whose root every key starts with, and `list`
             // drops keys outside the prefix.
+            let root = format!("/{prefix}");
             Ok(Operators {
-                main: s3(&format!("/{prefix}"))?,
-                lister: s3("/")?,
+                main: s3(&root, true)?,
+                lister: s3("/", true)?,
+                anonymous: Some((s3(&root, false)?, s3("/", false)?)),
                 list_prefix: if prefix.is_empty() {
                     String::new()
                 } else {
@@ -192,7 +243,10 @@ pub(super) fn operators(
 }
 
 fn s3_builder(config: &RemoteConfig, bucket: &str, root: &str) -> services::S3 {
-    let mut builder = services::S3::default().bucket(bucket).root(root);
+    let mut builder = services::S3::default()
+        .bucket(bucket)
+        .root(root)
+        .credential_provider_chain(credentials_chain());
     let endpoint = config
         .endpoint
         .clone()
@@ -208,6 +262,33 @@ fn s3_builder(config: &RemoteConfig, bucket: &str, root: &str) -> services::S3 {
         .or_else(|| env_nonempty("AWS_DEFAULT_REGION"))
         .unwrap_or_else(|| "us-east-1".to_string());
     builder.region(&region)
+}
+
+/// AWS's credentials chain (the environment, profiles, SSO, web identity,
+/// a credential process, the container's and the instance's metadata), in
+/// which an access key or secret set to the empty string is no key: a CI
+/// that withholds a secret (GitHub, for a fork's pull request) sets the
+/// variable that would hold it to "", and a key of "" would sign requests
+/// every server refuses instead of reading anonymously.
+fn credentials_chain() -> ProvideCredentialChain<Credential> {
+    ProvideCredentialChain::new()
+        .push(NonEmptyEnv(EnvCredentialProvider::new()))
+        .push(DefaultCredentialProvider::builder().no_env().build())
+}
+
+/// The environment's credentials, unless a part of them is empty.
+#[derive(Debug)]
+struct NonEmptyEnv(EnvCredentialProvider);
+
+impl ProvideCredential for NonEmptyEnv {
+    type Credential = Credential;
+
+    async fn provide_credential(&self, ctx: &Context) -> reqsign_core::Result<Option<Credential>> {
+        let found = self.0.provide_credential(ctx).await?;
+        Ok(found.filter(|credential| {
+            !credential.access_key_id.is_empty() && !credential.secret_access_key.is_empty()
+        }))
+    }
 }
 
 /// The timeout and retry layers every operator has.

@@ -77,8 +77,10 @@ impl Remote {
                 read_only: config.read_only,
                 concurrency,
                 cache,
-                operator: operators.main,
-                lister: operators.lister,
+                signed: operators.main,
+                signed_lister: operators.lister,
+                anonymous: operators.anonymous,
+                access: OnceLock::new(),
                 list_prefix: operators.list_prefix,
                 transfers: Semaphore::new(concurrency),
                 secrets: location::secrets(),
@@ -98,8 +100,18 @@ impl Remote {
         &self.shared.url
     }
 
+    /// Whether nothing is written to the remote: it is configured
+    /// read-only, or this process found no credentials and reads it
+    /// anonymously.
     pub fn read_only(&self) -> bool {
-        self.shared.read_only
+        self.shared.read_only || self.shared.anonymous()
+    }
+
+    /// Whether this process found no credentials and reads the remote
+    /// unsigned (a public-read prefix; docs/ci.md, "Forks"); known once it
+    /// has made a request.
+    pub fn anonymous(&self) -> bool {
+        self.shared.anonymous()
     }
 
     /// Why the remote was given up on in this process, if it was.
@@ -107,10 +119,37 @@ impl Remote {
         lock(&self.shared.report).unavailable.clone()
     }
 
-    /// The I/O threads, started on first use. A failure to start them
-    /// (no threads or file descriptors left) gives the remote up like a
-    /// server that is down; nothing is kept, so a later call tries again.
+    /// The I/O threads, started on first use, and whether requests are
+    /// signed, decided then. A failure to start them (no threads or file
+    /// descriptors left) gives the remote up like a server that is down;
+    /// nothing is kept, so a later call tries again.
     fn runtime(&self) -> Result<&tokio::runtime::Runtime, RemoteError> {
+        let runtime = self.started_runtime()?;
+        self.shared.access.get_or_init(|| self.access(runtime));
+        Ok(runtime)
+    }
+
+    /// How this process reaches the remote: signed, unless it is S3 and
+    /// the credentials chain finds nothing; then anonymously, said once.
+    fn access(&self, runtime: &tokio::runtime::Runtime) -> location::Access {
+        if self.shared.anonymous.is_none() {
+            return location::Access::Signed;
+        }
+        let signed = self.shared.signed.clone();
+        let access = runtime.block_on(async move { location::access_of(&signed).await });
+        if access == location::Access::Anonymous {
+            tracing::warn!(
+                "remote cache {}: no credentials found (AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a web identity or instance role): \
+                 reading it anonymously, which a public-read prefix allows, and writing \
+                 nothing to it",
+                self.shared.redacted(&self.shared.url)
+            );
+        }
+        access
+    }
+
+    fn started_runtime(&self) -> Result<&tokio::runtime::Runtime, RemoteError> {
         if let Some(runtime) = self.runtime.get() {
             return Ok(runtime);
         }
@@ -197,6 +236,11 @@ impl Remote {
             lock(&self.shared.report).results_not_pushed += 1;
             return;
         };
+        // Without credentials the run reads only, as a read-only one does;
+        // its summary says so.
+        if self.shared.anonymous() {
+            return;
+        }
         let shared = self.shared.clone();
         let handle = runtime.spawn(async move {
             push::push_and_count(&shared, &result).await;
@@ -215,6 +259,12 @@ impl Remote {
             lock(&self.shared.report).results_not_pushed += results.len() as u64;
             return 0;
         };
+        if self.shared.anonymous() {
+            let mut report = lock(&self.shared.report);
+            report.results_not_pushed += results.len() as u64;
+            report.push_refused = Some(self.no_write_credentials());
+            return 0;
+        }
         let shared = self.shared.clone();
         let concurrency = self.shared.concurrency;
         runtime.block_on(async move {
@@ -309,9 +359,19 @@ impl Remote {
         if self.shared.read_only {
             return Err(RemoteError::ReadOnly);
         }
-        match self.unavailable() {
-            Some(reason) => Err(reason),
-            None => Ok(()),
+        if let Some(reason) = self.unavailable() {
+            return Err(reason);
+        }
+        self.runtime()?;
+        if self.shared.anonymous() {
+            return Err(self.no_write_credentials());
+        }
+        Ok(())
+    }
+
+    fn no_write_credentials(&self) -> RemoteError {
+        RemoteError::NoWriteCredentials {
+            url: self.shared.redacted(&self.shared.url),
         }
     }
 
@@ -319,7 +379,7 @@ impl Remote {
         self.shared.sweep_tmp_once();
         let shared = self.shared.clone();
         self.runtime()?
-            .block_on(async move { shared.operator.write(&path, json).await })
+            .block_on(async move { shared.operator().write(&path, json).await })
             .map(|_| ())
             .map_err(|error| self.shared.give_up(&error))
     }

@@ -217,7 +217,7 @@ pub(super) async fn presence(shared: &Shared, key: &ActionKey) -> Result<Presenc
     };
     // Top-level objects only: a directory's entries would mean fetching trees.
     for artifact in result.outputs.values() {
-        match shared.operator.stat(&object_path(&artifact.digest)).await {
+        match shared.operator().stat(&object_path(&artifact.digest)).await {
             Ok(metadata)
                 if artifact.kind == ArtifactKind::Dir
                     || metadata.content_length() == artifact.size => {}

@@ -141,7 +141,7 @@ async fn send_result(
     let json = crate::action::encode(result);
     let overwrite = shared.known_corrupt(&path);
     match shared
-        .operator
+        .operator()
         .write_with(&path, json)
         .if_not_exists(!overwrite)
         .await
@@ -192,7 +192,7 @@ async fn send_object(
     }
     let path = object_path(&digest);
     if !shared.known_corrupt(&path) {
-        match shared.operator.stat(&path).await {
+        match shared.operator().stat(&path).await {
             Ok(metadata) if metadata.content_length() == local_size => {
                 lock(&shared.report).objects_present += 1;
                 if size.is_some() {
@@ -208,7 +208,7 @@ async fn send_object(
     // What grows past the size it had when opened is not this object.
     let mut file = file.take(local_size + 1);
     let mut writer = shared
-        .operator
+        .operator()
         .writer_with(&path)
         .chunk(CHUNK)
         .concurrent(PARTS_IN_FLIGHT)

@@ -38,13 +38,13 @@ impl Chunks {
             None => {
                 let reader = if ranged {
                     shared
-                        .operator
+                        .operator()
                         .reader_with(path)
                         .chunk(CHUNK)
                         .concurrent(PARTS_IN_FLIGHT)
                         .await?
                 } else {
-                    shared.operator.reader(path).await?
+                    shared.operator().reader(path).await?
                 };
                 Ok(Chunks::Stream(Box::new(
                     reader.into_bytes_stream(..).await?,

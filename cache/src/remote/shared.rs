@@ -5,12 +5,13 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use opendal::{ErrorKind, Operator};
 use tokio::sync::Semaphore;
 
 use super::busy;
+use super::location::Access;
 use super::outcomes::{TmpSwept, TransferReport};
 use super::progress::ProgressSink;
 use crate::store::{shard_and_rest, STALE_TMP_AGE};
@@ -61,10 +62,15 @@ pub(super) struct Shared {
     pub(super) read_only: bool,
     pub(super) concurrency: usize,
     pub(super) cache: Cache,
-    pub(super) operator: Operator,
+    /// What reads and writes the remote with credentials.
+    pub(super) signed: Operator,
     /// What lists the remote: rooted at the bucket for S3, whose keys all
     /// start with `list_prefix` (`list`).
-    pub(super) lister: Operator,
+    pub(super) signed_lister: Operator,
+    /// The two, unsigned (S3 only): used when no credentials are found.
+    pub(super) anonymous: Option<(Operator, Operator)>,
+    /// Signed or anonymous, decided before the first request (`Remote::runtime`).
+    pub(super) access: OnceLock<Access>,
     pub(super) list_prefix: String,
     pub(super) transfers: Semaphore,
     pub(super) secrets: Vec<String>,
@@ -85,6 +91,28 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// Whether this process reads the remote without credentials, and so
+    /// writes nothing to it.
+    pub(super) fn anonymous(&self) -> bool {
+        self.access.get() == Some(&Access::Anonymous)
+    }
+
+    /// What reads and writes objects, actions and records.
+    pub(super) fn operator(&self) -> &Operator {
+        match (&self.anonymous, self.anonymous()) {
+            (Some((main, _)), true) => main,
+            _ => &self.signed,
+        }
+    }
+
+    /// What lists the remote.
+    pub(super) fn lister(&self) -> &Operator {
+        match (&self.anonymous, self.anonymous()) {
+            (Some((_, lister)), true) => lister,
+            _ => &self.signed_lister,
+        }
+    }
+
     /// A failure as the user may read it: the kind, the message, and no
     /// credential anywhere in it.
     pub(super) fn describe(&self, error: &opendal::Error) -> RemoteError {
@@ -100,7 +128,10 @@ impl Shared {
         if let Some(innermost) = innermost.filter(|text| !detail.contains(text.as_str())) {
             detail = format!("{detail}: {innermost}");
         }
-        let readable = readable_detail(&detail);
+        let mut readable = readable_detail(&detail);
+        if readable.trim().is_empty() {
+            readable = wordless_answer(error);
+        }
         let first_line = readable.lines().next().unwrap_or_default();
         let url = self.redacted(&self.url);
         let detail = self.redacted(first_line);
@@ -108,6 +139,9 @@ impl Shared {
             return RemoteError::NoCredentials { url, detail };
         }
         match error.kind() {
+            ErrorKind::PermissionDenied if self.anonymous() => {
+                RemoteError::AnonymousRefused { url, detail }
+            }
             ErrorKind::PermissionDenied => RemoteError::Refused { url, detail },
             ErrorKind::ConfigInvalid => RemoteError::Misconfigured { url, detail },
             ErrorKind::RateLimited => RemoteError::RateLimited { url, detail },
@@ -256,9 +290,39 @@ fn readable_detail(detail: &str) -> String {
         .to_string()
 }
 
+/// What to say of an answer that gave no reason: an S3 server answers a
+/// HEAD request (a `stat`) with a status and no body to say why.
+fn wordless_answer(error: &opendal::Error) -> String {
+    let text = error.to_string();
+    let status = text.find("status: ").and_then(|at| {
+        let digits = text.get(at + 8..at + 11)?;
+        digits.parse::<u16>().ok().map(|_| digits.to_string())
+    });
+    let without_body = if text.contains(") at stat") {
+        " (the answer to a HEAD request has no body)"
+    } else {
+        ""
+    };
+    match status {
+        Some(status) => format!("HTTP {status}, no reason given{without_body}"),
+        None => format!("{}, no reason given{without_body}", error.kind()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::readable_detail;
+    use super::{readable_detail, wordless_answer};
+
+    #[test]
+    fn an_answer_without_a_reason_says_its_status_never_nothing() {
+        let error = opendal::Error::new(opendal::ErrorKind::PermissionDenied, "")
+            .with_operation("stat")
+            .with_context("response", "Parts { status: 403, version: HTTP/1.1 }");
+        assert_eq!(
+            wordless_answer(&error),
+            "HTTP 403, no reason given (the answer to a HEAD request has no body)"
+        );
+    }
 
     #[test]
     fn an_s3_error_reads_as_its_code_and_message_never_as_a_rust_struct() {

@@ -76,6 +76,9 @@ pub struct RunOutcome {
 pub struct RemoteSummary {
     pub url: String,
     pub read_only: bool,
+    /// No credentials were found: the remote was read unsigned, and
+    /// nothing written (`read_only` is then true too).
+    pub anonymous: bool,
     pub transfers: TransferReport,
     /// Whether the run's record reached the remote, or why not.
     pub record: std::result::Result<(), RecordNotPushed>,
@@ -560,6 +563,7 @@ fn remote_summary(
             Some(RemoteSummary {
                 url: remote.url().to_string(),
                 read_only: remote.read_only(),
+                anonymous: remote.anonymous(),
                 transfers,
                 record,
             })
@@ -604,7 +608,8 @@ pub fn push_run_record(
     db: &RunDb,
     run_id: RunId,
 ) -> std::result::Result<(), RecordNotPushed> {
-    if remote.read_only() {
+    // A remote read anonymously refuses the write itself, saying why.
+    if remote.read_only() && !remote.anonymous() {
         return Err(RemoteError::ReadOnly.into());
     }
     let export = db

@@ -11,7 +11,7 @@ use super::remote_records::{configured_remote, pull_records};
 use crate::project::{runs_db_of, Project};
 use crate::runs::RunId;
 use crate::runs::{self, RunDb};
-use crate::{exec, Result, UsageError};
+use crate::{exec, EngineError, NoSuchRun, Result, UsageError};
 
 /// How a run reference that this history lacks is looked for elsewhere.
 pub enum Pull<'a> {
@@ -143,6 +143,9 @@ impl History {
     pub fn resolve(&mut self, query: &str, pull: Pull<'_>) -> Result<ResolvedRun> {
         let mut pulled = None;
         let mut skipped = Vec::new();
+        // The remote asked, and what it answered: none of the commit's
+        // runs, or no answer at all (`searched`).
+        let mut searched: Option<(String, Option<String>)> = None;
         let root = self.root.clone();
         let id = runs::resolve_run(&mut self.db, &root, query, |db, commit| match pull {
             Pull::Never => Ok(0),
@@ -165,15 +168,23 @@ impl History {
                 else {
                     return Ok(0);
                 };
-                let Ok(records) = pull_records(&remote, &cache, db, &root, Some(commit)) else {
-                    return Ok(0);
+                let url = remote.url().to_string();
+                let records = match pull_records(&remote, &cache, db, &root, Some(commit)) {
+                    Ok(records) => records,
+                    Err(EngineError::RemoteUnavailable(reason)) => {
+                        searched = Some((url, Some(reason.to_string())));
+                        return Ok(0);
+                    }
+                    Err(_) => return Ok(0),
                 };
+                searched = Some((url, None));
                 let new = records.new.len();
                 pulled = Some((remote.url().to_string(), new));
                 skipped = records.skipped;
                 Ok(new)
             }
-        })?;
+        })
+        .map_err(|error| searched_too(error, searched))?;
         Ok(ResolvedRun {
             id,
             pulled: pulled.filter(|(_, new)| *new > 0),
@@ -232,5 +243,31 @@ impl History {
             }
         }
         Ok((results, missing))
+    }
+}
+
+/// `error`, when it says no run was recorded at a commit, with what the
+/// remote said too: it held none either, or it could not be read (which
+/// is then the error: exit code 6, not a run that does not exist).
+fn searched_too(error: EngineError, searched: Option<(String, Option<String>)>) -> EngineError {
+    let Some((remote, failure)) = searched else {
+        return error;
+    };
+    match error {
+        EngineError::Usage(UsageError::UnknownRun {
+            query,
+            why: NoSuchRun::NoneAtCommit { commit, .. },
+        }) => UsageError::UnknownRun {
+            query,
+            why: match failure {
+                Some(reason) => NoSuchRun::RemoteUnreadable { commit, reason },
+                None => NoSuchRun::NoneAtCommit {
+                    commit,
+                    remote: Some(remote),
+                },
+            },
+        }
+        .into(),
+        other => other,
     }
 }

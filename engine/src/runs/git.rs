@@ -126,7 +126,7 @@ impl GitProbe {
     pub fn head_commit(&self) -> Option<String> {
         match super::ci_ref::merged_head()? {
             super::ci_ref::MergedHead::Named(sha) => Some(sha),
-            super::ci_ref::MergedHead::SecondParent => git_commit_of(&self.root, "HEAD^2"),
+            super::ci_ref::MergedHead::SecondParent => second_parent(&self.root),
         }
     }
 
@@ -288,6 +288,24 @@ pub fn git_commit_of(root: &Path, reference: &str) -> Option<String> {
         return None;
     }
     object_id(std::str::from_utf8(&output.stdout).ok()?.trim())
+}
+
+/// The second parent of HEAD, a merge commit, as the commit itself names
+/// it: a CI's depth-1 checkout of a pull request's merge commit (GitHub's
+/// default) has neither parent, so `HEAD^2` does not resolve there.
+fn second_parent(root: &Path) -> Option<String> {
+    let mut command = git_command(root);
+    command.args(["cat-file", "commit", "HEAD"]);
+    let output = git_output(command, None)?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = std::str::from_utf8(&output.stdout).ok()?;
+    text.lines()
+        .take_while(|line| !line.is_empty())
+        .filter_map(|line| line.strip_prefix("parent "))
+        .nth(1)
+        .and_then(|parent| object_id(parent.trim()))
 }
 
 /// The branches and tags that point at `commit` (`main`, `v1.2`,

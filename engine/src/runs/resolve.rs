@@ -84,7 +84,10 @@ impl RunDb {
                         experiments,
                     })
                 }
-                Ok(_) => unknown(NoSuchRun::NoneAtCommit { commit }),
+                Ok(_) => unknown(NoSuchRun::NoneAtCommit {
+                    commit,
+                    remote: None,
+                }),
                 Err(error) => error,
             }
         })
