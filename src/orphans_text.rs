@@ -36,4 +36,3 @@ pub(crate) fn shortened(lines: &[String]) -> String {
     }
     text
 }
-
