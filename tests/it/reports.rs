@@ -49,6 +49,8 @@ fn settings() -> insta::Settings {
     settings.add_filter(r"(?m)^(#\d+ +)[0-9a-f]{8}\b", "$1[uid]");
     // Padding depends on how wide the time was, so it goes too.
     settings.add_filter(r" *\b\d+(\.\d+)? (ms|s)\b", " [time]");
+    // The header's `took` is right-aligned to the widest time.
+    settings.add_filter(r"status +took", "status  took");
     settings.add_filter(r"`[0-9a-f]{12}`", "`[digest]`");
     settings.add_filter(r"\| [0-9a-f]{12} ", "| [digest] ");
     settings.add_filter(r"(?m)^command  .*", "command  [argv]");
