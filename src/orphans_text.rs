@@ -24,15 +24,5 @@ pub fn orphans_said(paths: &[String], done: &str) -> String {
 
 /// The first few of `lines`, and how many more.
 pub(crate) fn shortened(lines: &[String]) -> String {
-    const SHOWN: usize = 3;
-    let mut text = lines
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(" ");
-    if lines.len() > SHOWN {
-        text.push_str(&format!(" and {} more", lines.len() - SHOWN));
-    }
-    text
+    crate::terminal::first_few(lines, 3, " ")
 }

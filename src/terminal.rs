@@ -13,6 +13,21 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
+/// The first `shown` of `items` joined by `separator`, and how many more
+/// (`a, b and 3 more`): a list that fits one line of a log.
+pub fn first_few(items: &[String], shown: usize, separator: &str) -> String {
+    let mut text = items
+        .iter()
+        .take(shown)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(separator);
+    if items.len() > shown {
+        text.push_str(&format!(" and {} more", items.len() - shown));
+    }
+    text
+}
+
 /// The terminal's width as `COLUMNS` says, else `default` (a log, a pipe).
 pub fn columns(default: usize) -> usize {
     std::env::var("COLUMNS")

@@ -194,15 +194,7 @@ fn label(direction: Direction, outputs: &[String]) -> String {
         Direction::Pull => "↓",
         Direction::Push => "↑",
     };
-    let mut names = outputs
-        .iter()
-        .take(SHOWN_OUTPUTS)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if outputs.len() > SHOWN_OUTPUTS {
-        names.push_str(&format!(" and {} more", outputs.len() - SHOWN_OUTPUTS));
-    }
+    let names = crate::terminal::first_few(outputs, SHOWN_OUTPUTS, ", ");
     format!("{arrow} {names}")
 }
 

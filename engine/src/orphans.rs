@@ -63,14 +63,18 @@ pub fn note_outputs(pipeline: &Pipeline, project: &Project) -> Vec<String> {
     let path = ledger_path(&project.state_dir, &pipeline.name);
     let known = read_ledger(&path);
     let declared = declared(pipeline);
-    let mut noted: BTreeSet<String> = declared.iter().map(|path| path.to_string()).collect();
     let orphans: Vec<String> = known
         .iter()
         .filter(|old| !is_declared(&declared, old) && is_there(&pipeline.root, old))
         .cloned()
         .collect();
-    noted.extend(orphans.iter().cloned());
-    if noted != known {
+    // Orphans come from the ledger and are never declared: the ledger is
+    // current when it holds exactly both.
+    let current = known.len() == declared.len() + orphans.len()
+        && declared.iter().all(|path| known.contains(*path));
+    if !current {
+        let mut noted: BTreeSet<String> = declared.iter().map(|path| path.to_string()).collect();
+        noted.extend(orphans.iter().cloned());
         write_ledger(&path, &noted);
     }
     orphans

@@ -25,51 +25,13 @@ make_data() {
 
 make_pipe() {
   make_data "$1"
-  cat > "$1/pipe.yaml" <<'EOF'
-params: { scale: 2 }
-stages:
-  clean:
-    matrix: { files: "data/raw/{sample}.txt" }
-    deps: { raw: "data/raw/${matrix.sample}.txt" }
-    outs: { txt: "results/clean/${matrix.sample}.txt" }
-    run: mkdir -p results/clean && (cat ${deps.raw}; echo ${params.scale}) > ${outs.txt}
-  featurize:
-    matrix: { files: "data/raw/{sample}.txt" }
-    deps: { txt: "${stages.clean@sample=${matrix.sample}.outs.txt}" }
-    outs: { feat: "results/features/${matrix.sample}.txt" }
-    run: mkdir -p results/features && cksum < ${deps.txt} > ${outs.feat}
-  aggregate:
-    deps: { feats: "${stages.featurize@*.outs.feat}" }
-    outs: { summary: results/summary.txt }
-    run: for f in ${deps.feats}; do echo "$f $(cat $f)"; done > ${outs.summary}
-EOF
+  cp "$here/examples/samples/pipe.yaml" "$1/"
   (cd "$1" && git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm data)
 }
 
 make_snakemake() {
   make_data "$1"
-  cat > "$1/Snakefile" <<'EOF'
-SAMPLES, = glob_wildcards("data/raw/{sample}.txt")
-
-rule all:
-    input: "results/summary.txt"
-
-rule clean:
-    input: "data/raw/{sample}.txt"
-    output: "results/clean/{sample}.txt"
-    params: scale=2
-    shell: "(cat {input}; echo {params.scale}) > {output}"
-
-rule featurize:
-    input: "results/clean/{sample}.txt"
-    output: "results/features/{sample}.txt"
-    shell: "cksum < {input} > {output}"
-
-rule aggregate:
-    input: expand("results/features/{sample}.txt", sample=SAMPLES)
-    output: "results/summary.txt"
-    shell: 'for f in {input}; do echo "$f $(cat $f)"; done > {output}'
-EOF
+  cp "$here/examples/samples/Snakefile" "$1/"
 }
 
 ms() { date +%s%N; }

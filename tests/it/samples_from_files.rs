@@ -13,24 +13,9 @@ use serde_json::Value;
 
 const SAMPLES: usize = 200;
 
-/// The whole workflow: about as many lines as its Snakefile.
-const WORKFLOW: &str = r#"params: { scale: 2 }
-stages:
-  clean:
-    matrix: { files: "data/raw/{sample}.txt" }
-    deps: { raw: "data/raw/${matrix.sample}.txt" }
-    outs: { txt: "results/clean/${matrix.sample}.txt" }
-    run: mkdir -p results/clean && (cat ${deps.raw}; echo ${params.scale}) > ${outs.txt}
-  featurize:
-    matrix: { files: "data/raw/{sample}.txt" }
-    deps: { txt: "${stages.clean@sample=${matrix.sample}.outs.txt}" }
-    outs: { feat: "results/features/${matrix.sample}.txt" }
-    run: mkdir -p results/features && cksum < ${deps.txt} > ${outs.feat}
-  aggregate:
-    deps: { feats: "${stages.featurize@*.outs.feat}" }
-    outs: { summary: results/summary.txt }
-    run: for f in ${deps.feats}; do echo "$f $(cat $f)"; done > ${outs.summary}
-"#;
+/// The whole workflow, as examples/samples/ keeps it beside its Snakefile:
+/// about as many lines.
+const WORKFLOW: &str = include_str!("../../examples/samples/pipe.yaml");
 
 fn sample_project() -> TestProject {
     let project = TestProject::new();

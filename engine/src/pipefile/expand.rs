@@ -23,9 +23,10 @@ pub(super) fn expand(
     sources: &Sources,
     diagnostics: &mut Diagnostics,
 ) -> Vec<Expansion> {
+    let groups_per_decl: Vec<Vec<Group>> = axes_per_decl.iter().map(|axes| groups(axes)).collect();
     let mut total: usize = 0;
-    for (decl, axes) in decls.iter().zip(axes_per_decl) {
-        let count = groups(axes)
+    for (decl, groups) in decls.iter().zip(&groups_per_decl) {
+        let count = groups
             .iter()
             .try_fold(1usize, |count, group| count.checked_mul(group.len));
         match count
@@ -69,7 +70,12 @@ pub(super) fn expand(
     }
 
     let mut expansions = Vec::with_capacity(total);
-    for (decl_index, (decl, axes)) in decls.iter().zip(axes_per_decl).enumerate() {
+    for (decl_index, ((decl, axes), groups)) in decls
+        .iter()
+        .zip(axes_per_decl)
+        .zip(&groups_per_decl)
+        .enumerate()
+    {
         if axes.is_empty() {
             expansions.push(Expansion {
                 decl: decl_index,
@@ -81,7 +87,6 @@ pub(super) fn expand(
         // Odometer over the groups, last fastest, so names come out in
         // the order the values are written; the axes of a group move
         // together.
-        let groups = groups(axes);
         let mut group_positions = vec![0u32; groups.len()];
         loop {
             let mut positions = vec![0u32; axes.len()];

@@ -233,29 +233,26 @@ impl<'a> Resolver<'a> {
                 params::scalar_to_json(scalar)
             }
             NodeValue::Scalar(scalar) => {
-                let pieces = interp::parse(&scalar.text);
-                if let Ok([Piece::Ref(reference)]) = pieces.as_deref() {
-                    // `${raw:...}` is left to `resolve_string`, which says
-                    // where `raw:` belongs.
-                    if !reference.expr.starts_with(RAW_PREFIX) {
-                        return match self.evaluate(
-                            scope,
-                            reference,
-                            ref_span(node, reference),
-                            effects,
-                        ) {
-                            Ok(Evaluated::Param(found)) => params::to_json(found),
-                            Ok(Evaluated::Matrix(value)) => value.json,
-                            Ok(Evaluated::Path(path)) => Value::String(path),
-                            Ok(Evaluated::Paths(paths)) => {
-                                Value::Array(paths.into_iter().map(Value::String).collect())
-                            }
-                            Err(failure) => {
-                                self.report(node, reference, failure, diagnostics);
-                                Value::Null
-                            }
-                        };
-                    }
+                // `${raw:...}` is left to `resolve_string`, which says
+                // where `raw:` belongs.
+                if let Some(reference) = whole_reference(&scalar.text) {
+                    return match self.evaluate(
+                        scope,
+                        &reference,
+                        ref_span(node, &reference),
+                        effects,
+                    ) {
+                        Ok(Evaluated::Param(found)) => params::to_json(found),
+                        Ok(Evaluated::Matrix(value)) => value.json,
+                        Ok(Evaluated::Path(path)) => Value::String(path),
+                        Ok(Evaluated::Paths(paths)) => {
+                            Value::Array(paths.into_iter().map(Value::String).collect())
+                        }
+                        Err(failure) => {
+                            self.report(node, &reference, failure, diagnostics);
+                            Value::Null
+                        }
+                    };
                 }
                 self.resolve_string(scope, node, effects, diagnostics)
                     .map_or(Value::Null, Value::String)
@@ -291,15 +288,7 @@ impl<'a> Resolver<'a> {
         let mut ok = true;
         for item in items {
             let before = argv.len();
-            let whole_reference =
-                item.as_str()
-                    .and_then(|text| match interp::parse(text).ok()?.as_slice() {
-                        [Piece::Ref(reference)] if !reference.expr.starts_with(RAW_PREFIX) => {
-                            Some(reference.clone())
-                        }
-                        _ => None,
-                    });
-            match whole_reference {
+            match item.as_str().and_then(whole_reference) {
                 Some(reference) => {
                     let span = ref_span(item, &reference);
                     match self.reference_words(scope, &reference, span, effects) {

@@ -129,10 +129,9 @@ impl<'a> Resolver<'a> {
                 "`${deps.NAME}` and `${outs.NAME}` are for `run`, `with` and `env`; write the path here, or use `${params.NAME}`",
             ));
         };
-        let list_prefix = format!("{rest}[");
         let items: Vec<String> = entries
             .iter()
-            .filter(|(name, _)| name.starts_with(&list_prefix) && name.ends_with(']'))
+            .filter(|(name, _)| list_of_item(name) == Some(rest))
             .map(|(_, path)| path.to_string())
             .collect();
         match entries.iter().find(|(name, _)| *name == rest) {
@@ -147,10 +146,7 @@ impl<'a> Resolver<'a> {
             None => {
                 let mut known: Vec<&str> = entries
                     .iter()
-                    .map(|(name, _)| match name.split_once('[') {
-                        Some((list, _)) if name.ends_with(']') => list,
-                        _ => name,
-                    })
+                    .map(|(name, _)| declared_name(name))
                     .collect();
                 known.dedup();
                 let hint = if known.is_empty() {
@@ -339,24 +335,16 @@ impl<'a> Resolver<'a> {
         let mut out_names: Vec<&str> = self
             .outputs_by_stage
             .get(target)
-            .map(|outs| {
-                outs.iter()
-                    .map(|out| match out.name.split_once('[') {
-                        Some((list, _)) if out.name.ends_with(']') => list,
-                        _ => out.name.as_str(),
-                    })
-                    .collect()
-            })
+            .map(|outs| outs.iter().map(|out| declared_name(&out.name)).collect())
             .unwrap_or_default();
         out_names.dedup();
         let target_expansion = &self.expansions[target];
         let target_decl = &self.decls[target_expansion.decl];
         let outs = self.outputs_by_stage.get(target);
-        let list_prefix = format!("{out_name}[");
         let items: Vec<(String, String)> = outs
             .into_iter()
             .flatten()
-            .filter(|out| out.name.starts_with(&list_prefix) && out.name.ends_with(']'))
+            .filter(|out| list_of_item(&out.name) == Some(out_name))
             .map(|out| (out.name.clone(), out.path.clone()))
             .collect();
         match outs.and_then(|outs| outs.iter().find(|out| out.name == out_name)) {

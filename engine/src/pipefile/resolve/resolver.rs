@@ -91,6 +91,31 @@ pub(crate) fn list_item_name(name: &str, path: &str) -> String {
     format!("{name}[{path}]")
 }
 
+/// The list `name` is an item of (`feats` of `feats[results/S001.json]`),
+/// if it is one.
+pub(crate) fn list_of_item(name: &str) -> Option<&str> {
+    name.strip_suffix(']')?
+        .split_once('[')
+        .map(|(list, _)| list)
+}
+
+/// A dependency's or output's name as written in the stage: an item's
+/// list, else the name itself.
+pub(crate) fn declared_name(name: &str) -> &str {
+    list_of_item(name).unwrap_or(name)
+}
+
+/// The reference `text` is made of, whole (`"${deps.feats}"`), which keeps
+/// its value's shape (a list, a number); `${raw:...}` is no such value.
+pub(crate) fn whole_reference(text: &str) -> Option<crate::pipefile::interp::Reference> {
+    match crate::pipefile::interp::parse(text).ok()?.as_slice() {
+        [Piece::Ref(reference)] if !reference.expr.starts_with(RAW_PREFIX) => {
+            Some(reference.clone())
+        }
+        _ => None,
+    }
+}
+
 pub(crate) struct Failure {
     pub(crate) message: String,
     pub(crate) hint: String,
@@ -417,18 +442,7 @@ impl<'a> Resolver<'a> {
         effects: &mut Effects,
         diagnostics: &mut Diagnostics,
     ) -> Option<(Vec<String>, bool)> {
-        let whole_reference =
-            node.as_str().and_then(|text| {
-                match crate::pipefile::interp::parse(text).ok()?.as_slice() {
-                    [crate::pipefile::interp::Piece::Ref(reference)]
-                        if !reference.expr.starts_with(RAW_PREFIX) =>
-                    {
-                        Some(reference.clone())
-                    }
-                    _ => None,
-                }
-            });
-        let Some(reference) = whole_reference else {
+        let Some(reference) = node.as_str().and_then(whole_reference) else {
             return self
                 .resolve_string(scope, node, effects, diagnostics)
                 .map(|text| (vec![text], false));
