@@ -84,6 +84,14 @@ fn samples_added_edited_and_deleted_rerun_exactly_their_stages_and_the_aggregati
     assert!(project
         .read("results/summary.txt")
         .contains("results/features/S200.txt"));
+    // The aggregation's command over 201 paths changed by one: said by
+    // that path, not as two lines of kilobytes.
+    let diff = String::from_utf8_lossy(&project.pipe(&["diff"]).stdout).into_owned();
+    assert!(
+        diff.contains("words removed: none, added: results/features/S200.txt"),
+        "{diff}"
+    );
+    assert!(diff.lines().all(|line| line.len() < 200), "{diff}");
 
     // An edited sample: its stages and the aggregation.
     project.write("data/raw/S042.txt", "sample 42, again\n");
