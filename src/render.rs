@@ -48,10 +48,11 @@ fn field_lines(out: &mut String, changes: &[FieldChange], indent: &str) {
     }
 }
 
-/// Past this many characters on both sides, a change is said by the words
-/// it adds and removes: an aggregation's command over 200 paths is
-/// kilobytes, and one path added is what changed.
-const WHOLE_CHANGE_CHARS: usize = 160;
+/// Past this many characters on either side, a change is said by the
+/// words it adds and removes: an aggregation's command over 200 paths is
+/// kilobytes, and one path added is what changed. A command of a line or
+/// two is shown whole.
+const WHOLE_CHANGE_CHARS: usize = 400;
 
 /// The words of `text`, a shell's separators (`;`, `|`, `&`, `(`, `)`,
 /// `<`, `>`) each a word of its own, so that `a.txt;` is `a.txt` and `;`.
@@ -79,7 +80,7 @@ fn words_of(text: &str) -> Vec<&str> {
 /// (`words removed: a; added: b, c`), after their common first and last
 /// words.
 fn change_text(before: &str, after: &str) -> String {
-    if before.len() + after.len() <= WHOLE_CHANGE_CHARS {
+    if before.len().max(after.len()) <= WHOLE_CHANGE_CHARS {
         return format!("{before} -> {after}");
     }
     let old = words_of(before);
