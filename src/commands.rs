@@ -262,7 +262,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     if !quiet && !args.json {
         print_report_locations(&pipeline, &summary);
     }
-    if let (Some(name), false) = (&args.name, summary.recorded) {
+    if let (Some(name), None) = (&args.name, summary.recorded) {
         errln!(
             "note: no run was recorded, so none is named `{name}`; the run that made these results takes it with `pipe runs name RUN {name}`"
         );

@@ -222,21 +222,21 @@ impl HumanReporter {
         }
     }
 
-    fn run_finished(&self, run_id: RunId, status: RunStatus, recorded: bool) {
+    fn run_finished(&self, status: RunStatus, recorded: Option<RunId>) {
         if let Some(bar) = lock(&self.overall).take() {
             bar.finish_and_clear();
         }
         let tally = lock(&self.tally);
         let counts = &tally.counts;
         let elapsed = format_seconds(lock(&self.started).elapsed().as_secs_f64());
-        if !recorded {
+        let Some(run_id) = recorded else {
             let fresh = counts.get("fresh").copied().unwrap_or(0);
             self.line(format!(
                 "nothing to do: {fresh} {} fresh, no run recorded ({elapsed})",
                 if fresh == 1 { "stage" } else { "stages" },
             ));
             return;
-        }
+        };
         let parts: Vec<String> = [
             StageStatus::Ran,
             StageStatus::Restored,
@@ -385,11 +385,7 @@ impl Reporter<Event<'_>> for HumanReporter {
                 log,
                 log_tail,
             } => self.say(self.worker_build.finished(succeeded, duration, log, log_tail)),
-            Event::RunFinished {
-                run_id,
-                status,
-                recorded,
-            } => self.run_finished(run_id, status, recorded),
+            Event::RunFinished { status, recorded } => self.run_finished(status, recorded),
         }
     }
 }

@@ -52,7 +52,6 @@ enum RunEventLine<'a> {
         holder: Option<u32>,
     },
     RunStarted {
-        run: RunId,
         stages: usize,
     },
     StageRunning {
@@ -138,8 +137,8 @@ enum RunEventLine<'a> {
         log: &'a Path,
     },
     RunFinished {
-        /// `null` when nothing was recorded: the id `run_started`
-        /// announced is given back then, and no run carries it.
+        /// `null` when nothing was recorded: a run whose stages were all
+        /// fresh has no id.
         run: Option<RunId>,
         status: RunStatus,
         recorded: bool,
@@ -150,10 +149,7 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
     fn from(event: &Event<'a>) -> RunEventLine<'a> {
         match *event {
             Event::WaitingForLock { holder } => RunEventLine::WaitingForLock { holder },
-            Event::RunStarted { run_id, stages } => RunEventLine::RunStarted {
-                run: run_id,
-                stages,
-            },
+            Event::RunStarted { stages } => RunEventLine::RunStarted { stages },
             Event::StageRunning { stage, log } => RunEventLine::StageRunning { stage, log },
             Event::StageFinished {
                 stage,
@@ -251,14 +247,10 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
                 duration_ms: milliseconds(duration),
                 log,
             },
-            Event::RunFinished {
-                run_id,
+            Event::RunFinished { status, recorded } => RunEventLine::RunFinished {
+                run: recorded,
                 status,
-                recorded,
-            } => RunEventLine::RunFinished {
-                run: recorded.then_some(run_id),
-                status,
-                recorded,
+                recorded: recorded.is_some(),
             },
         }
     }
@@ -357,11 +349,8 @@ mod tests {
                 r#"{"event":"waiting_for_lock","holder":null}"#,
             ),
             (
-                Event::RunStarted {
-                    run_id: RunId(7),
-                    stages: 3,
-                },
-                r#"{"event":"run_started","run":7,"stages":3}"#,
+                Event::RunStarted { stages: 3 },
+                r#"{"event":"run_started","stages":3}"#,
             ),
             (
                 Event::StageRunning {
@@ -379,17 +368,15 @@ mod tests {
             ),
             (
                 Event::RunFinished {
-                    run_id: RunId(7),
                     status: RunStatus::Succeeded,
-                    recorded: true,
+                    recorded: Some(RunId(7)),
                 },
                 r#"{"event":"run_finished","run":7,"status":"succeeded","recorded":true}"#,
             ),
             (
                 Event::RunFinished {
-                    run_id: RunId(7),
                     status: RunStatus::Succeeded,
-                    recorded: false,
+                    recorded: None,
                 },
                 r#"{"event":"run_finished","run":null,"status":"succeeded","recorded":false}"#,
             ),

@@ -131,12 +131,12 @@ fn print_summary(outcome: &SweepOutcome, combinations: usize) {
     for run in &outcome.runs {
         let swept = run.swept.join(" ");
         match run.outcome.recorded {
-            true => errln!(
+            Some(run_id) => errln!(
                 "  {:<6} {:<11} {swept}",
-                format!("#{}", run.outcome.run_id),
+                format!("#{run_id}"),
                 run.outcome.status.as_str()
             ),
-            false => errln!(
+            None => errln!(
                 "  {:<6} {:<11} {swept}  ({})",
                 "-",
                 "fresh",
@@ -149,8 +149,8 @@ fn print_summary(outcome: &SweepOutcome, combinations: usize) {
     let mut ids: Vec<String> = Vec::new();
     for run in &outcome.runs {
         let runs = match run.outcome.recorded {
-            true => vec![run.outcome.run_id],
-            false => run.results_of.runs.clone(),
+            Some(run_id) => vec![run_id],
+            None => run.results_of.runs.clone(),
         };
         for id in runs.iter().map(|id| id.to_string()) {
             if !ids.contains(&id) {
@@ -166,13 +166,12 @@ fn print_summary(outcome: &SweepOutcome, combinations: usize) {
 /// The sweep as one run: the run, or, when it found every result in
 /// place and recorded nothing, the run that holds them.
 fn print_one_run_summary(run: &SweepRun, combinations: usize) {
-    if run.outcome.recorded {
+    if let Some(run_id) = run.outcome.recorded {
         errln!(
-            "sweep: {combinations} combinations in run #{}, {}",
-            run.outcome.run_id,
+            "sweep: {combinations} combinations in run #{run_id}, {}",
             run.outcome.status.as_str()
         );
-        errln!("compare them: pipe compare {}", run.outcome.run_id);
+        errln!("compare them: pipe compare {run_id}");
         return;
     }
     errln!(

@@ -21,24 +21,77 @@ use std::collections::BTreeMap;
 
 use pipe_protocol::excerpt as shown;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::{ActionKey, Artifact};
 
 /// What a successful stage produced, stored under its key. Metrics are
 /// not kept here: they are outputs (`metrics.json` and the stage's
 /// `metrics:` files), stored, restored and verified as objects.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActionResult {
     pub key: ActionKey,
     /// Project-relative output path -> stored artifact.
     pub outputs: BTreeMap<String, Artifact>,
-    /// The canonical key manifest this key is the digest of. Its `outs`
-    /// (name -> path) and `metrics` (paths) are the only paths an action
-    /// may hold.
-    pub manifest: serde_json::Value,
+    /// The canonical key manifest this key is the digest of, as written
+    /// (`manifest_of`). Its `outs` (name -> path) and `metrics` (paths) are
+    /// the only paths an action may hold; nothing else of it is read when
+    /// a result is looked up, so it is kept as text, not built into a tree
+    /// (most of what a no-op's hundred lookups cost).
+    pub manifest: Box<RawValue>,
     pub created_unix_ms: u64,
     pub duration_ms: u64,
+}
+
+impl PartialEq for ActionResult {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && self.outputs == other.outputs
+            && self.manifest.get() == other.manifest.get()
+            && self.created_unix_ms == other.created_unix_ms
+            && self.duration_ms == other.duration_ms
+    }
+}
+
+/// A manifest as an action keeps it.
+pub fn manifest_of(manifest: &serde_json::Value) -> Box<RawValue> {
+    // Serialising a tree of JSON values cannot fail.
+    serde_json::value::to_raw_value(manifest)
+        .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"))
+}
+
+/// The paths a manifest declares, read from its text: `outs` values and
+/// `metrics` items that are text; anything else of the manifest is
+/// skipped, not built.
+#[derive(Deserialize, Default)]
+struct DeclaredPaths {
+    #[serde(default)]
+    outs: Option<serde_json::Value>,
+    #[serde(default)]
+    metrics: Option<serde_json::Value>,
+}
+
+impl DeclaredPaths {
+    fn of(manifest: &RawValue) -> DeclaredPaths {
+        serde_json::from_str(manifest.get()).unwrap_or_default()
+    }
+
+    fn outs(&self) -> impl Iterator<Item = &str> {
+        self.outs
+            .as_ref()
+            .and_then(|outs| outs.as_object())
+            .into_iter()
+            .flat_map(|outs| outs.values().filter_map(|path| path.as_str()))
+    }
+
+    fn metrics(&self) -> impl Iterator<Item = &str> {
+        self.metrics
+            .as_ref()
+            .and_then(|metrics| metrics.as_array())
+            .into_iter()
+            .flat_map(|metrics| metrics.iter().filter_map(|path| path.as_str()))
+    }
 }
 
 /// The fixed start of an action file, before the checksum.
@@ -113,38 +166,30 @@ pub(crate) fn decode(bytes: &[u8], key: &ActionKey) -> Result<ActionResult, BadA
 
 impl ActionResult {
     /// The paths the manifest declares: its `outs` and its `metrics`.
-    pub fn declared_paths(&self) -> Vec<&str> {
-        let outs = self
-            .manifest
-            .get("outs")
-            .and_then(|outs| outs.as_object())
-            .into_iter()
-            .flat_map(|outs| outs.values().filter_map(|path| path.as_str()));
-        let metrics = self
-            .manifest
-            .get("metrics")
-            .and_then(|metrics| metrics.as_array())
-            .into_iter()
-            .flat_map(|metrics| metrics.iter().filter_map(|path| path.as_str()));
-        outs.chain(metrics).collect()
+    pub fn declared_paths(&self) -> Vec<String> {
+        let declared = DeclaredPaths::of(&self.manifest);
+        declared
+            .outs()
+            .chain(declared.metrics())
+            .map(str::to_string)
+            .collect()
     }
 
     /// The metrics files the manifest declares that the result holds, in
     /// the order their values are merged.
-    pub fn metrics_paths(&self) -> Vec<&str> {
-        self.manifest
-            .get("metrics")
-            .and_then(|metrics| metrics.as_array())
-            .into_iter()
-            .flat_map(|metrics| metrics.iter().filter_map(|path| path.as_str()))
+    pub fn metrics_paths(&self) -> Vec<String> {
+        DeclaredPaths::of(&self.manifest)
+            .metrics()
             .filter(|path| self.outputs.contains_key(*path))
+            .map(str::to_string)
             .collect()
     }
 
     /// Every output path is plain, inside the project, and declared by
     /// the manifest; every declared `outs` path is there.
     pub(crate) fn check_paths(&self) -> Result<(), BadAction> {
-        let declared = self.declared_paths();
+        let paths = DeclaredPaths::of(&self.manifest);
+        let declared: Vec<&str> = paths.outs().chain(paths.metrics()).collect();
         for path in self.outputs.keys() {
             if let Err(problem) = check_relative_path(path) {
                 return Err(BadAction::OutputNotRelative {
@@ -156,13 +201,11 @@ impl ActionResult {
                 return Err(BadAction::OutputUndeclared { path: path.clone() });
             }
         }
-        if let Some(outs) = self.manifest.get("outs").and_then(|outs| outs.as_object()) {
-            for path in outs.values().filter_map(|path| path.as_str()) {
-                if !self.outputs.contains_key(path) {
-                    return Err(BadAction::OutputMissing {
-                        path: path.to_string(),
-                    });
-                }
+        for path in paths.outs() {
+            if !self.outputs.contains_key(path) {
+                return Err(BadAction::OutputMissing {
+                    path: path.to_string(),
+                });
             }
         }
         Ok(())
@@ -223,10 +266,10 @@ mod tests {
                 .iter()
                 .map(|path| (path.to_string(), artifact()))
                 .collect(),
-            manifest: serde_json::json!({
+            manifest: manifest_of(&serde_json::json!({
                 "outs": {"model": "out/model.bin"},
                 "metrics": [".pipe/out/p/train/metrics.json"],
-            }),
+            })),
             created_unix_ms: 1,
             duration_ms: 2,
         }

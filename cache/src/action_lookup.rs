@@ -82,7 +82,7 @@ mod tests {
         let stored = ActionResult {
             key: ActionKey::of(b"stored"),
             outputs: Default::default(),
-            manifest: serde_json::json!({ "outs": {}, "metrics": [] }),
+            manifest: crate::manifest_of(&serde_json::json!({ "outs": {}, "metrics": [] })),
             created_unix_ms: 0,
             duration_ms: 0,
         };

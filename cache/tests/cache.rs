@@ -92,13 +92,13 @@ fn action(key: ActionKey, outputs: &[(&str, &Artifact)]) -> ActionResult {
             .iter()
             .map(|(name, artifact)| (name.to_string(), (*artifact).clone()))
             .collect(),
-        manifest: serde_json::json!({
+        manifest: pipe_cache::manifest_of(&serde_json::json!({
             "stage": "test",
             "outs": outputs
                 .iter()
                 .map(|(name, _)| (name.to_string(), serde_json::json!(name)))
                 .collect::<serde_json::Map<_, _>>(),
-        }),
+        })),
         created_unix_ms: 1,
         duration_ms: 2,
     }

@@ -48,10 +48,10 @@ fn stored_result(dir: &Path, side: &Side, key: &str, content: &str) -> ActionRes
     let result = ActionResult {
         key: ActionKey::of(key.as_bytes()),
         outputs,
-        manifest: serde_json::json!({
+        manifest: pipe_cache::manifest_of(&serde_json::json!({
             "key": key,
             "outs": { "file": "file.txt", "tree": "tree" },
-        }),
+        })),
         created_unix_ms: 0,
         duration_ms: 1,
     };

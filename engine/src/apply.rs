@@ -208,7 +208,7 @@ pub fn apply_run(
             remove_orphans: false,
         };
         let made = crate::exec::run(&after.pipeline, &after.dag, &options, observer)?;
-        reports_made = Some(made.run_id).filter(|_| made.recorded);
+        reports_made = made.recorded;
         not_fresh = stages_not_fresh(&after)?;
     }
     done(ApplyReport::Done(Applied {

@@ -12,18 +12,12 @@ use crate::runs::{RunStatus, StageStatus};
 #[derive(Debug)]
 pub enum Event<'a> {
     /// Another `pipe run` holds this project; waiting for it.
-    WaitingForLock {
-        holder: Option<u32>,
-    },
-    RunStarted {
-        run_id: RunId,
-        stages: usize,
-    },
+    WaitingForLock { holder: Option<u32> },
+    /// The run's id is not known yet: its row is written when it first
+    /// does something (`RunFinished` names it).
+    RunStarted { stages: usize },
     /// A stage's command started (cache misses only).
-    StageRunning {
-        stage: &'a str,
-        log: &'a Path,
-    },
+    StageRunning { stage: &'a str, log: &'a Path },
     StageFinished {
         stage: &'a str,
         status: StageStatus,
@@ -49,15 +43,9 @@ pub enum Event<'a> {
     /// The newest line a running command stage wrote to its log, as it
     /// wrote it (a few times a second at most; cut to 200 characters, not
     /// made safe for a terminal).
-    StageOutput {
-        stage: &'a str,
-        line: &'a str,
-    },
+    StageOutput { stage: &'a str, line: &'a str },
     /// A line a built-in stage wants the user to see.
-    StageMessage {
-        stage: &'a str,
-        text: &'a str,
-    },
+    StageMessage { stage: &'a str, text: &'a str },
     /// A sweep (`pipe run -m`) starts its run `index` (from 0) of `total`,
     /// with these swept `-S` values.
     SweepRunStarting {
@@ -81,22 +69,15 @@ pub enum Event<'a> {
     /// The run added these lines to the project's `.gitignore` (made
     /// when there was none): outputs of command stages, which pipe's
     /// cache holds (`crate::gitignore`).
-    OutputsIgnored {
-        file: &'a Path,
-        lines: &'a [String],
-    },
+    OutputsIgnored { file: &'a Path, lines: &'a [String] },
     /// Outputs of stages no longer in the pipeline, still in the work
     /// tree (`crate::orphans`): removed, with `--remove-orphans`, or left.
-    Orphans {
-        paths: &'a [String],
-        removed: bool,
-    },
+    Orphans { paths: &'a [String], removed: bool },
     RunFinished {
-        run_id: RunId,
         status: RunStatus,
-        /// False when every stage was fresh: then no run is recorded, and
-        /// `run_id` names none.
-        recorded: bool,
+        /// The run as recorded; `None` when every stage was fresh: then no
+        /// run is recorded.
+        recorded: Option<RunId>,
     },
     /// In a source checkout, pipe builds its workers (first use, or their
     /// sources changed) when a stage that needs one must run. The tools'

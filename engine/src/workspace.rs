@@ -217,12 +217,7 @@ pub fn read_result_metrics(
     cache: &Cache,
     result: &ActionResult,
 ) -> Result<BTreeMap<String, serde_json::Value>, BadMetrics> {
-    let paths: Vec<String> = result
-        .metrics_paths()
-        .into_iter()
-        .map(str::to_string)
-        .collect();
-    read_metrics_files(cache, result, paths)
+    read_metrics_files(cache, result, result.metrics_paths())
 }
 
 /// Why a result's metrics could not be read.

@@ -221,9 +221,9 @@ impl RunResult {
     pub fn run_id(&self) -> i64 {
         self.events
             .iter()
-            .find(|event| event["event"] == "run_started")
+            .find(|event| event["event"] == "run_finished")
             .and_then(|event| event["run"].as_i64())
-            .expect("run_started event")
+            .expect("a run_finished event naming a recorded run")
     }
 }
 

@@ -288,7 +288,7 @@ mod tests {
         ActionResult {
             key: ActionKey::of(b"k"),
             outputs: BTreeMap::new(),
-            manifest: serde_json::Value::Null,
+            manifest: crate::manifest_of(&serde_json::Value::Null),
             created_unix_ms: 0,
             duration_ms: 0,
         }

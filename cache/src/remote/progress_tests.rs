@@ -45,7 +45,9 @@ fn stored_result(dir: &Path) -> (ActionResult, u64) {
     let result = ActionResult {
         key: ActionKey::of(b"progress"),
         outputs,
-        manifest: serde_json::json!({"outs": {"big": "big.bin", "tree": "tree"}}),
+        manifest: crate::manifest_of(
+            &serde_json::json!({"outs": {"big": "big.bin", "tree": "tree"}}),
+        ),
         created_unix_ms: 0,
         duration_ms: 1,
     };

@@ -88,7 +88,7 @@ pub(super) async fn pull_metrics(
     let result = crate::action::decode(&bytes, key)
         .map_err(|reason| Failure::Corrupt(format!("result {}: {reason}", key.short())))?;
     for metrics_path in result.metrics_paths() {
-        let artifact = &result.outputs[metrics_path];
+        let artifact = &result.outputs[metrics_path.as_str()];
         if artifact.kind != ArtifactKind::File {
             return Err(Failure::Corrupt(format!(
                 "result {}: its metrics file `{metrics_path}` is a directory",

@@ -10,6 +10,7 @@ use pipe_protocol::redact::redact_text;
 use serde_json::Value;
 
 use super::failure::StageFailure;
+use super::run_row::RunRow;
 use super::run_so_far::RunSoFar;
 use super::slurm;
 use super::workspaces::Workspaces;
@@ -17,7 +18,6 @@ use crate::events::Observer;
 use crate::key::DepDigests;
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::Project;
-use crate::runs::RunId;
 use crate::runs::{RunStatus, StageRecord, StageStatus};
 use crate::workspace::{hash_deps_where, DepProblem};
 
@@ -26,7 +26,8 @@ pub(super) struct Context<'a> {
     pub(super) cache: Cache,
     pub(super) stat: StatCache,
     pub(super) link: &'a [LinkMode],
-    pub(super) run_id: RunId,
+    /// The run's row, written when the run first does something.
+    pub(super) run: &'a RunRow<'a>,
     /// Where `.pipe/` keeps logs, scratch directories and the records of
     /// running stages' process groups.
     pub(super) project: Project,

@@ -15,6 +15,7 @@ use super::process::{spawn_and_wait, ReadEvents};
 use super::slurm::{JobOutput, LazyCluster, Placement};
 use crate::events::Event;
 use crate::pipeline::Stage;
+use crate::runs::RunId;
 
 /// One stage's command, and what its run needs to know of the stage.
 pub(super) struct StageCommand<'a> {
@@ -25,6 +26,8 @@ pub(super) struct StageCommand<'a> {
     pub(super) key: &'a ActionKey,
     pub(super) gpus: &'a [String],
     pub(super) log_path: &'a Path,
+    /// The run's id: a stage that runs has its row written.
+    pub(super) run_id: RunId,
 }
 
 /// What running a stage's command came to, and where it ran: a job's id,
@@ -133,7 +136,7 @@ impl StageExecutor for LazyCluster {
             job.index,
             job.stage,
             job.context.root_of(job.stage),
-            job.context.run_id,
+            job.run_id,
             &job_argv(&command),
             job.log_path,
             output,

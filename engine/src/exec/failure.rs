@@ -41,6 +41,9 @@ pub enum StageFailure {
     },
     /// pipe could not store or record the result in the cache.
     Cache { what: String, source: CacheError },
+    /// The run's row could not be written before the stage started
+    /// (`RunRow::id`); the run ends with the database's error.
+    NotRecorded(String),
     /// Ctrl-C or SIGTERM stopped it.
     Interrupted,
     /// Slurm would not take its job (`sbatch`'s own words).
@@ -69,9 +72,9 @@ impl StageFailure {
 impl fmt::Display for StageFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StageFailure::Dependency(message) | StageFailure::Contract(message) => {
-                f.write_str(message)
-            }
+            StageFailure::Dependency(message)
+            | StageFailure::Contract(message)
+            | StageFailure::NotRecorded(message) => f.write_str(message),
             StageFailure::OutputRefused(unsafe_output) => unsafe_output.fmt(f),
             StageFailure::NotEnoughGpus { needed, available } => write!(
                 f,

@@ -12,6 +12,7 @@ mod progress_text;
 mod readiness;
 mod request;
 mod run;
+mod run_row;
 mod run_so_far;
 mod scheduler;
 mod slots;

@@ -55,11 +55,12 @@ pub(super) fn spawn_and_wait(
     log_path: &Path,
     read_events: Option<ReadEvents<'_>>,
 ) -> Result<std::process::ExitStatus, StageFailure> {
+    let run_id = context.run.id_for_stage()?;
     command
         .current_dir(context.root_of(stage))
         .stdin(Stdio::null())
         .env("PIPE_STAGE", &stage.name)
-        .env("PIPE_RUN_ID", context.run_id.to_string())
+        .env("PIPE_RUN_ID", run_id.to_string())
         .process_group(0);
     for (name, value) in &stage.env {
         command.env(name, value);

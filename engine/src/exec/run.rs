@@ -10,6 +10,7 @@ use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
 use pipe_cache::{Cache, CacheError, LinkMode, RemoteError, StatCache};
 
 use super::context::{nothing_done, Context};
+use super::run_row::{RunRow, RunStartFacts};
 use super::run_so_far::RunSoFar;
 use super::{scheduler, slurm};
 use crate::dag::Dag;
@@ -19,9 +20,7 @@ use crate::params_override::{Restored, WrittenParams};
 use crate::pipeline::{paths_overlap, ParamsFileEdits, Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
 use crate::runs::RunId;
-use crate::runs::{
-    DirtySettler, GitProbe, RunDb, RunEnd, RunStart, RunStatus, StageRecord, StageStatus,
-};
+use crate::runs::{DirtySettler, GitProbe, RunDb, RunEnd, RunStatus, StageRecord, StageStatus};
 use crate::{EngineError, Result, UsageError};
 
 #[derive(Debug, Clone)]
@@ -61,12 +60,11 @@ pub struct RunOptions {
 
 #[derive(Debug)]
 pub struct RunOutcome {
-    pub run_id: RunId,
     /// `succeeded`, `failed` or `interrupted`.
     pub status: RunStatus,
-    /// Whether the run is in the history: not when every selected stage
-    /// was fresh (then `run_id` was given back).
-    pub recorded: bool,
+    /// The run in the history; `None` when every selected stage was fresh:
+    /// such a run is not recorded.
+    pub recorded: Option<RunId>,
     pub stages: Vec<StageRecord>,
     /// What went to and from the remote cache, when there is one.
     pub remote: Option<RemoteSummary>,
@@ -193,9 +191,8 @@ pub fn run(
         cache,
         remote,
         stat,
-        mut db,
         git,
-        run_id,
+        run,
     } = OpenedRun::open(pipeline, &project, options)?;
 
     let selected = if targets.is_empty() {
@@ -204,27 +201,35 @@ pub fn run(
         dag.closure(&targets)
     };
     observer(Event::RunStarted {
-        run_id,
         stages: selected.len(),
     });
-    let written_params = write_params_file(pipeline, &selected, git.as_ref(), observer)?;
-    let run_so_far = RunSoFar::of(pipeline, dag, &selected);
-    // The first stage that is not fresh makes this a run to record: the
-    // work tree's comparison with HEAD starts then, in the background,
-    // beside the stages, and is waited for when the record is finished. A
-    // no-op never starts it.
+    // The first stage that is not fresh makes this a run to record: its
+    // row is written then, and the work tree's comparison with HEAD starts,
+    // in the background, beside the stages, and is waited for when the
+    // record is finished. A no-op does neither.
     let observe = |event: Event<'_>| {
-        if let (Some(git), true) = (&git, does_something(&event)) {
-            git.check_dirty();
+        if does_something(&event) {
+            if let (Ok(run_id), Some(git)) = (run.id(), &git) {
+                git.recorded_as(run_id);
+                git.check_dirty();
+            }
         }
         observer(event)
     };
     let observer: Observer<'_> = &observe;
-    let cluster = lazy_cluster(&options.executor, pipeline, &project, run_id);
+    let written_params = write_params_file(pipeline, &selected, git.as_ref(), &run, observer)?;
+    let run_so_far = RunSoFar::of(pipeline, dag, &selected);
+    let cluster = match &options.executor {
+        Executor::Local => None,
+        Executor::Slurm(_) => Some(run_id_now(&run)?),
+    }
+    .and_then(|run_id| lazy_cluster(&options.executor, pipeline, &project, run_id));
     let workspaces = match pipeline.workspaces.is_empty() {
         true => None,
         false => Some(super::workspaces::Workspaces::create(
-            &project, pipeline, run_id,
+            &project,
+            pipeline,
+            run_id_now(&run)?,
         )?),
     };
     let mut is_forced = vec![options.force_all; pipeline.stages.len()];
@@ -236,7 +241,7 @@ pub fn run(
         cache,
         stat,
         link: &options.link,
-        run_id,
+        run: &run,
         project,
         observer,
         jobs: options.jobs.max(1),
@@ -246,28 +251,19 @@ pub fn run(
         cluster,
         workspaces,
     };
-    let outcome = scheduler::schedule(
-        &context,
-        dag,
-        &selected,
-        &is_forced,
-        options.jobs.max(1),
-        &mut db,
-    );
+    let outcome = scheduler::schedule(&context, dag, &selected, &is_forced, options.jobs.max(1));
     let transfers = wind_down(&context);
     if let Some(written) = written_params {
         restore_params_file(written, observer);
     }
+    if let Some(error) = context.run.take_error() {
+        return Err(error);
+    }
     let (records, status) = outcome?;
-    let recorded = finish_record(&mut db, run_id, status, &records, git.as_ref())?;
-    let remote = remote_summary(context.remote.as_ref(), transfers, recorded, &db, run_id);
-    observer(Event::RunFinished {
-        run_id,
-        status,
-        recorded,
-    });
+    let recorded = finish_record(context.run, status, &records, git.as_ref())?;
+    let remote = remote_summary(context.remote.as_ref(), transfers, recorded, context.run);
+    observer(Event::RunFinished { status, recorded });
     Ok(RunOutcome {
-        run_id,
         status,
         recorded,
         stages: records,
@@ -339,6 +335,7 @@ fn write_params_file(
     pipeline: &Pipeline,
     selected: &[usize],
     git: Option<&GitProbe>,
+    run: &RunRow<'_>,
     observer: Observer<'_>,
 ) -> Result<Option<WrittenParams>> {
     let Some(edits) = &pipeline.params_file else {
@@ -351,6 +348,8 @@ fn write_params_file(
         return Ok(None);
     }
     if let Some(git) = git {
+        // A settler writes into the run's row, which must be there first.
+        git.recorded_as(run_id_now(run)?);
         git.finish();
     }
     let written = WrittenParams::write(&pipeline.root, edits)?;
@@ -430,54 +429,63 @@ fn check_requests(
 }
 
 /// What a run works with, opened before its first stage: the stores, the
-/// work tree's git state, and the run's record, started.
-struct OpenedRun {
+/// work tree's git state, and the run's row, to be written when the run
+/// first does something.
+struct OpenedRun<'a> {
     cache: Cache,
     remote: Option<Remote>,
     stat: StatCache,
-    db: RunDb,
     git: Option<GitProbe>,
-    run_id: RunId,
+    run: RunRow<'a>,
 }
 
-impl OpenedRun {
-    fn open(pipeline: &Pipeline, project: &Project, options: &RunOptions) -> Result<Self> {
+impl<'a> OpenedRun<'a> {
+    fn open(pipeline: &'a Pipeline, project: &Project, options: &'a RunOptions) -> Result<Self> {
+        let started_ms = crate::runs::now_ms();
         let cache = Cache::open(&project.cache_dir)?;
         let remote = match &options.remote {
             Some(config) => Some(open_remote(config, &project.cache_dir)?),
             None => None,
         };
         let stat = StatCache::open(&project.stat_db())?;
-        let db = RunDb::open(&project.runs_db())?;
         // The commit, read from a few files; the dirty flag is worked out
         // only by a run that will be recorded (`finish_record`).
         let mut git = GitProbe::start(&pipeline.root);
-        let file = pipeline_file_in_project(pipeline);
-        let run_id = db.start_run(&RunStart {
-            pipeline: &pipeline.name,
-            file: file.as_deref(),
-            argv: &options.argv,
-            overrides: &options.overrides,
-            sweep: options.sweep,
-            params: &pipeline.params,
-            directions: &pipeline.directions,
-            git_commit: git.as_ref().map(GitProbe::commit),
-            name: options.name.as_deref(),
-            branch: git.as_ref().and_then(GitProbe::branch),
-            head_commit: git.as_ref().and_then(GitProbe::head_commit).as_deref(),
-        })?;
+        let run = RunRow::new(
+            project.runs_db(),
+            RunStartFacts {
+                pipeline: &pipeline.name,
+                file: pipeline_file_in_project(pipeline),
+                argv: &options.argv,
+                overrides: &options.overrides,
+                sweep: options.sweep,
+                params: &pipeline.params,
+                directions: &pipeline.directions,
+                git_commit: git.as_ref().map(|git| git.commit().to_string()),
+                name: options.name.as_deref(),
+                branch: git.as_ref().and_then(GitProbe::branch).map(str::to_string),
+                head_commit: git.as_ref().and_then(GitProbe::head_commit),
+                started_ms,
+            },
+        )?;
         if let (Some(git), Some(settler)) = (&mut git, &options.git_settler) {
-            git.settle_with(settler.clone(), &project.runs_db(), run_id);
+            git.settle_with(settler.clone(), &project.runs_db());
         }
         Ok(OpenedRun {
             cache,
             remote,
             stat,
-            db,
             git,
-            run_id,
+            run,
         })
     }
+}
+
+/// The run's id now, its row written: for what names the run before any
+/// stage starts (a sweep's work trees, the cluster's job names).
+fn run_id_now(run: &RunRow<'_>) -> Result<RunId> {
+    run.id()
+        .map_err(|message| run.take_error().unwrap_or(EngineError::Internal(message)))
 }
 
 /// The Slurm cluster of a run on Slurm, reached only when a stage goes
@@ -515,35 +523,39 @@ fn wind_down(context: &Context<'_>) -> Option<TransferReport> {
 }
 
 /// The run's record finished, or discarded when the run did nothing;
-/// whether it is kept.
+/// the run, if it is kept.
 fn finish_record(
-    db: &mut RunDb,
-    run_id: RunId,
+    run: &RunRow<'_>,
     status: RunStatus,
     records: &[StageRecord],
     git: Option<&GitProbe>,
-) -> Result<bool> {
+) -> Result<Option<RunId>> {
     // Nothing ran, was restored, failed or was skipped: the run changed
     // nothing and is not history (`pipe runs`, `pipe diff` and `pipe show
     // last` never see it), and it does not wait for the dirty flag. A
-    // settler still at work after the grace writes the flag itself.
-    let recorded = !nothing_done(status, records);
-    if recorded {
-        let git_dirty = git.and_then(|git| git.finish_within(crate::runs::DIRTY_GRACE).dirty);
-        db.finish_run(run_id, &RunEnd { status, git_dirty })?;
-    } else {
-        db.discard_run(run_id)?;
+    // settler still at work after the grace writes the flag itself. Its
+    // row was most likely never written; one written before any stage
+    // (a sweep's work trees, a cluster) is taken back.
+    if nothing_done(status, records) {
+        run.if_written(|db, run_id| db.discard_run(run_id))?;
+        return Ok(None);
     }
-    Ok(recorded)
+    run.with_db(|db, run_id| {
+        let git_dirty = git.and_then(|git| {
+            git.recorded_as(run_id);
+            git.finish_within(crate::runs::DIRTY_GRACE).dirty
+        });
+        db.finish_run(run_id, &RunEnd { status, git_dirty })?;
+        Ok(Some(run_id))
+    })
 }
 
 /// What went to and from the remote cache, the run's record included.
 fn remote_summary(
     remote: Option<&Remote>,
     transfers: Option<TransferReport>,
-    recorded: bool,
-    db: &RunDb,
-    run_id: RunId,
+    recorded: Option<RunId>,
+    run: &RunRow<'_>,
 ) -> Option<RemoteSummary> {
     match (remote, transfers) {
         (Some(remote), Some(transfers)) => {
@@ -555,10 +567,16 @@ fn remote_summary(
                 + transfers.results_already_present
                 + transfers.results_not_pushed
                 > 0;
-            let record = if touched && recorded {
-                push_run_record(remote, db, run_id)
-            } else {
-                Err(RecordNotPushed::NothingNew)
+            let pushed = match (touched, recorded) {
+                (true, Some(_)) => {
+                    run.if_written(|db, run_id| Ok(push_run_record(remote, db, run_id)))
+                }
+                _ => Ok(None),
+            };
+            let record = match pushed {
+                Ok(Some(pushed)) => pushed,
+                Ok(None) => Err(RecordNotPushed::NothingNew),
+                Err(error) => Err(RecordNotPushed::History(Box::new(error))),
             };
             Some(RemoteSummary {
                 url: remote.url().to_string(),

@@ -19,8 +19,7 @@ use crate::dag::Dag;
 use crate::events::Event;
 use crate::pipeline::{Stage, StageKind};
 use crate::run_input;
-use crate::runs::RunId;
-use crate::runs::{RunDb, RunStatus, StageRecord, StageStatus};
+use crate::runs::{RunStatus, StageRecord, StageStatus};
 use crate::{interrupt, EngineError, Result};
 
 /// A stage handed to a thread of the pool.
@@ -36,7 +35,6 @@ pub(super) fn schedule(
     selected: &[usize],
     is_forced: &[bool],
     jobs: usize,
-    db: &mut RunDb,
 ) -> Result<(Vec<StageRecord>, RunStatus)> {
     let stages = &context.pipeline.stages;
     // A stage on the cluster gets its GPUs from Slurm, not from this machine.
@@ -135,7 +133,7 @@ pub(super) fn schedule(
                     // nothing to write: its rows are not written to be
                     // deleted).
                     if recorder.did_something {
-                        recorder.save(db, context.run_id)?;
+                        recorder.save(context)?;
                     }
                     continue;
                 }
@@ -144,7 +142,7 @@ pub(super) fn schedule(
                 }
             };
             slots.release(outcome.index);
-            settle(context, &mut readiness, &mut recorder, outcome, db)?;
+            settle(context, &mut readiness, &mut recorder, outcome)?;
         }
         Ok(())
     })?;
@@ -160,7 +158,7 @@ pub(super) fn schedule(
     // A run of fresh stages only is discarded (`exec::run`): its rows are
     // not written to be deleted.
     if !nothing_done(status, &recorder.records) {
-        recorder.save(db, context.run_id)?;
+        recorder.save(context)?;
     }
     Ok((recorder.records, status))
 }
@@ -172,7 +170,6 @@ fn settle(
     readiness: &mut Readiness<'_>,
     recorder: &mut Recorder,
     outcome: StageOutcome,
-    db: &mut RunDb,
 ) -> Result<()> {
     let stages = &context.pipeline.stages;
     let status = outcome.record.status;
@@ -214,7 +211,7 @@ fn settle(
     // Persist after real work so a killed pipe keeps its history;
     // cheap cache checks are batched to keep no-op runs fast.
     if status == StageStatus::Ran {
-        recorder.save(db, context.run_id)?;
+        recorder.save(context)?;
     }
     Ok(())
 }
@@ -247,7 +244,9 @@ impl Recorder {
         self.unsaved.push((record, manifest));
     }
 
-    fn save(&mut self, db: &mut RunDb, run_id: RunId) -> Result<()> {
+    /// Writes the records not saved yet, and the run's row first if it is
+    /// not written.
+    fn save(&mut self, context: &Context<'_>) -> Result<()> {
         if self.unsaved.is_empty() {
             return Ok(());
         }
@@ -256,7 +255,9 @@ impl Recorder {
             .iter()
             .map(|(record, manifest)| (record.clone(), manifest.as_ref()))
             .collect();
-        db.record_stages(run_id, &batch)?;
+        context
+            .run
+            .with_db(|db, run_id| db.record_stages(run_id, &batch))?;
         self.unsaved.clear();
         Ok(())
     }
@@ -293,13 +294,20 @@ impl Stop {
 }
 
 fn report_finished(context: &Context<'_>, index: usize, record: &StageRecord) {
+    // A stage's log is made right before its command starts, with the
+    // run's row: a run without one has no logs, and a stage that failed
+    // before its command (a missing dependency) shows neither.
     let log = context
-        .project
-        .log_dir(context.run_id)
-        .join(log_name(&record.stage));
-    // A stage's log is made right before its command starts: one that
-    // failed before that (a missing dependency) shows neither.
-    let failed = record.status == StageStatus::Failed && log.is_file();
+        .run
+        .written_id()
+        .map(|run_id| {
+            context
+                .project
+                .log_dir(run_id)
+                .join(log_name(&record.stage))
+        })
+        .filter(|log| log.is_file());
+    let failed = record.status == StageStatus::Failed && log.is_some();
     let stage = || context.pipeline.stages.get(index);
     let command = failed.then(|| stage()?.shown_command()).flatten();
     // What a command of the user's printed is theirs to see on success
@@ -314,7 +322,7 @@ fn report_finished(context: &Context<'_>, index: usize, record: &StageRecord) {
     // A log is pointed at only when it holds something: a worker that
     // could not start wrote nothing, and its reason is in `detail`.
     let log_tail = (failed || ran_command)
-        .then(|| read_tail(&log, 20))
+        .then(|| read_tail(log.as_deref()?, 20))
         .flatten()
         .map(|tail| match stage() {
             Some(stage) => stage.masked_output(&tail).into_owned(),
@@ -326,7 +334,7 @@ fn report_finished(context: &Context<'_>, index: usize, record: &StageRecord) {
         duration: Duration::from_millis(record.duration_ms),
         detail: record.detail.as_deref(),
         command: command.as_deref(),
-        log: log_tail.is_some().then_some(log.as_path()),
+        log: log.as_deref().filter(|_| log_tail.is_some()),
         log_tail: log_tail.as_deref(),
     });
 }

@@ -24,7 +24,7 @@ use super::worker_client::run_worker;
 use crate::key::DepDigests;
 use crate::pipefile::paths::{check_output_after_command, check_output_location};
 use crate::pipeline::{Stage, StageKind};
-use crate::runs::{self, StageRecord, StageStatus};
+use crate::runs::{self, RunId, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, outputs_differing, read_metrics,
     remove_path, DepProblem,
@@ -272,7 +272,7 @@ fn keyed_manifest(
 ) -> Value {
     let nonce = stage
         .always_run
-        .then(|| format!("run {} {}", context.run_id, runs::now_ms()));
+        .then(|| format!("process {} {}", std::process::id(), runs::now_ms()));
     let mut manifest = key::manifest(stage, dep_digests, nonce.as_deref());
     if let (Some(run_so_far), true) = (&context.run_so_far, stage.reads_run()) {
         let (_, keyed) = run_so_far.input_of(context.pipeline, index);
@@ -380,14 +380,20 @@ pub(super) fn run_command(
     if let Err(failure) = context.stage_in(stage) {
         return Execution::not_started(failure);
     }
-    let (log, log_path) = match clear_outputs_and_open_log(context, stage) {
+    // A stage that runs makes the run one to record: its row, and its id
+    // for the log, the stage's environment and its marker.
+    let run_id = match context.run.id_for_stage() {
+        Ok(run_id) => run_id,
+        Err(failure) => return Execution::not_started(failure),
+    };
+    let (log, log_path) = match clear_outputs_and_open_log(context, stage, run_id) {
         Ok(opened) => opened,
         Err(failure) => return Execution::not_started(failure),
     };
     // Until the stage ends, `pipe status` in another process says it runs.
     let _running = crate::running::Marker::create(
         &context.project.state_dir,
-        context.run_id,
+        run_id,
         &context.pipeline.name,
         &stage.name,
         index,
@@ -402,6 +408,7 @@ pub(super) fn run_command(
         key,
         gpus,
         log_path: &log_path,
+        run_id,
     };
     match &stage.kind {
         StageKind::Command { .. } | StageKind::Argv { .. } => {
@@ -439,6 +446,7 @@ pub(super) fn run_command(
 fn clear_outputs_and_open_log(
     context: &Context<'_>,
     stage: &Stage,
+    run_id: RunId,
 ) -> Result<(File, PathBuf), StageFailure> {
     let root = context.root_of(stage);
     for out in declared_outputs(stage) {
@@ -452,7 +460,7 @@ fn clear_outputs_and_open_log(
             })?;
         }
     }
-    let log_dir = context.project.log_dir(context.run_id);
+    let log_dir = context.project.log_dir(run_id);
     std::fs::create_dir_all(&log_dir).map_err(|e| {
         StageFailure::io(
             format!("cannot create log directory `{}`", log_dir.display()),
@@ -522,7 +530,7 @@ pub(super) fn store_outputs(
     let result = ActionResult {
         key,
         outputs,
-        manifest: manifest.clone(),
+        manifest: pipe_cache::manifest_of(manifest),
         created_unix_ms: runs::now_ms(),
         duration_ms,
     };

@@ -18,6 +18,7 @@ use super::progress_text::{progress_interval, ProgressText, Reading};
 use crate::events::Event;
 use crate::pipeline::{Stage, WorkerStage};
 use crate::project::partial_output_dir;
+use crate::runs::RunId;
 use crate::workspace::remove_path;
 
 /// How often a running stage's progress is written to its log, so that
@@ -62,7 +63,7 @@ fn prepare_worker(
 ) -> Result<(WorkerDirs, Command), StageFailure> {
     let (context, stage) = (job.context, job.stage);
     ensure_worker(context, worker_stage, build_wait)?;
-    let dirs = WorkerDirs::cleared(context, stage, worker_stage)?;
+    let dirs = WorkerDirs::cleared(context, stage, worker_stage, job.run_id)?;
     let run = write_run_so_far(context, job.index, worker_stage, &dirs.scratch_dir)?;
     let resume = resume_dir(context, stage, job.key);
     let invocation = invocation(context, stage, worker_stage, job.gpus, &dirs, run, resume);
@@ -127,14 +128,14 @@ impl WorkerDirs {
         context: &Context<'_>,
         stage: &Stage,
         worker_stage: &WorkerStage,
+        run_id: RunId,
     ) -> Result<Self, StageFailure> {
         let root = &context.pipeline.root;
         let final_dir = root.join(&worker_stage.output_dir);
         let partial_dir = partial_output_dir(root, &worker_stage.output_dir);
-        let scratch_dir =
-            context
-                .project
-                .scratch_dir(context.run_id, &context.pipeline.name, &stage.name);
+        let scratch_dir = context
+            .project
+            .scratch_dir(run_id, &context.pipeline.name, &stage.name);
         for directory in [&final_dir, &partial_dir, &scratch_dir] {
             remove_path(directory).map_err(|e| {
                 StageFailure::io(format!("cannot clear `{}`", directory.display()), e)

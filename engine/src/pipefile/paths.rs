@@ -102,14 +102,14 @@ pub(crate) enum RealPath {
 /// outputs under a few directories costs a few system calls.
 pub(crate) struct RealPaths {
     root: PathBuf,
-    known_dirs: HashMap<String, RealPath>,
+    known: HashMap<String, RealPath>,
 }
 
 impl RealPaths {
     pub(crate) fn new(root: &Path) -> RealPaths {
         RealPaths {
             root: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()),
-            known_dirs: HashMap::new(),
+            known: HashMap::new(),
         }
     }
 
@@ -118,22 +118,23 @@ impl RealPaths {
         if dir.is_empty() {
             return RealPath::AsWritten { exists: true };
         }
-        if let Some(known) = self.known_dirs.get(dir) {
+        if let Some(known) = self.known.get(dir) {
             return known.clone();
         }
         let (real, looked) = self.entry(dir);
         // Only what cost a system call is worth remembering; a path under a
         // missing or outside directory is found again without one.
         if looked {
-            self.known_dirs.insert(dir.to_string(), real.clone());
+            self.known.insert(dir.to_string(), real.clone());
         }
         real
     }
 
     /// Where `path` (normalised) itself really is, following a symlink at
-    /// its last component too. Not remembered: a file is asked about once.
+    /// its last component too. Remembered like a directory: a source that
+    /// many stages read (a matrix's shared input) is looked at once.
     pub(crate) fn path(&mut self, path: &str) -> RealPath {
-        self.entry(path).0
+        self.dir(path)
     }
 
     /// Where the directory holding `path` is: what pipe writes into when it

@@ -16,7 +16,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,14 @@ const REF_FILE: Limit = Limit {
 /// planted where it reads (its config, its index); past this it is killed
 /// and counts as a git that cannot answer.
 const GIT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// [`GIT_DEADLINE`], or `PIPE_GIT_DEADLINE_MS` where a test shortens it.
+fn git_deadline() -> Duration {
+    std::env::var("PIPE_GIT_DEADLINE_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map_or(GIT_DEADLINE, Duration::from_millis)
+}
 
 /// The most of `packed-refs` that is read (about 700,000 refs); a ref past
 /// it is not found, and the run's commit is then unknown.
@@ -81,7 +89,9 @@ pub struct GitProbe {
     /// builds (`ci_ref`); `None` on a detached HEAD outside CI.
     branch: Option<String>,
     root: PathBuf,
-    settler: Option<(DirtySettler, PathBuf, RunId)>,
+    settler: Option<(DirtySettler, PathBuf)>,
+    /// The run's row, once written (`recorded_as`).
+    run_id: OnceLock<RunId>,
     dirty: Mutex<DirtyCheck>,
 }
 
@@ -104,14 +114,21 @@ impl GitProbe {
             branch: super::ci_ref::ci_branch().or(head_branch),
             root: root.to_path_buf(),
             settler: None,
+            run_id: OnceLock::new(),
             dirty: Mutex::new(DirtyCheck::NotStarted),
         })
     }
 
-    /// Lets the dirty flag of run `run_id` in `runs_db` be settled by
+    /// Lets the dirty flag of the run's row in `runs_db` be settled by
     /// `settler` rather than waited for.
-    pub fn settle_with(&mut self, settler: DirtySettler, runs_db: &Path, run_id: RunId) {
-        self.settler = Some((settler, runs_db.to_path_buf(), run_id));
+    pub fn settle_with(&mut self, settler: DirtySettler, runs_db: &Path) {
+        self.settler = Some((settler, runs_db.to_path_buf()));
+    }
+
+    /// The run's row is `run_id`: from now on a settler may write into it.
+    /// Before, the flag is worked out in this process.
+    pub fn recorded_as(&self, run_id: RunId) {
+        let _ = self.run_id.set(run_id);
     }
 
     pub fn commit(&self) -> &str {
@@ -159,7 +176,9 @@ impl GitProbe {
     fn spawn_settler(&self) -> Option<Child> {
         use std::os::unix::process::CommandExt;
 
-        let (settler, runs_db, run_id) = self.settler.as_ref()?;
+        let (settler, runs_db) = self.settler.as_ref()?;
+        // A settler writes into the run's row: none before the row is.
+        let run_id = self.run_id.get()?;
         let mut command = Command::new(&settler.program);
         command
             .args(&settler.args)
@@ -363,7 +382,7 @@ pub fn git_output(mut command: Command, input: Option<Vec<u8>>) -> Option<std::p
         let _ = stdout.read_to_end(&mut bytes);
         bytes
     });
-    let deadline = Instant::now() + GIT_DEADLINE;
+    let deadline = Instant::now() + git_deadline();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -420,23 +439,31 @@ fn work_tree_is_dirty(root: &Path) -> Option<bool> {
         .spawn()
         .ok()?;
     let mut stdout = child.stdout.take()?;
-    let mut first = [0u8; 1];
-    let read = loop {
-        match stdout.read(&mut first) {
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => break other,
-        }
-    };
-    drop(stdout);
+    // The first byte, or the end, read on a thread of its own so that a
+    // git that never answers (a FIFO planted as its index or config) is
+    // killed at the deadline like every git pipe runs for itself, and the
+    // flag is then not known.
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = [0u8; 1];
+        let read = loop {
+            match stdout.read(&mut first) {
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        let _ = sender.send(read.ok());
+    });
+    let read = receiver.recv_timeout(git_deadline()).ok().flatten();
     match read {
-        Ok(0) => child.wait().ok()?.success().then_some(false),
-        Ok(_) => {
+        Some(0) => child.wait().ok()?.success().then_some(false),
+        Some(_) => {
             // One changed path is the answer; the rest is not listed.
             let _ = child.kill();
             let _ = child.wait();
             Some(true)
         }
-        Err(_) => {
+        None => {
             let _ = child.kill();
             let _ = child.wait();
             None

@@ -256,6 +256,9 @@ pub struct RunStart<'a> {
     pub name: Option<&'a str>,
     pub branch: Option<&'a str>,
     pub head_commit: Option<&'a str>,
+    /// When the run started: its row is written later, when it first does
+    /// something.
+    pub started_ms: u64,
 }
 
 /// How a recorded run ended.

@@ -24,13 +24,7 @@ impl RunDb {
     pub fn start_run(&self, start: &RunStart<'_>) -> Result<RunId> {
         if let Some(name) = start.name {
             super::labels::check_label("name", name)?;
-            if let Some(holder) = self.name_holder(name)? {
-                return Err(crate::UsageError::NameTaken {
-                    name: name.to_string(),
-                    holder: holder.0,
-                }
-                .into());
-            }
+            self.check_name_free(name)?;
         }
         let argv = recorded_argv(start.argv);
         let overrides: Vec<Cow<'_, str>> = start
@@ -44,7 +38,7 @@ impl RunDb {
                  VALUES (?1, ?2, ?8, ?3, ?4, ?5, ?6, ?7, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                 params![
                     start.pipeline,
-                    now_ms() as i64,
+                    start.started_ms as i64,
                     start.git_commit,
                     None::<bool>,
                     json(&argv),
@@ -64,6 +58,18 @@ impl RunDb {
             )
             .map_err(|e| self.error(e))?;
         Ok(RunId(self.connection.last_insert_rowid()))
+    }
+
+    /// Refuses `name` when another run holds it.
+    pub fn check_name_free(&self, name: &str) -> Result<()> {
+        match self.name_holder(name)? {
+            Some(holder) => Err(crate::UsageError::NameTaken {
+                name: name.to_string(),
+                holder: holder.0,
+            }
+            .into()),
+            None => Ok(()),
+        }
     }
 
     /// Records finished stages and the manifests of their keys, in one

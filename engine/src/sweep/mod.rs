@@ -68,8 +68,7 @@ impl SweepOutcome {
     pub fn recorded(&self) -> Vec<RunId> {
         self.runs
             .iter()
-            .filter(|run| run.outcome.recorded)
-            .map(|run| run.outcome.run_id)
+            .filter_map(|run| run.outcome.recorded)
             .collect()
     }
 }
@@ -376,7 +375,7 @@ pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Resul
 /// nothing. Only said to the user: a history that cannot answer costs
 /// the name, not the sweep.
 fn results_of(pipeline: &Pipeline, run: &RunOutcome) -> ResultsHeld {
-    if run.recorded {
+    if run.recorded.is_some() {
         return ResultsHeld::default();
     }
     let found = RunDb::open_existing(&runs_db_of(&pipeline.root)).and_then(|db| {
