@@ -23,7 +23,7 @@ use crate::remote_status;
 use crate::render;
 use crate::run_setup::{
     default_pipeline_file, dry_run, load, load_checked, load_with_overrides,
-    print_report_locations, run_request,
+    print_report_locations, print_run_summary, run_request,
 };
 use crate::style::Style;
 
@@ -257,7 +257,7 @@ fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
     let options = request.options(&pipeline)?;
     let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
     if let Some(remote) = &summary.remote {
-        remote_commands::print_run_summary(remote, args.json, quiet);
+        print_run_summary(remote, args.json, quiet);
     }
     if !quiet && !args.json {
         print_report_locations(&pipeline, &summary);
