@@ -16,10 +16,10 @@ use pipe_engine::{EngineError, ExitCode, Result, UsageError};
 use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
-use crate::json_results::RunRemote;
 use crate::output::{errln, jsonln, out};
 use crate::progress::Progress;
 use crate::transfers;
+use crate::views::json_results::RunRemote;
 
 /// `pipe.yaml` here or in the nearest directory above that has one, up
 /// to the project root (`Project::find_pipeline_file`).
@@ -220,10 +220,10 @@ pub fn dry_run(
     };
     let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets, &forced)?;
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
-    crate::status_text::status_text(
+    crate::views::status_text::status_text(
         &states,
         Some(&command_of),
-        crate::status_text::Shown::All,
+        crate::views::status_text::Shown::All,
         |piece| out!("{piece}"),
     );
     let orphans = pipe_engine::orphans::orphans(pipeline);
@@ -233,7 +233,10 @@ pub fn dry_run(
         } else {
             ""
         };
-        out!("{}\n", crate::orphans_text::orphans_said(&orphans, done));
+        out!(
+            "{}\n",
+            crate::views::orphans_text::orphans_said(&orphans, done)
+        );
     }
     Ok(ExitCode::Ok)
 }

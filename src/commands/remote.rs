@@ -10,11 +10,11 @@ use pipe_protocol::format::format_bytes;
 
 use crate::cli::RemoteArgs;
 use crate::here;
-use crate::json_results::{
-    presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunStatusInRemote,
-};
 use crate::output::{errln, jsonln, outln};
 use crate::transfers;
+use crate::views::json_results::{
+    presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunStatusInRemote,
+};
 
 /// How a command's transfers are shown: `--json` events on stdout, and
 /// bars or lines on stderr unless `--quiet`.
