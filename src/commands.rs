@@ -25,12 +25,20 @@ use pipe_engine::{ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command};
 use crate::output::out;
-use remote::Shown;
+use crate::remote_flags::Shown;
+use crate::run_setup::file_and_targets;
 
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
     match cli.command {
-        Command::Run(args) => run::run(args, quiet),
+        Command::Run(args) => {
+            let (file, targets) = file_and_targets(&args);
+            if args.multirun {
+                sweep::sweep(&args, targets, file.as_deref(), quiet)
+            } else {
+                run::run(args, targets, file, quiet)
+            }
+        }
         Command::Status {
             path,
             pipeline,

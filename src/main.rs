@@ -11,6 +11,7 @@ mod human_reporter;
 mod json_reporter;
 mod output;
 mod progress;
+mod remote_flags;
 mod reporter;
 mod run_setup;
 mod run_tally;

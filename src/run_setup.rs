@@ -307,3 +307,30 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
         }
     }
 }
+
+/// `pipe run`'s targets, less its first when that names the pipeline
+/// file rather than a stage, and that file: what a run and a sweep
+/// (`-m`) both start from.
+pub fn file_and_targets(args: &RunArgs) -> (Option<PathBuf>, Vec<String>) {
+    let mut targets = args.targets.clone();
+    let positional_file = match targets.first() {
+        Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
+        // `pipe run pipelines/quickstart`: a file without its extension,
+        // not a stage.
+        Some(first) if pipe_engine::pipefile::with_extension(Path::new(first)).is_some() => {
+            Some(PathBuf::from(targets.remove(0)))
+        }
+        _ => None,
+    };
+    (positional_file, targets)
+}
+
+/// Whether `pipe run`'s first argument names the pipeline rather than a
+/// stage. A trailing `/` is a directory (no stage name has one), said to be
+/// one by the loader; a bare directory name may well be a stage's (`data`).
+fn looks_like_pipeline_file(argument: &str) -> bool {
+    argument.ends_with(".yaml")
+        || argument.ends_with(".yml")
+        || argument.ends_with('/')
+        || Path::new(argument).is_file()
+}

@@ -5,9 +5,9 @@ use pipe_engine::{ExitCode, Result};
 use pipe_protocol::format::format_bytes;
 
 use crate::cli::PipelineArg;
-use crate::commands::remote::{self};
 use crate::here;
 use crate::output::{errln, jsonln, outln};
+use crate::remote_flags;
 use crate::run_setup::{default_pipeline_file, load};
 
 pub(super) fn verify(json: bool, repair: bool) -> Result<ExitCode> {
@@ -81,7 +81,7 @@ pub(super) fn gc(
         pipeline: loaded.as_ref().map(|(pipeline, dag)| (pipeline, dag)),
         keep_runs,
         grace: std::time::Duration::from_secs(grace_secs),
-        remote: remote::choice(arg.file.as_deref(), remote, None),
+        remote: remote_flags::choice(arg.file.as_deref(), remote, None),
     };
     let GcOutcome {
         local,

@@ -4,25 +4,17 @@
 use std::path::Path;
 
 use pipe_cache::remote::TransferReport;
-use pipe_engine::cache_sync::{self, PullReport, RemoteChoice, Runs};
+use pipe_engine::cache_sync::{self, PullReport, Runs};
 use pipe_engine::{EngineError, ExitCode, Result};
 use pipe_protocol::format::format_bytes;
 
 use crate::cli::RemoteArgs;
 use crate::here;
 use crate::output::{errln, jsonln, outln};
-use crate::transfers;
+use crate::remote_flags::{choice, Shown};
 use crate::views::json_results::{
     presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunStatusInRemote,
 };
-
-/// How a command's transfers are shown: `--json` events on stdout, and
-/// bars or lines on stderr unless `--quiet`.
-#[derive(Debug, Clone, Copy)]
-pub struct Shown {
-    pub json: bool,
-    pub quiet: bool,
-}
 
 pub fn push(
     run: Option<&str>,
@@ -184,27 +176,6 @@ pub fn status(
         );
     }
     Ok(ExitCode::Ok)
-}
-
-/// The remote a command's flags name, its transfers shown as `shown`
-/// says, or not at all.
-pub fn choice<'a>(
-    file: Option<&'a Path>,
-    args: &'a RemoteArgs,
-    shown: Option<Shown>,
-) -> RemoteChoice<'a> {
-    RemoteChoice {
-        file,
-        flag: args.remote.as_deref(),
-        read_only: args.remote_read_only,
-        transfers: shown.and_then(|shown| {
-            transfers::sink(
-                shown.json,
-                shown.quiet,
-                transfers::terminal_bars(shown.quiet),
-            )
-        }),
-    }
 }
 
 fn exit_for(report: &TransferReport) -> ExitCode {

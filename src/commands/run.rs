@@ -1,6 +1,6 @@
-//! `pipe run`: a pipeline run, or with `-m` its sweep (sweep.rs).
+//! `pipe run`: a pipeline run (with `-m`, its sweep: sweep.rs).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use pipe_engine::exec::{self, RunRequest};
 use pipe_engine::runs::RunStatus;
@@ -13,20 +13,12 @@ use crate::run_setup::{
     dry_run, load_with_overrides, print_report_locations, print_run_summary, run_request,
 };
 
-pub(super) fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
-    let mut targets = args.targets.clone();
-    let positional_file = match targets.first() {
-        Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
-        // `pipe run pipelines/quickstart`: a file without its extension,
-        // not a stage.
-        Some(first) if pipe_engine::pipefile::with_extension(Path::new(first)).is_some() => {
-            Some(PathBuf::from(targets.remove(0)))
-        }
-        _ => None,
-    };
-    if args.multirun {
-        return crate::commands::sweep::sweep(&args, targets, positional_file.as_deref(), quiet);
-    }
+pub(super) fn run(
+    args: RunArgs,
+    targets: Vec<String>,
+    positional_file: Option<PathBuf>,
+    quiet: bool,
+) -> Result<ExitCode> {
     let (pipeline, dag, settings) =
         load_with_overrides(positional_file.as_deref(), &args.pipeline)?;
     pipe_engine::pipefile::check_inputs(&pipeline)?;
@@ -57,14 +49,4 @@ pub(super) fn run(args: RunArgs, quiet: bool) -> Result<ExitCode> {
         RunStatus::Interrupted => ExitCode::Interrupted,
         RunStatus::Failed | RunStatus::Running => ExitCode::StageFailed,
     })
-}
-
-/// Whether `pipe run`'s first argument names the pipeline rather than a
-/// stage. A trailing `/` is a directory (no stage name has one), said to be
-/// one by the loader; a bare directory name may well be a stage's (`data`).
-pub(super) fn looks_like_pipeline_file(argument: &str) -> bool {
-    argument.ends_with(".yaml")
-        || argument.ends_with(".yml")
-        || argument.ends_with('/')
-        || Path::new(argument).is_file()
 }
