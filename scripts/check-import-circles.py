@@ -15,6 +15,10 @@ is not an arrow. Test files (`tests.rs`, `*_tests.rs`, `tests/`) are left out.
 
     scripts/check-import-circles.py            # every crate of the workspace
     scripts/check-import-circles.py engine/src # one source root
+    scripts/check-import-circles.py --layers engine/src
+        # the root's top-level modules by floor (0 imports no other; n
+        # imports one of floor n-1), folders that import each other as one
+        # group: docs/ARCHITECTURE.md's layer list
 """
 
 import os
@@ -203,7 +207,60 @@ def circles(graph):
     return found
 
 
+def top_module(root, path):
+    """`engine/src/exec/slurm/queue.rs` -> `exec`; `lib.rs` -> `lib`."""
+    first = os.path.relpath(path, root).split(os.sep)[0]
+    return first[:-3] if first.endswith(".rs") else first
+
+
+def floors(root):
+    """The root's top-level modules grouped by floor: a group is one module,
+    or the modules whose files import each other's in a circle of folders
+    (the files themselves import in no circle). The crate root (`lib.rs`,
+    `main.rs`) is left out: its re-exports and aliases are not a layer."""
+    graph = import_graph(root)
+    modules = {
+        top_module(root, os.path.join(directory, name))
+        for directory, _, names in os.walk(root)
+        for name in names
+        if name.endswith(".rs") and not is_test_file(os.path.join(directory, name))
+    } - {"lib", "main"}
+    arrows = {module: set() for module in modules}
+    for source, targets in graph.items():
+        for target in targets:
+            a, b = top_module(root, source), top_module(root, target)
+            if a != b and a in modules and b in modules:
+                arrows[a].add(b)
+    group_of = {module: (module,) for module in modules}
+    for component in circles(arrows):
+        for module in component:
+            group_of[module] = tuple(component)
+    floor = {}
+
+    def floor_of(group):
+        if group not in floor:
+            below = {group_of[m] for member in group for m in arrows[member]} - {group}
+            floor[group] = max((floor_of(other) + 1 for other in below), default=0)
+        return floor[group]
+
+    for group in set(group_of.values()):
+        floor_of(group)
+    return floor
+
+
+def print_layers(root):
+    by_floor = {}
+    for group, level in floors(root).items():
+        name = group[0] if len(group) == 1 else "{" + " ".join(group) + "}"
+        by_floor.setdefault(level, []).append(name)
+    for level in sorted(by_floor):
+        print(f"{level}: {' '.join(sorted(by_floor[level]))}")
+    return 0
+
+
 def main():
+    if sys.argv[1:2] == ["--layers"]:
+        return print_layers(sys.argv[2] if len(sys.argv) > 2 else "engine/src")
     roots = sys.argv[1:] or ROOTS
     failed = False
     for root in roots:

@@ -350,9 +350,9 @@ impl Reporter<Event<'_>> for HumanReporter {
             Event::OutputsIgnored { file, lines } => self.line(format!(
                 "{}: added {}, outputs pipe's cache holds (`cache: false` on an output leaves it to git)",
                 crate::here::relative_to_cwd(file).display(),
-                crate::orphans_text::shortened(lines),
+                crate::views::orphans_text::shortened(lines),
             )),
-            Event::Orphans { paths, removed } => self.line(crate::orphans_text::orphans_line(paths, removed)),
+            Event::Orphans { paths, removed } => self.line(crate::views::orphans_text::orphans_line(paths, removed)),
             Event::StageOutput { stage, line } => self.stage_output(stage, line),
             Event::StageMessage { stage, text } => {
                 self.line(format!("  {} {text}", self.style.dim(&format!("{stage}:"))));

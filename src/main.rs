@@ -3,39 +3,22 @@
 //! (docs/cli.md). Everything else lives in the `pipe-engine` and
 //! `pipe-cache` crates.
 
-mod checkout_command;
 mod cli;
 mod commands;
-mod compare_command;
-mod compare_page;
-mod compare_params;
-mod compare_view;
 mod complete;
-mod diff_fold;
 mod here;
 mod human_reporter;
-mod init;
-mod init_from_dvc;
 mod json_reporter;
-mod json_results;
-mod labels_command;
-mod orphans_text;
 mod output;
 mod progress;
-mod remote_commands;
-mod remote_status;
-mod render;
+mod remote_flags;
 mod reporter;
 mod run_setup;
 mod run_tally;
-mod runs_table;
-mod show_command;
-mod show_text;
-mod status_text;
 mod style;
-mod sweep_command;
 mod terminal;
 mod transfers;
+mod views;
 mod worker_build_view;
 
 use std::io::IsTerminal;

@@ -1,11 +1,11 @@
 //! What `pipe run` and the commands that read a pipeline share: which
 //! pipeline file, loading it, a run's request from the flags, its plan
-//! (`--dry-run`), and where its report pages are.
+//! (`--dry-run`), where its report pages are, and what its remote did.
 
 use std::path::{Path, PathBuf};
 
 use pipe_engine::dag::Dag;
-use pipe_engine::exec::{self, RunRequest};
+use pipe_engine::exec::{self, RemoteSummary, RunRequest};
 use pipe_engine::pipefile::{Loaded, ProjectWorkers};
 use pipe_engine::pipeline::{ExecutorKind, Pipeline};
 use pipe_engine::plan::{self, DryRun};
@@ -13,11 +13,13 @@ use pipe_engine::project::Project;
 use pipe_engine::run_settings;
 use pipe_engine::runs::DirtySettler;
 use pipe_engine::{EngineError, ExitCode, Result, UsageError};
+use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
-use crate::output::{errln, out};
+use crate::output::{errln, jsonln, out};
 use crate::progress::Progress;
 use crate::transfers;
+use crate::views::json_results::RunRemote;
 
 /// `pipe.yaml` here or in the nearest directory above that has one, up
 /// to the project root (`Project::find_pipeline_file`).
@@ -218,10 +220,10 @@ pub fn dry_run(
     };
     let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets, &forced)?;
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
-    crate::status_text::status_text(
+    crate::views::status_text::status_text(
         &states,
         Some(&command_of),
-        crate::status_text::Shown::All,
+        crate::views::status_text::Shown::All,
         |piece| out!("{piece}"),
     );
     let orphans = pipe_engine::orphans::orphans(pipeline);
@@ -231,7 +233,104 @@ pub fn dry_run(
         } else {
             ""
         };
-        out!("{}\n", crate::orphans_text::orphans_said(&orphans, done));
+        out!(
+            "{}\n",
+            crate::views::orphans_text::orphans_said(&orphans, done)
+        );
     }
     Ok(ExitCode::Ok)
+}
+
+/// What `pipe run` says about the remote at its end: one line on stderr,
+/// or a `remote` event with `--json`.
+pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool) {
+    let transfers = &summary.transfers;
+    if json_events {
+        jsonln!(serde_json::to_string(&RunRemote::of(summary)).unwrap_or_default());
+    }
+    if quiet {
+        return;
+    }
+    let results = |count: u64| format!("{count} result{}", if count == 1 { "" } else { "s" });
+    let mut parts = Vec::new();
+    if transfers.results_pulled > 0 {
+        parts.push(format!(
+            "pulled {} ({})",
+            results(transfers.results_pulled),
+            format_bytes(transfers.bytes_pulled as f64)
+        ));
+    }
+    if transfers.results_pushed > 0 {
+        parts.push(format!(
+            "pushed {} ({}) in {}",
+            results(transfers.results_pushed),
+            format_bytes(transfers.bytes_pushed as f64),
+            format_seconds(transfers.push_seconds)
+        ));
+    }
+    if transfers.results_already_present > 0 {
+        // An earlier push of the same key (this project's, a forced rerun,
+        // or another job's): the remote keeps the result it has.
+        parts.push(format!(
+            "{} already in the remote under the same key{}, kept as it is",
+            results(transfers.results_already_present),
+            if transfers.results_already_present == 1 {
+                ""
+            } else {
+                "s"
+            }
+        ));
+    }
+    if summary.anonymous && transfers.unavailable.is_some() {
+        parts.push("no credentials: nothing pushed".to_string());
+    } else if summary.anonymous {
+        parts.push("no credentials, read anonymously: nothing pushed".to_string());
+    } else if summary.read_only {
+        parts.push("read-only: nothing pushed".to_string());
+    } else if summary.record.is_ok() && !parts.is_empty() {
+        parts.push("run record pushed".to_string());
+    }
+    if !parts.is_empty() {
+        errln!("remote {}: {}", summary.url, parts.join(", "));
+    }
+    if let Some(reason) = transfers
+        .unavailable
+        .as_ref()
+        .or(transfers.push_refused.as_ref())
+    {
+        errln!("warning: {reason}");
+        if transfers.results_not_pushed > 0 {
+            errln!(
+                "warning: {} results were not pushed; `pipe cache push` sends them when the remote is back",
+                transfers.results_not_pushed
+            );
+        }
+    }
+}
+
+/// `pipe run`'s targets, less its first when that names the pipeline
+/// file rather than a stage, and that file: what a run and a sweep
+/// (`-m`) both start from.
+pub fn file_and_targets(args: &RunArgs) -> (Option<PathBuf>, Vec<String>) {
+    let mut targets = args.targets.clone();
+    let positional_file = match targets.first() {
+        Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
+        // `pipe run pipelines/quickstart`: a file without its extension,
+        // not a stage.
+        Some(first) if pipe_engine::pipefile::with_extension(Path::new(first)).is_some() => {
+            Some(PathBuf::from(targets.remove(0)))
+        }
+        _ => None,
+    };
+    (positional_file, targets)
+}
+
+/// Whether `pipe run`'s first argument names the pipeline rather than a
+/// stage. A trailing `/` is a directory (no stage name has one), said to be
+/// one by the loader; a bare directory name may well be a stage's (`data`).
+fn looks_like_pipeline_file(argument: &str) -> bool {
+    argument.ends_with(".yaml")
+        || argument.ends_with(".yml")
+        || argument.ends_with('/')
+        || Path::new(argument).is_file()
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use pipe_engine::runs::StageStatus;
 
-use crate::diff_fold::base_of;
+use crate::views::diff_fold::base_of;
 
 /// Restored stages of one matrix base shown one by one before the rest
 /// are folded.

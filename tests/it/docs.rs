@@ -296,3 +296,52 @@ fn every_promise_in_the_architecture_names_a_test_that_checks_it() {
         unchecked.join("\n")
     );
 }
+
+/// The top-level modules of the engine: its files and folders under
+/// engine/src/, the crate root and test files left out.
+fn engine_modules() -> BTreeSet<String> {
+    let dir = root().join("engine/src");
+    let entries = fs::read_dir(&dir).unwrap_or_else(|error| panic!("{}: {error}", dir.display()));
+    let mut modules = BTreeSet::new();
+    for entry in entries {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let module = if entry.file_type().unwrap().is_dir() {
+            name
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            stem.to_string()
+        } else {
+            continue;
+        };
+        if module != "lib" && module != "tests" && !module.ends_with("_tests") {
+            modules.insert(module);
+        }
+    }
+    modules
+}
+
+#[test]
+fn the_architecture_layer_list_names_every_module_of_the_engine() {
+    let architecture = read(&root().join("docs/ARCHITECTURE.md"));
+    let layering = architecture
+        .split_once("**Layering.**")
+        .and_then(|(_, rest)| rest.split_once("**Invariant:**"))
+        .map(|(layering, _)| layering)
+        .expect("docs/ARCHITECTURE.md has a `**Layering.**` paragraph before an `**Invariant:**`");
+    let named: BTreeSet<String> = code_spans(layering)
+        .into_iter()
+        .map(|(_, span)| span.trim_end_matches('/').to_string())
+        .collect();
+    let modules = engine_modules();
+    assert!(
+        modules.len() >= 30,
+        "only {} modules found under engine/src",
+        modules.len()
+    );
+    let missing: Vec<&String> = modules.difference(&named).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md, \"Layering\", does not name these modules of engine/src: {missing:?}; \
+         put each in its band (`python3 scripts/check-import-circles.py --layers engine/src`)"
+    );
+}

@@ -204,3 +204,29 @@ fn dry_run_changes_nothing() {
     });
     assert!(!project.exists("prepared.txt"));
 }
+
+/// What the terminal reporter writes on stderr for a run, line by line,
+/// as cargo-nextest snapshots its displayer: stderr is not a terminal
+/// here, so these are the plain lines a CI log gets.
+fn run_lines(project: &TestProject) -> String {
+    let output = project.pipe(&["run"]);
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[test]
+fn the_terminal_reporters_lines_for_a_run_a_no_op_an_edit_and_a_failure() {
+    let project = project();
+    let mut settings = settings();
+    settings.add_filter(r"\(\s*\[time\]\)", "([time])");
+    settings.bind(|| {
+        insta::assert_snapshot!("run_lines_first", run_lines(&project));
+        insta::assert_snapshot!("run_lines_no_op", run_lines(&project));
+        project.write("input.txt", "c\nb\na\n");
+        insta::assert_snapshot!("run_lines_after_edit", run_lines(&project));
+        project.write(
+            "pipe.yaml",
+            &PIPELINE.replace("wc -c < model.txt > score.txt", "echo boom >&2; exit 3"),
+        );
+        insta::assert_snapshot!("run_lines_failed", run_lines(&project));
+    });
+}

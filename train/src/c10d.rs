@@ -149,6 +149,9 @@ impl StoreServer {
     pub fn start(timeout: Duration) -> Result<StoreServer, CollectiveError> {
         let mut handle = std::ptr::null_mut();
         let mut port = 0u16;
+        // SAFETY: the out-pointers are this frame's locals; the shim catches
+        // every C++ exception and writes at most `size` bytes of message
+        // into the buffer `checked` owns (shims/csrc/guarded.h).
         checked(|error, size| unsafe {
             pipe_c10d_store_serve(0, millis(timeout), &mut handle, &mut port, error, size)
         })?;
@@ -198,6 +201,9 @@ impl ProcessGroup {
             .map_err(|_| CollectiveError::Backend("a NUL byte in the store prefix".into()))?;
         let name = CString::new(backend.name()).expect("no NUL in a backend name");
         let mut handle = std::ptr::null_mut();
+        // SAFETY: the strings are NUL-terminated CStrings alive for the
+        // call (the shim copies them), `handle` a local out-pointer, the
+        // error buffer `checked`'s, and no C++ exception crosses the shim.
         checked(|error, size| unsafe {
             pipe_c10d_group_new(
                 host.as_ptr(),
@@ -228,6 +234,8 @@ impl ProcessGroup {
 
     /// Waits until every rank has called it.
     pub fn barrier(&self) -> Result<(), CollectiveError> {
+        // SAFETY: `self.handle` is the live group pipe_c10d_group_new made
+        // (freed only by Drop); the error buffer is `checked`'s.
         checked(|error, size| unsafe { pipe_c10d_barrier(self.handle, error, size) })
     }
 
@@ -236,6 +244,10 @@ impl ProcessGroup {
     pub fn start_all_reduce_sum(&self, tensor: &mut Tensor) -> Result<Pending, CollectiveError> {
         contiguous_in_place(tensor)?;
         let mut pending = std::ptr::null_mut();
+        // SAFETY: a live group handle; `as_mut_ptr` is libtorch's tensor
+        // behind a `&mut Tensor` alive for the call, and the work the shim
+        // returns in `pending` holds its own reference to that tensor, so
+        // its storage outlives a `Tensor` dropped before the wait.
         checked(|error, size| unsafe {
             pipe_c10d_all_reduce(
                 self.handle,
@@ -251,6 +263,8 @@ impl ProcessGroup {
 
     fn all_reduce(&self, tensor: &mut Tensor, op: c_int) -> Result<(), CollectiveError> {
         contiguous_in_place(tensor)?;
+        // SAFETY: a live group handle and a tensor borrowed mutably for the
+        // call, which waits (no `pending` out-pointer) before it returns.
         checked(|error, size| unsafe {
             pipe_c10d_all_reduce(
                 self.handle,
@@ -303,6 +317,8 @@ impl Drop for Pending {
             // Dropped unwaited (an error path): wait, so that the tensor is
             // not freed under a running collective.
             let handle = std::mem::replace(&mut self.handle, std::ptr::null_mut());
+            // SAFETY: the work the shim started, not yet waited (the handle
+            // is nulled when it is); pipe_c10d_wait frees it either way.
             let _ = checked(|error, size| unsafe { pipe_c10d_wait(handle, error, size) });
         }
     }
@@ -332,6 +348,12 @@ impl Reducer {
             .map(|tensor| tensor.as_ptr() as *mut c_void)
             .collect();
         let mut handle = std::ptr::null_mut();
+        // SAFETY: `parameters` holds `members`' tensors in bucket order, as
+        // many as `sizes` adds up to, both alive for the call (the shim
+        // copies each tensor, a reference of its own). The reducer keeps
+        // the group's pointer: it must be dropped before `group`, as
+        // `Replicated` in a `Replica` is, declared after the `Peers` that
+        // holds the group.
         checked(|error, size| unsafe {
             pipe_c10d_reducer_new(
                 group.handle,
@@ -348,6 +370,8 @@ impl Reducer {
 
     /// Call before the backward of a step's last micro-batch.
     pub fn arm(&mut self) -> Result<(), CollectiveError> {
+        // SAFETY: the live reducer pipe_c10d_reducer_new made (freed only by
+        // Drop); the error buffer is `checked`'s.
         checked(|error, size| unsafe { pipe_c10d_reducer_arm(self.handle, error, size) })
     }
 
@@ -355,6 +379,8 @@ impl Reducer {
     /// Returns how many buckets were started during backward.
     pub fn finish(&mut self) -> Result<usize, CollectiveError> {
         let mut overlapped = 0usize;
+        // SAFETY: the live reducer, whose group outlives it (`new`); a local
+        // out-pointer; the error buffer `checked`'s.
         checked(|error, size| unsafe {
             pipe_c10d_reducer_finish(self.handle, &mut overlapped, error, size)
         })?;
@@ -388,6 +414,8 @@ impl Collective for ProcessGroup {
 
     fn broadcast(&self, root: usize, tensor: &mut Tensor) -> Result<(), CollectiveError> {
         contiguous_in_place(tensor)?;
+        // SAFETY: a live group handle and a tensor borrowed mutably for the
+        // call, which waits before it returns.
         checked(|error, size| unsafe {
             pipe_c10d_broadcast(
                 self.handle,
@@ -414,6 +442,9 @@ impl Collective for ProcessGroup {
         }
         contiguous_in_place(input)?;
         contiguous_in_place(output)?;
+        // SAFETY: a live group handle; both tensors borrowed for the call,
+        // which waits before it returns, their sizes checked above (c10d
+        // reads `world_size` parts of `input` and writes one of `output`).
         checked(|error, size| unsafe {
             pipe_c10d_reduce_scatter_sum(
                 self.handle,
@@ -467,6 +498,9 @@ impl ProcessGroup {
         contiguous_in_place(input)?;
         contiguous_in_place(output)?;
         let mut pending = std::ptr::null_mut();
+        // SAFETY: a live group handle; both tensors borrowed for the call,
+        // their sizes checked above; a started gather's work holds its own
+        // references to them until it is waited on (`Pending`).
         checked(|error, size| unsafe {
             pipe_c10d_all_gather(
                 self.handle,

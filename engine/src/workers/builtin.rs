@@ -105,11 +105,46 @@ pub fn built_in_stages(worker: BuiltinWorker) -> Vec<StageInfo> {
 fn described(worker: BuiltinWorker) -> &'static [StageInfo] {
     static DATA: OnceLock<Vec<StageInfo>> = OnceLock::new();
     static TRAINING: OnceLock<Vec<StageInfo>> = OnceLock::new();
-    let (parsed, text) = match worker {
-        BuiltinWorker::Data => (&DATA, include_str!("data_stages.json")),
-        BuiltinWorker::Training => (&TRAINING, include_str!("training_stages.json")),
+    let parsed = match worker {
+        BuiltinWorker::Data => &DATA,
+        BuiltinWorker::Training => &TRAINING,
     };
-    parsed.get_or_init(|| serde_json::from_str(text).unwrap_or_default())
+    parsed.get_or_init(|| {
+        parse_catalog(worker, catalog_text(worker)).unwrap_or_else(|problem| panic!("{problem}"))
+    })
+}
+
+fn catalog_text(worker: BuiltinWorker) -> &'static str {
+    match worker {
+        BuiltinWorker::Data => include_str!("data_stages.json"),
+        BuiltinWorker::Training => include_str!("training_stages.json"),
+    }
+}
+
+/// A catalog compiled into pipe as stage descriptions. It is this
+/// repository's own file, which a unit test parses, so a failure is a
+/// build from a commit that broke it (edited by hand, or `StageInfo`
+/// changed without describing again): said with the file, where and how
+/// to regenerate it, never taken for a worker that offers no stage, which
+/// would turn every built-in stage into an unknown one.
+fn parse_catalog(worker: BuiltinWorker, text: &str) -> Result<Vec<StageInfo>, String> {
+    let file = worker.catalog_file();
+    let stages: Vec<StageInfo> = serde_json::from_str(text).map_err(|error| {
+        format!(
+            "engine/src/workers/{file}, compiled into pipe, is not a list of stage \
+             descriptions: {error}; regenerate it with `{} describe > engine/src/workers/{file}` \
+             and rebuild pipe",
+            worker.binary()
+        )
+    })?;
+    if stages.is_empty() {
+        return Err(format!(
+            "engine/src/workers/{file}, compiled into pipe, describes no stage; regenerate it \
+             with `{} describe > engine/src/workers/{file}` and rebuild pipe",
+            worker.binary()
+        ));
+    }
+    Ok(stages)
 }
 
 /// The pages a person opens among the outputs of the built-in stage
@@ -140,4 +175,44 @@ pub fn page_at(pages: &[(String, String)], path: &str) -> Option<String> {
         .iter()
         .find(|(output, _)| output == name)
         .map(|(_, page)| format!("{directory}/{page}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_catalog_compiled_into_pipe_parses_and_describes_stages() {
+        for worker in [BuiltinWorker::Data, BuiltinWorker::Training] {
+            let stages = parse_catalog(worker, catalog_text(worker))
+                .unwrap_or_else(|problem| panic!("{problem}"));
+            let mut seen = std::collections::BTreeSet::new();
+            for info in &stages {
+                assert!(
+                    seen.insert((&info.name, info.version)),
+                    "{}: `{}@{}` twice",
+                    worker.catalog_file(),
+                    info.name,
+                    info.version
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_catalog_that_does_not_parse_is_an_error_naming_the_file_and_the_fix() {
+        let broken = parse_catalog(BuiltinWorker::Data, "[{\"name\": ").unwrap_err();
+        assert!(
+            broken.starts_with("engine/src/workers/data_stages.json, compiled into pipe,"),
+            "{broken}"
+        );
+        assert!(broken.contains("line 1 column"), "{broken}");
+        assert!(
+            broken.contains("`pipe-stage describe > engine/src/workers/data_stages.json`"),
+            "{broken}"
+        );
+        let empty = parse_catalog(BuiltinWorker::Training, "[]").unwrap_err();
+        assert!(empty.contains("describes no stage"), "{empty}");
+        assert!(empty.contains("`pipe-stage-train describe"), "{empty}");
+    }
 }

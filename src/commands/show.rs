@@ -62,7 +62,7 @@ pub fn show(run: &str, json: bool, open: Option<&str>) -> Result<ExitCode> {
         };
         jsonln!(serde_json::to_string_pretty(&record).unwrap_or_default());
     } else {
-        out!("{}", crate::show_text::show_text(&shown));
+        out!("{}", crate::views::show_text::show_text(&shown));
     }
     Ok(ExitCode::Ok)
 }

@@ -23,25 +23,25 @@ struct Template {
     next: &'static str,
 }
 
-const QUICKSTART: &str = include_str!("../pipelines/quickstart.yaml");
-const FETCH_WHEEL_FILE: &str = include_str!("../scripts/fetch_wheel_file.py");
-const COMMANDS: &str = include_str!("../examples/sentiment/pipe.yaml");
+const QUICKSTART: &str = include_str!("../../pipelines/quickstart.yaml");
+const FETCH_WHEEL_FILE: &str = include_str!("../../scripts/fetch_wheel_file.py");
+const COMMANDS: &str = include_str!("../../examples/sentiment/pipe.yaml");
 const COMMANDS_SCRIPTS: [(&str, &str); 4] = [
     (
         "scripts/prepare.py",
-        include_str!("../examples/sentiment/scripts/prepare.py"),
+        include_str!("../../examples/sentiment/scripts/prepare.py"),
     ),
     (
         "scripts/features.py",
-        include_str!("../examples/sentiment/scripts/features.py"),
+        include_str!("../../examples/sentiment/scripts/features.py"),
     ),
     (
         "scripts/train.py",
-        include_str!("../examples/sentiment/scripts/train.py"),
+        include_str!("../../examples/sentiment/scripts/train.py"),
     ),
     (
         "scripts/evaluate.py",
-        include_str!("../examples/sentiment/scripts/evaluate.py"),
+        include_str!("../../examples/sentiment/scripts/evaluate.py"),
     ),
 ];
 

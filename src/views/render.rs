@@ -361,7 +361,7 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     let every = crate::human_reporter::every_stage();
     let groups = match every {
         true => diff.stages.iter().map(|change| (change, 1)).collect(),
-        false => crate::diff_fold::stage_groups(&diff.stages),
+        false => crate::views::diff_fold::stage_groups(&diff.stages),
     };
     for (change, count) in groups {
         match count {
@@ -372,7 +372,7 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
                 let _ = writeln!(
                     out,
                     "  {} ×{n}  {}  {}",
-                    crate::diff_fold::base_of(&change.stage),
+                    crate::views::diff_fold::base_of(&change.stage),
                     status_pair(change),
                     style.dim(&format!("(the first, {}, below)", change.stage))
                 );
@@ -387,7 +387,7 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
             .partition(|field| field.field.starts_with("run."));
         let (own, counted) = match every {
             true => (own, Vec::new()),
-            false => crate::diff_fold::shown_fields(&own),
+            false => crate::views::diff_fold::shown_fields(&own),
         };
         field_lines(&mut out, &own, "      ");
         for line in counted {
@@ -411,7 +411,7 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
     }
     let outputs = match every {
         true => diff.outputs.iter().map(|output| (None, output)).collect(),
-        false => crate::diff_fold::output_groups(&diff.outputs),
+        false => crate::views::diff_fold::output_groups(&diff.outputs),
     };
     let path_width = width(outputs.iter().map(|(_, output)| output.path.as_str()));
     for (group, output) in outputs {

@@ -7,7 +7,7 @@ use pipe_engine::metrics::Direction;
 use pipe_report::{ParamChart, ParamPoint};
 use serde_json::Value;
 
-use crate::compare_view::{digits_of, group_label, is_seed_key, shown, text_of};
+use crate::views::compare_view::{digits_of, group_label, is_seed_key, shown, text_of};
 
 /// The most params drawn against each metric, and the most metrics: a
 /// sweep of more is read in the table, by sorting.

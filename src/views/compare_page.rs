@@ -20,8 +20,8 @@ use pipe_report::plot::{columns, draw, DataTable, PlotRun};
 use pipe_report::{Better, Cell as PageCell, Document, Explore, Table, Tone};
 use pipe_report::{LineChart, Series};
 
-use crate::compare_params::{best_value, is_best, param_charts};
-use crate::compare_view::{
+use crate::views::compare_params::{best_value, is_best, param_charts};
+use crate::views::compare_view::{
     baseline_text, digits_of, group_label, is_seed_key, shown, text_of, verdict_mark,
 };
 

@@ -46,17 +46,20 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
                 Some(format!("#{} = {place}", compared.run.id))
             })
             .collect();
-        out!("{}", crate::compare_view::markdown(table, &labels));
+        out!("{}", crate::views::compare_view::markdown(table, &labels));
     } else if args.csv {
-        out!("{}", crate::compare_view::csv(table));
+        out!("{}", crate::views::compare_view::csv(table));
     } else if let Some(steps) = &comparison.steps {
         let plots = comparison.plots.as_deref().unwrap_or_default();
         out!(
             "{}",
-            crate::compare_page::html(table, &comparison.runs, steps, plots, args.all)?
+            crate::views::compare_page::html(table, &comparison.runs, steps, plots, args.all)?
         );
     } else {
-        out!("{}", crate::compare_view::text(table, Style::for_stdout()));
+        out!(
+            "{}",
+            crate::views::compare_view::text(table, Style::for_stdout())
+        );
     }
     Ok(ExitCode::Ok)
 }

@@ -1,29 +1,20 @@
-//! `pipe cache push|pull|status` and the end-of-run remote summary: the
-//! flags as a request to `pipe_engine::cache_sync`, its reports rendered.
+//! `pipe cache push|pull|status`: the flags as a request to
+//! `pipe_engine::cache_sync`, its reports rendered.
 
 use std::path::Path;
 
 use pipe_cache::remote::TransferReport;
-use pipe_engine::cache_sync::{self, PullReport, RemoteChoice, Runs};
-use pipe_engine::exec::RemoteSummary;
+use pipe_engine::cache_sync::{self, PullReport, Runs};
 use pipe_engine::{EngineError, ExitCode, Result};
-use pipe_protocol::format::{format_bytes, format_seconds};
+use pipe_protocol::format::format_bytes;
 
 use crate::cli::RemoteArgs;
 use crate::here;
-use crate::json_results::{
-    presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunRemote, RunStatusInRemote,
-};
 use crate::output::{errln, jsonln, outln};
-use crate::transfers;
-
-/// How a command's transfers are shown: `--json` events on stdout, and
-/// bars or lines on stderr unless `--quiet`.
-#[derive(Debug, Clone, Copy)]
-pub struct Shown {
-    pub json: bool,
-    pub quiet: bool,
-}
+use crate::remote_flags::{choice, Shown};
+use crate::views::json_results::{
+    presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunStatusInRemote,
+};
 
 pub fn push(
     run: Option<&str>,
@@ -187,27 +178,6 @@ pub fn status(
     Ok(ExitCode::Ok)
 }
 
-/// The remote a command's flags name, its transfers shown as `shown`
-/// says, or not at all.
-pub fn choice<'a>(
-    file: Option<&'a Path>,
-    args: &'a RemoteArgs,
-    shown: Option<Shown>,
-) -> RemoteChoice<'a> {
-    RemoteChoice {
-        file,
-        flag: args.remote.as_deref(),
-        read_only: args.remote_read_only,
-        transfers: shown.and_then(|shown| {
-            transfers::sink(
-                shown.json,
-                shown.quiet,
-                transfers::terminal_bars(shown.quiet),
-            )
-        }),
-    }
-}
-
 fn exit_for(report: &TransferReport) -> ExitCode {
     match cache_sync::transfer_failure(report) {
         Some(reason) => {
@@ -215,73 +185,6 @@ fn exit_for(report: &TransferReport) -> ExitCode {
             ExitCode::RemoteUnavailable
         }
         None => ExitCode::Ok,
-    }
-}
-
-/// What `pipe run` says about the remote at its end: one line on stderr,
-/// or a `remote` event with `--json`.
-pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool) {
-    let transfers = &summary.transfers;
-    if json_events {
-        jsonln!(json_line(&RunRemote::of(summary)));
-    }
-    if quiet {
-        return;
-    }
-    let results = |count: u64| format!("{count} result{}", if count == 1 { "" } else { "s" });
-    let mut parts = Vec::new();
-    if transfers.results_pulled > 0 {
-        parts.push(format!(
-            "pulled {} ({})",
-            results(transfers.results_pulled),
-            format_bytes(transfers.bytes_pulled as f64)
-        ));
-    }
-    if transfers.results_pushed > 0 {
-        parts.push(format!(
-            "pushed {} ({}) in {}",
-            results(transfers.results_pushed),
-            format_bytes(transfers.bytes_pushed as f64),
-            format_seconds(transfers.push_seconds)
-        ));
-    }
-    if transfers.results_already_present > 0 {
-        // An earlier push of the same key (this project's, a forced rerun,
-        // or another job's): the remote keeps the result it has.
-        parts.push(format!(
-            "{} already in the remote under the same key{}, kept as it is",
-            results(transfers.results_already_present),
-            if transfers.results_already_present == 1 {
-                ""
-            } else {
-                "s"
-            }
-        ));
-    }
-    if summary.anonymous && transfers.unavailable.is_some() {
-        parts.push("no credentials: nothing pushed".to_string());
-    } else if summary.anonymous {
-        parts.push("no credentials, read anonymously: nothing pushed".to_string());
-    } else if summary.read_only {
-        parts.push("read-only: nothing pushed".to_string());
-    } else if summary.record.is_ok() && !parts.is_empty() {
-        parts.push("run record pushed".to_string());
-    }
-    if !parts.is_empty() {
-        errln!("remote {}: {}", summary.url, parts.join(", "));
-    }
-    if let Some(reason) = transfers
-        .unavailable
-        .as_ref()
-        .or(transfers.push_refused.as_ref())
-    {
-        errln!("warning: {reason}");
-        if transfers.results_not_pushed > 0 {
-            errln!(
-                "warning: {} results were not pushed; `pipe cache push` sends them when the remote is back",
-                transfers.results_not_pushed
-            );
-        }
     }
 }
 

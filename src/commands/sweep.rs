@@ -11,8 +11,7 @@ use pipe_engine::{ExitCode, Result};
 use crate::cli::RunArgs;
 use crate::output::errln;
 use crate::progress::Progress;
-use crate::remote_commands;
-use crate::run_setup::{dry_run, print_report_locations, run_request, settings};
+use crate::run_setup::{dry_run, print_report_locations, print_run_summary, run_request, settings};
 
 pub fn sweep(
     args: &RunArgs,
@@ -75,7 +74,7 @@ pub fn sweep(
     let outcome = sweep::run(&sweep, &options, &|event| progress.on_event(event))?;
     for run in &outcome.runs {
         if let Some(remote) = &run.outcome.remote {
-            remote_commands::print_run_summary(remote, args.json, quiet);
+            print_run_summary(remote, args.json, quiet);
         }
     }
     // The work tree holds the last run's pages; each is named once.

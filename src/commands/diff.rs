@@ -1,0 +1,45 @@
+//! `pipe diff`: two runs side by side.
+
+use pipe_engine::compare::DiffRequest;
+use pipe_engine::{compare, ExitCode, Result};
+
+use crate::cli::DirectionArgs;
+use crate::here;
+use crate::output::{errln, jsonln, out};
+use crate::style::Style;
+use crate::views::render;
+
+/// `pipe diff [A] [B]`: the flags as a request to `compare::diff`, and
+/// its diff shown as text, Markdown or JSON.
+/// How `pipe diff` shows what it found.
+pub(super) struct Shape {
+    pub(super) json: bool,
+    pub(super) md: bool,
+    /// Every changed metric, not only the key ones.
+    pub(super) all: bool,
+}
+
+pub(super) fn diff(
+    a: Option<String>,
+    b: Option<String>,
+    pipeline: Option<String>,
+    directions: DirectionArgs,
+    Shape { json, md, all }: Shape,
+) -> Result<ExitCode> {
+    let mut history = here::history()?;
+    let request = DiffRequest {
+        a,
+        b,
+        pipeline,
+        directions: directions.rules(),
+    };
+    let diff = compare::diff(&mut history, &request, &mut |notice| errln!("{notice}"))?;
+    if json {
+        jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
+    } else if md {
+        out!("{}", render::diff_markdown(&diff, all));
+    } else {
+        out!("{}", render::diff_text(&diff, all, Style::for_stdout()));
+    }
+    Ok(ExitCode::Ok)
+}

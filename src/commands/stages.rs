@@ -1,0 +1,47 @@
+//! `pipe stages`: the catalog listed, and `--check` of the built-in workers.
+
+use pipe_engine::{catalog, ExitCode, Result};
+
+use crate::here;
+use crate::output::{jsonln, out, outln};
+use crate::progress::Progress;
+use crate::views::render;
+
+/// `pipe stages --check`: each built-in worker against the catalog built
+/// into pipe.
+pub(super) fn check_stages(quiet: bool) -> Result<ExitCode> {
+    let progress = Progress::new(false, quiet, 0);
+    let checks = catalog::check_builtin_workers(&|event| progress.on_event(event))?;
+    for check in &checks {
+        match &check.outcome {
+            Ok(stages) => outln!(
+                "{}: {stages} stages, as the catalog built into pipe describes them",
+                check.path.display()
+            ),
+            Err(problem) => outln!("{}: {problem}", check.path.display()),
+        }
+    }
+    if checks.iter().all(catalog::WorkerCheck::agrees) {
+        Ok(ExitCode::Ok)
+    } else {
+        Ok(ExitCode::InvalidInput)
+    }
+}
+
+/// `pipe stages [NAME]`: the catalog entries `catalog::find_stages`
+/// finds, listed, in detail or as JSON.
+pub(super) fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
+    let entries = catalog::find_stages(&here::project()?, name)?;
+    if json {
+        let infos: Vec<&pipe_protocol::StageInfo> =
+            entries.iter().map(|entry| &entry.info).collect();
+        jsonln!(serde_json::to_string_pretty(&infos).unwrap_or_default());
+    } else if name.is_none() {
+        out!("{}", render::stage_list(&entries));
+    } else {
+        for entry in &entries {
+            out!("{}", render::stage_detail(entry));
+        }
+    }
+    Ok(ExitCode::Ok)
+}

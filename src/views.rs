@@ -1,0 +1,14 @@
+//! What the commands show: text, tables, Markdown, CSV, HTML and the
+//! `--json` lines' types, each from what a use case returned.
+
+pub mod compare_page;
+pub mod compare_params;
+pub mod compare_view;
+pub mod diff_fold;
+pub mod json_results;
+pub mod orphans_text;
+pub mod remote_status;
+pub mod render;
+pub mod runs_table;
+pub mod show_text;
+pub mod status_text;
