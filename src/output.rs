@@ -64,6 +64,13 @@ macro_rules! errln {
     };
 }
 
+/// `eprint!` for messages whose text ends its own lines ([`shown`]).
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::output::eprint(format_args!($($arg)*))
+    };
+}
+
 /// One JSON document or line on stdout, exactly as serialized (JSON
 /// escapes every control character itself); ends pipe if stdout fails.
 macro_rules! jsonln {
@@ -72,7 +79,7 @@ macro_rules! jsonln {
     };
 }
 
-pub(crate) use {errln, jsonln, out, outln};
+pub(crate) use {err, errln, jsonln, out, outln};
 
 /// What every human-readable line pipe writes goes through, once, here:
 /// credentials in URLs masked (`pipe_protocol::redact`) and whatever a

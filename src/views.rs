@@ -1,6 +1,8 @@
 //! What the commands show: text, tables, Markdown, CSV, HTML and the
 //! `--json` lines' types, each from what a use case returned.
 
+pub mod cache_text;
+pub mod checkout_text;
 pub mod compare_page;
 pub mod compare_params;
 pub mod compare_view;
