@@ -127,16 +127,31 @@ pub(crate) fn hash_node(path: &Path, stat: &StatCache, objects_dir: &Path) -> Re
     }
 }
 
-fn hash_file(path: &Path, metadata: &Metadata, stat: &StatCache) -> Result<Node> {
-    let stamp = FileStamp::of(metadata);
-    let executable = is_executable(metadata);
-    let file_artifact = |digest, size| Artifact {
+/// The artifact of the regular file at `path` when the stat cache knows
+/// its content: what [`hash_node`] gives without reading a byte. `None`
+/// for anything else (a file to hash, a directory, nothing there).
+pub(crate) fn known_file(path: &Path, stat: &StatCache) -> Option<Artifact> {
+    let metadata = std::fs::metadata(path).ok()?;
+    if !metadata.is_file() {
+        return None;
+    }
+    let digest = stat.lookup(path, &metadata)?;
+    Some(file_artifact(&metadata, digest, metadata.len()))
+}
+
+fn file_artifact(metadata: &Metadata, digest: ObjectDigest, size: u64) -> Artifact {
+    Artifact {
         kind: ArtifactKind::File,
         digest,
         size,
         files: 1,
-        executable,
-    };
+        executable: is_executable(metadata),
+    }
+}
+
+fn hash_file(path: &Path, metadata: &Metadata, stat: &StatCache) -> Result<Node> {
+    let stamp = FileStamp::of(metadata);
+    let file_artifact = |digest, size| file_artifact(metadata, digest, size);
     if let Some(digest) = stat.lookup(path, metadata) {
         return Ok(Node::File {
             artifact: file_artifact(digest, stamp.size),

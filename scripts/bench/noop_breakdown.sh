@@ -72,5 +72,5 @@ for side in "${sides[@]}"; do
     fi
 done
 # The floor of the stat calls: every declared path of the pipeline once.
-paths=$(grep -oE '(inputs|outs)/[^],]+' "$work/after/pipe.yaml" | sort -u | wc -l)
+paths=$(grep -oE '(inputs|outs)/[^], ]+' "$work/after/pipe.yaml" | sort -u | wc -l)
 echo "floor: $paths distinct declared paths, so $paths stat calls"

@@ -105,6 +105,13 @@ impl Cache {
         self.actions_dir.join(shard).join(format!("{rest}.json"))
     }
 
+    /// What [`Cache::hash_path`] gives for a regular file whose content
+    /// the stat cache knows, without reading it; `None` where it would
+    /// have to read (or `path` is not a regular file).
+    pub fn known_file_artifact(&self, path: &Path, stat: &StatCache) -> Option<Artifact> {
+        hash::known_file(path, stat)
+    }
+
     /// Hashes a file or directory without storing it (for dependencies).
     pub fn hash_path(&self, path: &Path, stat: &StatCache) -> Result<Artifact> {
         Ok(hash::hash_node(path, stat, &self.objects_dir)?

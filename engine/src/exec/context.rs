@@ -64,7 +64,7 @@ impl Context<'_> {
     /// Where dependency `path` of `stage` is read: where the stage that
     /// makes it made it; a source, where the project has it, but for a
     /// work tree's own `params.yaml`.
-    fn dep_place(&self, stage: &Stage, path: &str, producer: Option<&str>) -> PathBuf {
+    pub(super) fn dep_place(&self, stage: &Stage, path: &str, producer: Option<&str>) -> PathBuf {
         let Some(workspaces) = &self.workspaces else {
             return self.pipeline.root.join(path);
         };

@@ -5,6 +5,7 @@
 mod context;
 mod executors;
 mod failure;
+mod fresh_probe;
 mod gpus;
 mod log_follower;
 mod process;

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::context::{failed_record, nothing_done, Context, StageOutcome};
 use super::executors::executor_for;
 use super::failure::StageFailure;
+use super::fresh_probe::fresh_without_reading;
 use super::gpus::available_gpus;
 use super::readiness::Readiness;
 use super::slots::{Grant, Request, Slots};
@@ -62,23 +63,12 @@ pub(super) fn schedule(
         // Moved in, so it is dropped when this closure returns and the
         // workers see the channel close before the scope joins them.
         let job_sender = job_sender;
-        for _ in 0..jobs.min(selected.len()) {
-            let sender = sender.clone();
-            let job_receiver = &job_receiver;
-            scope.spawn(move || loop {
-                let job = job_receiver
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .recv();
-                let Ok(job) = job else {
-                    break;
-                };
-                let outcome = execute_stage(context, job.index, job.forced, &job.gpus);
-                if sender.send(outcome).is_err() {
-                    break;
-                }
-            });
-        }
+        // Started on the first stage handed to the pool: a rerun whose
+        // stages are all found fresh here starts none.
+        let mut workers = 0;
+        let mut probed = vec![false; stages.len()];
+        let pool_size = jobs.min(selected.len());
+        let start_worker = || spawn_worker(scope, context, &job_receiver, sender.clone());
         while !readiness.done() {
             if stop.poll(context) {
                 readiness.close();
@@ -90,6 +80,18 @@ pub(super) fn schedule(
             let mut waiting = Vec::new();
             for index in readiness.take_ready() {
                 let stage = &stages[index];
+                // Once: a stage left waiting for slots is not probed again.
+                if !is_forced[index]
+                    && !stop.interrupted
+                    && !std::mem::replace(&mut probed[index], true)
+                {
+                    if let Some(outcome) = fresh_without_reading(context, index) {
+                        sender
+                            .send(outcome)
+                            .map_err(|_| EngineError::Internal("stage outcomes lost".into()))?;
+                        continue;
+                    }
+                }
                 match slots.take(index, Request::of(&stage.resources, runs_here(index))) {
                     Grant::Start { gpus } => {
                         let job = Job {
@@ -97,6 +99,10 @@ pub(super) fn schedule(
                             forced: is_forced[index],
                             gpus,
                         };
+                        if workers < pool_size {
+                            start_worker();
+                            workers += 1;
+                        }
                         job_sender
                             .send(job)
                             .map_err(|_| EngineError::Internal("stage workers vanished".into()))?;
@@ -161,6 +167,28 @@ pub(super) fn schedule(
         recorder.save(context)?;
     }
     Ok((recorder.records, status))
+}
+
+/// A thread of the pool: runs the stages handed to it until the run ends.
+fn spawn_worker<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    context: &'scope Context<'_>,
+    jobs: &'scope Mutex<mpsc::Receiver<Job>>,
+    outcomes: mpsc::Sender<StageOutcome>,
+) {
+    scope.spawn(move || loop {
+        let job = jobs
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .recv();
+        let Ok(job) = job else {
+            break;
+        };
+        let outcome = execute_stage(context, job.index, job.forced, &job.gpus);
+        if outcomes.send(outcome).is_err() {
+            break;
+        }
+    });
 }
 
 /// A stage's outcome taken in: reported, told to the stages that read the

@@ -264,7 +264,7 @@ fn dependency_failure(stage: &Stage, problem: DepProblem) -> StageFailure {
 
 /// The stage's manifest: its definition and dependencies, what it reads of
 /// the run, and for a stage that runs every time a nonce.
-fn keyed_manifest(
+pub(super) fn keyed_manifest(
     context: &Context<'_>,
     index: usize,
     stage: &Stage,
