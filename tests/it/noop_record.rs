@@ -358,9 +358,9 @@ fn a_damaged_run_database_is_found_by_the_first_run_that_records() {
     assert_eq!(project.read("made.txt"), "one\n", "the stage ran: {said}");
 }
 
-/// A `git` that answers `status` only once the test lets it, in front of
-/// the real one on PATH; returns the PATH and the gate file.
-fn gated_git(project: &TestProject) -> (String, std::path::PathBuf) {
+/// A `git` in front of the real one on PATH that runs `on_status` (shell)
+/// when asked for `status`, then goes on as git; returns the PATH.
+fn git_that_on_status(project: &TestProject, on_status: &str) -> String {
     let real = std::process::Command::new("sh")
         .args(["-c", "command -v git"])
         .output()
@@ -368,20 +368,25 @@ fn gated_git(project: &TestProject) -> (String, std::path::PathBuf) {
     let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
     let bin = project.path("fake-bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let gate = project.path("gate");
     let script = bin.join("git");
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\ncase \" $* \" in *\" status \"*) while [ ! -e '{}' ]; do sleep 0.02; done;; esac\nexec '{real}' \"$@\"\n",
-            gate.display()
+            "#!/bin/sh\ncase \" $* \" in *\" status \"*) {on_status};; esac\nexec '{real}' \"$@\"\n"
         ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    (path, gate)
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+/// A `git` that answers `status` only once the test lets it, in front of
+/// the real one on PATH; returns the PATH and the gate file.
+fn gated_git(project: &TestProject) -> (String, std::path::PathBuf) {
+    let gate = project.path("gate");
+    let wait = format!("while [ ! -e '{}' ]; do sleep 0.02; done", gate.display());
+    (git_that_on_status(project, &wait), gate)
 }
 
 /// A `git status` that never answers (a FIFO planted as the index) does
@@ -391,26 +396,11 @@ fn gated_git(project: &TestProject) -> (String, std::path::PathBuf) {
 #[test]
 fn a_git_status_that_never_answers_is_killed_at_the_deadline() {
     let project = repository();
-    let bin = project.path("hanging-bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let real = std::process::Command::new("sh")
-        .args(["-c", "command -v git"])
-        .output()
-        .expect("sh");
-    let real = String::from_utf8(real.stdout).unwrap().trim().to_string();
     let pids = project.path("status-pids");
-    let script = bin.join("git");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\ncase \" $* \" in *\" status \"*) echo $$ >> '{}'; exec sleep 600;; esac\nexec '{real}' \"$@\"\n",
-            pids.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let path = git_that_on_status(
+        &project,
+        &format!("echo $$ >> '{}'; exec sleep 600", pids.display()),
+    );
     let output = project
         .std_command()
         .args(["run", "--json"])
