@@ -43,9 +43,11 @@
 #     scripts/build-wheel.sh made from the fill's build, once), and the
 #     installed `pipe run pipelines/quickstart.yaml` against the filled
 #     remote. Asserted as for pipe's job. No Rust toolchain is used.
-#  3. RUNS times, DVC's job, in two forms, each from a fresh clone:
-#     `python3 -m venv`, `pip install dvc[s3]==DVC_VERSION` with pip's
-#     download cache warm (WORK/pip-cache, as a CI cache would give), then
+#  3. RUNS times, DVC's job, in two forms, each from a fresh clone, its
+#     environment made exactly as pipe-wheel's: timed, `python3 -m venv
+#     --without-pip`, then the runner's pip installs dvc[s3]==DVC_VERSION
+#     with no pip cache from the same index on 127.0.0.1 (which also
+#     serves every wheel DVC needs, made once by `pip wheel`), then
 #     - side "dvc" (branch main, no dvc.lock; pipe's situation): `dvc
 #       fetch --run-cache` and `dvc repro --pull`. Asserted: all eight
 #       stages "is cached - skipping run", none ran. (`dvc pull
@@ -56,8 +58,11 @@
 #     - side "dvc-lock" (branch lock, dvc.lock committed): `dvc pull
 #       --run-cache` and `dvc repro`. Asserted: all eight stages "didn't
 #       change, skipping", none ran.
-#     Once more (side "dvc") with pip's cache cold (PIP_COLD=1, the
-#     default: downloads from the package index).
+#     Once more (side "dvc") from the package index itself, no cache
+#     (PIP_COLD=1, the default): what a runner with no index of its own
+#     pays; pipe-ml has no such row, as it is not published.
+#  Each round runs the four jobs in turn (pipe-wheel, dvc, dvc-lock, pipe),
+#  so that a drift of the shared machine falls on every side.
 #  4. A table of each step's time per run, the medians, the bytes restored
 #     on each side, and the ratio of the two jobs' medians. Raw figures in
 #     WORK/results.tsv (appended), logs in WORK/logs/.
@@ -79,7 +84,7 @@
 #                                  fill clone's .venv/ (else the fill's
 #                                  `pipe run` bootstraps libtorch, 4.6 GB)
 #   DVC_VERSION=3.67.1
-#   PIP_COLD=1                     also one `pip install` with no cache (0: skip)
+#   PIP_COLD=1                     also one DVC install from the package index (0: skip)
 #
 # Needs git, cargo, python3 with venv, and the package index for pip (DVC)
 # and for cargo (s3s-fs 0.14.1's source: scripts/install-s3.sh, then a
@@ -161,12 +166,13 @@ results=$WORK/results.tsv
 [ -f "$results" ] || printf 'date\tcommit\tside\trun\tstep\tseconds\n' > "$results"
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 
-server_pid=
+server_pid= index_pid=
 cleanup() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  local pid
+  for pid in $server_pid $index_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
 }
 trap cleanup EXIT INT TERM
 
@@ -242,13 +248,19 @@ if [ "$(cat "$WORK/fill.done" 2>/dev/null)" != "$fill_id" ] || [ -z "$(ls -A "$W
 fi
 
 # --- 1b. the fill, DVC's side ----------------------------------------------
-# A venv with DVC, for the fill and as the warm pip cache's first fill.
+# A venv with DVC, for the fill, and the wheels of DVC and all it needs
+# (WORK/dvc-wheels, built once: a few of them come as sources), which the
+# index on 127.0.0.1 serves to DVC's measured jobs as it serves pipe-ml's.
 dvc_tool=$WORK/dvc-tool
-if [ ! -x "$dvc_tool/bin/dvc" ] || ! "$dvc_tool/bin/dvc" --version 2>/dev/null | grep -qx "$DVC_VERSION"; then
-  rm -rf "$dvc_tool"
+if [ ! -x "$dvc_tool/bin/dvc" ] || ! "$dvc_tool/bin/dvc" --version 2>/dev/null | grep -qx "$DVC_VERSION" \
+   || [ "$(cat "$WORK/dvc-wheels.done" 2>/dev/null)" != "$DVC_VERSION" ]; then
+  rm -rf "$dvc_tool" "$WORK/dvc-wheels" "$WORK/dvc-wheels.done"
   python3 -m venv "$dvc_tool"
-  PIP_CACHE_DIR=$WORK/pip-cache "$dvc_tool/bin/pip" install -q "dvc[s3]==$DVC_VERSION" > "$logs/dvc-tool-pip.log" 2>&1 \
+  PIP_CACHE_DIR=$WORK/pip-cache "$dvc_tool/bin/pip" wheel -q -w "$WORK/dvc-wheels" "dvc[s3]==$DVC_VERSION" > "$logs/dvc-tool-pip.log" 2>&1 \
+    || { tail -n 30 "$logs/dvc-tool-pip.log" >&2; fail "pip wheel dvc[s3]==$DVC_VERSION failed"; }
+  "$dvc_tool/bin/pip" install -q --no-index --find-links "$WORK/dvc-wheels" "dvc[s3]==$DVC_VERSION" >> "$logs/dvc-tool-pip.log" 2>&1 \
     || { tail -n 30 "$logs/dvc-tool-pip.log" >&2; fail "pip install dvc[s3]==$DVC_VERSION failed"; }
+  echo "$DVC_VERSION" > "$WORK/dvc-wheels.done"
 fi
 dvc_origin=$WORK/dvc-origin
 if [ "$(cat "$WORK/dvc.done" 2>/dev/null)" != "$fill_id dvc=$DVC_VERSION" ]; then
@@ -336,20 +348,35 @@ EOF
   echo "$fill_id dvc=$DVC_VERSION" > "$WORK/dvc.done"
 fi
 
-# --- 1c. the wheel, and a package index on 127.0.0.1 serving it -------------
-if [ "$(cat "$WORK/wheel.done" 2>/dev/null)" != "$fill_id" ] || [ -z "$(ls "$WORK/index/files/"*.whl 2>/dev/null)" ]; then
+# --- 1c. the wheel, and a package index on 127.0.0.1 serving it and DVC's ---
+index_id="$fill_id dvc=$DVC_VERSION"
+if [ "$(cat "$WORK/wheel.done" 2>/dev/null)" != "$index_id" ] || [ -z "$(ls "$WORK/index/files/"pipe_ml-*.whl 2>/dev/null)" ]; then
   echo "--- the wheel: scripts/build-wheel.sh in the fill's clone" >&2
   rm -rf "$WORK/index" "$WORK/wheel.done"
   (cd "$fill" && scripts/build-wheel.sh --out "$WORK/wheels-built") > "$logs/wheel-build.out" 2> "$logs/wheel-build.log" \
     || { tail -n 30 "$logs/wheel-build.log" >&2; fail "the wheel's build failed (log: $logs/wheel-build.log)"; }
   built_wheel=$(tail -n 1 "$logs/wheel-build.out")
-  mkdir -p "$WORK/index/files" "$WORK/index/simple/pipe-ml"
-  cp "$built_wheel" "$WORK/index/files/"
-  wheel_file=$(basename "$built_wheel")
-  wheel_sha=$(sha256sum "$WORK/index/files/$wheel_file" | cut -d' ' -f1)
-  printf '<!DOCTYPE html><html><body><a href="../../files/%s#sha256=%s">%s</a></body></html>\n' \
-    "$wheel_file" "$wheel_sha" "$wheel_file" > "$WORK/index/simple/pipe-ml/index.html"
-  echo "$fill_id" > "$WORK/wheel.done"
+  mkdir -p "$WORK/index/files"
+  cp "$built_wheel" "$WORK/dvc-wheels/"*.whl "$WORK/index/files/"
+  # PEP 503: a page per project (its normalized name) linking its files.
+  python3 - "$WORK/index" <<'PY'
+import collections, hashlib, os, re, sys
+index = sys.argv[1]
+projects = collections.defaultdict(list)
+for name in sorted(os.listdir(os.path.join(index, "files"))):
+    project = re.sub(r"[-_.]+", "-", name.split("-")[0]).lower()
+    projects[project].append(name)
+for project, names in projects.items():
+    os.makedirs(os.path.join(index, "simple", project))
+    links = []
+    for name in names:
+        with open(os.path.join(index, "files", name), "rb") as f:
+            sha = hashlib.sha256(f.read()).hexdigest()
+        links.append(f'<a href="../../files/{name}#sha256={sha}">{name}</a>')
+    with open(os.path.join(index, "simple", project, "index.html"), "w") as page:
+        page.write("<!DOCTYPE html><html><body>" + "".join(links) + "</body></html>\n")
+PY
+  echo "$index_id" > "$WORK/wheel.done"
 fi
 wheel_version=$(ls "$WORK/index/files/" | sed -n 's/^pipe_ml-\([^-]*\)-.*\.whl$/\1/p' | head -n 1)
 index_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -386,9 +413,8 @@ print(sum(e.get("transferred_bytes", 0) for e in map(json.loads, filter(lambda l
 }
 
 # --- 2. pipe's job -----------------------------------------------------------
-job=$WORK/job-pipe
-for run in $(seq "$RUNS"); do
-  echo "--- pipe's job, run $run of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+pipe_job() {
+  local run=$1 job=$WORK/job-pipe
   rm -rf "$job"
   timed pipe "$run" clone "$logs/pipe-clone.log" git clone -q "$REPO" "$job"
   git -C "$job" checkout -q "$COMMIT"
@@ -398,13 +424,11 @@ for run in $(seq "$RUNS"); do
   timed pipe "$run" run "$logs/pipe-run-$run.json" \
     bash -c "cd '$job' && env ${pipe_env[*]} target/release/pipe run pipelines/quickstart.yaml ${sets[*]} --json 2> '$logs/pipe-run-$run.err'"
   check_restored pipe "$run" "$logs/pipe-run-$run.json" "$job"
-done
+}
 
 # --- 2b. the job of a project that installs pipe as a tool -------------------
-job=$WORK/job-wheel
-tool=$WORK/job-wheel-tool
-for run in $(seq "$RUNS"); do
-  echo "--- pipe-wheel job, run $run of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+wheel_job() {
+  local run=$1 job=$WORK/job-wheel tool=$WORK/job-wheel-tool
   rm -rf "$job" "$tool"
   timed pipe-wheel "$run" clone "$logs/wheel-clone.log" git clone -q "$REPO" "$job"
   git -C "$job" checkout -q "$COMMIT"
@@ -418,26 +442,23 @@ for run in $(seq "$RUNS"); do
   timed pipe-wheel "$run" run "$logs/wheel-run-$run.json" \
     bash -c "cd '$job' && env ${pipe_env[*]} '$tool/bin/pipe' run pipelines/quickstart.yaml ${sets[*]} --json 2> '$logs/wheel-run-$run.err'"
   check_restored pipe-wheel "$run" "$logs/wheel-run-$run.json" "$job"
-done
-kill "$index_pid" 2>/dev/null || true
-wait "$index_pid" 2>/dev/null || true
+}
 
 # --- 3. DVC's job ------------------------------------------------------------
-job=$WORK/job-dvc
-# dvc_job SIDE RUN PIP_CACHE(warm|cold) PIP_STEP
+# dvc_job SIDE RUN INDEX(local|remote) PIP_STEP: the environment made as
+# pipe-wheel's is, from the index on 127.0.0.1 or (remote) from the
+# package index pip is configured with, no pip cache either way.
 dvc_job() {
-  local side=$1 run=$2 pip_cache=$3 pip_step=$4 branch=main
+  local side=$1 run=$2 index=$3 pip_step=$4 branch=main job=$WORK/job-dvc
   [ "$side" = dvc ] || branch=lock
   rm -rf "$job"
   timed "$side" "$run" clone "$logs/$side-clone.log" git clone -q -b "$branch" "$dvc_origin" "$job"
-  timed "$side" "$run" venv "$logs/$side-venv.log" python3 -m venv "$job/.venv"
-  if [ "$pip_cache" = cold ]; then
-    timed "$side" "$run" "$pip_step" "$logs/$side-pip-$run.log" \
-      env PIP_NO_CACHE_DIR=1 "$job/.venv/bin/pip" install "dvc[s3]==$DVC_VERSION"
-  else
-    timed "$side" "$run" "$pip_step" "$logs/$side-pip-$run.log" \
-      env "PIP_CACHE_DIR=$WORK/pip-cache" "$job/.venv/bin/pip" install "dvc[s3]==$DVC_VERSION"
-  fi
+  timed "$side" "$run" venv "$logs/$side-venv.log" python3 -m venv --without-pip "$job/.venv"
+  local from=(--index-url "$index_url")
+  [ "$index" = local ] || from=()
+  timed "$side" "$run" "$pip_step" "$logs/$side-pip-$run.log" \
+    env PIP_NO_CACHE_DIR=1 python3 -m pip --python "$job/.venv/bin/python" install --disable-pip-version-check \
+    "${from[@]}" "dvc[s3]==$DVC_VERSION"
   (cd "$job" && .venv/bin/dvc remote modify --local store endpointurl "$endpoint")
   local fetch repro expect
   if [ "$side" = dvc ]; then
@@ -460,17 +481,21 @@ dvc_job() {
   record "$side" "$run" bytes-restored "$bytes"
   echo "  $side #$run: all ${#stages[@]} stages \"$expect\"; $bytes bytes in their outputs" >&2
 }
+# The sides in turn, each round: the shared machine's drift falls on all.
 for run in $(seq "$RUNS"); do
-  for side in dvc dvc-lock; do
+  for side in pipe-wheel dvc dvc-lock pipe; do
     echo "--- $side job, run $run of $RUNS (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-    dvc_job "$side" "$run" warm pip-install
+    case $side in
+      pipe) pipe_job "$run" ;;
+      pipe-wheel) wheel_job "$run" ;;
+      *) dvc_job "$side" "$run" local pip-install ;;
+    esac
   done
 done
 if [ "$PIP_COLD" = 1 ]; then
-  echo "--- dvc job with pip's cache cold (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-  dvc_job dvc cold cold pip-install-cold
+  echo "--- dvc job from the package index (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  dvc_job dvc cold remote pip-install-cold
 fi
-
 # --- 4. the figures ------------------------------------------------------------
 python3 - "$results" "$stamp" <<'EOF'
 import statistics, sys
@@ -500,15 +525,15 @@ for side in ["dvc", "dvc-lock"]:
         line(side, step)
 cold = by[("dvc", "pip-install-cold")].get("cold")
 if cold is not None:
-    print(f"| dvc | pip-install, cold cache | {cold:.1f} | |")
+    print(f"| dvc | pip-install, from the package index | {cold:.1f} | |")
 pipe_job = sum(med("pipe", s) or 0 for s in ["build", "run"])
 wheel_job = sum(med("pipe-wheel", s) or 0 for s in ["venv", "pip-install", "run"])
 print(f"\npipe's job (build + run): {pipe_job:.1f} s")
-print(f"pipe-wheel's job (venv + pip install, no cache + run): {wheel_job:.1f} s")
+print(f"pipe-wheel's job (venv + pip install + run): {wheel_job:.1f} s")
 for side in ["dvc", "dvc-lock"]:
     job = sum(med(side, s) or 0 for s in ["venv", "pip-install", "pull", "repro"])
     if job:
-        print(f"{side}'s job (venv + pip install, warm + pull + repro): {job:.1f} s; pipe / {side} {pipe_job / job:.2f}; "
+        print(f"{side}'s job (venv + pip install + pull + repro): {job:.1f} s; pipe / {side} {pipe_job / job:.2f}; "
               f"pipe-wheel / {side} {wheel_job / job:.3f} ({job / wheel_job:.1f}x faster)")
 for side, step in [("pipe", "bytes-pulled"), ("pipe-wheel", "bytes-pulled"), ("dvc", "bytes-restored"), ("dvc-lock", "bytes-restored")]:
     values = sorted(set(int(v) for v in by[(side, step)].values()))
