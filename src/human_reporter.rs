@@ -19,7 +19,7 @@ use pipe_protocol::format::format_seconds;
 use crate::reporter::Reporter;
 use crate::run_tally::{RunTally, Shown};
 use crate::style::Style;
-use crate::worker_build_view::{Said, WorkerBuildView};
+use crate::worker_build_view::{Ended, Said, WorkerBuildView};
 
 /// How often a running stage's progress is printed when stderr is not a
 /// terminal (a CI log, a redirected run); `PIPE_PROGRESS_INTERVAL` changes it.
@@ -365,13 +365,13 @@ impl Reporter<Event<'_>> for HumanReporter {
                 log,
             } => self.say(self.worker_build.started(workers, libtorch, profile, log)),
             Event::WorkerBuildProgress {
-                workers: _,
+                workers,
                 step,
                 done,
                 total,
                 detail,
                 elapsed,
-            } => self.say(self.worker_build.progress(crate::worker_build_view::Reading {
+            } => self.say(self.worker_build.progress(workers, crate::worker_build_view::Reading {
                 step,
                 done,
                 total,
@@ -379,12 +379,19 @@ impl Reporter<Event<'_>> for HumanReporter {
                 elapsed,
             })),
             Event::WorkerBuildFinished {
-                workers: _,
+                workers,
                 succeeded,
+                stopped,
                 duration,
                 log,
                 log_tail,
-            } => self.say(self.worker_build.finished(succeeded, duration, log, log_tail)),
+            } => self.say(self.worker_build.finished(
+                workers,
+                Ended { succeeded, stopped },
+                duration,
+                log,
+                log_tail,
+            )),
             Event::RunFinished { status, recorded } => self.run_finished(status, recorded),
         }
     }

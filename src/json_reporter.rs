@@ -132,6 +132,8 @@ enum RunEventLine<'a> {
     WorkerBuildFinished {
         workers: &'a [&'a str],
         succeeded: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        stopped: bool,
         duration_ms: u64,
         #[serde(serialize_with = "path_as_text")]
         log: &'a Path,
@@ -237,6 +239,7 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
             Event::WorkerBuildFinished {
                 workers,
                 succeeded,
+                stopped,
                 duration,
                 log,
                 // For the person reading stderr; a script has the log.
@@ -244,6 +247,7 @@ impl<'a> From<&Event<'a>> for RunEventLine<'a> {
             } => RunEventLine::WorkerBuildFinished {
                 workers,
                 succeeded,
+                stopped,
                 duration_ms: milliseconds(duration),
                 log,
             },
@@ -468,6 +472,7 @@ mod tests {
             line(Event::WorkerBuildFinished {
                 workers: &workers,
                 succeeded: true,
+                stopped: false,
                 duration: Duration::from_secs(3),
                 log: Path::new("/tmp/t/release/pipe-stage-data.build.log"),
                 log_tail: None,

@@ -3,7 +3,9 @@
 //! libtorch, cargo) with its count and the time it has taken, redrawn in
 //! place on a terminal and, off one, printed at most once per progress
 //! interval; the step's end as a line of its own, and on failure the log's
-//! last lines.
+//! last lines. Two builds may be under way at once (a run builds the
+//! workers its stages will need while its first stages run,
+//! pipe_engine::exec): each has its own lines.
 
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -35,11 +37,13 @@ pub struct WorkerBuildView {
     bars: Option<MultiProgress>,
     /// Off a terminal: the least time between two lines of a step.
     interval: Duration,
-    build: Mutex<Option<Build>>,
+    builds: Mutex<Vec<Build>>,
 }
 
-/// The build being shown.
+/// A build being shown.
 struct Build {
+    /// Its workers, as the events name them.
+    workers: Vec<String>,
     names: String,
     profile: String,
     step: Option<Step>,
@@ -55,6 +59,14 @@ struct Step {
     done: u64,
     detail: Option<String>,
     elapsed: Duration,
+}
+
+/// How a build ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    pub succeeded: bool,
+    /// Stopped unfinished, as the run did not need it after all.
+    pub stopped: bool,
 }
 
 /// One progress reading of a step, as the event gives it.
@@ -80,7 +92,7 @@ impl WorkerBuildView {
             style,
             bars,
             interval,
-            build: Mutex::new(None),
+            builds: Mutex::new(Vec::new()),
         }
     }
 
@@ -93,7 +105,10 @@ impl WorkerBuildView {
     ) -> Vec<Said> {
         let names = names(workers);
         let text = started_line(&names, libtorch, log);
-        *lock(&self.build) = Some(Build {
+        let mut builds = lock(&self.builds);
+        builds.retain(|build| build.workers != workers);
+        builds.push(Build {
+            workers: workers.iter().map(|worker| worker.to_string()).collect(),
             names,
             profile: profile.to_string(),
             step: None,
@@ -101,9 +116,9 @@ impl WorkerBuildView {
         vec![Said { text, error: false }]
     }
 
-    pub fn progress(&self, reading: Reading<'_>) -> Vec<Said> {
-        let mut build = lock(&self.build);
-        let Some(build) = build.as_mut() else {
+    pub fn progress(&self, workers: &[&str], reading: Reading<'_>) -> Vec<Said> {
+        let mut builds = lock(&self.builds);
+        let Some(build) = builds.iter_mut().find(|build| build.workers == workers) else {
             return Vec::new();
         };
         let mut said = Vec::new();
@@ -148,13 +163,18 @@ impl WorkerBuildView {
 
     pub fn finished(
         &self,
-        succeeded: bool,
+        workers: &[&str],
+        ended: Ended,
         duration: Duration,
         log: &Path,
         log_tail: Option<&str>,
     ) -> Vec<Said> {
-        let Some(mut build) = lock(&self.build).take() else {
-            return Vec::new();
+        let mut build = {
+            let mut builds = lock(&self.builds);
+            let Some(position) = builds.iter().position(|build| build.workers == workers) else {
+                return Vec::new();
+            };
+            builds.remove(position)
         };
         let step = build.step.take();
         let crates = step
@@ -165,7 +185,15 @@ impl WorkerBuildView {
             bar.finish_and_clear();
         }
         let took = format_seconds(duration.as_secs_f64());
-        if succeeded {
+        if ended.stopped {
+            let text = format!(
+                "stopped building {} after {took}: no stage of this run needs it after all \
+                 (cargo keeps what it compiled for the next build)",
+                build.names
+            );
+            return vec![Said { text, error: false }];
+        }
+        if ended.succeeded {
             let counted = crates.map(|crates| match crates {
                 1 => " (1 crate)".to_string(),
                 _ => format!(" ({crates} crates)"),
@@ -270,6 +298,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
+    const DONE: Ended = Ended {
+        succeeded: true,
+        stopped: false,
+    };
+
     fn reading(
         step: BuildStep,
         done: u64,
@@ -343,7 +376,12 @@ mod tests {
         let log = Path::new("/checkout/target/debug/pipe-stage.build.log");
         view.started(&["pipe-stage"], false, "dev", log);
         let texts: Vec<String> = (1..=2)
-            .flat_map(|done| view.progress(reading(BuildStep::Cargo, done, Some(2), None)))
+            .flat_map(|done| {
+                view.progress(
+                    &["pipe-stage"],
+                    reading(BuildStep::Cargo, done, Some(2), None),
+                )
+            })
             .map(|said| said.text)
             .collect();
         assert_eq!(
@@ -376,16 +414,29 @@ mod tests {
                 Some("torch 2.11.0 in .venv")
             ))
             .is_empty());
-        let said = view.progress(reading(BuildStep::Cargo, 3, Some(9), None));
+        let said = view.progress(
+            &["pipe-stage-train"],
+            reading(BuildStep::Cargo, 3, Some(9), None),
+        );
         let texts: Vec<&str> = said.iter().map(|said| said.text.as_str()).collect();
         assert_eq!(texts, ["libtorch ready in 41.4 s: torch 2.11.0 in .venv"]);
-        let said = view.finished(true, Duration::from_secs(54), log, None);
+        let said = view.finished(
+            &["pipe-stage-train"],
+            DONE,
+            Duration::from_secs(54),
+            log,
+            None,
+        );
         assert_eq!(said[0].text, "built `pipe-stage-train` in 54 s (3 crates)");
 
         view.started(&["pipe-stage"], false, "dev", log);
-        view.progress(reading(BuildStep::Cargo, 1, None, None));
+        view.progress(&["pipe-stage"], reading(BuildStep::Cargo, 1, None, None));
         let said = view.finished(
-            false,
+            &["pipe-stage"],
+            Ended {
+                succeeded: false,
+                stopped: false,
+            },
             Duration::from_secs(2),
             log,
             Some("error[E0425]\nerror: could not compile"),
@@ -400,5 +451,53 @@ mod tests {
             ]
         );
         assert!(said.iter().all(|said| said.error));
+    }
+
+    #[test]
+    fn two_builds_under_way_at_once_keep_their_own_lines_and_a_stopped_one_says_so() {
+        let view = WorkerBuildView::with_interval(Style::plain(), None, Duration::ZERO);
+        let log = Path::new("/checkout/target/release/pipe-stage.build.log");
+        view.started(&["pipe-stage"], false, "release", log);
+        view.started(&["pipe-stage-train"], true, "release", log);
+        let mut texts: Vec<String> = Vec::new();
+        let mut say = |said: Vec<Said>| texts.extend(said.into_iter().map(|said| said.text));
+        say(view.progress(
+            &["pipe-stage-train"],
+            reading(
+                BuildStep::Libtorch,
+                0,
+                None,
+                Some("collecting torch==2.11.0"),
+            ),
+        ));
+        say(view.progress(&["pipe-stage"], reading(BuildStep::Cargo, 5, Some(9), None)));
+        say(view.finished(&["pipe-stage"], DONE, Duration::from_secs(40), log, None));
+        say(view.progress(
+            &["pipe-stage-train"],
+            reading(BuildStep::Cargo, 1, Some(48), None),
+        ));
+        let stopped = Ended {
+            succeeded: false,
+            stopped: true,
+        };
+        say(view.finished(
+            &["pipe-stage-train"],
+            stopped,
+            Duration::from_secs(90),
+            log,
+            None,
+        ));
+        assert_eq!(
+            texts,
+            [
+                "installing libtorch (pip): collecting torch==2.11.0, 41 s",
+                "building `pipe-stage` (cargo, release): 5/9 crates, 41 s",
+                "built `pipe-stage` in 40 s (5 crates)",
+                "libtorch ready in 41.4 s: collecting torch==2.11.0",
+                "building `pipe-stage-train` (cargo, release): 1/48 crates, 41 s",
+                "stopped building `pipe-stage-train` after 1 min 30 s: no stage of this run needs \
+                 it after all (cargo keeps what it compiled for the next build)",
+            ]
+        );
     }
 }

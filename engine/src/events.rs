@@ -114,6 +114,9 @@ pub enum Event<'a> {
     WorkerBuildFinished {
         workers: &'a [&'a str],
         succeeded: bool,
+        /// It was stopped unfinished: started ahead of the stages that
+        /// need it, it is not needed by the run after all.
+        stopped: bool,
         duration: Duration,
         log: &'a Path,
         /// On failure: the log's last lines, where the cause usually is.

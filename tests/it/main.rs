@@ -73,4 +73,5 @@ mod typos;
 mod untrusted_files;
 mod untrusted_input;
 mod worker_build;
+mod worker_prebuild;
 mod workers;

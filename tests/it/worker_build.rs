@@ -63,7 +63,7 @@ fn run(project: &TestProject, pipe: &Path, args: &[&str]) -> Output {
 /// A `cargo` that answers as cargo would the three calls a worker build
 /// makes: `-vV` and `metadata` (a resolve of `pipe-stages` and two
 /// dependencies: 3 crates to build), then `build`, which runs `build`.
-fn fake_cargo(dir: &Path, build: &str) -> PathBuf {
+pub(crate) fn fake_cargo(dir: &Path, build: &str) -> PathBuf {
     let metadata = serde_json::json!({
         "packages": [
             {"id": "stages 0.1", "name": "pipe-stages"},
@@ -94,7 +94,7 @@ fn fake_cargo(dir: &Path, build: &str) -> PathBuf {
 
 /// What a fake cargo's build does to succeed: puts the real `pipe-stage`
 /// where the build would.
-fn copy_real_worker() -> String {
+pub(crate) fn copy_real_worker() -> String {
     let real_worker = assert_cmd::cargo::cargo_bin("pipe").with_file_name("pipe-stage");
     format!(
         "cp '{}' \"$CARGO_TARGET_DIR/debug/pipe-stage\"",

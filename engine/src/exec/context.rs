@@ -10,6 +10,7 @@ use pipe_protocol::redact::redact_text;
 use serde_json::Value;
 
 use super::failure::StageFailure;
+use super::prebuild::Prebuild;
 use super::run_row::RunRow;
 use super::run_so_far::RunSoFar;
 use super::slurm;
@@ -49,6 +50,9 @@ pub(super) struct Context<'a> {
     /// A sweep's work trees, one per combination, when its combinations
     /// cannot share the project's (`Pipeline::workspaces`).
     pub(super) workspaces: Option<Workspaces>,
+    /// The workers' builds a stage that must run starts for the stages
+    /// below it.
+    pub(super) prebuild: Prebuild,
 }
 
 impl Context<'_> {

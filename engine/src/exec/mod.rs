@@ -8,6 +8,7 @@ mod failure;
 mod fresh_probe;
 mod gpus;
 mod log_follower;
+mod prebuild;
 mod process;
 mod progress_text;
 mod readiness;

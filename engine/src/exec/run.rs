@@ -10,6 +10,7 @@ use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
 use pipe_cache::{Cache, CacheError, LinkMode, RemoteError, StatCache};
 
 use super::context::{nothing_done, Context};
+use super::prebuild::Prebuild;
 use super::run_row::{RunRow, RunStartFacts};
 use super::run_so_far::RunSoFar;
 use super::{scheduler, slurm};
@@ -250,6 +251,7 @@ pub fn run(
         remote,
         cluster,
         workspaces,
+        prebuild: Prebuild::new(pipeline, dag, &selected),
     };
     let outcome = scheduler::schedule(&context, dag, &selected, &is_forced, options.jobs.max(1));
     let transfers = wind_down(&context);

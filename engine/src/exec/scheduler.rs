@@ -56,6 +56,9 @@ pub(super) fn schedule(
     let (job_sender, job_receiver) = mpsc::channel::<Job>();
     let job_receiver = Mutex::new(job_receiver);
     std::thread::scope(|scope| -> Result<()> {
+        // Dropped last, when this closure returns: what still builds then
+        // is stopped before the scope waits for its threads.
+        let _prebuilds = context.prebuild.serve(scope, context.observer);
         let (sender, receiver) = mpsc::channel::<StageOutcome>();
         // A fixed pool of `jobs` workers: slot accounting never lets more
         // stages run at once, and a no-op rerun of many stages should not

@@ -96,6 +96,7 @@ fn execute(
         }
     }
 
+    context.prebuild.stage_runs(index);
     let ran = run_command(context, index, stage, &key, gpus, &mut attempt.waited);
     attempt.waited += ran
         .placement

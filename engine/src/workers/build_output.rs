@@ -8,15 +8,17 @@
 use std::collections::{HashSet, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use crate::events::{BuildStep, Event, Observer};
-use crate::{EngineError, Result};
+use crate::{interrupt, EngineError, Result};
 
 /// How many of the log's last lines a failure shows: enough for rustc's
 /// error with its context, or pip's traceback and its last message.
@@ -210,10 +212,12 @@ enum Stream {
     Err,
 }
 
-/// Who is told of a step's progress.
+/// Who is told of a step's progress, and what stops it.
 pub(super) struct Progress<'a> {
     pub(super) workers: &'a [&'a str],
     pub(super) observer: Observer<'a>,
+    /// Set when the run no longer needs the build (`PendingBuild`).
+    pub(super) stop: &'a AtomicBool,
 }
 
 /// Runs `command` to its end with its stdout and stderr read by `watch`
@@ -240,10 +244,15 @@ pub(super) fn run_step(
     watch.wait_for_total(report);
     log.line(&format!("$ {}", shown(&command)));
     let program = command.get_program().to_os_string();
+    // A process group of its own, so that a build the run no longer needs
+    // can be stopped with everything it started (cargo's rustc, the
+    // bootstrap's pip); Ctrl-C, which the terminal sends to pipe's group
+    // only, is passed on by `follow`.
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| EngineError::io(&program, e))?;
     let (sender, lines) = mpsc::channel();
@@ -253,24 +262,37 @@ pub(super) fn run_step(
     if let Some(stderr) = child.stderr.take() {
         read_lines(stderr, Stream::Err, sender);
     }
-    let status =
-        follow(&mut child, &lines, watch, log, report).map_err(|e| EngineError::io(&program, e))?;
+    let status = follow(&mut child, &lines, watch, log, progress.stop, report)
+        .map_err(|e| EngineError::io(&program, e))?;
     report(watch);
     Ok(status)
 }
 
 /// Reads the tool's lines until it exits and its output has arrived,
-/// reporting when what is shown changed and at least every `TICK`.
+/// reporting when what is shown changed and at least every `TICK`; sends
+/// its process group SIGINT, once, on Ctrl-C or when `stop` is set.
 fn follow(
     child: &mut Child,
     lines: &Receiver<(Stream, String)>,
     watch: &mut Watch,
     log: &mut BuildLog,
+    stop: &AtomicBool,
     report: impl Fn(&Watch),
 ) -> std::io::Result<ExitStatus> {
     let mut reported = Instant::now();
     let mut exited: Option<(ExitStatus, Instant)> = None;
+    let mut stopped = false;
     loop {
+        if !stopped && exited.is_none() && (stop.load(Ordering::SeqCst) || interrupt::requested()) {
+            stopped = true;
+            if let Ok(group) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill(2) with a negative pid signals that process
+                // group; it touches no memory of this process.
+                unsafe {
+                    libc::kill(-group, libc::SIGINT);
+                }
+            }
+        }
         let wait = TICK.saturating_sub(reported.elapsed());
         match lines.recv_timeout(wait) {
             Ok((from, line)) => {

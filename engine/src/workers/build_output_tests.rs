@@ -141,6 +141,7 @@ fn a_step_tells_its_progress_from_start_to_end_and_logs_the_tools_text() {
     let progress = Progress {
         workers: &["pipe-stage"],
         observer: &observer,
+        stop: &std::sync::atomic::AtomicBool::new(false),
     };
     let mut watch = Watch::cargo(Some(5));
     let status = run_step(command, BuildStep::Cargo, &mut watch, &mut log, &progress).unwrap();

@@ -10,6 +10,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::build_output::{run_step, BuildLog, Progress, Watch};
@@ -124,7 +125,12 @@ impl Checkout {
     /// The training worker needs libtorch first. What it does is told to
     /// `observer`; cargo's and pip's own output go to the build's log
     /// (`build_log`), whose last lines a failure shows.
-    pub(super) fn build(&self, workers: &[BuiltinWorker], observer: Observer<'_>) -> Result<()> {
+    pub(super) fn build(
+        &self,
+        workers: &[BuiltinWorker],
+        observer: Observer<'_>,
+        stop: &AtomicBool,
+    ) -> Result<()> {
         let names: Vec<&str> = workers.iter().map(|worker| worker.binary()).collect();
         let libtorch = workers.contains(&BuiltinWorker::Training);
         let log_path = self.build_log(&names);
@@ -139,6 +145,7 @@ impl Checkout {
         let progress = Progress {
             workers: &names,
             observer,
+            stop,
         };
         let (built, tail) = match BuildLog::create(&log_path) {
             Ok(mut log) => {
@@ -147,12 +154,14 @@ impl Checkout {
             }
             Err(error) => (Err(error), String::new()),
         };
+        let stopped = built.is_err() && stop.load(Ordering::SeqCst);
         observer(Event::WorkerBuildFinished {
             workers: &names,
             succeeded: built.is_ok(),
+            stopped,
             duration: started.elapsed(),
             log: &log_path,
-            log_tail: built.is_err().then_some(tail.as_str()),
+            log_tail: (built.is_err() && !stopped).then_some(tail.as_str()),
         });
         built
     }
