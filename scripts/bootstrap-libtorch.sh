@@ -62,6 +62,18 @@ if [[ -n "${LIBTORCH:-}" ]]; then
     exit 0
 fi
 
+# One install at a time into .venv/: `./pipe` may have started one in the
+# background while it built pipe, and pipe's build of the training worker
+# then waits for it here instead of racing it (the lock is on this script,
+# held by pip too, as it inherits the descriptor).
+if command -v flock >/dev/null; then
+    exec 9<"$0"
+    if ! flock -n 9; then
+        echo "waiting for another install of libtorch into $venv to finish" >&2
+        flock 9
+    fi
+fi
+
 python="${PYTHON:-python3}"
 if [[ ! -x "$venv/bin/python" ]]; then
     echo "creating $venv" >&2

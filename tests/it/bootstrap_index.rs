@@ -14,7 +14,7 @@ fn repository() -> PathBuf {
 }
 
 /// The torch version scripts/bootstrap-libtorch.sh installs.
-fn pinned_torch() -> String {
+pub(crate) fn pinned_torch() -> String {
     let script = std::fs::read_to_string(repository().join("scripts/bootstrap-libtorch.sh"))
         .expect("bootstrap script");
     script
@@ -27,7 +27,7 @@ fn pinned_torch() -> String {
 
 /// A wheel named `torch-VERSION+cpu` (as a CPU index names its builds)
 /// holding only its metadata and a module that says what it is.
-fn stand_in_wheel(dir: &Path, version: &str) -> PathBuf {
+pub(crate) fn stand_in_wheel(dir: &Path, version: &str) -> PathBuf {
     let name = format!("torch-{version}+cpu-py3-none-any.whl");
     let path = dir.join(&name);
     let made = Command::new("python3")
@@ -61,11 +61,11 @@ with zipfile.ZipFile(path, "w") as wheel:
     path
 }
 
-#[test]
-fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
+/// A PEP 503 index on 127.0.0.1 serving a stand-in torch wheel of the
+/// pinned version (its `/simple/` is what PIP_INDEX_URL points at).
+pub(crate) fn torch_index(dir: &Path) -> Server {
     let version = pinned_torch();
-    let dir = tempfile::tempdir().unwrap();
-    let wheel = stand_in_wheel(dir.path(), &version);
+    let wheel = stand_in_wheel(dir, &version);
     let wheel_name = wheel.file_name().unwrap().to_str().unwrap().to_string();
     let bytes = std::fs::read(&wheel).unwrap();
     let sha256 = {
@@ -82,7 +82,7 @@ fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
         ),
         (format!("/files/{wheel_name}"), bytes),
     ]);
-    let server = Server::start(move |request, _| {
+    Server::start(move |request, _| {
         if request.path == "/simple/torch/" {
             Reply::whole(index.as_bytes()).header("Content-Type", "text/html")
         } else {
@@ -91,7 +91,14 @@ fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
                 None => Reply::status(404),
             }
         }
-    });
+    })
+}
+
+#[test]
+fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
+    let version = pinned_torch();
+    let dir = tempfile::tempdir().unwrap();
+    let server = torch_index(dir.path());
 
     // The script as a checkout has it: it makes `.venv/` beside `scripts/`.
     let checkout = dir.path().join("checkout");
@@ -138,4 +145,54 @@ fn the_bootstrap_installs_torch_from_the_index_pip_is_pointed_at() {
     assert!(again.status.success());
     let asked = server.requests().len();
     assert_eq!(asked, paths.len(), "a second bootstrap asks no index");
+}
+
+/// One install at a time into `.venv/`: a bootstrap started while another
+/// holds the script's lock (here a `flock` of the test's, as `./pipe`'s
+/// download during its build holds it) says so, waits, then installs.
+#[test]
+fn a_second_bootstrap_waits_for_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = torch_index(dir.path());
+    let checkout = dir.path().join("checkout");
+    std::fs::create_dir_all(checkout.join("scripts")).unwrap();
+    let script = checkout.join("scripts/bootstrap-libtorch.sh");
+    std::fs::copy(repository().join("scripts/bootstrap-libtorch.sh"), &script).unwrap();
+    let (held, release) = (dir.path().join("held"), dir.path().join("release"));
+    let mut holder = Command::new("flock")
+        .arg(&script)
+        .args(["sh", "-c", "touch \"$1\"; while [ ! -e \"$2\" ]; do sleep 0.05; done", "-"])
+        .arg(&held)
+        .arg(&release)
+        .spawn()
+        .expect("flock");
+    while !held.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut bootstrap = Command::new("bash")
+        .arg(&script)
+        .env("PIP_INDEX_URL", server.url("/simple/"))
+        .env("PIP_NO_CACHE_DIR", "1")
+        .env("PIP_CONFIG_FILE", "/dev/null")
+        .env_remove("LIBTORCH")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bootstrap");
+    let mut stderr = std::io::BufReader::new(bootstrap.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    assert!(
+        first.starts_with("waiting for another install of libtorch into "),
+        "{first}"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "it asked the index while waiting"
+    );
+    std::fs::write(&release, "").unwrap();
+    assert!(holder.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(bootstrap.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains(&format!("torch {}+cpu in ", pinned_torch())), "{rest}");
 }

@@ -395,6 +395,7 @@ fn pip_detail(line: &str) -> Option<String> {
     }
     let known = [
         ("creating ", "creating "),
+        ("waiting for ", "waiting for "),
         ("Collecting ", "collecting "),
         ("Using cached ", "using cached "),
         ("Successfully installed ", "installed "),
