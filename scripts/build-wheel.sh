@@ -7,23 +7,34 @@
 # at run time pipe finds the torch of the environment it is installed in
 # (engine/src/libtorch.rs), which the extra `train` installs.
 #
-#   scripts/build-wheel.sh [--profile release|dev] [--out DIR]
+#   scripts/build-wheel.sh [--profile release|dev] [--out DIR] [--strip|--no-strip]
 #
 # release (the default) is the wheel to hand out; dev packs the suite's
-# debug build from target/ as it is (tests/it/install.rs). Prints the
-# wheel's path on stdout.
+# debug build from target/ as it is (tests/it/install.rs). The release
+# wheel's binaries are stripped of their line tables, which go beside it
+# as `<wheel name>.debug.tar.gz` (scripts/strip-wheel.py says why and how
+# to use them); --strip or --no-strip choose for either profile. Only the
+# wheel's copies are stripped: target/ keeps its binaries as built. Prints
+# the wheel's path on stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 profile=release
 out=target/wheels
+strip=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --profile) profile="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        *) echo "usage: scripts/build-wheel.sh [--profile release|dev] [--out DIR]" >&2; exit 2 ;;
+        --strip) strip=1; shift ;;
+        --no-strip) strip=0; shift ;;
+        *) echo "usage: scripts/build-wheel.sh [--profile release|dev] [--out DIR] [--strip|--no-strip]" >&2; exit 2 ;;
     esac
 done
+if [[ -z $strip ]]; then
+    strip=0
+    [[ $profile == release ]] && strip=1
+fi
 
 # What cargo sets for a program it runs (`cargo test`, `cargo run`): a
 # build started from one must not see it, or cargo finds the environment
@@ -76,5 +87,12 @@ wheel=$(sed -n 's/.*Built wheel to \(.*\.whl\).*/\1/p' "$log" | tail -1)
 if [[ -z "$wheel" || ! -f "$wheel" ]]; then
     echo "maturin did not report a wheel" >&2
     exit 1
+fi
+if (( strip )); then
+    echo "--- stripping the wheel's binaries" >&2
+    python3 scripts/strip-wheel.py "$wheel"
+else
+    # An earlier stripped build's would not match these binaries.
+    rm -f "${wheel%.whl}.debug.tar.gz"
 fi
 echo "$wheel"

@@ -16,7 +16,8 @@
 //! in docs/performance.md.)
 //!
 //! The wheel route: scripts/build-wheel.sh packs the suite's debug build
-//! into the wheel `pipe-ml`, which is installed into a fresh virtual
+//! into the wheel `pipe-ml`, its binaries stripped as the release wheel's
+//! are (their line tables beside the wheel), which is installed into a fresh virtual
 //! environment without torch (every stage but training runs; training
 //! says to install the `train` extra), then with the suite's torch made
 //! visible to it by a `.pth` file rather than downloaded again, and the
@@ -260,7 +261,7 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
     // its builds find the suite's own fresh.
     let build = Command::new("bash")
         .arg(repository().join("scripts/build-wheel.sh"))
-        .args(["--profile", "dev", "--out"])
+        .args(["--profile", "dev", "--strip", "--out"])
         .arg(wheels.path())
         .output()
         .expect("scripts/build-wheel.sh");
@@ -284,6 +285,7 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
     for binary in ["pipe", "pipe-stage", "pipe-stage-train"] {
         assert!(bin.join(binary).is_file(), "{binary} not installed");
     }
+    assert_stripped_with_their_line_tables_beside(wheel, &bin);
 
     let (_work, project, first) =
         init_then_run_without_training(&|dir, args| installed_pipe(venv.path(), &bin, dir, args));
@@ -335,6 +337,65 @@ fn the_wheel_installs_pipe_and_its_workers_and_finds_torch_in_its_environment() 
         "evaluate",
     );
     assert!(evaluate["job"].is_string(), "{evaluate:#}");
+}
+
+/// What `--strip` promises: the installed binaries carry no line tables
+/// but keep their symbols (a backtrace names its functions) and a link to
+/// their `.debug` file, and those files are beside the wheel. The rest of
+/// the test runs these stripped binaries through the quickstart.
+fn assert_stripped_with_their_line_tables_beside(wheel: &str, bin: &Path) {
+    for binary in ["pipe", "pipe-stage", "pipe-stage-train"] {
+        let sections = elf_section_names(&bin.join(binary));
+        // `.debug_gdb_scripts` is loaded with the program (a few bytes
+        // naming gdb's pretty-printers): objcopy keeps it, rightly.
+        for gone in [".debug_info", ".debug_line", ".debug_str"] {
+            assert!(
+                !sections.iter().any(|name| name == gone),
+                "{binary} still carries {gone}: {sections:?}"
+            );
+        }
+        for kept in [".symtab", ".gnu_debuglink"] {
+            assert!(
+                sections.iter().any(|name| name == kept),
+                "{binary} lost {kept}: {sections:?}"
+            );
+        }
+    }
+    let archive = format!("{}.debug.tar.gz", wheel.trim_end_matches(".whl"));
+    let listed = Command::new("tar")
+        .args(["-tzf", &archive])
+        .output()
+        .expect("tar");
+    assert!(listed.status.success(), "{archive}: {listed:?}");
+    let mut names: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["pipe-stage-train.debug", "pipe-stage.debug", "pipe.debug"]
+    );
+}
+
+/// The names of an ELF64 little-endian file's sections, from its section
+/// header table.
+fn elf_section_names(path: &Path) -> Vec<String> {
+    let elf = std::fs::read(path).expect("the binary");
+    let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()) as usize;
+    let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) as usize;
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap()) as usize;
+    assert_eq!(&elf[..5], b"\x7fELF\x02", "{} is no ELF64 file", path.display());
+    let (table, entry, count) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    let header = |index: usize| table + index * entry;
+    let names_at = u64_at(header(u16_at(0x3e)) + 0x18);
+    (0..count)
+        .map(|index| {
+            let start = names_at + u32_at(header(index));
+            let end = start + elf[start..].iter().position(|&b| b == 0).unwrap();
+            String::from_utf8_lossy(&elf[start..end]).into_owned()
+        })
+        .collect()
 }
 
 /// pipe knows the built-in stages without starting a worker, from their
