@@ -161,7 +161,12 @@ fn a_second_bootstrap_waits_for_the_first() {
     let (held, release) = (dir.path().join("held"), dir.path().join("release"));
     let mut holder = Command::new("flock")
         .arg(&script)
-        .args(["sh", "-c", "touch \"$1\"; while [ ! -e \"$2\" ]; do sleep 0.05; done", "-"])
+        .args([
+            "sh",
+            "-c",
+            "touch \"$1\"; while [ ! -e \"$2\" ]; do sleep 0.05; done",
+            "-",
+        ])
         .arg(&held)
         .arg(&release)
         .spawn()
@@ -194,5 +199,8 @@ fn a_second_bootstrap_waits_for_the_first() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert!(bootstrap.wait().unwrap().success(), "{rest}");
-    assert!(rest.contains(&format!("torch {}+cpu in ", pinned_torch())), "{rest}");
+    assert!(
+        rest.contains(&format!("torch {}+cpu in ", pinned_torch())),
+        "{rest}"
+    );
 }

@@ -385,7 +385,12 @@ fn elf_section_names(path: &Path) -> Vec<String> {
     let u16_at = |at: usize| u16::from_le_bytes(elf[at..at + 2].try_into().unwrap()) as usize;
     let u32_at = |at: usize| u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) as usize;
     let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap()) as usize;
-    assert_eq!(&elf[..5], b"\x7fELF\x02", "{} is no ELF64 file", path.display());
+    assert_eq!(
+        &elf[..5],
+        b"\x7fELF\x02",
+        "{} is no ELF64 file",
+        path.display()
+    );
     let (table, entry, count) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
     let header = |index: usize| table + index * entry;
     let names_at = u64_at(header(u16_at(0x3e)) + 0x18);

@@ -180,7 +180,10 @@ fn the_first_build_for_a_run_that_trains_installs_libtorch_meanwhile() {
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&output.stdout), "pipe run pipe.yaml\n");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "pipe run pipe.yaml\n"
+    );
     assert!(
         stderr.contains(
             "installing libtorch (torch==2.11.0 into .venv/, 4.6 GB) while pipe builds: this run \
@@ -205,7 +208,11 @@ fn no_libtorch_download_where_the_run_may_not_need_it() {
     let cases: [(&str, &str, &[(&str, &str)]); 4] = [
         ("no training stage", no_training, &[]),
         ("a remote in the pipeline", &remote_in_file, &[]),
-        ("PIPE_REMOTE", TRAINS, &[("PIPE_REMOTE", "s3://bucket/prefix")]),
+        (
+            "PIPE_REMOTE",
+            TRAINS,
+            &[("PIPE_REMOTE", "s3://bucket/prefix")],
+        ),
         ("LIBTORCH", TRAINS, &[("LIBTORCH", "/opt/libtorch")]),
     ];
     for (case, stages, env) in cases {
