@@ -407,12 +407,10 @@ mod tests {
             said[0].text
         );
         assert!(view
-            .progress(reading(
-                BuildStep::Libtorch,
-                0,
-                None,
-                Some("torch 2.11.0 in .venv")
-            ))
+            .progress(
+                &["pipe-stage-train"],
+                reading(BuildStep::Libtorch, 0, None, Some("torch 2.11.0 in .venv")),
+            )
             .is_empty());
         let said = view.progress(
             &["pipe-stage-train"],
