@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use tch::{Device, Tensor};
 
-use pipe_stages::batches::{accumulation_steps, limit, pad_id, BucketSampler, Collator};
+use pipe_stages::batches::{
+    accumulation_steps, limit, pad_id, BucketSampler, Collator, EvalSampler,
+};
 use pipe_stages::classification::{BestEpoch, EpochVerdict};
 use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
 use pipe_stages::{Result, StageContext, StageError};
@@ -123,6 +125,9 @@ fn replica_device(devices: &[Device], place: Option<&RankPlace>) -> Result<Devic
 struct Splits {
     train: TokenizedSplit,
     val: TokenizedSplit,
+    /// Validation's batches: wide ones, as a forward without autograd
+    /// affords (`EvalSampler::for_inference`).
+    val_batches: EvalSampler,
     pad: u32,
     collator: Collator,
 }
@@ -135,9 +140,11 @@ impl Splits {
         check_labels(&train, settings.num_labels)?;
         check_labels(&val, settings.num_labels)?;
         let pad = pad_id(&tokens.join(TOKENIZER_FILE))?;
+        let val_batches = EvalSampler::for_inference(&val.lengths(), settings.batch_size)?;
         Ok(Splits {
             train,
             val,
+            val_batches,
             pad,
             collator: Collator::new(pad),
         })
@@ -511,7 +518,7 @@ impl<'a> Epochs<'a> {
             },
             &self.splits.val,
             &self.splits.collator,
-            self.settings.batch_size,
+            &self.splits.val_batches,
             self.settings.precision.autocast_kind(),
             *device,
             &mut |done| {
