@@ -61,7 +61,8 @@ impl BuiltinStage for TrainClassifier {
         // 3: fused AdamW kernel (float rounding of every update).
         // 4: replicas are processes; c10d (Gloo, NCCL) sums the gradients.
         // 5: validation in wide length-sorted batches (float rounding of
-        //    val_loss), no resume state after the last epoch.
+        //    val_loss), no resume state after the last epoch, the last
+        //    layer computed at the first position only.
         .implementation(5)
         .params(data_and_model_params())
         .params(optimization_params())
