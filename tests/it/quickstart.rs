@@ -106,6 +106,19 @@ fn quickstart_trains_evaluates_then_reruns_nothing() {
     let train = metrics_of("train");
     assert_eq!(train["train_rows"], 256, "{train:?}");
     assert_eq!(train["best_epoch"], 1, "{train:?}");
+    // One epoch: no resume state is saved (none would be read), and the
+    // stage's metrics say so among where its time went.
+    let parts: serde_json::Value =
+        serde_json::from_str(&project.read(".pipe/out/quickstart/train/metrics.json"))
+            .map(|metrics: serde_json::Value| metrics["stage_seconds"].clone())
+            .unwrap();
+    assert_eq!(parts["resume_state"], 0.0, "{parts}");
+    for part in ["start", "steps", "validation", "checkpoint", "total"] {
+        assert!(
+            parts[part].as_f64().is_some_and(|s| s > 0.0),
+            "{part}: {parts}"
+        );
+    }
 
     // The checkpoint is a Hugging Face directory with a 2-label head.
     let checkpoint = project.path(".pipe/out/quickstart/train/checkpoint");

@@ -194,6 +194,31 @@ fn a_training_killed_between_epochs_resumes_and_ends_as_an_uninterrupted_run() {
         Vec::<PathBuf>::new(),
         "a stored result keeps no state"
     );
+    // Where the stage's time went, in its metrics: among the parts, the
+    // states saved after the two epochs another followed.
+    let parts: Value = serde_json::from_str(&whole.read(&format!("{TRAIN_DIR}/metrics.json")))
+        .map(|metrics: Value| metrics["stage_seconds"].clone())
+        .unwrap();
+    let seconds = |part: &str| {
+        parts[part]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no {part}: {parts}"))
+    };
+    for part in ["start", "steps", "validation", "resume_state", "checkpoint"] {
+        assert!(seconds(part) > 0.0, "{part}: {parts}");
+    }
+    let named: f64 = [
+        "start",
+        "steps",
+        "validation",
+        "resume_state",
+        "checkpoint",
+        "other",
+    ]
+    .iter()
+    .map(|part| seconds(part))
+    .sum();
+    assert!((named - seconds("total")).abs() < 0.01, "{parts}");
 
     let project = toy_project(3, 64, 16);
     run_killed_after_first_epoch(&project);

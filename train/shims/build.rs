@@ -13,6 +13,7 @@ const SOURCES: &[&str] = &[
     "csrc/optim.cpp",
     "csrc/c10d.cpp",
     "csrc/rng.cpp",
+    "csrc/inference.cpp",
 ];
 
 fn main() {

@@ -19,6 +19,7 @@ pub mod distributed;
 mod ffi;
 pub mod fsdp;
 pub mod hardware;
+pub mod inference;
 pub mod launch;
 pub mod model;
 pub mod optim;

@@ -221,6 +221,43 @@ fn eval_order_is_longest_first_and_maps_back() {
 }
 
 #[test]
+fn inference_batches_are_wide_longest_first_and_pad_at_most_an_eighth() {
+    // Batch 2, longest row 8: at most 4 x 2 x 8 = 64 positions a batch,
+    // and a new batch at the first row shorter than 7/8 of its first.
+    let mut lengths = vec![8, 2, 4, 8, 2, 2, 4, 1];
+    lengths.extend([2; 30]);
+    let sampler = EvalSampler::for_inference(&lengths, 2).expect("sampler");
+    let batches = sampler.batches();
+    assert_eq!(batches[0], [0, 3]);
+    assert_eq!(batches[1], [2, 6]);
+    // 32 rows of 2 tokens fill the 64 positions; the 33rd starts anew.
+    let twos: Vec<usize> = [1, 4, 5].into_iter().chain(8..37).collect();
+    assert_eq!(batches[2], twos);
+    assert_eq!(batches[3], [37]);
+    assert_eq!(batches[4], [7]);
+    assert_eq!(batches.len(), 5);
+    assert_each_row_once(batches, &(0..lengths.len()).collect::<Vec<_>>());
+    assert!(EvalSampler::for_inference(&lengths, 0).is_err());
+    // Review-like lengths: several times fewer batches than of 32 rows,
+    // none holding more than the positions allowed, little padding.
+    let lengths = realistic_lengths(1_281, 7, 128);
+    let wide = EvalSampler::for_inference(&lengths, 32).expect("sampler");
+    let narrow = EvalSampler::new(&lengths, 32).expect("sampler");
+    assert_each_row_once(wide.batches(), &(0..lengths.len()).collect::<Vec<_>>());
+    let longest = *lengths.iter().max().unwrap();
+    for batch in wide.batches() {
+        let first = lengths[batch[0]];
+        assert!(batch.len() * first <= 4 * 32 * longest);
+        assert!(batch
+            .iter()
+            .all(|&row| lengths[row] <= first && 8 * lengths[row] >= 7 * first));
+    }
+    assert!(wide.batches().len() * 2 < narrow.batches().len());
+    let padding = padding_ratio(wide.batches(), &lengths);
+    assert!(padding < 0.08, "{padding}");
+}
+
+#[test]
 fn multiple_of_trims_only_the_short_last_batch() {
     let lengths = vec![5; 23];
     let sampler = BucketSampler::new(&lengths, 8, 9)

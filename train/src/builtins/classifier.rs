@@ -11,6 +11,7 @@ use pipe_stages::token_file::TokenizedSplit;
 use pipe_stages::{Result, StageContext, StageError};
 use tch::{Device, Kind, Reduction, Tensor};
 
+use crate::inference::InferenceModeGuard;
 use crate::model::{ModelError, SequenceClassifier};
 use crate::precision::{AutocastGuard, PrecisionError};
 
@@ -265,25 +266,28 @@ impl Predictions {
 }
 
 /// Runs `split` through the model (`forward`: logits of ids and a mask,
-/// without dropout) in length-sorted batches, and puts the results back
-/// in dataset order. `progress` hears the rows done after each batch: a split of thousands of rows takes
-/// minutes on a CPU, and a stage must not go silent that long.
+/// without dropout) in the length-sorted batches of `sampler`, under
+/// libtorch's inference mode, and puts the results back in dataset order.
+/// `progress` hears the rows done after each batch: a split of thousands
+/// of rows takes minutes on a CPU, and a stage must not go silent that
+/// long.
 pub(super) fn predict(
     forward: &mut dyn FnMut(&Tensor, Option<&Tensor>) -> Result<Tensor>,
     split: &TokenizedSplit,
     collator: &Collator,
-    batch_size: usize,
+    sampler: &EvalSampler,
     autocast: Option<Kind>,
     device: Device,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Predictions> {
-    let sampler = EvalSampler::new(&split.lengths(), batch_size)?;
     let mut per_row: Vec<(i64, usize, Vec<f32>)> = Vec::with_capacity(split.len());
     let mut loss_sum = 0.0;
     for rows in sampler.batches() {
         let batch = collator.collate(split, rows)?;
-        let (ids, mask, labels) = batch_tensors(&batch, device)?;
-        let (loss, predicted, probabilities) = tch::no_grad(|| -> Result<_> {
+        let (loss, predicted, probabilities) = {
+            let _inference = InferenceModeGuard::new()
+                .map_err(|problem| StageError::Other(format!("inference mode: {problem}")))?;
+            let (ids, mask, labels) = batch_tensors(&batch, device)?;
             let _autocast = autocast
                 .map(|kind| AutocastGuard::new(device, kind))
                 .transpose()
@@ -303,8 +307,8 @@ pub(super) fn predict(
                 .map_err(torch)?;
             let predicted = Vec::<i64>::try_from(&predicted).map_err(torch)?;
             let probabilities = Vec::<Vec<f32>>::try_from(&probabilities).map_err(torch)?;
-            Ok((loss, predicted, probabilities))
-        })?;
+            (loss, predicted, probabilities)
+        };
         loss_sum += loss;
         for ((label, predicted), probabilities) in
             batch.labels.iter().zip(predicted).zip(probabilities)

@@ -11,7 +11,7 @@ use pipe_protocol::{OutputKind, ParamKind, ParamSpec};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use pipe_stages::batches::{pad_id, Collator};
+use pipe_stages::batches::{pad_id, Collator, EvalSampler};
 use pipe_stages::classification::classification_report;
 use pipe_stages::token_file::{open_split, TOKENIZER_FILE};
 use pipe_stages::{BuiltinStage, Result, StageContext, StageError, StageInfo, StageInfoBuilder};
@@ -135,7 +135,7 @@ impl BuiltinStage for EvalClassifier {
             &mut |ids, mask| Ok(model.forward_t(ids, mask, None, false)?),
             &split,
             &collator,
-            batch_size,
+            &EvalSampler::new(&split.lengths(), batch_size)?,
             None,
             device,
             &mut |done| context.progress(&phase, done, Some(total), "rows"),

@@ -26,6 +26,7 @@ mod phases;
 mod replica;
 mod resume;
 mod resume_files;
+mod stage_time;
 mod steps;
 mod totals;
 mod weights_file;
@@ -59,7 +60,10 @@ impl BuiltinStage for TrainClassifier {
         // 2: CPU dropout masks from our own generator, fused QKV.
         // 3: fused AdamW kernel (float rounding of every update).
         // 4: replicas are processes; c10d (Gloo, NCCL) sums the gradients.
-        .implementation(4)
+        // 5: validation in wide length-sorted batches (float rounding of
+        //    val_loss), no resume state after the last epoch, the last
+        //    layer computed at the first position only.
+        .implementation(5)
         .params(data_and_model_params())
         .params(optimization_params())
         .params(hardware_params())

@@ -102,16 +102,45 @@ impl Layer {
         }
     }
 
-    fn forward_t(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
-        let context = self.attention.forward_t(xs, mask, train);
+    /// Every position's output, or with `first_only` the first
+    /// position's alone, (batch, 1, hidden): all the head reads of the last
+    /// layer. Its keys and values still come from every position, and its
+    /// dropout masks are the whole layer's (`Dropout::forward_first_t`).
+    fn forward_t(
+        &self,
+        xs: &Tensor,
+        mask: Option<&Tensor>,
+        train: bool,
+        first_only: bool,
+    ) -> Tensor {
+        let seq = xs.size()[1];
+        let dropout = |tensor: &Tensor| {
+            if first_only {
+                let size = tensor.size();
+                let whole = [size[0], seq, size[2]];
+                self.dropout.forward_first_t(tensor, &whole, 1, train)
+            } else {
+                self.dropout.forward_t(tensor, train)
+            }
+        };
+        let (context, residual) = if first_only {
+            (
+                self.attention.forward_first_t(xs, mask, train),
+                xs.narrow(1, 0, 1),
+            )
+        } else {
+            (
+                self.attention.forward_t(xs, mask, train),
+                xs.shallow_clone(),
+            )
+        };
         let projected = self.attention_output.forward(&context);
         let attended = self
             .attention_norm
-            .forward(&(self.dropout.forward_t(&projected, train) + xs));
+            .forward(&(dropout(&projected) + residual));
         let inner = self.activation.apply(&self.intermediate.forward(&attended));
         let output = self.output.forward(&inner);
-        self.output_norm
-            .forward(&(self.dropout.forward_t(&output, train) + attended))
+        self.output_norm.forward(&(dropout(&output) + attended))
     }
 }
 
@@ -149,7 +178,8 @@ impl BertForSequenceClassification {
         }
     }
 
-    /// The last layer's hidden states, (batch, seq, hidden).
+    /// The hidden states the head reads: (batch, 1, hidden), the last
+    /// layer's at the first position (see [`layer`](Self::layer)).
     pub fn encode(
         &self,
         input_ids: &Tensor,
@@ -190,9 +220,13 @@ impl BertForSequenceClassification {
         self.layers.len()
     }
 
-    /// Encoder layer `index` on the hidden states `xs`.
+    /// Encoder layer `index` on the hidden states `xs`. The last one
+    /// computes the first position only, (batch, 1, hidden): the pooler
+    /// reads nothing else, and the rest of that layer would be a sixth of
+    /// MiniLM-L6's work thrown away.
     pub fn layer(&self, index: usize, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
-        self.layers[index].forward_t(xs, mask, train)
+        let last = index + 1 == self.layers.len();
+        self.layers[index].forward_t(xs, mask, train, last)
     }
 
     /// The pooler, dropout and classifier on the last hidden states: logits.
@@ -200,5 +234,48 @@ impl BertForSequenceClassification {
         let pooled = self.pooler.forward(&hidden.select(1, 0)).tanh();
         self.classifier
             .forward(&self.classifier_dropout.forward_t(&pooled, train))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tch::Device;
+
+    use super::*;
+
+    /// The last layer's first position alone is the whole layer's first
+    /// position, in eval and in training: the same dropout masks drawn,
+    /// and as many.
+    #[test]
+    fn the_first_position_alone_is_the_whole_layers_first_position_masks_included() {
+        let config = ModelConfig::from_json(
+            json!({"model_type": "bert", "vocab_size": 50, "hidden_size": 16,
+                                         "num_hidden_layers": 1, "num_attention_heads": 2,
+                                         "intermediate_size": 24, "max_position_embeddings": 16}),
+        )
+        .unwrap();
+        let store = nn::VarStore::new(Device::Cpu);
+        let masks = Arc::new(DropoutMasks::default());
+        let layer = Layer::new(&store.root(), &config, &masks);
+        tch::manual_seed(1);
+        let xs = Tensor::randn([2, 6, 16], (Kind::Float, Device::Cpu));
+        // The second row is padded after 4 tokens.
+        let keep = Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
+            .view([2, 1, 1, 6])
+            .ne(0);
+        for train in [false, true] {
+            masks.reseed(7);
+            let whole = layer.forward_t(&xs, Some(&keep), train, false);
+            let drawn = masks.drawn();
+            masks.reseed(7);
+            let first = layer.forward_t(&xs, Some(&keep), train, true);
+            assert_eq!(first.size(), [2, 1, 16]);
+            assert!(
+                first.allclose(&whole.narrow(1, 0, 1), 1e-5, 1e-6, false),
+                "train {train}"
+            );
+            assert_eq!(masks.drawn(), drawn, "train {train}");
+        }
     }
 }

@@ -122,17 +122,24 @@ impl SequenceClassifier {
     /// per layer and position the Q, K, V and output projections (4 H^2
     /// multiply-adds) and the feed-forward pair (2 H I), the attention
     /// scores and the weighted sum (2 seq H); per sequence the head.
-    /// Embeddings, LayerNorm and softmax are not counted.
+    /// Embeddings, LayerNorm and softmax are not counted. The last layer
+    /// computes the first position alone (the head reads nothing else):
+    /// every position's keys and values (2 H^2 each), and for the first
+    /// its query, attention, output projection and feed-forward; what it
+    /// does not compute is not counted.
     pub fn train_flops(&self, rows: usize, seq_len: usize) -> f64 {
         let config = &self.config;
         let (hidden, inner) = (config.hidden_size as f64, config.intermediate_size as f64);
         let (layers, seq) = (config.num_hidden_layers as f64, seq_len as f64);
-        let per_position =
-            layers * (4.0 * hidden * hidden + 2.0 * hidden * inner + 2.0 * seq * hidden);
+        let whole_layer = seq * (4.0 * hidden * hidden + 2.0 * hidden * inner + 2.0 * seq * hidden);
+        let last_layer = seq * 2.0 * hidden * hidden
+            + 2.0 * hidden * hidden
+            + 2.0 * hidden * inner
+            + 2.0 * seq * hidden;
         // BERT's pooler or DistilBERT's pre-classifier, then the classifier.
-        let per_sequence = hidden * hidden + hidden * self.num_labels as f64;
-        let multiply_adds = rows as f64 * (seq * per_position + per_sequence);
-        3.0 * 2.0 * multiply_adds
+        let head = hidden * hidden + hidden * self.num_labels as f64;
+        let per_sequence = (layers - 1.0).max(0.0) * whole_layer + last_layer + head;
+        3.0 * 2.0 * rows as f64 * per_sequence
     }
 
     /// The caller promises that every id it passes to `forward_t` from now

@@ -74,17 +74,41 @@ impl Layer {
         }
     }
 
-    fn forward_t(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
-        let context = self.attention.forward_t(xs, mask, train);
+    /// Every position's output, or with `first_only` the first
+    /// position's alone, as BERT's layer (`super::bert`).
+    fn forward_t(
+        &self,
+        xs: &Tensor,
+        mask: Option<&Tensor>,
+        train: bool,
+        first_only: bool,
+    ) -> Tensor {
+        let (context, residual) = if first_only {
+            (
+                self.attention.forward_first_t(xs, mask, train),
+                xs.narrow(1, 0, 1),
+            )
+        } else {
+            (
+                self.attention.forward_t(xs, mask, train),
+                xs.shallow_clone(),
+            )
+        };
         // Unlike BERT, DistilBERT has no dropout after the attention's
         // output projection, only on the attention weights and after the FFN.
         let attended = self
             .sa_layer_norm
-            .forward(&(self.out_lin.forward(&context) + xs));
+            .forward(&(self.out_lin.forward(&context) + residual));
         let inner = self.activation.apply(&self.lin1.forward(&attended));
         let output = self.lin2.forward(&inner);
-        self.output_layer_norm
-            .forward(&(self.dropout.forward_t(&output, train) + attended))
+        let dropped = if first_only {
+            let size = output.size();
+            let whole = [size[0], xs.size()[1], size[2]];
+            self.dropout.forward_first_t(&output, &whole, 1, train)
+        } else {
+            self.dropout.forward_t(&output, train)
+        };
+        self.output_layer_norm.forward(&(dropped + attended))
     }
 }
 
@@ -118,7 +142,8 @@ impl DistilBertForSequenceClassification {
         }
     }
 
-    /// The last layer's hidden states, (batch, seq, hidden).
+    /// The hidden states the head reads: (batch, 1, hidden), the last
+    /// layer's at the first position (see [`layer`](Self::layer)).
     pub fn encode(&self, input_ids: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
         let mut xs = self.embed(input_ids, train);
         for index in 0..self.layers.len() {
@@ -142,9 +167,12 @@ impl DistilBertForSequenceClassification {
         self.layers.len()
     }
 
-    /// Transformer layer `index` on the hidden states `xs`.
+    /// Transformer layer `index` on the hidden states `xs`. The last one
+    /// computes the first position only, (batch, 1, hidden): the
+    /// pre-classifier reads nothing else.
     pub fn layer(&self, index: usize, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
-        self.layers[index].forward_t(xs, mask, train)
+        let last = index + 1 == self.layers.len();
+        self.layers[index].forward_t(xs, mask, train, last)
     }
 
     /// `pre_classifier`, ReLU, dropout and the classifier on the last
@@ -153,5 +181,48 @@ impl DistilBertForSequenceClassification {
         let pooled = self.pre_classifier.forward(&hidden.select(1, 0)).relu();
         self.classifier
             .forward(&self.classifier_dropout.forward_t(&pooled, train))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use tch::Device;
+
+    use super::*;
+
+    /// The last layer's first position alone is the whole layer's first
+    /// position, in eval and in training: the same dropout masks drawn,
+    /// and as many.
+    #[test]
+    fn the_first_position_alone_is_the_whole_layers_first_position_masks_included() {
+        let config = ModelConfig::from_json(
+            json!({"model_type": "distilbert", "vocab_size": 50, "dim": 16,
+                                         "n_layers": 1, "n_heads": 2, "hidden_dim": 24,
+                                         "max_position_embeddings": 16}),
+        )
+        .unwrap();
+        let store = nn::VarStore::new(Device::Cpu);
+        let masks = Arc::new(DropoutMasks::default());
+        let layer = Layer::new(&store.root(), &config, &masks);
+        tch::manual_seed(1);
+        let xs = Tensor::randn([2, 6, 16], (Kind::Float, Device::Cpu));
+        // The second row is padded after 4 tokens.
+        let keep = Tensor::from_slice(&[1i64, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
+            .view([2, 1, 1, 6])
+            .ne(0);
+        for train in [false, true] {
+            masks.reseed(7);
+            let whole = layer.forward_t(&xs, Some(&keep), train, false);
+            let drawn = masks.drawn();
+            masks.reseed(7);
+            let first = layer.forward_t(&xs, Some(&keep), train, true);
+            assert_eq!(first.size(), [2, 1, 16]);
+            assert!(
+                first.allclose(&whole.narrow(1, 0, 1), 1e-5, 1e-6, false),
+                "train {train}"
+            );
+            assert_eq!(masks.drawn(), drawn, "train {train}");
+        }
     }
 }

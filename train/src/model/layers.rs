@@ -143,14 +143,33 @@ impl Dropout {
         if xs.device() != Device::Cpu || self.p >= 1.0 {
             return xs.dropout(self.p, train);
         }
-        let mask = self.masks.draw(xs.numel(), self.p);
-        let mask = Tensor::from_slice(&mask).view(xs.size().as_slice());
-        let mask = if xs.kind() == Kind::Float {
+        xs * self.mask(&xs.size(), xs.kind())
+    }
+
+    /// [`forward_t`](Self::forward_t) of the first slice along `dim` of a
+    /// tensor of shape `whole`: the CPU mask is drawn for `whole`, as the
+    /// whole tensor's forward would draw it, and its first slice applied,
+    /// so that computing the first position alone draws and applies the
+    /// masks that computing them all would.
+    pub fn forward_first_t(&self, xs: &Tensor, whole: &[i64], dim: i64, train: bool) -> Tensor {
+        if !train || self.p <= 0.0 {
+            return xs.shallow_clone();
+        }
+        if xs.device() != Device::Cpu || self.p >= 1.0 {
+            return xs.dropout(self.p, train);
+        }
+        xs * self.mask(whole, xs.kind()).narrow(dim, 0, 1)
+    }
+
+    /// The next CPU mask, of `shape`, in `kind`.
+    fn mask(&self, shape: &[i64], kind: Kind) -> Tensor {
+        let numel = shape.iter().product::<i64>() as usize;
+        let mask = Tensor::from_slice(&self.masks.draw(numel, self.p)).view(shape);
+        if kind == Kind::Float {
             mask
         } else {
-            mask.to_kind(xs.kind())
-        };
-        xs * mask
+            mask.to_kind(kind)
+        }
     }
 }
 
@@ -189,36 +208,31 @@ impl SelfAttention {
     /// true where a key may be attended to, or None when nothing is padded.
     /// Returns the heads' outputs merged back to (batch, seq, hidden).
     pub fn forward_t(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
+        self.attend(xs, mask, train, false)
+    }
+
+    /// [`forward_t`](Self::forward_t) for the first position's query
+    /// only, over every position's keys and values: (batch, 1, hidden),
+    /// what the whole forward gives at position 0, with the same dropout
+    /// masks.
+    pub fn forward_first_t(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool) -> Tensor {
+        self.attend(xs, mask, train, true)
+    }
+
+    fn attend(&self, xs: &Tensor, mask: Option<&Tensor>, train: bool, first_only: bool) -> Tensor {
         let (batch, seq, hidden) = match xs.size()[..] {
             [batch, seq, hidden] => (batch, seq, hidden),
             // Shapes are checked at the model's entry point.
             _ => unreachable!("attention input must be 3-D"),
         };
-        let split = |tensor: Tensor| {
+        let queries = if first_only { 1 } else { seq };
+        let split = |tensor: Tensor, length: i64| {
             tensor
-                .view([batch, seq, self.heads, self.head_dim])
+                .view([batch, length, self.heads, self.head_dim])
                 .transpose(1, 2)
         };
-        // One (hidden x 3 hidden) projection instead of three: a wider
-        // matmul that the BLAS runs closer to peak, forward and backward.
-        // The parameters stay three tensors under their HF names; the
-        // concatenation costs a copy of the weights per call.
-        let projected = match (&self.query.bs, &self.key.bs, &self.value.bs) {
-            (Some(query_bias), Some(key_bias), Some(value_bias)) => xs.linear(
-                &Tensor::cat(&[&self.query.ws, &self.key.ws, &self.value.ws], 0),
-                Some(&Tensor::cat(&[query_bias, key_bias, value_bias], 0)),
-            ),
-            _ => Tensor::cat(
-                &[
-                    self.query.forward(xs),
-                    self.key.forward(xs),
-                    self.value.forward(xs),
-                ],
-                -1,
-            ),
-        };
-        let parts = projected.split(hidden, -1);
-        let [query, key, value] = [0, 1, 2].map(|index| split(parts[index].shallow_clone()));
+        let (query, key, value) = self.project(xs, first_only);
+        let (query, key, value) = (split(query, queries), split(key, seq), split(value, seq));
         let context = if train && self.dropout.p > 0.0 && xs.device() == Device::Cpu {
             // What the fused kernel does on the CPU with dropout (its flash
             // path has none), spelled out so that the attention weights go
@@ -230,7 +244,13 @@ impl SelfAttention {
                 None => scores,
             };
             let weights = scores.softmax(-1, scores.kind());
-            self.dropout.forward_t(&weights, true).matmul(&value)
+            let weights = if first_only {
+                let whole = [batch, self.heads, seq, seq];
+                self.dropout.forward_first_t(&weights, &whole, 2, true)
+            } else {
+                self.dropout.forward_t(&weights, true)
+            };
+            weights.matmul(&value)
         } else {
             // The fused kernel picks the flash or memory-efficient path
             // when it can, and applies attention dropout itself; its
@@ -249,7 +269,55 @@ impl SelfAttention {
         context
             .transpose(1, 2)
             .contiguous()
-            .view([batch, seq, hidden])
+            .view([batch, queries, hidden])
+    }
+
+    /// The query, key and value projections, (batch, length, hidden) each:
+    /// of every position, or the query of the first position alone.
+    ///
+    /// One (hidden x 3 hidden) projection instead of three (or hidden x 2
+    /// hidden for the keys and values beside the first position's query):
+    /// a wider matmul that the BLAS runs closer to peak, forward and
+    /// backward. The parameters stay three tensors under their HF names;
+    /// the concatenation costs a copy of the weights per call.
+    fn project(&self, xs: &Tensor, first_only: bool) -> (Tensor, Tensor, Tensor) {
+        let hidden = xs.size()[2];
+        let biases = match (&self.query.bs, &self.key.bs, &self.value.bs) {
+            (Some(query), Some(key), Some(value)) => Some([query, key, value]),
+            _ => None,
+        };
+        if first_only {
+            let query = self.query.forward(&xs.narrow(1, 0, 1));
+            let keys_values = match biases {
+                Some([_, key_bias, value_bias]) => xs.linear(
+                    &Tensor::cat(&[&self.key.ws, &self.value.ws], 0),
+                    Some(&Tensor::cat(&[key_bias, value_bias], 0)),
+                ),
+                None => Tensor::cat(&[self.key.forward(xs), self.value.forward(xs)], -1),
+            };
+            let parts = keys_values.split(hidden, -1);
+            return (query, parts[0].shallow_clone(), parts[1].shallow_clone());
+        }
+        let projected = match biases {
+            Some([query_bias, key_bias, value_bias]) => xs.linear(
+                &Tensor::cat(&[&self.query.ws, &self.key.ws, &self.value.ws], 0),
+                Some(&Tensor::cat(&[query_bias, key_bias, value_bias], 0)),
+            ),
+            None => Tensor::cat(
+                &[
+                    self.query.forward(xs),
+                    self.key.forward(xs),
+                    self.value.forward(xs),
+                ],
+                -1,
+            ),
+        };
+        let parts = projected.split(hidden, -1);
+        (
+            parts[0].shallow_clone(),
+            parts[1].shallow_clone(),
+            parts[2].shallow_clone(),
+        )
     }
 }
 

@@ -58,6 +58,19 @@ fn rerun(run_dir: &Path, invocation: &Value) -> Run {
     run_invocation(&worker(), run_dir, invocation)
 }
 
+/// The entries of a run's resume directory, sorted.
+fn states(run_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(run_dir.join("resume"))
+        .map(|entries| {
+            entries
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// Starts the invocation's training in a process group of its own (the
 /// ranks too) and kills the whole group with SIGKILL as soon as the state
 /// of its first epoch is in place.
@@ -180,18 +193,14 @@ fn killed_and_resumed_trains_what_an_uninterrupted_run_trains(fixture: &str, ext
     assert!(resumed.success, "{}", resumed.error());
     let from = resumed_from(&resumed);
     assert!(
-        matches!(from, Some(1..=3)),
+        matches!(from, Some(1..=2)),
         "no resume: {:?}",
         resumed.messages()
     );
     assert_same_training(&resumed, &whole);
-    // One state is kept, the newest: the engine removes it once the
-    // result is stored.
-    let left: Vec<String> = std::fs::read_dir(killed_dir.join("resume"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(left, ["epoch-3"]);
+    // One state is kept, the newest, of the last epoch another followed:
+    // the engine removes it once the result is stored.
+    assert_eq!(states(&killed_dir), ["epoch-2"]);
 }
 
 #[test]
@@ -243,7 +252,7 @@ fn a_truncated_resume_state_is_ignored_with_a_warning_and_training_starts_over()
     let first = rerun(&run_dir, &invocation);
     assert!(first.success, "{}", first.error());
 
-    let state = run_dir.join("resume/epoch-2/rank-0.safetensors");
+    let state = run_dir.join("resume/epoch-1/rank-0.safetensors");
     let bytes = std::fs::read(&state).unwrap();
     std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
     let again = rerun(&run_dir, &invocation);
@@ -252,7 +261,7 @@ fn a_truncated_resume_state_is_ignored_with_a_warning_and_training_starts_over()
     let warning = again
         .messages()
         .into_iter()
-        .find(|message| message.starts_with("warning: ignoring the resume state of epoch 2"))
+        .find(|message| message.starts_with("warning: ignoring the resume state of epoch 1"))
         .unwrap_or_else(|| panic!("no warning: {:?}", again.messages()));
     assert!(warning.contains("training starts over"), "{warning}");
     assert_eq!(
@@ -267,11 +276,13 @@ fn a_truncated_resume_state_is_ignored_with_a_warning_and_training_starts_over()
     assert_ne!(std::fs::read(&state).unwrap(), bytes[..bytes.len() / 2]);
 }
 
-/// A state saved at the epoch early stopping ended with resumes to that
-/// end: no epoch more, `stopped_early`, and the checkpoint of the best
-/// epoch, an earlier one, whose weights only the state's best file holds.
+/// Early stopping ends a run without a state of its last epoch: none
+/// follows. Resumed from the state before it, the run trains that epoch
+/// again, stops there too, `stopped_early`, with the checkpoint of the
+/// best epoch, an earlier one, whose weights only the state's best file
+/// holds.
 #[test]
-fn a_run_resumed_after_early_stopping_stops_there_with_the_best_epochs_checkpoint() {
+fn a_run_resumed_before_early_stopping_stops_there_with_the_best_epochs_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let tokens = crate::train::tokens(dir.path());
     let model = model_dir(dir.path(), "tiny-bert", 3);
@@ -288,15 +299,16 @@ fn a_run_resumed_after_early_stopping_stops_there_with_the_best_epochs_checkpoin
     assert_eq!(metrics["stopped_early"], true, "{metrics:#}");
     let epochs_run = metrics["epochs_run"].as_u64().unwrap();
     assert_eq!(epochs_run, metrics["best_epoch"].as_u64().unwrap() + 2);
+    assert_eq!(states(&run_dir), [format!("epoch-{}", epochs_run - 1)]);
     assert!(run_dir
-        .join(format!("resume/epoch-{epochs_run}/best.safetensors"))
+        .join(format!("resume/epoch-{}/best.safetensors", epochs_run - 1))
         .is_file());
 
     let again = rerun(&run_dir, &invocation);
     assert!(again.success, "{}", again.error());
     assert_eq!(
         resumed_from(&again),
-        Some(epochs_run),
+        Some(epochs_run - 1),
         "{:?}",
         again.messages()
     );
@@ -305,9 +317,11 @@ fn a_run_resumed_after_early_stopping_stops_there_with_the_best_epochs_checkpoin
         said.iter().any(|m| m.starts_with("early stopping")),
         "{said:?}"
     );
+    let trained: Vec<&String> = said.iter().filter(|m| m.starts_with("epoch ")).collect();
+    assert_eq!(trained.len(), 1, "{said:?}");
     assert!(
-        !said.iter().any(|m| m.starts_with("epoch ")),
-        "it trained again: {said:?}"
+        trained[0].starts_with(&format!("epoch {epochs_run}/30: ")),
+        "{said:?}"
     );
     let checkpoint =
         |run: &Run| std::fs::read(run.output_dir.join("checkpoint/model.safetensors")).unwrap();
@@ -325,4 +339,73 @@ fn a_run_resumed_after_early_stopping_stops_there_with_the_best_epochs_checkpoin
     ] {
         assert_eq!(again.metrics()[key], metrics[key], "{key}");
     }
+}
+
+/// A state is for an epoch still to come: a 3-epoch run saves after its
+/// first two epochs and not after its last, a 1-epoch run saves none; and
+/// the stage's metrics say where its time went, resume states included.
+#[test]
+fn a_resume_state_is_saved_only_when_another_epoch_follows_and_the_metrics_say_what_each_part_cost()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = crate::train::tokens(dir.path());
+    let model = model_dir(dir.path(), "tiny-bert", 4);
+    let saved = |run: &Run| -> Vec<u64> {
+        run.messages()
+            .iter()
+            .filter_map(|message| {
+                let rest = message.strip_prefix("resume state of epoch ")?;
+                rest.split_whitespace().next()?.parse().ok()
+            })
+            .collect()
+    };
+    let parts = [
+        "start",
+        "steps",
+        "validation",
+        "resume_state",
+        "checkpoint",
+        "other",
+    ];
+    let seconds = |run: &Run, part: &str| -> f64 {
+        let metrics = run.metrics();
+        metrics["stage_seconds"][part]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no stage_seconds.{part}: {metrics:#}"))
+    };
+
+    let three_dir = dir.path().join("three");
+    let three = rerun(
+        &three_dir,
+        &training(&three_dir, &tokens, &model, json!({})),
+    );
+    assert!(three.success, "{}", three.error());
+    assert_eq!(saved(&three), [1, 2], "{:?}", three.messages());
+    assert_eq!(states(&three_dir), ["epoch-2"]);
+    for part in ["start", "steps", "validation", "resume_state", "checkpoint"] {
+        assert!(seconds(&three, part) > 0.0, "{part}: {:#}", three.metrics());
+    }
+    // The parts add up to the whole (each rounded to the millisecond).
+    let named: f64 = parts.iter().map(|part| seconds(&three, part)).sum();
+    assert!(
+        (named - seconds(&three, "total")).abs() < 0.01,
+        "{:#}",
+        three.metrics()
+    );
+    // The steps are the epochs' training steps.
+    let epochs: f64 = crate::train::per_epoch(&three.metrics(), "epoch_seconds")
+        .iter()
+        .sum();
+    assert!((seconds(&three, "steps") - epochs).abs() < 0.01);
+
+    let one_dir = dir.path().join("one");
+    let one = rerun(
+        &one_dir,
+        &training(&one_dir, &tokens, &model, json!({"epochs": 1})),
+    );
+    assert!(one.success, "{}", one.error());
+    assert_eq!(saved(&one), Vec::<u64>::new(), "{:?}", one.messages());
+    assert_eq!(states(&one_dir), Vec::<String>::new());
+    assert_eq!(seconds(&one, "resume_state"), 0.0);
+    assert!(seconds(&one, "validation") > 0.0);
 }

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use tch::{Device, Tensor};
 
-use pipe_stages::batches::{accumulation_steps, limit, pad_id, BucketSampler, Collator};
+use pipe_stages::batches::{
+    accumulation_steps, limit, pad_id, BucketSampler, Collator, EvalSampler,
+};
 use pipe_stages::classification::{BestEpoch, EpochVerdict};
 use pipe_stages::token_file::{open_split, TokenizedSplit, TOKENIZER_FILE};
 use pipe_stages::{Result, StageContext, StageError};
@@ -22,6 +24,7 @@ use super::params::TrainParams;
 use super::peers::Peers;
 use super::replica::Replica;
 use super::resume::{EpochEnd, Resume, Resumed};
+use super::stage_time::StageTime;
 use super::steps::{check_in_step, replica_steps, EpochPlan, StepDone};
 use super::totals::TrainTotals;
 use super::weights_file::WeightsFile;
@@ -53,6 +56,7 @@ pub(super) fn train(
         // stderr, which reaches the stage log.
         pipe_stages::events_to_stderr(format!("[rank{}] ", place.rendezvous.rank));
     }
+    let mut time = StageTime::start();
     let device = replica_device(devices, place)?;
     tch::set_num_threads(context.threads() as i32);
     let splits = Splits::open(settings)?;
@@ -71,12 +75,16 @@ pub(super) fn train(
     );
     // Read while the model's variables are whole (a sharded strategy frees
     // them), put back once its optimizer exists.
+    let reading = Instant::now();
     let found = resume.as_ref().and_then(|resume| resume.find(&model));
+    time.resume_read += reading.elapsed().as_secs_f64();
     let mut replica = Replica::create(settings, model, device, &peers)?;
+    let reading = Instant::now();
     let resumed = match resume.as_mut() {
         Some(resume) => resume.restore(found, &mut replica, collective)?,
         None => None,
     };
+    time.resume_read += reading.elapsed().as_secs_f64();
     if lead {
         announce(context, settings, devices, &splits, &schedule, &replica);
     }
@@ -87,7 +95,9 @@ pub(super) fn train(
         context.threads(),
     );
 
-    let mut epochs = Epochs::new(context, settings, &splits, &schedule, collective, lead);
+    let mut epochs = Epochs::new(
+        context, settings, &splits, &schedule, collective, lead, time,
+    );
     epochs.resume = resume;
     if let Some(resumed) = resumed {
         epochs.continue_from(resumed);
@@ -123,6 +133,9 @@ fn replica_device(devices: &[Device], place: Option<&RankPlace>) -> Result<Devic
 struct Splits {
     train: TokenizedSplit,
     val: TokenizedSplit,
+    /// Validation's batches: wide ones, as a forward without autograd
+    /// affords (`EvalSampler::for_inference`).
+    val_batches: EvalSampler,
     pad: u32,
     collator: Collator,
 }
@@ -135,9 +148,11 @@ impl Splits {
         check_labels(&train, settings.num_labels)?;
         check_labels(&val, settings.num_labels)?;
         let pad = pad_id(&tokens.join(TOKENIZER_FILE))?;
+        let val_batches = EvalSampler::for_inference(&val.lengths(), settings.batch_size)?;
         Ok(Splits {
             train,
             val,
+            val_batches,
             pad,
             collator: Collator::new(pad),
         })
@@ -266,9 +281,9 @@ struct Epochs<'a> {
     /// The epochs an interrupted attempt completed, and the time they took.
     epochs_done: u64,
     earlier_seconds: f64,
-    /// The verdict of the last epoch an interrupted attempt completed.
-    resumed_verdict: Option<EpochVerdict>,
     loop_started: Instant,
+    /// Where the stage's time went, for the metrics.
+    time: StageTime,
 }
 
 impl<'a> Epochs<'a> {
@@ -279,6 +294,7 @@ impl<'a> Epochs<'a> {
         schedule: &'a Schedule,
         collective: &'a dyn Collective,
         lead: bool,
+        time: StageTime,
     ) -> Epochs<'a> {
         Epochs {
             context,
@@ -296,8 +312,8 @@ impl<'a> Epochs<'a> {
             resume: None,
             epochs_done: 0,
             earlier_seconds: 0.0,
-            resumed_verdict: None,
             loop_started: Instant::now(),
+            time,
         }
     }
 
@@ -306,7 +322,7 @@ impl<'a> Epochs<'a> {
     /// stopping counts as it did) and the time it took.
     fn continue_from(&mut self, resumed: Resumed) {
         for stats in &resumed.stats {
-            self.resumed_verdict = Some(self.best.record(stats.epoch as u32, stats.val_acc));
+            self.best.record(stats.epoch as u32, stats.val_acc);
         }
         self.epochs_done = resumed.epochs_done;
         self.global_step = resumed.global_step;
@@ -324,10 +340,7 @@ impl<'a> Epochs<'a> {
     /// Every epoch, or up to the one early stopping ends with.
     fn run(&mut self, replica: &mut Replica) -> Result<()> {
         self.loop_started = Instant::now();
-        if self.resumed_verdict == Some(EpochVerdict::Stop) {
-            self.stop_early(self.epochs_done - 1);
-            return Ok(());
-        }
+        self.time.loop_starts();
         for epoch in self.epochs_done..self.settings.epochs {
             if self.epoch(replica, epoch)? == EpochVerdict::Stop {
                 self.stop_early(epoch);
@@ -354,12 +367,15 @@ impl<'a> Epochs<'a> {
         let started = Instant::now();
         let (totals, steps) = self.train_steps(replica, epoch, started)?;
         let train_seconds = started.elapsed().as_secs_f64();
+        self.time.steps += train_seconds;
         // Under fsdp no replica holds the weights to compare: each holds
         // its own shards, and every gather gives all the same unit.
         if self.schedule.world > 1 && replica.strategy.holds_whole_weights() {
             check_in_step(replica, self.collective, epoch + 1)?;
         }
+        let validating = Instant::now();
         let (val_loss, val_acc) = self.validate(replica, epoch)?;
+        self.time.validation += validating.elapsed().as_secs_f64();
         let stats = EpochStats {
             epoch: epoch + 1,
             train_loss: totals.mean_loss()?,
@@ -378,7 +394,9 @@ impl<'a> Epochs<'a> {
         };
         let verdict = self.best.record(epoch as u32 + 1, stats.val_acc);
         if verdict == EpochVerdict::Improved {
+            let saving = Instant::now();
             self.save_best(replica)?;
+            self.time.checkpoint += saving.elapsed().as_secs_f64();
         }
         if self.lead {
             self.context.message(format!(
@@ -396,7 +414,13 @@ impl<'a> Epochs<'a> {
             ));
         }
         self.stats.push(stats);
-        self.save_state(replica, epoch + 1)?;
+        // A state is for an epoch still to come: after the last one, or
+        // the one early stopping ends with, the outputs follow at once.
+        if verdict != EpochVerdict::Stop && epoch + 1 < self.settings.epochs {
+            let saving = Instant::now();
+            self.save_state(replica, epoch + 1)?;
+            self.time.resume_state += saving.elapsed().as_secs_f64();
+        }
         Ok(verdict)
     }
 
@@ -511,7 +535,7 @@ impl<'a> Epochs<'a> {
             },
             &self.splits.val,
             &self.splits.collator,
-            self.settings.batch_size,
+            &self.splits.val_batches,
             self.settings.precision.autocast_kind(),
             *device,
             &mut |done| {
@@ -571,7 +595,7 @@ impl<'a> Epochs<'a> {
     /// Rank 0's outputs: the best epoch's checkpoint, the curves, the
     /// metrics.
     fn write_outputs(
-        self,
+        mut self,
         replica: &Replica,
         devices: &[Device],
         train_seconds: f64,
@@ -584,12 +608,14 @@ impl<'a> Epochs<'a> {
                 "internal: training ran no epoch".to_string(),
             ));
         };
+        let writing = Instant::now();
         write_checkpoint_files(
             &context.output(CHECKPOINT),
             &replica.model,
             &settings.model,
             &settings.tokens,
         )?;
+        self.time.checkpoint += writing.elapsed().as_secs_f64();
         write_curves(&context.output(CURVES), &self.stats)?;
         self.step_curve.write(&context.output(STEPS))?;
 
@@ -607,6 +633,7 @@ impl<'a> Epochs<'a> {
             train_seconds,
             memory,
             peak,
+            stage_seconds: self.time.to_json(),
         }))?;
         Ok(())
     }

@@ -64,6 +64,13 @@ pub(super) const DECLARED: &[&str] = &[
     "throughput.optimizer_ms",
     "throughput.other_ms",
     "throughput.timed_steps",
+    "stage_seconds.start",
+    "stage_seconds.steps",
+    "stage_seconds.validation",
+    "stage_seconds.resume_state",
+    "stage_seconds.checkpoint",
+    "stage_seconds.other",
+    "stage_seconds.total",
     "epochs.<n>.train_loss",
     "epochs.<n>.train_acc",
     "epochs.<n>.val_loss",
@@ -91,6 +98,8 @@ pub(super) struct Summary<'a> {
     /// `memory_json`'s answer, which every rank takes part in.
     pub(super) memory: Value,
     pub(super) peak: &'a PeakFlops,
+    /// `StageTime::to_json`'s parts of the stage's time.
+    pub(super) stage_seconds: Value,
 }
 
 /// metrics.json: the best epoch's figures first, then how the run went.
@@ -130,6 +139,7 @@ pub(super) fn metrics_json(summary: &Summary) -> Value {
         "memory": summary.memory,
         "communication": communication_json(settings, replica),
         "throughput": throughput_json(epochs, replica, summary.world, summary.peak),
+        "stage_seconds": summary.stage_seconds,
         "epochs": per_epoch,
     })
 }

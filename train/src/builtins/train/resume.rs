@@ -2,8 +2,11 @@
 //! Lightning's `fit(ckpt_path="last")` does, into the resume directory the
 //! engine keeps for the stage's key (`Invocation::resume_dir`).
 //!
-//! After every epoch (its steps, its validation, its figures) the replicas
-//! save what the epochs after it depend on, into `epoch-N/`:
+//! After every epoch that another follows (its steps, its validation, its
+//! figures) the replicas save what the epochs after it depend on, into
+//! `epoch-N/`; after the last (or the one early stopping ends with) the
+//! outputs follow at once, and a run killed while writing them trains
+//! that epoch again:
 //!
 //! - `rank-R.safetensors`, one per replica: its optimizer's parameters and
 //!   AdamW state (under `single` and `ddp`, where every replica holds the
@@ -267,7 +270,8 @@ impl<'a> Resume<'a> {
             || !numbered
             || !steps_fit
             || progress.phase_seconds.len() != 5
-            || epoch > settings.epochs
+            // A state is written only when another epoch follows.
+            || epoch >= settings.epochs
         {
             return Err("its figures do not add up to its epochs".into());
         }
