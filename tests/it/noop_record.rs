@@ -515,7 +515,15 @@ fn a_run_killed_after_it_started_the_dirty_check_still_gets_its_flag() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start pipe");
+    let waited = std::time::Instant::now();
     while !project.exists("started") {
+        if let Some(status) = pipe.try_wait().expect("poll pipe") {
+            panic!("pipe ended ({status}) before its stage started");
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(120),
+            "the stage never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     pipe.kill().expect("SIGKILL");
