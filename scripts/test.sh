@@ -25,7 +25,24 @@ scripts/install-s3.sh
 scripts/install-slurm.sh >&2
 slurm_dir="$PWD/target/slurm"
 eval "$(scripts/slurm.sh start "$slurm_dir")"
-trap 'scripts/slurm.sh stop "$slurm_dir"' EXIT
+
+# A test that never ends would hold the suite until CI's own limit cuts it
+# off with no word of which one: past 40 minutes (the suite takes 10 to
+# 20), every 5 minutes, name the processes that have lived over 10
+# minutes, the stuck test's pipe among them, on stderr.
+name_what_hangs() {
+  # The sleeps hold no stream: killed with the watcher, none keeps the
+  # output open for whoever reads it to its end.
+  sleep "${PIPE_TEST_HANG_AFTER_S:-2400}" </dev/null >/dev/null 2>&1
+  while true; do
+    echo "--- tests still running: processes alive for over 10 minutes" >&2
+    ps -eo pid,ppid,etimes,args --forest | awk 'NR == 1 || ($3 > 600 && $1 != 1 && $0 !~ /\[.*\]$/)' | cut -c1-300 >&2
+    sleep 300 </dev/null >/dev/null 2>&1
+  done
+}
+name_what_hangs &
+hang_watcher=$!
+trap 'kill "$hang_watcher" 2>/dev/null; scripts/slurm.sh stop "$slurm_dir"' EXIT
 
 echo "--- tests (the whole workspace, target/)" >&2
 cargo test --workspace --locked --no-fail-fast "$@"
