@@ -30,8 +30,9 @@ pub(crate) fn read_entries<R: Read>(
     directory: &Directory,
 ) -> ZipResult<Vec<Entry>> {
     let mut reader = reader.take(directory.size);
-    // Bounded: find_directory checked that the count fits the size.
-    let mut entries = Vec::with_capacity(directory.entries as usize);
+    // Grows with the entries actually read (each at least 46 bytes of
+    // the directory), whatever the count claims.
+    let mut entries = Vec::with_capacity(directory.entries.min(1 << 12) as usize);
     for _ in 0..directory.entries {
         entries.push(read_entry(&mut reader, directory.base)?);
     }
