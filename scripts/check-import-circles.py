@@ -34,6 +34,7 @@ ROOTS = [
     "report/src",
     "train/src",
     "test-support/src",
+    "shared-deps/zip-subset/src",
 ]
 
 # clap_complete's dynamic completion needs the CLI definition, and the CLI

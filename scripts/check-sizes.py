@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-ROOTS = ["src", "engine", "cache", "protocol", "stages", "report", "train", "test-support"]
+ROOTS = ["src", "engine", "cache", "protocol", "stages", "report", "train", "test-support", "shared-deps"]
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 150
 
