@@ -49,6 +49,9 @@ impl Prebuild {
             };
             let position = match builds.iter().position(|b| b.worker() == build.worker()) {
                 Some(position) => position,
+                // A bit each: past 32 workers built from a checkout, the
+                // rest build when their stages reach them, as before.
+                None if builds.len() == u32::BITS as usize => continue,
                 None => {
                     builds.push(build.clone());
                     builds.len() - 1
