@@ -198,6 +198,9 @@ fn the_first_build_for_a_run_that_trains_installs_libtorch_meanwhile() {
     assert!(log.contains("creating "), "{log}");
 }
 
+/// A case's environment: what it sets.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 /// No download where the run would not train with it: `pipe` already
 /// built, no training stage, a remote cache that may hold the training's
 /// result, LIBTORCH given.
@@ -205,7 +208,7 @@ fn the_first_build_for_a_run_that_trains_installs_libtorch_meanwhile() {
 fn no_libtorch_download_where_the_run_may_not_need_it() {
     let no_training = "stages:\n  a:\n    run: echo a\n";
     let remote_in_file = format!("{TRAINS}cache:\n  remote: s3://bucket/prefix\n");
-    let cases: [(&str, &str, &[(&str, &str)]); 4] = [
+    let cases: [(&str, &str, Env); 4] = [
         ("no training stage", no_training, &[]),
         ("a remote in the pipeline", &remote_in_file, &[]),
         (
