@@ -33,8 +33,8 @@ use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
 use crate::libtorch::TORCH_VERSION;
-use crate::pipefile::suggest::did_you_mean;
 use crate::project::Project;
+use crate::suggest::did_you_mean;
 use crate::workers::{
     built_in_stages, describe, first_difference, launch_of, BuiltinWorker, Checkout, Launch,
     PendingBuild, Unavailable,

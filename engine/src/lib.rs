@@ -43,6 +43,7 @@ pub mod running;
 pub mod runs;
 pub mod settings;
 pub mod show;
+pub mod suggest;
 pub mod sweep;
 pub mod workers;
 

@@ -223,7 +223,7 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
         if known.is_empty() || known.contains(path) {
             continue;
         }
-        let close = crate::pipefile::did_you_mean(path, known.iter().map(String::as_str));
+        let close = crate::suggest::did_you_mean(path, known.iter().map(String::as_str));
         return Err(UsageError::UnknownWhereParam {
             condition: condition.to_string(),
             path: path.to_string(),

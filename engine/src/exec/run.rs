@@ -134,10 +134,8 @@ pub fn select_stages(pipeline: &Pipeline, names: &[String]) -> Result<Vec<usize>
                     .map(|s| s.base_name.as_str())
                     .collect();
                 known.dedup();
-                let suggestion =
-                    crate::pipefile::suggest::did_you_mean(name, known.iter().copied()).or_else(
-                        || crate::pipefile::suggest::did_you_mean(name, by_name.keys().copied()),
-                    );
+                let suggestion = crate::suggest::did_you_mean(name, known.iter().copied())
+                    .or_else(|| crate::suggest::did_you_mean(name, by_name.keys().copied()));
                 return Err(UsageError::UnknownStage {
                     name: name.clone(),
                     file: pipeline.file.clone(),

@@ -44,7 +44,7 @@ impl History {
         if file.is_file() {
             return crate::pipefile::pipeline_name(file);
         }
-        let suggestion = crate::pipefile::did_you_mean(text, recorded.iter().map(String::as_str))
+        let suggestion = crate::suggest::did_you_mean(text, recorded.iter().map(String::as_str))
             .map(str::to_string);
         Err(UsageError::UnknownPipeline {
             name: text.to_string(),

@@ -7,9 +7,9 @@ use pipe_cache::LinkMode;
 
 use super::collect::Diagnostics;
 use super::source::Sources;
-use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
 use crate::pipeline::RemoteSpec;
+use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::{Diagnostic, EngineError, Location, Result, UsageError};
 
 /// What a `cache:` section says; unset parts fall through to other sources.

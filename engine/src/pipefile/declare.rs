@@ -10,10 +10,10 @@ pub(super) use super::matrix_records::is_valid_identifier;
 use super::matrix_records::matrix_value;
 use super::params;
 use super::source::{Sources, Span};
-use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::uses::parse_uses;
 use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
+use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 
 /// The keys of a stage, for a tool that writes pipeline files.

@@ -3,9 +3,9 @@
 
 use super::collect::Diagnostics;
 use super::source::Sources;
-use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::{parse_suffixed_duration, ExecutorKind, ExecutorSpec};
+use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 
 const EXECUTOR_KEYS: [&str; 6] = ["type", "partition", "account", "qos", "flags", "poll"];

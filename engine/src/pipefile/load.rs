@@ -12,13 +12,13 @@ use super::declare::{self, is_valid_name};
 use super::file::name_from_file_stem;
 use super::override_sites::{OverrideSites, SiteEdits, UnseenOverride};
 use super::source::{FileId, Sources, Span};
-use super::suggest::{did_you_mean, hint_with_suggestion};
 use super::yaml::{self, Entry, Node, NodeValue, MAX_FILE_BYTES};
 use super::{cache_section, executor_section, params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::params_override;
 use crate::pipeline::Pipeline;
+use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::{Diagnostic, EngineError, Result};
 
 const TOP_LEVEL_KEYS: [&str; 8] = [

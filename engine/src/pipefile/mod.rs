@@ -18,7 +18,6 @@ pub use name::pipeline_name;
 pub use params::override_value;
 pub use paths::UnsafeOutput;
 pub(crate) use plain::is_plain_value;
-pub use suggest::did_you_mean;
 #[doc(hidden)]
 pub use yaml_reading::{read_yaml, YamlReading};
 mod catalog_source;
@@ -41,7 +40,6 @@ mod plain;
 mod resolve;
 pub(crate) mod source;
 mod stages;
-pub(crate) mod suggest;
 mod uses;
 mod worker_stage;
 pub(crate) mod yaml;

@@ -294,7 +294,7 @@ fn refuse_folder_of_outputs(
                 dep.path,
                 stages[stage_index].name,
                 if names.len() == 1 { "stage".to_string() } else { format!("{} stages", names.len()) },
-                crate::pipefile::suggest::name_list(&names, 3)
+                crate::suggest::name_list(&names, 3)
             ),
         )
         .at(dep.location.clone())

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::source::{Sources, Span};
-use super::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use super::yaml::{self, Entry, Node, NodeValue, Resolved, Scalar};
+use crate::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::{Diagnostic, NotYaml};
 
 /// Lays `overlay` over `base`: mappings merge key by key, anything else

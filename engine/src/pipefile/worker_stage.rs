@@ -14,11 +14,11 @@ use super::params;
 use super::paths;
 use super::resolve::Resolver;
 use super::source::Span;
-use super::suggest::did_you_mean;
 use super::yaml::{Entry, Node};
 use crate::catalog::Catalog;
 use crate::pipeline::{Dep, Out, Resources, WorkerStage};
 use crate::project::stage_output_dir;
+use crate::suggest::did_you_mean;
 use crate::Diagnostic;
 
 /// `uses:` names a stage no worker offers: say what exists, and for a

@@ -10,8 +10,8 @@ use crate::pipefile::interp::{self, Piece, Reference};
 use crate::pipefile::params;
 use crate::pipefile::plain::{CommandText, Refusal};
 use crate::pipefile::source::Span;
-use crate::pipefile::suggest::name_list;
 use crate::pipefile::yaml::{Node, NodeValue, Resolved};
+use crate::suggest::name_list;
 use crate::{Diagnostic, Result};
 use serde_json::Value;
 

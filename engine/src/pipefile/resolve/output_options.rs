@@ -10,8 +10,8 @@ use std::borrow::Cow;
 use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::type_error;
-use crate::pipefile::suggest::did_you_mean;
 use crate::pipefile::yaml::{Entry, Node, NodeValue, Resolved, Scalar};
+use crate::suggest::did_you_mean;
 use crate::Diagnostic;
 
 /// What an entry's options say about its output.

@@ -12,9 +12,9 @@ use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
 use crate::pipefile::source::Span;
-use crate::pipefile::suggest::{did_you_mean, hint_with_suggestion};
 use crate::pipefile::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::Out;
+use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 
 /// What a plot item may set. `cache` is DVC's and accepted without

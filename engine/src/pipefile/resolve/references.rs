@@ -8,9 +8,9 @@ use crate::pipefile::declare::DeclKind;
 use crate::pipefile::interp::{self, Reference};
 use crate::pipefile::params;
 use crate::pipefile::source::Span;
-use crate::pipefile::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::pipeline::StageOutRef;
 use crate::project::stage_output_dir;
+use crate::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::Result;
 
 impl<'a> Resolver<'a> {

@@ -5,9 +5,9 @@ use super::resolver::*;
 use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl};
 use crate::pipefile::params;
-use crate::pipefile::suggest::{did_you_mean, hint_with_suggestion};
 use crate::pipefile::yaml::Entry;
 use crate::pipeline::Resources;
+use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 use serde_json::Value;
 

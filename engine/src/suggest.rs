@@ -1,4 +1,6 @@
-//! "Did you mean" for keys, stage names, params and outputs.
+//! "Did you mean" for keys, stage names, params, outputs and runs, and the
+//! lists of names a hint shows: a leaf, for every layer that says what it
+//! knows.
 
 /// The candidate closest to `word`, when it is close enough to be a typo.
 pub fn did_you_mean<'a>(
