@@ -24,7 +24,7 @@ fn read_ledger(path: &Path) -> BTreeSet<String> {
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .map(|text| {
             text.lines()
-                .filter(|line| crate::pipefile::paths::normalize(line).as_deref() == Ok(*line))
+                .filter(|line| crate::project_files::paths::normalize(line).as_deref() == Ok(*line))
                 .map(str::to_string)
                 .collect()
         })
@@ -42,14 +42,14 @@ fn declared(pipeline: &Pipeline) -> BTreeSet<&str> {
         .filter(|stage| stage.workspace.is_none())
         .flat_map(|stage| stage.outs.iter().chain(&stage.metrics))
         .map(|out| out.path.as_str())
-        .filter(|path| crate::pipefile::paths::protected_dir(path).is_none())
+        .filter(|path| crate::project_files::paths::protected_dir(path).is_none())
         .collect()
 }
 
 /// Whether `path` is a declared output or inside one.
 fn is_declared(declared: &BTreeSet<&str>, path: &str) -> bool {
     declared.contains(path)
-        || crate::pipefile::paths::ancestors(path).any(|ancestor| declared.contains(ancestor))
+        || crate::project_files::paths::ancestors(path).any(|ancestor| declared.contains(ancestor))
 }
 
 fn is_there(root: &Path, path: &str) -> bool {

@@ -8,8 +8,8 @@ use pipe_cache::{ActionResult, Artifact, ArtifactKind, Cache, CacheError, StatCa
 use pipe_protocol::excerpt as shown;
 
 use crate::key::DepDigests;
-use crate::pipefile::UnsafeOutput;
 use crate::pipeline::{Dep, Out, Stage};
+use crate::project_files::UnsafeOutput;
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
 #[derive(Debug, Clone)]
@@ -192,7 +192,7 @@ pub fn check_restore_target(root: &Path, path: &str) -> Result<(), UnsafeOutput>
         path: path.to_string(),
         problem,
     })?;
-    crate::pipefile::paths::check_output_location(root, path)
+    crate::project_files::paths::check_output_location(root, path)
 }
 
 /// A metrics file is a small JSON document; a bigger one is not read.

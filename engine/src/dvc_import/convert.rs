@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::pipefile::yaml::Node;
+use crate::project_files::yaml::Node;
 use crate::{EngineError, Result};
 
 use super::emit::{self, entries_yaml, stage_name, PipeStage};

@@ -3,7 +3,7 @@
 //! string quoted where YAML would read it as something else, and what was
 //! not carried said as comments at the stage it belongs to.
 
-use crate::pipefile::yaml::{resolve_plain, Entry, Node, NodeValue, Resolved};
+use crate::project_files::yaml::{resolve_plain, Entry, Node, NodeValue, Resolved};
 
 /// A YAML value to write.
 #[derive(Debug, Clone, PartialEq)]

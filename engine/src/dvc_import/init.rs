@@ -43,7 +43,7 @@ pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
         return Ok(FromDvc::WouldOverwrite(pipe_yaml));
     }
     let conversion = convert(dir)?;
-    let state = dir.join(crate::pipefile::paths::PIPE_DIR);
+    let state = dir.join(crate::project_files::paths::PIPE_DIR);
     std::fs::create_dir_all(&state).map_err(|e| EngineError::io(&state, e))?;
     gitignore::ignore_state_dir(&state);
     write_new(&pipe_yaml, &conversion.text)?;

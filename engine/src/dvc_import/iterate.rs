@@ -7,8 +7,8 @@
 //! is written out once per item with the item's values put in.
 
 use crate::pipefile::is_plain_value;
-use crate::pipefile::source::Span;
-use crate::pipefile::yaml::{Entry, Node, NodeValue, Scalar};
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Entry, Node, NodeValue, Scalar};
 
 use super::emit::MatrixValues;
 use super::python_text::{dvc_text, is_collection, same_text};

@@ -4,7 +4,7 @@
 //! Where the two differ, the converter writes DVC's text, so that a
 //! command, and a file named after a value, stay what they were.
 
-use crate::pipefile::yaml::{Node, NodeValue, Resolved};
+use crate::project_files::yaml::{Node, NodeValue, Resolved};
 
 /// DVC's text for a scalar (`to_str` in dvc/parsing/interpolate.py);
 /// `None` for a list or mapping.

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::pipefile::source::{FileId, Sources, Span};
-use crate::pipefile::yaml::{self, Node};
+use crate::project_files::source::{FileId, Sources, Span};
+use crate::project_files::yaml::{self, Node};
 use crate::{Diagnostic, EngineError};
 
 /// Why a conversion stops: a located problem in a file (one DVC would

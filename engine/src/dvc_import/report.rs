@@ -2,7 +2,7 @@
 //! ran it, each at its place in `dvc.yaml`, so that nothing is dropped
 //! without a word.
 
-use crate::pipefile::source::{Sources, Span};
+use crate::project_files::source::{Sources, Span};
 use crate::Location;
 
 /// How far a piece of `dvc.yaml` made it into `pipe.yaml`.

@@ -5,9 +5,9 @@
 //! said as not carried.
 
 use crate::pipefile::is_plain_value;
-use crate::pipefile::paths::normalize;
-use crate::pipefile::source::Span;
-use crate::pipefile::yaml::{Entry, Node, NodeValue, Resolved};
+use crate::project_files::paths::normalize;
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Entry, Node, NodeValue, Resolved};
 
 use super::emit::{OutEntry, PipeStage, Yaml};
 use super::iterate::Planned;
@@ -173,7 +173,7 @@ impl StageConverter<'_> {
         }
         match normalize(&wdir) {
             Ok(wdir) => Ok(Some(wdir)),
-            Err(crate::pipefile::paths::PathProblem::IsRoot) => Ok(None),
+            Err(crate::project_files::paths::PathProblem::IsRoot) => Ok(None),
             Err(_) => Err(Stop::At(node.span, format!("`wdir: {text}` of stage `{}` is outside the project: pipe runs commands in the project and tracks its files only", self.dvc_name))),
         }
     }

@@ -8,7 +8,7 @@
 //! goes into a command, unless it is written `${raw:...}`.
 
 use crate::pipefile::is_plain_value;
-use crate::pipefile::yaml::{Node, NodeValue};
+use crate::project_files::yaml::{Node, NodeValue};
 
 use super::python_text::{dvc_text, same_text, shlex_quote};
 
@@ -317,7 +317,7 @@ impl Out {
                 .filter(|_| !steps.iter().any(|step| step.contains('.')))
                 .map(|path| format!("{path}.{key}"));
             let flag = match leaf.as_scalar().map(|s| s.resolve()) {
-                Some(crate::pipefile::yaml::Resolved::Bool(flag)) => Some(flag),
+                Some(crate::project_files::yaml::Resolved::Bool(flag)) => Some(flag),
                 _ => None,
             };
             let empty = match &leaf.value {

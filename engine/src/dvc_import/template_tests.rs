@@ -1,10 +1,10 @@
 use super::*;
-use crate::pipefile::source::Sources;
+use crate::project_files::source::Sources;
 
 fn node(yaml: &str) -> Node {
     let mut sources = Sources::default();
     let file = sources.add(None, yaml.to_string());
-    crate::pipefile::yaml::parse(&sources, file)
+    crate::project_files::yaml::parse(&sources, file)
         .expect("YAML")
         .expect("a document")
 }

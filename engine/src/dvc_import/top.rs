@@ -3,8 +3,8 @@
 //! drawn from one file, put on the stage that writes it), `params` files,
 //! `artifacts` and `datasets`, and keys DVC does not have.
 
-use crate::pipefile::paths::normalize;
-use crate::pipefile::yaml::{Entry, Node, NodeValue};
+use crate::project_files::paths::normalize;
+use crate::project_files::yaml::{Entry, Node, NodeValue};
 
 use super::emit::{OutEntry, PipeStage, Yaml};
 use super::read::Stop;

@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use crate::pipefile::source::Span;
-use crate::pipefile::yaml::{Entry, Node, NodeValue};
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Entry, Node, NodeValue};
 
 use super::read::{Reader, Stop};
 use super::report::Findings;
@@ -180,7 +180,7 @@ fn vars_file(
         Some(base) => format!("{base}/{file}"),
         None => file.to_string(),
     };
-    let Ok(file) = crate::pipefile::paths::normalize(&joined) else {
+    let Ok(file) = crate::project_files::paths::normalize(&joined) else {
         return Err(Stop::At(
             item.span,
             format!("vars file `{joined}` is outside the project"),

@@ -8,7 +8,7 @@ use std::process::ExitStatus;
 
 use pipe_cache::CacheError;
 
-use crate::pipefile::UnsafeOutput;
+use crate::project_files::UnsafeOutput;
 
 #[derive(Debug)]
 pub enum StageFailure {

@@ -22,8 +22,8 @@ use super::process::{check_exit, command_process};
 use super::slurm::Placement;
 use super::worker_client::run_worker;
 use crate::key::DepDigests;
-use crate::pipefile::paths::{check_output_after_command, check_output_location};
 use crate::pipeline::{Stage, StageKind};
+use crate::project_files::paths::{check_output_after_command, check_output_location};
 use crate::runs::{self, RunId, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, outputs_differing, read_metrics,

@@ -5,10 +5,10 @@ use std::path::Path;
 
 use pipe_cache::LinkMode;
 
-use super::collect::Diagnostics;
-use super::source::Sources;
-use super::yaml::{self, Node, NodeValue, Resolved, Scalar};
 use crate::pipeline::RemoteSpec;
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml::{self, Node, NodeValue, Resolved, Scalar};
 use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::{Diagnostic, EngineError, Location, Result, UsageError};
 
@@ -147,7 +147,7 @@ fn remote(node: &Node, sources: &Sources, diagnostics: &mut Diagnostics) -> Opti
     for entry in entries {
         let value = &entry.value;
         if value.as_str().is_some_and(|text| text.contains('\0')) {
-            diagnostics.push(super::collect::nul_byte(
+            diagnostics.push(crate::project_files::collect::nul_byte(
                 &format!("`cache.remote.{}`", entry.key),
                 sources.location(value.span),
             ));
@@ -254,7 +254,7 @@ fn checked_url(
     diagnostics: &mut Diagnostics,
 ) -> Option<String> {
     if url.contains('\0') {
-        diagnostics.push(super::collect::nul_byte(
+        diagnostics.push(crate::project_files::collect::nul_byte(
             "the remote's URL or directory",
             sources.location(node.span),
         ));

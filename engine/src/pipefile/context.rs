@@ -4,9 +4,9 @@ use std::path::Path;
 
 use super::catalog_source::CatalogSource;
 use super::override_sites::UnseenOverride;
-use super::source::FileId;
-use super::source::Sources;
-use super::yaml::Node;
+use crate::project_files::source::FileId;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml::Node;
 
 /// What every phase of building the stages reads.
 pub(crate) struct Context<'a> {

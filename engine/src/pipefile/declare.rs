@@ -3,16 +3,16 @@
 
 use std::collections::HashSet;
 
-use super::collect::Diagnostics;
 use super::interp::ref_span;
 use super::interp::{self, Piece};
 pub(super) use super::matrix_records::is_valid_identifier;
 use super::matrix_records::matrix_value;
 use super::params;
-use super::source::{Sources, Span};
 use super::uses::parse_uses;
-use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::{Sources, Span};
+use crate::project_files::yaml::{Entry, Node, NodeValue};
 use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 

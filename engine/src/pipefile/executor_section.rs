@@ -1,10 +1,10 @@
 //! The `executor:` section of a pipeline file or of `pipe.config.yaml`:
 //! `executor: slurm`, or a mapping with the Slurm settings.
 
-use super::collect::Diagnostics;
-use super::source::Sources;
-use super::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::{parse_suffixed_duration, ExecutorKind, ExecutorSpec};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml::{Entry, Node, NodeValue};
 use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 
@@ -94,7 +94,7 @@ fn set(
     };
     if items_hold_nul {
         // Each setting becomes an argument of `sbatch`.
-        diagnostics.push(super::collect::nul_byte(
+        diagnostics.push(crate::project_files::collect::nul_byte(
             &format!("`executor.{}`", entry.key),
             sources.location(value.span),
         ));

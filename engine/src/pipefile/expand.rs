@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use super::collect::Diagnostics;
 use super::declare::Decl;
-use super::source::Sources;
 use crate::pipeline::matrix::{MatrixAxis, StageMatrix};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Sources;
 use crate::Diagnostic;
 
 pub(crate) use crate::pipeline::matrix::MAX_STAGES;

@@ -1,8 +1,8 @@
 //! `${namespace.path}` templates: parsing only. What a reference means is
 //! decided by the stage resolver, which knows the params, matrix and stages.
 
-use super::source::Span;
-use super::yaml::Node;
+use crate::project_files::source::Span;
+use crate::project_files::yaml::Node;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Piece {

@@ -6,18 +6,18 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::catalog_source::CatalogSource;
-use super::collect::Diagnostics;
 use super::context::Context;
 use super::declare::{self, is_valid_name};
 use super::file::name_from_file_stem;
 use super::override_sites::{OverrideSites, SiteEdits, UnseenOverride};
-use super::source::{FileId, Sources, Span};
-use super::yaml::{self, Entry, Node, NodeValue, MAX_FILE_BYTES};
 use super::{cache_section, executor_section, params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
 use crate::params_override;
 use crate::pipeline::Pipeline;
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::{FileId, Sources, Span};
+use crate::project_files::yaml::{self, Entry, Node, NodeValue, MAX_FILE_BYTES};
 use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::{Diagnostic, EngineError, Result};
 

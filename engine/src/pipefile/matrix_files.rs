@@ -13,11 +13,11 @@
 
 use std::path::Path;
 
-use super::collect::Diagnostics;
 use super::matrix_records::{bad_value_text, is_valid_identifier};
-use super::source::Sources;
-use super::yaml::Node;
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue, MAX_STAGES};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml::Node;
 use crate::Diagnostic;
 
 /// The key of a matrix mapping whose value is a file pattern.

@@ -11,11 +11,11 @@
 
 use std::collections::HashSet;
 
-use super::collect::Diagnostics;
 use super::params;
-use super::source::Sources;
-use super::yaml::Node;
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml::Node;
 use crate::Diagnostic;
 
 /// The axes of a record matrix: one per field of the first record, each

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use super::file::name_from_file_stem;
-use super::source::Sources;
-use super::yaml;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml;
 use crate::{EngineError, Result, UsageError};
 
 /// The name of the pipeline in `file`, as `load` gives it.

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use super::params;
-use super::source::{FileId, Sources, Span};
-use super::yaml::{Node, NodeValue, Resolved};
 use crate::pipeline::{paths_overlap, yaml_float, yaml_quoted, ParamEdit, ParamsFileEdits};
+use crate::project_files::source::{FileId, Sources, Span};
+use crate::project_files::yaml::{Node, NodeValue, Resolved};
 
 /// An override no command could read from `params.yaml`.
 #[derive(Debug, Clone)]

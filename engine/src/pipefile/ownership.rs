@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::collect::Diagnostics;
-use super::paths::{self, RealPath};
 use crate::pipeline::{Out, Stage, StageOutRef};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::paths::{self, RealPath};
 use crate::Diagnostic;
 
 /// Declared paths that lead elsewhere in the project through a symlink,

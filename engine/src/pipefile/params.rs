@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::source::{Sources, Span};
-use super::yaml::{self, Entry, Node, NodeValue, Resolved, Scalar};
+use crate::project_files::source::{Sources, Span};
+use crate::project_files::yaml::{self, Entry, Node, NodeValue, Resolved, Scalar};
 use crate::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::{Diagnostic, NotYaml};
 

@@ -5,17 +5,17 @@
 
 use std::sync::Arc;
 
-use super::collect::Diagnostics;
 use super::context::Context;
 use super::declare::{declare, DeclKind};
 use super::expand::expand;
 use super::ownership::{check_output_ownership, follow_symlinks};
 use super::resolve::{Effects, Resolver};
 use super::worker_stage::unknown_worker_stage;
-use super::yaml::Node;
 use crate::catalog::CatalogEntry;
 use crate::pipeline::matrix::MatrixAxis;
 use crate::pipeline::{Out, Stage};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::yaml::Node;
 use crate::{Diagnostic, Result};
 
 pub(crate) fn build(

@@ -1,6 +1,6 @@
 //! `uses: name@version`: which catalog stage a stage runs.
 
-use super::yaml::Node;
+use crate::project_files::yaml::Node;
 
 /// `data/download@1` -> (`data/download`, 1).
 pub(super) fn parse_uses(node: &Node) -> Option<(String, u32)> {

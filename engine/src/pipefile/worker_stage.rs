@@ -7,17 +7,17 @@ use std::path::Path;
 use pipe_protocol::{ParamKind, StageInfo};
 use serde_json::{Map, Value};
 
-use super::collect::Diagnostics;
 use super::declare::{Decl, DeclKind};
 use super::expand::Expansion;
 use super::params;
-use super::paths;
 use super::resolve::Resolver;
-use super::source::Span;
-use super::yaml::{Entry, Node};
 use crate::catalog::Catalog;
 use crate::pipeline::{Dep, Out, Resources, WorkerStage};
 use crate::project::stage_output_dir;
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::paths;
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Entry, Node};
 use crate::suggest::did_you_mean;
 use crate::Diagnostic;
 
@@ -297,7 +297,7 @@ impl WithCheck<'_, '_> {
                     ),
                 )
                 .at(self.place(&spec.name, false))
-                .with_hint(super::collect::NUL_HINT);
+                .with_hint(crate::project_files::collect::NUL_HINT);
                 self.diagnostics.push(diagnostic);
                 self.ok = false;
                 continue;

@@ -4,8 +4,8 @@
 //! octal 8. A command that reads such a param by itself would use a value
 //! the run does not record, so pipe warns where it is written.
 
-use super::yaml::Resolved;
 use crate::pipeline::yaml_float;
+use crate::project_files::yaml::Resolved;
 
 /// What a YAML 1.1 reader makes of a scalar pipe reads otherwise.
 pub(crate) struct Reading {

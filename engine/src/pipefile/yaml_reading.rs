@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::source::Sources;
-use super::yaml;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml;
 use crate::Diagnostic;
 
 /// What pipe's YAML layer makes of a text: for the YAML test suite.

@@ -2,9 +2,9 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::source::Sources;
-use super::yaml::{parse, Node};
 use super::yaml_reading::read_yaml;
+use crate::project_files::source::Sources;
+use crate::project_files::yaml::{parse, Node};
 
 fn document(text: &str) -> serde_json::Value {
     read_yaml(Path::new("pipe.yaml"), text.to_string())

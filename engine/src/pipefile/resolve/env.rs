@@ -2,9 +2,9 @@
 //! from pipe's own environment, secret or part of the key.
 
 use super::resolver::*;
-use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{is_valid_identifier, type_error, Decl};
-use crate::pipefile::yaml::{Entry, Resolved};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::yaml::{Entry, Resolved};
 use crate::Diagnostic;
 use std::collections::{BTreeMap, BTreeSet};
 

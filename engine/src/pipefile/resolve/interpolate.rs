@@ -3,14 +3,14 @@
 //! plain value (`pipefile::plain`).
 
 use super::resolver::*;
-use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::interp::ref_span;
 use crate::pipefile::interp::{self, Piece, Reference};
 use crate::pipefile::params;
 use crate::pipefile::plain::{CommandText, Refusal};
-use crate::pipefile::source::Span;
-use crate::pipefile::yaml::{Node, NodeValue, Resolved};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Node, NodeValue, Resolved};
 use crate::suggest::name_list;
 use crate::{Diagnostic, Result};
 use serde_json::Value;

@@ -8,9 +8,9 @@
 use std::borrow::Cow;
 
 use super::resolver::*;
-use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::type_error;
-use crate::pipefile::yaml::{Entry, Node, NodeValue, Resolved, Scalar};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::yaml::{Entry, Node, NodeValue, Resolved, Scalar};
 use crate::suggest::did_you_mean;
 use crate::Diagnostic;
 

@@ -2,14 +2,14 @@
 //! checked, and the outputs of a `uses:` stage.
 
 use super::resolver::*;
-use crate::pipefile::collect::Diagnostics;
-use crate::pipefile::collect::NUL_HINT;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
-use crate::pipefile::paths::{self, PathProblem};
-use crate::pipefile::source::Span;
-use crate::pipefile::yaml::{Node, NodeValue, Resolved};
 use crate::pipeline::Out;
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::collect::NUL_HINT;
+use crate::project_files::paths::{self, PathProblem};
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Node, NodeValue, Resolved};
 use crate::Diagnostic;
 
 impl<'a> Resolver<'a> {

@@ -8,12 +8,12 @@
 use pipe_protocol::{PlotKind, PlotSpec};
 
 use super::resolver::*;
-use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
-use crate::pipefile::source::Span;
-use crate::pipefile::yaml::{Entry, Node, NodeValue};
 use crate::pipeline::Out;
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::source::Span;
+use crate::project_files::yaml::{Entry, Node, NodeValue};
 use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 
@@ -400,5 +400,5 @@ fn declared_cache_false(item: &Node) -> bool {
     options
         .get("cache")
         .and_then(Node::as_scalar)
-        .is_some_and(|scalar| scalar.resolve() == crate::pipefile::yaml::Resolved::Bool(false))
+        .is_some_and(|scalar| scalar.resolve() == crate::project_files::yaml::Resolved::Bool(false))
 }

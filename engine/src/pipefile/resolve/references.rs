@@ -7,9 +7,9 @@ use super::resolver::*;
 use crate::pipefile::declare::DeclKind;
 use crate::pipefile::interp::{self, Reference};
 use crate::pipefile::params;
-use crate::pipefile::source::Span;
 use crate::pipeline::StageOutRef;
 use crate::project::stage_output_dir;
+use crate::project_files::source::Span;
 use crate::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::Result;
 
@@ -486,8 +486,8 @@ fn matrix_reference<'n>(
 /// Whether a param's value holds `${` in any of its strings: a template
 /// from another tool (Hydra's `${oc.env:N}`, DVC's `${vars}`), which pipe
 /// would insert verbatim.
-fn holds_template(node: &crate::pipefile::yaml::Node) -> bool {
-    use crate::pipefile::yaml::NodeValue;
+fn holds_template(node: &crate::project_files::yaml::Node) -> bool {
+    use crate::project_files::yaml::NodeValue;
     match &node.value {
         NodeValue::Scalar(scalar) => scalar.text.contains("${"),
         NodeValue::Seq(items) => items.iter().any(holds_template),

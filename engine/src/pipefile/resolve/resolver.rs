@@ -7,24 +7,29 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::catalog::CatalogEntry;
-use crate::pipefile::collect::Diagnostics;
-use crate::pipefile::collect::{nul_byte, NUL_HINT};
 use crate::pipefile::context::Context;
 use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
 use crate::pipefile::interp::Piece;
 use crate::pipefile::override_sites::UnseenOverride;
 use crate::pipefile::params;
-use crate::pipefile::paths::{self, PathProblem};
-use crate::pipefile::source::{Sources, Span};
-use crate::pipefile::yaml::{Node, Resolved};
 use crate::pipeline::matrix::{MatrixValue, StageMatrix};
 use crate::pipeline::{Dep, Out, Stage, StageKind, StageOutRef};
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::collect::{nul_byte, NUL_HINT};
+use crate::project_files::paths::{self, PathProblem};
+use crate::project_files::source::{Sources, Span};
+use crate::project_files::yaml::{Node, Resolved};
 use crate::Diagnostic;
 
 /// A string node's address and where it is written (file, line,
 /// column).
-pub(crate) type TemplateKey = (*const Node, crate::pipefile::source::FileId, usize, usize);
+pub(crate) type TemplateKey = (
+    *const Node,
+    crate::project_files::source::FileId,
+    usize,
+    usize,
+);
 
 /// `${raw:params.flags}` splices a value into a `run` command as shell
 /// text, plain or not.
@@ -77,7 +82,7 @@ impl Evaluated<'_> {
         match self {
             Evaluated::Paths(_) => true,
             Evaluated::Param(node) => {
-                matches!(node.value, crate::pipefile::yaml::NodeValue::Seq(_))
+                matches!(node.value, crate::project_files::yaml::NodeValue::Seq(_))
             }
             Evaluated::Matrix(_) | Evaluated::Path(_) => false,
         }
@@ -161,7 +166,7 @@ pub(crate) struct Resolver<'a> {
     pub(crate) param_cache: HashMap<String, Option<&'a Node>>,
     pub(crate) default_resources: Option<&'a Node>,
     pub(crate) unseen_overrides: &'a [UnseenOverride],
-    pub(crate) params_file: Option<crate::pipefile::source::FileId>,
+    pub(crate) params_file: Option<crate::project_files::source::FileId>,
     /// `params.yaml` as a path of `deps`, when `-S` overrides a param it
     /// holds that it cannot carry: a command depending on it reads the
     /// old value.

@@ -2,11 +2,11 @@
 //! memory, time and nodes.
 
 use super::resolver::*;
-use crate::pipefile::collect::Diagnostics;
 use crate::pipefile::declare::{type_error, Decl};
 use crate::pipefile::params;
-use crate::pipefile::yaml::Entry;
 use crate::pipeline::Resources;
+use crate::project_files::collect::Diagnostics;
+use crate::project_files::yaml::Entry;
 use crate::suggest::{did_you_mean, hint_with_suggestion};
 use crate::Diagnostic;
 use serde_json::Value;
