@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::pipefile::cache_section::load_project_config;
 use crate::pipeline::{ExecutorKind, ExecutorSpec};
+use crate::project_config::load_project_config;
 use crate::settings::{Invalid, Setting};
 use crate::Result;
 

@@ -34,6 +34,7 @@ pub mod params_override;
 pub mod pipeline;
 pub mod plan;
 pub mod project;
+pub mod project_config;
 pub mod project_files;
 pub mod remote;
 pub mod remote_status;

@@ -6,8 +6,8 @@ use std::path::Path;
 use pipe_cache::LinkMode;
 
 use crate::diagnostic::Location;
-use crate::pipefile::cache_section::load_project_config;
 use crate::pipeline::Pipeline;
+use crate::project_config::load_project_config;
 use crate::settings::{parse_link_modes, Setting, Source, Sourced};
 use crate::Result;
 

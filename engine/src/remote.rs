@@ -8,8 +8,8 @@ use std::path::Path;
 
 use pipe_cache::remote::RemoteConfig;
 
-use crate::pipefile::cache_section::load_project_config;
 use crate::pipeline::RemoteSpec;
+use crate::project_config::load_project_config;
 use crate::settings::{Invalid, Setting};
 use crate::Result;
 

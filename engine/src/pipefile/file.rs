@@ -1,10 +1,11 @@
-//! The pipeline file as a path: whether one can be read there, and the
-//! name it gives a pipeline without `name:`.
+//! The pipeline file as a path: whether one can be read there, the name it
+//! gives a pipeline without `name:`, and its remote read alone.
 
 use std::path::Path;
 
 use super::declare::is_valid_name;
-use crate::{EngineError, UsageError};
+use crate::pipeline::RemoteSpec;
+use crate::{EngineError, Result, UsageError};
 
 /// Why `file` cannot be read as a pipeline file, if it cannot: missing
 /// (`missing_hint` says what to do, which depends on how it was named), a
@@ -29,6 +30,15 @@ pub fn pipeline_file_problem(file: &Path, missing_hint: &'static str) -> Option<
         },
     };
     Some(problem.into())
+}
+
+/// The `cache:` section of a pipeline file alone, for commands that need
+/// its remote but not its stages (`pipe cache push -f FILE`).
+pub fn pipeline_remote(file: &Path) -> Result<Option<RemoteSpec>> {
+    if let Some(problem) = pipeline_file_problem(file, "check the path, or leave out -f") {
+        return Err(problem);
+    }
+    Ok(crate::project_config::read_cache_section(file, false)?.remote)
 }
 
 /// `file` with `.yaml` or `.yml` added, when that is a file: what a

@@ -5,12 +5,9 @@
 //! result is a [`Pipeline`] that nothing downstream re-reads or corrects.
 //! The format is specified in docs/pipeline-spec.md.
 
-pub(crate) mod cache_section;
-mod executor_section;
-pub use cache_section::{pipeline_remote, PROJECT_CONFIG_FILE};
 pub use catalog_source::{CatalogSource, ProjectWorkers};
 pub(crate) use declare::stage_keys;
-pub use file::{pipeline_file_problem, with_extension};
+pub use file::{pipeline_file_problem, pipeline_remote, with_extension};
 pub use inputs::check_inputs;
 pub(crate) use load::read_source;
 pub use load::{load, Loaded};
