@@ -11,9 +11,10 @@ use pipe_cache::remote::{
 };
 use pipe_cache::{ActionKey, Cache, RemoteError};
 
-use crate::exec::{open_remote, push_run_record, RecordNotPushed};
+use crate::exec::{push_run_record, RecordNotPushed};
 use crate::history::{configured_remote, pull_records, remote_uids, History, Notice, Pull};
 use crate::project::Project;
+use crate::remote::open_remote;
 use crate::runs::RunDb;
 use crate::runs::RunId;
 use crate::{EngineError, Result, UsageError};

@@ -2,16 +2,18 @@
 //! that gives it (flag, environment, the pipeline's `cache.remote`, the
 //! project's `pipe.config.yaml`), except read-only, which any source can
 //! turn on and none can turn off: a CI job that marks itself read-only
-//! stays so whatever the pipeline says.
+//! stays so whatever the pipeline says. And the remote opened from what
+//! was resolved, for a run and for the commands that push, pull or look.
 
 use std::path::Path;
 
-use pipe_cache::remote::RemoteConfig;
+use pipe_cache::remote::{Remote, RemoteConfig};
+use pipe_cache::CacheError;
 
 use crate::pipeline::RemoteSpec;
 use crate::project_config::load_project_config;
 use crate::settings::{Invalid, Setting};
-use crate::Result;
+use crate::{EngineError, Result, UsageError};
 
 /// A directory given as a relative path is relative to `base`.
 fn anchored(url: String, base: &Path) -> String {
@@ -118,4 +120,15 @@ pub fn resolve(
         concurrency,
         progress: None,
     }))
+}
+
+/// Opens the remote cache of `config` for the local cache at `cache_dir`;
+/// a configuration mistake is the user's to fix (exit 2).
+pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
+    Remote::new(config, cache_dir).map_err(|error| match error {
+        CacheError::Remote(remote) if remote.is_configuration() => {
+            UsageError::BadRemote(remote).into()
+        }
+        other => EngineError::Cache(other),
+    })
 }

@@ -15,10 +15,10 @@ use pipe_cache::{ActionKey, RemoteError};
 use serde::Serialize;
 
 use crate::dag::Dag;
-use crate::exec::open_remote;
 use crate::pipeline::Pipeline;
 use crate::plan::{Freshness, Planner, StageState};
 use crate::project::Project;
+use crate::remote::open_remote;
 use crate::{remote, Result, UsageError};
 
 /// What `pipe run` will do about a stale stage, given the remote.

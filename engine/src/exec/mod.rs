@@ -28,6 +28,5 @@ pub use gpus::available_gpus;
 pub use progress_text::{progress_interval, ProgressText, Reading, PROGRESS_INTERVAL_VAR};
 pub use request::RunRequest;
 pub use run::{
-    open_remote, push_run_record, run, select_stages, RecordNotPushed, RemoteSummary, RunOptions,
-    RunOutcome,
+    push_run_record, run, select_stages, RecordNotPushed, RemoteSummary, RunOptions, RunOutcome,
 };

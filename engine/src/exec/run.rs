@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use pipe_cache::remote::{Remote, RemoteConfig, TransferReport};
-use pipe_cache::{Cache, CacheError, LinkMode, RemoteError, StatCache};
+use pipe_cache::{Cache, LinkMode, RemoteError, StatCache};
 
 use super::context::{nothing_done, Context};
 use super::prebuild::Prebuild;
@@ -98,17 +98,6 @@ pub enum RecordNotPushed {
     History(Box<EngineError>),
     #[error(transparent)]
     Encode(#[from] serde_json::Error),
-}
-
-/// Opens the remote cache of `config` for the local cache at `cache_dir`;
-/// a configuration mistake is the user's to fix (exit 2).
-pub fn open_remote(config: &RemoteConfig, cache_dir: &Path) -> Result<Remote> {
-    Remote::new(config, cache_dir).map_err(|error| match error {
-        CacheError::Remote(remote) if remote.is_configuration() => {
-            UsageError::BadRemote(remote).into()
-        }
-        other => EngineError::Cache(other),
-    })
 }
 
 /// Resolves stage names given on the command line to indices.
@@ -444,7 +433,7 @@ impl<'a> OpenedRun<'a> {
         let started_ms = crate::runs::now_ms();
         let cache = Cache::open(&project.cache_dir)?;
         let remote = match &options.remote {
-            Some(config) => Some(open_remote(config, &project.cache_dir)?),
+            Some(config) => Some(crate::remote::open_remote(config, &project.cache_dir)?),
             None => None,
         };
         let stat = StatCache::open(&project.stat_db())?;

@@ -11,7 +11,7 @@ use super::remote_records::{configured_remote, pull_records};
 use crate::project::{runs_db_of, Project};
 use crate::runs::RunId;
 use crate::runs::{self, RunDb};
-use crate::{exec, EngineError, NoSuchRun, Result, UsageError};
+use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 /// How a run reference that this history lacks is looked for elsewhere.
 pub enum Pull<'a> {
@@ -162,7 +162,8 @@ impl History {
                     .flatten()
                     .and_then(|config| {
                         let project = Project::open(&root).ok()?;
-                        let remote = exec::open_remote(&config, &project.cache_dir).ok()?;
+                        let remote =
+                            crate::remote::open_remote(&config, &project.cache_dir).ok()?;
                         Some((remote, Cache::open(&project.cache_dir).ok()?))
                     })
                 else {
