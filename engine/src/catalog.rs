@@ -32,13 +32,11 @@ use pipe_cache::untrusted;
 use pipe_protocol::StageInfo;
 use serde::{Deserialize, Serialize};
 
+use crate::builtin_workers::{built_in_stages, first_difference, BuiltinWorker};
 use crate::libtorch::TORCH_VERSION;
 use crate::project::Project;
 use crate::suggest::did_you_mean;
-use crate::workers::{
-    built_in_stages, describe, first_difference, launch_of, BuiltinWorker, Checkout, Launch,
-    PendingBuild, Unavailable,
-};
+use crate::workers::{describe, launch_of, Checkout, Launch, PendingBuild, Unavailable};
 use crate::{EngineError, Result, UsageError};
 
 /// A stage a worker can run.

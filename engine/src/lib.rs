@@ -13,6 +13,7 @@ pub use error::{EngineError, ExitCode, NoSuchRun, NotYaml, UsageError, WhereProb
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 pub mod apply;
+pub mod builtin_workers;
 pub mod cache_admin;
 pub mod cache_sync;
 pub mod catalog;

@@ -382,11 +382,11 @@ impl UnknownKey<'_> {
         let uses_text = stage.get("uses")?.as_str()?;
         let (uses, version) = super::uses::parse_uses(stage.get("uses")?)?;
         let declared = [
-            crate::workers::BuiltinWorker::Data,
-            crate::workers::BuiltinWorker::Training,
+            crate::builtin_workers::BuiltinWorker::Data,
+            crate::builtin_workers::BuiltinWorker::Training,
         ]
         .into_iter()
-        .flat_map(crate::workers::built_in_stages)
+        .flat_map(crate::builtin_workers::built_in_stages)
         .find(|info| info.name == uses && info.version == version)?
         .params
         .into_iter()

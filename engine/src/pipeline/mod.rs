@@ -239,10 +239,11 @@ impl Stage {
         let StageKind::Worker(worker) = &self.kind else {
             return Vec::new();
         };
-        let pages = crate::workers::pages_of(&format!("{}@{}", worker.uses, worker.version));
+        let pages =
+            crate::builtin_workers::pages_of(&format!("{}@{}", worker.uses, worker.version));
         self.outs
             .iter()
-            .filter_map(|out| crate::workers::page_at(&pages, &out.path))
+            .filter_map(|out| crate::builtin_workers::page_at(&pages, &out.path))
             .collect()
     }
 

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::record::RunRecord;
+use crate::builtin_workers::{page_at, pages_of};
 use crate::metrics::DirectionRules;
-use crate::workers::{page_at, pages_of};
 
 /// One metric of one stage.
 #[derive(Debug, Clone, PartialEq)]

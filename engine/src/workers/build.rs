@@ -3,9 +3,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use super::builtin::{built_in_stages, first_difference, BuiltinWorker};
 use super::describe::describe;
 use super::source_checkout::{mark_fresh, Checkout};
+use crate::builtin_workers::{built_in_stages, first_difference, BuiltinWorker};
 use crate::events::Observer;
 use crate::{EngineError, Result, UsageError};
 

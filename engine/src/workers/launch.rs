@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::build::PendingBuild;
-use super::builtin::BuiltinWorker;
 use super::describe::library_path_with;
+use crate::builtin_workers::BuiltinWorker;
 use crate::libtorch::Libtorch;
 
 /// How a worker is started, beyond its path.

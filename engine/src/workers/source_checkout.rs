@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::build_output::{run_step, BuildLog, Progress, Watch};
-use super::builtin::BuiltinWorker;
+use crate::builtin_workers::BuiltinWorker;
 use crate::events::{BuildStep, Event, Observer};
 use crate::libtorch::TORCH_VERSION;
 use crate::{EngineError, Result};

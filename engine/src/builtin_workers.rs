@@ -1,5 +1,8 @@
 //! The workers of this repository and the stages they describe, as built
-//! into pipe.
+//! into pipe (`workers/data_stages.json` and `workers/training_stages.json`,
+//! compiled in). A leaf: the run summary (`runs/`), the pipeline model and
+//! the loader read what a built-in stage describes (its report's page, its
+//! params) without `workers/`, which starts and builds the workers.
 
 use std::sync::OnceLock;
 
@@ -31,7 +34,7 @@ impl BuiltinWorker {
         }
     }
 
-    pub(super) fn package(self) -> &'static str {
+    pub(crate) fn package(self) -> &'static str {
         match self {
             BuiltinWorker::Data => "pipe-stages",
             BuiltinWorker::Training => "pipe-train",
@@ -42,7 +45,7 @@ impl BuiltinWorker {
     /// crates it depends on, and the workspace's manifest and lock file
     /// (profiles, versions).
     /// The training worker is built from the data worker's sources and its own.
-    pub(super) fn sources(self) -> impl Iterator<Item = &'static str> {
+    pub(crate) fn sources(self) -> impl Iterator<Item = &'static str> {
         const DATA: &[&str] = &[
             "stages/src",
             "stages/Cargo.toml",
@@ -116,8 +119,8 @@ fn described(worker: BuiltinWorker) -> &'static [StageInfo] {
 
 fn catalog_text(worker: BuiltinWorker) -> &'static str {
     match worker {
-        BuiltinWorker::Data => include_str!("data_stages.json"),
-        BuiltinWorker::Training => include_str!("training_stages.json"),
+        BuiltinWorker::Data => include_str!("workers/data_stages.json"),
+        BuiltinWorker::Training => include_str!("workers/training_stages.json"),
     }
 }
 
