@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when the Rust files of a crate import each other in a circle.
+"""Fails when the Rust files of a crate import each other in a circle, or
+when a module of the engine imports one above it in the layer list.
 
 The import graph of the tree is kept a DAG at the level of files, not only
 of crates (docs/ARCHITECTURE.md, "Layering"): a file never imports a file
@@ -13,12 +14,21 @@ error::Error` in `lib.rs`, a facade `mod.rs`) is followed to the file that
 defines it: a facade is no room of its own. Declaring a module (`mod x;`)
 is not an arrow. Test files (`tests.rs`, `*_tests.rs`, `tests/`) are left out.
 
-    scripts/check-import-circles.py            # every crate of the workspace
-    scripts/check-import-circles.py engine/src # one source root
+The engine's top-level modules are also held to the numbered list of
+docs/ARCHITECTURE.md's "Layering" paragraph, read from the document itself
+so that the list cannot go stale: each item is a band, and `then` splits a
+band into steps. A module may import any module of a lower band and of an
+earlier step of its own band; an arrow to a higher band, or to its own
+band's step or a later one, fails, named with its file, as does a module
+the list leaves out, names twice, or names but the crate lacks.
+
+    scripts/check-import-circles.py            # every crate, and the layers
+    scripts/check-import-circles.py engine/src # one source root (and its
+        # layers, for engine/src)
     scripts/check-import-circles.py --layers engine/src
         # the root's top-level modules by floor (0 imports no other; n
         # imports one of floor n-1), folders that import each other as one
-        # group: docs/ARCHITECTURE.md's layer list
+        # group: what the imports allow docs/ARCHITECTURE.md's list to say
 """
 
 import os
@@ -41,7 +51,9 @@ ROOTS = [
 # definition names the completers: one pair, by design.
 ALLOWED = {frozenset({"src/cli.rs", "src/complete.rs"})}
 
-USE = re.compile(r"\buse\s+([^;]+);")
+# A `use` item starts its line (rustfmt's layout); the word in prose or in
+# a string does not, so it cannot swallow the code up to the next `;`.
+USE = re.compile(r"(?m)^[ \t]*(?:pub(?:\([^)]*\))?[ \t]+)?use[ \t]+([^;]+);")
 INLINE = re.compile(r"(?<![:\w])((?:crate|super|self|\w+)(?:::\w+)+)")
 TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*mod\s+\w+\s*\{.*", re.S)
 LINE_COMMENT = re.compile(r"//[^\n]*")
@@ -259,6 +271,174 @@ def print_layers(root):
     return 0
 
 
+# The engine's layer list: where it is written, and the root it orders.
+ARCHITECTURE = "docs/ARCHITECTURE.md"
+LAYERED_ROOT = "engine/src"
+CODE_OR_THEN = re.compile(r"`([^`]+)`|\bthen\b")
+MODULE_NAME = re.compile(r"^[a-z_][a-z0-9_]*/?$")
+
+
+def outside_parentheses(text):
+    """`a (b (c)) d` -> `a  d`: what an item of the list says about its
+    modules is in parentheses; only the names outside them are the list."""
+    kept, depth = [], 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            kept.append(ch)
+    return "".join(kept)
+
+
+def layer_list(path=ARCHITECTURE):
+    """The numbered list of the "Layering" paragraph, read as (band, step,
+    name as written) for each module it names, and the problems of the list
+    itself: a band numbered out of turn, or a name outside parentheses that
+    cannot be a module."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    _, found, rest = text.partition("**Layering.**")
+    paragraph = rest.split("**Invariant:**")[0]
+    if not found:
+        return [], [f"{path} has no `**Layering.**` paragraph"]
+    items = []
+    for line in paragraph.splitlines():
+        number = re.match(r"^(\d+)\.\s+(.*)$", line)
+        if number:
+            items.append([int(number.group(1)), number.group(2)])
+        elif items and line[:1] in (" ", "\t") and line.strip():
+            items[-1][1] += " " + line.strip()
+        elif items:
+            break
+    entries, problems = [], []
+    if not items:
+        problems.append(f"{path}, \"Layering\", holds no numbered list of bands")
+    for expected, (band, item) in enumerate(items, start=1):
+        if band != expected:
+            problems.append(f"{path}, \"Layering\": band {band} is numbered where {expected} is due")
+        step = 1
+        for match in CODE_OR_THEN.finditer(outside_parentheses(item)):
+            name = match.group(1)
+            if name is None:
+                step += 1
+            elif MODULE_NAME.match(name):
+                entries.append((band, step, name))
+            else:
+                problems.append(
+                    f"{path}, \"Layering\", band {band}: `{name}` is written outside parentheses "
+                    "but is no module name (say what a module is in parentheses after it)"
+                )
+    return entries, problems
+
+
+def top_modules(root):
+    """The root's top-level modules, each with whether it is a folder (with
+    a `mod.rs`, or beside its `x.rs`); the crate root (`lib.rs`, `main.rs`)
+    is no layer."""
+    modules = {}
+    for entry in sorted(os.listdir(root)):
+        path = os.path.join(root, entry)
+        if os.path.isdir(path):
+            modules[entry] = True
+        elif entry.endswith(".rs") and entry not in ("lib.rs", "main.rs"):
+            if not is_test_file(path):
+                modules.setdefault(entry[:-3], False)
+    return modules
+
+
+def bands_of(root, path=ARCHITECTURE):
+    """{module: (band, step)} from the list, and every way the list and the
+    root's modules disagree."""
+    entries, problems = layer_list(path)
+    modules = top_modules(root)
+    bands = {}
+    for band, step, written in entries:
+        name = written.rstrip("/")
+        if name not in modules:
+            problems.append(
+                f"{path}, \"Layering\", band {band}: `{written}` is no module of {root}"
+            )
+            continue
+        if written.endswith("/") != modules[name]:
+            shape = "a folder" if modules[name] else "a file"
+            problems.append(
+                f"{path}, \"Layering\", band {band}: `{written}` is {shape} in {root}; "
+                f"write `{name + '/' if modules[name] else name}`"
+            )
+        if name in bands:
+            problems.append(
+                f"{path}, \"Layering\": `{name}` is in band {bands[name][0]} and again in band {band}"
+            )
+            continue
+        bands[name] = (band, step)
+    for name in sorted(set(modules) - set(bands)):
+        problems.append(
+            f"{path}, \"Layering\", puts `{name}` of {root} in no band: add it to the band "
+            "above what it imports (`--layers` prints the floors its imports give)"
+        )
+    return bands, problems
+
+
+def layer_violations(root, bands):
+    """Each arrow that goes up the list: `file -> file: what it breaks`."""
+    graph = import_graph(root)
+    violations = []
+    for source in sorted(graph):
+        importer = top_module(root, source)
+        for target in sorted(graph[source]):
+            imported = top_module(root, target)
+            if importer == imported or importer not in bands or imported not in bands:
+                continue
+            (band, step), (other_band, other_step) = bands[importer], bands[imported]
+            if other_band > band:
+                why = (
+                    f"{importer} (band {band}) imports {imported} (band {other_band}), "
+                    "a higher band"
+                )
+            elif other_band == band and other_step > step:
+                why = (
+                    f"{importer} (band {band}, step {step}) imports {imported} (band {band}, "
+                    f"step {other_step}), a later step of its band"
+                )
+            elif other_band == band and other_step == step:
+                why = (
+                    f"{importer} (band {band}, step {step}) imports {imported} (band {band}, "
+                    f"step {step}): the modules of one step import none of each other"
+                )
+            else:
+                continue
+            violations.append(f"{source} -> {target}: {why}")
+    return violations
+
+
+def check_layers(root):
+    """Prints what goes up the list, or what is wrong with the list; true
+    when something is."""
+    bands, problems = bands_of(root)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return True
+    violations = layer_violations(root, bands)
+    if violations:
+        print(
+            f"{len(violations)} import(s) go up the layer list of {ARCHITECTURE} (\"Layering\"):",
+            file=sys.stderr,
+        )
+        for violation in violations:
+            print(f"  {violation}", file=sys.stderr)
+        print(
+            "hint: a module imports only modules of lower bands, or of earlier steps of its "
+            "band (`then` starts a step); move what it needs down into a lower band, or, when "
+            "the module it imports imports nothing at or above it, move that one down the list",
+            file=sys.stderr,
+        )
+        return True
+    return False
+
+
 def main():
     if sys.argv[1:2] == ["--layers"]:
         return print_layers(sys.argv[2] if len(sys.argv) > 2 else "engine/src")
@@ -282,8 +462,14 @@ def main():
             "(docs/ARCHITECTURE.md, \"Layering\")",
             file=sys.stderr,
         )
+    layered = LAYERED_ROOT in [root.rstrip("/") for root in roots]
+    if layered and check_layers(LAYERED_ROOT):
+        failed = True
+    if failed:
         return 1
     print(f"no import circle in {len(roots)} source roots")
+    if layered:
+        print(f"no import goes up the layer list of {LAYERED_ROOT} ({ARCHITECTURE}, \"Layering\")")
     return 0
 
 
