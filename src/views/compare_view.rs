@@ -307,6 +307,19 @@ fn fit_labels(
     (!cut.is_empty()).then(|| format!("runs of the lines cut short: {}", cut.join("; ")))
 }
 
+/// Per column, the widest of `part` over the lines.
+fn widest(lines: &[Vec<Shown>], columns: usize, part: impl Fn(&Shown) -> &str) -> Vec<usize> {
+    (0..columns)
+        .map(|index| {
+            lines
+                .iter()
+                .map(|line| chars(part(&line[index])))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
 /// The table's lines for a terminal `width` wide: changes beside their
 /// values, or under them, or only their relative part, whichever fits.
 fn table_text(mut lines: Vec<Vec<Shown>>, header: &[String], width: usize, style: Style) -> String {
@@ -332,24 +345,8 @@ fn table_text(mut lines: Vec<Vec<Shown>>, header: &[String], width: usize, style
             cell.change = relative_part(&cell.change);
         }
     }
-    let value_width: Vec<usize> = (0..columns)
-        .map(|index| {
-            lines
-                .iter()
-                .map(|line| chars(&line[index].value))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let change_width: Vec<usize> = (0..columns)
-        .map(|index| {
-            lines
-                .iter()
-                .map(|line| chars(&line[index].change))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let value_width = widest(&lines, columns, |shown| &shown.value);
+    let change_width = widest(&lines, columns, |shown| &shown.change);
     let side_by_side: Vec<usize> = (0..columns)
         .map(|index| {
             let cell = value_width[index]
