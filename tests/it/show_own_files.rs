@@ -144,7 +144,9 @@ fn open_hands_the_page_to_the_browser_when_one_is_set() {
     let project = project();
     project.write(
         "browser.sh",
-        "#!/bin/sh\nprintf '%s' \"$1\" > \"$(dirname \"$0\")/opened.txt\"\n",
+        // Written aside and renamed: the test may look between `>`
+        // creating the file and printf filling it.
+        "#!/bin/sh\nprintf '%s' \"$1\" > \"$(dirname \"$0\")/opening.txt\" && mv \"$(dirname \"$0\")/opening.txt\" \"$(dirname \"$0\")/opened.txt\"\n",
     );
     let script = project.path("browser.sh");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
