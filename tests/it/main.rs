@@ -66,6 +66,7 @@ mod sweep_one_run;
 mod sweep_rerun;
 mod sweep_workspaces;
 mod sweeps;
+mod team_records;
 mod team_runs;
 mod transfer_progress;
 mod true_reasons;

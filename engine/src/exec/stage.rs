@@ -221,8 +221,10 @@ impl Attempt<'_> {
                 if let StageKind::Worker(_) = stage.kind {
                     context.project.remove_resume_dir(&key);
                 }
-                // A stage that runs every time has a key no run will ask for again.
-                if let (Some(remote), false) = (&context.remote, stage.always_run) {
+                // Also a stage that runs every time, whose key no run will
+                // ask for again: the run's record names its result, and a
+                // teammate's `pipe checkout` of the run restores from it.
+                if let Some(remote) = &context.remote {
                     remote.push_in_background(result.clone());
                 }
                 let compute_ms = Some(result.duration_ms);

@@ -7,6 +7,7 @@ use pipe_cache::{ActionKey, ActionResult, Cache, RemoteError};
 use pipe_protocol::excerpt as shown;
 
 use crate::runs::RunExport;
+use crate::runs::{NOT_IN_REMOTE, SUPERSEDED};
 use crate::workspace::BadMetrics;
 
 /// Why a pulled run record is refused; `stage` and `output` are as the
@@ -21,8 +22,6 @@ pub(super) enum Refused {
     },
     #[error("stage `{stage}` names outputs but no key")]
     NoKey { stage: String },
-    #[error("stage `{stage}`: its result {key} is not in the remote")]
-    NotInRemote { stage: String, key: String },
     #[error("stage `{stage}`: {source}")]
     Remote { stage: String, source: RemoteError },
     #[error("stage `{stage}` names `{output}`, which its result {key} does not hold")]
@@ -43,11 +42,13 @@ pub(super) enum Refused {
 }
 
 /// `export` as far as the results under its keys bear it out, or why it
-/// is refused. Each stage that names outputs must name a key whose result
-/// (the local cache's, else the remote's, checked as a pull checks it)
-/// holds each of them with the same digest; its metrics are then read
-/// from that result's metrics objects, each hashed, never taken from the
-/// record. A stage that names no output shows no metrics. Manifests that
+/// is refused. Each stage that names outputs must name a key; when its
+/// result (the local cache's, else the remote's, checked as a pull checks
+/// it) is found, it must hold each of them (a different digest marks the
+/// stage superseded), and when it is not found, the stage's outputs and
+/// metrics are dropped and the stage listed as not in the remote. The
+/// metrics shown are read from the result's metrics objects, each hashed,
+/// never taken from the record. A stage that names no output shows no metrics. Manifests that
 /// do not hash to their key are dropped (`pipe diff` would show them as
 /// the stage's params).
 pub(super) fn vet(
@@ -84,11 +85,18 @@ pub(super) fn vet(
         };
         let result = match result_of(&key, remote, cache) {
             Ok(Some(result)) => result,
+            // The run happened, but what it says this stage made is not
+            // there to check: a push that failed or was cut short, a
+            // result collected since. The rest of the record stands; this
+            // stage's outputs and metrics are not shown.
             Ok(None) => {
-                return Err(Refused::NotInRemote {
-                    stage: name,
-                    key: key.short(),
-                })
+                stage.outputs.clear();
+                stage.metrics.clear();
+                export
+                    .run
+                    .unverified
+                    .push(format!("{NOT_IN_REMOTE}{}", stage.stage));
+                continue;
             }
             Err(source) => {
                 return Err(Refused::Remote {
@@ -135,10 +143,6 @@ pub(super) fn vet(
     }
     Ok(export)
 }
-
-/// The prefix of a stage's entry in `unverified` whose result was
-/// superseded by another run's for the same key.
-pub(crate) const SUPERSEDED: &str = "superseded.";
 
 /// The last millisecond of the year 9999: no run starts or lasts later.
 pub(crate) const LATEST_MS: u64 = 253_402_300_799_999;

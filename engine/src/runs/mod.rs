@@ -37,6 +37,7 @@ pub use labels::{check_label, Removed, RunLabels};
 pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
 pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
+pub(crate) use record::{NOT_IN_REMOTE, SUPERSEDED};
 pub use resolve::resolve_run;
 pub use restored::RestoredFrom;
 pub use summary::{RunSummary, StageMetric};

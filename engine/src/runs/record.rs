@@ -126,6 +126,14 @@ pub struct RunRecord {
     pub head_commit: Option<String>,
 }
 
+/// The prefix of a pulled run's `unverified` entry for a stage whose result
+/// was superseded by another run's for the same key.
+pub(crate) const SUPERSEDED: &str = "superseded.";
+
+/// The prefix of a pulled run's `unverified` entry for a stage whose result
+/// neither the remote nor the local cache held when it was pulled.
+pub(crate) const NOT_IN_REMOTE: &str = "not_in_remote.";
+
 impl RunRecord {
     /// The directions a comparison may take from this run: a pulled run's
     /// say which metrics are key, never which way is better, since a
@@ -152,20 +160,27 @@ impl RunRecord {
         if self.unverified.iter().any(|field| field == "git_commit") {
             parts.push("its commit".to_string());
         }
-        let superseded: Vec<&str> = self
-            .unverified
-            .iter()
-            .filter_map(|field| field.strip_prefix("superseded."))
-            .collect();
-        if !superseded.is_empty() {
-            parts.push(format!(
-                "what {} made (another run's result for the same key was stored first, so its outputs and metrics are not shown)",
-                superseded
-                    .iter()
-                    .map(|stage| format!("`{stage}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+        // Stages whose outputs and metrics a pulled record cannot show,
+        // by why.
+        for (prefix, why) in [
+            (
+                SUPERSEDED,
+                "another run's result for the same key was stored first, so its outputs and metrics are not shown",
+            ),
+            (
+                NOT_IN_REMOTE,
+                "its result is not in the remote, so its outputs and metrics are not shown",
+            ),
+        ] {
+            let stages: Vec<String> = self
+                .unverified
+                .iter()
+                .filter_map(|field| field.strip_prefix(prefix))
+                .map(|stage| format!("`{stage}`"))
+                .collect();
+            if !stages.is_empty() {
+                parts.push(format!("what {} made ({why})", stages.join(", ")));
+            }
         }
         let params: Vec<&str> = self
             .unverified
