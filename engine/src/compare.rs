@@ -86,6 +86,10 @@ pub fn diff(
         .into_iter()
         .filter_map(|run| Some((run.id, run.unverified_summary()?)))
         .collect();
+    diff.withheld = [&record_a, &record_b]
+        .into_iter()
+        .filter_map(|run| Some((run.id, run.withheld_summary()?)))
+        .collect();
     Ok(diff)
 }
 
@@ -101,6 +105,11 @@ pub struct RunDiff {
     /// do not bear out, those fields (`RunRecord::unverified_summary`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unverified: Vec<(RunId, String)>,
+    /// For each of the two that is a pulled run with stages whose outputs
+    /// and metrics it cannot show, those stages and why
+    /// (`RunRecord::withheld_summary`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<(RunId, String)>,
     /// Each side as a reviewer knows it: `main @ 1a2b3c4 (#2)`.
     pub labels: (String, String),
     pub params: Vec<FieldChange>,
@@ -250,6 +259,7 @@ pub fn diff_runs(
         b: b.id,
         commits: None,
         unverified: Vec::new(),
+        withheld: Vec::new(),
         labels: (format!("run #{}", a.id), format!("run #{}", b.id)),
         params,
         metrics,

@@ -325,6 +325,12 @@ pub fn diff_text(diff: &RunDiff, all: bool, style: Style) -> String {
             "unverified: run #{run}'s {fields}, as its record says (pulled; not borne out by its results)"
         );
     }
+    for (run, stages) in &diff.withheld {
+        let _ = writeln!(
+            out,
+            "not shown: run #{run}'s outputs and metrics of {stages}"
+        );
+    }
     let _ = writeln!(out, "\nparams");
     if diff.params.is_empty() {
         let _ = writeln!(out, "  (unchanged)");

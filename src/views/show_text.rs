@@ -72,6 +72,9 @@ fn header(out: &mut String, shown: &RunShown) {
             "unverified  {unverified}: as its record says, not borne out by its results or this repository"
         );
     }
+    if let Some(stages) = run.withheld_summary() {
+        let _ = writeln!(out, "not shown   outputs and metrics of {stages}");
+    }
     let _ = writeln!(out, "started  {} UTC", date(run.started_ms));
     if let Some(end) = run.ended_ms {
         let _ = writeln!(out, "duration {}", took(end.saturating_sub(run.started_ms)));

@@ -137,7 +137,9 @@ fn a_pulled_run_whose_result_left_the_remote_keeps_the_rest_and_says_which_stage
     let shown = second.pipe(&["show", &id]);
     let text = String::from_utf8_lossy(&shown.stdout).into_owned() + &stderr(&shown);
     assert!(
-        text.contains("`score`") && text.contains("not in the remote"),
+        text.contains(
+            "not shown   outputs and metrics of `score` (its result is not in the remote)"
+        ) && !text.contains("unverified"),
         "{text}"
     );
     // What the remote still has of the run is pulled and checks out.

@@ -150,8 +150,9 @@ impl RunRecord {
         )
     }
 
-    /// `commit, params train.lr, params train.seed`: what of a pulled run
-    /// is its record's word only; `None` when everything is borne out.
+    /// `its commit; params train.lr, train.seed`: what of a pulled run is
+    /// shown as its record's word only; `None` when everything shown is
+    /// borne out (the stages it cannot show: [`Self::withheld_summary`]).
     pub fn unverified_summary(&self) -> Option<String> {
         if self.unverified.is_empty() {
             return None;
@@ -159,28 +160,6 @@ impl RunRecord {
         let mut parts = Vec::new();
         if self.unverified.iter().any(|field| field == "git_commit") {
             parts.push("its commit".to_string());
-        }
-        // Stages whose outputs and metrics a pulled record cannot show,
-        // by why.
-        for (prefix, why) in [
-            (
-                SUPERSEDED,
-                "another run's result for the same key was stored first, so its outputs and metrics are not shown",
-            ),
-            (
-                NOT_IN_REMOTE,
-                "its result is not in the remote, so its outputs and metrics are not shown",
-            ),
-        ] {
-            let stages: Vec<String> = self
-                .unverified
-                .iter()
-                .filter_map(|field| field.strip_prefix(prefix))
-                .map(|stage| format!("`{stage}`"))
-                .collect();
-            if !stages.is_empty() {
-                parts.push(format!("what {} made ({why})", stages.join(", ")));
-            }
         }
         let params: Vec<&str> = self
             .unverified
@@ -196,7 +175,30 @@ impl RunRecord {
                 n - 3
             )),
         }
-        Some(parts.join("; "))
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// `` `train` (another run's result for the same key was stored
+    /// first) ``: the stages of a pulled run whose outputs and metrics are
+    /// not shown, and why; `None` when every stage's are.
+    pub fn withheld_summary(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .unverified
+            .iter()
+            .filter_map(|field| {
+                let why = [
+                    (
+                        SUPERSEDED,
+                        "another run's result for the same key was stored first",
+                    ),
+                    (NOT_IN_REMOTE, "its result is not in the remote"),
+                ];
+                why.into_iter().find_map(|(prefix, why)| {
+                    Some(format!("`{}` ({why})", field.strip_prefix(prefix)?))
+                })
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
     }
 
     /// The uid as selectors take it: its first 8 digits, which stay
