@@ -668,12 +668,12 @@ fn the_page_of_a_sweep_marks_the_best_sorts_best_first_and_draws_params_against_
     // 0.86: each pair at one height, side by side, both in view.
     for (plot, first, second) in [
         (
-            "val-accuracy-by-learning-rate.svg",
+            "val-accuracy-by-train.learning-rate.svg",
             "learning_rate=0.2,max_depth=2",
             "learning_rate=0.2,max_depth=8",
         ),
         (
-            "val-accuracy-by-max-depth.svg",
+            "val-accuracy-by-train.max-depth.svg",
             "learning_rate=0.1,max_depth=8",
             "learning_rate=0.3,max_depth=8",
         ),
@@ -683,7 +683,7 @@ fn the_page_of_a_sweep_marks_the_best_sorts_best_first_and_draws_params_against_
         assert_eq!(a.1, b.1, "{plot}: one value, one height");
         assert!((a.0 - b.0).abs() >= 10.0, "{plot}: {a:?} and {b:?} overlap");
     }
-    let best_points = chart("val-accuracy-by-learning-rate.svg")
+    let best_points = chart("val-accuracy-by-train.learning-rate.svg")
         .svg
         .matches("class=\"point best\"")
         .count();

@@ -225,3 +225,46 @@ fn a_swept_param_named_like_the_stages_matrix_key_is_named_by_its_path() {
         "{compare}"
     );
 }
+
+/// A sweep's rows beside a plain run's: each row shows its own value in
+/// the swept param's one column (`train.lr`), not the run's list of them
+/// beside a second column keyed `lr`.
+#[test]
+fn a_sweeps_rows_show_their_own_value_in_the_swept_params_column() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: {train: {lr: 0.5, epochs: 2}}\nstages:\n  train:\n    run: 'echo ${params.train.lr} > lr.txt && echo \"{\\\"acc\\\": ${params.train.epochs}}\" > m.json'\n    outs: [lr.txt]\n    metrics: [m.json]\n",
+    );
+    project.run_ok(&[]);
+    let output = project.pipe(&[
+        "run",
+        "-m",
+        "-S",
+        "train.lr=1e-1,0.3",
+        "-S",
+        "train.epochs=2,4",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let compare = stdout(&project.pipe(&["compare", "--csv"]));
+    let mut lines = compare.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("run,train.epochs,train.lr,") && !header.contains(",lr,"),
+        "{compare}"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 5, "{compare}");
+    for row in [
+        "1,2,0.5,2",
+        "2,2,0.1,2",
+        "2,4,0.1,4",
+        "2,2,0.3,2",
+        "2,4,0.3,4",
+    ] {
+        assert!(
+            rows.iter().any(|line| line.starts_with(row)),
+            "{row}: {compare}"
+        );
+    }
+}

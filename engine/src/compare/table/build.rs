@@ -280,6 +280,45 @@ fn rows_of_run(compared: &ComparedRun) -> Vec<(Pairs, Vec<usize>)> {
     .collect()
 }
 
+/// A sweep row's swept params: for each matrix key that names one (the
+/// param's path, or its last segments, as `sweep::merge` keys them) and
+/// whose value is one of the param's listed values, the path -> (the key,
+/// that value as the record types it), so that the row shows `train.lr`
+/// 0.05 where the run's record lists `[0.05, 0.2]`, and no second column
+/// `lr` beside it.
+fn swept_values(
+    params: &BTreeMap<String, Value>,
+    matrix: &Pairs,
+) -> BTreeMap<String, (String, Value)> {
+    let mut swept = BTreeMap::new();
+    for (key, text) in &matrix.0 {
+        let mut candidates = params.iter().filter(|(path, value)| {
+            value.is_array() && (*path == key || path.ends_with(&format!(".{key}")))
+        });
+        let (Some((path, Value::Array(values))), None) = (candidates.next(), candidates.next())
+        else {
+            continue;
+        };
+        if let Some(chosen) = values.iter().find(|value| same_value(value, text)) {
+            swept.insert(path.clone(), (key.clone(), chosen.clone()));
+        }
+    }
+    swept
+}
+
+/// Whether `text`, a matrix value as `-S` gave it, is `value`: numbers as
+/// numbers (`1e-4` is 0.0001), strings as themselves.
+fn same_value(value: &Value, text: &str) -> bool {
+    match value {
+        Value::String(string) => string == text,
+        Value::Number(number) => match (number.as_f64(), text.trim().parse::<f64>()) {
+            (Some(number), Ok(parsed)) => number == parsed,
+            _ => false,
+        },
+        other => other.to_string() == text,
+    }
+}
+
 fn row_facts(
     compared: &ComparedRun,
     run: usize,
@@ -294,10 +333,22 @@ fn row_facts(
     );
     let mut seeds = Vec::new();
     let mut precision = None;
-    for (path, value) in key::flatten(&compared.run.params) {
+    let params = key::flatten(&compared.run.params);
+    let swept = if compared.run.sweep {
+        swept_values(&params, &matrix)
+    } else {
+        BTreeMap::new()
+    };
+    for (path, value) in params {
         if path.is_empty() {
             continue;
         }
+        // A sweep's record holds each swept param as the list of its
+        // values; this row is one of them.
+        let value = match swept.get(&path) {
+            Some((_, chosen)) => chosen.clone(),
+            None => value,
+        };
         if is_seed_name(&path) {
             seeds.push(value.clone());
         }
@@ -307,6 +358,9 @@ fn row_facts(
         values.insert(format!("param:{path}"), value);
     }
     for (key, value) in &matrix.0 {
+        if swept.values().any(|(axis, _)| axis == key) {
+            continue;
+        }
         if key == "seed" {
             seeds.push(Value::String(value.clone()));
         }

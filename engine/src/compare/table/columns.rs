@@ -61,7 +61,12 @@ pub(super) fn columns(
             ColumnKind::Param,
         ));
     }
-    for key in matrix_keys {
+    // A sweep's keys that stand for a swept param have no values of their
+    // own: the param's column shows them.
+    for key in matrix_keys.iter().filter(|key| {
+        let id = format!("matrix:{key}");
+        facts.iter().any(|row| row.values.contains_key(&id))
+    }) {
         candidates.push(plain(
             format!("matrix:{key}"),
             key.clone(),
