@@ -15,7 +15,6 @@ use crate::project_files::UnsafeOutput;
 #[derive(Debug, Clone)]
 pub struct DepProblem {
     pub dep: String,
-    pub path: String,
     pub missing: bool,
     pub message: String,
 }
@@ -60,7 +59,6 @@ pub fn hash_deps_where(
             Some(Some(artifact)) => Ok(artifact),
             Some(None) => Err(DepProblem {
                 dep: dep.name.clone(),
-                path: dep.path.clone(),
                 missing: true,
                 message: format!("dependency `{}` does not exist", dep.path),
             }),
@@ -82,7 +80,6 @@ fn dep_problem(dep: &Dep, path: &Path, error: pipe_cache::CacheError) -> DepProb
     let missing = std::fs::symlink_metadata(path).is_err();
     DepProblem {
         dep: dep.name.clone(),
-        path: dep.path.clone(),
         missing,
         message: if missing {
             format!("dependency `{}` does not exist", dep.path)
