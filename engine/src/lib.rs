@@ -121,9 +121,7 @@ pub use exec::{progress_interval, ProgressText, Reading};
 
 // Errors and located diagnostics.
 pub use diagnostic::{Diagnostic, Location};
-pub use error::{EngineError, ExitCode, NoSuchRun, NotYaml, UsageError, WhereProblem};
-
-pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+pub use error::{EngineError, ExitCode, NoSuchRun, NotYaml, Result, UsageError, WhereProblem};
 
 // Settings of the process and its environment: Ctrl-C, the libtorch the
 // training worker needs, a worker's command line.
