@@ -419,15 +419,20 @@ fn a_cycle_in_a_hand_built_pipeline_is_refused_by_the_dag() {
         None,
     );
     let mut pipeline = load(&file, &[]);
+    // Paths are made by the loader only: each stage's output, as loaded.
+    let (a_txt, b_txt) = (
+        pipeline.stages[0].outs[0].path.clone(),
+        pipeline.stages[1].outs[0].path.clone(),
+    );
     pipeline.stages[0].deps.push(Dep {
         name: "b".into(),
-        path: "b.txt".into(),
+        path: b_txt,
         producer: producer("b", "b.txt"),
         location: None,
     });
     pipeline.stages[1].deps.push(Dep {
         name: "a".into(),
-        path: "a.txt".into(),
+        path: a_txt,
         producer: producer("a", "a.txt"),
         location: None,
     });
