@@ -361,8 +361,8 @@ pub struct DirectionArgs {
 }
 
 impl DirectionArgs {
-    pub fn rules(self) -> pipe_engine::metrics::DirectionRules {
-        pipe_engine::metrics::DirectionRules::new(self.higher, self.lower)
+    pub fn rules(self) -> pipe_engine::DirectionRules {
+        pipe_engine::DirectionRules::new(self.higher, self.lower)
     }
 }
 

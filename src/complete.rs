@@ -12,10 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap_complete::engine::{CompletionCandidate, PathCompleter, ValueCompleter};
 use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
-use pipe_engine::history::History;
-use pipe_engine::pipefile::ProjectWorkers;
-use pipe_engine::pipeline::Pipeline;
-use pipe_engine::project::Project;
+use pipe_engine::{History, Pipeline, Project, ProjectWorkers};
 
 /// The variable clap_complete's shell scripts set to ask for candidates.
 pub const COMPLETE_VAR: &str = "COMPLETE";
@@ -138,7 +135,7 @@ pub fn run_refs() -> Vec<CompletionCandidate> {
                 // every label is held to, which keeps a hand-edited
                 // runs.db's text off the terminal.
                 for label in run.name.iter().chain(&run.tags) {
-                    let well_formed = pipe_engine::runs::check_label("tag", label).is_ok();
+                    let well_formed = pipe_engine::check_label("tag", label).is_ok();
                     if well_formed && !labels.contains(label) {
                         labels.push(label.clone());
                         candidates.push(
@@ -200,7 +197,7 @@ fn pipeline() -> Option<Pipeline> {
         let cwd = std::env::current_dir().ok()?;
         Project::find_pipeline_file(&cwd)
     })?;
-    pipe_engine::pipefile::load(&file, &[], &ProjectWorkers)
+    pipe_engine::load_pipeline(&file, &[], &ProjectWorkers)
         .ok()
         .map(|loaded| loaded.pipeline)
 }

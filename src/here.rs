@@ -3,10 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::history::{History, Pull};
-use pipe_engine::project::Project;
-use pipe_engine::runs::RunId;
-use pipe_engine::{EngineError, Result};
+use pipe_engine::{EngineError, History, Project, Pull, Result, RunId};
 
 use crate::output::errln;
 

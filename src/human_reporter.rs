@@ -11,9 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
-use pipe_engine::events::Event;
-use pipe_engine::exec::{progress_interval, ProgressText, Reading};
-use pipe_engine::runs::{RunId, RunStatus, StageStatus};
+use pipe_engine::{progress_interval, Event, ProgressText, Reading, RunId, RunStatus, StageStatus};
 use pipe_protocol::format::format_seconds;
 
 use crate::reporter::Reporter;

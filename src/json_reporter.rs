@@ -11,8 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use pipe_cache::remote::{Phase, TransferEvent};
-use pipe_engine::events::{BuildStep, Event};
-use pipe_engine::runs::{RunId, RunStatus, StageStatus};
+use pipe_engine::{BuildStep, Event, RunId, RunStatus, StageStatus};
 use serde::{Serialize, Serializer};
 
 use crate::reporter::Reporter;

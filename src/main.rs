@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     };
     init_logging(cli.verbose, cli.quiet);
     human_reporter::show_every_stage(cli.verbose > 0);
-    pipe_engine::interrupt::install_handlers();
+    pipe_engine::install_interrupt_handlers();
     if let Some(directory) = &cli.directory {
         if let Err(error) = std::env::set_current_dir(directory) {
             errln!(

@@ -206,7 +206,7 @@ pub fn run_output_failed(error: io::Error, on_stdout: bool) {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if failure.is_none() {
         *failure = Some(error);
-        pipe_engine::interrupt::request();
+        pipe_engine::request_interrupt();
     }
 }
 

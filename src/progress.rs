@@ -8,7 +8,7 @@
 //! terminal branch.
 
 use indicatif::MultiProgress;
-use pipe_engine::events::Event;
+use pipe_engine::Event;
 
 use crate::human_reporter::HumanReporter;
 use crate::json_reporter::JsonReporter;

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use pipe_engine::cache_sync::RemoteChoice;
+use pipe_engine::RemoteChoice;
 
 use crate::cli::RemoteArgs;
 use crate::transfers;

@@ -4,15 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::dag::Dag;
-use pipe_engine::exec::{self, RemoteSummary, RunRequest};
-use pipe_engine::pipefile::{Loaded, ProjectWorkers};
-use pipe_engine::pipeline::{ExecutorKind, Pipeline};
-use pipe_engine::plan::{self, DryRun};
-use pipe_engine::project::Project;
-use pipe_engine::run_settings;
-use pipe_engine::runs::DirtySettler;
-use pipe_engine::{EngineError, ExitCode, Result, UsageError};
+use pipe_engine::{
+    last_run_pipeline_file, settings_of_run, Dag, DirtySettler, DryRun, EngineError, ExecutorKind,
+    ExitCode, Forced, Loaded, Pipeline, Project, ProjectWorkers, RemoteSummary, Result, RunOutcome,
+    RunRequest, UsageError,
+};
 use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
@@ -43,7 +39,7 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
             Ok(file) => file,
             Err(none_here) => {
                 let root = crate::here::root()?;
-                let Some((run, file)) = run_settings::last_run_pipeline_file(&root) else {
+                let Some((run, file)) = last_run_pipeline_file(&root) else {
                     return Err(none_here);
                 };
                 errln!(
@@ -54,7 +50,7 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
             }
         },
     };
-    if let Some(problem) = pipe_engine::pipefile::pipeline_file_problem(
+    if let Some(problem) = pipe_engine::pipeline_file_problem(
         &file,
         "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
     ) {
@@ -77,10 +73,9 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<Settings> {
     let project = crate::here::project()?;
     let named = file.or(arg.file.as_deref()).is_some();
     let found_here = default_pipeline_file().ok();
-    let recorded =
-        run_settings::settings_of_run(&project, run, found_here.as_deref(), &mut |notice| {
-            errln!("{notice}")
-        })?;
+    let recorded = settings_of_run(&project, run, found_here.as_deref(), &mut |notice| {
+        errln!("{notice}")
+    })?;
     let file = if named {
         pipeline_file(file, arg)?
     } else {
@@ -125,7 +120,7 @@ pub fn load_with_overrides(
         pipeline,
         dag,
         warnings,
-    } = pipe_engine::sweep::load_settings(
+    } = pipe_engine::load_recorded_pipeline(
         &settings.file,
         &settings.overrides,
         settings.sweep,
@@ -147,7 +142,7 @@ pub fn load(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
 /// stage makes must be there (`pipefile::check_inputs`).
 pub fn load_checked(file: Option<&Path>, arg: &PipelineArg) -> Result<(Pipeline, Dag)> {
     let (pipeline, dag) = load(file, arg)?;
-    pipe_engine::pipefile::check_inputs(&pipeline)?;
+    pipe_engine::check_inputs(&pipeline)?;
     Ok((pipeline, dag))
 }
 
@@ -193,7 +188,7 @@ pub fn run_request(
 }
 /// Where the pages of the run's reports are, once they are in place: the
 /// last thing a run prints, as a path to open.
-pub fn print_report_locations(pipeline: &Pipeline, summary: &exec::RunOutcome) {
+pub fn print_report_locations(pipeline: &Pipeline, summary: &RunOutcome) {
     for record in &summary.stages {
         let Some(stage) = pipeline.stage(&record.stage) else {
             continue;
@@ -214,11 +209,11 @@ pub fn dry_run(
     targets: &[String],
     args: &RunArgs,
 ) -> Result<ExitCode> {
-    let forced = plan::Forced {
+    let forced = Forced {
         stages: &args.force,
         all: args.force_all,
     };
-    let DryRun { stages, states } = plan::dry_run(pipeline, dag, targets, &forced)?;
+    let DryRun { stages, states } = pipe_engine::dry_run(pipeline, dag, targets, &forced)?;
     let command_of = |position: usize| pipeline.stages[stages[position]].shown_command();
     crate::views::status_text::status_text(
         &states,
@@ -226,7 +221,7 @@ pub fn dry_run(
         crate::views::status_text::Shown::All,
         |piece| out!("{piece}"),
     );
-    let orphans = pipe_engine::orphans::orphans(pipeline);
+    let orphans = pipe_engine::orphaned_outputs(pipeline);
     if !orphans.is_empty() {
         let done = if args.remove_orphans {
             "would remove"
@@ -317,7 +312,7 @@ pub fn file_and_targets(args: &RunArgs) -> (Option<PathBuf>, Vec<String>) {
         Some(first) if looks_like_pipeline_file(first) => Some(PathBuf::from(targets.remove(0))),
         // `pipe run pipelines/quickstart`: a file without its extension,
         // not a stage.
-        Some(first) if pipe_engine::pipefile::with_extension(Path::new(first)).is_some() => {
+        Some(first) if pipe_engine::with_extension(Path::new(first)).is_some() => {
             Some(PathBuf::from(targets.remove(0)))
         }
         _ => None,

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use pipe_engine::runs::StageStatus;
+use pipe_engine::StageStatus;
 
 use crate::views::diff_fold::base_of;
 

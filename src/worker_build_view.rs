@@ -12,9 +12,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use pipe_engine::events::BuildStep;
-use pipe_engine::exec::progress_interval;
-use pipe_engine::libtorch::TORCH_VERSION;
+use pipe_engine::{progress_interval, BuildStep, TORCH_VERSION};
 use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::style::Style;

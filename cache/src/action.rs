@@ -14,7 +14,7 @@
 //!   outside `.pipe/` except `.pipe/out/`.
 //!
 //! The engine checks the paths once more against the stage it is running
-//! (`pipe_engine::workspace::check_action_fits`): this module does not
+//! (`check_action_fits` in the engine's `workspace.rs`): this module does not
 //! know stages, only what the action says of itself.
 
 use std::collections::BTreeMap;

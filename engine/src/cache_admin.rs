@@ -109,21 +109,13 @@ fn project_files_linking(
     Ok(found)
 }
 
-/// The results `pipe cache gc` keeps: those the pipeline's current
-/// stages have (fresh or restorable), and those the newest `keep_runs`
-/// runs recorded. A key in the history that does not parse is an error
-/// naming its run, never dropped: gc would delete what it points to.
-pub fn gc_roots(
-    project: &Project,
-    pipeline: Option<(&Pipeline, &Dag)>,
-    keep_runs: usize,
-) -> Result<HashSet<ActionKey>> {
-    Ok(planned_keys(project, pipeline, keep_runs)?.roots)
-}
-
 /// The keys gc plans with, from one look at the pipeline.
 struct PlannedKeys {
-    /// The results kept (see [`gc_roots`]).
+    /// The results `pipe cache gc` keeps: those the pipeline's current
+    /// stages have (fresh or restorable), and those the newest
+    /// `keep_runs` runs recorded. A key in the history that does not
+    /// parse is an error naming its run, never dropped: gc would delete
+    /// what it points to.
     roots: HashSet<ActionKey>,
     /// The key of every stage of the pipeline as it stands, stale ones
     /// too: what the next `pipe run` runs each under.

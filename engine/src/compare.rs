@@ -9,7 +9,7 @@ pub mod steps;
 pub mod table;
 
 pub use commits::{commits_of, run_place, side_label, RunCommit};
-pub use selection::{compare, CompareRequest, Comparison, StatusFilter, DEFAULT_COMPARED_RUNS};
+pub use selection::{compare, CompareRequest, StatusFilter};
 
 use std::collections::BTreeMap;
 

@@ -30,6 +30,10 @@ pub enum ExitCode {
     Interrupted = 130,
 }
 
+/// What the engine's fallible functions return: beside the error it is
+/// about, so that `lib.rs` only declares and re-exports.
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// One or more problems in the pipeline file; each renders with its location.

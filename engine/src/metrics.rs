@@ -207,7 +207,7 @@ fn words_of(name: &str) -> impl Iterator<Item = &str> {
 }
 
 pub use pipe_protocol::format::{
-    digits_to_tell_apart, format_delta, format_percent, format_significant, SIGNIFICANT_DIGITS,
+    digits_to_tell_apart, format_percent, format_significant, SIGNIFICANT_DIGITS,
 };
 
 /// `(after - before) / |before|`, when it means something.

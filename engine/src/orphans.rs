@@ -24,7 +24,9 @@ fn read_ledger(path: &Path) -> BTreeSet<String> {
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .map(|text| {
             text.lines()
-                .filter(|line| crate::project_files::paths::normalize(line).as_deref() == Ok(*line))
+                .filter(|line| {
+                    crate::project_files::ProjectPath::new(line).is_ok_and(|path| path == *line)
+                })
                 .map(str::to_string)
                 .collect()
         })

@@ -9,13 +9,12 @@ use pipe_protocol::excerpt as shown;
 
 use crate::key::DepDigests;
 use crate::pipeline::{Dep, Out, Stage};
-use crate::project_files::UnsafeOutput;
+use crate::project_files::{ProjectPath, UnsafeOutput};
 
 /// Why a dependency could not be hashed: it does not exist, or reading it failed.
 #[derive(Debug, Clone)]
 pub struct DepProblem {
     pub dep: String,
-    pub path: String,
     pub missing: bool,
     pub message: String,
 }
@@ -60,7 +59,6 @@ pub fn hash_deps_where(
             Some(Some(artifact)) => Ok(artifact),
             Some(None) => Err(DepProblem {
                 dep: dep.name.clone(),
-                path: dep.path.clone(),
                 missing: true,
                 message: format!("dependency `{}` does not exist", dep.path),
             }),
@@ -82,7 +80,6 @@ fn dep_problem(dep: &Dep, path: &Path, error: pipe_cache::CacheError) -> DepProb
     let missing = std::fs::symlink_metadata(path).is_err();
     DepProblem {
         dep: dep.name.clone(),
-        path: dep.path.clone(),
         missing,
         message: if missing {
             format!("dependency `{}` does not exist", dep.path)
@@ -154,7 +151,9 @@ pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), Mis
             });
         }
     }
-    if let Some(out) = declared_outputs(stage).find(|out| !result.outputs.contains_key(&out.path)) {
+    if let Some(out) =
+        declared_outputs(stage).find(|out| !result.outputs.contains_key(out.path.as_str()))
+    {
         return Err(Misfit::Lacking {
             result: result.key.short(),
             path: out.path.clone(),
@@ -177,7 +176,7 @@ pub enum Misfit {
     #[error("cached result {result} lacks the declared output `{path}` of stage `{stage}`")]
     Lacking {
         result: String,
-        path: String,
+        path: ProjectPath,
         stage: String,
     },
 }
@@ -186,13 +185,14 @@ pub enum Misfit {
 /// project-relative path outside `.git/` and `.pipe/` (but `.pipe/out/`),
 /// whose directories lead nowhere else through a symbolic link. Run right
 /// before each restore, as the links may have changed since the
-/// pipeline was loaded.
-pub fn check_restore_target(root: &Path, path: &str) -> Result<(), UnsafeOutput> {
-    pipe_cache::check_relative_path(path).map_err(|problem| UnsafeOutput::NotProjectRelative {
+/// pipeline was loaded. The path, checked, comes back as a `ProjectPath`.
+pub fn check_restore_target(root: &Path, path: &str) -> Result<ProjectPath, UnsafeOutput> {
+    let path = ProjectPath::stored(path).map_err(|problem| UnsafeOutput::NotProjectRelative {
         path: path.to_string(),
         problem,
     })?;
-    crate::project_files::paths::check_output_location(root, path)
+    crate::project_files::paths::check_output_location(root, &path)?;
+    Ok(path)
 }
 
 /// A metrics file is a small JSON document; a bigger one is not read.
@@ -207,7 +207,13 @@ pub fn read_metrics(
     stage: &Stage,
     result: &ActionResult,
 ) -> Result<BTreeMap<String, serde_json::Value>, BadMetrics> {
-    read_metrics_files(cache, result, stage.metrics_paths())
+    // The cache keys a result's outputs by their text.
+    let paths = stage
+        .metrics_paths()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    read_metrics_files(cache, result, paths)
 }
 
 /// The flattened metrics of a result whose stage is not at hand (a pulled

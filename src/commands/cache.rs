@@ -1,7 +1,6 @@
 //! `pipe cache verify` and `pipe cache gc`.
 
-use pipe_engine::cache_admin::{self, GcOutcome, GcRequest};
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{collect_garbage, verify_cache, ExitCode, GcOutcome, GcRequest, Result};
 
 use crate::cli::PipelineArg;
 use crate::here;
@@ -12,7 +11,7 @@ use crate::views::cache_text;
 
 pub(super) fn verify(json: bool, repair: bool) -> Result<ExitCode> {
     let project = here::project()?;
-    let outcome = cache_admin::verify(&project, repair)?;
+    let outcome = verify_cache(&project, repair)?;
     if json {
         jsonln!(serde_json::to_string_pretty(&outcome).unwrap_or_default());
     } else {
@@ -29,7 +28,7 @@ pub(super) fn verify(json: bool, repair: bool) -> Result<ExitCode> {
 }
 
 /// `pipe cache gc`: the pipeline file given or found here, loaded, and
-/// the flags as a request to `cache_admin::gc`; what it removed here and
+/// the flags as a request to `collect_garbage`; what it removed here and
 /// in the remote said.
 pub(super) fn gc(
     arg: &PipelineArg,
@@ -56,7 +55,7 @@ pub(super) fn gc(
         local,
         resume,
         remote,
-    } = cache_admin::gc(&project, &request)?;
+    } = collect_garbage(&project, &request)?;
     out!("{}", cache_text::collected(&local, &resume));
     if let Some((url, swept)) = remote? {
         out!("{}", cache_text::swept(&url, &swept));

@@ -5,12 +5,10 @@
 
 use std::path::PathBuf;
 
-use pipe_engine::apply::{self, AppliedRun, ApplyReport};
-use pipe_engine::checkout::{self, CheckedOut, CheckoutReport, CheckoutRequest};
-use pipe_engine::pipefile::ProjectWorkers;
-use pipe_engine::project::Project;
-use pipe_engine::runs::RunId;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{
+    apply_run, checkout_run, AppliedRun, ApplyReport, CheckedOut, CheckoutReport, CheckoutRequest,
+    ExitCode, Project, ProjectWorkers, Result, RunId,
+};
 
 use crate::here;
 use crate::output::{err, errln, out};
@@ -27,7 +25,7 @@ fn request(run: String, file: Option<PathBuf>, link: Vec<String>, force: bool) -
     }
 }
 
-/// `pipe checkout RUN`: the flags as a request to `checkout::checkout_run`,
+/// `pipe checkout RUN`: the flags as a request to `checkout_run`,
 /// and its report as errors, hints and an exit code.
 pub fn checkout(
     run: String,
@@ -38,7 +36,7 @@ pub fn checkout(
     let project = here::project()?;
     let request = request(run, file, link, force);
     let CheckedOut { run: id, report } =
-        checkout::checkout_run(&project, &request, &ProjectWorkers, &mut |notice| {
+        checkout_run(&project, &request, &ProjectWorkers, &mut |notice| {
             errln!("{notice}")
         })?;
     match report {
@@ -83,7 +81,7 @@ pub fn apply(
     // A sweep's combination gets its own report, made as a run is.
     let progress = crate::progress::Progress::new(false, false, 0);
     let argv: Vec<String> = std::env::args().collect();
-    let AppliedRun { run: id, report } = apply::apply_run(
+    let AppliedRun { run: id, report } = apply_run(
         &project,
         &request,
         row.as_deref(),

@@ -1,9 +1,9 @@
 //! `pipe compare`: the flags as a request to the engine's compare use
 //! case, and its table shown as text, Markdown, CSV, JSON or HTML.
 
-use pipe_engine::compare::{self, CompareRequest, StatusFilter};
-use pipe_engine::runs::RunStatus;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{
+    compare_runs, run_place, CompareRequest, ExitCode, Result, RunStatus, StatusFilter,
+};
 
 use crate::cli::{CompareArgs, StatusArg};
 use crate::here;
@@ -29,7 +29,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         with_steps: args.html,
         with_plots: args.html,
     };
-    let comparison = compare::compare(&mut history, &request, &mut |notice| errln!("{notice}"))?;
+    let comparison = compare_runs(&mut history, &request, &mut |notice| errln!("{notice}"))?;
     let table = &comparison.table;
     for warning in &table.warnings {
         errln!("warning: {}", warning.message);
@@ -42,7 +42,7 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
             .runs
             .iter()
             .filter_map(|compared| {
-                let place = compare::run_place(&history.root, &compared.run)?;
+                let place = run_place(&history.root, &compared.run)?;
                 Some(format!("#{} = {place}", compared.run.id))
             })
             .collect();

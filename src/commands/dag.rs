@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-use pipe_engine::dag::DagFormat;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{DagFormat, ExitCode, Result};
 
 use crate::cli::{DagFormatArg, PipelineArg};
 use crate::output::out;

@@ -1,7 +1,6 @@
 //! `pipe diff`: two runs side by side.
 
-use pipe_engine::compare::DiffRequest;
-use pipe_engine::{compare, ExitCode, Result};
+use pipe_engine::{diff_runs, DiffRequest, ExitCode, Result};
 
 use crate::cli::DirectionArgs;
 use crate::here;
@@ -9,7 +8,7 @@ use crate::output::{errln, jsonln, out};
 use crate::style::Style;
 use crate::views::render;
 
-/// `pipe diff [A] [B]`: the flags as a request to `compare::diff`, and
+/// `pipe diff [A] [B]`: the flags as a request to `diff_runs`, and
 /// its diff shown as text, Markdown or JSON.
 /// How `pipe diff` shows what it found.
 pub(super) struct Shape {
@@ -33,7 +32,7 @@ pub(super) fn diff(
         pipeline,
         directions: directions.rules(),
     };
-    let diff = compare::diff(&mut history, &request, &mut |notice| errln!("{notice}"))?;
+    let diff = diff_runs(&mut history, &request, &mut |notice| errln!("{notice}"))?;
     if json {
         jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
     } else if md {

@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::dvc_import::{init_from_dvc as convert_and_write, FindingKind, FromDvc, Written};
-use pipe_engine::gitignore::Ignored;
-use pipe_engine::{ExitCode, Location, Result};
+use pipe_engine::{
+    init_from_dvc as convert_and_write, ExitCode, FindingKind, FromDvc, Ignored, Location, Result,
+    Written,
+};
 
 use crate::output::{errln, outln};
 

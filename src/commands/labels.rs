@@ -2,8 +2,7 @@
 //! runs after the fact. Each resolves its runs as every command does, calls
 //! the history, and says what changed.
 
-use pipe_engine::history::Pull;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{ExitCode, Pull, Result};
 
 use crate::cli::RunsAction;
 use crate::here;

@@ -4,8 +4,10 @@
 use std::path::Path;
 
 use pipe_cache::remote::TransferReport;
-use pipe_engine::cache_sync::{self, PullReport, Runs};
-use pipe_engine::{EngineError, ExitCode, Result};
+use pipe_engine::{
+    pull_results, push_results, run_in_remote, transfer_failure, EngineError, ExitCode, PullReport,
+    Result, Runs,
+};
 use pipe_protocol::format::format_bytes;
 
 use crate::cli::RemoteArgs;
@@ -29,7 +31,7 @@ pub fn push(
     } else {
         Runs::One(run.unwrap_or("last"))
     };
-    let report = cache_sync::push(
+    let report = push_results(
         &project,
         &choice(file, args, Some(shown)),
         runs,
@@ -74,7 +76,7 @@ pub fn pull(
         (_, true) => Some(Runs::All),
         (Some(query), false) => Some(Runs::One(query)),
     };
-    let report = cache_sync::pull(
+    let report = pull_results(
         &project,
         &choice(file, args, Some(shown)),
         runs,
@@ -141,10 +143,9 @@ pub fn status(
 ) -> Result<ExitCode> {
     let project = here::project()?;
     let choice = choice(file, args, None);
-    let found =
-        cache_sync::run_in_remote(&project, &choice, run.unwrap_or("last"), &mut |notice| {
-            errln!("{notice}")
-        });
+    let found = run_in_remote(&project, &choice, run.unwrap_or("last"), &mut |notice| {
+        errln!("{notice}")
+    });
     let found = match found {
         Ok(found) => found,
         Err(EngineError::RemoteUnavailable(reason)) => {
@@ -179,7 +180,7 @@ pub fn status(
 }
 
 fn exit_for(report: &TransferReport) -> ExitCode {
-    match cache_sync::transfer_failure(report) {
+    match transfer_failure(report) {
         Some(reason) => {
             errln!("error: {reason}");
             ExitCode::RemoteUnavailable

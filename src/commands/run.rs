@@ -2,9 +2,7 @@
 
 use std::path::PathBuf;
 
-use pipe_engine::exec::{self, RunRequest};
-use pipe_engine::runs::RunStatus;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{run_pipeline, ExitCode, Result, RunRequest, RunStatus};
 
 use crate::cli::RunArgs;
 use crate::output::errln;
@@ -21,7 +19,7 @@ pub(super) fn run(
 ) -> Result<ExitCode> {
     let (pipeline, dag, settings) =
         load_with_overrides(positional_file.as_deref(), &args.pipeline)?;
-    pipe_engine::pipefile::check_inputs(&pipeline)?;
+    pipe_engine::check_inputs(&pipeline)?;
     if args.dry_run {
         return dry_run(&pipeline, &dag, &targets, &args);
     }
@@ -32,7 +30,7 @@ pub(super) fn run(
         ..run_request(&args, targets, &progress, quiet)
     };
     let options = request.options(&pipeline)?;
-    let summary = exec::run(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
+    let summary = run_pipeline(&pipeline, &dag, &options, &|event| progress.on_event(event))?;
     if let Some(remote) = &summary.remote {
         print_run_summary(remote, args.json, quiet);
     }

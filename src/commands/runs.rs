@@ -1,7 +1,6 @@
 //! `pipe runs`: the recorded runs listed.
 
-use pipe_engine::history::History;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{ExitCode, History, Result};
 
 use crate::here;
 use crate::output::{errln, jsonln, out, outln};

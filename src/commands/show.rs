@@ -4,10 +4,9 @@
 
 use std::path::Path;
 
-use pipe_engine::history::Pull;
-use pipe_engine::runs::{RunId, RunRecord};
-use pipe_engine::show::{self, InProgress, OutputInWorkspace};
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{
+    open_output, show_run, ExitCode, InProgress, OutputInWorkspace, Pull, Result, RunId, RunRecord,
+};
 
 use crate::here;
 use crate::output::{errln, jsonln, out, outln};
@@ -32,7 +31,7 @@ pub fn show(run: &str, json: bool, open: Option<&str>) -> Result<ExitCode> {
     if let Some(wanted) = open {
         let record = history.db.resolved_run(id)?;
         let wanted = Some(wanted).filter(|wanted| !wanted.is_empty());
-        let opened = show::open_output(&here::project()?, &record, wanted)?;
+        let opened = open_output(&here::project()?, &record, wanted)?;
         let path = here::relative_to_cwd(&opened.path);
         if json {
             let shown = serde_json::json!({
@@ -52,7 +51,7 @@ pub fn show(run: &str, json: bool, open: Option<&str>) -> Result<ExitCode> {
         open_in_browser(&opened.path);
         return Ok(ExitCode::Ok);
     }
-    let shown = show::show_run(&history, id)?;
+    let shown = show_run(&history, id)?;
     if json {
         let record = ShownRun {
             record: &shown.record,

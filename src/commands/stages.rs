@@ -1,6 +1,6 @@
 //! `pipe stages`: the catalog listed, and `--check` of the built-in workers.
 
-use pipe_engine::{catalog, ExitCode, Result};
+use pipe_engine::{check_builtin_workers, find_stages, ExitCode, Result, WorkerCheck};
 
 use crate::here;
 use crate::output::{jsonln, out, outln};
@@ -11,7 +11,7 @@ use crate::views::render;
 /// into pipe.
 pub(super) fn check_stages(quiet: bool) -> Result<ExitCode> {
     let progress = Progress::new(false, quiet, 0);
-    let checks = catalog::check_builtin_workers(&|event| progress.on_event(event))?;
+    let checks = check_builtin_workers(&|event| progress.on_event(event))?;
     for check in &checks {
         match &check.outcome {
             Ok(stages) => outln!(
@@ -21,17 +21,17 @@ pub(super) fn check_stages(quiet: bool) -> Result<ExitCode> {
             Err(problem) => outln!("{}: {problem}", check.path.display()),
         }
     }
-    if checks.iter().all(catalog::WorkerCheck::agrees) {
+    if checks.iter().all(WorkerCheck::agrees) {
         Ok(ExitCode::Ok)
     } else {
         Ok(ExitCode::InvalidInput)
     }
 }
 
-/// `pipe stages [NAME]`: the catalog entries `catalog::find_stages`
+/// `pipe stages [NAME]`: the catalog entries `find_stages`
 /// finds, listed, in detail or as JSON.
 pub(super) fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
-    let entries = catalog::find_stages(&here::project()?, name)?;
+    let entries = find_stages(&here::project()?, name)?;
     if json {
         let infos: Vec<&pipe_protocol::StageInfo> =
             entries.iter().map(|entry| &entry.info).collect();

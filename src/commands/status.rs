@@ -3,8 +3,7 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use pipe_engine::show::RunGoing;
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{ExitCode, Result, RunGoing};
 
 use crate::cli::PipelineArg;
 use crate::here;
@@ -34,10 +33,10 @@ pub(super) fn status(
     if let (Some(going), false) = (&going, json) {
         out!("{}", crate::views::status_text::run_going_text(going));
     }
-    let report = pipe_engine::remote_status::status(&pipeline, &dag, remote)?;
+    let report = pipe_engine::status_report(&pipeline, &dag, remote)?;
     let mut states = report.states;
     if only_stale && json {
-        states.retain(|state| state.freshness != pipe_engine::plan::Freshness::Fresh);
+        states.retain(|state| state.freshness != pipe_engine::Freshness::Fresh);
     }
     match report.remote {
         Some(Ok(remote)) => {
@@ -60,7 +59,7 @@ pub(super) fn status(
             false => crate::views::status_text::Shown::All,
         };
         crate::views::status_text::status_text(&states, None, shown, |piece| out!("{piece}"));
-        let orphans = pipe_engine::orphans::orphans(&pipeline);
+        let orphans = pipe_engine::orphaned_outputs(&pipeline);
         if !orphans.is_empty() {
             out!(
                 "{}\n",
@@ -82,7 +81,7 @@ pub(super) fn going_to_describe(
         return Ok(None);
     }
     let root = here::root()?;
-    let Some(going) = pipe_engine::show::going_now(&root)? else {
+    let Some(going) = pipe_engine::run_going_now(&root)? else {
         return Ok(None);
     };
     let same_file = |named: &Path, recorded: &Path| match (

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use pipe_engine::pipefile::ProjectWorkers;
-use pipe_engine::runs::{ResultsHeld, RunStatus};
-use pipe_engine::sweep::{self, SweepOutcome, SweepPlan, SweepRun};
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{
+    load_sweep, run_sweep, ExitCode, ProjectWorkers, Result, ResultsHeld, RunStatus, SweepOutcome,
+    SweepPlan, SweepRun,
+};
 
 use crate::cli::RunArgs;
 use crate::output::errln;
@@ -20,10 +20,10 @@ pub fn sweep(
     quiet: bool,
 ) -> Result<ExitCode> {
     let settings = settings(file, &args.pipeline)?;
-    let sweep = sweep::load(&settings.file, &settings.overrides, &ProjectWorkers)?;
+    let sweep = load_sweep(&settings.file, &settings.overrides, &ProjectWorkers)?;
     let combinations = &sweep.combinations;
     for combination in combinations {
-        pipe_engine::pipefile::check_inputs(&combination.loaded.pipeline)?;
+        pipe_engine::check_inputs(&combination.loaded.pipeline)?;
     }
     // Every combination warns of the same file: once is enough.
     if let Some(first) = combinations.first() {
@@ -71,7 +71,7 @@ pub fn sweep(
     let request = run_request(args, targets, &progress, quiet);
     // Where and how stages run is the pipeline's, whatever its params.
     let options = request.options(&combinations[0].loaded.pipeline)?;
-    let outcome = sweep::run(&sweep, &options, &|event| progress.on_event(event))?;
+    let outcome = run_sweep(&sweep, &options, &|event| progress.on_event(event))?;
     for run in &outcome.runs {
         if let Some(remote) = &run.outcome.remote {
             print_run_summary(remote, args.json, quiet);
@@ -96,7 +96,7 @@ pub fn sweep(
 }
 
 /// The stages the sweep expands, by base name: `train ×4, evaluate ×4`.
-fn expanded_stages(pipeline: &pipe_engine::pipeline::Pipeline) -> String {
+fn expanded_stages(pipeline: &pipe_engine::Pipeline) -> String {
     let mut counts: Vec<(&str, usize)> = Vec::new();
     for stage in pipeline
         .stages

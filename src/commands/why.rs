@@ -2,8 +2,7 @@
 
 use std::path::Path;
 
-use pipe_engine::plan::{self};
-use pipe_engine::{ExitCode, Result};
+use pipe_engine::{why_stages, ExitCode, Result};
 
 use crate::cli::PipelineArg;
 use crate::output::{jsonln, out};
@@ -19,7 +18,7 @@ pub(super) fn why(targets: &[String], arg: PipelineArg, json: bool) -> Result<Ex
         [] => return Err(pipe_engine::UsageError::NoStageNamed.into()),
     };
     let (pipeline, dag) = load_checked(file, &arg)?;
-    for why in plan::why_stages(&pipeline, &dag, stage)? {
+    for why in why_stages(&pipeline, &dag, stage)? {
         if json {
             jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use pipe_cache::remote::TmpSwept;
 use pipe_cache::GcReport;
-use pipe_engine::cache_admin::{ResumeSwept, VerifyOutcome};
+use pipe_engine::{ResumeSwept, VerifyOutcome};
 use pipe_protocol::format::format_bytes;
 
 /// What `pipe cache verify` checked, and each corrupt entry.

@@ -6,10 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use pipe_engine::apply::Applied;
-use pipe_engine::checkout::CheckoutReport;
-use pipe_engine::plan::Freshness;
-use pipe_engine::runs::RunId;
+use pipe_engine::{Applied, CheckoutReport, Freshness, RunId};
 
 /// `pipe checkout`'s outcome.
 pub fn restored(id: RunId, restored: usize, unchanged: usize) -> String {

@@ -10,12 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use pipe_engine::compare::plots::PlotFile;
-use pipe_engine::compare::steps::StepCurves;
-use pipe_engine::compare::table::{row_label, Column, ColumnKind, CompareTable, Group, Pairs, Row};
-use pipe_engine::metrics::{Direction, Verdict};
-use pipe_engine::runs::{ComparedRun, RunId};
-use pipe_engine::{EngineError, Result};
+use pipe_engine::{
+    row_label, Column, ColumnKind, CompareTable, ComparedRun, Direction, EngineError, Group, Pairs,
+    PlotFile, Result, Row, RunId, StepCurves, Verdict,
+};
 use pipe_report::plot::{columns, draw, DataTable, PlotRun};
 use pipe_report::{Better, Cell as PageCell, Document, Explore, Table, Tone};
 use pipe_report::{LineChart, Series};

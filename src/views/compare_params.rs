@@ -2,8 +2,7 @@
 //! rows against each key metric, one small scatter each, one point per
 //! row; and which value of a metric is the best, which the table marks too.
 
-use pipe_engine::compare::table::{Column, ColumnKind, CompareTable};
-use pipe_engine::metrics::Direction;
+use pipe_engine::{Column, ColumnKind, CompareTable, Direction};
 use pipe_report::{ParamChart, ParamPoint};
 use serde_json::Value;
 

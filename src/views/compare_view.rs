@@ -4,9 +4,10 @@
 
 use std::fmt::Write;
 
-use pipe_engine::compare::table::{Cell, Column, CompareTable, Group, Pairs};
-use pipe_engine::metrics::{self, Verdict};
-use pipe_engine::runs::RunId;
+use pipe_engine::{
+    digits_to_tell_apart, format_percent, format_significant, Cell, Column, CompareTable, Group,
+    Pairs, RunId, Verdict, SIGNIFICANT_DIGITS,
+};
 use pipe_protocol::format::{format_metric, format_metric_delta};
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ pub(crate) fn text_of(value: &Value) -> String {
         Value::Array(items) => items.iter().map(text_of).collect::<Vec<_>>().join(","),
         Value::Number(number) => match number.as_f64() {
             Some(float) if !number.is_i64() && !number.is_u64() => {
-                metrics::format_significant(float, metrics::SIGNIFICANT_DIGITS)
+                format_significant(float, SIGNIFICANT_DIGITS)
             }
             _ => number.to_string(),
         },
@@ -44,7 +45,7 @@ pub(crate) fn digits_of(table: &CompareTable, column: &Column) -> usize {
         .filter_map(|group| group.cells.get(&column.id))
         .filter_map(|cell| cell.value.as_f64())
         .collect();
-    metrics::digits_to_tell_apart(&values)
+    digits_to_tell_apart(&values)
 }
 
 pub(crate) fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Shown {
@@ -65,7 +66,7 @@ pub(crate) fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Show
             // Rows that all had one value have that value, not `± 0`.
             match (cell.std.filter(|&std| std != 0.0), column.unit) {
                 (Some(std), Some(unit)) => format!("{mean} ± {}", unit.format(std)),
-                (Some(std), None) => format!("{mean} ± {}", metrics::format_significant(std, 2)),
+                (Some(std), None) => format!("{mean} ± {}", format_significant(std, 2)),
                 (None, _) => mean,
             }
         }
@@ -74,11 +75,7 @@ pub(crate) fn shown(column: &Column, cell: Option<&Cell>, digits: usize) -> Show
     let delta_text = |delta: f64| format_metric_delta(column.unit, delta);
     let change = match (cell.delta.filter(|&delta| delta != 0.0), cell.relative) {
         (Some(delta), Some(relative)) => {
-            format!(
-                "{} ({})",
-                delta_text(delta),
-                metrics::format_percent(relative)
-            )
+            format!("{} ({})", delta_text(delta), format_percent(relative))
         }
         (Some(delta), None) => delta_text(delta),
         _ => String::new(),

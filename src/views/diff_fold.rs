@@ -5,8 +5,7 @@
 //! named, and outputs are grouped by the matrix base of their stage.
 //! `-v` (or `--all`) lists everything.
 
-use pipe_engine::compare::{OutputChange, StageChange};
-use pipe_engine::key::FieldChange;
+use pipe_engine::{FieldChange, OutputChange, StageChange};
 
 /// A stage's changed fields of one kind (`deps`, `params`) listed one by
 /// one up to this many; past it, the first few and a count.

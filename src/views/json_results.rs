@@ -5,9 +5,7 @@
 
 use pipe_cache::remote::{Presence, TransferReport};
 use pipe_cache::RemoteError;
-use pipe_engine::cache_sync::{PushReport, RunInRemote};
-use pipe_engine::exec::RemoteSummary;
-use pipe_engine::runs::RunId;
+use pipe_engine::{PushReport, RemoteSummary, RunId, RunInRemote};
 use serde::Serialize;
 
 /// `{"event": "pushed", ...}`.

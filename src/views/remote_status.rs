@@ -3,8 +3,7 @@
 
 use std::fmt::Write as _;
 
-use pipe_engine::plan::{Freshness, StageState};
-use pipe_engine::remote_status::{RemoteStatus, RemoteVerdict};
+use pipe_engine::{Freshness, RemoteStatus, RemoteVerdict, StageState};
 use serde_json::{json, Value};
 
 use crate::output::{jsonln, out};

@@ -3,11 +3,10 @@
 
 use std::fmt::Write;
 
-use pipe_engine::compare::{MetricChange, RunDiff};
-use pipe_engine::key::FieldChange;
-use pipe_engine::metrics::{self, Verdict};
-use pipe_engine::plan::{Freshness, Why};
-use pipe_engine::runs::{RunId, RunRecord};
+use pipe_engine::{
+    digits_to_tell_apart, format_percent, format_significant, FieldChange, Freshness, MetricChange,
+    RunDiff, RunId, RunRecord, Verdict, Why, SIGNIFICANT_DIGITS,
+};
 use pipe_protocol::format::{format_metric, format_metric_delta, format_seconds, Unit};
 use pipe_report::{Cell, Document, Table};
 use serde_json::Value;
@@ -219,7 +218,7 @@ pub(crate) fn rounded(name: &str, value: &Value) -> String {
     match (value.as_f64(), Unit::of(name)) {
         (Some(number), Some(unit)) => unit.format(number),
         (Some(number), None) if !value.is_i64() && !value.is_u64() => {
-            metrics::format_significant(number, metrics::SIGNIFICANT_DIGITS)
+            format_significant(number, SIGNIFICANT_DIGITS)
         }
         _ => show_value(&Some(value.clone())),
     }
@@ -255,7 +254,7 @@ fn metric_line(change: &MetricChange) -> MetricLine {
         .zip(change.b.as_ref().and_then(Value::as_f64));
     let (a, b) = match numbers {
         Some((a, b)) => {
-            let digits = metrics::digits_to_tell_apart(&[a, b]);
+            let digits = digits_to_tell_apart(&[a, b]);
             (
                 format_metric(unit, a, digits),
                 format_metric(unit, b, digits),
@@ -275,10 +274,7 @@ fn metric_line(change: &MetricChange) -> MetricLine {
             .delta
             .map(|delta| format_metric_delta(unit, delta))
             .unwrap_or_default(),
-        percent: change
-            .relative
-            .map(metrics::format_percent)
-            .unwrap_or_default(),
+        percent: change.relative.map(format_percent).unwrap_or_default(),
         arrow,
         verdict: change.verdict,
     }
@@ -301,10 +297,9 @@ pub fn paint_verdict(style: Style, verdict: Option<Verdict>, text: &str) -> Stri
     }
 }
 
-fn status_pair(change: &pipe_engine::compare::StageChange) -> String {
-    let name = |status: Option<pipe_engine::runs::StageStatus>| {
-        status.map(|s| s.as_str()).unwrap_or("absent")
-    };
+fn status_pair(change: &pipe_engine::StageChange) -> String {
+    let name =
+        |status: Option<pipe_engine::StageStatus>| status.map(|s| s.as_str()).unwrap_or("absent");
     format!("{} -> {}", name(change.status_a), name(change.status_b))
 }
 
@@ -613,7 +608,7 @@ pub fn diff_markdown(diff: &RunDiff, all: bool) -> String {
     page.to_pasteable_markdown("")
 }
 
-pub fn stage_list(entries: &[pipe_engine::catalog::CatalogEntry]) -> String {
+pub fn stage_list(entries: &[pipe_engine::CatalogEntry]) -> String {
     let mut out = String::new();
     let name_width = width(entries.iter().map(|entry| entry.info.name.as_str())) + 3;
     for entry in entries {
@@ -623,7 +618,7 @@ pub fn stage_list(entries: &[pipe_engine::catalog::CatalogEntry]) -> String {
     out
 }
 
-pub fn stage_detail(entry: &pipe_engine::catalog::CatalogEntry) -> String {
+pub fn stage_detail(entry: &pipe_engine::CatalogEntry) -> String {
     let info = &entry.info;
     let mut out = String::new();
     let _ = writeln!(out, "{}@{}  {}", info.name, info.version, info.summary);

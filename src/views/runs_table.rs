@@ -5,8 +5,7 @@
 
 use std::fmt::Write as _;
 
-use pipe_engine::history::{ListedRun, MetricCell, RunListing};
-use pipe_engine::runs::{RunRecord, RunStatus};
+use pipe_engine::{ListedRun, MetricCell, RunListing, RunRecord, RunStatus};
 
 use crate::views::render::{git_label, rounded, run_list, took};
 
@@ -111,7 +110,7 @@ pub fn runs_table(listing: &RunListing) -> String {
 }
 
 fn fixed_columns(runs: &[ListedRun]) -> Vec<Column> {
-    let this_year = pipe_protocol::format::utc_date_time(pipe_engine::runs::now_ms());
+    let this_year = pipe_protocol::format::utc_date_time(pipe_engine::now_ms());
     let same_year = runs.iter().all(|run| {
         pipe_protocol::format::utc_date_time(run.record.started_ms)[..4] == this_year[..4]
     });

@@ -6,8 +6,7 @@
 
 use std::fmt::Write;
 
-use pipe_engine::runs::RunRecord;
-use pipe_engine::show::{output_holding, CombinationShown, InWorkspace, RunShown};
+use pipe_engine::{output_holding, CombinationShown, InWorkspace, RunRecord, RunShown};
 use serde_json::Value;
 
 use crate::views::render::{
@@ -294,7 +293,7 @@ fn combinations_table(out: &mut String, run: &RunRecord, rows: &[CombinationShow
 /// The params; a sweep's swept ones hold every value, said as such.
 fn params(out: &mut String, shown: &RunShown) {
     let run = &shown.record;
-    let params = pipe_engine::key::flatten(&run.params);
+    let params = pipe_engine::flatten_params(&run.params);
     if params.is_empty() || run.params == Value::Null {
         return;
     }

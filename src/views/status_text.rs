@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use pipe_engine::plan::{Freshness, StageState};
+use pipe_engine::{Freshness, StageState};
 
 use crate::views::diff_fold::{base_of, runs_of};
 use crate::views::render::width;
@@ -144,7 +144,7 @@ const LONG_LIST: usize = 30;
 /// What a run going now has done so far, above its status: one line for
 /// the run, then each stage it finished with its key metrics (else its
 /// first few others), as its record holds them.
-pub fn run_going_text(going: &pipe_engine::show::RunGoing) -> String {
+pub fn run_going_text(going: &pipe_engine::RunGoing) -> String {
     let run = &going.record;
     let mut out = String::new();
     let now = match going.now.running.as_slice() {
@@ -164,11 +164,11 @@ pub fn run_going_text(going: &pipe_engine::show::RunGoing) -> String {
         if finished == 1 { "stage" } else { "stages" },
     );
     let summary = run.summary();
-    let mut stages: Vec<&pipe_engine::runs::StageRecord> = run.stages.iter().collect();
+    let mut stages: Vec<&pipe_engine::StageRecord> = run.stages.iter().collect();
     stages.sort_by_key(|stage| stage.identity.position);
     let name_width = width(stages.iter().map(|stage| stage.stage.as_str()));
     for stage in stages {
-        let of_stage = |metrics: &[pipe_engine::runs::StageMetric]| -> Vec<String> {
+        let of_stage = |metrics: &[pipe_engine::StageMetric]| -> Vec<String> {
             metrics
                 .iter()
                 .filter(|metric| metric.stage == stage.stage)

@@ -94,7 +94,7 @@ impl TestProject {
             .env_remove("AWS_ENDPOINT_URL")
             .env_remove("AWS_ENDPOINT_URL_S3");
         // A CI's own variables naming the branch it builds would file the
-        // tests' runs under it (`pipe_engine::runs::ci_ref`).
+        // tests' runs under it (the engine's `runs/ci_ref.rs`).
         for variable in [
             "PIPE_BRANCH",
             "GITHUB_HEAD_REF",

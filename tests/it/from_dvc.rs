@@ -165,7 +165,7 @@ fn a_dvc_get_started_project_is_converted_runs_and_is_fresh() {
 
 #[test]
 fn the_examples_pipe_yaml_is_what_the_converter_writes_today() {
-    let converted = pipe_engine::dvc_import::convert(&example_dir()).expect("the example converts");
+    let converted = pipe_engine::convert_dvc_project(&example_dir()).expect("the example converts");
     let committed = std::fs::read_to_string(example_dir().join("pipe.yaml")).expect("pipe.yaml");
     assert!(
         committed == converted.text,

@@ -38,7 +38,7 @@ fn repository() -> PathBuf {
 fn cargo_install(root: &Path, crate_dir: &str, env: &[(&str, String)]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut command = Command::new(cargo);
-    pipe_engine::workers::without_cargo_run_env(&mut command);
+    pipe_engine::without_cargo_run_env(&mut command);
     let output = command
         .current_dir(repository())
         .args([

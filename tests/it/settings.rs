@@ -1,5 +1,5 @@
 //! Settings layered as flag > environment > pipeline > pipe.config.yaml
-//! (`pipe_engine::settings`): a bad value names the source it came from and
+//! (the engine's `settings.rs`): a bad value names the source it came from and
 //! what to write there, through the real binary.
 
 use pipe_test_support::TestProject;

@@ -52,7 +52,7 @@ pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
             let outputs: Vec<String> = loaded
                 .pipeline
                 .cached_command_outputs()
-                .map(|out| out.path.clone())
+                .map(|out| out.path.to_string())
                 .collect();
             (outputs, loaded.warnings, None)
         }

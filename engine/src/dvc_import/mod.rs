@@ -22,6 +22,6 @@ mod template;
 mod top;
 mod vars;
 
-pub use convert::{convert, Conversion};
+pub use convert::convert;
 pub use init::{init_from_dvc, FromDvc, Written};
-pub use report::{Finding, FindingKind};
+pub use report::FindingKind;

@@ -5,7 +5,7 @@
 //! said as not carried.
 
 use crate::pipefile::is_plain_value;
-use crate::project_files::paths::normalize;
+use crate::project_files::paths::{PathProblem, ProjectPath};
 use crate::project_files::source::Span;
 use crate::project_files::yaml::{Entry, Node, NodeValue, Resolved};
 
@@ -171,9 +171,9 @@ impl StageConverter<'_> {
         if wdir.contains("${") {
             return Ok(Some(wdir));
         }
-        match normalize(&wdir) {
-            Ok(wdir) => Ok(Some(wdir)),
-            Err(crate::project_files::paths::PathProblem::IsRoot) => Ok(None),
+        match ProjectPath::new(&wdir) {
+            Ok(wdir) => Ok(Some(wdir.into())),
+            Err(PathProblem::IsRoot) => Ok(None),
             Err(_) => Err(Stop::At(node.span, format!("`wdir: {text}` of stage `{}` is outside the project: pipe runs commands in the project and tracks its files only", self.dvc_name))),
         }
     }
@@ -236,8 +236,8 @@ impl StageConverter<'_> {
         if joined.contains("${") {
             return Ok(Some(joined));
         }
-        match normalize(&joined) {
-            Ok(path) => Ok(Some(path)),
+        match ProjectPath::new(&joined) {
+            Ok(path) => Ok(Some(path.into())),
             Err(_) => {
                 findings.not_carried(node.span, subject, "outside the project: pipe hashes and records the project's files only; copy or link it into the project");
                 Ok(None)
@@ -318,7 +318,7 @@ impl StageConverter<'_> {
         stage: &mut PipeStage,
         findings: &mut Findings,
     ) {
-        let file = normalize(file).unwrap_or_else(|_| file.to_string());
+        let file = ProjectPath::new(file).map_or_else(|_| file.to_string(), String::from);
         let add_dep = |stage: &mut PipeStage| {
             if !stage.deps.contains(&file) {
                 stage.deps.push(file.clone());

@@ -3,8 +3,8 @@
 //! drawn from one file, put on the stage that writes it), `params` files,
 //! `artifacts` and `datasets`, and keys DVC does not have.
 
-use crate::project_files::paths::normalize;
 use crate::project_files::yaml::{Entry, Node, NodeValue};
+use crate::project_files::ProjectPath;
 
 use super::emit::{OutEntry, PipeStage, Yaml};
 use super::read::Stop;
@@ -22,7 +22,7 @@ pub(crate) fn top_level(
             "params" => {
                 for item in strings(&entry.value, "params")? {
                     let file = item.as_str().unwrap_or_default();
-                    if normalize(file).ok().as_deref() != Some("params.yaml") {
+                    if ProjectPath::new(file).map_or(true, |file| file != "params.yaml") {
                         findings.not_carried(item.span, format!("params file `{file}`"), "pipe's params are params.yaml's and the pipeline's: `pipe diff` and `compare` show those; move what should be compared into params.yaml");
                     }
                 }
@@ -63,7 +63,7 @@ fn strings<'n>(node: &'n Node, field: &str) -> Result<Vec<&'n Node>, Stop> {
 /// its metrics (pipe's metrics belong to a stage).
 fn metrics_file(item: &Node, stages: &mut [PipeStage], findings: &mut Findings) {
     let text = item.as_str().unwrap_or_default();
-    let path = normalize(text).unwrap_or_else(|_| text.to_string());
+    let path = ProjectPath::new(text).map_or_else(|_| text.to_string(), String::from);
     let subject = format!("metrics file `{path}`");
     for stage in stages.iter_mut() {
         if stage.metrics.iter().any(|out| out.path == path) {
@@ -135,7 +135,7 @@ fn plots(
             findings.not_carried(span, format!("plot `{id}`"), "it draws from several files, and pipe draws one file a plot: write one plot per file");
             continue;
         };
-        let file = normalize(&file).unwrap_or(file);
+        let file = ProjectPath::new(&file).map_or(file, String::from);
         let Some(stage) = stages.iter_mut().find(|stage| {
             stage
                 .outs

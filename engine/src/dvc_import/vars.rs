@@ -180,7 +180,7 @@ fn vars_file(
         Some(base) => format!("{base}/{file}"),
         None => file.to_string(),
     };
-    let Ok(file) = crate::project_files::paths::normalize(&joined) else {
+    let Ok(file) = crate::project_files::ProjectPath::new(&joined).map(String::from) else {
         return Err(Stop::At(
             item.span,
             format!("vars file `{joined}` is outside the project"),

@@ -24,8 +24,7 @@ mod worker_client;
 mod workspaces;
 
 pub use failure::StageFailure;
-pub use gpus::available_gpus;
-pub use progress_text::{progress_interval, ProgressText, Reading, PROGRESS_INTERVAL_VAR};
+pub use progress_text::{progress_interval, ProgressText, Reading};
 pub use request::RunRequest;
 pub use run::{
     push_run_record, run, select_stages, RecordNotPushed, RemoteSummary, RunOptions, RunOutcome,

@@ -24,6 +24,7 @@ use super::worker_client::run_worker;
 use crate::key::DepDigests;
 use crate::pipeline::{Stage, StageKind};
 use crate::project_files::paths::{check_output_after_command, check_output_location};
+use crate::project_files::ProjectPath;
 use crate::runs::{self, RunId, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, outputs_differing, read_metrics,
@@ -496,7 +497,7 @@ pub(super) fn store_outputs(
     // Everything is checked before anything is read: a command that made
     // an output (or a directory above it) a link to outside the project
     // gets nothing from there stored or pushed.
-    let mut to_store: Vec<String> = Vec::new();
+    let mut to_store: Vec<ProjectPath> = Vec::new();
     for out in declared_outputs(stage) {
         if std::fs::symlink_metadata(root.join(&out.path)).is_err() {
             return Err(StageFailure::Contract(format!(
@@ -528,7 +529,7 @@ pub(super) fn store_outputs(
         let artifact = stored.map_err(|e| {
             StageFailure::cache(format!("cannot store output `{out_path}` in the cache"), e)
         })?;
-        outputs.insert(out_path, artifact);
+        outputs.insert(out_path.into(), artifact);
     }
     let result = ActionResult {
         key,

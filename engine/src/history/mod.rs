@@ -9,7 +9,6 @@ mod remote_records;
 mod resolve;
 mod vet;
 
-pub use choose::{ComparedSelection, DiffPair};
-pub use listing::{ListedRun, MetricCell, MetricColumn, RunListing};
-pub use remote_records::{configured_remote, pull_records, remote_uids, uid_of, RecordsPulled};
-pub use resolve::{History, Notice, Pull, ResolvedRun};
+pub use listing::{ListedRun, MetricCell, RunListing};
+pub use remote_records::{configured_remote, pull_records, remote_uids};
+pub use resolve::{History, Notice, Pull};

@@ -233,7 +233,7 @@ pub(super) fn find_producers(
             let path = moved
                 .deps
                 .get(&(stage_index, dep_index))
-                .unwrap_or(&dep.path);
+                .map_or(dep.path.as_str(), String::as_str);
             let owner = owner_of(path);
             if let Some((owner_index, owner_out)) = owner {
                 let producer = StageOutRef {

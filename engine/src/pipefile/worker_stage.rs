@@ -15,7 +15,7 @@ use crate::catalog::Catalog;
 use crate::pipeline::{Dep, Out, Resources, WorkerStage};
 use crate::project::stage_output_dir;
 use crate::project_files::collect::Diagnostics;
-use crate::project_files::paths;
+use crate::project_files::paths::ProjectPath;
 use crate::project_files::source::Span;
 use crate::project_files::yaml::{Entry, Node};
 use crate::suggest::did_you_mean;
@@ -104,15 +104,29 @@ impl<'a> Resolver<'a> {
         }
         let dir = stage_output_dir(self.pipeline, &expansion.name);
         let location = self.location(decl.name_span);
-        names
-            .into_iter()
-            .map(|name| Out {
-                name: name.to_string(),
-                path: format!("{dir}/{name}"),
-                location: location.clone(),
-                in_git: false,
-            })
-            .collect()
+        let mut outs = Vec::with_capacity(names.len());
+        for name in names {
+            // The worker names its outputs; a name that is not one plain
+            // file of the stage's directory would put it elsewhere.
+            let written = format!("{dir}/{name}");
+            match ProjectPath::new(&written) {
+                Ok(path) if path == written => outs.push(Out {
+                    name: name.to_string(),
+                    path,
+                    location: location.clone(),
+                    in_git: false,
+                }),
+                _ => diagnostics.push(
+                    Diagnostic::new(
+                        "bad-worker-output",
+                        format!("`{uses}@{version}` names an output `{name}`, which is no plain file name"),
+                    )
+                    .at(location.clone())
+                    .with_hint("the worker's description must name each output as a file of its stage's directory: e.g. `model`; fix or update the worker"),
+                ),
+            }
+        }
+        outs
     }
 
     /// Checks a `uses:` stage's `with:` against its catalog entry, at the
@@ -191,14 +205,14 @@ impl<'a> Resolver<'a> {
     /// The project-relative, normalised form of a `path` param, or `None`
     /// when it is outside the project. An absolute path inside it is
     /// accepted, as a user pasting one expects.
-    pub(super) fn project_relative(&self, value: &str) -> Option<String> {
+    pub(super) fn project_relative(&self, value: &str) -> Option<ProjectPath> {
         let path = Path::new(value);
         let relative = if path.is_absolute() {
             path.strip_prefix(self.root).ok()?.to_str()?
         } else {
             value
         };
-        paths::normalize(relative).ok()
+        ProjectPath::new(relative).ok()
     }
 }
 
@@ -315,7 +329,7 @@ impl WithCheck<'_, '_> {
             };
             // The key holds the project-relative form, so moving the
             // project does not change it; the worker gets it absolute.
-            resolved.insert(spec.name.clone(), Value::String(path.clone()));
+            resolved.insert(spec.name.clone(), Value::String(path.to_string()));
             path_params.push(spec.name.clone());
             if !deps.iter().any(|dep| dep.path == path) {
                 deps.push(Dep {

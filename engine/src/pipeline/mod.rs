@@ -20,6 +20,7 @@ pub(crate) mod matrix;
 mod params_file;
 mod remote;
 mod secret_env;
+use crate::project_files::ProjectPath;
 use crate::Location;
 
 /// A validated pipeline: every stage expanded, every `${...}` resolved,
@@ -173,8 +174,8 @@ pub struct WorkerStage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dep {
     pub name: String,
-    /// Project-relative, normalised (no `.`/`..`, `/` separators).
-    pub path: String,
+    /// Made by the loader, checked and normalised once.
+    pub path: ProjectPath,
     /// The stage output this path is (or is inside), when one produces it:
     /// the DAG edge.
     pub producer: Option<StageOutRef>,
@@ -190,8 +191,8 @@ pub struct StageOutRef {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Out {
     pub name: String,
-    /// Project-relative, normalised.
-    pub path: String,
+    /// Made by the loader, checked and normalised once.
+    pub path: ProjectPath,
     pub location: Option<Location>,
     /// Declared `cache: false`: the user commits the file to git, so pipe
     /// leaves it out of `.gitignore` (it is still stored and restored
@@ -249,20 +250,20 @@ impl Stage {
 
     /// The `metrics.json` a built-in stage's worker may write beside its
     /// outputs: stored, restored and verified like them, when it is there.
-    pub fn worker_metrics_path(&self) -> Option<String> {
+    pub fn worker_metrics_path(&self) -> Option<ProjectPath> {
         match &self.kind {
-            StageKind::Worker(worker) => Some(format!(
+            StageKind::Worker(worker) => Some(ProjectPath::of_pipe_layout(format!(
                 "{}/{}",
                 worker.output_dir,
                 pipe_protocol::METRICS_FILE
-            )),
+            ))),
             _ => None,
         }
     }
 
     /// Every metrics file of the stage, in the order their values are
     /// merged: the worker's `metrics.json`, then the stage's `metrics:` files.
-    pub fn metrics_paths(&self) -> Vec<String> {
+    pub fn metrics_paths(&self) -> Vec<ProjectPath> {
         self.worker_metrics_path()
             .into_iter()
             .chain(self.metrics.iter().map(|metric| metric.path.clone()))

@@ -16,4 +16,4 @@ pub(crate) mod yaml;
 mod yaml_events;
 
 pub use names::PROJECT_CONFIG_FILE;
-pub use paths::UnsafeOutput;
+pub use paths::{ProjectPath, UnsafeOutput};

@@ -1,7 +1,10 @@
-//! Project-relative paths for deps, outs and metrics, and where they
-//! really are once symlinks are followed.
+//! Project-relative paths for deps, outs and metrics (`ProjectPath`), and
+//! where they really are once symlinks are followed.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::fmt;
+use std::ops::Deref;
 use std::path::{Component, Path, PathBuf};
 
 /// pipe's own directory: cache, run records, built-in stages' outputs.
@@ -19,9 +22,121 @@ pub(crate) enum PathProblem {
     Nul,
 }
 
-/// `./a//b/` -> `a/b`, `a/../b` -> `b`. Paths are compared as text
-/// afterwards, so every spelling of one path must normalise alike.
-pub(crate) fn normalize(path: &str) -> Result<String, PathProblem> {
+/// A path inside the project, as pipe keeps it once it has been checked:
+/// relative, normal (`a/b`: `/` between parts, no `.`, `..` or empty
+/// part), not the root itself, no NUL. The loader makes one for each
+/// dependency and output it reads (`ProjectPath::new`), and a path read
+/// back from a stored result is made one by the cache's own rule
+/// (`ProjectPath::stored`); code that holds one never checks or
+/// normalises it again. It compares, hashes, prints and serialises as its
+/// text, so a key manifest, a run record or a JSON line holds the very
+/// string it held when paths were `String`s.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct ProjectPath(String);
+
+impl ProjectPath {
+    /// `./a//b/` -> `a/b`, `a/../b` -> `b`; refused when it is empty,
+    /// absolute (`/x`, `~x`, `C:/x`), leaves the project, is the project
+    /// itself or holds a NUL. Paths are compared as text afterwards, so
+    /// every spelling of one path must normalise alike.
+    pub(crate) fn new(path: &str) -> Result<ProjectPath, PathProblem> {
+        normalize(path).map(ProjectPath)
+    }
+
+    /// A path a stored result or a run record names, which pipe did not
+    /// write itself this time: taken only when the cache's rule finds it
+    /// plain, normal and outside `.git/` and `.pipe/` but `.pipe/out/`
+    /// (`pipe_cache::check_relative_path`, whose refusal it returns).
+    pub(crate) fn stored(path: &str) -> Result<ProjectPath, &'static str> {
+        pipe_cache::check_relative_path(path)?;
+        Ok(ProjectPath(path.to_string()))
+    }
+
+    /// A path under pipe's own layout (`.pipe/out/PIPELINE/STAGE/...`),
+    /// composed by pipe from names the loader checked: no user text is
+    /// joined in unchecked, so it is taken as written (in debug builds,
+    /// asserted normal).
+    pub(crate) fn of_pipe_layout(path: String) -> ProjectPath {
+        debug_assert_eq!(normalize(&path).as_deref(), Ok(path.as_str()));
+        ProjectPath(path)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `.pipe` or `.git` when the path is or lies inside one of them.
+    pub(crate) fn protected_dir(&self) -> Option<&'static str> {
+        protected_dir(&self.0)
+    }
+}
+
+impl Deref for ProjectPath {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Maps keyed by `String` or `ProjectPath` are looked up with a `&str`.
+impl Borrow<str> for ProjectPath {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for ProjectPath {
+    fn as_ref(&self) -> &Path {
+        Path::new(&self.0)
+    }
+}
+
+impl fmt::Display for ProjectPath {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+impl From<ProjectPath> for String {
+    fn from(path: ProjectPath) -> String {
+        path.0
+    }
+}
+
+impl PartialEq<str> for ProjectPath {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ProjectPath {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for ProjectPath {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<ProjectPath> for String {
+    fn eq(&self, other: &ProjectPath) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<ProjectPath> for str {
+    fn eq(&self, other: &ProjectPath) -> bool {
+        self == other.0
+    }
+}
+
+/// `./a//b/` -> `a/b`, `a/../b` -> `b`: what `ProjectPath::new` keeps.
+fn normalize(path: &str) -> Result<String, PathProblem> {
     if path.trim().is_empty() {
         return Err(PathProblem::Empty);
     }
@@ -286,10 +401,13 @@ pub enum UnsafeOutput {
 /// this repeats the check right before outputs are removed or restored,
 /// since a symlink may appear in between. It looks only at the output's
 /// directories, a handful of `lstat`s.
-pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), UnsafeOutput> {
+pub(crate) fn check_output_location(
+    root: &Path,
+    out_path: &ProjectPath,
+) -> Result<(), UnsafeOutput> {
     // Built-in stages' outputs are placed in `.pipe/out/` by pipe itself,
     // wherever the user has put `.pipe/`.
-    if protected_dir(out_path).is_some() {
+    if out_path.protected_dir().is_some() {
         return Ok(());
     }
     let mut real_paths = RealPaths::new(root);
@@ -317,9 +435,12 @@ pub(crate) fn check_output_location(root: &Path, out_path: &str) -> Result<(), U
 /// leading to a place inside the project and outside `.git/` and `.pipe/`.
 /// So a command that swaps a directory for a link (`ln -s /outside d`)
 /// gets nothing outside the project read, stored or pushed.
-pub(crate) fn check_output_after_command(root: &Path, out_path: &str) -> Result<(), UnsafeOutput> {
+pub(crate) fn check_output_after_command(
+    root: &Path,
+    out_path: &ProjectPath,
+) -> Result<(), UnsafeOutput> {
     check_output_location(root, out_path)?;
-    let full = root.join(out_path);
+    let full = root.join(out_path.as_str());
     let is_link = std::fs::symlink_metadata(&full)
         .map(|metadata| metadata.file_type().is_symlink())
         .unwrap_or(false);
@@ -366,5 +487,28 @@ mod tests {
         assert_eq!(normalize("./"), Err(PathProblem::IsRoot));
         assert_eq!(normalize(""), Err(PathProblem::Empty));
         assert_eq!(ancestors("a/b/c").collect::<Vec<_>>(), vec!["a/b", "a"]);
+    }
+
+    #[test]
+    fn a_project_path_is_made_normal_once_and_serialises_as_the_text_it_was() {
+        let path = ProjectPath::new("./data//train.csv").unwrap();
+        assert_eq!(path, "data/train.csv");
+        // Keys, run records and JSON hold the same string as before the type.
+        assert_eq!(serde_json::to_string(&path).unwrap(), "\"data/train.csv\"");
+        assert_eq!(
+            serde_json::json!({ "path": path }),
+            serde_json::json!({ "path": "data/train.csv" })
+        );
+        assert_eq!(ProjectPath::new("../x"), Err(PathProblem::EscapesRoot));
+        assert_eq!(ProjectPath::new("a\0b"), Err(PathProblem::Nul));
+        // What a stored result names is taken by the cache's rule only.
+        assert_eq!(ProjectPath::stored("models/m.pt").unwrap(), "models/m.pt");
+        assert!(ProjectPath::stored("a/./b").is_err());
+        assert!(ProjectPath::stored(".git/config").is_err());
+        assert!(ProjectPath::stored(".pipe/out/p/s/model").is_ok());
+        // Looked up by its text in maps keyed by text.
+        let mut map = std::collections::HashMap::new();
+        map.insert(path.clone(), 1);
+        assert_eq!(map.get("data/train.csv"), Some(&1));
     }
 }

@@ -271,12 +271,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The commit and dirty flag of the git work tree at `root`, if any,
-/// waiting for both.
-pub fn git_state(root: &Path) -> Option<GitState> {
-    GitProbe::start(root).map(|probe| probe.finish())
-}
-
 /// What the settler does: works out the dirty flag of the work tree at
 /// `root` and writes it into run `run_id`'s row of `runs_db`, unless the
 /// row has one already. An unknown flag writes nothing.

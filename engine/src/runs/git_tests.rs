@@ -4,7 +4,13 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::{git_commit_of, git_state, GitProbe};
+use super::{git_commit_of, GitProbe, GitState};
+
+/// The commit and dirty flag of the git work tree at `root`, if any,
+/// waiting for both: what a run's probe gives it when the run ends.
+fn git_state(root: &Path) -> Option<GitState> {
+    GitProbe::start(root).map(|probe| probe.finish())
+}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")

@@ -24,15 +24,17 @@ mod select;
 mod summary;
 mod write;
 
-pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
+#[cfg(test)]
+pub(crate) use compare_query::ComparedStage;
+pub use compare_query::{ComparedRun, RunSelection};
 pub use db::{now_ms, RunDb};
 pub use git::{
-    files_with_uncommitted_edits, git_can_answer, git_commit_of, git_output, git_state, refs_at,
-    settle_git_dirty, DirtySettler, GitProbe, GitState, DIRTY_GRACE,
+    files_with_uncommitted_edits, git_can_answer, git_output, refs_at, settle_git_dirty,
+    DirtySettler, GitProbe, DIRTY_GRACE,
 };
 pub use held::ResultsHeld;
 pub use id::RunId;
-pub use labels::{check_label, Removed, RunLabels};
+pub use labels::{check_label, RunLabels};
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
@@ -40,4 +42,4 @@ pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
 pub(crate) use record::{NOT_IN_REMOTE, SUPERSEDED};
 pub use resolve::resolve_run;
 pub use restored::RestoredFrom;
-pub use summary::{RunSummary, StageMetric};
+pub use summary::StageMetric;

@@ -10,8 +10,8 @@ mod open;
 mod outputs;
 mod shown;
 
-pub use combinations::{combinations, swept_params, CombinationShown};
-pub use in_progress::{going_now, in_progress, run_in_progress, InProgress, RunGoing};
-pub use open::{open_output, view_dir, Opened};
-pub use outputs::{output_holding, outputs_in_workspace, InWorkspace, OutputInWorkspace};
+pub use combinations::CombinationShown;
+pub use in_progress::{going_now, InProgress, RunGoing};
+pub use open::open_output;
+pub use outputs::{output_holding, InWorkspace, OutputInWorkspace};
 pub use shown::{show_run, RunShown};

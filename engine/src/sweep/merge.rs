@@ -30,6 +30,7 @@ use crate::pipefile::Loaded;
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue, StageMatrix};
 use crate::pipeline::{Pipeline, Stage, StageKind, Workspace};
 use crate::project::stage_output_dir;
+use crate::project_files::ProjectPath;
 
 /// One swept param: its dotted path, the key it has in stage names, and
 /// its values as written.
@@ -346,7 +347,7 @@ impl Merger<'_> {
                     let new_dir = stage_output_dir(&self.pipeline_name(), &name);
                     let old_dir = std::mem::replace(&mut worker.output_dir, new_dir.clone());
                     for out in stage.outs.iter_mut().chain(stage.metrics.iter_mut()) {
-                        out.path = moved(&out.path, &old_dir, &new_dir);
+                        out.path = moved_path(&out.path, &old_dir, &new_dir);
                     }
                     Some((old_dir, new_dir))
                 }
@@ -509,6 +510,18 @@ fn moved(path: &str, old: &str, new: &str) -> String {
     }
 }
 
+/// A dependency's or output's path moved as [`moved`] moves text: `old`
+/// and `new` are stage output directories of pipe's layout, and the rest
+/// was normal already, so the path stays one.
+fn moved_path(path: &ProjectPath, old: &str, new: &str) -> ProjectPath {
+    match path.strip_prefix(old) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            ProjectPath::of_pipe_layout(format!("{new}{rest}"))
+        }
+        _ => path.clone(),
+    }
+}
+
 /// `text` with every path inside `old` moved under `new`.
 fn moved_in_text(text: &str, old: &str, new: &str) -> String {
     let old_slash = format!("{old}/");
@@ -547,7 +560,7 @@ fn renamed(stage: &Stage, renames: &[Rename]) -> Stage {
             continue;
         };
         for dep in &mut stage.deps {
-            dep.path = moved(&dep.path, old, new);
+            dep.path = moved_path(&dep.path, old, new);
         }
         match &mut stage.kind {
             StageKind::Command { command } => *command = moved_in_text(command, old, new),

@@ -10,11 +10,11 @@ mod spec_valid;
 mod yaml_suite;
 
 /// The real data stages of `pipe-stage` (its `describe` answer) and a
-/// training stage, as a worker would offer them: what `pipe_engine::pipefile::load`
+/// training stage, as a worker would offer them: what `pipe_engine::load_pipeline`
 /// checks `uses:` stages against.
-fn fixture_catalog() -> pipe_engine::catalog::Catalog {
+fn fixture_catalog() -> pipe_engine::Catalog {
     let text = include_str!("../../../tests/fixtures/catalog.json");
-    let mut catalog = pipe_engine::catalog::Catalog::default();
+    let mut catalog = pipe_engine::Catalog::default();
     catalog
         .add(
             std::path::Path::new("/fixture/pipe-stage"),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use pipe_engine::dag::DagFormat;
+use pipe_engine::DagFormat;
 use proptest::prelude::*;
 
 const SEEDS: [&str; 4] = [
@@ -77,8 +77,8 @@ fn apply(text: &str, edits: &[Edit]) -> String {
 fn load_text(dir: &Path, text: &str, overrides: &[String]) {
     let file = dir.join("pipe.yaml");
     std::fs::write(&file, text).unwrap();
-    match pipe_engine::pipefile::load(&file, overrides, &crate::fixture_catalog()) {
-        Ok(pipe_engine::pipefile::Loaded { pipeline, dag, .. }) => {
+    match pipe_engine::load_pipeline(&file, overrides, &crate::fixture_catalog()) {
+        Ok(pipe_engine::Loaded { pipeline, dag, .. }) => {
             for format in [DagFormat::Ascii, DagFormat::Dot, DagFormat::Mermaid] {
                 dag.render(&pipeline, format);
             }

@@ -11,7 +11,7 @@ fn malformed_dir() -> PathBuf {
 
 fn diagnostics_for(file: &Path, overrides: &[&str]) -> Vec<Diagnostic> {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    match pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog()) {
+    match pipe_engine::load_pipeline(file, &overrides, &crate::fixture_catalog()) {
         Err(EngineError::Spec(diagnostics)) => diagnostics,
         Err(other) => panic!("{}: expected a spec error, got {other:?}", file.display()),
         Ok(loaded) => panic!(

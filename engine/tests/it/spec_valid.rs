@@ -3,8 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::dag::{Dag, DagFormat};
-use pipe_engine::pipeline::{self, Pipeline, Stage, StageKind, StageOutRef};
+use pipe_engine::{Dag, DagFormat, Dep, Pipeline, Stage, StageKind, StageOutRef};
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {
@@ -15,7 +14,7 @@ fn fixture(name: &str) -> PathBuf {
 
 fn load(file: &Path, overrides: &[&str]) -> Pipeline {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog())
+    pipe_engine::load_pipeline(file, &overrides, &crate::fixture_catalog())
         .map(|loaded| loaded.pipeline)
         .unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
 }
@@ -420,15 +419,20 @@ fn a_cycle_in_a_hand_built_pipeline_is_refused_by_the_dag() {
         None,
     );
     let mut pipeline = load(&file, &[]);
-    pipeline.stages[0].deps.push(pipeline::Dep {
+    // Paths are made by the loader only: each stage's output, as loaded.
+    let (a_txt, b_txt) = (
+        pipeline.stages[0].outs[0].path.clone(),
+        pipeline.stages[1].outs[0].path.clone(),
+    );
+    pipeline.stages[0].deps.push(Dep {
         name: "b".into(),
-        path: "b.txt".into(),
+        path: b_txt,
         producer: producer("b", "b.txt"),
         location: None,
     });
-    pipeline.stages[1].deps.push(pipeline::Dep {
+    pipeline.stages[1].deps.push(Dep {
         name: "a".into(),
-        path: "a.txt".into(),
+        path: a_txt,
         producer: producer("a", "a.txt"),
         location: None,
     });
@@ -481,7 +485,7 @@ stages:
 /// The diagnostics of a file that must not load.
 fn refused(file: &Path, overrides: &[&str]) -> Vec<pipe_engine::Diagnostic> {
     let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
-    match pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog()) {
+    match pipe_engine::load_pipeline(file, &overrides, &crate::fixture_catalog()) {
         Err(pipe_engine::EngineError::Spec(diagnostics)) => diagnostics,
         other => panic!("{} was not refused: {other:?}", file.display()),
     }
@@ -624,8 +628,7 @@ fn a_stage_reading_the_run_comes_after_every_other_stage() {
 ",
         None,
     );
-    let loaded =
-        pipe_engine::pipefile::load(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = pipe_engine::load_pipeline(&file, &[], &catalog).unwrap_or_else(|e| panic!("{e}"));
     let (pipeline, dag) = (loaded.pipeline, loaded.dag);
     let index = |name: &str| pipeline.stages.iter().position(|s| s.name == name).unwrap();
     let upstream = |name: &str| -> Vec<&str> {

@@ -10,8 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use pipe_engine::pipefile::{read_yaml, YamlReading};
-use pipe_engine::Diagnostic;
+use pipe_engine::{read_yaml, Diagnostic, YamlReading};
 use proptest::prelude::*;
 use serde_json::Value;
 

@@ -10,7 +10,7 @@ use crate::train::*;
 
 /// The keys of a metrics.json as the engine stores a run's metrics:
 /// nested objects joined with `.` down to a scalar, an array or an empty
-/// object (pipe_engine::key::flatten).
+/// object (pipe_engine::flatten_params).
 pub(crate) fn flattened_keys(value: &Value) -> Vec<String> {
     fn walk(prefix: &str, value: &Value, keys: &mut Vec<String>) {
         match value.as_object() {

@@ -13,7 +13,4 @@ mod warnings;
 
 pub use build::compare_runs;
 pub use columns::row_label;
-pub use model::{
-    Baseline, Cell, Column, ColumnKind, CompareOptions, CompareTable, Group, Pairs, Row, Warning,
-    WarningKind,
-};
+pub use model::{Cell, Column, ColumnKind, CompareOptions, CompareTable, Group, Pairs, Row};

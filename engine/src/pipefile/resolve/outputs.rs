@@ -7,7 +7,7 @@ use crate::pipefile::expand::Expansion;
 use crate::pipeline::Out;
 use crate::project_files::collect::Diagnostics;
 use crate::project_files::collect::NUL_HINT;
-use crate::project_files::paths::{self, PathProblem};
+use crate::project_files::paths::{self, PathProblem, ProjectPath};
 use crate::project_files::source::Span;
 use crate::project_files::yaml::{Node, NodeValue, Resolved};
 use crate::Diagnostic;
@@ -55,7 +55,7 @@ impl<'a> Resolver<'a> {
                 let name = match (entry.name, list) {
                     (Some(name), true) => list_item_name(name, &path),
                     (Some(name), false) => name.to_string(),
-                    (None, _) => path.clone(),
+                    (None, _) => path.to_string(),
                 };
                 outs.push(Out {
                     name,
@@ -140,7 +140,7 @@ impl<'a> Resolver<'a> {
         text: &str,
         node: &Node,
         diagnostics: &mut Diagnostics,
-    ) -> Option<String> {
+    ) -> Option<ProjectPath> {
         self.output_path_at(stage, field, text, node.span, diagnostics)
     }
 
@@ -153,14 +153,14 @@ impl<'a> Resolver<'a> {
         text: &str,
         span: Span,
         diagnostics: &mut Diagnostics,
-    ) -> Option<String> {
+    ) -> Option<ProjectPath> {
         let located = |code: &'static str, message: String, hint: &str| {
             Diagnostic::new(code, message)
                 .at(self.location(span))
                 .with_hint(hint.to_string())
         };
-        match paths::normalize(text) {
-            Ok(path) if paths::protected_dir(&path) == Some(paths::PIPE_DIR) => {
+        match ProjectPath::new(text) {
+            Ok(path) if path.protected_dir() == Some(paths::PIPE_DIR) => {
                 diagnostics.push(located(
                     "output-in-pipe-dir",
                     format!("`{field}` path `{text}` of stage `{stage}` is inside `.pipe/`"),
@@ -168,7 +168,7 @@ impl<'a> Resolver<'a> {
                 ));
                 None
             }
-            Ok(path) if paths::protected_dir(&path).is_some() => {
+            Ok(path) if path.protected_dir().is_some() => {
                 diagnostics.push(located(
                     "output-in-git-dir",
                     format!("`{field}` path `{text}` of stage `{stage}` is inside `.git/`"),

@@ -12,6 +12,7 @@ use crate::pipefile::declare::{type_error, Decl, DeclKind};
 use crate::pipefile::expand::Expansion;
 use crate::pipeline::Out;
 use crate::project_files::collect::Diagnostics;
+use crate::project_files::paths::ProjectPath;
 use crate::project_files::source::Span;
 use crate::project_files::yaml::{Entry, Node, NodeValue};
 use crate::suggest::{did_you_mean, hint_with_suggestion};
@@ -89,7 +90,7 @@ impl<'a> Resolver<'a> {
         };
         let mut plots: Vec<PlotSpec> = Vec::new();
         for item in items {
-            let Some((spec, span)) = self.plot(decl.name, &scope, item, effects, diagnostics)
+            let Some((spec, path, span)) = self.plot(decl.name, &scope, item, effects, diagnostics)
             else {
                 continue;
             };
@@ -114,7 +115,7 @@ impl<'a> Resolver<'a> {
             if !declared {
                 outs.push(Out {
                     name: spec.path.clone(),
-                    path: spec.path.clone(),
+                    path,
                     location: self.location(span),
                     in_git: declared_cache_false(item),
                 });
@@ -132,7 +133,7 @@ impl<'a> Resolver<'a> {
         item: &Node,
         effects: &mut Effects,
         diagnostics: &mut Diagnostics,
-    ) -> Option<(PlotSpec, Span)> {
+    ) -> Option<(PlotSpec, ProjectPath, Span)> {
         let (path_at, options): (PathAt, &[Entry]) = match &item.value {
             NodeValue::Scalar(_) if item.as_str().is_some() => (PathAt::Node(item), &[]),
             NodeValue::Map(entries) => match entries.iter().find(|entry| entry.key == "path") {
@@ -188,10 +189,10 @@ impl<'a> Resolver<'a> {
             PathAt::Key(entry) => (entry.key.clone(), entry.key_span),
         };
         let path = self.output_path_at(stage, "plots", &text, span, diagnostics)?;
-        let mut spec = PlotSpec::new(path);
+        let mut spec = PlotSpec::new(path.to_string());
         let before = diagnostics.reported();
         self.plot_options(stage, scope, options, &mut spec, effects, diagnostics);
-        (diagnostics.reported() == before).then_some((spec, span))
+        (diagnostics.reported() == before).then_some((spec, path, span))
     }
 
     fn bad_item(&self, stage: &str, node: &Node) -> Diagnostic {

@@ -9,6 +9,7 @@ use crate::pipefile::interp::{self, Reference};
 use crate::pipefile::params;
 use crate::pipeline::StageOutRef;
 use crate::project::stage_output_dir;
+use crate::project_files::paths::ProjectPath;
 use crate::project_files::source::Span;
 use crate::suggest::{did_you_mean, hint_with_suggestion, name_list};
 use crate::Result;
@@ -208,8 +209,8 @@ impl<'a> Resolver<'a> {
                 stage: target_expansion.name.clone(),
                 out,
             };
-            effects.stage_refs.push((reference, path.clone(), span));
-            paths.push(path);
+            paths.push(path.to_string());
+            effects.stage_refs.push((reference, path, span));
         }
         match (list, paths.pop()) {
             (false, Some(path)) if paths.is_empty() => Ok(Evaluated::Path(path)),
@@ -300,7 +301,7 @@ impl<'a> Resolver<'a> {
                     path.clone(),
                     span,
                 ));
-                paths.push(path);
+                paths.push(path.into());
             }
         }
         if paths.is_empty() {
@@ -331,7 +332,7 @@ impl<'a> Resolver<'a> {
         stage_name: &str,
         out_name: &str,
         place: &Place,
-    ) -> Result<(Vec<(String, String)>, bool), Failure> {
+    ) -> Result<(Vec<(String, ProjectPath)>, bool), Failure> {
         let mut out_names: Vec<&str> = self
             .outputs_by_stage
             .get(target)
@@ -341,7 +342,7 @@ impl<'a> Resolver<'a> {
         let target_expansion = &self.expansions[target];
         let target_decl = &self.decls[target_expansion.decl];
         let outs = self.outputs_by_stage.get(target);
-        let items: Vec<(String, String)> = outs
+        let items: Vec<(String, ProjectPath)> = outs
             .into_iter()
             .flatten()
             .filter(|out| list_of_item(&out.name) == Some(out_name))
@@ -356,10 +357,16 @@ impl<'a> Resolver<'a> {
             None if matches!(target_decl.kind, DeclKind::Worker { .. })
                 && self.catalog_entries[target_expansion.decl].is_none() =>
             {
-                let path = format!(
+                let written = format!(
                     "{}/{out_name}",
                     stage_output_dir(self.pipeline, &target_expansion.name)
                 );
+                let path = ProjectPath::new(&written).map_err(|_| {
+                    failure(
+                        format!("`{out_name}` ({place}) names no file of stage `{stage_name}`"),
+                        "name an output as its worker declares it: a plain file name",
+                    )
+                })?;
                 Ok((vec![(out_name.to_string(), path)], false))
             }
             None => {

@@ -17,7 +17,7 @@ use crate::pipeline::matrix::{MatrixValue, StageMatrix};
 use crate::pipeline::{Dep, Out, Stage, StageKind, StageOutRef};
 use crate::project_files::collect::Diagnostics;
 use crate::project_files::collect::{nul_byte, NUL_HINT};
-use crate::project_files::paths::{self, PathProblem};
+use crate::project_files::paths::{PathProblem, ProjectPath};
 use crate::project_files::source::{Sources, Span};
 use crate::project_files::yaml::{Node, Resolved};
 use crate::Diagnostic;
@@ -63,7 +63,7 @@ pub(crate) struct Effects {
     pub(crate) params_used: BTreeMap<String, Value>,
     /// The paths under the stage's `params:`.
     pub(crate) params_listed: Vec<String>,
-    pub(crate) stage_refs: Vec<(StageOutRef, String, Span)>,
+    pub(crate) stage_refs: Vec<(StageOutRef, ProjectPath, Span)>,
 }
 
 pub(crate) enum Evaluated<'n> {
@@ -170,7 +170,7 @@ pub(crate) struct Resolver<'a> {
     /// `params.yaml` as a path of `deps`, when `-S` overrides a param it
     /// holds that it cannot carry: a command depending on it reads the
     /// old value.
-    pub(crate) params_file_dep: Option<String>,
+    pub(crate) params_file_dep: Option<ProjectPath>,
     /// Every expansion of a matrix stage interpolates the same strings of
     /// the file: each is parsed once, by the address of its node and
     /// where it is written. The place is part of the key because not every
@@ -187,7 +187,7 @@ pub(crate) struct Resolver<'a> {
 
 /// `params.yaml` relative to the project root, as a dependency names it,
 /// when an override of a param it holds cannot be written into it.
-fn params_file_dep(cx: &Context<'_>) -> Option<String> {
+fn params_file_dep(cx: &Context<'_>) -> Option<ProjectPath> {
     cx.unseen_overrides
         .iter()
         .any(UnseenOverride::held_by_params_file)
@@ -195,7 +195,7 @@ fn params_file_dep(cx: &Context<'_>) -> Option<String> {
     let path = cx.sources.file(cx.params_file?).path()?;
     let absolute = crate::params_override::absolute(path);
     let relative = absolute.strip_prefix(cx.root).ok()?.to_str()?;
-    paths::normalize(relative).ok()
+    ProjectPath::new(relative).ok()
 }
 
 impl<'s> Scope<'s> {
@@ -402,7 +402,7 @@ impl<'a> Resolver<'a> {
             };
             effects.params_used.append(&mut dep_effects.params_used);
             for text in texts {
-                let path = match paths::normalize(&text) {
+                let path = match ProjectPath::new(&text) {
                     Ok(path) => path,
                     Err(problem) => {
                         diagnostics.push(self.bad_dependency_path(decl, &text, problem, path_node));
@@ -421,7 +421,7 @@ impl<'a> Resolver<'a> {
                 let name = match (name, list) {
                     (Some(name), true) => list_item_name(name, &path),
                     (Some(name), false) => name.to_string(),
-                    (None, _) => path.clone(),
+                    (None, _) => path.to_string(),
                 };
                 if list && deps.iter().any(|dep| dep.name == name) {
                     continue;
@@ -638,7 +638,7 @@ impl<'a> Resolver<'a> {
     fn add_referenced_deps(
         &self,
         deps: &mut Vec<Dep>,
-        stage_refs: Vec<(StageOutRef, String, Span)>,
+        stage_refs: Vec<(StageOutRef, ProjectPath, Span)>,
     ) {
         for (reference, path, span) in stage_refs {
             if deps.iter().any(|dep| dep.path == path) {
