@@ -10,7 +10,7 @@ use pipe_engine::runs::RunRecord;
 use pipe_engine::show::{output_holding, CombinationShown, InWorkspace, RunShown};
 use serde_json::Value;
 
-use crate::views::render::{
+use crate::views::value_text::{
     date, git_label_explained, rounded, run_list, show_value, took, unrounded, width,
 };
 
