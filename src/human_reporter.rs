@@ -56,6 +56,8 @@ pub struct HumanReporter {
     /// When the current run started: reset by each run of a sweep.
     started: Mutex<Instant>,
     worker_build: WorkerBuildView,
+    /// Where the lines go instead of stderr: the snapshot tests' buffer.
+    sink: Option<std::sync::Arc<Mutex<String>>>,
 }
 
 impl HumanReporter {
@@ -75,6 +77,7 @@ impl HumanReporter {
             overall: Mutex::new(None),
             output_shown: Mutex::new(HashMap::new()),
             started: Mutex::new(Instant::now()),
+            sink: None,
         }
     }
 
@@ -94,7 +97,14 @@ impl HumanReporter {
     /// silence, and a failed stage's reason, command and log tail, or a
     /// failed run's verdict, are the error.
     fn print(&self, text: String) {
-        print_line(self.bars.as_ref(), &text);
+        match &self.sink {
+            Some(sink) => {
+                let mut lines = lock(sink);
+                lines.push_str(&text);
+                lines.push('\n');
+            }
+            None => print_line(self.bars.as_ref(), &text),
+        }
     }
 
     fn say(&self, said: Vec<Said>) {
@@ -581,3 +591,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "human_reporter_tests.rs"]
+mod snapshots;

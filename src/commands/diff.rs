@@ -6,7 +6,7 @@ use crate::cli::DirectionArgs;
 use crate::here;
 use crate::output::{errln, jsonln, out};
 use crate::style::Style;
-use crate::views::render;
+use crate::views::diff_text;
 
 /// `pipe diff [A] [B]`: the flags as a request to `diff_runs`, and
 /// its diff shown as text, Markdown or JSON.
@@ -36,9 +36,9 @@ pub(super) fn diff(
     if json {
         jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
     } else if md {
-        out!("{}", render::diff_markdown(&diff, all));
+        out!("{}", diff_text::diff_markdown(&diff, all));
     } else {
-        out!("{}", render::diff_text(&diff, all, Style::for_stdout()));
+        out!("{}", diff_text::diff_text(&diff, all, Style::for_stdout()));
     }
     Ok(ExitCode::Ok)
 }

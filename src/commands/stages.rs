@@ -5,7 +5,7 @@ use pipe_engine::{check_builtin_workers, find_stages, ExitCode, Result, WorkerCh
 use crate::here;
 use crate::output::{jsonln, out, outln};
 use crate::progress::Progress;
-use crate::views::render;
+use crate::views::stages_text;
 
 /// `pipe stages --check`: each built-in worker against the catalog built
 /// into pipe.
@@ -37,10 +37,10 @@ pub(super) fn stages(name: Option<&str>, json: bool) -> Result<ExitCode> {
             entries.iter().map(|entry| &entry.info).collect();
         jsonln!(serde_json::to_string_pretty(&infos).unwrap_or_default());
     } else if name.is_none() {
-        out!("{}", render::stage_list(&entries));
+        out!("{}", stages_text::stage_list(&entries));
     } else {
         for entry in &entries {
-            out!("{}", render::stage_detail(entry));
+            out!("{}", stages_text::stage_detail(entry));
         }
     }
     Ok(ExitCode::Ok)

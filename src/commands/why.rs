@@ -7,7 +7,7 @@ use pipe_engine::{why_stages, ExitCode, Result};
 use crate::cli::PipelineArg;
 use crate::output::{jsonln, out};
 use crate::run_setup::load_checked;
-use crate::views::render;
+use crate::views::why_text;
 
 /// `pipe why [FILE] STAGE`.
 pub(super) fn why(targets: &[String], arg: PipelineArg, json: bool) -> Result<ExitCode> {
@@ -22,7 +22,7 @@ pub(super) fn why(targets: &[String], arg: PipelineArg, json: bool) -> Result<Ex
         if json {
             jsonln!(serde_json::to_string_pretty(&why).unwrap_or_default());
         } else {
-            out!("{}", render::why_text(&why));
+            out!("{}", why_text::why_text(&why));
         }
     }
     Ok(ExitCode::Ok)

@@ -12,7 +12,7 @@ use pipe_protocol::format::{format_metric, format_metric_delta};
 use serde_json::Value;
 
 use crate::style::Style;
-use crate::views::render::paint_verdict;
+use crate::views::value_text::paint_verdict;
 
 /// One cell as shown: its value, and the change against the baseline.
 pub(crate) struct Shown {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use pipe_engine::{ListedRun, MetricCell, RunListing, RunRecord, RunStatus};
 
-use crate::views::render::{git_label, rounded, run_list, took};
+use crate::views::value_text::{git_label, rounded, run_list, took};
 
 /// Wide enough for the fixed columns, a name and two params and metrics.
 const DEFAULT_WIDTH: usize = 100;

@@ -9,7 +9,7 @@ use std::fmt::Write;
 use pipe_engine::{output_holding, CombinationShown, InWorkspace, RunRecord, RunShown};
 use serde_json::Value;
 
-use crate::views::render::{
+use crate::views::value_text::{
     date, git_label_explained, rounded, run_list, show_value, took, unrounded, width,
 };
 

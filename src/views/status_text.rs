@@ -6,7 +6,7 @@ use std::fmt::Write;
 use pipe_engine::{Freshness, StageState};
 
 use crate::views::diff_fold::{base_of, runs_of};
-use crate::views::render::width;
+use crate::views::value_text::width;
 
 /// For `--dry-run`: the command of the stage at a position of the states,
 /// shown below it when it would run (`Stage::shown_command`).
@@ -177,7 +177,7 @@ pub fn run_going_text(going: &pipe_engine::RunGoing) -> String {
                     format!(
                         "{} {}",
                         metric.metric,
-                        crate::views::render::rounded(&metric.metric, &metric.value)
+                        crate::views::value_text::rounded(&metric.metric, &metric.value)
                     )
                 })
                 .collect()

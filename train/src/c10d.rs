@@ -306,7 +306,11 @@ pub struct Pending {
 impl Pending {
     pub fn wait(mut self) -> Result<(), CollectiveError> {
         let handle = std::mem::replace(&mut self.handle, std::ptr::null_mut());
-        // SAFETY: pipe_c10d_wait frees the work whatever it returns.
+        // SAFETY: `handle` is the work the shim returned when the collective
+        // started (a `Pending` is made only from a non-null one), taken out
+        // of `self` so that Drop does not wait on it again;
+        // pipe_c10d_wait frees it whatever it returns, and the error buffer
+        // is `checked`'s.
         checked(|error, size| unsafe { pipe_c10d_wait(handle, error, size) })
     }
 }

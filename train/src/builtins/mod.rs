@@ -2,11 +2,7 @@
 
 mod classifier;
 mod eval;
+mod registry;
 mod train;
 
-use pipe_stages::BuiltinStage;
-
-/// The training stages, in the order `pipe stages` lists them.
-pub fn training_stages() -> Vec<&'static dyn BuiltinStage> {
-    vec![&train::TrainClassifier, &eval::EvalClassifier]
-}
+pub use registry::training_stages;

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 /// A controller that has not answered for this long fails the waiting stages.
 pub(super) const UNREACHABLE_LIMIT: Duration = Duration::from_secs(600);
+/// After Ctrl-C, how long to wait for Slurm to confirm the cancellation.
+pub(super) const CANCEL_WAIT: Duration = Duration::from_secs(15);
 /// Matrix expansions that become ready within this window of each other
 /// go out as one job array.
 pub(super) const ARRAY_WINDOW: Duration = Duration::from_millis(200);
