@@ -187,6 +187,14 @@ pub enum UsageError {
         "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project"
     )]
     NoPipelineFile,
+    /// A `-S` argument that is not `[+|++]key.path=value` with a YAML
+    /// value: refused where the command line is read.
+    #[error("`-S {argument}`: {problem}")]
+    BadOverride {
+        argument: String,
+        problem: String,
+        hint: String,
+    },
     /// `pipe run -m` whose `-S` values cannot be swept.
     #[error("cannot sweep `-S {argument}`: {why}")]
     BadSweep { argument: String, why: String },
@@ -337,6 +345,7 @@ impl UsageError {
                  includes those that failed"
                 .to_string(),
             UsageError::NoStageNamed => "name one, e.g. `pipe why train`".to_string(),
+            UsageError::BadOverride { hint, .. } => hint.clone(),
             UsageError::BadSweep { .. } => "write each swept param once with its values comma-separated, e.g. `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`".to_string(),
             UsageError::ParamsFileNotRegular { .. }
             | UsageError::ParamsFileLinked { .. }

@@ -31,6 +31,7 @@ pub mod libtorch;
 pub mod link;
 pub mod metrics;
 pub mod orphans;
+pub mod overrides;
 pub mod params_override;
 pub mod pipeline;
 pub mod plan;

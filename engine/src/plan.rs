@@ -480,7 +480,7 @@ fn running_state(stage: &Stage, running: &RunningStage) -> StageState {
 
 /// `run #4`, with the `-S` overrides its command line gave
 /// (`run #4 with -S lr=0.1`): what made it differ from a plain run.
-fn describe_run(run: RunId, overrides: &[String]) -> String {
+fn describe_run(run: RunId, overrides: &[crate::overrides::ParamOverride]) -> String {
     if overrides.is_empty() {
         format!("run #{run}")
     } else {

@@ -19,8 +19,8 @@ pub struct RunSettings {
     /// The pipeline file it names (when it is a plain path in the
     /// project and still there), else the one found here.
     pub file: PathBuf,
-    /// Its `-S` arguments, in order.
-    pub overrides: Vec<String>,
+    /// Its `-S` settings, in order.
+    pub overrides: Vec<crate::overrides::ParamOverride>,
     /// They are a sweep's, run as one run (`RunRecord::sweep`).
     pub sweep: bool,
 }

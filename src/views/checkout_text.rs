@@ -8,6 +8,7 @@ use std::path::Path;
 
 use pipe_engine::apply::Applied;
 use pipe_engine::checkout::CheckoutReport;
+use pipe_engine::overrides::ParamOverride;
 use pipe_engine::plan::Freshness;
 use pipe_engine::runs::RunId;
 
@@ -54,7 +55,7 @@ pub fn not_restored(root: &Path, id: RunId, report: &CheckoutReport) -> String {
 
 /// `pipe apply` of a sweep without a `--row` that names a combination:
 /// each combination as the command that brings it back.
-pub fn choose_row(id: RunId, given: Option<&str>, rows: &[Vec<String>]) -> String {
+pub fn choose_row(id: RunId, given: Option<&str>, rows: &[Vec<ParamOverride>]) -> String {
     let mut text = String::new();
     match given {
         Some(row) => {
@@ -74,12 +75,9 @@ pub fn choose_row(id: RunId, given: Option<&str>, rows: &[Vec<String>]) -> Strin
     for row in rows {
         let pairs: Vec<String> = row
             .iter()
-            .map(|setting| match setting.split_once('=') {
-                Some((path, value)) => {
-                    let key = path.rsplit('.').next().unwrap_or(path);
-                    format!("{key}={value}")
-                }
-                None => setting.clone(),
+            .map(|setting| {
+                let key = setting.path.keys().last().map_or("", String::as_str);
+                format!("{key}={}", setting.values_shown())
             })
             .collect();
         let _ = writeln!(text, "  pipe apply {id} --row {}", pairs.join(","));

@@ -10,6 +10,7 @@ use super::db::RunDb;
 use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
+use crate::overrides::ParamOverride;
 use crate::{EngineError, Result};
 use pipe_protocol::record::StageStatus;
 
@@ -159,14 +160,14 @@ impl RunDb {
         pipeline: &str,
         stage: &str,
         outputs: &BTreeMap<String, ObjectDigest>,
-    ) -> Result<Option<(RunId, Vec<String>)>> {
+    ) -> Result<Option<(RunId, Vec<ParamOverride>)>> {
         // The newest results are the likely ones; an older one than this
         // is named by no message worth a longer search.
         const SEARCHED: i64 = 200;
         let mut statement = self
             .connection
             .prepare_cached(
-                "SELECT s.run_id, s.outputs, r.overrides FROM stage_runs s JOIN runs r ON r.id = s.run_id
+                "SELECT s.run_id, s.outputs, r.overrides, r.sweep FROM stage_runs s JOIN runs r ON r.id = s.run_id
                  WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status IN ('ran', 'restored', 'fresh')
                  ORDER BY s.run_id DESC LIMIT ?3",
             )
@@ -187,7 +188,8 @@ impl RunDb {
                     .iter()
                     .all(|(path, artifact)| outputs.get(path) == Some(&artifact.digest));
             if same {
-                return Ok(Some((columns.run, columns.json("overrides")?)));
+                let sweep = columns.get::<Option<bool>>("sweep")?.unwrap_or(false);
+                return Ok(Some((columns.run, columns.overrides(sweep)?)));
             }
         }
         Ok(None)

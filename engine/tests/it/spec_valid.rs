@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use pipe_engine::dag::{Dag, DagFormat};
+use pipe_engine::overrides::ParamOverride;
 use pipe_engine::pipeline::{self, Pipeline, Stage, StageKind, StageOutRef};
 use serde_json::json;
 
@@ -14,7 +15,10 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn load(file: &Path, overrides: &[&str]) -> Pipeline {
-    let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
+    let overrides: Vec<ParamOverride> = overrides
+        .iter()
+        .map(|text| ParamOverride::parse(text).unwrap())
+        .collect();
     pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog())
         .map(|loaded| loaded.pipeline)
         .unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
@@ -480,7 +484,10 @@ stages:
 
 /// The diagnostics of a file that must not load.
 fn refused(file: &Path, overrides: &[&str]) -> Vec<pipe_engine::Diagnostic> {
-    let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
+    let overrides: Vec<ParamOverride> = overrides
+        .iter()
+        .map(|text| ParamOverride::parse(text).unwrap())
+        .collect();
     match pipe_engine::pipefile::load(file, &overrides, &crate::fixture_catalog()) {
         Err(pipe_engine::EngineError::Spec(diagnostics)) => diagnostics,
         other => panic!("{} was not refused: {other:?}", file.display()),
