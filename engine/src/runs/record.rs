@@ -87,10 +87,15 @@ pub struct RunRecord {
     pub git_dirty: Option<bool>,
     pub argv: Vec<String>,
     /// The `-S` settings the run was loaded with, in order (credentials
-    /// masked): kept as data, never re-read from argv. A record written
-    /// before they were data holds the arguments as given, read back as
-    /// settings (`ParamOverride`'s stored form).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// masked): kept as data in runs.db, never re-read from argv. In a
+    /// record's JSON (`pipe show --json`, a remote's records) they are the
+    /// arguments they read as (`x=2`), which every pipe reads back as the
+    /// same settings, this one through `ParamOverride`'s stored form.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "as_arguments"
+    )]
     pub overrides: Vec<ParamOverride>,
     /// The run is a sweep (`pipe run -m`) as one matrix run: `overrides`
     /// list several values, and load again only as a sweep.
@@ -210,6 +215,14 @@ impl RunRecord {
         }
         Ok(())
     }
+}
+
+/// Settings as the `-S` arguments they read as.
+fn as_arguments<S: serde::Serializer>(
+    settings: &[ParamOverride],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_seq(settings.iter().map(ToString::to_string))
 }
 
 /// The `-S` settings of a command line, in order: how records written
