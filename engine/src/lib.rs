@@ -40,6 +40,7 @@ pub mod project_config;
 pub mod project_files;
 pub mod remote;
 pub mod remote_status;
+pub mod run_id;
 pub mod run_input;
 pub mod run_settings;
 pub mod running;

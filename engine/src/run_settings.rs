@@ -71,7 +71,7 @@ pub(crate) fn recorded_pipeline_file(
                 return Ok(path);
             }
             Err(UsageError::RecordedFileGone {
-                run: record.id.0,
+                run: record.id,
                 file: shown(file),
             }
             .into())

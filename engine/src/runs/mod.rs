@@ -13,7 +13,6 @@ mod compare_query;
 mod db;
 mod git;
 mod held;
-mod id;
 mod labels;
 mod migrate;
 mod read;
@@ -24,6 +23,7 @@ mod select;
 mod summary;
 mod write;
 
+pub use crate::run_id::RunId;
 pub use compare_query::{ComparedRun, ComparedStage, RunSelection};
 pub use db::{now_ms, RunDb};
 pub use git::{
@@ -31,7 +31,6 @@ pub use git::{
     settle_git_dirty, DirtySettler, GitProbe, GitState, DIRTY_GRACE,
 };
 pub use held::ResultsHeld;
-pub use id::RunId;
 pub use labels::{check_label, Removed, RunLabels};
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;

@@ -7,10 +7,10 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::RunDb;
-use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
 use crate::overrides::ParamOverride;
+use crate::run_id::RunId;
 use crate::{EngineError, Result};
 use pipe_protocol::record::StageStatus;
 
@@ -36,7 +36,7 @@ impl RunDb {
     /// bug, not the user's mistake.
     pub fn resolved_run(&self, run_id: RunId) -> Result<RunRecord> {
         self.run(run_id)?
-            .ok_or(crate::EngineError::RunVanished { id: run_id.0 })
+            .ok_or(crate::EngineError::RunVanished { id: run_id })
     }
 
     pub fn run(&self, run_id: RunId) -> Result<Option<RunRecord>> {
@@ -88,7 +88,7 @@ impl RunDb {
         &self,
         pipeline: &str,
         stage: &str,
-    ) -> Result<Option<(i64, ActionKey, Value)>> {
+    ) -> Result<Option<(RunId, ActionKey, Value)>> {
         // Asked once per stage by `status`: prepared once, not per call.
         let found = self
             .connection
@@ -101,7 +101,7 @@ impl RunDb {
             .and_then(|mut statement| {
                 statement.query_row(params![pipeline, stage], |row| {
                     Ok((
-                        row.get::<_, i64>(0)?,
+                        row.get::<_, RunId>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, String>(2)?,
                     ))
@@ -127,7 +127,11 @@ impl RunDb {
     }
 
     /// The newest run of `pipeline` in which `stage` failed.
-    pub fn last_failure(&self, pipeline: &str, stage: &str) -> Result<Option<(i64, StageStatus)>> {
+    pub fn last_failure(
+        &self,
+        pipeline: &str,
+        stage: &str,
+    ) -> Result<Option<(RunId, StageStatus)>> {
         let found = self
             .connection
             .prepare_cached(
@@ -137,7 +141,7 @@ impl RunDb {
             )
             .and_then(|mut statement| {
                 statement.query_row(params![pipeline, stage], |row| {
-                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    Ok((row.get::<_, RunId>(0)?, row.get::<_, String>(1)?))
                 })
             })
             .optional()

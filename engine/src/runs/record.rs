@@ -13,9 +13,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::id::RunId;
 use crate::metrics::Direction;
 use crate::overrides::{ParamOverride, ParamPath};
+use crate::run_id::RunId;
 use crate::{EngineError, Result};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,8 +7,8 @@ use rusqlite::{params, OptionalExtension};
 
 use super::db::RunDb;
 use super::git::git_commit_of;
-use super::id::RunId;
 use crate::overrides::ParamOverride;
+use crate::run_id::RunId;
 use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 impl RunDb {

@@ -11,10 +11,10 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::{new_uid, now_ms, RunDb};
-use super::id::RunId;
 use super::migrate::{json, legacy_identity};
 use super::record::{RunEnd, RunExport, RunStart, StageRecord};
 use crate::overrides::ParamOverride;
+use crate::run_id::RunId;
 use crate::{EngineError, Result};
 use pipe_protocol::record::RunStatus;
 
@@ -66,7 +66,7 @@ impl RunDb {
         match self.name_holder(name)? {
             Some(holder) => Err(crate::UsageError::NameTaken {
                 name: name.to_string(),
-                holder: holder.0,
+                holder,
             }
             .into()),
             None => Ok(()),
