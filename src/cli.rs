@@ -244,7 +244,7 @@ pub enum Command {
     #[command(name = "__settle-git-dirty", hide = true)]
     SettleGitDirty {
         runs_db: PathBuf,
-        run_id: i64,
+        run_id: pipe_engine::RunId,
         work_tree: PathBuf,
     },
 }

@@ -20,7 +20,7 @@ mod sweep;
 mod validate;
 mod why;
 
-use pipe_engine::{ExitCode, Result, RunId};
+use pipe_engine::{ExitCode, Result};
 
 use crate::cli::{CacheCommand, Cli, Command};
 use crate::output::out;
@@ -105,7 +105,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             run_id,
             work_tree,
         } => {
-            pipe_engine::settle_git_dirty(&runs_db, RunId(run_id), &work_tree)?;
+            pipe_engine::settle_git_dirty(&runs_db, run_id, &work_tree)?;
             Ok(ExitCode::Ok)
         }
     }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use pipe_engine::{
     last_run_pipeline_file, settings_of_run, Dag, DirtySettler, DryRun, EngineError, ExecutorKind,
-    ExitCode, Forced, Loaded, Pipeline, Project, ProjectWorkers, RemoteSummary, Result, RunOutcome,
-    RunRequest, UsageError,
+    ExitCode, Forced, Loaded, ParamOverride, Pipeline, Project, ProjectWorkers, RemoteSummary,
+    Result, RunOutcome, RunRequest, UsageError,
 };
 use pipe_protocol::format::{format_bytes, format_seconds};
 
@@ -59,14 +59,16 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
     Ok(file)
 }
 
-/// The pipeline file and `-S` values a command loads: with `--run RUN`,
-/// that run's file (unless one is named) and `-S` values, then those
-/// given here.
-pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<Settings> {
+/// The pipeline file and `-S` settings a command loads: with `--run RUN`,
+/// that run's file (unless one is named) and settings, then those given
+/// here. `multirun`: `pipe run -m`, whose `-S` values list a sweep's.
+pub fn settings(file: Option<&Path>, arg: &PipelineArg, multirun: bool) -> Result<Settings> {
+    // Read once, here: a malformed `-S` is refused before anything else.
+    let given = parsed_settings(&arg.set, multirun)?;
     let Some(run) = &arg.run else {
         return Ok(Settings {
             file: pipeline_file(file, arg)?,
-            overrides: arg.set.clone(),
+            overrides: given,
             sweep: false,
         });
     };
@@ -87,13 +89,17 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<Settings> {
         recorded.run,
         crate::here::relative_to_cwd(&file).display(),
         if recorded.sweep { " -m" } else { "" },
-        if overrides.is_empty() {
-            String::new()
-        } else {
-            format!(" -S {}", overrides.join(" -S "))
-        }
+        overrides
+            .iter()
+            .map(|setting| format!(" -S {setting}"))
+            .collect::<String>()
     );
-    overrides.extend(arg.set.iter().cloned());
+    // A sweep run's settings take more values as a sweep's.
+    let given = match recorded.sweep && !multirun {
+        true => parsed_settings(&arg.set, true)?,
+        false => given,
+    };
+    overrides.extend(given);
     Ok(Settings {
         file,
         overrides,
@@ -101,10 +107,23 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg) -> Result<Settings> {
     })
 }
 
-/// The pipeline file and `-S` values a command loads.
+/// `-S` arguments as settings: each one value, or under `pipe run -m` a
+/// sweep's values.
+fn parsed_settings(arguments: &[String], multirun: bool) -> Result<Vec<ParamOverride>> {
+    arguments
+        .iter()
+        .map(|argument| match multirun {
+            true => ParamOverride::parse_swept(argument),
+            false => ParamOverride::parse(argument),
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map_err(EngineError::from)
+}
+
+/// The pipeline file and `-S` settings a command loads.
 pub struct Settings {
     pub file: PathBuf,
-    pub overrides: Vec<String>,
+    pub overrides: Vec<ParamOverride>,
     /// The values are a sweep run's (`--run` of one): loaded as a sweep.
     pub sweep: bool,
 }
@@ -115,7 +134,7 @@ pub fn load_with_overrides(
     file: Option<&Path>,
     arg: &PipelineArg,
 ) -> Result<(Pipeline, Dag, Settings)> {
-    let settings = settings(file, arg)?;
+    let settings = settings(file, arg, false)?;
     let Loaded {
         pipeline,
         dag,

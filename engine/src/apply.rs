@@ -20,6 +20,7 @@ use crate::events::Observer;
 use crate::exec::RunOptions;
 use crate::history::Notice;
 use crate::link::link_modes_for;
+use crate::overrides::{OverrideMode, OverrideValue, ParamOverride, ParamPath, ParamValue};
 use crate::params_override;
 use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::{ParamsFileEdits, Pipeline};
@@ -44,7 +45,7 @@ pub enum ApplyReport {
     /// of them (or none was given): each combination's swept values.
     ChooseRow {
         given: Option<String>,
-        rows: Vec<Vec<String>>,
+        rows: Vec<Vec<ParamOverride>>,
     },
     Done(Applied),
 }
@@ -233,16 +234,15 @@ fn stages_not_fresh(loaded: &Loaded) -> Result<Vec<(String, Freshness)>> {
 }
 
 /// `-S` settings that make `now` the run's `recorded` params: one per
-/// value that differs, as a dotted path and the value as JSON (which YAML
-/// reads as the same value); and the params that no setting can reach (a
+/// value that differs, the recorded value as data; and the params that no setting can reach (a
 /// param the project no longer sets, a key holding `.` or `=`), each as
 /// `path: why`.
-fn differing_params(recorded: &Value, now: &Value) -> (Vec<String>, Vec<String>) {
+fn differing_params(recorded: &Value, now: &Value) -> (Vec<ParamOverride>, Vec<String>) {
     fn walk(
         path: &str,
         recorded: &Value,
         now: &Value,
-        settings: &mut Vec<String>,
+        settings: &mut Vec<ParamOverride>,
         unreachable: &mut Vec<String>,
     ) {
         match (recorded, now) {
@@ -264,10 +264,18 @@ fn differing_params(recorded: &Value, now: &Value) -> (Vec<String>, Vec<String>)
                 }
             }
             (recorded, now) if recorded == now => {}
-            (recorded, _) => settings.push(format!(
-                "{path}={}",
-                serde_json::to_string(recorded).unwrap_or_default()
-            )),
+            (recorded, _) => {
+                // Keys with `.` were refused above, so the path splits
+                // back into them.
+                let keys = path.split('.').map(str::to_string).collect();
+                if let Some(path) = ParamPath::new(keys) {
+                    settings.push(ParamOverride {
+                        path,
+                        mode: OverrideMode::Replace,
+                        value: OverrideValue::One(ParamValue::from_json(recorded)),
+                    });
+                }
+            }
         }
     }
     let (mut settings, mut unreachable) = (Vec::new(), Vec::new());
@@ -278,7 +286,7 @@ fn differing_params(recorded: &Value, now: &Value) -> (Vec<String>, Vec<String>)
 /// The settings no file can take in place: one written over several
 /// lines, as a mapping, or under an anchor or alias (an edit would change
 /// the params that share it), or one only `-S` set.
-fn unwritable(settings: &[String], pipeline: &Pipeline) -> Vec<String> {
+fn unwritable(settings: &[ParamOverride], pipeline: &Pipeline) -> Vec<String> {
     let edited = |path: &str| {
         [&pipeline.params_file, &pipeline.pipeline_file_params]
             .into_iter()
@@ -288,8 +296,8 @@ fn unwritable(settings: &[String], pipeline: &Pipeline) -> Vec<String> {
     settings
         .iter()
         .filter_map(|setting| {
-            let (path, value) = setting.split_once('=')?;
-            (!edited(path)).then(|| {
+            let (path, value) = (setting.path.dotted(), setting.values_shown());
+            (!edited(&path)).then(|| {
                 format!("{path} = {value}: the project writes it over several lines, as a mapping, or under a YAML anchor or alias that other params share, and pipe replaces only one-line values of one param in place; set it by hand")
             })
         })
@@ -331,7 +339,7 @@ fn described(edits: &ParamsFileEdits) -> Vec<AppliedEdit> {
 
 /// A sweep's combination, its `-S` settings and its stages' record; or
 /// every combination's swept values, when none was named.
-type RowChoice = std::result::Result<(Vec<String>, RunRecord), Vec<Vec<String>>>;
+type RowChoice = std::result::Result<(Vec<ParamOverride>, RunRecord), Vec<Vec<ParamOverride>>>;
 
 /// The combination of sweep `record` that `row` names (`n_est=20,depth=4`:
 /// each swept param by its path or the last segments of it, every swept
@@ -340,7 +348,7 @@ type RowChoice = std::result::Result<(Vec<String>, RunRecord), Vec<Vec<String>>>
 /// swept values, when `row` names none of them.
 fn sweep_row(record: &RunRecord, row: Option<&str>) -> Result<RowChoice> {
     let combinations = crate::sweep::combinations(&record.overrides)?;
-    let rows: Vec<Vec<String>> = combinations
+    let rows: Vec<Vec<ParamOverride>> = combinations
         .iter()
         .map(|(_, swept)| swept.clone())
         .collect();
@@ -353,27 +361,25 @@ fn sweep_row(record: &RunRecord, row: Option<&str>) -> Result<RowChoice> {
         .map(|(key, value)| (key.trim(), value.trim()))
         .collect();
     let names = |key: &str, path: &str| {
-        let path = path.trim_start_matches('+');
         key == path || path.ends_with(&format!(".{key}")) || key == format!("params.{path}")
     };
     let chosen = combinations.iter().find(|(_, swept)| {
         swept.len() == wanted.len()
             && swept.iter().all(|setting| {
-                setting.split_once('=').is_some_and(|(path, value)| {
-                    wanted
-                        .iter()
-                        .filter(|(key, _)| names(key, path))
-                        .map(|(_, wanted)| *wanted)
-                        .eq([value])
-                })
+                let (path, value) = (setting.path.dotted(), setting.values_shown());
+                wanted
+                    .iter()
+                    .filter(|(key, _)| names(key, &path))
+                    .map(|(_, wanted)| *wanted)
+                    .eq([value.as_str()])
             })
     });
     let Some((overrides, swept)) = chosen else {
         return Ok(Err(rows));
     };
-    let swept: Vec<(&str, &str)> = swept
+    let swept: Vec<(String, String)> = swept
         .iter()
-        .filter_map(|setting| setting.split_once('='))
+        .map(|setting| (setting.path.dotted(), setting.values_shown()))
         .collect();
     let mut chosen_record = record.clone();
     chosen_record.sweep = false;

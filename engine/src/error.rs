@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use pipe_cache::RemoteError;
 
 use crate::diagnostic::Diagnostic;
+use crate::run_id::RunId;
 
 /// Documented process exit codes (docs/cli.md). The binary maps every
 /// error to one of these.
@@ -76,7 +77,7 @@ pub enum EngineError {
     Interrupted,
     /// A run the history had a moment ago is gone from it.
     #[error("internal error: run #{id} vanished\n{bug}", bug = BUG)]
-    RunVanished { id: i64 },
+    RunVanished { id: RunId },
     #[error("internal error: {0}\n{bug}", bug = BUG)]
     Internal(String),
 }
@@ -155,7 +156,7 @@ pub enum UsageError {
     },
     /// A name another run here already holds.
     #[error("the name `{name}` is run #{holder}'s")]
-    NameTaken { name: String, holder: i64 },
+    NameTaken { name: String, holder: RunId },
     #[error("no runs recorded in this project yet")]
     NoRuns,
     /// `pipe compare`'s selection (`--where`, `--status`, `--pipeline`,
@@ -164,7 +165,7 @@ pub enum UsageError {
     NoRunSelected,
     /// A run record names a pipeline file that is not in the workspace.
     #[error("run #{run} ran the pipeline file `{file}`, which is not here")]
-    RecordedFileGone { run: i64, file: String },
+    RecordedFileGone { run: RunId, file: String },
     /// `--pipeline NAME` that names no pipeline with runs, nor a file.
     #[error("no run of a pipeline `{name}` is recorded, and there is no file `{name}`")]
     UnknownPipeline {
@@ -191,6 +192,14 @@ pub enum UsageError {
         "no pipeline file: there is no `pipe.yaml` in this directory or above it in the project"
     )]
     NoPipelineFile,
+    /// A `-S` argument that is not `[+|++]key.path=value` with a YAML
+    /// value: refused where the command line is read.
+    #[error("`-S {argument}`: {problem}")]
+    BadOverride {
+        argument: String,
+        problem: String,
+        hint: String,
+    },
     /// `pipe run -m` whose `-S` values cannot be swept.
     #[error("cannot sweep `-S {argument}`: {why}")]
     BadSweep { argument: String, why: String },
@@ -255,20 +264,20 @@ pub enum UsageError {
     #[error("bad `--baseline-row {text}`: `{pair}` is not KEY=VALUE")]
     BadBaselineRow { text: String, pair: String },
     #[error("the baseline run #{run} is not among the compared runs")]
-    BaselineNotCompared { run: i64 },
+    BaselineNotCompared { run: RunId },
     /// `keys`: the matrix keys the run has.
     #[error("run #{run} has no matrix key `{key}`")]
     NoMatrixKey {
-        run: i64,
+        run: RunId,
         key: String,
         keys: Vec<String>,
     },
     /// `rows`: the run's rows, labelled.
     #[error("no row of run #{run} matches `--baseline-row`")]
-    NoBaselineRow { run: i64, rows: Vec<String> },
+    NoBaselineRow { run: RunId, rows: Vec<String> },
     /// `rows`: the rows that match, labelled.
     #[error("{} rows of run #{run} match the baseline: {}", .rows.len(), .rows.join("; "))]
-    AmbiguousBaselineRow { run: i64, rows: Vec<String> },
+    AmbiguousBaselineRow { run: RunId, rows: Vec<String> },
     /// `shown`: the metric columns there are.
     #[error("no metric `{name}` to sort by")]
     UnknownSortMetric { name: String, shown: Vec<String> },
@@ -279,9 +288,12 @@ pub enum UsageError {
     NoSortDirection { column: String },
     /// `pipe diff A` where A is the newest successful run.
     #[error("run #{run} is the newest successful run of `{pipeline}`: there is nothing after it to compare it with")]
-    NothingAfter { run: i64, pipeline: String },
+    NothingAfter { run: RunId, pipeline: String },
     #[error("run #{run} is the only successful run{} to compare: `pipe diff` compares the last two", of_pipeline(.pipeline))]
-    OnlySuccessfulRun { run: i64, pipeline: Option<String> },
+    OnlySuccessfulRun {
+        run: RunId,
+        pipeline: Option<String>,
+    },
     #[error("no successful run{} is recorded", of_pipeline(.pipeline))]
     NoSuccessfulRun { pipeline: Option<String> },
     /// A Slurm partition with no nodes; `known`: the partitions there are.
@@ -341,6 +353,7 @@ impl UsageError {
                  includes those that failed"
                 .to_string(),
             UsageError::NoStageNamed => "name one, e.g. `pipe why train`".to_string(),
+            UsageError::BadOverride { hint, .. } => hint.clone(),
             UsageError::BadSweep { .. } => "write each swept param once with its values comma-separated, e.g. `pipe run -m -S train.lr=1e-4,3e-4 -S seed=1,2`".to_string(),
             UsageError::ParamsFileNotRegular { .. }
             | UsageError::ParamsFileLinked { .. }
@@ -596,7 +609,7 @@ mod tests {
 
     #[test]
     fn a_vanished_run_is_a_bug_not_the_users_mistake() {
-        let error = EngineError::RunVanished { id: 7 };
+        let error = EngineError::RunVanished { id: RunId(7) };
         assert_eq!(error.exit_code(), ExitCode::Internal);
         assert_eq!(
             error.to_string(),

@@ -36,6 +36,7 @@ mod libtorch;
 mod link;
 mod metrics;
 mod orphans;
+mod overrides;
 mod params_override;
 mod pipefile;
 mod pipeline;
@@ -45,6 +46,7 @@ mod project_config;
 mod project_files;
 mod remote;
 mod remote_status;
+mod run_id;
 mod run_input;
 mod run_settings;
 mod running;
@@ -107,6 +109,7 @@ pub use metrics::{
     digits_to_tell_apart, format_percent, format_significant, Direction, DirectionRules, Verdict,
     SIGNIFICANT_DIGITS,
 };
+pub use overrides::{OverrideMode, OverrideValue, ParamOverride, ParamPath, ParamValue};
 pub use pipeline::{Dep, ExecutorKind, Pipeline, Stage, StageKind, StageOutRef};
 pub use project::Project;
 pub use runs::{

@@ -373,7 +373,7 @@ impl<'a> Planner<'a> {
     pub fn last_manifest(
         &self,
         stage: &str,
-    ) -> Result<Option<(i64, pipe_cache::ActionKey, Value)>> {
+    ) -> Result<Option<(RunId, pipe_cache::ActionKey, Value)>> {
         match &self.db {
             Some(db) => db.last_manifest(&self.pipeline.name, stage),
             None => Ok(None),
@@ -381,7 +381,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The last run in which `stage` failed.
-    pub fn last_failure(&self, stage: &str) -> Result<Option<(i64, StageStatus)>> {
+    pub fn last_failure(&self, stage: &str) -> Result<Option<(RunId, StageStatus)>> {
         match &self.db {
             Some(db) => db.last_failure(&self.pipeline.name, stage),
             None => Ok(None),
@@ -480,7 +480,7 @@ fn running_state(stage: &Stage, running: &RunningStage) -> StageState {
 
 /// `run #4`, with the `-S` overrides its command line gave
 /// (`run #4 with -S lr=0.1`): what made it differ from a plain run.
-fn describe_run(run: RunId, overrides: &[String]) -> String {
+fn describe_run(run: RunId, overrides: &[crate::overrides::ParamOverride]) -> String {
     if overrides.is_empty() {
         format!("run #{run}")
     } else {
@@ -652,12 +652,12 @@ pub struct Why {
     pub state: StageState,
     pub key: Option<pipe_cache::ActionKey>,
     /// The last run in which the stage had a result, and its key then.
-    pub previous_run: Option<i64>,
+    pub previous_run: Option<RunId>,
     pub previous_key: Option<pipe_cache::ActionKey>,
     pub changes: Vec<FieldChange>,
     /// A later run in which the stage failed, or was interrupted.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub failed_run: Option<i64>,
+    pub failed_run: Option<RunId>,
     /// It was interrupted in `failed_run`, rather than failed.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,

@@ -19,8 +19,8 @@ pub struct RunSettings {
     /// The pipeline file it names (when it is a plain path in the
     /// project and still there), else the one found here.
     pub file: PathBuf,
-    /// Its `-S` arguments, in order.
-    pub overrides: Vec<String>,
+    /// Its `-S` settings, in order.
+    pub overrides: Vec<crate::overrides::ParamOverride>,
     /// They are a sweep's, run as one run (`RunRecord::sweep`).
     pub sweep: bool,
 }
@@ -71,7 +71,7 @@ pub(crate) fn recorded_pipeline_file(
                 return Ok(path);
             }
             Err(UsageError::RecordedFileGone {
-                run: record.id.0,
+                run: record.id,
                 file: shown(file),
             }
             .into())

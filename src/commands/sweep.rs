@@ -19,7 +19,7 @@ pub fn sweep(
     file: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
-    let settings = settings(file, &args.pipeline)?;
+    let settings = settings(file, &args.pipeline, true)?;
     let sweep = load_sweep(&settings.file, &settings.overrides, &ProjectWorkers)?;
     let combinations = &sweep.combinations;
     for combination in combinations {
@@ -56,7 +56,7 @@ pub fn sweep(
                 "sweep {}/{}: {}",
                 index + 1,
                 combinations.len(),
-                combination.swept.join(" ")
+                combination.swept_shown().join(" ")
             );
             dry_run(
                 &combination.loaded.pipeline,

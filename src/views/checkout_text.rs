@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use pipe_engine::{Applied, CheckoutReport, Freshness, RunId};
+use pipe_engine::{Applied, CheckoutReport, Freshness, ParamOverride, RunId};
 
 /// `pipe checkout`'s outcome.
 pub fn restored(id: RunId, restored: usize, unchanged: usize) -> String {
@@ -51,7 +51,7 @@ pub fn not_restored(root: &Path, id: RunId, report: &CheckoutReport) -> String {
 
 /// `pipe apply` of a sweep without a `--row` that names a combination:
 /// each combination as the command that brings it back.
-pub fn choose_row(id: RunId, given: Option<&str>, rows: &[Vec<String>]) -> String {
+pub fn choose_row(id: RunId, given: Option<&str>, rows: &[Vec<ParamOverride>]) -> String {
     let mut text = String::new();
     match given {
         Some(row) => {
@@ -71,12 +71,9 @@ pub fn choose_row(id: RunId, given: Option<&str>, rows: &[Vec<String>]) -> Strin
     for row in rows {
         let pairs: Vec<String> = row
             .iter()
-            .map(|setting| match setting.split_once('=') {
-                Some((path, value)) => {
-                    let key = path.rsplit('.').next().unwrap_or(path);
-                    format!("{key}={value}")
-                }
-                None => setting.clone(),
+            .map(|setting| {
+                let key = setting.path.keys().last().map_or("", String::as_str);
+                format!("{key}={}", setting.values_shown())
             })
             .collect();
         let _ = writeln!(text, "  pipe apply {id} --row {}", pairs.join(","));

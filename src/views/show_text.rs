@@ -84,7 +84,11 @@ fn header(out: &mut String, shown: &RunShown) {
         let _ = writeln!(
             out,
             "         one combination of that sweep: -S {}",
-            run.overrides.join(" -S ")
+            run.overrides
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" -S ")
         );
     }
     workspace_line(out, shown);

@@ -323,3 +323,40 @@ fn a_param_pyyaml_reads_otherwise_than_pipe_is_warned_of_where_it_is_written() {
     project.run_ok(&[]);
     assert_eq!(seen(&project)["lr"], serde_json::json!("1e-4"));
 }
+
+/// A `-S` that is not `key.path=value` with a YAML value is a usage error
+/// (exit 2) where the command line is read, before any pipeline file is
+/// looked for, saying what is wrong and how to write it.
+#[test]
+fn a_malformed_setting_is_a_usage_error_saying_how_to_write_it() {
+    let project = TestProject::new();
+    for (args, said, hint) in [
+        (
+            &["run", "-S", "train.lr"][..],
+            "`-S train.lr`: expected `key.path=value`",
+            "hint: write e.g. `-S train.lr=VALUE`",
+        ),
+        (
+            &["status", "-S", "a..b=1"][..],
+            "`-S a..b=1`: `a..b` is not a param path",
+            "hint: name the param with its dotted path",
+        ),
+        (
+            &["run", "-S", "tags=[a, b"][..],
+            "`-S tags=[a, b`: the value is not valid YAML",
+            "hint: quote the value for the shell",
+        ),
+        (
+            &["run", "-m", "-S", "lr=1,,2"][..],
+            "cannot sweep `-S lr=1,,2`: an empty value between commas",
+            "hint: write each swept param once",
+        ),
+    ] {
+        let output = project.pipe(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(stderr.contains(hint), "{args:?}: {stderr}");
+    }
+    assert!(!project.exists(".pipe/runs.db"));
+}

@@ -269,6 +269,59 @@ fn the_settings_a_run_was_loaded_with_are_recorded_as_data_and_old_runs_get_thei
     assert!(text.contains("run #1 with -S x=2 -S x=3"), "{text}");
 }
 
+/// Settings are stored as data (a param's path, its mode, its value); a
+/// run database written before holds the arguments as given, and reads
+/// back the same: a plain run's as one value, a sweep's as its values.
+#[test]
+fn settings_stored_as_arguments_by_an_older_pipe_read_back_as_the_same_data() {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        "params: { x: 1 }\nstages:\n  s:\n    run: echo ${params.x} > o-${params.x}.txt\n    outs: ['o-${params.x}.txt']\n",
+    );
+    project.run_ok(&["-S", "x=2"]);
+    let sweep = project.pipe(&["run", "-m", "-S", "x=3,4"]);
+    assert!(
+        sweep.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sweep.stderr)
+    );
+    let stored = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT overrides FROM runs WHERE id = 1').fetchone()[0])")
+        .arg(project.path(".pipe/runs.db"))
+        .output()
+        .unwrap();
+    let stored: Value = serde_json::from_slice(&stored.stdout).unwrap();
+    assert_eq!(stored[0]["path"], serde_json::json!(["x"]), "{stored}");
+    assert_eq!(stored[0]["mode"], "replace", "{stored}");
+
+    // As a pipe that kept the arguments wrote them.
+    sql(
+        &project,
+        "UPDATE runs SET overrides = '[\"x=2\"]' WHERE id = 1",
+    );
+    sql(
+        &project,
+        "UPDATE runs SET overrides = '[\"x=3,4\"]' WHERE id = 2",
+    );
+    for (run, shown) in [("1", "x=2"), ("2", "x=3,4")] {
+        let show: Value =
+            serde_json::from_slice(&project.pipe(&["show", run, "--json"]).stdout).unwrap();
+        assert_eq!(show["overrides"], serde_json::json!([shown]), "{show}");
+    }
+    // The sweep loads again as the sweep: both combinations' stages.
+    let status = project.pipe(&["status", "--run", "2"]);
+    let text = format!(
+        "{}{}",
+        stdout(&status),
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(status.status.success(), "{text}");
+    assert!(text.contains("as run #2: pipe.yaml -m -S x=3,4"), "{text}");
+    assert!(text.contains("s@x=3") && text.contains("s@x=4"), "{text}");
+}
+
 /// A run that ran nothing and restored what an earlier run made is that
 /// run's result again: `pipe runs`, `pipe show` and their JSON say whose,
 /// rather than list it as if it had produced its metrics.

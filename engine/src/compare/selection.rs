@@ -317,7 +317,7 @@ fn parse_where(condition: &str) -> Result<(Vec<String>, Value)> {
         return Err(bad(WhereProblem::Quote));
     }
     // The value means what it meant in the `-S` that made the run.
-    let value = crate::pipefile::override_value(value.trim())
+    let value = crate::overrides::override_value(value.trim())
         .map_err(|not_yaml| bad(WhereProblem::Value(not_yaml)))?;
     Ok((names, value))
 }

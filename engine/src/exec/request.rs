@@ -7,6 +7,7 @@ use pipe_cache::remote::ProgressSink;
 use super::run::RunOptions;
 use crate::executor::{self, Executor};
 use crate::link::link_modes_for;
+use crate::overrides::ParamOverride;
 use crate::pipeline::{ExecutorKind, Pipeline};
 use crate::remote;
 use crate::runs::DirtySettler;
@@ -34,8 +35,8 @@ pub struct RunRequest {
     pub remote_read_only: bool,
     /// The command line, for the run record.
     pub argv: Vec<String>,
-    /// The `-S KEY=VALUE` settings the pipeline was loaded with.
-    pub overrides: Vec<String>,
+    /// The `-S` settings the pipeline was loaded with.
+    pub overrides: Vec<ParamOverride>,
     /// They are a sweep's, loaded as one run (`pipe run --run` of a sweep run).
     pub sweep: bool,
     /// Where the remote's transfers are reported, when they are shown.

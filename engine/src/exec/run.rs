@@ -17,6 +17,7 @@ use super::{scheduler, slurm};
 use crate::dag::Dag;
 use crate::events::{Event, Observer};
 use crate::executor::Executor;
+use crate::overrides::ParamOverride;
 use crate::params_override::{Restored, WrittenParams};
 use crate::pipeline::{paths_overlap, ParamsFileEdits, Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
@@ -37,9 +38,9 @@ pub struct RunOptions {
     pub link: Vec<LinkMode>,
     /// The command line, for the run record.
     pub argv: Vec<String>,
-    /// The `-S KEY=VALUE` settings the pipeline was loaded with, as given:
-    /// recorded as data with the run.
-    pub overrides: Vec<String>,
+    /// The `-S` settings the pipeline was loaded with: recorded as data
+    /// with the run.
+    pub overrides: Vec<ParamOverride>,
     /// The remote cache behind the local one (`remote::resolve`).
     pub remote: Option<RemoteConfig>,
     /// Where stages that miss the cache run (`executor::resolve`).

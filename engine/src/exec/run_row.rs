@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use serde_json::Value;
 
 use crate::metrics::Direction;
+use crate::overrides::ParamOverride;
 use crate::runs::{RunDb, RunId, RunStart};
 use crate::{EngineError, Result};
 
@@ -19,7 +20,7 @@ pub(super) struct RunStartFacts<'a> {
     pub(super) pipeline: &'a str,
     pub(super) file: Option<String>,
     pub(super) argv: &'a [String],
-    pub(super) overrides: &'a [String],
+    pub(super) overrides: &'a [ParamOverride],
     pub(super) sweep: bool,
     pub(super) params: &'a Value,
     pub(super) directions: &'a BTreeMap<String, Direction>,

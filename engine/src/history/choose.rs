@@ -79,7 +79,7 @@ impl History {
                 let b = self.newest_succeeded(pipeline.as_deref(), None)?;
                 if b.id == a.id {
                     return Err(UsageError::NothingAfter {
-                        run: a.id.0,
+                        run: a.id,
                         pipeline: a.pipeline,
                     }
                     .into());
@@ -141,7 +141,7 @@ impl History {
         let pipeline = pipeline.map(str::to_string);
         Err(match before {
             Some(run) => UsageError::OnlySuccessfulRun {
-                run: run.id.0,
+                run: run.id,
                 pipeline,
             },
             None => UsageError::NoSuccessfulRun { pipeline },

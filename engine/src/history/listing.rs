@@ -112,12 +112,8 @@ fn swept(run: &RunRecord) -> BTreeMap<String, String> {
     }
     run.overrides
         .iter()
-        .filter_map(|setting| {
-            let (path, values) = setting.split_once('=')?;
-            let path = path.trim().trim_start_matches('+').to_string();
-            (values.contains(',') || values.contains("range(") || values.contains("choice("))
-                .then(|| (path, values.trim().to_string()))
-        })
+        .filter(|setting| setting.values().len() > 1)
+        .map(|setting| (setting.path.dotted(), setting.values_shown()))
         .collect()
 }
 

@@ -34,6 +34,9 @@ pub(super) enum Refused {
     /// no run could have had: taken in, it would make every listing fail.
     #[error("its `{field}` ({value}) is out of range")]
     OutOfRange { field: String, value: u64 },
+    /// A sweep's `-S` settings that cannot be swept again.
+    #[error("its `-S` settings: {0}")]
+    Settings(crate::UsageError),
     #[error("stage `{stage}`: {source}")]
     Metrics {
         stage: String,
@@ -57,6 +60,7 @@ pub(super) fn vet(
     cache: &Cache,
 ) -> Result<RunExport, Refused> {
     in_range(&export)?;
+    export.run.settle_sweep().map_err(Refused::Settings)?;
     // What is unverified is worked out here, never taken from a record.
     export.run.unverified.clear();
     export.manifests.retain(|hex, manifest| {

@@ -13,6 +13,7 @@ use super::override_sites::{OverrideSites, SiteEdits, UnseenOverride};
 use super::{params, stages};
 use crate::dag::Dag;
 use crate::metrics::Direction;
+use crate::overrides::ParamOverride;
 use crate::params_override;
 use crate::pipeline::Pipeline;
 use crate::project_config::{cache_section, executor_section};
@@ -46,10 +47,14 @@ pub struct Loaded {
 }
 
 /// Reads, validates, expands and resolves the pipeline at `file`.
-/// `overrides` are the `-S key.path=value` arguments, in order. Every
+/// `overrides` are the `-S` settings, in order. Every
 /// problem found is reported at once as `EngineError::Spec`, located in the
 /// file.
-pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> Result<Loaded> {
+pub fn load(
+    file: &Path,
+    overrides: &[ParamOverride],
+    catalogs: &dyn CatalogSource,
+) -> Result<Loaded> {
     let mut sources = Sources::default();
     let mut diagnostics = Diagnostics::default();
 
@@ -365,7 +370,7 @@ fn load_params(
     file: &Path,
     project_root: &Path,
     root: &Node,
-    overrides: &[String],
+    overrides: &[ParamOverride],
     sources: &mut Sources,
     diagnostics: &mut Diagnostics,
 ) -> Option<LoadedParams> {
@@ -464,10 +469,10 @@ fn load_params(
         (file.to_path_buf(), root.span.file),
         sources,
     );
-    for argument in overrides {
-        let before = sites.before(&merged, argument, sources);
-        match params::apply_override(&mut merged, &context, argument, sources) {
-            Ok(()) => sites.after(before, &merged, argument),
+    for setting in overrides {
+        let before = sites.before(&merged, setting, sources);
+        match params::apply_override(&mut merged, &context, setting, sources) {
+            Ok(()) => sites.after(before, &merged, setting),
             Err(diagnostic) => diagnostics.push(diagnostic),
         }
     }

@@ -12,7 +12,6 @@ pub use inputs::check_inputs;
 pub(crate) use load::read_source;
 pub use load::{load, Loaded};
 pub use name::pipeline_name;
-pub use params::override_value;
 pub(crate) use plain::is_plain_value;
 #[doc(hidden)]
 pub use yaml_reading::{read_yaml, YamlReading};

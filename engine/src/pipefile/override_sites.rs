@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use super::params;
+use crate::overrides::ParamOverride;
 use crate::pipeline::{paths_overlap, yaml_float, yaml_quoted, ParamEdit, ParamsFileEdits};
 use crate::project_files::source::{FileId, Sources, Span};
 use crate::project_files::yaml::{Node, NodeValue, Resolved};
@@ -90,7 +91,7 @@ pub(crate) struct SiteEdits {
 
 /// What an override is about to replace.
 pub(crate) struct Before {
-    path: Option<String>,
+    path: String,
     /// The one-line scalar of `params.yaml` it replaces.
     site: Option<Span>,
     /// The one-line scalar of the pipeline file's `params:` it replaces.
@@ -124,17 +125,17 @@ impl OverrideSites {
         }
     }
 
-    /// Read before `argument` is applied to `merged`.
-    pub fn before(&self, merged: &Node, argument: &str, sources: &Sources) -> Before {
-        let path = params::override_target(argument);
-        let node = path.and_then(|path| params::lookup(merged, path));
+    /// Read before `setting` is applied to `merged`.
+    pub fn before(&self, merged: &Node, setting: &ParamOverride, sources: &Sources) -> Before {
+        let path = setting.path.dotted();
+        let node = params::lookup(merged, &path);
         let in_file = match (&self.file, node) {
             (Some((_, id, _)), Some(node)) => node.span.file == *id,
             _ => false,
         };
         let in_pipeline_file = node.is_some_and(|node| node.span.file == self.pipeline_file.1);
         Before {
-            path: path.map(str::to_string),
+            path,
             site: node
                 .filter(|_| in_file)
                 .and_then(|node| one_line_scalar(node, sources)),
@@ -149,9 +150,9 @@ impl OverrideSites {
         }
     }
 
-    /// Read once `argument` was applied to `merged` without error.
-    pub fn after(&mut self, before: Before, merged: &Node, argument: &str) {
-        let Some(path) = before.path else { return };
+    /// Read once `setting` was applied to `merged` without error.
+    pub fn after(&mut self, before: Before, merged: &Node, setting: &ParamOverride) {
+        let path = before.path;
         let Some(node) = params::lookup(merged, &path) else {
             return;
         };
@@ -199,7 +200,7 @@ impl OverrideSites {
                     .retain(|edit| !paths_overlap(&edit.path, &path) || edit.path == path);
                 self.unseen.push(UnseenOverride {
                     path,
-                    argument: argument.to_string(),
+                    argument: setting.to_string(),
                     reason,
                 });
             }

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::overrides::{OverrideMode, ParamOverride, ParamValue};
 use crate::project_files::source::{Sources, Span};
-use crate::project_files::yaml::{self, Entry, Node, NodeValue, Resolved, Scalar};
+use crate::project_files::yaml::{Entry, Node, NodeValue, Resolved, Scalar};
 use crate::suggest::{did_you_mean, hint_with_suggestion, name_list};
-use crate::{Diagnostic, NotYaml};
+use crate::Diagnostic;
 
 /// Lays `overlay` over `base`: mappings merge key by key, anything else
 /// is replaced.
@@ -40,17 +41,6 @@ pub(crate) fn merge(base: &mut Node, overlay: Node) {
 /// The node at dotted `path` (`train.lr`), through mappings.
 pub(crate) fn lookup<'a>(root: &'a Node, path: &str) -> Option<&'a Node> {
     path.split('.').try_fold(root, |node, key| node.get(key))
-}
-
-/// The param path an `-S` argument names (`train.lr` of `+train.lr=1`),
-/// if it names one.
-pub(crate) fn override_target(argument: &str) -> Option<&str> {
-    let body = argument
-        .strip_prefix("++")
-        .or_else(|| argument.strip_prefix('+'))
-        .unwrap_or(argument);
-    let (path, _) = body.split_once('=')?;
-    Some(path.trim()).filter(|path| !path.is_empty())
 }
 
 /// Every dotted path in `root`, mappings included, in file order: the
@@ -100,14 +90,9 @@ pub(crate) fn to_json(node: &Node) -> Value {
 }
 
 pub(crate) fn scalar_to_json(scalar: &Scalar) -> Value {
-    match scalar.resolve() {
-        Resolved::Null => Value::Null,
-        Resolved::Bool(value) => Value::Bool(value),
-        Resolved::Int(value) => Value::from(value),
-        // JSON has no infinities or NaN; they stay as the text written.
-        Resolved::Float(value) => serde_json::Number::from_f64(value)
-            .map_or_else(|| Value::String(scalar.text.clone()), Value::Number),
-        Resolved::Str => Value::String(scalar.text.clone()),
+    match scalar.plain {
+        true => crate::overrides::plain_json(&scalar.text),
+        false => Value::String(scalar.text.clone()),
     }
 }
 
@@ -147,16 +132,6 @@ pub(crate) struct OverrideContext<'f> {
     pub(crate) stages: Option<&'f Node>,
 }
 
-/// What an override may do to its path, in Hydra's grammar: `key=value`
-/// replaces a param that exists, `+key=value` adds one that does not,
-/// `++key=value` sets it either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Replace,
-    Add,
-    Set,
-}
-
 /// Applies one `-S key.path=value` argument to the merged params.
 // The error goes straight into the list of diagnostics; boxing it would
 // only move the allocation.
@@ -164,41 +139,32 @@ enum Mode {
 pub(crate) fn apply_override(
     root: &mut Node,
     file: &OverrideContext<'_>,
-    argument: &str,
+    setting: &ParamOverride,
     sources: &mut Sources,
 ) -> Result<(), Diagnostic> {
-    let shown = format!("-S {argument}");
-    let (mode, body) = if let Some(rest) = argument.strip_prefix("++") {
-        (Mode::Set, rest)
-    } else if let Some(rest) = argument.strip_prefix('+') {
-        (Mode::Add, rest)
-    } else {
-        (Mode::Replace, argument)
-    };
-    let Some((path, value_text)) = body.split_once('=') else {
-        return Err(Diagnostic::new("bad-override", format!("`{shown}`: expected `key.path=value`"))
-            .with_hint(format!("write e.g. `-S {argument}=VALUE`; nested params are joined with dots: `-S train.lr=1e-4`")));
-    };
-    let path = path.trim();
-    if path.is_empty() || path.split('.').any(str::is_empty) {
+    let shown = format!("-S {setting}");
+    let mode = setting.mode;
+    // The setting without its `+`.
+    let body = &shown[3 + mode.prefix().len()..];
+    let path = &setting.path.dotted();
+    let Some(one) = setting.one() else {
+        // Only a sweep's record holds several, and it loads as a sweep.
         return Err(Diagnostic::new(
             "bad-override",
-            format!("`{shown}`: `{path}` is not a param path"),
+            format!("`{shown}`: several values for one param"),
         )
-        .with_hint("name the param with its dotted path, e.g. `-S train.lr=1e-4`; `+` adds a new one: `-S +train.warmup=100`"));
-    }
-    let value = parse_override_value(value_text, sources).map_err(|info| {
-        Diagnostic::new("bad-override", format!("`{shown}`: the value is not valid YAML: {info}"))
-            .with_hint("quote the value for the shell, e.g. -S 'tags=[a, b]', or pass plain text without brackets")
-    })?;
+        .with_hint("sweep them: `pipe run -m`"));
+    };
+    let value_text = &one.to_string();
+    let value = value_node(one, value_text, sources);
 
     // Only a typo needs them, but the walk below holds the tree mutably.
-    let known_paths = if mode == Mode::Replace {
+    let known_paths = if mode == OverrideMode::Replace {
         all_paths(root)
     } else {
         Vec::new()
     };
-    let keys: Vec<&str> = path.split('.').collect();
+    let keys: Vec<&str> = setting.path.keys().iter().map(String::as_str).collect();
     let (leaf, parents) = keys.split_last().expect("a path has at least one key");
     // The nearest mapping that exists, where an unknown key is shown.
     let mut anchor = file.params_at;
@@ -211,7 +177,7 @@ pub(crate) fn apply_override(
         };
         let index = match entries.iter().position(|entry| entry.key == *key) {
             Some(index) => index,
-            None if mode == Mode::Replace => {
+            None if mode == OverrideMode::Replace => {
                 let unknown = UnknownKey {
                     shown: &shown,
                     body,
@@ -246,7 +212,7 @@ pub(crate) fn apply_override(
         return Err(not_a_mapping(&shown, &parent, leaf, found));
     };
     match entries.iter_mut().find(|entry| entry.key == *leaf) {
-        Some(entry) if mode == Mode::Add => Err(Diagnostic::new(
+        Some(entry) if mode == OverrideMode::Add => Err(Diagnostic::new(
             "bad-override",
             format!("`{shown}`: `{path}` is already a param, and `+` adds a new one"),
         )
@@ -259,7 +225,7 @@ pub(crate) fn apply_override(
             entry.value = value;
             Ok(())
         }
-        None if mode == Mode::Replace => {
+        None if mode == OverrideMode::Replace => {
             let unknown = UnknownKey {
                 shown: &shown,
                 body,
@@ -432,18 +398,10 @@ impl UnknownKey<'_> {
     }
 }
 
-/// The value `text` stands for in `-S key=TEXT`, as JSON: what `pipe
-/// compare --where key=TEXT` matches, so `--where seed=0x10` finds the run
-/// made with `-S seed=0x10`. An error says why the text is not YAML.
-pub fn override_value(text: &str) -> Result<Value, NotYaml> {
-    let mut sources = Sources::default();
-    parse_override_value(text, &mut sources).map(|node| to_json(&node))
-}
-
-/// Plain text is a YAML plain scalar (`1e-4`, `true`, `bf16-mixed`);
-/// text starting with a bracket or quote is parsed as YAML, so lists and
-/// quoted strings can be passed too.
-fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, NotYaml> {
+/// `value` as a node of the params, each part placed at a source of its
+/// own that holds its text: no file, so a diagnostic about it names the
+/// `-S` setting rather than a place.
+fn value_node(value: &ParamValue, text: &str, sources: &mut Sources) -> Node {
     let file = sources.add(None, text.to_string());
     let span = Span {
         file,
@@ -451,40 +409,33 @@ fn parse_override_value(text: &str, sources: &mut Sources) -> Result<Node, NotYa
         col: 1,
         len: text.chars().count().max(1),
     };
-    let trimmed = text.trim();
-    if !trimmed.starts_with(['[', '{', '"', '\'']) {
-        let scalar = Scalar {
-            text: trimmed.to_string(),
-            plain: true,
-            verbatim_col: None,
-            shared: false,
-        };
-        return Ok(Node {
-            value: NodeValue::Scalar(scalar),
-            span,
-        });
-    }
-    match yaml::parse(sources, file) {
-        Ok(Some(node)) => Ok(node),
-        Ok(None) => Ok(Node {
-            value: NodeValue::Scalar(Scalar {
-                text: String::new(),
-                plain: true,
+    fn node(value: &ParamValue, span: Span) -> Node {
+        let scalar = |text: &String, plain: bool| {
+            NodeValue::Scalar(Scalar {
+                text: text.clone(),
+                plain,
                 verbatim_col: None,
                 shared: false,
-            }),
-            span,
-        }),
-        Err(diagnostics) => Err(NotYaml {
-            problem: diagnostics
-                .first()
-                .map(|diagnostic| {
-                    diagnostic
-                        .message
-                        .trim_start_matches("invalid YAML: ")
-                        .to_string()
-                })
-                .unwrap_or_default(),
-        }),
+            })
+        };
+        let value = match value {
+            ParamValue::Plain(text) => scalar(text, true),
+            ParamValue::Quoted(text) => scalar(text, false),
+            ParamValue::List(items) => {
+                NodeValue::Seq(items.iter().map(|item| node(item, span)).collect())
+            }
+            ParamValue::Map(entries) => NodeValue::Map(
+                entries
+                    .iter()
+                    .map(|(key, value)| Entry {
+                        key: key.clone(),
+                        key_span: span,
+                        value: node(value, span),
+                    })
+                    .collect(),
+            ),
+        };
+        Node { value, span }
     }
+    node(value, span)
 }

@@ -7,12 +7,13 @@ use std::path::{Path, PathBuf};
 
 use pipe_cache::LinkMode;
 
+pub use crate::project_files::yaml_text::{yaml_float, yaml_quoted};
 pub use executor::{
     parse_memory_mb, parse_suffixed_duration, parse_time_limit_s, slurm_time, ExecutorKind,
     ExecutorSpec,
 };
 pub use matrix::StageMatrix;
-pub use params_file::{paths_overlap, yaml_float, yaml_quoted, ParamEdit, ParamsFileEdits};
+pub use params_file::{paths_overlap, ParamEdit, ParamsFileEdits};
 pub use remote::RemoteSpec;
 
 mod executor;

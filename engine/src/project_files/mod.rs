@@ -14,6 +14,7 @@ pub(crate) mod paths;
 pub(crate) mod source;
 pub(crate) mod yaml;
 mod yaml_events;
+pub(crate) mod yaml_text;
 
 pub use names::PROJECT_CONFIG_FILE;
 pub use paths::{ProjectPath, UnsafeOutput};

@@ -7,9 +7,9 @@ use pipe_protocol::record::StageIdentity;
 use serde_json::Value;
 
 use super::db::RunDb;
-use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{identity_from_row, run_columns, run_from_row, Columns};
+use crate::run_id::RunId;
 use crate::Result;
 use pipe_protocol::record::{RunStatus, StageStatus};
 

@@ -8,8 +8,8 @@ use pipe_cache::{Artifact, ObjectDigest};
 use rusqlite::params;
 
 use super::db::RunDb;
-use super::id::RunId;
 use super::record::{Columns, StageRecord};
+use crate::run_id::RunId;
 use crate::Result;
 
 /// The recorded runs that hold a set of results.

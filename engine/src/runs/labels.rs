@@ -5,8 +5,8 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::db::{now_ms, RunDb};
-use super::id::RunId;
 use super::migrate::json;
+use crate::run_id::RunId;
 use crate::{EngineError, Result, UsageError};
 use pipe_protocol::record::RunStatus;
 
@@ -89,7 +89,7 @@ impl RunDb {
                 if holder != id {
                     return Err(UsageError::NameTaken {
                         name: name.to_string(),
-                        holder: holder.0,
+                        holder,
                     }
                     .into());
                 }
@@ -150,7 +150,7 @@ impl RunDb {
             .optional()
             .map_err(|e| self.error(e))?;
         let Some(text) = text else {
-            return Err(EngineError::RunVanished { id: id.0 });
+            return Err(EngineError::RunVanished { id });
         };
         match text {
             None => Ok(Vec::new()),

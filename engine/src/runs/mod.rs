@@ -13,7 +13,6 @@ mod compare_query;
 mod db;
 mod git;
 mod held;
-mod id;
 mod labels;
 mod migrate;
 mod read;
@@ -24,6 +23,7 @@ mod select;
 mod summary;
 mod write;
 
+pub use crate::run_id::RunId;
 #[cfg(test)]
 pub(crate) use compare_query::ComparedStage;
 pub use compare_query::{ComparedRun, RunSelection};
@@ -33,7 +33,6 @@ pub use git::{
     DirtySettler, GitProbe, DIRTY_GRACE,
 };
 pub use held::ResultsHeld;
-pub use id::RunId;
 pub use labels::{check_label, RunLabels};
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;

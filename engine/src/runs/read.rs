@@ -7,9 +7,10 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::RunDb;
-use super::id::RunId;
 use super::record::RunRecord;
 use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
+use crate::overrides::ParamOverride;
+use crate::run_id::RunId;
 use crate::{EngineError, Result};
 use pipe_protocol::record::StageStatus;
 
@@ -35,7 +36,7 @@ impl RunDb {
     /// bug, not the user's mistake.
     pub fn resolved_run(&self, run_id: RunId) -> Result<RunRecord> {
         self.run(run_id)?
-            .ok_or(crate::EngineError::RunVanished { id: run_id.0 })
+            .ok_or(crate::EngineError::RunVanished { id: run_id })
     }
 
     pub fn run(&self, run_id: RunId) -> Result<Option<RunRecord>> {
@@ -87,7 +88,7 @@ impl RunDb {
         &self,
         pipeline: &str,
         stage: &str,
-    ) -> Result<Option<(i64, ActionKey, Value)>> {
+    ) -> Result<Option<(RunId, ActionKey, Value)>> {
         // Asked once per stage by `status`: prepared once, not per call.
         let found = self
             .connection
@@ -100,7 +101,7 @@ impl RunDb {
             .and_then(|mut statement| {
                 statement.query_row(params![pipeline, stage], |row| {
                     Ok((
-                        row.get::<_, i64>(0)?,
+                        row.get::<_, RunId>(0)?,
                         row.get::<_, String>(1)?,
                         row.get::<_, String>(2)?,
                     ))
@@ -126,7 +127,11 @@ impl RunDb {
     }
 
     /// The newest run of `pipeline` in which `stage` failed.
-    pub fn last_failure(&self, pipeline: &str, stage: &str) -> Result<Option<(i64, StageStatus)>> {
+    pub fn last_failure(
+        &self,
+        pipeline: &str,
+        stage: &str,
+    ) -> Result<Option<(RunId, StageStatus)>> {
         let found = self
             .connection
             .prepare_cached(
@@ -136,7 +141,7 @@ impl RunDb {
             )
             .and_then(|mut statement| {
                 statement.query_row(params![pipeline, stage], |row| {
-                    Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    Ok((row.get::<_, RunId>(0)?, row.get::<_, String>(1)?))
                 })
             })
             .optional()
@@ -159,14 +164,14 @@ impl RunDb {
         pipeline: &str,
         stage: &str,
         outputs: &BTreeMap<String, ObjectDigest>,
-    ) -> Result<Option<(RunId, Vec<String>)>> {
+    ) -> Result<Option<(RunId, Vec<ParamOverride>)>> {
         // The newest results are the likely ones; an older one than this
         // is named by no message worth a longer search.
         const SEARCHED: i64 = 200;
         let mut statement = self
             .connection
             .prepare_cached(
-                "SELECT s.run_id, s.outputs, r.overrides FROM stage_runs s JOIN runs r ON r.id = s.run_id
+                "SELECT s.run_id, s.outputs, r.overrides, r.sweep FROM stage_runs s JOIN runs r ON r.id = s.run_id
                  WHERE s.stage = ?2 AND r.pipeline = ?1 AND s.status IN ('ran', 'restored', 'fresh')
                  ORDER BY s.run_id DESC LIMIT ?3",
             )
@@ -187,7 +192,8 @@ impl RunDb {
                     .iter()
                     .all(|(path, artifact)| outputs.get(path) == Some(&artifact.digest));
             if same {
-                return Ok(Some((columns.run, columns.json("overrides")?)));
+                let sweep = columns.get::<Option<bool>>("sweep")?.unwrap_or(false);
+                return Ok(Some((columns.run, columns.overrides(sweep)?)));
             }
         }
         Ok(None)

@@ -13,8 +13,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::id::RunId;
 use crate::metrics::Direction;
+use crate::overrides::{ParamOverride, ParamPath};
+use crate::run_id::RunId;
 use crate::{EngineError, Result};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,10 +86,17 @@ pub struct RunRecord {
     pub git_commit: Option<String>,
     pub git_dirty: Option<bool>,
     pub argv: Vec<String>,
-    /// The `-S KEY=VALUE` settings the run was loaded with, in order, as
-    /// given (credentials masked): kept as data, never re-read from argv.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub overrides: Vec<String>,
+    /// The `-S` settings the run was loaded with, in order (credentials
+    /// masked): kept as data in runs.db, never re-read from argv. In a
+    /// record's JSON (`pipe show --json`, a remote's records) they are the
+    /// arguments they read as (`x=2`), which every pipe reads back as the
+    /// same settings, this one through `ParamOverride`'s stored form.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        serialize_with = "as_arguments"
+    )]
+    pub overrides: Vec<ParamOverride>,
     /// The run is a sweep (`pipe run -m`) as one matrix run: `overrides`
     /// list several values, and load again only as a sweep.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -207,24 +215,52 @@ impl RunRecord {
         self.uid.as_deref().map(|uid| &uid[..uid.len().min(8)])
     }
 
-    /// The params the command line set, as dotted paths: what the user
-    /// changed on purpose, read from [`RunRecord::overrides`].
-    pub fn overridden_params(&self) -> Vec<String> {
-        self.overrides
-            .iter()
-            .filter_map(|setting| {
-                let (path, _) = setting.split_once('=')?;
-                let path = path.trim().trim_start_matches('+');
-                (!path.is_empty()).then(|| path.to_string())
-            })
-            .collect()
+    /// The params the command line set: what the user changed on
+    /// purpose, read from [`RunRecord::overrides`].
+    pub fn overridden_params(&self) -> impl Iterator<Item = &ParamPath> {
+        self.overrides.iter().map(|setting| &setting.path)
+    }
+
+    /// A sweep record's settings as the sweep's, whichever pipe wrote
+    /// them (`ParamOverride::in_sweep_record`).
+    pub(crate) fn settle_sweep(&mut self) -> std::result::Result<(), crate::UsageError> {
+        if self.sweep {
+            self.overrides = std::mem::take(&mut self.overrides)
+                .into_iter()
+                .map(ParamOverride::in_sweep_record)
+                .collect::<std::result::Result<_, _>>()?;
+        }
+        Ok(())
     }
 }
 
-/// The `-S KEY=VALUE` settings of a command line, in order: how records
-/// written before the settings were kept as data get theirs (migration,
-/// and a pulled record that lacks them). `--` ends them.
-pub(crate) fn overrides_in_argv(argv: &[String]) -> Vec<String> {
+/// Settings as the `-S` arguments they read as.
+fn as_arguments<S: serde::Serializer>(
+    settings: &[ParamOverride],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_seq(settings.iter().map(ToString::to_string))
+}
+
+/// The `-S` settings of a command line, in order: how records written
+/// before the settings were kept as data get theirs (migration, and a
+/// pulled record that lacks them). `--` ends them; one that does not
+/// parse was refused by the run that wrote it, and is left out.
+pub(crate) fn overrides_in_argv(argv: &[String]) -> Vec<ParamOverride> {
+    let sweep = argv
+        .iter()
+        .take_while(|arg| *arg != "--")
+        .any(|arg| arg == "-m" || arg == "--multirun");
+    overrides_written_in_argv(argv)
+        .into_iter()
+        .filter_map(|setting| match sweep {
+            true => ParamOverride::parse_swept(&setting).ok(),
+            false => ParamOverride::parse(&setting).ok(),
+        })
+        .collect()
+}
+
+fn overrides_written_in_argv(argv: &[String]) -> Vec<String> {
     let mut settings = Vec::new();
     let mut args = argv.iter().skip(1);
     while let Some(arg) = args.next() {
@@ -260,8 +296,8 @@ pub struct RunStart<'a> {
     /// The pipeline file, relative to the project root.
     pub file: Option<&'a str>,
     pub argv: &'a [String],
-    /// The `-S KEY=VALUE` settings, as given.
-    pub overrides: &'a [String],
+    /// The `-S` settings.
+    pub overrides: &'a [ParamOverride],
     /// `overrides` are a sweep's, loaded as one run (`sweep::load_recorded`).
     pub sweep: bool,
     pub params: &'a Value,
@@ -358,6 +394,21 @@ impl Columns<'_, '_> {
         }
     }
 
+    /// The `overrides` column: settings as data, or as the arguments a
+    /// pipe that did not keep them as data wrote (`["x=2"]`); a sweep's
+    /// read as the sweep's.
+    pub fn overrides(&self, sweep: bool) -> Result<Vec<ParamOverride>> {
+        let settings: Vec<ParamOverride> = self.json("overrides")?;
+        match sweep {
+            false => Ok(settings),
+            true => settings
+                .into_iter()
+                .map(ParamOverride::in_sweep_record)
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|error| self.corrupt("overrides", error)),
+        }
+    }
+
     /// A count or time stored as an integer: never negative.
     pub fn unsigned(&self, column: &str) -> Result<u64> {
         let value: i64 = self.get(column)?;
@@ -385,6 +436,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
     };
     let mut status: RunStatus = columns.parsed("status")?;
     let pid: i64 = columns.get("pid")?;
+    let sweep = columns.get::<Option<bool>>("sweep")?.unwrap_or(false);
     if status == RunStatus::Running && !process_alive(pid) {
         status = RunStatus::Interrupted;
     }
@@ -400,8 +452,8 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         git_commit: columns.get("git_commit")?,
         git_dirty: columns.get("git_dirty")?,
         argv: columns.json("argv")?,
-        overrides: columns.json("overrides")?,
-        sweep: columns.get::<Option<bool>>("sweep")?.unwrap_or(false),
+        overrides: columns.overrides(sweep)?,
+        sweep,
         params: columns.json("params")?,
         directions: columns.opt_json("directions")?.unwrap_or_default(),
         stages: Vec::new(),
@@ -572,8 +624,9 @@ mod tests {
             branch: None,
             head_commit: None,
         };
+        let paths: Vec<String> = record.overridden_params().map(ParamPath::dotted).collect();
         assert_eq!(
-            record.overridden_params(),
+            paths,
             ["train.precision", "seed", "lr", "batch", "extra.key"]
         );
     }

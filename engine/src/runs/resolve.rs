@@ -7,7 +7,8 @@ use rusqlite::{params, OptionalExtension};
 
 use super::db::RunDb;
 use super::git::git_commit_of;
-use super::id::RunId;
+use crate::overrides::ParamOverride;
+use crate::run_id::RunId;
 use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 impl RunDb {
@@ -224,7 +225,7 @@ impl RunDb {
         Ok(rows
             .into_iter()
             .map(|(id, overrides, sweep, unverified)| {
-                let settings: Vec<String> = overrides
+                let settings: Vec<ParamOverride> = overrides
                     .and_then(|text| serde_json::from_str(&text).ok())
                     .unwrap_or_default();
                 let why = if sweep == Some(true) {

@@ -9,8 +9,8 @@ use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 use super::db::RunDb;
-use super::id::RunId;
 use super::record::RunRecord;
+use crate::run_id::RunId;
 use crate::Result;
 use pipe_protocol::record::StageStatus;
 

@@ -11,9 +11,10 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::{new_uid, now_ms, RunDb};
-use super::id::RunId;
 use super::migrate::{json, legacy_identity};
 use super::record::{RunEnd, RunExport, RunStart, StageRecord};
+use crate::overrides::ParamOverride;
+use crate::run_id::RunId;
 use crate::{EngineError, Result};
 use pipe_protocol::record::RunStatus;
 
@@ -27,10 +28,10 @@ impl RunDb {
             self.check_name_free(name)?;
         }
         let argv = recorded_argv(start.argv);
-        let overrides: Vec<Cow<'_, str>> = start
+        let overrides: Vec<ParamOverride> = start
             .overrides
             .iter()
-            .map(|setting| redact_text(setting))
+            .map(ParamOverride::redacted)
             .collect();
         self.connection
             .execute(
@@ -65,7 +66,7 @@ impl RunDb {
         match self.name_holder(name)? {
             Some(holder) => Err(crate::UsageError::NameTaken {
                 name: name.to_string(),
-                holder: holder.0,
+                holder,
             }
             .into()),
             None => Ok(()),
@@ -226,17 +227,11 @@ impl RunDb {
         let run = &mut export.run;
         let argv = recorded_argv(&run.argv);
         // A record from a pipe that did not keep the settings as data.
-        let legacy;
-        let overrides: &[String] = if run.overrides.is_empty() {
-            legacy = super::record::overrides_in_argv(&run.argv);
-            &legacy
-        } else {
-            &run.overrides
-        };
-        let overrides: Vec<Cow<'_, str>> = overrides
-            .iter()
-            .map(|setting| redact_text(setting))
-            .collect();
+        if run.overrides.is_empty() {
+            run.overrides = super::record::overrides_in_argv(&run.argv);
+        }
+        let overrides: Vec<ParamOverride> =
+            run.overrides.iter().map(ParamOverride::redacted).collect();
         let status = match run.status {
             RunStatus::Running => RunStatus::Interrupted,
             other => other,

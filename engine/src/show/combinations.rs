@@ -81,12 +81,6 @@ pub fn swept_params(run: &RunRecord) -> Vec<String> {
     };
     combinations
         .first()
-        .map(|(_, swept)| {
-            swept
-                .iter()
-                .filter_map(|setting| setting.split_once('='))
-                .map(|(path, _)| path.trim().trim_start_matches('+').to_string())
-                .collect()
-        })
+        .map(|(_, swept)| swept.iter().map(|setting| setting.path.dotted()).collect())
         .unwrap_or_default()
 }

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use super::combination::Combination;
 use crate::dag::Dag;
+use crate::overrides::ParamOverride;
 use crate::pipefile::Loaded;
 use crate::pipeline::matrix::{MatrixAxis, MatrixValue, StageMatrix};
 use crate::pipeline::{Pipeline, Stage, StageKind, Workspace};
@@ -104,7 +105,7 @@ pub(super) fn merge(combinations: &[Combination]) -> Result<Loaded, String> {
             let workspaces = combinations
                 .iter()
                 .map(|combination| Workspace {
-                    swept: combination.swept.clone(),
+                    swept: combination.swept_shown(),
                     params_file: combination.loaded.pipeline.params_file.clone(),
                 })
                 .collect();
@@ -165,19 +166,15 @@ fn axes_of(combinations: &[Combination]) -> Vec<Axis> {
     let mut axes: Vec<Axis> = Vec::new();
     for combination in combinations {
         for swept in &combination.swept {
-            let Some((path, text)) = swept.split_once('=') else {
-                continue;
-            };
-            let path = path.trim().trim_start_matches('+');
+            let path = swept.path.dotted();
+            let text = swept.values_shown();
             match axes.iter_mut().find(|axis| axis.path == path) {
-                Some(axis) if !axis.texts.iter().any(|known| known == text) => {
-                    axis.texts.push(text.to_string());
-                }
+                Some(axis) if !axis.texts.contains(&text) => axis.texts.push(text),
                 Some(_) => {}
                 None => axes.push(Axis {
-                    path: path.to_string(),
+                    path,
                     key: String::new(),
-                    texts: vec![text.to_string()],
+                    texts: vec![text],
                 }),
             }
         }
@@ -199,11 +196,11 @@ fn axes_of(combinations: &[Combination]) -> Vec<Axis> {
     axes
 }
 
-fn value_of(swept: &[String], path: &str) -> Option<String> {
-    swept.iter().find_map(|setting| {
-        let (head, text) = setting.split_once('=')?;
-        (head.trim().trim_start_matches('+') == path).then(|| text.to_string())
-    })
+fn value_of(swept: &[ParamOverride], path: &str) -> Option<String> {
+    swept
+        .iter()
+        .find(|setting| setting.path.dotted() == path)
+        .map(ParamOverride::values_shown)
 }
 
 /// As a declared matrix's values: they name stages and output directories.

@@ -19,14 +19,14 @@ pub use combination::Combination;
 
 use crate::events::{Event, Observer};
 use crate::exec::{self, RunOptions, RunOutcome};
+use crate::overrides::ParamOverride;
 use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::Pipeline;
 use crate::project::runs_db_of;
 use crate::runs::{ResultsHeld, RunDb, RunId, RunStatus};
 use crate::{Result, UsageError};
 
-/// More runs than this in one sweep is a mistake, not a plan.
-pub const MAX_COMBINATIONS: usize = 1000;
+pub use crate::overrides::MAX_COMBINATIONS;
 
 /// What each run of a sweep came to.
 #[derive(Debug)]
@@ -73,176 +73,61 @@ impl SweepOutcome {
     }
 }
 
-/// The `-S` arguments of each combination, and each one's swept values.
-pub fn combinations(overrides: &[String]) -> Result<Vec<(Vec<String>, Vec<String>)>> {
-    let mut axes: Vec<Vec<String>> = Vec::new();
-    for argument in overrides {
-        let Some((head, value)) = argument.split_once('=') else {
-            // `-S` reports it, located, when the pipeline loads.
-            axes.push(vec![argument.clone()]);
-            continue;
-        };
-        let values = match hydra_form(value) {
-            Some(form) => form.map_err(|why| UsageError::BadSweep {
-                argument: argument.clone(),
-                why,
-            })?,
-            None => split_top_level(value),
-        };
-        if values.iter().any(|value| value.trim().is_empty()) {
-            return Err(UsageError::BadSweep {
-                argument: argument.clone(),
-                why: "an empty value between commas".to_string(),
-            }
-            .into());
-        }
-        axes.push(
-            values
-                .into_iter()
-                .map(|value| format!("{head}={}", value.trim()))
-                .collect(),
-        );
-    }
-    let total = axes
+/// The `-S` settings of each combination, and each one's swept ones:
+/// every setting with one of its values, the last setting varying
+/// fastest.
+pub fn combinations(
+    overrides: &[ParamOverride],
+) -> Result<Vec<(Vec<ParamOverride>, Vec<ParamOverride>)>> {
+    let total = overrides
         .iter()
-        .try_fold(1usize, |product, axis| product.checked_mul(axis.len()))
+        .try_fold(1usize, |product, setting| {
+            product.checked_mul(setting.values().len())
+        })
         .filter(|&total| total <= MAX_COMBINATIONS);
     let Some(total) = total else {
         return Err(UsageError::BadSweep {
-            argument: overrides.join(" "),
+            argument: shown(overrides),
             why: format!("more than {MAX_COMBINATIONS} combinations"),
         }
         .into());
     };
     let mut combinations = Vec::with_capacity(total);
     for mut index in 0..total {
-        let mut picked = vec![String::new(); axes.len()];
-        // The last axis varies fastest.
-        for (position, axis) in axes.iter().enumerate().rev() {
-            picked[position] = axis[index % axis.len()].clone();
-            index /= axis.len();
+        let mut picked = Vec::with_capacity(overrides.len());
+        let mut swept = Vec::new();
+        // The last setting varies fastest.
+        for setting in overrides.iter().rev() {
+            let values = setting.values();
+            let one = setting.with_value(values[index % values.len()].clone());
+            index /= values.len();
+            if values.len() > 1 {
+                swept.push(one.clone());
+            }
+            picked.push(one);
         }
-        let swept = picked
-            .iter()
-            .zip(&axes)
-            .filter(|(_, axis)| axis.len() > 1)
-            .map(|(value, _)| value.clone())
-            .collect();
+        picked.reverse();
+        swept.reverse();
         combinations.push((picked, swept));
     }
     Ok(combinations)
 }
 
-/// Hydra's sweep forms: `range(START,STOP[,STEP])` (STOP excluded, as
-/// Python's and Hydra's), `choice(A,B,...)`; `glob(...)` and
-/// `interval(...)` are named and refused, since they choose among config
-/// groups or ask a sampler, which pipe does not have. `None`: no such form.
-fn hydra_form(value: &str) -> Option<std::result::Result<Vec<String>, String>> {
-    let value = value.trim();
-    let (name, inner) = value.strip_suffix(')')?.split_once('(')?;
-    let arguments: Vec<String> = split_top_level(inner)
-        .into_iter()
-        .map(|argument| argument.trim().to_string())
-        .collect();
-    Some(match name.trim() {
-        "choice" if arguments.iter().all(|argument| !argument.is_empty()) => Ok(arguments),
-        "choice" => Err("`choice(...)` with an empty value".to_string()),
-        "range" => range_values(&arguments),
-        "glob" => Err("`glob(...)` selects among Hydra's config groups, which pipe has no notion of; list the values, comma-separated".to_string()),
-        "interval" | "tag" => Err(format!("`{}(...)` is for Hydra's samplers (Optuna, Nevergrad); pipe sweeps a grid: list the values, comma-separated, or use `range(START,STOP,STEP)`", name.trim())),
-        _ => return None,
-    })
-}
-
-/// `range(START,STOP[,STEP])`: integers when every bound is one, else
-/// floats, STOP excluded; at most `MAX_COMBINATIONS` values.
-fn range_values(arguments: &[String]) -> std::result::Result<Vec<String>, String> {
-    let usage = "`range(START,STOP)` or `range(START,STOP,STEP)` with numbers, STOP excluded";
-    if !(2..=3).contains(&arguments.len()) {
-        return Err(usage.to_string());
-    }
-    if arguments
+/// Settings as a command line writes them, `lr=1,2 -S seed=1`.
+fn shown(overrides: &[ParamOverride]) -> String {
+    overrides
         .iter()
-        .all(|argument| argument.parse::<i64>().is_ok())
-    {
-        let numbers: Vec<i64> = arguments.iter().filter_map(|a| a.parse().ok()).collect();
-        let (start, stop, step) = (numbers[0], numbers[1], *numbers.get(2).unwrap_or(&1));
-        if step == 0 || (stop - start).signum() * step.signum() < 0 {
-            return Err(format!(
-                "{usage}: a step of {step} never gets from {start} to {stop}"
-            ));
-        }
-        let count = (stop - start).unsigned_abs().div_ceil(step.unsigned_abs());
-        if count > MAX_COMBINATIONS as u64 {
-            return Err(format!("more than {MAX_COMBINATIONS} values"));
-        }
-        return Ok((0..count as i64)
-            .map(|i| (start + i * step).to_string())
-            .collect());
-    }
-    let numbers: Vec<f64> = arguments
-        .iter()
-        .map(|argument| {
-            argument
-                .parse::<f64>()
-                .map_err(|_| format!("{usage}: `{argument}` is not a number"))
-        })
-        .collect::<std::result::Result<_, _>>()?;
-    let (start, stop, step) = (numbers[0], numbers[1], *numbers.get(2).unwrap_or(&1.0));
-    if !(start.is_finite() && stop.is_finite() && step.is_finite())
-        || step == 0.0
-        || (stop - start) * step < 0.0
-    {
-        return Err(format!(
-            "{usage}: a step of {step} never gets from {start} to {stop}"
-        ));
-    }
-    let count = ((stop - start) / step - 1e-9).ceil().max(0.0);
-    if count > MAX_COMBINATIONS as f64 {
-        return Err(format!("more than {MAX_COMBINATIONS} values"));
-    }
-    // Each value from the start, not by adding steps: no drift (0.30000000000000004).
-    Ok((0..count as usize)
-        .map(|i| {
-            let value = start + i as f64 * step;
-            let rounded = (value * 1e12).round() / 1e12;
-            crate::pipeline::yaml_float(rounded)
-        })
-        .collect())
-}
-
-/// `1e-4,3e-4` -> [`1e-4`, `3e-4`]; commas inside `[...]`, `{...}` or
-/// quotes belong to the value (`[1, 2],[3]` is two lists).
-fn split_top_level(value: &str) -> Vec<String> {
-    let mut values = Vec::new();
-    let mut current = String::new();
-    let mut depth = 0usize;
-    let mut quote: Option<char> = None;
-    for c in value.chars() {
-        match (quote, c) {
-            (Some(open), c) if c == open => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '[' | '{') => depth += 1,
-            (None, ']' | '}') => depth = depth.saturating_sub(1),
-            (None, ',') if depth == 0 => {
-                values.push(std::mem::take(&mut current));
-                continue;
-            }
-            _ => {}
-        }
-        current.push(c);
-    }
-    values.push(current);
-    values
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" -S ")
 }
 
 /// A sweep ready to run: its combinations, and how they run.
 pub struct Sweep {
     pub combinations: Vec<Combination>,
-    /// Every `-S` argument as given, lists included: what the record of
-    /// a one-run sweep keeps, to load it again.
-    pub overrides: Vec<String>,
+    /// Every `-S` setting, lists included: what the record of a one-run
+    /// sweep keeps, to load it again.
+    pub overrides: Vec<ParamOverride>,
     pub plan: SweepPlan,
 }
 
@@ -257,7 +142,11 @@ pub enum SweepPlan {
 /// Loads the pipeline at `file` once per combination of `overrides`, all
 /// before any runs (a mistake in one stops the sweep before it starts),
 /// and merges them into one run where the work tree allows.
-pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> Result<Sweep> {
+pub fn load(
+    file: &Path,
+    overrides: &[ParamOverride],
+    catalogs: &dyn CatalogSource,
+) -> Result<Sweep> {
     let combinations = combinations(overrides)?
         .into_iter()
         .map(|(overrides, swept)| {
@@ -284,13 +173,13 @@ pub fn load(file: &Path, overrides: &[String], catalogs: &dyn CatalogSource) -> 
 /// included, loaded and merged again, as `pipe checkout` and `--run` need.
 pub fn load_recorded(
     file: &Path,
-    overrides: &[String],
+    overrides: &[ParamOverride],
     catalogs: &dyn CatalogSource,
 ) -> Result<Loaded> {
     match load(file, overrides, catalogs)?.plan {
         SweepPlan::OneRun(loaded) => Ok(*loaded),
         SweepPlan::Apart { why } => Err(UsageError::BadSweep {
-            argument: overrides.join(" "),
+            argument: shown(overrides),
             why: format!("it no longer runs as one run: {why}"),
         }
         .into()),
@@ -301,7 +190,7 @@ pub fn load_recorded(
 /// are a one-run sweep's (a record with `sweep`), else loaded as usual.
 pub fn load_settings(
     file: &Path,
-    overrides: &[String],
+    overrides: &[ParamOverride],
     sweep: bool,
     catalogs: &dyn CatalogSource,
 ) -> Result<Loaded> {
@@ -344,7 +233,7 @@ pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Resul
         observer(Event::SweepRunStarting {
             index,
             total: combinations.len(),
-            swept: &combination.swept,
+            swept: &combination.swept_shown(),
         });
         let options = RunOptions {
             overrides: combination.overrides.clone(),
@@ -360,7 +249,7 @@ pub fn run(sweep: &Sweep, options: &RunOptions, observer: Observer<'_>) -> Resul
         let run = exec::run(pipeline, dag, &options, observer)?;
         let interrupted = run.status == RunStatus::Interrupted;
         outcome.runs.push(SweepRun {
-            swept: combination.swept.clone(),
+            swept: combination.swept_shown(),
             results_of: results_of(pipeline, &run),
             outcome: run,
         });
@@ -393,12 +282,18 @@ fn results_of(pipeline: &Pipeline, run: &RunOutcome) -> ResultsHeld {
 mod tests {
     use super::*;
 
+    fn parsed(overrides: &[&str]) -> Vec<ParamOverride> {
+        overrides
+            .iter()
+            .map(|text| ParamOverride::parse_swept(text).unwrap())
+            .collect()
+    }
+
     fn swept(overrides: &[&str]) -> Vec<Vec<String>> {
-        let overrides: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-        combinations(&overrides)
+        combinations(&parsed(overrides))
             .unwrap()
             .into_iter()
-            .map(|(all, _)| all)
+            .map(|(all, _)| all.iter().map(ToString::to_string).collect())
             .collect()
     }
 
@@ -419,7 +314,7 @@ mod tests {
     fn commas_inside_a_list_or_quotes_belong_to_the_value() {
         let all = swept(&["layers=[64, 32],[128]", "name='a,b',c", "+x=1"]);
         assert_eq!(all.len(), 4);
-        assert_eq!(all[0], ["layers=[64, 32]", "name='a,b'", "+x=1"]);
+        assert_eq!(all[0], ["layers=[64, 32]", "name=\"a,b\"", "+x=1"]);
         assert_eq!(all[1], ["layers=[64, 32]", "name=c", "+x=1"]);
         assert_eq!(all[3], ["layers=[128]", "name=c", "+x=1"]);
     }
@@ -443,19 +338,18 @@ mod tests {
             "n=range(1)",
             "n=range(5,1)",
         ] {
-            let error = combinations(&[refused.to_string()])
-                .unwrap_err()
-                .to_string();
+            let error = ParamOverride::parse_swept(refused).unwrap_err().to_string();
             assert!(error.contains(refused), "{refused}: {error}");
         }
     }
 
     #[test]
     fn an_empty_value_or_too_many_runs_is_refused() {
-        assert!(combinations(&["lr=1,,2".to_string()]).is_err());
+        assert!(ParamOverride::parse_swept("lr=1,,2").is_err());
         let wide: Vec<String> = (0..4)
             .map(|axis| format!("a{axis}=1,2,3,4,5,6,7,8,9,10"))
             .collect();
-        assert!(combinations(&wide).is_err());
+        let wide: Vec<&str> = wide.iter().map(String::as_str).collect();
+        assert!(combinations(&parsed(&wide)).is_err());
     }
 }

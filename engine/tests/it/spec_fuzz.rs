@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use pipe_engine::DagFormat;
+use pipe_engine::ParamOverride;
 use proptest::prelude::*;
 
 const SEEDS: [&str; 4] = [
@@ -74,7 +75,7 @@ fn apply(text: &str, edits: &[Edit]) -> String {
     chars.into_iter().collect()
 }
 
-fn load_text(dir: &Path, text: &str, overrides: &[String]) {
+fn load_text(dir: &Path, text: &str, overrides: &[ParamOverride]) {
     let file = dir.join("pipe.yaml");
     std::fs::write(&file, text).unwrap();
     match pipe_engine::load_pipeline(&file, overrides, &crate::fixture_catalog()) {
@@ -103,6 +104,15 @@ proptest! {
     fn arbitrary_overrides_never_panic(key in "[a-z.]{0,12}", value in "\\PC{0,12}", with_equals in any::<bool>()) {
         let dir = tempfile::tempdir().unwrap();
         let argument = if with_equals { format!("{key}={value}") } else { key };
-        load_text(dir.path(), SEEDS[1], &[argument]);
+        // A malformed one is refused where it is read, as a usage error;
+        // any other reaches the loader.
+        for parse in [ParamOverride::parse, ParamOverride::parse_swept] {
+            match parse(&argument) {
+                Ok(setting) => load_text(dir.path(), SEEDS[1], &[setting]),
+                Err(error) => {
+                    prop_assert!(error.to_string().contains(&argument), "{error}");
+                }
+            }
+        }
     }
 }

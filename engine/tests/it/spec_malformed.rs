@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use pipe_engine::ParamOverride;
 use pipe_engine::{Diagnostic, EngineError};
 
 fn malformed_dir() -> PathBuf {
@@ -10,7 +11,10 @@ fn malformed_dir() -> PathBuf {
 }
 
 fn diagnostics_for(file: &Path, overrides: &[&str]) -> Vec<Diagnostic> {
-    let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
+    let overrides: Vec<ParamOverride> = overrides
+        .iter()
+        .map(|text| ParamOverride::parse(text).unwrap())
+        .collect();
     match pipe_engine::load_pipeline(file, &overrides, &crate::fixture_catalog()) {
         Err(EngineError::Spec(diagnostics)) => diagnostics,
         Err(other) => panic!("{}: expected a spec error, got {other:?}", file.display()),
@@ -258,10 +262,9 @@ fn params_project(params_yaml: Option<&str>) -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn bad_overrides_name_the_argument() {
     let (_dir, file) = params_project(None);
-    let cases: [(&str, &[&str]); 5] = [
+    let cases: [(&str, &[&str]); 4] = [
         ("override-type-mismatch", &["seed=abc"]),
         ("override-unknown-param", &["trian.lr=0.5"]),
-        ("override-without-equals", &["train.lr"]),
         ("override-into-scalar", &["seed.x=1"]),
         ("override-string-gets-number", &["name=5"]),
     ];
@@ -280,11 +283,34 @@ fn bad_overrides_name_the_argument() {
         );
         insta::assert_snapshot!(snapshot, rendered(diagnostics, &file, "pipe.yaml"));
     }
-    let codes: Vec<&str> = diagnostics_for(&file, &["seed=abc", "trian.lr=1", "oops"])
+    let codes: Vec<&str> = diagnostics_for(&file, &["seed=abc", "trian.lr=1"])
         .iter()
         .map(|d| d.code)
         .collect();
-    assert_eq!(codes, ["param-type", "unknown-param", "bad-override"]);
+    assert_eq!(codes, ["param-type", "unknown-param"]);
+}
+
+/// A `-S` that is not `key.path=value` with a YAML value is refused where
+/// it is read, before any pipeline: saying what is wrong and how to
+/// write it.
+#[test]
+fn a_malformed_override_is_refused_where_it_is_read() {
+    for (argument, problem, hint) in [
+        ("train.lr", "expected `key.path=value`", "-S train.lr=VALUE"),
+        ("train..lr=1", "is not a param path", "dotted path"),
+        ("=1", "is not a param path", "dotted path"),
+        ("tags=[a, b", "not valid YAML", "-S 'tags=[a, b]'"),
+    ] {
+        let error = ParamOverride::parse(argument).unwrap_err();
+        assert_eq!(
+            EngineError::from(error.clone()).exit_code(),
+            pipe_engine::ExitCode::InvalidInput
+        );
+        let message = error.to_string();
+        assert!(message.contains(&format!("-S {argument}")), "{message}");
+        assert!(message.contains(problem), "{message}");
+        assert!(error.hint().contains(hint), "{}", error.hint());
+    }
 }
 
 #[test]

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use pipe_engine::{Dag, DagFormat, Dep, Pipeline, Stage, StageKind, StageOutRef};
+use pipe_engine::ParamOverride;
+use pipe_engine::{Dag, DagFormat};
+use pipe_engine::{Dep, Pipeline, Stage, StageKind, StageOutRef};
 use serde_json::json;
 
 fn fixture(name: &str) -> PathBuf {
@@ -13,7 +15,10 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn load(file: &Path, overrides: &[&str]) -> Pipeline {
-    let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
+    let overrides: Vec<ParamOverride> = overrides
+        .iter()
+        .map(|text| ParamOverride::parse(text).unwrap())
+        .collect();
     pipe_engine::load_pipeline(file, &overrides, &crate::fixture_catalog())
         .map(|loaded| loaded.pipeline)
         .unwrap_or_else(|error| panic!("{} did not load:\n{error}", file.display()))
@@ -484,7 +489,10 @@ stages:
 
 /// The diagnostics of a file that must not load.
 fn refused(file: &Path, overrides: &[&str]) -> Vec<pipe_engine::Diagnostic> {
-    let overrides: Vec<String> = overrides.iter().map(|text| text.to_string()).collect();
+    let overrides: Vec<ParamOverride> = overrides
+        .iter()
+        .map(|text| ParamOverride::parse(text).unwrap())
+        .collect();
     match pipe_engine::load_pipeline(file, &overrides, &crate::fixture_catalog()) {
         Err(pipe_engine::EngineError::Spec(diagnostics)) => diagnostics,
         other => panic!("{} was not refused: {other:?}", file.display()),

@@ -329,7 +329,7 @@ pub(super) fn baseline_group(
         .filter(|&row| runs[facts[row].run].run.id == run)
         .collect();
     if of_run.is_empty() {
-        return Err(UsageError::BaselineNotCompared { run: run.0 }.into());
+        return Err(UsageError::BaselineNotCompared { run }.into());
     }
     for (key, _) in &options.baseline_row {
         if !of_run
@@ -343,7 +343,7 @@ pub(super) fn baseline_group(
                 .map(|(key, _)| key.clone())
                 .collect();
             return Err(UsageError::NoMatrixKey {
-                run: run.0,
+                run,
                 key: key.clone(),
                 keys,
             }
@@ -363,14 +363,14 @@ pub(super) fn baseline_group(
     let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
     let Some(&first) = matching.first() else {
         let rows: Vec<String> = of_run.iter().map(|&row| label(row)).collect();
-        return Err(UsageError::NoBaselineRow { run: run.0, rows }.into());
+        return Err(UsageError::NoBaselineRow { run, rows }.into());
     };
     let group = group_of_row[first];
     if options.baseline_row.is_empty() || matching.iter().all(|&row| group_of_row[row] == group) {
         return Ok(group);
     }
     let rows: Vec<String> = matching.iter().map(|&row| label(row)).collect();
-    Err(UsageError::AmbiguousBaselineRow { run: run.0, rows }.into())
+    Err(UsageError::AmbiguousBaselineRow { run, rows }.into())
 }
 
 /// `#3` or `#3 (precision=bf16-mixed,strategy=ddp)`.

@@ -199,8 +199,8 @@ fn precision_overridden(runs: &[ComparedRun]) -> bool {
             .iter()
             .filter_map(|stage| stage.identity.roles.precision.as_deref())
             .collect();
-        compared.run.overridden_params().iter().any(|path| {
-            let name = path.rsplit('.').next().unwrap_or(path);
+        compared.run.overridden_params().any(|path| {
+            let name = path.keys().last().map_or("", String::as_str);
             name == "precision" || role_params.contains(&name)
         })
     })

@@ -21,6 +21,15 @@ impl fmt::Display for RunId {
     }
 }
 
+/// A run's number as written (`12`): what the command line gives.
+impl std::str::FromStr for RunId {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        text.parse().map(RunId)
+    }
+}
+
 impl ToSql for RunId {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         self.0.to_sql()
