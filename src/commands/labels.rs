@@ -7,6 +7,7 @@ use pipe_engine::{ExitCode, Pull, Result};
 use crate::cli::RunsAction;
 use crate::here;
 use crate::output::outln;
+use crate::views::labels_text;
 
 pub fn runs_action(action: RunsAction) -> Result<ExitCode> {
     match action {
@@ -15,10 +16,7 @@ pub fn runs_action(action: RunsAction) -> Result<ExitCode> {
             let id = here::resolve(&mut history, &run, Pull::Never)?;
             let name = if clear { None } else { name };
             history.db.set_name(id, name.as_deref())?;
-            match name {
-                Some(name) => outln!("run #{id} is named `{name}`"),
-                None => outln!("run #{id} has no name"),
-            }
+            outln!("{}", labels_text::named(id, name.as_deref()));
             Ok(ExitCode::Ok)
         }
         RunsAction::Rm { runs } => remove(&runs),
@@ -38,47 +36,17 @@ fn remove(queries: &[String]) -> Result<ExitCode> {
     }
     for id in ids {
         let removed = history.db.remove_run(id)?;
-        let uid = removed
-            .uid
-            .as_deref()
-            .map(|uid| format!(" (uid {})", &uid[..uid.len().min(8)]))
-            .unwrap_or_default();
         outln!(
-            "removed run #{}{uid}: {}",
-            removed.id,
-            results_left(removed.results_only_it_had, removed.results_shared)
+            "{}",
+            labels_text::removed(
+                removed.id,
+                removed.uid.as_deref(),
+                removed.results_only_it_had,
+                removed.results_shared
+            )
         );
     }
     Ok(ExitCode::Ok)
-}
-
-/// What becomes of a removed run's results, as `pipe cache gc` will treat
-/// them.
-fn results_left(only_it: usize, shared: usize) -> String {
-    let plural = |n: usize| if n == 1 { "" } else { "s" };
-    match (only_it, shared) {
-        (0, 0) => "it recorded no results".to_string(),
-        (0, shared) => format!(
-            "its {shared} result{} stay, other runs recorded them too",
-            plural(shared)
-        ),
-        (only_it, shared) => {
-            let kept = if shared > 0 {
-                format!("{shared} stay for the other runs that recorded them; ")
-            } else {
-                String::new()
-            };
-            let (them, stay) = if only_it == 1 {
-                ("it", "stays")
-            } else {
-                ("them", "stay")
-            };
-            format!(
-                "{kept}{only_it} result{} only it recorded {stay} in the cache until `pipe cache gc` removes {them} (unless the pipeline's current stages still have {them}); a pull does not bring the run back",
-                plural(only_it)
-            )
-        }
-    }
 }
 
 pub fn tag(run: &str, tags: &[String], remove: bool) -> Result<ExitCode> {
@@ -89,10 +57,6 @@ pub fn tag(run: &str, tags: &[String], remove: bool) -> Result<ExitCode> {
     } else {
         history.db.retag(id, tags, &[])?
     };
-    if now.is_empty() {
-        outln!("run #{id} has no tags");
-    } else {
-        outln!("run #{id} is tagged {}", now.join(", "));
-    }
+    outln!("{}", labels_text::tags(id, &now));
     Ok(ExitCode::Ok)
 }

@@ -315,7 +315,10 @@ fn same_value(value: &Value, text: &str) -> bool {
             (Some(number), Ok(parsed)) => number == parsed,
             _ => false,
         },
-        other => other.to_string() == text,
+        Value::Bool(flag) => text.trim().parse::<bool>() == Ok(*flag),
+        Value::Null => text.trim() == "null",
+        // A swept value is a scalar: a list or a mapping is never one.
+        Value::Array(_) | Value::Object(_) => false,
     }
 }
 
