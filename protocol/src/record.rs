@@ -452,6 +452,12 @@ pub struct StageIdentity {
     /// (a report's key holds its upstream stages' identities).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plots: Vec<crate::plot::PlotSpec>,
+    /// The project-relative pages among its outputs that a person opens
+    /// (a report's `index.html`), as its worker's description declared
+    /// them when the pipeline loaded (`OutputSpec::page`): any worker's,
+    /// a project's own included. Left out when empty, as `plots`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pages: Vec<String>,
 }
 
 #[cfg(test)]

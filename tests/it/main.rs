@@ -74,5 +74,6 @@ mod typos;
 mod untrusted_files;
 mod untrusted_input;
 mod worker_build;
+mod worker_pages;
 mod worker_prebuild;
 mod workers;

@@ -80,6 +80,19 @@ pub(super) fn vet(
                 problem,
             });
         }
+        // A page is opened by `pipe show --open`: only a file inside an
+        // output the record names, by a path that stays there.
+        let outputs: Vec<String> = stage
+            .outputs
+            .keys()
+            .map(|output| format!("{output}/"))
+            .collect();
+        stage.identity.pages.retain(|page| {
+            pipe_cache::check_relative_path(page).is_ok()
+                && outputs
+                    .iter()
+                    .any(|output| page.starts_with(output.as_str()))
+        });
         if stage.outputs.is_empty() {
             stage.metrics.clear();
             continue;

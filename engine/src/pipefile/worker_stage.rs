@@ -172,7 +172,10 @@ impl<'a> Resolver<'a> {
         let path_params = check.path_params(&mut resolved, deps);
         check.devices(&resolved, resources);
         check.nodes(&resolved, resources, uses);
-        check.ok.then(|| WorkerStage {
+        let ok = check.ok;
+        let output_dir = stage_output_dir(self.pipeline, &expansion.name);
+        let pages = self.worker_pages(decl, info, &output_dir, diagnostics);
+        ok.then(|| WorkerStage {
             uses: uses.clone(),
             version: *version,
             implementation: info.implementation,
@@ -180,10 +183,46 @@ impl<'a> Resolver<'a> {
             launch: entry.launch.clone(),
             with: resolved,
             path_params,
-            output_dir: stage_output_dir(self.pipeline, &expansion.name),
+            output_dir,
             reads_run: info.reads_run,
             roles: info.roles.clone(),
+            pages,
         })
+    }
+
+    /// The pages a person opens among the stage's outputs, as its worker's
+    /// description declares them (`OutputSpec::page`, any worker's): each
+    /// a file inside its output, or a located error naming the worker.
+    fn worker_pages(
+        &self,
+        decl: &Decl,
+        info: &StageInfo,
+        output_dir: &str,
+        diagnostics: &mut Diagnostics,
+    ) -> Vec<ProjectPath> {
+        let mut pages = Vec::new();
+        for output in &info.outputs {
+            let Some(page) = &output.page else {
+                continue;
+            };
+            let inside = format!("{output_dir}/{}/", output.name);
+            let written = format!("{inside}{page}");
+            match ProjectPath::new(&written) {
+                Ok(path) if path == written && written.len() > inside.len() => pages.push(path),
+                _ => diagnostics.push(
+                    Diagnostic::new(
+                        "bad-worker-page",
+                        format!(
+                            "`{}@{}` names a page `{page}` of its output `{}`, which is no file inside that output",
+                            info.name, info.version, output.name
+                        ),
+                    )
+                    .at(self.location(decl.name_span))
+                    .with_hint("the worker's description must name a page as a relative path inside its output: e.g. `index.html`; fix or update the worker"),
+                ),
+            }
+        }
+        pages
     }
 
     /// The params the stage takes from the pipeline's (`seed`), where

@@ -170,6 +170,10 @@ pub struct WorkerStage {
     pub reads_run: bool,
     /// What its params and metrics mean (`StageInfo::roles`).
     pub roles: pipe_protocol::record::StageRoles,
+    /// The pages among its outputs that a person opens, as its worker's
+    /// description declares them (`OutputSpec::page`), each checked to lie
+    /// inside its output when the pipeline loaded.
+    pub pages: Vec<ProjectPath>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,12 +245,7 @@ impl Stage {
         let StageKind::Worker(worker) = &self.kind else {
             return Vec::new();
         };
-        let pages =
-            crate::builtin_workers::pages_of(&format!("{}@{}", worker.uses, worker.version));
-        self.outs
-            .iter()
-            .filter_map(|out| crate::builtin_workers::page_at(&pages, &out.path))
-            .collect()
+        worker.pages.iter().map(|page| page.to_string()).collect()
     }
 
     /// The `metrics.json` a built-in stage's worker may write beside its
@@ -343,6 +342,7 @@ impl Stage {
             // Set by the scheduler, which knows the stage's index.
             position: 0,
             plots: self.plots.clone(),
+            pages: self.pages(),
         }
     }
 }

@@ -147,7 +147,7 @@ impl RunDb {
                     s.duration_ms AS s_duration_ms, s.metrics AS s_metrics,
                     s.base_name AS s_base_name, s.combination AS s_combination,
                     s.uses AS s_uses, s.roles AS s_roles, s.role_values AS s_role_values,
-                    s.position AS s_position, s.plots AS s_plots,
+                    s.position AS s_position, s.plots AS s_plots, s.pages AS s_pages,
                     CASE WHEN json_extract(s.roles, '$.makes_data') THEN s.outputs END AS s_outputs
              FROM runs r
              LEFT JOIN stage_runs s ON s.run_id = r.id

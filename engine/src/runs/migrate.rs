@@ -24,8 +24,9 @@ use crate::{EngineError, Result, UsageError};
 /// indexes that order runs by time and find a result's runs by key.
 /// 7: what a pulled run's results do not bear out (`unverified`).
 /// 8: the branch a run was made on (`branch`). 9: the head commit of the
-/// branch a CI job merged to run (`head_commit`).
-pub(super) const CURRENT: i64 = 9;
+/// branch a CI job merged to run (`head_commit`). 10: the pages each
+/// stage's worker declares among its outputs (`pages`, NULL for none).
+pub(super) const CURRENT: i64 = 10;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -106,6 +107,7 @@ const ADDED_COLUMNS: &[(&str, &[(&str, &str)])] = &[
             ("role_values", "TEXT"),
             ("position", "INTEGER"),
             ("plots", "TEXT"),
+            ("pages", "TEXT"),
         ],
     ),
 ];
@@ -322,6 +324,7 @@ pub(crate) fn legacy_identity(stage: &str, manifest: Option<&Value>) -> StageIde
         role_values,
         position: 0,
         plots: Vec::new(),
+        pages: Vec::new(),
     }
 }
 

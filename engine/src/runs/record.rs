@@ -499,6 +499,9 @@ pub(super) fn identity_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Resu
             .map_or(0, |position| position as usize),
         // NULL: no plots, or a run recorded before they were kept.
         plots: columns.opt_json(&name("plots"))?.unwrap_or_default(),
+        // NULL: no pages, or a run recorded before they were kept (its
+        // built-in stages' pages are then read from the catalog).
+        pages: columns.opt_json(&name("pages"))?.unwrap_or_default(),
     })
 }
 
@@ -521,6 +524,7 @@ const STAGE_COLUMNS: &[&str] = &[
     "role_values",
     "position",
     "plots",
+    "pages",
     "key",
     "status",
     "duration_ms",

@@ -60,7 +60,25 @@ impl RunRecord {
                     summary.other_metrics.push(shown);
                 }
             }
-            if let Some(uses) = identity.uses.as_deref() {
+            if !identity.pages.is_empty() {
+                // As its worker declared them when the run loaded; a page
+                // outside the outputs the record holds is nothing to open.
+                summary.reports.extend(
+                    identity
+                        .pages
+                        .iter()
+                        .filter(|page| {
+                            pipe_cache::check_relative_path(page).is_ok()
+                                && stage.outputs.keys().any(|output| {
+                                    page.strip_prefix(output.as_str())
+                                        .is_some_and(|rest| rest.starts_with('/'))
+                                })
+                        })
+                        .cloned(),
+                );
+            } else if let Some(uses) = identity.uses.as_deref() {
+                // A run recorded before pages were kept: its built-in
+                // stages' pages, from the catalog compiled in.
                 let pages = pages_of(uses);
                 summary.reports.extend(
                     stage

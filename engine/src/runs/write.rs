@@ -320,8 +320,9 @@ fn insert_stages<'a>(
         .prepare_cached(
             "INSERT OR REPLACE INTO stage_runs
              (run_id, stage, key, status, duration_ms, outputs, metrics, detail, job, node,
-              base_name, combination, uses, roles, role_values, position, plots)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+              base_name, combination, uses, roles, role_values, position, plots, pages)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+                     ?18)",
         )
         .map_err(|e| EngineError::database(path, e))?;
     let mut insert_manifest = transaction
@@ -349,6 +350,7 @@ fn insert_stages<'a>(
                 json(&identity.role_values),
                 identity.position as i64,
                 (!identity.plots.is_empty()).then(|| json(&identity.plots)),
+                (!identity.pages.is_empty()).then(|| json(&identity.pages)),
             ])
             .map_err(|e| EngineError::database(path, e))?;
         if let (Some(key), Some(manifest)) = (&key, manifest) {

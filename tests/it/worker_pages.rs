@@ -1,0 +1,97 @@
+//! A page a person opens, declared by any worker's description (a
+//! project's own, here a Python one written by the test): `pipe run` names
+//! it when the run is done, the run's record keeps it, and `pipe show`
+//! lists it, also for a teammate who pulled the run. A page that would
+//! leave its output is a located error at load.
+
+use std::os::unix::fs::PermissionsExt;
+
+use pipe_test_support::TestProject;
+
+/// `chart@1`: writes `chart/index.html` and declares it the page of its
+/// output `chart` (`PAGE` replaces the page's name in the description).
+const WORKER: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+INFO = {
+    "name": "chart", "version": 1, "implementation": 1,
+    "summary": "Draw a chart page",
+    "params": [{"name": "title", "kind": "string", "default": "t", "doc": "its title"}],
+    "outputs": [{"name": "chart", "kind": "dir", "doc": "the page and its files",
+                 "page": os.environ.get("PAGE", "index.html")}],
+}
+if sys.argv[1:] == ["describe"]:
+    print(json.dumps([INFO]))
+    sys.exit(0)
+invocation = json.load(open(sys.argv[3]))
+out = os.path.join(invocation["output_dir"], "chart")
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "index.html"), "w") as handle:
+    handle.write("<h1>%s</h1>\n" % invocation["params"]["title"])
+print(json.dumps({"event": "done"}), flush=True)
+"#;
+
+fn project(remote: &std::path::Path) -> TestProject {
+    let project = TestProject::new();
+    project.write(
+        "pipe.yaml",
+        &format!(
+            "cache:\n  remote: file://{}\nstages:\n  chart:\n    uses: chart@1\n    with: {{ title: hello }}\n",
+            remote.display()
+        ),
+    );
+    project.write("workers/pipe-stage-chart", WORKER);
+    let worker = project.path("workers/pipe-stage-chart");
+    std::fs::set_permissions(&worker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    project
+}
+
+fn pipe(project: &TestProject, args: &[&str], page: Option<&str>) -> std::process::Output {
+    let mut command = project.std_command();
+    command
+        .args(args)
+        .env("PIPE_STAGE_PATH", project.path("workers"));
+    if let Some(page) = page {
+        command.env("PAGE", page);
+    }
+    command.output().unwrap()
+}
+
+fn text(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr)
+}
+
+#[test]
+fn a_project_workers_page_is_named_by_run_and_show_here_and_in_a_teammates_clone() {
+    let remote = tempfile::tempdir().unwrap();
+    let first = project(remote.path());
+    let ran = pipe(&first, &["run"], None);
+    assert_eq!(ran.status.code(), Some(0), "{}", text(&ran));
+    let page = ".pipe/out/pipe/chart/chart/index.html";
+    assert!(first.exists(page), "{}", text(&ran));
+    assert!(
+        text(&ran).contains(page),
+        "run names the page: {}",
+        text(&ran)
+    );
+    let shown = pipe(&first, &["show", "last"], None);
+    assert!(text(&shown).contains(page), "{}", text(&shown));
+
+    let second = project(remote.path());
+    let pulled = pipe(&second, &["cache", "pull"], None);
+    assert_eq!(pulled.status.code(), Some(0), "{}", text(&pulled));
+    let shown = pipe(&second, &["show", "1"], None);
+    assert!(text(&shown).contains(page), "{}", text(&shown));
+}
+
+#[test]
+fn a_page_that_would_leave_its_output_is_a_located_error() {
+    let remote = tempfile::tempdir().unwrap();
+    let project = project(remote.path());
+    let refused = pipe(&project, &["run"], Some("../../../escape.html"));
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let said = text(&refused);
+    assert!(
+        said.contains("bad-worker-page") && said.contains("pipe.yaml:"),
+        "{said}"
+    );
+}
