@@ -43,26 +43,37 @@ fn text(bytes: &[u8]) -> String {
 fn status_and_show_last_describe_the_run_going_with_its_metrics_so_far() {
     let project = TestProject::new();
     project.write("pipe.yaml", PIPELINE);
+    // The sweep's stderr is kept aside, to say why if it ends early.
+    let log = tempfile::NamedTempFile::new().unwrap();
     let mut sweep = project
         .std_command()
         .args(["run", "-m", "-S", "lr=1,2", "-j", "4"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(log.reopen().unwrap())
         .spawn()
         .expect("start the sweep");
     let release = Release(&project);
 
-    // Until both `first`s finished and both `wait`s run.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // Until both `first`s finished and both `wait`s run: generous, for a
+    // CI machine running the suite's other pipes beside it; a sweep that
+    // ends first fails at once, with what it said.
+    let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         let status = project.pipe(&["status"]);
         let said = text(&status.stdout);
         if said.contains("2 stages finished so far") && said.contains("2 running") {
             break status;
         }
+        if let Some(ended) = sweep.try_wait().unwrap() {
+            panic!(
+                "the sweep ended ({ended}) before both waits ran: {}\nstatus: {said}",
+                std::fs::read_to_string(log.path()).unwrap_or_default()
+            );
+        }
         assert!(
             Instant::now() < deadline,
-            "the sweep never got going: {said}"
+            "the sweep never got going: {said}\nits stderr so far: {}",
+            std::fs::read_to_string(log.path()).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(100));
     };
