@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use clap_complete::engine::{CompletionCandidate, PathCompleter, ValueCompleter};
 use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
-use pipe_engine::{History, Pipeline, Project, ProjectWorkers};
+use pipe_engine::{History, Pipeline, Project, ProjectWorkers, RunSelection};
 
 /// The variable clap_complete's shell scripts set to ask for candidates.
 pub const COMPLETE_VAR: &str = "COMPLETE";
@@ -121,7 +121,10 @@ pub fn run_refs() -> Vec<CompletionCandidate> {
         .ok()
         .and_then(|root| History::open_existing(&root).ok().flatten())
     {
-        if let Ok(runs) = history.db.list_runs(RUNS_OFFERED) {
+        if let Ok(runs) = history
+            .db
+            .newest_runs(RunSelection::default(), RUNS_OFFERED)
+        {
             let mut labels = Vec::new();
             for (order, run) in runs.iter().enumerate() {
                 // A pulled record's pipeline name is data from elsewhere.

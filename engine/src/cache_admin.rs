@@ -16,7 +16,7 @@ use crate::dag::Dag;
 use crate::pipeline::Pipeline;
 use crate::plan::{Freshness, Planner};
 use crate::project::Project;
-use crate::runs::RunDb;
+use crate::runs::{RunDb, RunSelection};
 use crate::Result;
 
 /// How many recent runs' outputs verify searches for links to a corrupt
@@ -70,11 +70,9 @@ fn project_files_linking(
         return Ok(found);
     };
     let mut outputs = BTreeSet::new();
-    for run in db.list_runs(RUNS_SEARCHED_FOR_LINKS)? {
-        if let Some(record) = db.run(run.id)? {
-            for stage in record.stages {
-                outputs.extend(stage.outputs.into_keys());
-            }
+    for record in db.newest_runs(RunSelection::default(), RUNS_SEARCHED_FOR_LINKS)? {
+        for stage in record.stages {
+            outputs.extend(stage.outputs.into_keys());
         }
     }
     let mut pending: Vec<PathBuf> = outputs.iter().map(|path| project.root.join(path)).collect();

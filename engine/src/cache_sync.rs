@@ -15,8 +15,8 @@ use crate::exec::{push_run_record, RecordNotPushed};
 use crate::history::{configured_remote, pull_records, remote_uids, History, Notice, Pull};
 use crate::project::Project;
 use crate::remote::open_remote;
-use crate::runs::RunDb;
 use crate::runs::RunId;
+use crate::runs::{RunDb, RunSelection};
 use crate::{EngineError, Result, UsageError};
 
 /// Which remote a command uses, as its flags give it.
@@ -88,7 +88,7 @@ pub fn push(
     let ids: Vec<RunId> = match runs {
         Runs::All => history
             .db
-            .list_runs(usize::MAX)?
+            .runs(&RunSelection::default())?
             .into_iter()
             .filter(|run| run.origin.is_none())
             .map(|run| run.id)
@@ -181,7 +181,7 @@ pub fn pull(
             let uids = remote_uids(&remote)?;
             history
                 .db
-                .list_runs(usize::MAX)?
+                .runs(&RunSelection::default())?
                 .into_iter()
                 .filter(|run| run.uid.as_ref().is_some_and(|uid| uids.contains(uid)))
                 .map(|run| run.id)

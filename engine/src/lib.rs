@@ -113,8 +113,8 @@ pub use overrides::{OverrideMode, OverrideValue, ParamOverride, ParamPath, Param
 pub use pipeline::{Dep, ExecutorKind, Pipeline, Stage, StageKind, StageOutRef};
 pub use project::Project;
 pub use runs::{
-    check_label, now_ms, settle_git_dirty, ComparedRun, DirtySettler, ResultsHeld, RunId,
-    RunRecord, RunStatus, StageMetric, StageRecord, StageStatus,
+    check_label, now_ms, settle_git_dirty, DirtySettler, ResultsHeld, RunId, RunRecord,
+    RunSelection, RunStatus, StageMetric, StageRecord, StageStatus,
 };
 
 // Events: what a run tells its observer while it goes, and how often the

@@ -9,7 +9,7 @@ use pipe_protocol::excerpt as shown;
 
 use crate::history::{History, Notice, Pull};
 use crate::project::Project;
-use crate::runs::{RunId, RunRecord};
+use crate::runs::{RunId, RunRecord, RunSelection};
 use crate::{Result, UsageError};
 
 /// What a run was loaded with.
@@ -30,7 +30,12 @@ pub struct RunSettings {
 /// a command uses when none is named and none is found here.
 pub fn last_run_pipeline_file(root: &Path) -> Option<(RunId, PathBuf)> {
     let history = History::open_existing(root).ok()??;
-    let record = history.db.list_runs(1).ok()?.into_iter().next()?;
+    let record = history
+        .db
+        .newest_runs(RunSelection::default(), 1)
+        .ok()?
+        .into_iter()
+        .next()?;
     let file = record.file.as_deref()?;
     pipe_cache::check_relative_path(file).ok()?;
     let path = root.join(file);

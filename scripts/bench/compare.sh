@@ -7,6 +7,9 @@
 # The cost must be linear in the runs: the report prints time per run.
 #
 #   scripts/bench/compare.sh            # RUNS=10 hyperfine runs each
+#   BEFORE=/path/to/older/pipe scripts/bench/compare.sh
+#                                       # the same history, both binaries,
+#                                       # side by side in one hyperfine run
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$repo/target}
@@ -115,7 +118,10 @@ PY
 echo "pipe $("$pipe" --version | cut -d' ' -f2); $(nproc) cores; $(date -u +%Y-%m-%d)"
 commands=()
 for last in 10 100 1000; do
-  commands+=(-n "compare --last $last" "$pipe -C $work compare --last $last")
+  commands+=(-n "after $last" "$pipe -C $work compare --last $last")
+  if [[ -n "${BEFORE:-}" ]]; then
+    commands+=(-n "before $last" "$BEFORE -C $work compare --last $last")
+  fi
 done
 hyperfine --warmup 2 --runs "${RUNS:-10}" --export-json "$work/result.json" --output=null "${commands[@]}"
 python3 - "$work/result.json" <<'PY'
@@ -123,8 +129,13 @@ import json, sys
 results = json.load(open(sys.argv[1]))["results"]
 medians = {}
 for r in results:
-    runs = int(r["command"].split()[-1])
-    medians[runs] = r["median"]
-    print(f"{r['command']:22s} median {r['median'] * 1000:8.1f} ms   {r['median'] * 1e6 / runs:8.1f} us/run")
-print(f"ratio 1000/10: {medians[1000] / medians[10]:.1f}x for 100x the runs")
+    side, runs = r["command"].split()
+    runs = int(runs)
+    medians[(side, runs)] = r["median"]
+    print(f"{side:6s} compare --last {runs:<5d} median {r['median'] * 1000:8.1f} ms"
+          f"   {r['median'] * 1e6 / runs:8.1f} us/run")
+print(f"ratio 1000/10: {medians[('after', 1000)] / medians[('after', 10)]:.1f}x for 100x the runs")
+for runs in (10, 100, 1000):
+    if ("before", runs) in medians:
+        print(f"--last {runs}: after/before {medians[('after', runs)] / medians[('before', runs)]:.2f}")
 PY

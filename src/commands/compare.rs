@@ -42,8 +42,8 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
             .runs
             .iter()
             .filter_map(|compared| {
-                let place = run_place(&history.root, &compared.run)?;
-                Some(format!("#{} = {place}", compared.run.id))
+                let place = run_place(&history.root, compared)?;
+                Some(format!("#{} = {place}", compared.id))
             })
             .collect();
         out!("{}", crate::views::compare_view::markdown(table, &labels));

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 
 use pipe_engine::{
-    row_label, Column, ColumnKind, CompareTable, ComparedRun, Direction, EngineError, Group, Pairs,
-    PlotFile, Result, Row, RunId, StepCurves, Verdict,
+    row_label, Column, ColumnKind, CompareTable, Direction, EngineError, Group, Pairs, PlotFile,
+    Result, Row, RunId, RunRecord, StepCurves, Verdict,
 };
 use pipe_report::plot::{columns, draw, DataTable, PlotRun};
 use pipe_report::{Better, Cell as PageCell, Document, Explore, Table, Tone};
@@ -64,7 +64,7 @@ fn key_of(group: usize) -> String {
 /// `all` ticks them all at first.
 pub fn html(
     table: &CompareTable,
-    runs: &[ComparedRun],
+    runs: &[RunRecord],
     steps: &StepCurves,
     plots: &[PlotFile],
     all: bool,
@@ -264,8 +264,8 @@ fn group_curve_label(
 
 /// (base stage, metric) -> per group the curve of each row that has it,
 /// from the stages the table found for the row.
-fn gather_epochs(table: &CompareTable, runs: &[ComparedRun]) -> Gathered<(String, &'static str)> {
-    let by_id: BTreeMap<RunId, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
+fn gather_epochs(table: &CompareTable, runs: &[RunRecord]) -> Gathered<(String, &'static str)> {
+    let by_id: BTreeMap<RunId, &RunRecord> = runs.iter().map(|run| (run.id, run)).collect();
     let mut curves: Gathered<(String, &'static str)> = BTreeMap::new();
     for (index, row) in table.rows.iter().enumerate() {
         let Some(run) = by_id.get(&row.run) else {

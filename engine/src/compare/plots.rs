@@ -11,7 +11,7 @@ use pipe_cache::{Artifact, ArtifactKind, Cache};
 use pipe_protocol::PlotSpec;
 
 use super::table::CompareTable;
-use crate::runs::{ComparedRun, RunDb, RunId};
+use crate::runs::{RunId, RunRecord};
 use crate::Result;
 
 /// A plot file larger than this is not read (`pipe_report::plot`'s limit:
@@ -38,12 +38,11 @@ pub struct PlotFile {
 /// The declared plots of every row's stages, in row order; a stage shown
 /// in several rows of its run (one outside the matrix) is read once.
 pub fn plot_files(
-    db: &RunDb,
     cache_dir: &Path,
     table: &CompareTable,
-    runs: &[ComparedRun],
+    runs: &[RunRecord],
 ) -> Result<Vec<PlotFile>> {
-    let by_id: BTreeMap<RunId, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
+    let by_id: BTreeMap<RunId, &RunRecord> = runs.iter().map(|run| (run.id, run)).collect();
     // No cache, no objects; opening one would create it.
     let cache = if cache_dir.is_dir() {
         Some(Cache::open(cache_dir)?)
@@ -51,7 +50,6 @@ pub fn plot_files(
         None
     };
     let mut seen: HashSet<(RunId, &str)> = HashSet::new();
-    let mut records = BTreeMap::new();
     let mut files = Vec::new();
     let mut bytes_read = 0u64;
     for (index, row) in table.rows.iter().enumerate() {
@@ -62,28 +60,10 @@ pub fn plot_files(
             if stage.identity.plots.is_empty() || !seen.insert((row.run, stage.stage.as_str())) {
                 continue;
             }
-            // The compared stages carry no outputs (only data-making ones
-            // do): the run's full record has them.
-            let record = match records.entry(row.run) {
-                std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-                std::collections::btree_map::Entry::Vacant(entry) => entry.insert(db.run(row.run)?),
-            };
-            let outputs = record
-                .as_ref()
-                .and_then(|record| {
-                    record
-                        .stages
-                        .iter()
-                        .find(|recorded| recorded.stage == stage.stage)
-                })
-                .map(|recorded| &recorded.outputs);
             for spec in &stage.identity.plots {
-                let content = match (&cache, outputs) {
-                    (None, _) => Err("the cache holds no objects here".to_string()),
-                    (_, None) => Err("the run recorded no outputs of its stage".to_string()),
-                    (Some(cache), Some(outputs)) => {
-                        read_plot(cache, outputs, &spec.path, &mut bytes_read)
-                    }
+                let content = match &cache {
+                    None => Err("the cache holds no objects here".to_string()),
+                    Some(cache) => read_plot(cache, &stage.outputs, &spec.path, &mut bytes_read),
                 };
                 files.push(PlotFile {
                     row: index,

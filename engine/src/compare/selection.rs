@@ -13,7 +13,7 @@ use super::table::{compare_runs, CompareOptions, CompareTable};
 use crate::history::{History, Notice, Pull};
 use crate::metrics::DirectionRules;
 use crate::project::Project;
-use crate::runs::{ComparedRun, RunId, RunSelection, RunStatus};
+use crate::runs::{RunId, RunRecord, RunSelection, RunStatus};
 use crate::{EngineError, Result, UsageError, WhereProblem};
 
 /// How many runs `pipe compare` shows when neither runs nor `--last` are given.
@@ -66,7 +66,7 @@ pub struct CompareRequest {
 /// named runs in the order named).
 pub struct Comparison {
     pub table: CompareTable,
-    pub runs: Vec<ComparedRun>,
+    pub runs: Vec<RunRecord>,
     /// Present when the request asked `with_steps`.
     pub steps: Option<StepCurves>,
     /// Present when the request asked `with_plots`.
@@ -138,12 +138,12 @@ pub fn compare(
     let table = compare_runs(&runs, &options)?;
     let cache_dir = || Ok::<_, EngineError>(Project::open(&history.root)?.cache_dir);
     let steps = if request.with_steps {
-        Some(step_curves(&history.db, &cache_dir()?, &table, &runs)?)
+        Some(step_curves(&cache_dir()?, &table, &runs)?)
     } else {
         None
     };
     let plots = if request.with_plots {
-        Some(plot_files(&history.db, &cache_dir()?, &table, &runs)?)
+        Some(plot_files(&cache_dir()?, &table, &runs)?)
     } else {
         None
     };
@@ -177,20 +177,20 @@ fn resolve_named(
 
 /// Named runs in the order they were named, the baseline first.
 fn shown_in_order(
-    mut runs: Vec<ComparedRun>,
+    mut runs: Vec<RunRecord>,
     named: Option<&[RunId]>,
     baseline: Option<RunId>,
-) -> Vec<ComparedRun> {
+) -> Vec<RunRecord> {
     if let Some(named) = named {
         let position: HashMap<RunId, usize> = named
             .iter()
             .enumerate()
             .map(|(index, &id)| (id, index))
             .collect();
-        runs.sort_by_key(|run| position.get(&run.run.id).copied());
+        runs.sort_by_key(|run| position.get(&run.id).copied());
     }
     if let Some(baseline) = baseline {
-        if let Some(index) = runs.iter().position(|run| run.run.id == baseline) {
+        if let Some(index) = runs.iter().position(|run| run.id == baseline) {
             let run = runs.remove(index);
             runs.insert(0, run);
         }
@@ -200,11 +200,11 @@ fn shown_in_order(
 
 /// What the newest run's pipeline declared wins over older ones; the
 /// command line over both.
-fn direction_rules(runs: &[ComparedRun], from_flags: DirectionRules) -> DirectionRules {
-    let mut by_age: Vec<&ComparedRun> = runs.iter().collect();
-    by_age.sort_by_key(|run| std::cmp::Reverse((run.run.started_ms, run.run.id)));
+fn direction_rules(runs: &[RunRecord], from_flags: DirectionRules) -> DirectionRules {
+    let mut by_age: Vec<&RunRecord> = runs.iter().collect();
+    by_age.sort_by_key(|run| std::cmp::Reverse((run.started_ms, run.id)));
     by_age.into_iter().fold(from_flags, |rules, run| {
-        rules.declared(&run.run.trusted_directions())
+        rules.declared(&run.trusted_directions())
     })
 }
 
@@ -237,11 +237,11 @@ fn unknown_where_param(history: &History, conditions: &[String]) -> Result<()> {
 
 /// When the runs compared ran at more than one commit: which ran where,
 /// since equal params then do not mean equal code.
-fn commits_note(root: &std::path::Path, runs: &[ComparedRun]) -> Option<String> {
+fn commits_note(root: &std::path::Path, runs: &[RunRecord]) -> Option<String> {
     // Grouped first: git is asked for the refs of each commit once.
     let mut at: Vec<(&crate::runs::RunRecord, Vec<RunId>)> = Vec::new();
     for compared in runs {
-        let run = &compared.run;
+        let run = compared;
         let same = |seen: &crate::runs::RunRecord| {
             seen.git_commit == run.git_commit
                 && (seen.git_dirty == Some(true)) == (run.git_dirty == Some(true))

@@ -14,7 +14,7 @@ use std::path::Path;
 use pipe_cache::{Artifact, ArtifactKind, Cache};
 
 use super::table::CompareTable;
-use crate::runs::{ComparedRun, RunDb, RunId};
+use crate::runs::{RunId, RunRecord};
 use crate::Result;
 
 /// A step curve file bigger than this is not read: a curve of a few
@@ -48,10 +48,9 @@ pub struct StepCurves {
 
 /// The step curves of every row's stages, in row order.
 pub fn step_curves(
-    db: &RunDb,
     cache_dir: &Path,
     table: &CompareTable,
-    runs: &[ComparedRun],
+    runs: &[RunRecord],
 ) -> Result<StepCurves> {
     let mut found = StepCurves::default();
     // No cache, no curves; opening one would create it.
@@ -59,8 +58,7 @@ pub fn step_curves(
         return Ok(found);
     }
     let cache = Cache::open(cache_dir)?;
-    let by_id: BTreeMap<RunId, &ComparedRun> = runs.iter().map(|run| (run.run.id, run)).collect();
-    let mut records = BTreeMap::new();
+    let by_id: BTreeMap<RunId, &RunRecord> = runs.iter().map(|run| (run.id, run)).collect();
     for (index, row) in table.rows.iter().enumerate() {
         let Some(run) = by_id.get(&row.run) else {
             continue;
@@ -73,21 +71,10 @@ pub fn step_curves(
         if stages.is_empty() {
             continue;
         }
-        // The compared stages carry no outputs (only data-making ones do):
-        // the run's full record has them.
-        let record = match records.entry(row.run) {
-            std::collections::btree_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::btree_map::Entry::Vacant(entry) => entry.insert(db.run(row.run)?),
-        };
-        let Some(record) = record.as_ref() else {
-            continue;
-        };
         for stage in stages {
-            let Some(artifact) = record
-                .stages
+            let Some(artifact) = stage
+                .outputs
                 .iter()
-                .filter(|recorded| recorded.stage == stage.stage)
-                .flat_map(|recorded| recorded.outputs.iter())
                 .find_map(|(path, artifact)| is_step_file(path, artifact).then_some(artifact))
             else {
                 continue;

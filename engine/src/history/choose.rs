@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::resolve::History;
-use crate::runs::{ComparedRun, RunId, RunRecord, RunSelection};
+use crate::runs::{RunId, RunRecord, RunSelection};
 use crate::{Result, UsageError};
 
 /// The two runs `pipe diff` compares.
@@ -22,7 +22,7 @@ pub struct DiffPair {
 /// The runs `pipe compare` shows, and what to say about the choice.
 #[derive(Debug, Clone)]
 pub struct ComparedSelection {
-    pub runs: Vec<ComparedRun>,
+    pub runs: Vec<RunRecord>,
     /// For stderr: runs of other pipelines left out, or named runs of
     /// several pipelines.
     pub notes: Vec<String>,
@@ -153,15 +153,15 @@ impl History {
     /// named or `selection.pipeline` is set, only runs of one pipeline:
     /// that of the newest selected run; the others are left out and said so.
     pub fn runs_to_compare(&self, selection: &RunSelection) -> Result<ComparedSelection> {
-        let mut runs = self.db.runs_to_compare(selection)?;
+        let mut runs = in_pipeline_order(self.db.runs(selection)?);
         let mut notes = Vec::new();
-        let chosen = |run: &&ComparedRun| !selection.also.contains(&run.run.id);
+        let chosen = |run: &&RunRecord| !selection.also.contains(&run.id);
         let mut of_pipeline: BTreeMap<&str, Vec<RunId>> = BTreeMap::new();
         for run in runs.iter().filter(chosen) {
             of_pipeline
-                .entry(run.run.pipeline.as_str())
+                .entry(run.pipeline.as_str())
                 .or_default()
-                .push(run.run.id);
+                .push(run.id);
         }
         if of_pipeline.len() < 2 {
             return Ok(ComparedSelection { runs, notes });
@@ -181,8 +181,8 @@ impl History {
         let newest = runs
             .iter()
             .filter(chosen)
-            .max_by_key(|run| run.run.id)
-            .map(|run| run.run.pipeline.clone())
+            .max_by_key(|run| run.id)
+            .map(|run| run.pipeline.clone())
             .unwrap_or_default();
         let left_out: Vec<String> = of_pipeline
             .iter()
@@ -197,9 +197,19 @@ impl History {
             pipeline: Some(newest),
             ..selection.clone()
         };
-        runs = self.db.runs_to_compare(&narrowed)?;
+        runs = in_pipeline_order(self.db.runs(&narrowed)?);
         Ok(ComparedSelection { runs, notes })
     }
+}
+
+/// Each run's stages in the pipeline's order (`position`, stable: runs
+/// recorded before it was kept stay in the order they were saved), which
+/// the table's rows follow; they are read in the order they finished.
+fn in_pipeline_order(mut runs: Vec<RunRecord>) -> Vec<RunRecord> {
+    for run in &mut runs {
+        run.stages.sort_by_key(|stage| stage.identity.position);
+    }
+    runs
 }
 
 /// `#1, #3` (the first few of a long list, then how many more).

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::History;
 use crate::key::flatten;
 use crate::metrics::{Direction, DirectionRules};
-use crate::runs::{RestoredFrom, RunRecord};
+use crate::runs::{RestoredFrom, RunRecord, RunSelection};
 use crate::Result;
 
 /// A key metric column: the stage's base name and the metric.
@@ -64,12 +64,7 @@ impl History {
     /// Reads the listed runs only: its cost does not grow with the
     /// history.
     pub fn listing(&self, limit: usize) -> Result<RunListing> {
-        let mut records = Vec::new();
-        for listed in self.db.list_runs(limit)? {
-            if let Some(run) = self.db.run(listed.id)? {
-                records.push(run);
-            }
-        }
+        let records = self.db.newest_runs(RunSelection::default(), limit)?;
         let restored = records
             .iter()
             .map(|run| self.db.restored_from(run))

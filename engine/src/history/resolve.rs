@@ -10,7 +10,7 @@ use pipe_cache::{ActionKey, ActionResult, Cache};
 use super::remote_records::{configured_remote, pull_records};
 use crate::project::{runs_db_of, Project};
 use crate::runs::RunId;
-use crate::runs::{self, RunDb};
+use crate::runs::{self, RunDb, RunSelection};
 use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 /// How a run reference that this history lacks is looked for elsewhere.
@@ -211,7 +211,7 @@ impl History {
             }
         }
         let mut paths = BTreeSet::new();
-        for run in self.db.list_runs(limit)? {
+        for run in self.db.newest_runs(RunSelection::default(), limit)? {
             walk(&run.params, String::new(), &mut paths);
         }
         Ok(paths)
@@ -219,13 +219,15 @@ impl History {
 
     /// The keys the stages of runs `ids` recorded.
     pub fn keys_of_runs(&self, ids: &[RunId]) -> Result<BTreeSet<ActionKey>> {
-        let mut keys = BTreeSet::new();
-        for &id in ids {
-            if let Some(run) = self.db.run(id)? {
-                keys.extend(run.stages.iter().filter_map(|stage| stage.key));
-            }
-        }
-        Ok(keys)
+        let runs = self.db.runs(&RunSelection {
+            named: Some(ids.to_vec()),
+            ..RunSelection::default()
+        })?;
+        Ok(runs
+            .iter()
+            .flat_map(|run| &run.stages)
+            .filter_map(|stage| stage.key)
+            .collect())
     }
 
     /// The results the stages of runs `ids` recorded, as the local cache

@@ -133,6 +133,7 @@ impl RunDb {
                 path: &self.path,
                 run: row.get("run_id").map_err(|e| self.error(e))?,
                 stage: row.get("stage").ok(),
+                prefix: "",
             };
             let outputs: BTreeMap<String, Artifact> = columns.json("outputs")?;
             if outputs

@@ -9,12 +9,12 @@
 //! succeed.
 
 mod ci_ref;
-mod compare_query;
 mod db;
 mod git;
 mod held;
 mod labels;
 mod migrate;
+mod query;
 mod read;
 mod record;
 mod resolve;
@@ -24,9 +24,6 @@ mod summary;
 mod write;
 
 pub use crate::run_id::RunId;
-#[cfg(test)]
-pub(crate) use compare_query::ComparedStage;
-pub use compare_query::{ComparedRun, RunSelection};
 pub use db::{now_ms, RunDb};
 pub use git::{
     files_with_uncommitted_edits, git_can_answer, git_output, refs_at, settle_git_dirty,
@@ -37,6 +34,7 @@ pub use labels::{check_label, RunLabels};
 #[cfg(test)]
 pub(crate) use migrate::legacy_identity;
 pub use pipe_protocol::record::{RunStatus, StageStatus};
+pub use query::RunSelection;
 pub use record::{RunEnd, RunExport, RunRecord, RunStart, StageRecord};
 pub(crate) use record::{NOT_IN_REMOTE, SUPERSEDED};
 pub use resolve::resolve_run;

@@ -7,69 +7,13 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::Value;
 
 use super::db::RunDb;
-use super::record::RunRecord;
-use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
+use super::record::Columns;
 use crate::overrides::ParamOverride;
 use crate::run_id::RunId;
 use crate::{EngineError, Result};
 use pipe_protocol::record::StageStatus;
 
 impl RunDb {
-    /// The most recent runs first.
-    pub fn list_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        let query = format!(
-            "SELECT {} FROM runs r ORDER BY r.started_ms DESC, r.id DESC LIMIT ?1",
-            run_columns("r")
-        );
-        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
-        let mut rows = statement
-            .query(params![limit as i64])
-            .map_err(|e| self.error(e))?;
-        let mut runs = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
-            runs.push(run_from_row(row, &self.path)?);
-        }
-        Ok(runs)
-    }
-
-    /// The record of a run `resolve` found: that it is gone since is a
-    /// bug, not the user's mistake.
-    pub fn resolved_run(&self, run_id: RunId) -> Result<RunRecord> {
-        self.run(run_id)?
-            .ok_or(crate::EngineError::RunVanished { id: run_id })
-    }
-
-    pub fn run(&self, run_id: RunId) -> Result<Option<RunRecord>> {
-        let query = format!("SELECT {} FROM runs r WHERE r.id = ?1", run_columns("r"));
-        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
-        let mut rows = statement
-            .query(params![run_id])
-            .map_err(|e| self.error(e))?;
-        let Some(row) = rows.next().map_err(|e| self.error(e))? else {
-            return Ok(None);
-        };
-        let mut run = run_from_row(row, &self.path)?;
-        let query = format!(
-            "SELECT {} FROM stage_runs s WHERE s.run_id = ?1 ORDER BY s.rowid",
-            stage_columns("s", "")
-        );
-        let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
-        let mut rows = statement
-            .query(params![run_id])
-            .map_err(|e| self.error(e))?;
-        while let Some(row) = rows.next().map_err(|e| self.error(e))? {
-            let stage: Option<String> = row.get("stage").ok();
-            let columns = Columns {
-                row,
-                path: &self.path,
-                run: run_id,
-                stage,
-            };
-            run.stages.push(stage_from_row(&columns, "")?);
-        }
-        Ok(Some(run))
-    }
-
     pub(super) fn run_exists(&self, id: RunId) -> Result<bool> {
         self.connection
             .query_row("SELECT 1 FROM runs WHERE id = ?1", params![id], |_| Ok(()))
@@ -185,6 +129,7 @@ impl RunDb {
                 path: &self.path,
                 run: row.get("run_id").map_err(|e| self.error(e))?,
                 stage: Some(stage.to_string()),
+                prefix: "",
             };
             let recorded: BTreeMap<String, Artifact> = columns.json("outputs")?;
             let same = recorded.len() == outputs.len()
@@ -256,6 +201,7 @@ impl RunDb {
                 path: &self.path,
                 run: row.get("run_id").map_err(|e| self.error(e))?,
                 stage: row.get("stage").ok(),
+                prefix: "",
             };
             keys.push(columns.parsed::<ActionKey>("key")?);
         }

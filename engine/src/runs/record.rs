@@ -332,10 +332,14 @@ pub(super) struct Columns<'r, 's> {
     pub path: &'r Path,
     pub run: RunId,
     pub stage: Option<String>,
+    /// What the query put before the table's column names (`s_` where the
+    /// run's columns are selected too); an error names the table's column.
+    pub prefix: &'static str,
 }
 
 impl Columns<'_, '_> {
     pub fn corrupt(&self, column: &str, problem: impl std::fmt::Display) -> EngineError {
+        let column = column.strip_prefix(self.prefix).unwrap_or(column);
         let place = match &self.stage {
             Some(stage) => format!("run #{}, stage `{stage}`", self.run),
             None => format!("run #{}", self.run),
@@ -433,6 +437,7 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         path,
         run: id,
         stage: None,
+        prefix: "",
     };
     let mut status: RunStatus = columns.parsed("status")?;
     let pid: i64 = columns.get("pid")?;
@@ -467,12 +472,13 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
 }
 
 /// The stage of a row holding the `stage_runs` columns, each named with
-/// `prefix` in front (`s_` where a query also has the run's columns).
-pub(super) fn stage_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Result<StageRecord> {
-    let name = |column: &str| format!("{prefix}{column}");
+/// `columns.prefix` in front (`s_` where a query also has the run's
+/// columns).
+pub(super) fn stage_from_row(columns: &Columns<'_, '_>) -> Result<StageRecord> {
+    let name = |column: &str| format!("{}{column}", columns.prefix);
     Ok(StageRecord {
         stage: columns.get(&name("stage"))?,
-        identity: identity_from_row(columns, prefix)?,
+        identity: identity_from_row(columns)?,
         key: columns.opt_parsed(&name("key"))?,
         status: columns.parsed(&name("status"))?,
         duration_ms: columns.unsigned(&name("duration_ms"))?,
@@ -484,8 +490,8 @@ pub(super) fn stage_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Result<
     })
 }
 
-pub(super) fn identity_from_row(columns: &Columns<'_, '_>, prefix: &str) -> Result<StageIdentity> {
-    let name = |column: &str| format!("{prefix}{column}");
+fn identity_from_row(columns: &Columns<'_, '_>) -> Result<StageIdentity> {
+    let name = |column: &str| format!("{}{column}", columns.prefix);
     Ok(StageIdentity {
         base_name: columns.get(&name("base_name"))?,
         combination: columns.json::<Combination>(&name("combination"))?,

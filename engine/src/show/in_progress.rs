@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::project::Project;
-use crate::runs::{RunDb, RunRecord, RunStatus};
+use crate::runs::{RunDb, RunRecord, RunSelection, RunStatus};
 use crate::{running, Result};
 
 /// What a run in progress is doing now.
@@ -42,14 +42,14 @@ pub fn in_progress(project: &Project, run: &RunRecord) -> Option<InProgress> {
 /// time, so it is among the newest.
 pub fn run_in_progress(db: &RunDb) -> Result<Option<RunRecord>> {
     const NEWEST: usize = 50;
-    let going = db
-        .list_runs(NEWEST)?
+    let running = RunSelection {
+        statuses: Some(vec![RunStatus::Running]),
+        ..RunSelection::default()
+    };
+    Ok(db
+        .newest_runs(running, NEWEST)?
         .into_iter()
-        .find(|run| run.status == RunStatus::Running && run.origin.is_none());
-    match going {
-        Some(run) => db.run(run.id),
-        None => Ok(None),
-    }
+        .find(|run| run.status == RunStatus::Running && run.origin.is_none()))
 }
 
 /// A run going now, and what it is doing.

@@ -10,12 +10,12 @@ use super::model::*;
 use super::warnings::warnings;
 use crate::key;
 use crate::metrics::{relative_change, Direction};
-use crate::runs::{ComparedRun, RunId};
+use crate::runs::{RunId, RunRecord};
 use crate::{Result, UsageError};
 use pipe_protocol::record::rows_by_combination;
 
 /// Builds the table of `runs` (in the order given).
-pub fn compare_runs(runs: &[ComparedRun], options: &CompareOptions) -> Result<CompareTable> {
+pub fn compare_runs(runs: &[RunRecord], options: &CompareOptions) -> Result<CompareTable> {
     if runs.is_empty() {
         return Err(UsageError::NoRunSelected.into());
     }
@@ -67,7 +67,7 @@ struct Collected {
     declared_keys: HashMap<String, bool>,
 }
 
-fn collect_rows(runs: &[ComparedRun]) -> Collected {
+fn collect_rows(runs: &[RunRecord]) -> Collected {
     let mut metric_order: Vec<(String, String)> = Vec::new();
     let mut seen_metrics: HashSet<String> = HashSet::new();
     let mut matrix_keys: Vec<String> = Vec::new();
@@ -109,7 +109,7 @@ fn collect_rows(runs: &[ComparedRun]) -> Collected {
 
 /// The groups `group_of_row` puts the rows in, each with its rows and
 /// runs; cells are filled in later.
-fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usize]) -> Vec<Group> {
+fn groups_of_rows(runs: &[RunRecord], facts: &[RowFacts], group_of_row: &[usize]) -> Vec<Group> {
     let group_count = group_of_row.iter().max().map_or(0, |max| max + 1);
     let mut groups: Vec<Group> = (0..group_count)
         .map(|_| Group {
@@ -125,7 +125,7 @@ fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usiz
     for (row, &group_index) in group_of_row.iter().enumerate() {
         let group = &mut groups[group_index];
         group.rows.push(row);
-        let run = runs[facts[row].run].run.id;
+        let run = runs[facts[row].run].id;
         if runs_of_group.insert((group_index, run)) {
             group.runs.push(run);
         }
@@ -137,7 +137,7 @@ fn groups_of_rows(runs: &[ComparedRun], facts: &[RowFacts], group_of_row: &[usiz
             .find(|&&earlier| facts[earlier].values == facts[row].values)
         {
             Some(&earlier) => {
-                let same_as = runs[facts[earlier].run].run.id;
+                let same_as = runs[facts[earlier].run].id;
                 if same_as != run {
                     group.repeats.push(Repeat { run, same_as });
                 }
@@ -178,7 +178,7 @@ fn add_baseline_deltas(groups: &mut [Group], columns: &[Column], baseline_group:
 
 /// The rows as shown: their values only for the columns kept.
 fn table_rows(
-    runs: &[ComparedRun],
+    runs: &[RunRecord],
     facts: Vec<RowFacts>,
     group_of_row: &[usize],
     columns: &[Column],
@@ -188,7 +188,7 @@ fn table_rows(
         .into_iter()
         .zip(group_of_row)
         .map(|(facts, &group)| {
-            let run = &runs[facts.run].run;
+            let run = &runs[facts.run];
             let mut values = facts.values;
             values.retain(|id, _| shown.contains(id.as_str()));
             Row {
@@ -269,10 +269,9 @@ fn reordered(
 
 /// The rows of one run: the record's one definition of them
 /// (`rows_by_combination`), shared with the HTML page and `report/html`.
-fn rows_of_run(compared: &ComparedRun) -> Vec<(Pairs, Vec<usize>)> {
+fn rows_of_run(compared: &RunRecord) -> Vec<(Pairs, Vec<usize>)> {
     rows_by_combination(compared.stages.iter().map(|stage| {
-        // Outputs are loaded only for stages that make data.
-        let shows_something = !stage.metrics.is_empty() || stage.outputs.is_some();
+        let shows_something = !stage.metrics.is_empty() || stage.identity.roles.makes_data;
         stage.identity.combination.splitting_rows(shows_something)
     }))
     .into_iter()
@@ -323,7 +322,7 @@ fn same_value(value: &Value, text: &str) -> bool {
 }
 
 fn row_facts(
-    compared: &ComparedRun,
+    compared: &RunRecord,
     run: usize,
     matrix: Pairs,
     stages: &[usize],
@@ -332,12 +331,12 @@ fn row_facts(
     let mut values = BTreeMap::new();
     values.insert(
         "pipeline".to_string(),
-        Value::String(compared.run.pipeline.clone()),
+        Value::String(compared.pipeline.clone()),
     );
     let mut seeds = Vec::new();
     let mut precision = None;
-    let params = key::flatten(&compared.run.params);
-    let swept = if compared.run.sweep {
+    let params = key::flatten(&compared.params);
+    let swept = if compared.sweep {
         swept_values(&params, &matrix)
     } else {
         BTreeMap::new()
@@ -399,8 +398,10 @@ fn row_facts(
             note_metric(base, metric, roles.declares_key(metric));
             values.insert(metric_id(base, metric), value.clone());
         }
-        // Loaded only for stages whose roles say they make data.
-        if let Some(outputs) = &stage.outputs {
+        // Only data is told apart by its digests: a model's would differ
+        // on every rerun of a nondeterministic training.
+        if identity.roles.makes_data {
+            let outputs = &stage.outputs;
             let uses = identity
                 .uses
                 .clone()
@@ -447,47 +448,42 @@ fn hardware_value(value: &Value) -> Option<Value> {
 mod tests {
     use super::*;
     use crate::metrics::Verdict;
-    use crate::runs::{ComparedStage, RunRecord, RunStatus, StageStatus};
+    use crate::runs::{RunRecord, RunStatus, StageRecord, StageStatus};
     use serde_json::json;
 
-    fn stage(name: &str, metrics: Value) -> ComparedStage {
-        ComparedStage {
-            stage: name.to_string(),
-            identity: crate::runs::legacy_identity(name, None),
-            status: StageStatus::Ran,
+    fn stage(name: &str, metrics: Value) -> StageRecord {
+        let identity = crate::runs::legacy_identity(name, None);
+        StageRecord {
             duration_ms: 1,
             metrics: serde_json::from_value(metrics).unwrap(),
-            outputs: None,
+            ..StageRecord::new(name, identity, StageStatus::Ran)
         }
     }
 
-    fn run(id: i64, params: Value, stages: Vec<ComparedStage>) -> ComparedRun {
-        ComparedRun {
-            run: RunRecord {
-                sweep: false,
-                id: RunId(id),
-                uid: None,
-                origin: None,
-                pipeline: "p".into(),
-                file: None,
-                started_ms: 0,
-                ended_ms: Some(1),
-                status: RunStatus::Succeeded,
-                git_commit: None,
-                git_dirty: None,
-                argv: vec![],
-                overrides: vec![],
-                params,
-                directions: Default::default(),
-                stages: vec![],
-                name: None,
-                tags: vec![],
-                labels_ms: None,
-                unverified: vec![],
-                branch: None,
-                head_commit: None,
-            },
+    fn run(id: i64, params: Value, stages: Vec<StageRecord>) -> RunRecord {
+        RunRecord {
+            sweep: false,
+            id: RunId(id),
+            uid: None,
+            origin: None,
+            pipeline: "p".into(),
+            file: None,
+            started_ms: 0,
+            ended_ms: Some(1),
+            status: RunStatus::Succeeded,
+            git_commit: None,
+            git_dirty: None,
+            argv: vec![],
+            overrides: vec![],
+            params,
+            directions: Default::default(),
             stages,
+            name: None,
+            tags: vec![],
+            labels_ms: None,
+            unverified: vec![],
+            branch: None,
+            head_commit: None,
         }
     }
 
@@ -592,7 +588,7 @@ mod tests {
 
     #[test]
     fn rows_that_differ_only_in_their_seed_are_one_group_with_sample_std() {
-        let runs: Vec<ComparedRun> = [(1, 1, 0.8), (2, 2, 0.9), (3, 3, 1.0)]
+        let runs: Vec<RunRecord> = [(1, 1, 0.8), (2, 2, 0.9), (3, 3, 1.0)]
             .into_iter()
             .map(|(id, seed, accuracy)| {
                 run(

@@ -9,7 +9,7 @@ use super::model::{
     is_seed_name, metric_id, Cell, Column, ColumnKind, CompareOptions, Pairs, RowFacts,
 };
 use crate::metrics::key_by_roles;
-use crate::runs::{ComparedRun, RunId};
+use crate::runs::{RunId, RunRecord};
 use crate::{Result, UsageError};
 use pipe_protocol::format::Unit;
 
@@ -252,14 +252,14 @@ fn unique_names(columns: &mut [Column]) {
 /// The group of each row: rows of one pipeline, commit and params that
 /// differ only in a seed (a param or matrix key named `seed`, or a
 /// built-in stage's `with.seed`).
-pub(super) fn group_rows(runs: &[ComparedRun], facts: &[RowFacts], per_seed: bool) -> Vec<usize> {
+pub(super) fn group_rows(runs: &[RunRecord], facts: &[RowFacts], per_seed: bool) -> Vec<usize> {
     if per_seed {
         return (0..facts.len()).collect();
     }
     let mut members: Vec<Vec<usize>> = Vec::new();
     let mut group_of_identity: HashMap<String, usize> = HashMap::new();
     for (index, row) in facts.iter().enumerate() {
-        let run = &runs[row.run].run;
+        let run = &runs[row.run];
         let identity: Vec<(&str, String)> = row
             .values
             .iter()
@@ -319,14 +319,14 @@ pub(super) fn group_rows(runs: &[ComparedRun], facts: &[RowFacts], per_seed: boo
 }
 
 pub(super) fn baseline_group(
-    runs: &[ComparedRun],
+    runs: &[RunRecord],
     facts: &[RowFacts],
     group_of_row: &[usize],
     options: &CompareOptions,
 ) -> Result<usize> {
-    let run = options.baseline_run.unwrap_or(runs[facts[0].run].run.id);
+    let run = options.baseline_run.unwrap_or(runs[facts[0].run].id);
     let of_run: Vec<usize> = (0..facts.len())
-        .filter(|&row| runs[facts[row].run].run.id == run)
+        .filter(|&row| runs[facts[row].run].id == run)
         .collect();
     if of_run.is_empty() {
         return Err(UsageError::BaselineNotCompared { run }.into());
@@ -360,7 +360,7 @@ pub(super) fn baseline_group(
                 .all(|(key, value)| facts[row].matrix.get(key) == Some(value.as_str()))
         })
         .collect();
-    let label = |row: usize| row_label(runs[facts[row].run].run.id, &facts[row].matrix);
+    let label = |row: usize| row_label(runs[facts[row].run].id, &facts[row].matrix);
     let Some(&first) = matching.first() else {
         let rows: Vec<String> = of_run.iter().map(|&row| label(row)).collect();
         return Err(UsageError::NoBaselineRow { run, rows }.into());

@@ -105,7 +105,7 @@ pub struct Row {
     pub values: BTreeMap<String, Value>,
     /// Index in `CompareTable::groups`.
     pub group: usize,
-    /// The run's stages (indices in `ComparedRun::stages`) whose results
+    /// The run's stages (indices in `RunRecord::stages`) whose results
     /// this row shows, as `rows_by_combination` found them.
     #[serde(skip)]
     pub stages: Vec<usize>,

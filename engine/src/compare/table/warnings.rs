@@ -9,17 +9,17 @@ use serde_json::Value;
 
 use super::columns::row_label;
 use super::model::{sorted, Pairs, RowFacts, Warning, WarningKind};
-use crate::runs::{ComparedRun, RunId};
+use crate::runs::{RunId, RunRecord};
 
 /// How many rows a warning names per value before "and N more".
 const ROWS_NAMED_PER_VALUE: usize = 6;
 
 /// "A in #1, #2; B in #3": which rows have which value. A run whose rows
 /// all have one value is named once (`#3`), not row by row.
-fn partition(values: &[(usize, String)], runs: &[ComparedRun], facts: &[RowFacts]) -> String {
+fn partition(values: &[(usize, String)], runs: &[RunRecord], facts: &[RowFacts]) -> String {
     let mut value_of_run: HashMap<RunId, Option<&str>> = HashMap::new();
     for (row, value) in values {
-        let run = runs[facts[*row].run].run.id;
+        let run = runs[facts[*row].run].id;
         let entry = value_of_run.entry(run).or_insert(Some(value.as_str()));
         if *entry != Some(value.as_str()) {
             *entry = None;
@@ -29,7 +29,7 @@ fn partition(values: &[(usize, String)], runs: &[ComparedRun], facts: &[RowFacts
     let mut rows_of: HashMap<&str, Vec<String>> = HashMap::new();
     let mut named_runs: HashSet<(RunId, &str)> = HashSet::new();
     for (row, value) in values {
-        let run = runs[facts[*row].run].run.id;
+        let run = runs[facts[*row].run].id;
         let rows = rows_of.entry(value.as_str()).or_default();
         if rows.is_empty() {
             order.push(value);
@@ -79,7 +79,7 @@ fn differs_within_a_combination(facts: &[RowFacts], field: &str) -> bool {
 }
 
 pub(super) fn warnings(
-    runs: &[ComparedRun],
+    runs: &[RunRecord],
     facts: &[RowFacts],
     matrix_keys: &[String],
 ) -> Vec<Warning> {
@@ -192,14 +192,14 @@ pub(super) fn warnings(
 /// Whether a run of the table set a precision param with `-S`: one whose
 /// last name is `precision`, or is the param a stage's roles say picks
 /// the precision.
-fn precision_overridden(runs: &[ComparedRun]) -> bool {
+fn precision_overridden(runs: &[RunRecord]) -> bool {
     runs.iter().any(|compared| {
         let role_params: Vec<&str> = compared
             .stages
             .iter()
             .filter_map(|stage| stage.identity.roles.precision.as_deref())
             .collect();
-        compared.run.overridden_params().any(|path| {
+        compared.overridden_params().any(|path| {
             let name = path.keys().last().map_or("", String::as_str);
             name == "precision" || role_params.contains(&name)
         })

@@ -1,19 +1,19 @@
-//! The one query `pipe compare` loads its runs with.
+//! The one reader of runs: every run read from runs.db (shown, compared,
+//! listed, exported, diffed, checked out) comes from `RunDb::runs`, with
+//! all its stages, decoded by the same row readers. There is no record
+//! read "without its stages" whose empty `stages` a caller could take for
+//! a run that ran none.
 
-use std::collections::BTreeMap;
-
-use pipe_cache::Artifact;
-use pipe_protocol::record::StageIdentity;
 use serde_json::Value;
 
 use super::db::RunDb;
 use super::record::RunRecord;
-use super::record::{identity_from_row, run_columns, run_from_row, Columns};
+use super::record::{run_columns, run_from_row, stage_columns, stage_from_row, Columns};
 use crate::run_id::RunId;
 use crate::Result;
-use pipe_protocol::record::{RunStatus, StageStatus};
+use pipe_protocol::record::RunStatus;
 
-/// Which runs `RunDb::runs_to_compare` loads.
+/// Which runs [`RunDb::runs`] reads.
 #[derive(Debug, Clone, Default)]
 pub struct RunSelection {
     /// Runs named by the user, compared whatever their status; the filters
@@ -35,32 +35,12 @@ pub struct RunSelection {
     pub last: Option<usize>,
 }
 
-/// A run with what a comparison reads of its stages.
-#[derive(Debug, Clone)]
-pub struct ComparedRun {
-    /// Without its stages: they are below.
-    pub run: RunRecord,
-    pub stages: Vec<ComparedStage>,
-}
-
-#[derive(Debug, Clone)]
-pub struct ComparedStage {
-    pub stage: String,
-    pub identity: StageIdentity,
-    pub status: StageStatus,
-    pub duration_ms: u64,
-    pub metrics: BTreeMap<String, Value>,
-    /// Loaded only for stages whose roles say they make data: rows whose
-    /// data differs are flagged.
-    pub outputs: Option<BTreeMap<String, Artifact>>,
-}
-
 impl RunDb {
-    /// Every selected run and its stages, oldest first, in ONE query
-    /// (runs JOIN stage_runs JOIN manifests, filtered in SQL), so that
-    /// comparing 1,000 runs costs one statement, not one per run. Outputs
-    /// are loaded only of stages that make data.
-    pub fn runs_to_compare(&self, selection: &RunSelection) -> Result<Vec<ComparedRun>> {
+    /// Every selected run with all its stages, oldest first, stages in the
+    /// order they were recorded, in ONE query (runs LEFT JOIN stage_runs,
+    /// filtered in SQL), so that reading 1,000 runs costs one statement,
+    /// not one per run.
+    pub fn runs(&self, selection: &RunSelection) -> Result<Vec<RunRecord>> {
         use rusqlite::types::Value as Sql;
         let mut arguments: Vec<Sql> = Vec::new();
         let mut bind = |value: Sql| {
@@ -143,30 +123,23 @@ impl RunDb {
         // Only the joined rows are read, so the cost follows the runs
         // selected, not the whole history.
         let query = format!(
-            "SELECT {runs}, s.stage AS s_stage, s.status AS s_status,
-                    s.duration_ms AS s_duration_ms, s.metrics AS s_metrics,
-                    s.base_name AS s_base_name, s.combination AS s_combination,
-                    s.uses AS s_uses, s.roles AS s_roles, s.role_values AS s_role_values,
-                    s.position AS s_position, s.plots AS s_plots, s.pages AS s_pages,
-                    CASE WHEN json_extract(s.roles, '$.makes_data') THEN s.outputs END AS s_outputs
+            "SELECT {runs}, {stages}
              FROM runs r
              LEFT JOIN stage_runs s ON s.run_id = r.id
              WHERE r.id IN ({selected}) OR r.id IN (SELECT value FROM json_each({also}))
-             ORDER BY r.started_ms, r.id, coalesce(s.position, 0), s.rowid",
+             ORDER BY r.started_ms, r.id, s.rowid",
             runs = run_columns("r"),
+            stages = stage_columns("s", "s_"),
         );
         let mut statement = self.connection.prepare(&query).map_err(|e| self.error(e))?;
         let mut rows = statement
             .query(rusqlite::params_from_iter(arguments))
             .map_err(|e| self.error(e))?;
-        let mut runs: Vec<ComparedRun> = Vec::new();
+        let mut runs: Vec<RunRecord> = Vec::new();
         while let Some(row) = rows.next().map_err(|e| self.error(e))? {
             let id: RunId = row.get("id").map_err(|e| self.error(e))?;
-            if runs.last().is_none_or(|last| last.run.id != id) {
-                runs.push(ComparedRun {
-                    run: run_from_row(row, &self.path)?,
-                    stages: Vec::new(),
-                });
+            if runs.last().is_none_or(|last| last.id != id) {
+                runs.push(run_from_row(row, &self.path)?);
             }
             let Some(stage) = row
                 .get::<_, Option<String>>("s_stage")
@@ -178,27 +151,52 @@ impl RunDb {
                 row,
                 path: &self.path,
                 run: id,
-                stage: Some(stage.clone()),
+                stage: Some(stage),
+                prefix: "s_",
             };
-            let compared = ComparedStage {
-                identity: identity_from_row(&columns, "s_")?,
-                status: columns.parsed("s_status")?,
-                duration_ms: columns.unsigned("s_duration_ms")?,
-                metrics: columns.json("s_metrics")?,
-                outputs: columns.opt_json("s_outputs")?,
-                stage,
-            };
+            let stage = stage_from_row(&columns)?;
             if let Some(last) = runs.last_mut() {
-                last.stages.push(compared);
+                last.stages.push(stage);
             }
         }
         if let Some(statuses) = &selection.statuses {
             let named_or_also = |id: RunId| selection.also.contains(&id);
-            runs.retain(|compared| {
-                named_or_also(compared.run.id) || statuses.contains(&compared.run.status)
-            });
+            runs.retain(|run| named_or_also(run.id) || statuses.contains(&run.status));
         }
         Ok(runs)
+    }
+
+    /// The run numbered `run_id`, with its stages.
+    pub fn run(&self, run_id: RunId) -> Result<Option<RunRecord>> {
+        Ok(self.runs(&RunSelection::one(run_id))?.pop())
+    }
+
+    /// The record of a run `resolve` found: that it is gone since is a
+    /// bug, not the user's mistake.
+    pub fn resolved_run(&self, run_id: RunId) -> Result<RunRecord> {
+        self.run(run_id)?
+            .ok_or(crate::EngineError::RunVanished { id: run_id })
+    }
+
+    /// The newest `limit` runs of `selection` (every run for the default),
+    /// newest first.
+    pub fn newest_runs(&self, selection: RunSelection, limit: usize) -> Result<Vec<RunRecord>> {
+        let mut runs = self.runs(&RunSelection {
+            last: Some(limit),
+            ..selection
+        })?;
+        runs.reverse();
+        Ok(runs)
+    }
+}
+
+impl RunSelection {
+    /// The run numbered `id` alone.
+    pub fn one(id: RunId) -> RunSelection {
+        RunSelection {
+            named: Some(vec![id]),
+            ..RunSelection::default()
+        }
     }
 }
 
@@ -212,3 +210,7 @@ fn json_path(names: &[String]) -> String {
     }
     path
 }
+
+#[cfg(test)]
+#[path = "query_tests.rs"]
+mod tests;
