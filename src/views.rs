@@ -9,6 +9,7 @@ pub mod compare_view;
 pub mod diff_fold;
 pub mod diff_text;
 pub mod field_changes;
+pub mod from_dvc_text;
 pub mod init_text;
 pub mod json_results;
 pub mod labels_text;
