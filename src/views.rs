@@ -1,6 +1,7 @@
 //! What the commands show: text, tables, Markdown, CSV, HTML and the
 //! `--json` lines' types, each from what a use case returned.
 
+pub mod cache_sync_text;
 pub mod cache_text;
 pub mod checkout_text;
 pub mod compare_page;
@@ -13,6 +14,7 @@ pub mod from_dvc_text;
 pub mod init_text;
 pub mod json_results;
 pub mod labels_text;
+pub mod notice_text;
 pub mod orphans_text;
 pub mod remote_status;
 pub mod runs_table;
