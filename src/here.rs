@@ -36,3 +36,12 @@ pub fn relative_to_cwd(path: &Path) -> PathBuf {
         .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
         .unwrap_or_else(|| path.to_path_buf())
 }
+
+/// Whether `path` is the working directory (a message then need not say
+/// `cd` into it).
+pub fn is_working_directory(path: &Path) -> bool {
+    path.canonicalize().ok()
+        == std::env::current_dir()
+            .ok()
+            .and_then(|cwd| cwd.canonicalize().ok())
+}

@@ -3,6 +3,7 @@
 //! (docs/cli.md). Everything else lives in the `pipe-engine` and
 //! `pipe-cache` crates.
 
+mod browser;
 mod cli;
 mod commands;
 mod complete;

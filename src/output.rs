@@ -48,14 +48,6 @@ macro_rules! out {
     };
 }
 
-/// `println!` for human-readable data on stdout ([`shown`]); ends pipe if
-/// stdout fails.
-macro_rules! outln {
-    ($($arg:tt)*) => {
-        $crate::output::print(format_args!("{}\n", format_args!($($arg)*)))
-    };
-}
-
 /// `eprintln!` for messages ([`shown`]); a closed stderr loses them, the
 /// exit code still tells the outcome.
 macro_rules! errln {
@@ -79,7 +71,7 @@ macro_rules! jsonln {
     };
 }
 
-pub(crate) use {err, errln, jsonln, out, outln};
+pub(crate) use {err, errln, jsonln, out};
 
 /// What every human-readable line pipe writes goes through, once, here:
 /// credentials in URLs masked (`pipe_protocol::redact`) and whatever a

@@ -30,6 +30,7 @@ mod executor;
 mod gitignore;
 mod groups;
 mod history;
+mod init_project;
 mod interrupt;
 mod key;
 mod libtorch;
@@ -82,6 +83,7 @@ pub use dvc_import::{
 };
 pub use exec::{run as run_pipeline, RemoteSummary, RunOutcome, RunRequest};
 pub use history::{History, ListedRun, MetricCell, Pull, RunListing};
+pub use init_project::{init as init_project, InitOutcome, ProjectTemplate};
 pub use orphans::orphans as orphaned_outputs;
 pub use pipefile::{
     check_inputs, load as load_pipeline, pipeline_file_problem, read_yaml, with_extension, Loaded,

@@ -11,9 +11,9 @@ use pipe_engine::{
 };
 
 use crate::here;
-use crate::output::{err, errln, out};
+use crate::output::{err, out};
 use crate::run_setup::default_pipeline_file;
-use crate::views::checkout_text;
+use crate::views::{checkout_text, notice_text};
 
 fn request(run: String, file: Option<PathBuf>, link: Vec<String>, force: bool) -> CheckoutRequest {
     CheckoutRequest {
@@ -37,7 +37,7 @@ pub fn checkout(
     let request = request(run, file, link, force);
     let CheckedOut { run: id, report } =
         checkout_run(&project, &request, &ProjectWorkers, &mut |notice| {
-            errln!("{notice}")
+            err!("{}", notice_text::line(&notice))
         })?;
     match report {
         CheckoutReport::Done {
@@ -86,7 +86,7 @@ pub fn apply(
         &request,
         row.as_deref(),
         &ProjectWorkers,
-        &mut |notice| errln!("{notice}"),
+        &mut |notice| err!("{}", notice_text::line(&notice)),
         &argv,
         &|event| progress.on_event(event),
     )?;

@@ -1,14 +1,13 @@
 //! `pipe compare`: the flags as a request to the engine's compare use
 //! case, and its table shown as text, Markdown, CSV, JSON or HTML.
 
-use pipe_engine::{
-    compare_runs, run_place, CompareRequest, ExitCode, Result, RunStatus, StatusFilter,
-};
+use pipe_engine::{compare_runs, CompareRequest, ExitCode, Result, RunStatus, StatusFilter};
 
 use crate::cli::{CompareArgs, StatusArg};
 use crate::here;
-use crate::output::{errln, jsonln, out};
+use crate::output::{err, jsonln, out};
 use crate::style::Style;
+use crate::views::{compare_page, compare_view, notice_text};
 
 pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
     let mut history = here::history()?;
@@ -29,37 +28,26 @@ pub fn compare_command(args: CompareArgs) -> Result<ExitCode> {
         with_steps: args.html,
         with_plots: args.html,
     };
-    let comparison = compare_runs(&mut history, &request, &mut |notice| errln!("{notice}"))?;
+    let comparison = compare_runs(&mut history, &request, &mut |notice| {
+        err!("{}", notice_text::line(&notice))
+    })?;
     let table = &comparison.table;
-    for warning in &table.warnings {
-        errln!("warning: {}", warning.message);
-    }
+    err!("{}", compare_view::warnings(table));
     if args.json {
         jsonln!(serde_json::to_string_pretty(table).unwrap_or_default());
     } else if args.md {
-        // Each run as a reviewer knows it: its branch and commit.
-        let labels: Vec<String> = comparison
-            .runs
-            .iter()
-            .filter_map(|compared| {
-                let place = run_place(&history.root, compared)?;
-                Some(format!("#{} = {place}", compared.id))
-            })
-            .collect();
-        out!("{}", crate::views::compare_view::markdown(table, &labels));
+        let labels = compare_view::run_labels(&history.root, &comparison.runs);
+        out!("{}", compare_view::markdown(table, &labels));
     } else if args.csv {
-        out!("{}", crate::views::compare_view::csv(table));
+        out!("{}", compare_view::csv(table));
     } else if let Some(steps) = &comparison.steps {
         let plots = comparison.plots.as_deref().unwrap_or_default();
         out!(
             "{}",
-            crate::views::compare_page::html(table, &comparison.runs, steps, plots, args.all)?
+            compare_page::html(table, &comparison.runs, steps, plots, args.all)?
         );
     } else {
-        out!(
-            "{}",
-            crate::views::compare_view::text(table, Style::for_stdout())
-        );
+        out!("{}", compare_view::text(table, Style::for_stdout()));
     }
     Ok(ExitCode::Ok)
 }

@@ -4,9 +4,9 @@ use pipe_engine::{diff_runs, DiffRequest, ExitCode, Result};
 
 use crate::cli::DirectionArgs;
 use crate::here;
-use crate::output::{errln, jsonln, out};
+use crate::output::{err, jsonln, out};
 use crate::style::Style;
-use crate::views::diff_text;
+use crate::views::{diff_text, notice_text};
 
 /// `pipe diff [A] [B]`: the flags as a request to `diff_runs`, and
 /// its diff shown as text, Markdown or JSON.
@@ -32,7 +32,9 @@ pub(super) fn diff(
         pipeline,
         directions: directions.rules(),
     };
-    let diff = diff_runs(&mut history, &request, &mut |notice| errln!("{notice}"))?;
+    let diff = diff_runs(&mut history, &request, &mut |notice| {
+        err!("{}", notice_text::line(&notice))
+    })?;
     if json {
         jsonln!(serde_json::to_string_pretty(&diff).unwrap_or_default());
     } else if md {

@@ -6,7 +6,7 @@ use pipe_engine::{ExitCode, Pull, Result};
 
 use crate::cli::RunsAction;
 use crate::here;
-use crate::output::outln;
+use crate::output::out;
 use crate::views::labels_text;
 
 pub fn runs_action(action: RunsAction) -> Result<ExitCode> {
@@ -16,7 +16,7 @@ pub fn runs_action(action: RunsAction) -> Result<ExitCode> {
             let id = here::resolve(&mut history, &run, Pull::Never)?;
             let name = if clear { None } else { name };
             history.db.set_name(id, name.as_deref())?;
-            outln!("{}", labels_text::named(id, name.as_deref()));
+            out!("{}\n", labels_text::named(id, name.as_deref()));
             Ok(ExitCode::Ok)
         }
         RunsAction::Rm { runs } => remove(&runs),
@@ -36,8 +36,8 @@ fn remove(queries: &[String]) -> Result<ExitCode> {
     }
     for id in ids {
         let removed = history.db.remove_run(id)?;
-        outln!(
-            "{}",
+        out!(
+            "{}\n",
             labels_text::removed(
                 removed.id,
                 removed.uid.as_deref(),
@@ -57,6 +57,6 @@ pub fn tag(run: &str, tags: &[String], remove: bool) -> Result<ExitCode> {
     } else {
         history.db.retag(id, tags, &[])?
     };
-    outln!("{}", labels_text::tags(id, &now));
+    out!("{}\n", labels_text::tags(id, &now));
     Ok(ExitCode::Ok)
 }

@@ -1,5 +1,6 @@
 //! `pipe cache push|pull|status`: the flags as a request to
-//! `pipe_engine::cache_sync`, its reports rendered.
+//! `pipe_engine::cache_sync`, its reports rendered
+//! (`views/cache_sync_text.rs`, `views/json_results.rs`).
 
 use std::path::Path;
 
@@ -8,15 +9,16 @@ use pipe_engine::{
     pull_results, push_results, run_in_remote, transfer_failure, EngineError, ExitCode, PullReport,
     Result, Runs,
 };
-use pipe_protocol::format::format_bytes;
 
 use crate::cli::RemoteArgs;
 use crate::here;
-use crate::output::{errln, jsonln, outln};
+use crate::output::{err, jsonln, out};
 use crate::remote_flags::{choice, Shown};
+use crate::views::cache_sync_text;
 use crate::views::json_results::{
-    presence_text, PullCounts, PulledRecords, PulledResults, Pushed, RunStatusInRemote,
+    PullCounts, PulledRecords, PulledResults, Pushed, RunStatusInRemote,
 };
+use crate::views::notice_text;
 
 pub fn push(
     run: Option<&str>,
@@ -35,32 +37,14 @@ pub fn push(
         &project,
         &choice(file, args, Some(shown)),
         runs,
-        &mut |notice| errln!("{notice}"),
+        &mut |notice| err!("{}", notice_text::line(&notice)),
     )?;
-    for (id, reason) in &report.records_not_pushed {
-        errln!("warning: the record of run #{id} was not pushed: {reason}");
-    }
-    let transfers = &report.transfers;
+    err!("{}", cache_sync_text::records_not_pushed(&report));
     if shown.json {
         jsonln!(json_line(&Pushed::of(&report)));
     }
-    errln!(
-        "{}: {} results ({} pushed, {} already there; {} objects, {} sent), {} run records",
-        report.url,
-        report.results,
-        transfers.results_pushed,
-        transfers.results_already_present,
-        transfers.objects_pushed,
-        format_bytes(transfers.bytes_pushed as f64),
-        report.records_pushed,
-    );
-    if report.missing_locally > 0 {
-        errln!(
-            "warning: {} results of these runs are no longer in the local cache (removed by `pipe cache gc`) and were not pushed",
-            report.missing_locally
-        );
-    }
-    Ok(exit_for(transfers))
+    err!("{}", cache_sync_text::pushed(&report));
+    Ok(exit_for(&report.transfers))
 }
 
 pub fn pull(
@@ -80,7 +64,7 @@ pub fn pull(
         &project,
         &choice(file, args, Some(shown)),
         runs,
-        &mut |notice| errln!("{notice}"),
+        &mut |notice| err!("{}", notice_text::line(&notice)),
     )?;
     match report {
         PullReport::Records {
@@ -92,7 +76,7 @@ pub fn pull(
             if shown.json {
                 jsonln!(json_line(&PulledRecords::of(&url, listed, new, &transfers)));
             }
-            errln!("{url}: {listed} run records, {new} new here");
+            err!("{}", cache_sync_text::records_pulled(&url, listed, new));
             Ok(exit_for(&transfers))
         }
         PullReport::Results {
@@ -104,32 +88,20 @@ pub fn pull(
             corrupt,
             transfers,
         } => {
-            for (key, reason) in &corrupt {
-                errln!(
-                    "warning: result {} in the remote is corrupt: {reason}",
-                    key.short()
-                );
-            }
-            let corrupt = corrupt.len();
+            err!("{}", cache_sync_text::corrupt(&corrupt));
+            let counts = PullCounts {
+                pulled,
+                already_here,
+                not_in_remote,
+                corrupt: corrupt.len(),
+            };
             if shown.json {
-                let counts = PullCounts {
-                    pulled,
-                    already_here,
-                    not_in_remote,
-                    corrupt,
-                };
                 jsonln!(json_line(&PulledResults::of(&url, &counts, &transfers)));
             }
-            errln!(
-                "{url}: {pulled} results pulled ({} objects, {}), {already_here} already here, {not_in_remote} not in the remote, {corrupt} corrupt",
-                transfers.objects_pulled,
-                format_bytes(transfers.bytes_pulled as f64),
+            err!(
+                "{}",
+                cache_sync_text::results_pulled(&url, &runs, &counts, &transfers)
             );
-            if let [id] = runs.as_slice() {
-                if transfers.unavailable.is_none() && not_in_remote + corrupt == 0 {
-                    errln!("`pipe checkout {id}` puts run #{id}'s outputs in the workspace");
-                }
-            }
             Ok(exit_for(&transfers))
         }
     }
@@ -144,12 +116,12 @@ pub fn status(
     let project = here::project()?;
     let choice = choice(file, args, None);
     let found = run_in_remote(&project, &choice, run.unwrap_or("last"), &mut |notice| {
-        errln!("{notice}")
+        err!("{}", notice_text::line(&notice))
     });
     let found = match found {
         Ok(found) => found,
         Err(EngineError::RemoteUnavailable(reason)) => {
-            errln!("error: {reason}");
+            err!("{}", cache_sync_text::unavailable(&reason));
             return Ok(ExitCode::RemoteUnavailable);
         }
         Err(other) => return Err(other),
@@ -157,24 +129,7 @@ pub fn status(
     if json_output {
         jsonln!(serde_json::to_string_pretty(&RunStatusInRemote::of(&found)).unwrap_or_default());
     } else {
-        outln!("run #{} in {}", found.id, found.url);
-        for stage in &found.stages {
-            outln!(
-                "  {:<30} {}  local: {:<3}  remote: {}",
-                stage.stage,
-                stage.key.short(),
-                if stage.local { "yes" } else { "no" },
-                presence_text(&stage.remote)
-            );
-        }
-        outln!(
-            "  record: {}",
-            if found.record_pushed {
-                "in the remote"
-            } else {
-                "not pushed"
-            }
-        );
+        out!("{}", cache_sync_text::run_in_remote(&found));
     }
     Ok(ExitCode::Ok)
 }
@@ -182,7 +137,7 @@ pub fn status(
 fn exit_for(report: &TransferReport) -> ExitCode {
     match transfer_failure(report) {
         Some(reason) => {
-            errln!("error: {reason}");
+            err!("{}", cache_sync_text::unavailable(reason));
             ExitCode::RemoteUnavailable
         }
         None => ExitCode::Ok,

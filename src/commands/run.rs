@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use pipe_engine::{run_pipeline, ExitCode, Result, RunRequest, RunStatus};
 
 use crate::cli::RunArgs;
-use crate::output::errln;
+use crate::output::err;
 use crate::progress::Progress;
 use crate::run_setup::{
     dry_run, load_with_overrides, print_report_locations, print_run_summary, run_request,
 };
+use crate::views::labels_text;
 
 pub(super) fn run(
     args: RunArgs,
@@ -38,9 +39,7 @@ pub(super) fn run(
         print_report_locations(&pipeline, &summary);
     }
     if let (Some(name), None) = (&args.name, summary.recorded) {
-        errln!(
-            "note: no run was recorded, so none is named `{name}`; the run that made these results takes it with `pipe runs name RUN {name}`"
-        );
+        err!("{}", labels_text::not_named(name));
     }
     Ok(match summary.status {
         RunStatus::Succeeded => ExitCode::Ok,

@@ -3,7 +3,7 @@
 use pipe_engine::{check_builtin_workers, find_stages, ExitCode, Result, WorkerCheck};
 
 use crate::here;
-use crate::output::{jsonln, out, outln};
+use crate::output::{jsonln, out};
 use crate::progress::Progress;
 use crate::views::stages_text;
 
@@ -12,15 +12,7 @@ use crate::views::stages_text;
 pub(super) fn check_stages(quiet: bool) -> Result<ExitCode> {
     let progress = Progress::new(false, quiet, 0);
     let checks = check_builtin_workers(&|event| progress.on_event(event))?;
-    for check in &checks {
-        match &check.outcome {
-            Ok(stages) => outln!(
-                "{}: {stages} stages, as the catalog built into pipe describes them",
-                check.path.display()
-            ),
-            Err(problem) => outln!("{}: {problem}", check.path.display()),
-        }
-    }
+    out!("{}", stages_text::worker_checks(&checks));
     if checks.iter().all(WorkerCheck::agrees) {
         Ok(ExitCode::Ok)
     } else {

@@ -7,7 +7,7 @@ use pipe_engine::{ExitCode, Result, RunGoing};
 
 use crate::cli::PipelineArg;
 use crate::here;
-use crate::output::{errln, out};
+use crate::output::{err, out};
 use crate::run_setup::load_checked;
 use crate::views::remote_status;
 
@@ -44,7 +44,7 @@ pub(super) fn status(
             return Ok(ExitCode::Ok);
         }
         // The plain status follows the warning.
-        Some(Err(reason)) => errln!("warning: {reason}; showing the local status only"),
+        Some(Err(reason)) => err!("{}", remote_status::unreachable(&reason)),
         None => {}
     }
     if json {

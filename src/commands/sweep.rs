@@ -6,7 +6,7 @@ use std::path::Path;
 use pipe_engine::{load_sweep, run_sweep, ExitCode, ProjectWorkers, Result, RunStatus, SweepPlan};
 
 use crate::cli::RunArgs;
-use crate::output::{err, errln};
+use crate::output::err;
 use crate::progress::Progress;
 use crate::run_setup::{dry_run, print_report_locations, print_run_summary, run_request, settings};
 use crate::views::sweep_text;
@@ -25,21 +25,17 @@ pub fn sweep(
     }
     // Every combination warns of the same file: once is enough.
     if let Some(first) = combinations.first() {
-        for warning in &first.loaded.warnings {
-            errln!("{warning}");
-        }
+        err!("{}", sweep_text::warnings(&first.loaded.warnings));
     }
-    errln!("{}", sweep_text::plan(&sweep.plan, combinations.len()));
+    err!("{}\n", sweep_text::plan(&sweep.plan, combinations.len()));
     if args.dry_run {
         if let SweepPlan::OneRun(merged) = &sweep.plan {
             return dry_run(&merged.pipeline, &merged.dag, &targets, args);
         }
         for (index, combination) in combinations.iter().enumerate() {
-            errln!(
-                "sweep {}/{}: {}",
-                index + 1,
-                combinations.len(),
-                combination.swept_shown().join(" ")
+            err!(
+                "{}",
+                sweep_text::dry_run_of(index, combinations.len(), &combination.swept_shown())
             );
             dry_run(
                 &combination.loaded.pipeline,

@@ -3,10 +3,11 @@
 //! HTML page is `compare_page`.)
 
 use std::fmt::Write;
+use std::path::Path;
 
 use pipe_engine::{
-    digits_to_tell_apart, format_percent, format_significant, Cell, Column, CompareTable, Group,
-    Pairs, RunId, Verdict, SIGNIFICANT_DIGITS,
+    digits_to_tell_apart, format_percent, format_significant, run_place, Cell, Column,
+    CompareTable, Group, Pairs, RunId, RunRecord, Verdict, SIGNIFICANT_DIGITS,
 };
 use pipe_protocol::format::{format_metric, format_metric_delta};
 use serde_json::Value;
@@ -464,6 +465,28 @@ fn markdown_cell(text: &str) -> String {
 
 /// A pull-request comment: the table with ▲/▼ and % against the baseline,
 /// ✓ better and ✗ worse by each metric's direction, warnings as a note.
+/// What the table warns of (runs of different data or hardware, ...),
+/// one `warning:` line each, for stderr.
+pub fn warnings(table: &CompareTable) -> String {
+    let mut text = String::new();
+    for warning in &table.warnings {
+        let _ = writeln!(text, "warning: {}", warning.message);
+    }
+    text
+}
+
+/// Each run as a reviewer knows it, its branch and commit (`#3 = main @
+/// 1a2b3c4`), for the Markdown's `Runs:` line; a run with no name, branch
+/// or commit is left out.
+pub fn run_labels(root: &Path, runs: &[RunRecord]) -> Vec<String> {
+    runs.iter()
+        .filter_map(|compared| {
+            let place = run_place(root, compared)?;
+            Some(format!("#{} = {place}", compared.id))
+        })
+        .collect()
+}
+
 pub fn markdown(table: &CompareTable, labels: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "## pipe compare\n");

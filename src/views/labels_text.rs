@@ -10,6 +10,12 @@ pub fn named(id: RunId, name: Option<&str>) -> String {
     }
 }
 
+/// `pipe run --name NAME` that recorded no run (every stage fresh): the
+/// name is given to none.
+pub fn not_named(name: &str) -> String {
+    format!("note: no run was recorded, so none is named `{name}`; the run that made these results takes it with `pipe runs name RUN {name}`\n")
+}
+
 /// `removed run #3 (uid 1a2b3c4d): ...`, and what becomes of its results.
 pub fn removed(id: RunId, uid: Option<&str>, only_it: usize, shared: usize) -> String {
     let uid = uid

@@ -89,6 +89,12 @@ pub fn show(status: &RemoteStatus, states: &[StageState], json: bool) {
     out!("{text}");
 }
 
+/// `pipe status --remote` whose remote could not answer: the plain
+/// status follows.
+pub fn unreachable(reason: &pipe_cache::RemoteError) -> String {
+    format!("warning: {reason}; showing the local status only\n")
+}
+
 fn describe(verdict: &RemoteVerdict) -> String {
     match verdict {
         RemoteVerdict::Restores => "the remote has it (restores in `pipe run`)".to_string(),

@@ -35,6 +35,11 @@ impl Column {
     }
 }
 
+/// `pipe runs` in a project that has recorded none.
+pub fn no_runs() -> &'static str {
+    "no runs recorded yet; `pipe run` records one\n"
+}
+
 pub fn runs_table(listing: &RunListing) -> String {
     let runs = &listing.runs;
     let mut columns = fixed_columns(runs);

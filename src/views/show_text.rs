@@ -24,6 +24,24 @@ pub fn show_text(shown: &RunShown) -> String {
     out
 }
 
+/// `pipe show --open`: the path opened, for a script to take.
+pub fn opened(path: &std::path::Path) -> String {
+    format!("{}\n", path.display())
+}
+
+/// `pipe show --open`: whose output the path holds, and that the
+/// workspace was left alone.
+pub fn opened_from_cache(run: pipe_engine::RunId, output: &str) -> String {
+    format!(
+        "run #{run}'s `{output}`, read-only copies from the cache (the workspace is not touched)\n"
+    )
+}
+
+/// `pipe show --open` whose opener could not start.
+pub fn not_opened(error: &std::io::Error) -> String {
+    format!("warning: could not open it: {error}\n")
+}
+
 fn header(out: &mut String, shown: &RunShown) {
     let run = &shown.record;
     let _ = writeln!(out, "run #{}  {}  {}", run.id, run.pipeline, run.status);

@@ -7,6 +7,23 @@ use serde_json::Value;
 
 use crate::views::value_text::width;
 
+/// `pipe stages --check`: each built-in worker, and whether it agrees
+/// with the catalog built into pipe.
+pub fn worker_checks(checks: &[pipe_engine::WorkerCheck]) -> String {
+    let mut out = String::new();
+    for check in checks {
+        let _ = match &check.outcome {
+            Ok(stages) => writeln!(
+                out,
+                "{}: {stages} stages, as the catalog built into pipe describes them",
+                check.path.display()
+            ),
+            Err(problem) => writeln!(out, "{}: {problem}", check.path.display()),
+        };
+    }
+    out
+}
+
 pub fn stage_list(entries: &[pipe_engine::CatalogEntry]) -> String {
     let mut out = String::new();
     let name_width = width(entries.iter().map(|entry| entry.info.name.as_str())) + 3;

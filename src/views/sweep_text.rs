@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use pipe_engine::{Pipeline, ResultsHeld, SweepOutcome, SweepPlan, SweepRun};
+use pipe_engine::{Diagnostic, Pipeline, ResultsHeld, SweepOutcome, SweepPlan, SweepRun};
 
 /// The line before a sweep runs: one run (in work trees or not) with the
 /// stages it expands, or one run per combination and why.
@@ -21,6 +21,20 @@ pub fn plan(plan: &SweepPlan, combinations: usize) -> String {
             "note: the sweep runs its {combinations} combinations one run each, in turn: {why}"
         ),
     }
+}
+
+/// The loader's warnings about the pipeline file, one after another.
+pub fn warnings(warnings: &[Diagnostic]) -> String {
+    let mut text = String::new();
+    for warning in warnings {
+        let _ = writeln!(text, "{warning}");
+    }
+    text
+}
+
+/// The line above a combination's `--dry-run` plan (`index` from 0).
+pub fn dry_run_of(index: usize, combinations: usize, swept: &[String]) -> String {
+    format!("sweep {}/{combinations}: {}\n", index + 1, swept.join(" "))
 }
 
 /// The stages the sweep expands, by base name: `train ×4, evaluate ×4`.
