@@ -20,7 +20,7 @@ mod store;
 mod tree;
 pub mod untrusted;
 
-pub use action::{check_relative_path, manifest_of, ActionResult};
+pub use action::{manifest_of, ActionResult};
 pub use action_lookup::ActionLookup;
 pub use artifact::{Artifact, ArtifactKind};
 pub use digest::{ActionKey, BadDigest, Digest, ObjectDigest};

@@ -12,6 +12,8 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use pipe_protocol::ProjectPath;
+
 use crate::fsutil;
 
 /// Between the output's (shortened) name and the random part.
@@ -55,7 +57,8 @@ pub struct RestoreSites<'a> {
 
 impl<'a> RestoreSites<'a> {
     /// An output that may be restored (a file or a directory).
-    pub fn output(&mut self, path: &'a str) {
+    pub fn output(&mut self, path: &'a ProjectPath) {
+        let path = path.as_str();
         let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
         if let Some(names) = self.dirs.entry(dir).or_insert_with(|| Some(Vec::new())) {
             names.push(OsStr::new(name));
@@ -157,8 +160,9 @@ mod tests {
         let owned = root.path().join(".pipe/out/p/s");
         std::fs::create_dir_all(owned.join(".anything.pipe-tmp-q1w2e3")).unwrap();
 
+        let model = ProjectPath::stored("out/model.bin").unwrap();
         let mut sites = RestoreSites::default();
-        sites.output("out/model.bin");
+        sites.output(&model);
         sites.owned_dir(".pipe/out/p/s");
         let mut removed = sites.remove_leftovers(root.path());
         removed.sort();

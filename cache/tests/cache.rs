@@ -8,6 +8,7 @@ use pipe_cache::{
     ActionKey, ActionResult, Artifact, ArtifactKind, Cache, CacheError, LinkMode, ObjectDigest,
     StatCache,
 };
+use pipe_protocol::ProjectPath;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -90,7 +91,7 @@ fn action(key: ActionKey, outputs: &[(&str, &Artifact)]) -> ActionResult {
         key,
         outputs: outputs
             .iter()
-            .map(|(name, artifact)| (name.to_string(), (*artifact).clone()))
+            .map(|(name, artifact)| (ProjectPath::stored(name).unwrap(), (*artifact).clone()))
             .collect(),
         manifest: pipe_cache::manifest_of(&serde_json::json!({
             "stage": "test",

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use pipe_cache::remote::{Pulled, Remote, RemoteConfig};
 use pipe_cache::{ActionKey, ActionResult, Cache, CacheError, ObjectDigest, StatCache};
+use pipe_protocol::ProjectPath;
 
 struct Side {
     cache_root: PathBuf,
@@ -43,7 +44,7 @@ fn stored_result(dir: &Path, side: &Side, key: &str, content: &str) -> ActionRes
     let mut outputs = BTreeMap::new();
     for name in ["file.txt", "tree"] {
         let artifact = side.cache.store(&work.join(name), &side.stat).unwrap();
-        outputs.insert(name.to_string(), artifact);
+        outputs.insert(ProjectPath::stored(name).unwrap(), artifact);
     }
     let result = ActionResult {
         key: ActionKey::of(key.as_bytes()),

@@ -19,6 +19,7 @@ use crate::link::link_modes_for;
 use crate::pipefile::{self, CatalogSource, Loaded};
 use crate::pipeline::{Pipeline, Stage};
 use crate::project::{Project, RunLock};
+use crate::project_files::ProjectPath;
 use crate::run_settings::recorded_pipeline_file;
 use crate::runs::{RunId, RunRecord};
 use crate::{workspace, EngineError, Result};
@@ -133,11 +134,12 @@ pub(crate) fn requested_run(
     })
 }
 
-/// One output to bring back: the stage, the path, and the stored result's
-/// artifact (which the record's must equal).
+/// One output to bring back: the stage, the path (the pipeline's, which
+/// the record's text names), and the stored result's artifact (which the
+/// record's must equal).
 struct Wanted<'a> {
     stage: &'a str,
-    path: &'a str,
+    path: ProjectPath,
     artifact: Artifact,
 }
 
@@ -174,7 +176,7 @@ pub fn checkout(
         .iter()
         .filter(|output| {
             !cache
-                .hash_path(&project.root.join(output.path), &stat)
+                .hash_path(&project.root.join(&output.path), &stat)
                 .is_ok_and(|current| {
                     current.digest == output.artifact.digest && current.kind == output.artifact.kind
                 })
@@ -189,7 +191,7 @@ pub fn checkout(
                 "{} (stage `{}`): {error}",
                 output.path, output.stage
             ));
-        } else if let Some(problem) = unwritable(&project.root.join(output.path)) {
+        } else if let Some(problem) = unwritable(&project.root.join(&output.path)) {
             missing.push(format!(
                 "{} (stage `{}`): {problem}",
                 output.path, output.stage
@@ -203,7 +205,7 @@ pub fn checkout(
 
     let mut sites = RestoreSites::default();
     for output in &wanted {
-        sites.output(output.path);
+        sites.output(&output.path);
     }
     lock.remove_restore_leftovers(&project.root, &sites);
 
@@ -213,7 +215,7 @@ pub fn checkout(
         for output in &to_restore {
             lost.extend(cache.files_lost_by_restore(
                 &output.artifact,
-                &project.root.join(output.path),
+                &project.root.join(&output.path),
                 &stat,
             )?);
         }
@@ -225,10 +227,10 @@ pub fn checkout(
 
     for output in &to_restore {
         // Checked again right before writing: a link may have appeared.
-        workspace::check_restore_target(&project.root, output.path).map_err(|problem| {
+        workspace::check_restore_target(&project.root, &output.path).map_err(|problem| {
             EngineError::Internal(format!("stage `{}`: {problem}", output.stage))
         })?;
-        let destination = project.root.join(output.path);
+        let destination = project.root.join(&output.path);
         if let Some(parent) = destination.parent() {
             std::fs::create_dir_all(parent).map_err(|e| EngineError::io(parent, e))?;
         }
@@ -280,17 +282,19 @@ fn held_to_the_pipeline<'r>(
         let worker_metrics = stage.worker_metrics_path();
         let result = stage_record.key.and_then(|key| cache.get_action(&key));
         for (path, artifact) in &stage_record.outputs {
-            let declared = workspace::declared_outputs(stage).any(|out| out.path == *path)
-                || worker_metrics.as_deref() == Some(path.as_str());
-            if !declared {
+            let declared = workspace::declared_outputs(stage)
+                .map(|out| &out.path)
+                .chain(worker_metrics.as_ref())
+                .find(|declared| *declared == path);
+            let Some(declared) = declared else {
                 refused.push(format!(
                     "stage `{name}`: the record names `{}`, which the stage does not declare in `{}`",
                     shown(path),
                     pipeline.file.display()
                 ));
                 continue;
-            }
-            if let Err(problem) = workspace::check_restore_target(&project.root, path) {
+            };
+            if let Err(problem) = workspace::check_restore_target(&project.root, declared) {
                 refused.push(format!("stage `{name}`: {problem}"));
                 continue;
             }
@@ -300,13 +304,13 @@ fn held_to_the_pipeline<'r>(
                 ));
                 continue;
             };
-            match result.outputs.get(path) {
+            match result.outputs.get(path.as_str()) {
                 Some(stored)
                     if stored.digest == artifact.digest && stored.kind == artifact.kind =>
                 {
                     wanted.push(Wanted {
                         stage: name,
-                        path,
+                        path: declared.clone(),
                         artifact: stored.clone(),
                     })
                 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::pipeline::Pipeline;
 use crate::project::Project;
+use crate::project_files::ProjectPath;
 use crate::Result;
 
 /// The ledger of `pipeline`'s outputs under the project's state dir.
@@ -24,10 +25,11 @@ fn read_ledger(path: &Path) -> BTreeSet<String> {
         .and_then(|bytes| String::from_utf8(bytes).ok())
         .map(|text| {
             text.lines()
-                .filter(|line| {
-                    crate::project_files::ProjectPath::new(line).is_ok_and(|path| path == *line)
-                })
-                .map(str::to_string)
+                // What the cache's rule takes, as every output now declared
+                // is: never a path in `.git/` or in pipe's own state, which
+                // removing an orphan would delete.
+                .filter_map(|line| ProjectPath::stored(line).ok())
+                .map(String::from)
                 .collect()
         })
         .unwrap_or_default()

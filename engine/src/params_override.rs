@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::pipeline::ParamsFileEdits;
 use crate::project::STATE_DIR;
+use crate::project_files::ProjectPath;
 use crate::{EngineError, Result, UsageError};
 
 const DIR: &str = "params-override";
@@ -42,8 +43,9 @@ const BOM: &str = "\u{feff}";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Journal {
-    /// The file, relative to the project root.
-    file: String,
+    /// The file, relative to the project root; read back, a journal whose
+    /// file the stored rule refuses is no journal pipe wrote.
+    file: ProjectPath,
     /// BLAKE3 (hex) of its bytes before the run, and of those it wrote.
     original: String,
     written: String,
@@ -233,11 +235,11 @@ impl WrittenParams {
             .strip_prefix(root)
             .ok()
             .and_then(Path::to_str)
-            .map(str::to_string)
+            .and_then(|relative| ProjectPath::stored(relative).ok())
             .ok_or_else(|| {
                 EngineError::io(
                     &edits.file,
-                    std::io::Error::other("params.yaml is outside the project"),
+                    std::io::Error::other("params.yaml is not a plain path in the project"),
                 )
             })?;
         check_editable(&edits.file)?;
@@ -427,13 +429,13 @@ pub(crate) fn sweep_beside(file: &Path) {
 }
 
 /// The journal, when it is one pipe could have written: bounded, and
-/// naming a `params.yaml` inside the project by a plain relative path.
+/// naming a `params.yaml` inside the project by a plain relative path (its
+/// type's rule, applied as it is read).
 fn read_journal(handle: &mut File) -> Option<Journal> {
     let mut body = Vec::new();
     handle.take(MAX_JOURNAL_BYTES).read_to_end(&mut body).ok()?;
     let journal: Journal = serde_json::from_slice(&body).ok()?;
     let hex = |text: &str| text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit());
-    let plain = pipe_cache::check_relative_path(&journal.file).is_ok();
-    let named = Path::new(&journal.file).file_name() == Some("params.yaml".as_ref());
-    (plain && named && hex(&journal.original) && hex(&journal.written)).then_some(journal)
+    let named = Path::new(journal.file.as_str()).file_name() == Some("params.yaml".as_ref());
+    (named && hex(&journal.original) && hex(&journal.written)).then_some(journal)
 }

@@ -13,6 +13,7 @@ use crate::exec::select_stages;
 use crate::key::{self, DepDigests, FieldChange};
 use crate::pipeline::{Dep, Pipeline, Stage};
 use crate::project::Project;
+use crate::project_files::ProjectPath;
 use crate::run_input;
 use crate::running::{self, RunningStage};
 use crate::runs::StageStatus;
@@ -306,7 +307,7 @@ impl<'a> Planner<'a> {
                 .hash_path(&self.pipeline.root.join(path), &self.stat)
             {
                 Ok(artifact) => {
-                    held.insert(path.clone(), artifact.digest);
+                    held.insert(path.to_string(), artifact.digest);
                 }
                 // Missing: the plain reason says so.
                 Err(_) => return Ok(None),
@@ -403,7 +404,7 @@ struct Walk<'w> {
     keyed_results: Vec<Option<Value>>,
     /// The outputs a run restores, for each restorable stage: what the
     /// stages below it will read, which the workspace does not hold yet.
-    restored: HashMap<usize, BTreeMap<String, Artifact>>,
+    restored: HashMap<usize, BTreeMap<ProjectPath, Artifact>>,
 }
 
 impl<'w> Walk<'w> {

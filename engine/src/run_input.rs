@@ -19,11 +19,12 @@ use crate::pipeline::{Pipeline, Stage};
 pub const MANIFEST_FIELD: &str = "run";
 
 /// A stage that finished with a result, as a reader of the run sees it.
-pub struct Made<'a> {
+pub struct Made<'a, OutputPath: AsRef<str>> {
     pub stage: &'a Stage,
     /// Output path -> content, as its action result holds them (metrics
-    /// files included, so the metrics need no entry of their own).
-    pub outputs: &'a BTreeMap<String, Artifact>,
+    /// files included, so the metrics need no entry of their own), or as
+    /// the stage's record keeps them (by text).
+    pub outputs: &'a BTreeMap<OutputPath, Artifact>,
     /// What making the outputs took in the run that made them: the same
     /// for a restore as for the run that computed them.
     pub compute_ms: Option<u64>,
@@ -32,11 +33,14 @@ pub struct Made<'a> {
 /// One stage's part of a reader's key: its identity, compute time and the
 /// digests of its outputs. Not when it ran, how long this run took for it
 /// or whether it was restored: none of those is a result.
-pub fn keyed_stage(made: &Made<'_>) -> Value {
+pub fn keyed_stage<OutputPath: AsRef<str>>(made: &Made<'_, OutputPath>) -> Value {
     let outputs: Map<String, Value> = made
         .outputs
         .iter()
-        .map(|(path, artifact)| (path.clone(), json!(artifact.digest.to_hex().as_str())))
+        .map(|(path, artifact)| {
+            let digest = artifact.digest.to_hex();
+            (path.as_ref().to_string(), json!(digest.as_str()))
+        })
         .collect();
     json!({
         "identity": made.stage.identity(),

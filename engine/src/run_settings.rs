@@ -26,8 +26,9 @@ pub struct RunSettings {
 }
 
 /// The pipeline file of the newest run recorded in the project at
-/// `root`, when it names one inside the project that is still there: what
-/// a command uses when none is named and none is found here.
+/// `root`, when it names one (inside the project, as its type holds) that
+/// is still there: what a command uses when none is named and none is
+/// found here.
 pub fn last_run_pipeline_file(root: &Path) -> Option<(RunId, PathBuf)> {
     let history = History::open_existing(root).ok()??;
     let record = history
@@ -36,9 +37,7 @@ pub fn last_run_pipeline_file(root: &Path) -> Option<(RunId, PathBuf)> {
         .ok()?
         .into_iter()
         .next()?;
-    let file = record.file.as_deref()?;
-    pipe_cache::check_relative_path(file).ok()?;
-    let path = root.join(file);
+    let path = root.join(record.file.as_ref()?);
     path.is_file().then_some((record.id, path))
 }
 
@@ -62,15 +61,15 @@ pub fn settings_of_run(
     })
 }
 
-/// The pipeline file a run record names, when it is a plain path inside
-/// the project; else the one found where the command was started.
+/// The pipeline file a run record names (a plain path inside the project,
+/// as its type holds); else the one found where the command was started.
 pub(crate) fn recorded_pipeline_file(
     project: &Project,
     record: &RunRecord,
     found_here: Option<&Path>,
 ) -> Result<PathBuf> {
-    match record.file.as_deref() {
-        Some(file) if pipe_cache::check_relative_path(file).is_ok() => {
+    match &record.file {
+        Some(file) => {
             let path = project.root.join(file);
             if path.is_file() {
                 return Ok(path);
@@ -81,7 +80,7 @@ pub(crate) fn recorded_pipeline_file(
             }
             .into())
         }
-        _ => found_here
+        None => found_here
             .map(Path::to_path_buf)
             .ok_or(UsageError::NoPipelineFile.into()),
     }

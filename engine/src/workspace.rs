@@ -95,7 +95,7 @@ fn dep_problem(dep: &Dep, path: &Path, error: pipe_cache::CacheError) -> DepProb
 /// that would hold it does not.
 pub fn artifact_within(
     cache: &Cache,
-    outputs: &BTreeMap<String, Artifact>,
+    outputs: &BTreeMap<ProjectPath, Artifact>,
     path: &str,
 ) -> Option<Option<Artifact>> {
     for (output, artifact) in outputs {
@@ -127,6 +127,16 @@ pub fn artifact_within(
     None
 }
 
+/// A result's outputs as a stage's run record keeps them: by their text,
+/// which is how the comparisons read a record.
+pub fn recorded_outputs(result: &ActionResult) -> BTreeMap<String, Artifact> {
+    result
+        .outputs
+        .iter()
+        .map(|(path, artifact)| (path.to_string(), artifact.clone()))
+        .collect()
+}
+
 /// All declared outputs and metric files, which the cache stores alike.
 pub fn declared_outputs(stage: &Stage) -> impl Iterator<Item = &Out> {
     stage.outs.iter().chain(stage.metrics.iter())
@@ -146,7 +156,7 @@ pub fn check_action_fits(stage: &Stage, result: &ActionResult) -> Result<(), Mis
         if !declared {
             return Err(Misfit::Undeclared {
                 result: result.key.short(),
-                path: path.clone(),
+                path: path.to_string(),
                 stage: stage.name.clone(),
             });
         }
@@ -181,18 +191,14 @@ pub enum Misfit {
     },
 }
 
-/// Checks a place a cached output is about to be written to: a plain
-/// project-relative path outside `.git/` and `.pipe/` (but `.pipe/out/`),
+/// Checks a place a cached output is about to be written to: the path
+/// (a stored result's or a record's, so plain, project-relative and
+/// outside `.git/` and `.pipe/` but `.pipe/out/`, as its type holds)
 /// whose directories lead nowhere else through a symbolic link. Run right
-/// before each restore, as the links may have changed since the
-/// pipeline was loaded. The path, checked, comes back as a `ProjectPath`.
-pub fn check_restore_target(root: &Path, path: &str) -> Result<ProjectPath, UnsafeOutput> {
-    let path = ProjectPath::stored(path).map_err(|problem| UnsafeOutput::NotProjectRelative {
-        path: path.to_string(),
-        problem,
-    })?;
-    crate::project_files::paths::check_output_location(root, &path)?;
-    Ok(path)
+/// before each restore, as the links may have changed since the pipeline
+/// was loaded.
+pub fn check_restore_target(root: &Path, path: &ProjectPath) -> Result<(), UnsafeOutput> {
+    crate::project_files::paths::check_output_location(root, path)
 }
 
 /// A metrics file is a small JSON document; a bigger one is not read.
@@ -250,7 +256,7 @@ fn read_metrics_files(
 ) -> Result<BTreeMap<String, serde_json::Value>, BadMetrics> {
     let mut metrics = BTreeMap::new();
     for path in paths {
-        let Some(artifact) = result.outputs.get(&path) else {
+        let Some(artifact) = result.outputs.get(path.as_str()) else {
             continue;
         };
         let bytes = match cache.read_file_object(artifact, MAX_METRICS_BYTES) {
@@ -272,7 +278,7 @@ pub fn outputs_differing<'a>(
     result: &'a ActionResult,
     cache: &Cache,
     stat: &StatCache,
-) -> Vec<&'a str> {
+) -> Vec<&'a ProjectPath> {
     result
         .outputs
         .iter()
@@ -282,7 +288,7 @@ pub fn outputs_differing<'a>(
                 Err(_) => true,
             },
         )
-        .map(|(path, _)| path.as_str())
+        .map(|(path, _)| path)
         .collect()
 }
 

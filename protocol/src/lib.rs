@@ -11,7 +11,9 @@
 //! The full description, with examples, is docs/stage-protocol.md.
 //!
 //! Beside the messages (`messages`, `stage_info`) and the run record's
-//! vocabulary (`record`, with the plots a stage declares: `plot`), the conventions every pipe process keeps alike,
+//! vocabulary (`record`, with the plots a stage declares: `plot`), the
+//! project-relative paths the cache and the engine hold and the rule a
+//! stored one must pass (`paths`), the conventions every pipe process keeps alike,
 //! engine and workers: what is a secret and how it is masked (`redact`),
 //! how numbers, sizes and times are written (`format`), how a user's value
 //! is quoted (`excerpt`), how a child process is run within a limit
@@ -26,6 +28,7 @@ pub mod gpus;
 pub mod lines;
 mod messages;
 mod param_rules;
+pub mod paths;
 pub mod plot;
 pub mod record;
 pub mod redact;
@@ -36,5 +39,6 @@ pub use messages::{
     Event, Invocation, Metrics, RunContext, RunStage, METRICS_FILE, PROTOCOL_VERSION, RUN_FILE,
 };
 pub use param_rules::{check_rules, ParamProblem, ParamRule};
+pub use paths::ProjectPath;
 pub use plot::{PlotKind, PlotSpec, RunPlot};
 pub use stage_info::{check_params, OutputKind, OutputSpec, ParamKind, ParamSpec, StageInfo};

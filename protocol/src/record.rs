@@ -455,9 +455,16 @@ pub struct StageIdentity {
     /// The project-relative pages among its outputs that a person opens
     /// (a report's `index.html`), as its worker's description declared
     /// them when the pipeline loaded (`OutputSpec::page`): any worker's,
-    /// a project's own included. Left out when empty, as `plots`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pages: Vec<String>,
+    /// a project's own included. Left out when empty, as `plots`. Read
+    /// back (a pulled record, a report's invocation), a page the stored
+    /// rule refuses is dropped, the rest of the record kept: it is only
+    /// something to open.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::paths::dropping_refused"
+    )]
+    pub pages: Vec<crate::ProjectPath>,
 }
 
 #[cfg(test)]

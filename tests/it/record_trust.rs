@@ -171,6 +171,57 @@ fn a_pulled_record_naming_outputs_its_result_does_not_hold_is_refused() {
 }
 
 #[test]
+fn a_pulled_record_naming_an_output_no_project_may_hold_is_refused_whole() {
+    let shared = Shared::new();
+    let written = std::fs::read(shared.record_file()).unwrap();
+    for hostile in ["../x", "/etc/passwd", ".git/config", "a/./b"] {
+        std::fs::write(shared.record_file(), &written).unwrap();
+        shared.edit_record(|record| {
+            let stage = stage_mut(record, "score");
+            stage["outputs"][hostile] = stage["outputs"]["model.txt"].clone();
+        });
+        let second = shared.clone_project();
+        let pulled = second.pipe(&["cache", "pull", "--all"]);
+        let stderr = String::from_utf8_lossy(&pulled.stderr);
+        assert!(
+            stderr.contains(&format!("`{hostile}`")) && stderr.contains("skipped"),
+            "{hostile}: {stderr}"
+        );
+        assert!(pulled_run_ids(&second).is_empty(), "{hostile}");
+    }
+}
+
+#[test]
+fn a_pulled_records_pipeline_file_that_no_project_may_hold_is_dropped_and_the_record_kept() {
+    let shared = Shared::new();
+    let first: Value =
+        serde_json::from_slice(&shared.first.pipe(&["show", "1", "--json"]).stdout).unwrap();
+    assert_eq!(first["file"], "pipe.yaml", "{first}");
+    let written = std::fs::read(shared.record_file()).unwrap();
+    for hostile in [
+        "../elsewhere/pipe.yaml",
+        "/etc/passwd",
+        ".git/config",
+        "a/./b",
+    ] {
+        std::fs::write(shared.record_file(), &written).unwrap();
+        shared.edit_record(|record| record["run"]["file"] = json!(hostile));
+        let second = shared.clone_project();
+        let pulled = second.pipe(&["cache", "pull", "--all"]);
+        assert!(pulled.status.success(), "{hostile}: {pulled:?}");
+        let ids = pulled_run_ids(&second);
+        assert_eq!(ids.len(), 1, "{hostile}");
+        let id = ids[0].to_string();
+        let show: Value =
+            serde_json::from_slice(&second.pipe(&["show", &id, "--json"]).stdout).unwrap();
+        assert_eq!(show["file"], Value::Null, "{hostile}: {show}");
+        // Its settings are looked at with the pipeline file found here.
+        let status = second.pipe(&["status", "--run", &id]);
+        assert!(status.status.success(), "{hostile}: {status:?}");
+    }
+}
+
+#[test]
 fn checkout_writes_only_what_the_pipelines_stage_declares_whoever_wrote_the_result() {
     // The strongest writer of the remote: the record and the result under
     // its key both name the planted paths, and the result's manifest

@@ -59,6 +59,63 @@ fn an_output_in_git_is_refused_and_the_repository_survives() {
 }
 
 #[test]
+fn an_output_in_a_nested_repository_or_named_with_a_control_character_is_refused_where_written() {
+    // pipe deletes an output before its stage runs, and the cache never
+    // stores a path in a `.git/` at any depth nor one with a control
+    // character: a run could not be reused, nor its record read back.
+    let project = TestProject::new();
+    project.write("vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
+    for (outs, code) in [
+        ("[vendor/lib/.git]", "output-in-git-dir"),
+        ("[./vendor/lib/.Git/HEAD]", "output-in-git-dir"),
+        ("[\"out\\tput.txt\"]", "bad-path"),
+    ] {
+        project.write(
+            "pipe.yaml",
+            &format!("stages:\n  s:\n    run: echo x > x.txt\n    outs: {outs}\n"),
+        );
+        let output = project.pipe(&["run"]);
+        let stderr = stderr_of(&output);
+        assert_eq!(output.status.code(), Some(2), "{outs}: {stderr}");
+        assert!(stderr.contains(code), "{outs}: {stderr}");
+        assert!(stderr.contains("pipe.yaml:4:"), "{outs}: {stderr}");
+        assert!(!project.exists("x.txt"), "{outs}: the stage ran");
+        assert_eq!(
+            project.read("vendor/lib/.git/HEAD"),
+            "ref: refs/heads/main\n"
+        );
+    }
+}
+
+#[test]
+fn removing_orphans_never_deletes_what_a_tampered_ledger_names_in_git_or_pipes_state() {
+    let project = TestProject::new();
+    project.write(".git/config", "[core]\n");
+    project.write(
+        "pipe.yaml",
+        "stages:\n  s:\n    run: echo x > x.txt\n    outs: [x.txt]\n",
+    );
+    project.run_ok(&[]);
+    project.write("old.txt", "an output no stage declares now\n");
+    // The ledger of outputs earlier runs declared, as pipe writes it, with
+    // lines no run of pipe wrote.
+    project.write(
+        ".pipe/outputs/pipe",
+        "old.txt\n.git/config\n.pipe/runs.db\nvendor/.git\nx.txt\n",
+    );
+    project.write("vendor/.git/HEAD", "ref: refs/heads/main\n");
+    let removed = project.pipe(&["run", "--remove-orphans"]);
+    let said = stderr_of(&removed);
+    assert!(removed.status.success(), "{said}");
+    assert!(said.contains("removed 1 output"), "{said}");
+    assert!(!project.exists("old.txt"), "{said}");
+    assert_eq!(project.read(".git/config"), "[core]\n");
+    assert!(project.exists(".pipe/runs.db"));
+    assert!(project.exists("vendor/.git/HEAD"));
+    assert!(project.exists("x.txt"));
+}
+
+#[test]
 fn an_output_through_a_symlink_to_outside_is_refused_before_anything_runs() {
     let project = TestProject::new();
     let elsewhere = tempfile::tempdir().unwrap();

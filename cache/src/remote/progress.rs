@@ -186,7 +186,7 @@ impl Transfer {
             throttle: Throttle::new(PROGRESS_INTERVAL),
         };
         transfer.send(Phase::Started {
-            outputs: result.outputs.keys().cloned().collect(),
+            outputs: result.outputs.keys().map(String::from).collect(),
         });
         Some(transfer)
     }

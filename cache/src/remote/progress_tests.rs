@@ -38,7 +38,7 @@ fn stored_result(dir: &Path) -> (ActionResult, u64) {
     let mut outputs = BTreeMap::new();
     for name in ["big.bin", "tree"] {
         outputs.insert(
-            name.to_string(),
+            pipe_protocol::ProjectPath::stored(name).unwrap(),
             cache.store(&work.join(name), &stat).unwrap(),
         );
     }

@@ -53,7 +53,7 @@ impl Cache {
         };
         for (output, artifact) in &result.outputs {
             if let Err(reason) = self.check_present(artifact, OnCorrupt::Discard) {
-                tracing::debug!(key = %key.short(), output, reason, "action result names a missing object");
+                tracing::debug!(key = %key.short(), output = output.as_str(), reason, "action result names a missing object");
                 return None;
             }
         }

@@ -21,6 +21,7 @@ use crate::overrides::ParamOverride;
 use crate::params_override::{Restored, WrittenParams};
 use crate::pipeline::{paths_overlap, ParamsFileEdits, Pipeline, Stage, StageKind};
 use crate::project::{Project, RunLock};
+use crate::project_files::ProjectPath;
 use crate::runs::RunId;
 use crate::runs::{DirtySettler, GitProbe, RunDb, RunEnd, RunStatus, StageRecord, StageStatus};
 use crate::{EngineError, Result, UsageError};
@@ -584,8 +585,9 @@ fn remote_summary(
 /// was fresh. Such a run is not recorded, as DVC records none: a rerun
 /// with nothing changed must not push the run it repeats out of `pipe diff`.
 /// The pipeline file relative to the project root, as the run record
-/// keeps it; `None` when it lies outside the project (`-f /elsewhere`).
-fn pipeline_file_in_project(pipeline: &Pipeline) -> Option<String> {
+/// keeps it; `None` when it lies outside the project (`-f /elsewhere`) or
+/// is no path a record may name (a later reader would not take it).
+fn pipeline_file_in_project(pipeline: &Pipeline) -> Option<ProjectPath> {
     let file = std::path::absolute(&pipeline.file).ok()?;
     let relative = match file.strip_prefix(&pipeline.root) {
         Ok(relative) => relative.to_path_buf(),
@@ -596,7 +598,7 @@ fn pipeline_file_in_project(pipeline: &Pipeline) -> Option<String> {
             file.strip_prefix(root).ok()?.to_path_buf()
         }
     };
-    relative.to_str().map(str::to_string)
+    ProjectPath::stored(relative.to_str()?).ok()
 }
 
 /// Whether `event` shows the run doing something: a stage that runs, or

@@ -12,13 +12,14 @@ use serde_json::Value;
 
 use crate::metrics::Direction;
 use crate::overrides::ParamOverride;
+use crate::project_files::ProjectPath;
 use crate::runs::{RunDb, RunId, RunStart};
 use crate::{EngineError, Result};
 
 /// What the row says of the run's start, taken when the run started.
 pub(super) struct RunStartFacts<'a> {
     pub(super) pipeline: &'a str,
-    pub(super) file: Option<String>,
+    pub(super) file: Option<ProjectPath>,
     pub(super) argv: &'a [String],
     pub(super) overrides: &'a [ParamOverride],
     pub(super) sweep: bool,

@@ -28,7 +28,7 @@ use crate::project_files::ProjectPath;
 use crate::runs::{self, RunId, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, outputs_differing, read_metrics,
-    remove_path, DepProblem,
+    recorded_outputs, remove_path, DepProblem,
 };
 use crate::{key, run_input};
 
@@ -186,7 +186,7 @@ impl Attempt<'_> {
                     record: Box::new(StageRecord {
                         key: Some(key),
                         duration_ms: self.elapsed_ms(),
-                        outputs: result.outputs.clone(),
+                        outputs: recorded_outputs(&result),
                         metrics,
                         detail: pulled_from,
                         ..StageRecord::new(&stage.name, stage.identity(), status)
@@ -232,7 +232,7 @@ impl Attempt<'_> {
                 let record = StageRecord {
                     key: Some(key),
                     duration_ms: self.elapsed_ms(),
-                    outputs: result.outputs,
+                    outputs: recorded_outputs(&result),
                     metrics,
                     ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
                 };
@@ -518,7 +518,7 @@ pub(super) fn store_outputs(
     for path in &to_store {
         check_output_after_command(root, path).map_err(StageFailure::OutputRefused)?;
     }
-    let mut outputs: BTreeMap<String, Artifact> = BTreeMap::new();
+    let mut outputs: BTreeMap<ProjectPath, Artifact> = BTreeMap::new();
     for out_path in to_store {
         let path = root.join(&out_path);
         let stored = if rehash_existing {
@@ -529,7 +529,7 @@ pub(super) fn store_outputs(
         let artifact = stored.map_err(|e| {
             StageFailure::cache(format!("cannot store output `{out_path}` in the cache"), e)
         })?;
-        outputs.insert(out_path.into(), artifact);
+        outputs.insert(out_path, artifact);
     }
     let result = ActionResult {
         key,

@@ -11,9 +11,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use pipe_cache::ObjectDigest;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::key::flatten;
+use crate::project_files::ProjectPath;
 use crate::runs::RunExport;
 
 /// The name of the commit field in [`RunExport::run`]'s `unverified`.
@@ -124,23 +126,19 @@ fn commit_borne_out(export: &RunExport, root: &Path) -> Result<bool, Contradicti
     if commit.len() != 40 || !commit.bytes().all(|byte| byte.is_ascii_hexdigit()) {
         return Ok(false);
     }
-    let mut deps: Vec<(String, ObjectDigest)> = Vec::new();
+    let mut deps: Vec<(ProjectPath, ObjectDigest)> = Vec::new();
     for manifest in export.manifests.values() {
         let Some(entries) = manifest.get("deps").and_then(Value::as_object) else {
             continue;
         };
         for entry in entries.values() {
-            let file = entry.get("kind").and_then(Value::as_str) == Some("file");
-            let path = entry.get("path").and_then(Value::as_str);
-            let digest = entry
-                .get("digest")
-                .and_then(Value::as_str)
-                .and_then(|hex| hex.parse::<ObjectDigest>().ok());
-            if let (true, Some(path), Some(digest)) = (file, path, digest) {
-                let relative = pipe_cache::check_relative_path(path).is_ok();
-                if relative && !deps.iter().any(|(seen, _)| seen == path) {
-                    deps.push((path.to_string(), digest));
-                }
+            // An entry that is no file, or whose path the stored rule
+            // refuses, is nothing git is asked about.
+            let Ok(FileDep { kind, path, digest }) = FileDep::deserialize(entry) else {
+                continue;
+            };
+            if kind == "file" && !deps.iter().any(|(seen, _)| *seen == path) {
+                deps.push((path, digest));
             }
         }
     }
@@ -183,6 +181,14 @@ fn commit_borne_out(export: &RunExport, root: &Path) -> Result<bool, Contradicti
     Ok(true)
 }
 
+/// A dependency entry of a key manifest, as far as a commit is held to it.
+#[derive(Deserialize)]
+struct FileDep {
+    kind: String,
+    path: ProjectPath,
+    digest: ObjectDigest,
+}
+
 enum FileAtCommit {
     Content(Vec<u8>),
     Untracked,
@@ -195,7 +201,7 @@ enum FileAtCommit {
 fn files_at_commit(
     root: &Path,
     commit: &str,
-    deps: &[(String, ObjectDigest)],
+    deps: &[(ProjectPath, ObjectDigest)],
 ) -> Option<Vec<FileAtCommit>> {
     let exists = Command::new("git")
         .arg("-C")
@@ -224,12 +230,9 @@ fn files_at_commit(
     let mut input = String::new();
     for (path, _) in deps {
         // `./`: relative to the project, which may be below the
-        // repository's root. A path with a newline cannot be asked.
-        if path.contains('\n') {
-            input.push_str("-\n");
-        } else {
-            input.push_str(&format!("{commit}:./{path}\n"));
-        }
+        // repository's root. A path holds no newline (nor any control
+        // character), so each is one line of the batch.
+        input.push_str(&format!("{commit}:./{path}\n"));
     }
     let mut stdin = child.stdin.take()?;
     let writer = std::thread::spawn(move || {
@@ -269,4 +272,24 @@ fn files_at_commit(
     let _ = writer.join();
     let _ = child.wait();
     (files.len() == deps.len()).then_some(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_manifests_dependency_the_stored_rule_refuses_is_never_asked_of_git() {
+        let digest = ObjectDigest::of(b"x").to_hex();
+        let entry =
+            |path: &str| serde_json::json!({ "kind": "file", "path": path, "digest": digest });
+        let plain = FileDep::deserialize(&entry("data/train.csv")).unwrap();
+        assert_eq!(plain.path, "data/train.csv");
+        for hostile in ["../x", "/etc/passwd", ".git/config", "a/./b", "a\nb"] {
+            assert!(
+                FileDep::deserialize(&entry(hostile)).is_err(),
+                "{hostile:?}"
+            );
+        }
+    }
 }

@@ -11,15 +11,11 @@ use crate::runs::{NOT_IN_REMOTE, SUPERSEDED};
 use crate::workspace::BadMetrics;
 
 /// Why a pulled run record is refused; `stage` and `output` are as the
-/// record writes them, shortened for a message.
+/// record writes them, shortened for a message. (One naming an output the
+/// stored rule refuses never gets here: its outputs are read by that rule,
+/// and it does not parse.)
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Refused {
-    #[error("stage `{stage}` names an output `{output}` that {problem}")]
-    OutputNotProjectRelative {
-        stage: String,
-        output: String,
-        problem: &'static str,
-    },
     #[error("stage `{stage}` names outputs but no key")]
     NoKey { stage: String },
     #[error("stage `{stage}`: {source}")]
@@ -69,29 +65,18 @@ pub(super) fn vet(
     });
     for stage in &mut export.run.stages {
         let name = shown(&stage.stage);
-        if let Some((output, problem)) = stage.outputs.keys().find_map(|output| {
-            pipe_cache::check_relative_path(output)
-                .err()
-                .map(|problem| (output, problem))
-        }) {
-            return Err(Refused::OutputNotProjectRelative {
-                stage: name,
-                output: shown(output),
-                problem,
-            });
-        }
         // A page is opened by `pipe show --open`: only a file inside an
-        // output the record names, by a path that stays there.
+        // output the record names (one the stored rule refuses was dropped
+        // when the record was read).
         let outputs: Vec<String> = stage
             .outputs
             .keys()
             .map(|output| format!("{output}/"))
             .collect();
         stage.identity.pages.retain(|page| {
-            pipe_cache::check_relative_path(page).is_ok()
-                && outputs
-                    .iter()
-                    .any(|output| page.starts_with(output.as_str()))
+            outputs
+                .iter()
+                .any(|output| page.starts_with(output.as_str()))
         });
         if stage.outputs.is_empty() {
             stage.metrics.clear();
@@ -124,7 +109,7 @@ pub(super) fn vet(
         };
         let mut superseded = false;
         for (path, artifact) in &stage.outputs {
-            match result.outputs.get(path) {
+            match result.outputs.get(path.as_str()) {
                 Some(stored)
                     if stored.digest == artifact.digest && stored.kind == artifact.kind => {}
                 // The same output, made otherwise: two runs of one key at
@@ -210,5 +195,70 @@ fn result_of(
     match cache.get_action(key) {
         Some(result) => Ok(Some(result)),
         None => remote.pull_metrics(key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pipe_cache::{Artifact, ArtifactKind, ObjectDigest};
+    use serde_json::{json, Value};
+
+    use crate::runs::RunExport;
+
+    const HOSTILE: [&str; 4] = ["../x", "/etc/passwd", ".git/config", "a/./b"];
+
+    /// A pulled record of one stage with output `out` (a directory) and
+    /// the page inside it, edited by `edit`.
+    fn record(edit: impl FnOnce(&mut Value)) -> serde_json::Result<RunExport> {
+        let artifact = Artifact {
+            kind: ArtifactKind::Dir,
+            digest: ObjectDigest::of(b"tree"),
+            size: 1,
+            files: 1,
+            executable: false,
+        };
+        let mut written = json!({
+            "format": RunExport::FORMAT,
+            "run": {
+                "uid": "0123456789abcdef", "pipeline": "pipe", "file": "pipe.yaml",
+                "started_ms": 1, "ended_ms": 2, "status": "succeeded",
+                "git_commit": null, "git_dirty": null, "argv": ["pipe", "run"],
+                "params": {},
+                "stages": [{
+                    "stage": "report", "key": null, "status": "ran", "duration_ms": 1,
+                    "outputs": { "out": artifact }, "metrics": {},
+                    "pages": ["out/index.html"],
+                }],
+            },
+            "manifests": {},
+        });
+        edit(&mut written);
+        serde_json::from_value(written)
+    }
+
+    #[test]
+    fn a_pulled_record_holds_no_path_the_stored_rule_refuses() {
+        let plain = record(|_| {}).unwrap();
+        assert_eq!(plain.run.file.as_deref(), Some("pipe.yaml"));
+        assert_eq!(plain.run.stages[0].identity.pages, ["out/index.html"]);
+        for hostile in HOSTILE {
+            // An output: the whole record is refused, naming the path.
+            let error = record(|written| {
+                let stage = &mut written["run"]["stages"][0];
+                stage["outputs"][hostile] = stage["outputs"]["out"].clone();
+            })
+            .expect_err(hostile);
+            assert!(error.to_string().contains(hostile), "{hostile}: {error}");
+            // A page: dropped, the rest kept.
+            let read = record(|written| {
+                written["run"]["stages"][0]["pages"] = json!([hostile, "out/index.html"]);
+            })
+            .unwrap();
+            assert_eq!(read.run.stages[0].identity.pages, ["out/index.html"]);
+            // The pipeline file: none, the rest kept.
+            let read = record(|written| written["run"]["file"] = json!(hostile)).unwrap();
+            assert_eq!(read.run.file, None, "{hostile}");
+            assert_eq!(read.run.stages[0].outputs.len(), 1);
+        }
     }
 }

@@ -107,10 +107,11 @@ impl<'a> Resolver<'a> {
         let mut outs = Vec::with_capacity(names.len());
         for name in names {
             // The worker names its outputs; a name that is not one plain
-            // file of the stage's directory would put it elsewhere.
+            // file of the stage's directory would put it elsewhere (the
+            // stored rule: normal, no `.git`, no control character).
             let written = format!("{dir}/{name}");
-            match ProjectPath::new(&written) {
-                Ok(path) if path == written => outs.push(Out {
+            match ProjectPath::stored(&written) {
+                Ok(path) => outs.push(Out {
                     name: name.to_string(),
                     path,
                     location: location.clone(),
@@ -207,8 +208,8 @@ impl<'a> Resolver<'a> {
             };
             let inside = format!("{output_dir}/{}/", output.name);
             let written = format!("{inside}{page}");
-            match ProjectPath::new(&written) {
-                Ok(path) if path == written && written.len() > inside.len() => pages.push(path),
+            match ProjectPath::stored(&written) {
+                Ok(path) if written.len() > inside.len() => pages.push(path),
                 _ => diagnostics.push(
                     Diagnostic::new(
                         "bad-worker-page",

@@ -241,11 +241,11 @@ impl Default for Resources {
 impl Stage {
     /// The project-relative pages among its outputs that a person opens
     /// (a report's `index.html`), as its stage's description declares them.
-    pub fn pages(&self) -> Vec<String> {
+    pub fn pages(&self) -> Vec<ProjectPath> {
         let StageKind::Worker(worker) = &self.kind else {
             return Vec::new();
         };
-        worker.pages.iter().map(|page| page.to_string()).collect()
+        worker.pages.clone()
     }
 
     /// The `metrics.json` a built-in stage's worker may write beside its

@@ -1,176 +1,14 @@
-//! Project-relative paths for deps, outs and metrics (`ProjectPath`), and
-//! where they really are once symlinks are followed.
+//! Where project-relative paths (`ProjectPath`, `pipe_protocol::paths`,
+//! where the cache's rule for a stored one lives too) really are once
+//! symlinks are followed, and whether pipe may write an output there.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::fmt;
-use std::ops::Deref;
 use std::path::{Component, Path, PathBuf};
 
-/// pipe's own directory: cache, run records, built-in stages' outputs.
-pub(crate) const PIPE_DIR: &str = ".pipe";
-/// The repository with its history.
-pub(crate) const GIT_DIR: &str = ".git";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PathProblem {
-    Empty,
-    Absolute,
-    EscapesRoot,
-    IsRoot,
-    /// A NUL byte, which no file name can hold (a YAML `"\0"`, or a param).
-    Nul,
-}
-
-/// A path inside the project, as pipe keeps it once it has been checked:
-/// relative, normal (`a/b`: `/` between parts, no `.`, `..` or empty
-/// part), not the root itself, no NUL. The loader makes one for each
-/// dependency and output it reads (`ProjectPath::new`), and a path read
-/// back from a stored result is made one by the cache's own rule
-/// (`ProjectPath::stored`); code that holds one never checks or
-/// normalises it again. It compares, hashes, prints and serialises as its
-/// text, so a key manifest, a run record or a JSON line holds the very
-/// string it held when paths were `String`s.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(transparent)]
-pub struct ProjectPath(String);
-
-impl ProjectPath {
-    /// `./a//b/` -> `a/b`, `a/../b` -> `b`; refused when it is empty,
-    /// absolute (`/x`, `~x`, `C:/x`), leaves the project, is the project
-    /// itself or holds a NUL. Paths are compared as text afterwards, so
-    /// every spelling of one path must normalise alike.
-    pub(crate) fn new(path: &str) -> Result<ProjectPath, PathProblem> {
-        normalize(path).map(ProjectPath)
-    }
-
-    /// A path a stored result or a run record names, which pipe did not
-    /// write itself this time: taken only when the cache's rule finds it
-    /// plain, normal and outside `.git/` and `.pipe/` but `.pipe/out/`
-    /// (`pipe_cache::check_relative_path`, whose refusal it returns).
-    pub(crate) fn stored(path: &str) -> Result<ProjectPath, &'static str> {
-        pipe_cache::check_relative_path(path)?;
-        Ok(ProjectPath(path.to_string()))
-    }
-
-    /// A path under pipe's own layout (`.pipe/out/PIPELINE/STAGE/...`),
-    /// composed by pipe from names the loader checked: no user text is
-    /// joined in unchecked, so it is taken as written (in debug builds,
-    /// asserted normal).
-    pub(crate) fn of_pipe_layout(path: String) -> ProjectPath {
-        debug_assert_eq!(normalize(&path).as_deref(), Ok(path.as_str()));
-        ProjectPath(path)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// `.pipe` or `.git` when the path is or lies inside one of them.
-    pub(crate) fn protected_dir(&self) -> Option<&'static str> {
-        protected_dir(&self.0)
-    }
-}
-
-impl Deref for ProjectPath {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-/// Maps keyed by `String` or `ProjectPath` are looked up with a `&str`.
-impl Borrow<str> for ProjectPath {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for ProjectPath {
-    fn as_ref(&self) -> &Path {
-        Path::new(&self.0)
-    }
-}
-
-impl fmt::Display for ProjectPath {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str(&self.0)
-    }
-}
-
-impl From<ProjectPath> for String {
-    fn from(path: ProjectPath) -> String {
-        path.0
-    }
-}
-
-impl PartialEq<str> for ProjectPath {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for ProjectPath {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl PartialEq<String> for ProjectPath {
-    fn eq(&self, other: &String) -> bool {
-        &self.0 == other
-    }
-}
-
-impl PartialEq<ProjectPath> for String {
-    fn eq(&self, other: &ProjectPath) -> bool {
-        *self == other.0
-    }
-}
-
-impl PartialEq<ProjectPath> for str {
-    fn eq(&self, other: &ProjectPath) -> bool {
-        self == other.0
-    }
-}
-
-/// `./a//b/` -> `a/b`, `a/../b` -> `b`: what `ProjectPath::new` keeps.
-fn normalize(path: &str) -> Result<String, PathProblem> {
-    if path.trim().is_empty() {
-        return Err(PathProblem::Empty);
-    }
-    if path.contains('\0') {
-        return Err(PathProblem::Nul);
-    }
-    if path.starts_with('/') || path.starts_with('~') || looks_like_windows_drive(path) {
-        return Err(PathProblem::Absolute);
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if parts.pop().is_none() {
-                    return Err(PathProblem::EscapesRoot);
-                }
-            }
-            _ => parts.push(part),
-        }
-    }
-    if parts.is_empty() {
-        return Err(PathProblem::IsRoot);
-    }
-    Ok(parts.join("/"))
-}
-
-fn looks_like_windows_drive(path: &str) -> bool {
-    let bytes = path.as_bytes();
-    bytes.len() >= 3
-        && bytes[0].is_ascii_alphabetic()
-        && bytes[1] == b':'
-        && (bytes[2] == b'\\' || bytes[2] == b'/')
-}
+pub(crate) use pipe_protocol::paths::{
+    check_relative_path, protected_dir, PathProblem, GIT_DIR, PIPE_DIR,
+};
+pub use pipe_protocol::ProjectPath;
 
 /// `a/b/c` -> `a/b`, `a`: the directories that could hold `path`.
 pub(crate) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
@@ -178,16 +16,6 @@ pub(crate) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
         .rev()
         .filter(|(_, ch)| *ch == '/')
         .map(move |(index, _)| &path[..index])
-}
-
-/// `.pipe` or `.git` when the normalised `path` is or lies inside one of
-/// them. Compared without case: on a case-insensitive file system `.GIT`
-/// is the repository.
-pub(crate) fn protected_dir(path: &str) -> Option<&'static str> {
-    let first = path.split('/').next().unwrap_or(path);
-    [PIPE_DIR, GIT_DIR]
-        .into_iter()
-        .find(|dir| first.eq_ignore_ascii_case(dir))
 }
 
 pub(crate) fn join(dir: &str, name: &str) -> String {
@@ -389,10 +217,6 @@ pub enum UnsafeOutput {
         dir: &'static str,
         inside: String,
     },
-    /// A path a cached result names that cannot be the project's: `problem`
-    /// is `pipe_cache::check_relative_path`'s.
-    #[error("refusing to restore `{}`, which {problem}", pipe_protocol::excerpt(.path))]
-    NotProjectRelative { path: String, problem: &'static str },
 }
 
 /// Refuses to let pipe delete or write `out_path` (project-relative, as
@@ -479,36 +303,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalises_and_refuses_escapes() {
-        assert_eq!(normalize("./a//b/"), Ok("a/b".to_string()));
-        assert_eq!(normalize("a/../b"), Ok("b".to_string()));
-        assert_eq!(normalize("../x"), Err(PathProblem::EscapesRoot));
-        assert_eq!(normalize("/etc/passwd"), Err(PathProblem::Absolute));
-        assert_eq!(normalize("./"), Err(PathProblem::IsRoot));
-        assert_eq!(normalize(""), Err(PathProblem::Empty));
+    fn the_directories_that_could_hold_a_path_are_its_ancestors() {
         assert_eq!(ancestors("a/b/c").collect::<Vec<_>>(), vec!["a/b", "a"]);
-    }
-
-    #[test]
-    fn a_project_path_is_made_normal_once_and_serialises_as_the_text_it_was() {
-        let path = ProjectPath::new("./data//train.csv").unwrap();
-        assert_eq!(path, "data/train.csv");
-        // Keys, run records and JSON hold the same string as before the type.
-        assert_eq!(serde_json::to_string(&path).unwrap(), "\"data/train.csv\"");
-        assert_eq!(
-            serde_json::json!({ "path": path }),
-            serde_json::json!({ "path": "data/train.csv" })
-        );
-        assert_eq!(ProjectPath::new("../x"), Err(PathProblem::EscapesRoot));
-        assert_eq!(ProjectPath::new("a\0b"), Err(PathProblem::Nul));
-        // What a stored result names is taken by the cache's rule only.
-        assert_eq!(ProjectPath::stored("models/m.pt").unwrap(), "models/m.pt");
-        assert!(ProjectPath::stored("a/./b").is_err());
-        assert!(ProjectPath::stored(".git/config").is_err());
-        assert!(ProjectPath::stored(".pipe/out/p/s/model").is_ok());
-        // Looked up by its text in maps keyed by text.
-        let mut map = std::collections::HashMap::new();
-        map.insert(path.clone(), 1);
-        assert_eq!(map.get("data/train.csv"), Some(&1));
+        assert_eq!(ancestors("a").count(), 0);
     }
 }

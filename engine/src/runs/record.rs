@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::metrics::Direction;
 use crate::overrides::{ParamOverride, ParamPath};
+use crate::project_files::ProjectPath;
 use crate::run_id::RunId;
 use crate::{EngineError, Result};
 
@@ -28,6 +29,10 @@ pub struct StageRecord {
     pub key: Option<ActionKey>,
     pub status: StageStatus,
     pub duration_ms: u64,
+    /// Read back (runs.db, a pulled record), a path the stored rule
+    /// refuses refuses the whole record: these are what checkout restores.
+    /// Keyed by text, as the comparisons read it.
+    #[serde(deserialize_with = "stored_paths_only")]
     pub outputs: BTreeMap<String, Artifact>,
     pub metrics: BTreeMap<String, Value>,
     /// Failure message, or why it ran; credentials already masked where
@@ -77,9 +82,14 @@ pub struct RunRecord {
     /// The pipeline file, relative to the project root, as the run found
     /// it; `None` for runs recorded before pipe kept it. Only a hint in a
     /// pulled record: `pipe checkout` reads the file here and holds the
-    /// record to the stages it declares.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
+    /// record to the stages it declares. One the stored rule refuses is
+    /// read as none, the rest of the record kept.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "plain_file_only"
+    )]
+    pub file: Option<ProjectPath>,
     pub started_ms: u64,
     pub ended_ms: Option<u64>,
     pub status: RunStatus,
@@ -232,6 +242,29 @@ impl RunRecord {
         }
         Ok(())
     }
+}
+
+/// A record's outputs, each path read as a `ProjectPath`: one the stored
+/// rule refuses refuses them all.
+fn stored_paths_only<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<BTreeMap<String, Artifact>, D::Error> {
+    BTreeMap::<ProjectPath, Artifact>::deserialize(deserializer).map(by_text)
+}
+
+fn by_text(outputs: BTreeMap<ProjectPath, Artifact>) -> BTreeMap<String, Artifact> {
+    outputs
+        .into_iter()
+        .map(|(path, artifact)| (path.into(), artifact))
+        .collect()
+}
+
+/// A record's pipeline file, dropped when the stored rule refuses it.
+fn plain_file_only<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<ProjectPath>, D::Error> {
+    let file = Option::<String>::deserialize(deserializer)?;
+    Ok(file.and_then(|file| ProjectPath::try_from(file).ok()))
 }
 
 /// Settings as the `-S` arguments they read as.
@@ -450,7 +483,9 @@ pub(super) fn run_from_row(row: &rusqlite::Row<'_>, path: &Path) -> Result<RunRe
         uid: columns.get("uid")?,
         origin: columns.get("origin")?,
         pipeline: columns.get("pipeline")?,
-        file: columns.get("file")?,
+        file: columns
+            .get::<Option<String>>("file")?
+            .and_then(|file| ProjectPath::try_from(file).ok()),
         started_ms: columns.unsigned("started_ms")?,
         ended_ms: columns.opt_unsigned("ended_ms")?,
         status,
@@ -482,7 +517,7 @@ pub(super) fn stage_from_row(columns: &Columns<'_, '_>) -> Result<StageRecord> {
         key: columns.opt_parsed(&name("key"))?,
         status: columns.parsed(&name("status"))?,
         duration_ms: columns.unsigned(&name("duration_ms"))?,
-        outputs: columns.json(&name("outputs"))?,
+        outputs: by_text(columns.json(&name("outputs"))?),
         metrics: columns.json(&name("metrics"))?,
         detail: columns.get(&name("detail"))?,
         job: columns.get(&name("job"))?,

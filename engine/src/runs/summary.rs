@@ -68,13 +68,12 @@ impl RunRecord {
                         .pages
                         .iter()
                         .filter(|page| {
-                            pipe_cache::check_relative_path(page).is_ok()
-                                && stage.outputs.keys().any(|output| {
-                                    page.strip_prefix(output.as_str())
-                                        .is_some_and(|rest| rest.starts_with('/'))
-                                })
+                            stage.outputs.keys().any(|output| {
+                                page.strip_prefix(output.as_str())
+                                    .is_some_and(|rest| rest.starts_with('/'))
+                            })
                         })
-                        .cloned(),
+                        .map(|page| page.to_string()),
                 );
             } else if let Some(uses) = identity.uses.as_deref() {
                 // A run recorded before pages were kept: its built-in

@@ -252,7 +252,7 @@ impl RunDb {
                     (!run.directions.is_empty()).then(|| json(&run.directions)),
                     uid,
                     origin,
-                    run.file,
+                    run.file.as_deref(),
                     json(&overrides),
                     run.sweep.then_some(true),
                     (!run.unverified.is_empty()).then(|| json(&run.unverified)),

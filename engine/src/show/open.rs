@@ -9,6 +9,7 @@ use pipe_cache::{Artifact, Cache, LinkMode, StatCache};
 use pipe_protocol::excerpt as shown;
 
 use crate::project::Project;
+use crate::project_files::paths::check_relative_path;
 use crate::runs::{RunId, RunRecord, StageRecord};
 use crate::{workspace, EngineError, Result};
 
@@ -163,9 +164,10 @@ fn find_output<'r>(run: &'r RunRecord, wanted: Option<&str>) -> Result<Found<'r>
         ),
         false => (output.to_string(), target.clone()),
     };
-    // The record is not trusted to name a place inside the view only.
-    pipe_cache::check_relative_path(&in_view)
-        .and_then(|()| pipe_cache::check_relative_path(&target_in_view))
+    // The record is not trusted to name a place inside the view only: its
+    // stage's name and the path typed are joined in as text.
+    check_relative_path(&in_view)
+        .and_then(|()| check_relative_path(&target_in_view))
         .map_err(|problem| {
             EngineError::usage(
                 format!(

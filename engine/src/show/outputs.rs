@@ -10,6 +10,7 @@ use pipe_cache::{Artifact, Cache, StatCache};
 use serde::Serialize;
 
 use crate::project::Project;
+use crate::project_files::ProjectPath;
 use crate::runs::{RunDb, RunId, RunRecord, StageRecord};
 use crate::{workspace, Result};
 
@@ -123,8 +124,11 @@ fn current_artifact(
     stat: &StatCache,
     path: &str,
 ) -> Option<Artifact> {
-    workspace::check_restore_target(&project.root, path).ok()?;
-    cache.hash_path(&project.root.join(path), stat).ok()
+    // A record keeps its outputs as text (so the comparisons read them);
+    // read back, each passed the stored rule, which makes it a path here.
+    let path = ProjectPath::stored(path).ok()?;
+    workspace::check_restore_target(&project.root, &path).ok()?;
+    cache.hash_path(&project.root.join(&path), stat).ok()
 }
 
 /// The output of `outputs` that holds `path` (the output itself, or a

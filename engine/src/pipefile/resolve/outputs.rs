@@ -176,7 +176,27 @@ impl<'a> Resolver<'a> {
                 ));
                 None
             }
-            Ok(path) => Some(path),
+            // What the cache's rule refuses it would never store or give
+            // back, and a record holding it would not be read: a `.git`
+            // further down (a nested repository, which the run would
+            // delete) or a control character.
+            Ok(path) => match paths::check_relative_path(&path) {
+                Ok(()) => Some(path),
+                Err(problem) => {
+                    let nested_git = path
+                        .split('/')
+                        .any(|part| part.eq_ignore_ascii_case(paths::GIT_DIR));
+                    diagnostics.push(located(
+                        if nested_git { "output-in-git-dir" } else { "bad-path" },
+                        format!(
+                            "`{field}` path `{}` of stage `{stage}` {problem}",
+                            text.escape_debug()
+                        ),
+                        "pipe deletes an output before its stage runs and caches it by its path: write it where no `.git/` (a repository, nested ones too) holds it, under a name without control characters, e.g. `models/`",
+                    ));
+                    None
+                }
+            },
             Err(PathProblem::Absolute | PathProblem::EscapesRoot) => {
                 diagnostics.push(located(
                     "output-outside-project",
