@@ -127,16 +127,6 @@ pub fn artifact_within(
     None
 }
 
-/// A result's outputs as a stage's run record keeps them: by their text,
-/// which is how the comparisons read a record.
-pub fn recorded_outputs(result: &ActionResult) -> BTreeMap<String, Artifact> {
-    result
-        .outputs
-        .iter()
-        .map(|(path, artifact)| (path.to_string(), artifact.clone()))
-        .collect()
-}
-
 /// All declared outputs and metric files, which the cache stores alike.
 pub fn declared_outputs(stage: &Stage) -> impl Iterator<Item = &Out> {
     stage.outs.iter().chain(stage.metrics.iter())

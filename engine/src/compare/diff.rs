@@ -11,6 +11,7 @@ use super::commits::{commits_of, side_label, RunCommit};
 use crate::history::{History, Notice, Pull};
 use crate::key::{self, FieldChange};
 use crate::metrics::{relative_change, Direction, DirectionRules, Verdict};
+use crate::project_files::ProjectPath;
 use crate::runs::{RunDb, RunId, RunRecord, StageStatus};
 use crate::Result;
 
@@ -229,16 +230,20 @@ pub fn diff_runs(
         let empty_outputs = BTreeMap::new();
         let outs_a = before.map(|stage| &stage.outputs).unwrap_or(&empty_outputs);
         let outs_b = after.map(|stage| &stage.outputs).unwrap_or(&empty_outputs);
-        let mut paths: Vec<&String> = outs_a.keys().chain(outs_b.keys()).collect();
+        let mut paths: Vec<&ProjectPath> = outs_a.keys().chain(outs_b.keys()).collect();
         paths.sort_unstable();
         paths.dedup();
         for path in paths {
-            let digest_a = outs_a.get(path).map(|artifact| artifact.digest.to_hex());
-            let digest_b = outs_b.get(path).map(|artifact| artifact.digest.to_hex());
+            let digest_a = outs_a
+                .get(path.as_str())
+                .map(|artifact| artifact.digest.to_hex());
+            let digest_b = outs_b
+                .get(path.as_str())
+                .map(|artifact| artifact.digest.to_hex());
             if digest_a != digest_b {
                 outputs.push(OutputChange {
                     stage: name.to_string(),
-                    path: path.clone(),
+                    path: path.to_string(),
                     a: digest_a,
                     b: digest_b,
                 });

@@ -11,6 +11,7 @@ use pipe_cache::{Artifact, ArtifactKind, Cache};
 use pipe_protocol::PlotSpec;
 
 use super::table::CompareTable;
+use crate::project_files::ProjectPath;
 use crate::runs::{RunId, RunRecord};
 use crate::Result;
 
@@ -81,7 +82,7 @@ pub fn plot_files(
 /// output directory, found through its trees.
 fn read_plot(
     cache: &Cache,
-    outputs: &BTreeMap<String, Artifact>,
+    outputs: &BTreeMap<ProjectPath, Artifact>,
     path: &str,
     bytes_read: &mut u64,
 ) -> std::result::Result<Vec<u8>, String> {

@@ -18,7 +18,7 @@ use super::stage::keyed_manifest;
 use crate::key::{self, DepDigests};
 use crate::pipeline::StageKind;
 use crate::runs::{StageRecord, StageStatus};
-use crate::workspace::{check_action_fits, read_metrics, recorded_outputs};
+use crate::workspace::{check_action_fits, read_metrics};
 
 /// Stage `index`'s outcome when it is fresh by the stat cache alone;
 /// `None` to leave it to the pool.
@@ -62,7 +62,7 @@ pub(super) fn fresh_without_reading(context: &Context<'_>, index: usize) -> Opti
         record: StageRecord {
             key: Some(key),
             duration_ms: started.elapsed().as_millis() as u64,
-            outputs: recorded_outputs(&result),
+            outputs: result.outputs.clone(),
             metrics,
             ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Fresh)
         },

@@ -28,7 +28,7 @@ use crate::project_files::ProjectPath;
 use crate::runs::{self, RunId, StageRecord, StageStatus};
 use crate::workspace::{
     check_action_fits, check_restore_target, declared_outputs, outputs_differing, read_metrics,
-    recorded_outputs, remove_path, DepProblem,
+    remove_path, DepProblem,
 };
 use crate::{key, run_input};
 
@@ -186,7 +186,7 @@ impl Attempt<'_> {
                     record: Box::new(StageRecord {
                         key: Some(key),
                         duration_ms: self.elapsed_ms(),
-                        outputs: recorded_outputs(&result),
+                        outputs: result.outputs.clone(),
                         metrics,
                         detail: pulled_from,
                         ..StageRecord::new(&stage.name, stage.identity(), status)
@@ -232,7 +232,7 @@ impl Attempt<'_> {
                 let record = StageRecord {
                     key: Some(key),
                     duration_ms: self.elapsed_ms(),
-                    outputs: recorded_outputs(&result),
+                    outputs: result.outputs.clone(),
                     metrics,
                     ..StageRecord::new(&stage.name, stage.identity(), StageStatus::Ran)
                 };

@@ -9,6 +9,7 @@ use rusqlite::params;
 
 use super::db::RunDb;
 use super::record::{Columns, StageRecord};
+use crate::project_files::ProjectPath;
 use crate::run_id::RunId;
 use crate::Result;
 
@@ -135,7 +136,7 @@ impl RunDb {
                 stage: row.get("stage").ok(),
                 prefix: "",
             };
-            let outputs: BTreeMap<String, Artifact> = columns.json("outputs")?;
+            let outputs: BTreeMap<ProjectPath, Artifact> = columns.json("outputs")?;
             if outputs
                 .get(path)
                 .is_some_and(|artifact| artifact.digest == *digest)

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::db::RunDb;
 use super::record::Columns;
 use crate::overrides::ParamOverride;
+use crate::project_files::ProjectPath;
 use crate::run_id::RunId;
 use crate::{EngineError, Result};
 use pipe_protocol::record::StageStatus;
@@ -131,11 +132,11 @@ impl RunDb {
                 stage: Some(stage.to_string()),
                 prefix: "",
             };
-            let recorded: BTreeMap<String, Artifact> = columns.json("outputs")?;
+            let recorded: BTreeMap<ProjectPath, Artifact> = columns.json("outputs")?;
             let same = recorded.len() == outputs.len()
                 && recorded
                     .iter()
-                    .all(|(path, artifact)| outputs.get(path) == Some(&artifact.digest));
+                    .all(|(path, artifact)| outputs.get(path.as_str()) == Some(&artifact.digest));
             if same {
                 let sweep = columns.get::<Option<bool>>("sweep")?.unwrap_or(false);
                 return Ok(Some((columns.run, columns.overrides(sweep)?)));

@@ -30,10 +30,9 @@ pub struct StageRecord {
     pub status: StageStatus,
     pub duration_ms: u64,
     /// Read back (runs.db, a pulled record), a path the stored rule
-    /// refuses refuses the whole record: these are what checkout restores.
-    /// Keyed by text, as the comparisons read it.
-    #[serde(deserialize_with = "stored_paths_only")]
-    pub outputs: BTreeMap<String, Artifact>,
+    /// refuses refuses the whole record (`ProjectPath`'s `Deserialize`):
+    /// these are what checkout restores.
+    pub outputs: BTreeMap<ProjectPath, Artifact>,
     pub metrics: BTreeMap<String, Value>,
     /// Failure message, or why it ran; credentials already masked where
     /// it is made (`exec::failed_record`), so it is shown and stored as is.
@@ -242,21 +241,6 @@ impl RunRecord {
         }
         Ok(())
     }
-}
-
-/// A record's outputs, each path read as a `ProjectPath`: one the stored
-/// rule refuses refuses them all.
-fn stored_paths_only<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> std::result::Result<BTreeMap<String, Artifact>, D::Error> {
-    BTreeMap::<ProjectPath, Artifact>::deserialize(deserializer).map(by_text)
-}
-
-fn by_text(outputs: BTreeMap<ProjectPath, Artifact>) -> BTreeMap<String, Artifact> {
-    outputs
-        .into_iter()
-        .map(|(path, artifact)| (path.into(), artifact))
-        .collect()
 }
 
 /// A record's pipeline file, dropped when the stored rule refuses it.
@@ -517,7 +501,7 @@ pub(super) fn stage_from_row(columns: &Columns<'_, '_>) -> Result<StageRecord> {
         key: columns.opt_parsed(&name("key"))?,
         status: columns.parsed(&name("status"))?,
         duration_ms: columns.unsigned(&name("duration_ms"))?,
-        outputs: by_text(columns.json(&name("outputs"))?),
+        outputs: columns.json(&name("outputs"))?,
         metrics: columns.json(&name("metrics"))?,
         detail: columns.get(&name("detail"))?,
         job: columns.get(&name("job"))?,

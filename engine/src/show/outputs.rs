@@ -52,14 +52,14 @@ pub fn outputs_in_workspace(
     let cache = Cache::open(&project.cache_dir)?;
     let stat = StatCache::open(&project.stat_db())?;
     // Several stages of a sweep run in work trees name one path.
-    let mut hashed: HashMap<String, Option<Artifact>> = HashMap::new();
+    let mut hashed: HashMap<&ProjectPath, Option<Artifact>> = HashMap::new();
     let mut stages: Vec<&StageRecord> = run.stages.iter().collect();
     stages.sort_by_key(|stage| stage.identity.position);
     let mut found = Vec::new();
     for stage in stages {
         for (path, recorded) in &stage.outputs {
             let current = hashed
-                .entry(path.clone())
+                .entry(path)
                 .or_insert_with(|| current_artifact(project, &cache, &stat, path));
             let state = match current {
                 None => InWorkspace::Missing,
@@ -72,7 +72,7 @@ pub fn outputs_in_workspace(
             };
             found.push(OutputInWorkspace {
                 stage: stage.stage.clone(),
-                path: path.clone(),
+                path: path.to_string(),
                 holds: state == InWorkspace::ThisRun,
                 state,
             });
@@ -122,13 +122,10 @@ fn current_artifact(
     project: &Project,
     cache: &Cache,
     stat: &StatCache,
-    path: &str,
+    path: &ProjectPath,
 ) -> Option<Artifact> {
-    // A record keeps its outputs as text (so the comparisons read them);
-    // read back, each passed the stored rule, which makes it a path here.
-    let path = ProjectPath::stored(path).ok()?;
-    workspace::check_restore_target(&project.root, &path).ok()?;
-    cache.hash_path(&project.root.join(&path), stat).ok()
+    workspace::check_restore_target(&project.root, path).ok()?;
+    cache.hash_path(&project.root.join(path), stat).ok()
 }
 
 /// The output of `outputs` that holds `path` (the output itself, or a
