@@ -7,6 +7,7 @@ pub mod checkout_text;
 pub mod compare_page;
 pub mod compare_params;
 pub mod compare_view;
+pub mod count_text;
 pub mod diff_fold;
 pub mod diff_text;
 pub mod field_changes;

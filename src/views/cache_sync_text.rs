@@ -2,6 +2,7 @@
 //! reports): the counts of what moved and the warnings on stderr, a
 //! run's place here and in the remote on stdout. Lines end in `\n`.
 
+use crate::views::count_text::counted;
 use std::fmt::Write as _;
 
 use pipe_cache::remote::TransferReport;
@@ -27,20 +28,20 @@ pub fn records_not_pushed(report: &PushReport) -> String {
 pub fn pushed(report: &PushReport) -> String {
     let transfers = &report.transfers;
     let mut text = format!(
-        "{}: {} results ({} pushed, {} already there; {} objects, {} sent), {} run records\n",
+        "{}: {} ({} pushed, {} already there; {} objects, {} sent), {}\n",
         report.url,
-        report.results,
+        counted(report.results, "result", "results"),
         transfers.results_pushed,
         transfers.results_already_present,
         transfers.objects_pushed,
         format_bytes(transfers.bytes_pushed as f64),
-        report.records_pushed,
+        counted(report.records_pushed, "run record", "run records"),
     );
     if report.missing_locally > 0 {
         let _ = writeln!(
             text,
-            "warning: {} results of these runs are no longer in the local cache (removed by `pipe cache gc`) and were not pushed",
-            report.missing_locally
+            "warning: {} of these runs no longer in the local cache (removed since, by `pipe cache gc` or by hand) and not pushed",
+            counted(report.missing_locally, "result", "results")
         );
     }
     text
@@ -48,7 +49,8 @@ pub fn pushed(report: &PushReport) -> String {
 
 /// A pull of the remote's run records.
 pub fn records_pulled(url: &str, listed: usize, new: usize) -> String {
-    format!("{url}: {listed} run records, {new} new here\n")
+    let listed = counted(listed, "run record", "run records");
+    format!("{url}: {listed}, {new} new here\n")
 }
 
 /// Results the remote holds damaged, each with what is wrong.

@@ -3,6 +3,7 @@
 //! commands choose the stream (stderr for refusals and checkout's
 //! outcome, stdout for what apply changed).
 
+use crate::views::count_text::counted;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -36,8 +37,8 @@ pub fn not_restored(root: &Path, id: RunId, report: &CheckoutReport) -> String {
         CheckoutReport::WouldLoseFiles(lost) => {
             let _ = writeln!(
                 text,
-                "error: bringing back run #{id} would overwrite or delete {} file(s) that the cache does not hold:",
-                lost.len()
+                "error: bringing back run #{id} would overwrite or delete {} that the cache does not hold:",
+                counted(lost.len(), "file", "files")
             );
             for file in lost {
                 let _ = writeln!(text, "  {}", shown(root, file).display());

@@ -4,6 +4,7 @@
 //! (stderr); what was written and what to run next (stdout). Lines end
 //! in `\n`.
 
+use crate::views::count_text::counted;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -42,7 +43,8 @@ pub fn findings(written: &Written) -> String {
     if not_carried + changed > 0 {
         let _ = writeln!(
             text,
-            "{not_carried} thing(s) of dvc.yaml not carried, {changed} written otherwise (listed above; docs/coming-from-dvc.md says why)"
+            "{} of dvc.yaml not carried, {changed} written otherwise (listed above; docs/coming-from-dvc.md says why)",
+            counted(not_carried, "thing", "things")
         );
     }
     for warning in &written.warnings {
@@ -65,9 +67,9 @@ pub fn written(dir: &Path, written: &Written) -> String {
         Ignored::Added(lines) => format!("added {}", lines.join(" ")),
     };
     format!(
-        "created {} from dvc.yaml in {shown}: {} stage(s)\n  .gitignore: {ignored}\n",
+        "created {} from dvc.yaml in {shown}: {}\n  .gitignore: {ignored}\n",
         written.pipe_yaml.display(),
-        written.conversion.stages
+        counted(written.conversion.stages, "stage", "stages")
     )
 }
 

@@ -1,6 +1,7 @@
 //! What `pipe init` says: the files it would overwrite (stderr), or what
 //! it wrote and what to run next (stdout). Lines end in `\n`.
 
+use crate::views::count_text::counted;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -11,8 +12,8 @@ pub fn would_overwrite(directory: &Path, existing: &[PathBuf]) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "error: `pipe init` would overwrite {} file(s) in {}:",
-        existing.len(),
+        "error: `pipe init` would overwrite {} in {}:",
+        counted(existing.len(), "file", "files"),
         directory.display()
     );
     for path in existing {
