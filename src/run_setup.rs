@@ -2,6 +2,7 @@
 //! pipeline file, loading it, a run's request from the flags, its plan
 //! (`--dry-run`), where its report pages are, and what its remote did.
 
+use crate::views::count_text::counted;
 use std::path::{Path, PathBuf};
 
 use pipe_engine::{
@@ -265,7 +266,7 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
     if quiet {
         return;
     }
-    let results = |count: u64| format!("{count} result{}", if count == 1 { "" } else { "s" });
+    let results = |count: u64| counted(count as usize, "result", "results");
     let mut parts = Vec::new();
     if transfers.results_pulled > 0 {
         parts.push(format!(
@@ -315,8 +316,8 @@ pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool
         errln!("warning: {reason}");
         if transfers.results_not_pushed > 0 {
             errln!(
-                "warning: {} results were not pushed; `pipe cache push` sends them when the remote is back",
-                transfers.results_not_pushed
+                "warning: {} not pushed; `pipe cache push` sends them when the remote is back",
+                results(transfers.results_not_pushed)
             );
         }
     }
