@@ -75,16 +75,21 @@ pub(super) fn train(
     );
     // Read while the model's variables are whole (a sharded strategy frees
     // them), put back once its optimizer exists.
+    // Looking for a state and finding none is part of the start: only a
+    // state read counts as the resume state's time, so that a run that
+    // reads none says 0 whatever the machine's load.
     let reading = Instant::now();
     let found = resume.as_ref().and_then(|resume| resume.find(&model));
-    time.resume_read += reading.elapsed().as_secs_f64();
+    let looked = reading.elapsed().as_secs_f64();
     let mut replica = Replica::create(settings, model, device, &peers)?;
     let reading = Instant::now();
     let resumed = match resume.as_mut() {
         Some(resume) => resume.restore(found, &mut replica, collective)?,
         None => None,
     };
-    time.resume_read += reading.elapsed().as_secs_f64();
+    if resumed.is_some() {
+        time.resume_read += looked + reading.elapsed().as_secs_f64();
+    }
     if lead {
         announce(context, settings, devices, &splits, &schedule, &replica);
     }

@@ -53,7 +53,8 @@ impl StageTime {
 
     /// `{"start", "steps", "validation", "resume_state", "checkpoint",
     /// "other", "total"}`, total up to now. `resume_state` counts reading
-    /// one back as well as saving; `other` is what the named parts leave:
+    /// back the state a run resumed from (looking and finding none is
+    /// start) as well as saving; `other` is what the named parts leave:
     /// the replicas' check after an epoch, the curves, the metrics.
     pub(super) fn to_json(&self) -> Value {
         let total = self.origin.elapsed().as_secs_f64();
