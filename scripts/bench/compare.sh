@@ -61,7 +61,7 @@ for run in range(1, runs + 1):
     pipeline = ["imdb", "quickstart", "speed-study"][run % 3]
     run_rows.append((run, pipeline, start + run * 60_000, start + run * 60_000 + 50_000,
                      "succeeded", digest("commit", run // 10)[:40], 0,
-                     json.dumps(["pipe", "run"]), json.dumps(params), 1))
+                     json.dumps(["pipe", "run"]), json.dumps(params), 1, "[]"))
     data = [
         ("download", "data/download@1", {"bytes": 84125825, "seconds": 3.2, "bytes_per_second": 2.6e7}, 0),
         ("extract", "imdb/extract@1", {"rows": 50000, "train.neg": 12500, "train.pos": 12500,
@@ -105,7 +105,7 @@ for run in range(1, runs + 1):
                                len(stage_rows) % 8))
 
 db.executemany("INSERT INTO runs (id, pipeline, started_ms, ended_ms, status, git_commit, git_dirty,"
-               " argv, params, pid) VALUES (?,?,?,?,?,?,?,?,?,?)", run_rows)
+               " argv, params, pid, overrides) VALUES (?,?,?,?,?,?,?,?,?,?,?)", run_rows)
 db.executemany("INSERT INTO stage_runs (run_id, stage, key, status, duration_ms, outputs, metrics,"
                " base_name, combination, uses, roles, role_values, position)"
                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", stage_rows)
