@@ -16,7 +16,7 @@ use crate::history::{configured_remote, pull_records, remote_uids, History, Noti
 use crate::project::Project;
 use crate::remote::open_remote;
 use crate::runs::RunId;
-use crate::runs::{RunDb, RunSelection};
+use crate::runs::{RunDb, RunRecord, RunSelection};
 use crate::{EngineError, Result, UsageError};
 
 /// Which remote a command uses, as its flags give it.
@@ -85,19 +85,22 @@ pub fn push(
         return Err(UsageError::RemoteReadOnly { url: config.url }.into());
     }
     let mut history = History::require(&project.root)?;
-    let ids: Vec<RunId> = match runs {
+    let runs: Vec<RunRecord> = match runs {
         Runs::All => history
             .db
             .runs(&RunSelection::default())?
             .into_iter()
             .filter(|run| run.origin.is_none())
-            .map(|run| run.id)
             .collect(),
-        Runs::One(query) => vec![history.resolve_noting(query, Pull::IfConfigured, notify)?],
+        Runs::One(query) => {
+            let id = history.resolve_noting(query, Pull::IfConfigured, notify)?;
+            vec![history.db.resolved_run(id)?]
+        }
     };
+    let ids: Vec<RunId> = runs.iter().map(|run| run.id).collect();
     let remote = open_remote(&config, &project.cache_dir)?;
     let cache = Cache::open(&project.cache_dir)?;
-    let (results, missing_locally) = history.results_of_runs(&cache, &ids)?;
+    let (results, missing_locally) = History::results_of_runs(&cache, &runs);
     let count = results.len();
     remote.push_results(results);
     let (mut records_pushed, mut records_not_pushed) = (0, Vec::new());
@@ -166,7 +169,7 @@ pub fn pull(
             .for_each(&mut *notify);
         Ok(pulled)
     };
-    let ids: Vec<RunId> = match runs {
+    let runs: Vec<RunRecord> = match runs {
         None => {
             let pulled = take_records(&mut history)?;
             return Ok(PullReport::Records {
@@ -184,16 +187,17 @@ pub fn pull(
                 .runs(&RunSelection::default())?
                 .into_iter()
                 .filter(|run| run.uid.as_ref().is_some_and(|uid| uids.contains(uid)))
-                .map(|run| run.id)
                 .collect()
         }
         Some(Runs::One(query)) => {
-            vec![history.resolve_noting(query, Pull::From(&remote), notify)?]
+            let id = history.resolve_noting(query, Pull::From(&remote), notify)?;
+            vec![history.db.resolved_run(id)?]
         }
     };
+    let ids: Vec<RunId> = runs.iter().map(|run| run.id).collect();
     let (mut pulled, mut already_here, mut not_in_remote) = (0, 0, 0);
     let mut corrupt = Vec::new();
-    for key in history.keys_of_runs(&ids)? {
+    for key in History::keys_of_runs(&runs) {
         if cache.get_action(&key).is_some() {
             already_here += 1;
             continue;

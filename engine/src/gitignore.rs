@@ -44,6 +44,18 @@ pub fn ignore_state_dir(state_dir: &Path) {
     }
 }
 
+/// Creates `path` holding `text`, refusing one that appeared since the
+/// caller checked: how `pipe init` writes its files and a new
+/// `.gitignore`, never over the user's.
+pub(crate) fn write_new(path: &Path, text: &str) -> Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .map_err(|e| EngineError::io(path, e))
+}
+
 /// How `.gitignore` was brought to ignore what it must.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ignored {

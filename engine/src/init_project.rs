@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::gitignore::Ignored;
+use crate::gitignore::{write_new, Ignored};
 use crate::project_files::paths::PIPE_DIR;
 use crate::{EngineError, Result};
 
@@ -144,16 +144,6 @@ pub fn init(directory: &Path, choice: ProjectTemplate) -> Result<InitOutcome> {
             .collect(),
         gitignore,
     })
-}
-
-/// Creates `path`, refusing one that appeared since the check above.
-fn write_new(path: &Path, text: &str) -> Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .and_then(|mut file| file.write_all(text.as_bytes()))
-        .map_err(|e| EngineError::io(path, e))
 }
 
 /// Writes `.gitignore`, or adds the lines it lacks to an existing one.

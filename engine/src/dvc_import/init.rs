@@ -5,10 +5,9 @@
 //! outputs pipe's cache holds (not those declared `cache: false`, which
 //! the user commits).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::gitignore::{self, Ignored};
+use crate::gitignore::{self, write_new, Ignored};
 use crate::pipefile::{load, ProjectWorkers};
 use crate::{Diagnostic, EngineError, Result};
 
@@ -68,14 +67,4 @@ pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
         warnings,
         load_error,
     })))
-}
-
-/// Creates `path`, refusing one that appeared since the check.
-fn write_new(path: &Path, text: &str) -> Result<()> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .and_then(|mut file| file.write_all(text.as_bytes()))
-        .map_err(|e| EngineError::io(path, e))
 }

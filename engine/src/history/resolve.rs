@@ -10,7 +10,7 @@ use pipe_cache::{ActionKey, ActionResult, Cache};
 use super::remote_records::{configured_remote, pull_records};
 use crate::project::{runs_db_of, Project};
 use crate::runs::RunId;
-use crate::runs::{self, RunDb, RunSelection};
+use crate::runs::{self, RunDb, RunRecord, RunSelection};
 use crate::{EngineError, NoSuchRun, Result, UsageError};
 
 /// How a run reference that this history lacks is looked for elsewhere.
@@ -217,35 +217,26 @@ impl History {
         Ok(paths)
     }
 
-    /// The keys the stages of runs `ids` recorded.
-    pub fn keys_of_runs(&self, ids: &[RunId]) -> Result<BTreeSet<ActionKey>> {
-        let runs = self.db.runs(&RunSelection {
-            named: Some(ids.to_vec()),
-            ..RunSelection::default()
-        })?;
-        Ok(runs
-            .iter()
+    /// The keys the stages of `runs` recorded.
+    pub fn keys_of_runs(runs: &[RunRecord]) -> BTreeSet<ActionKey> {
+        runs.iter()
             .flat_map(|run| &run.stages)
             .filter_map(|stage| stage.key)
-            .collect())
+            .collect()
     }
 
-    /// The results the stages of runs `ids` recorded, as the local cache
+    /// The results the stages of `runs` recorded, as the local cache
     /// holds them, and how many it no longer holds.
-    pub fn results_of_runs(
-        &self,
-        cache: &Cache,
-        ids: &[RunId],
-    ) -> Result<(Vec<ActionResult>, usize)> {
+    pub fn results_of_runs(cache: &Cache, runs: &[RunRecord]) -> (Vec<ActionResult>, usize) {
         let mut results = Vec::new();
         let mut missing = 0;
-        for key in self.keys_of_runs(ids)? {
+        for key in Self::keys_of_runs(runs) {
             match cache.get_action(&key) {
                 Some(result) => results.push(result),
                 None => missing += 1,
             }
         }
-        Ok((results, missing))
+        (results, missing)
     }
 }
 
