@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use pipe_engine::{EngineError, History, Project, Pull, Result, RunId};
 
-use crate::output::errln;
+use crate::output::err;
+use crate::views::notice_text;
 
 /// The root of the project around the working directory.
 pub fn root() -> Result<PathBuf> {
@@ -25,7 +26,9 @@ pub fn history() -> Result<History> {
 /// Resolves a run reference, pulling the records of a git ref's commit
 /// from `pull`, and says what was pulled.
 pub fn resolve(history: &mut History, query: &str, pull: Pull<'_>) -> Result<RunId> {
-    history.resolve_noting(query, pull, &mut |notice| errln!("{notice}"))
+    history.resolve_noting(query, pull, &mut |notice| {
+        err!("{}", notice_text::line(&notice))
+    })
 }
 
 /// `path` as seen from the working directory when it is under it (a

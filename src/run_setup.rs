@@ -2,7 +2,6 @@
 //! pipeline file, loading it, a run's request from the flags, its plan
 //! (`--dry-run`), where its report pages are, and what its remote did.
 
-use crate::views::count_text::counted;
 use std::path::{Path, PathBuf};
 
 use pipe_engine::{
@@ -10,13 +9,13 @@ use pipe_engine::{
     ExitCode, Forced, Loaded, ParamOverride, Pipeline, Project, ProjectWorkers, RemoteSummary,
     Result, RunOutcome, RunRequest, UsageError,
 };
-use pipe_protocol::format::{format_bytes, format_seconds};
 
 use crate::cli::{ExecutorArg, PipelineArg, RunArgs};
-use crate::output::{errln, jsonln, out};
+use crate::output::{err, jsonln, out};
 use crate::progress::Progress;
 use crate::transfers;
 use crate::views::json_results::RunRemote;
+use crate::views::{notice_text, run_setup_text};
 
 /// `pipe.yaml` here or in the nearest directory above that has one, up
 /// to the project root (`Project::find_pipeline_file`).
@@ -43,18 +42,17 @@ pub fn pipeline_file(file: Option<&Path>, arg: &PipelineArg) -> Result<PathBuf> 
                 let Some((run, file)) = last_run_pipeline_file(&root) else {
                     return Err(none_here);
                 };
-                errln!(
-                    "no pipe.yaml here: using {}, the pipeline file of the last run (#{run})",
-                    crate::here::relative_to_cwd(&file).display()
+                err!(
+                    "{}",
+                    run_setup_text::last_run_file_line(&crate::here::relative_to_cwd(&file), run)
                 );
                 file
             }
         },
     };
-    if let Some(problem) = pipe_engine::pipeline_file_problem(
-        &file,
-        "check the path; pipeline files are YAML, e.g. `pipelines/quickstart.yaml`",
-    ) {
+    if let Some(problem) =
+        pipe_engine::pipeline_file_problem(&file, run_setup_text::PIPELINE_FILE_HINT)
+    {
         return Err(problem);
     }
     Ok(file)
@@ -77,7 +75,7 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg, multirun: bool) -> Resul
     let named = file.or(arg.file.as_deref()).is_some();
     let found_here = default_pipeline_file().ok();
     let recorded = settings_of_run(&project, run, found_here.as_deref(), &mut |notice| {
-        errln!("{notice}")
+        err!("{}", notice_text::line(&notice))
     })?;
     let file = if named {
         pipeline_file(file, arg)?
@@ -85,15 +83,14 @@ pub fn settings(file: Option<&Path>, arg: &PipelineArg, multirun: bool) -> Resul
         recorded.file
     };
     let mut overrides = recorded.overrides;
-    errln!(
-        "as run #{}: {}{}{}",
-        recorded.run,
-        crate::here::relative_to_cwd(&file).display(),
-        if recorded.sweep { " -m" } else { "" },
-        overrides
-            .iter()
-            .map(|setting| format!(" -S {setting}"))
-            .collect::<String>()
+    err!(
+        "{}",
+        run_setup_text::as_run_line(
+            recorded.run,
+            &crate::here::relative_to_cwd(&file),
+            recorded.sweep,
+            &overrides
+        )
     );
     // A sweep run's settings take more values as a sweep's.
     let given = match recorded.sweep && !multirun {
@@ -147,7 +144,7 @@ pub fn load_with_overrides(
         &ProjectWorkers,
     )?;
     for warning in &warnings {
-        errln!("{warning}");
+        err!("{}", notice_text::line(warning));
     }
     Ok((pipeline, dag, settings))
 }
@@ -218,7 +215,10 @@ pub fn print_report_locations(pipeline: &Pipeline, summary: &RunOutcome) {
         }
         for page in stage.pages() {
             if pipeline.root.join(&page).is_file() {
-                errln!("{}: {page}", stage.name);
+                err!(
+                    "{}",
+                    run_setup_text::report_location_line(&stage.name, &page)
+                );
             }
         }
     }
@@ -243,14 +243,9 @@ pub fn dry_run(
     );
     let orphans = pipe_engine::orphaned_outputs(pipeline);
     if !orphans.is_empty() {
-        let done = if args.remove_orphans {
-            "would remove"
-        } else {
-            ""
-        };
         out!(
-            "{}\n",
-            crate::views::orphans_text::orphans_said(&orphans, done)
+            "{}",
+            crate::views::orphans_text::dry_run_orphans_line(&orphans, args.remove_orphans)
         );
     }
     Ok(ExitCode::Ok)
@@ -259,67 +254,11 @@ pub fn dry_run(
 /// What `pipe run` says about the remote at its end: one line on stderr,
 /// or a `remote` event with `--json`.
 pub fn print_run_summary(summary: &RemoteSummary, json_events: bool, quiet: bool) {
-    let transfers = &summary.transfers;
     if json_events {
         jsonln!(serde_json::to_string(&RunRemote::of(summary)).unwrap_or_default());
     }
-    if quiet {
-        return;
-    }
-    let results = |count: u64| counted(count as usize, "result", "results");
-    let mut parts = Vec::new();
-    if transfers.results_pulled > 0 {
-        parts.push(format!(
-            "pulled {} ({})",
-            results(transfers.results_pulled),
-            format_bytes(transfers.bytes_pulled as f64)
-        ));
-    }
-    if transfers.results_pushed > 0 {
-        parts.push(format!(
-            "pushed {} ({}) in {}",
-            results(transfers.results_pushed),
-            format_bytes(transfers.bytes_pushed as f64),
-            format_seconds(transfers.push_seconds)
-        ));
-    }
-    if transfers.results_already_present > 0 {
-        // An earlier push of the same key (this project's, a forced rerun,
-        // or another job's): the remote keeps the result it has.
-        parts.push(format!(
-            "{} already in the remote under the same key{}, kept as it is",
-            results(transfers.results_already_present),
-            if transfers.results_already_present == 1 {
-                ""
-            } else {
-                "s"
-            }
-        ));
-    }
-    if summary.anonymous && transfers.unavailable.is_some() {
-        parts.push("no credentials: nothing pushed".to_string());
-    } else if summary.anonymous {
-        parts.push("no credentials, read anonymously: nothing pushed".to_string());
-    } else if summary.read_only {
-        parts.push("read-only: nothing pushed".to_string());
-    } else if summary.record.is_ok() && !parts.is_empty() {
-        parts.push("run record pushed".to_string());
-    }
-    if !parts.is_empty() {
-        errln!("remote {}: {}", summary.url, parts.join(", "));
-    }
-    if let Some(reason) = transfers
-        .unavailable
-        .as_ref()
-        .or(transfers.push_refused.as_ref())
-    {
-        errln!("warning: {reason}");
-        if transfers.results_not_pushed > 0 {
-            errln!(
-                "warning: {} not pushed; `pipe cache push` sends them when the remote is back",
-                results(transfers.results_not_pushed)
-            );
-        }
+    if !quiet {
+        err!("{}", run_setup_text::remote_summary_text(summary));
     }
 }
 

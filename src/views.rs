@@ -18,6 +18,7 @@ pub mod labels_text;
 pub mod notice_text;
 pub mod orphans_text;
 pub mod remote_status;
+pub mod run_setup_text;
 pub mod runs_table;
 pub mod show_json;
 pub mod show_text;

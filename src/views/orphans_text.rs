@@ -7,6 +7,13 @@ pub fn orphans_line(paths: &[String], removed: bool) -> String {
     orphans_said(paths, if removed { "removed" } else { "" })
 }
 
+/// What `pipe run --dry-run` says of them, ending its line: they would
+/// be removed (`--remove-orphans`) or left in place.
+pub fn dry_run_orphans_line(paths: &[String], remove: bool) -> String {
+    let done = if remove { "would remove" } else { "" };
+    format!("{}\n", orphans_said(paths, done))
+}
+
 /// `done`: "removed", "would remove", or "" (left in place).
 pub fn orphans_said(paths: &[String], done: &str) -> String {
     let removed = !done.is_empty();
