@@ -5,7 +5,6 @@
 //! directory is the project root, and a `.gitignore` for what pipe keeps
 //! out of git. Nothing that exists is overwritten.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::gitignore::{write_new, Ignored};
@@ -29,10 +28,11 @@ pub enum InitOutcome {
     /// directory): nothing was written.
     WouldOverwrite(Vec<PathBuf>),
     /// The template's files, written (relative to the directory), and
-    /// what became of `.gitignore`.
+    /// what became of `.gitignore`: an error there (a `.gitignore` pipe
+    /// refuses to read) leaves the files written and the project usable.
     Created {
         files: Vec<PathBuf>,
-        gitignore: Ignored,
+        gitignore: Result<Ignored>,
     },
 }
 
@@ -43,8 +43,8 @@ struct TemplateFile {
 
 struct Template {
     files: Vec<TemplateFile>,
-    /// Lines the `.gitignore` must hold: pipe's own directory, and the
-    /// outputs of the template's stages (the cache holds them).
+    /// What the `.gitignore` must name: the outputs of the template's
+    /// stages (the cache holds them).
     ignored: &'static [&'static str],
 }
 
@@ -70,9 +70,6 @@ const COMMANDS_SCRIPTS: [(&str, &str); 4] = [
     ),
 ];
 
-/// The comment above the lines `pipe init` writes into `.gitignore`.
-const GITIGNORE_HEADER: &str = "# pipe: its cache, run records, logs and built-in stages' outputs (.pipe/),\n# and the outputs of command stages, which the cache holds and `pipe run` restores.\n";
-
 fn template(choice: ProjectTemplate) -> Template {
     match choice {
         // The repository's quickstart, run from the project root as
@@ -88,7 +85,7 @@ fn template(choice: ProjectTemplate) -> Template {
                     text: FETCH_WHEEL_FILE.to_string(),
                 },
             ],
-            ignored: &[".pipe/", "data/"],
+            ignored: &["data/"],
         },
         // The command-stage example, with its paths made the project's.
         ProjectTemplate::Commands => {
@@ -105,7 +102,7 @@ fn template(choice: ProjectTemplate) -> Template {
             }));
             Template {
                 files,
-                ignored: &[".pipe/", "out/"],
+                ignored: &["out/"],
             }
         }
     }
@@ -135,7 +132,11 @@ pub fn init(directory: &Path, choice: ProjectTemplate) -> Result<InitOutcome> {
         }
         write_new(&path, &file.text)?;
     }
-    let gitignore = update_gitignore(directory, template.ignored)?;
+    // pipe's own directory is ignored from inside, as every run makes
+    // sure; the template's outputs by the lines a run adds for outputs,
+    // written by the same rule (anchored, never over the user's lines).
+    crate::gitignore::ignore_state_dir(&state);
+    let gitignore = crate::gitignore::ignore_paths(directory, template.ignored);
     Ok(InitOutcome::Created {
         files: template
             .files
@@ -144,42 +145,4 @@ pub fn init(directory: &Path, choice: ProjectTemplate) -> Result<InitOutcome> {
             .collect(),
         gitignore,
     })
-}
-
-/// Writes `.gitignore`, or adds the lines it lacks to an existing one.
-fn update_gitignore(directory: &Path, ignored: &[&str]) -> Result<Ignored> {
-    let path = directory.join(".gitignore");
-    let owned = |lines: &[&str]| lines.iter().map(|line| line.to_string()).collect();
-    match std::fs::read_to_string(&path) {
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            let text = format!("{GITIGNORE_HEADER}{}\n", ignored.join("\n"));
-            write_new(&path, &text)?;
-            Ok(Ignored::Created(owned(ignored)))
-        }
-        Err(error) => Err(EngineError::io(&path, error)),
-        Ok(text) => {
-            let present: Vec<&str> = text.lines().map(str::trim).collect();
-            let missing: Vec<&str> = ignored
-                .iter()
-                .copied()
-                .filter(|line| !present.contains(line))
-                .collect();
-            if missing.is_empty() {
-                return Ok(Ignored::Already);
-            }
-            let mut addition = String::new();
-            if !text.is_empty() && !text.ends_with('\n') {
-                addition.push('\n');
-            }
-            addition.push_str(GITIGNORE_HEADER);
-            addition.push_str(&missing.join("\n"));
-            addition.push('\n');
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(&path)
-                .and_then(|mut file| file.write_all(addition.as_bytes()))
-                .map_err(|e| EngineError::io(&path, e))?;
-            Ok(Ignored::Added(owned(&missing)))
-        }
-    }
 }

@@ -26,6 +26,9 @@ pub fn init(directory: Option<&Path>, choice: TemplateArg) -> Result<ExitCode> {
             Ok(ExitCode::WouldLoseFiles)
         }
         InitOutcome::Created { files, gitignore } => {
+            if let Err(error) = &gitignore {
+                err!("{}", init_text::gitignore_warning(error));
+            }
             let enter = !here::is_working_directory(&directory);
             out!(
                 "{}",

@@ -50,6 +50,9 @@ pub fn findings(written: &Written) -> String {
     for warning in &written.warnings {
         let _ = writeln!(text, "{warning}");
     }
+    if let Err(error) = &written.gitignore {
+        text.push_str(&crate::views::init_text::gitignore_warning(error));
+    }
     text
 }
 
@@ -62,9 +65,10 @@ pub fn written(dir: &Path, written: &Written) -> String {
         dir.display().to_string()
     };
     let ignored = match &written.gitignore {
-        Ignored::Already => "already ignores what pipe writes".to_string(),
-        Ignored::Created(lines) => format!("new: {}", lines.join(" ")),
-        Ignored::Added(lines) => format!("added {}", lines.join(" ")),
+        Ok(Ignored::Already) => "already ignores what pipe writes".to_string(),
+        Ok(Ignored::Created(lines)) => format!("new: {}", lines.join(" ")),
+        Ok(Ignored::Added(lines)) => format!("added {}", lines.join(" ")),
+        Err(_) => "left as it is (the warning above says why)".to_string(),
     };
     format!(
         "created {} from dvc.yaml in {shown}: {}\n  .gitignore: {ignored}\n",

@@ -5,7 +5,7 @@ use crate::views::count_text::counted;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use pipe_engine::{Ignored, ProjectTemplate};
+use pipe_engine::{EngineError, Ignored, ProjectTemplate};
 
 /// The refusal: the template's files that are there already.
 pub fn would_overwrite(directory: &Path, existing: &[PathBuf]) -> String {
@@ -28,7 +28,7 @@ pub fn would_overwrite(directory: &Path, existing: &[PathBuf]) -> String {
 pub fn created(
     directory: &Path,
     files: &[PathBuf],
-    gitignore: &Ignored,
+    gitignore: &Result<Ignored, EngineError>,
     template: ProjectTemplate,
     enter: bool,
 ) -> String {
@@ -38,9 +38,10 @@ pub fn created(
         let _ = writeln!(text, "  {}", file.display());
     }
     let gitignore = match gitignore {
-        Ignored::Created(_) => "new",
-        Ignored::Added(_) => "lines added",
-        Ignored::Already => "already ignores what pipe writes",
+        Ok(Ignored::Created(_)) => "new",
+        Ok(Ignored::Added(_)) => "lines added",
+        Ok(Ignored::Already) => "already ignores what pipe writes",
+        Err(_) => "left as it is: see the warning",
     };
     let _ = writeln!(text, "  .gitignore ({gitignore})");
     text.push_str("next:\n");
@@ -49,6 +50,12 @@ pub fn created(
     }
     let _ = writeln!(text, "  {}", next_steps(template));
     text
+}
+
+/// A `.gitignore` pipe would not read or write (a link to a device, not
+/// UTF-8, too large): the project is there, its outputs not yet ignored.
+pub fn gitignore_warning(error: &EngineError) -> String {
+    format!("warning: {error}: the stages' outputs are not kept out of git; pipe run tries again, or add their paths to .gitignore yourself\n")
 }
 
 /// The commands that show what the template does, each with why.

@@ -35,11 +35,13 @@ fn the_command_template_runs_where_it_was_created_even_inside_another_repository
 
     let project = outer.path("experiment");
     let gitignore = std::fs::read_to_string(project.join(".gitignore")).expect(".gitignore");
+    assert!(gitignore.lines().any(|line| line == "/out/"), "{gitignore}");
+    let state_ignore =
+        std::fs::read_to_string(project.join(".pipe/.gitignore")).expect(".pipe/.gitignore");
     assert!(
-        gitignore.lines().any(|line| line == ".pipe/"),
-        "{gitignore}"
+        state_ignore.lines().any(|line| line == "*"),
+        "{state_ignore}"
     );
-    assert!(gitignore.lines().any(|line| line == "out/"), "{gitignore}");
     let run = outer
         .std_command()
         .current_dir(&project)
@@ -113,12 +115,83 @@ fn init_never_overwrites_and_adds_only_missing_ignore_lines() {
     );
     let gitignore = other.read(".gitignore");
     assert!(gitignore.starts_with("target/\n.pipe/\n"), "{gitignore}");
-    assert_eq!(
-        gitignore.matches(".pipe/").count(),
-        2,
-        "once as a line, once in the comment: {gitignore}"
+    assert_eq!(gitignore.matches(".pipe/").count(), 1, "{gitignore}");
+    assert!(
+        gitignore.lines().any(|line| line == "/data/"),
+        "{gitignore}"
     );
-    assert!(gitignore.lines().any(|line| line == "data/"), "{gitignore}");
+
+    // Run again over what it wrote: nothing to add.
+    std::fs::remove_file(other.path("pipe.yaml")).expect("pipe.yaml");
+    std::fs::remove_file(other.path("scripts/fetch_wheel_file.py")).expect("script");
+    let again = init(other.root(), &["--template", "quickstart"]);
+    assert!(again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("already ignores"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    assert_eq!(other.read(".gitignore"), gitignore);
+}
+
+/// In a real git repository: what `pipe init` and a run write is kept
+/// out of `git add -A` but the project's own files, and a `.gitignore`
+/// that is a link to an endless device is refused as every `.gitignore`
+/// pipe reads is, never read without end: a warning, the project written.
+#[test]
+fn git_adds_the_projects_files_and_none_of_what_pipe_keeps() {
+    let project = TestProject::new();
+    let git = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .current_dir(project.root())
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    let output = init(project.root(), &["--template", "commands"]);
+    assert!(output.status.success(), "{output:?}");
+    let run = project
+        .std_command()
+        .current_dir(project.root())
+        .args(["run", "--json"])
+        .output()
+        .expect("pipe run");
+    let run = pipe_test_support::RunResult::from_output(run);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    git(&["add", "-A"]);
+    let staged = git(&["diff", "--cached", "--name-only"]);
+    let mut staged: Vec<&str> = staged.lines().collect();
+    staged.sort_unstable();
+    assert_eq!(
+        staged,
+        [
+            ".gitignore",
+            "pipe.yaml",
+            "scripts/evaluate.py",
+            "scripts/features.py",
+            "scripts/prepare.py",
+            "scripts/train.py"
+        ]
+    );
+
+    let linked = TestProject::new();
+    std::os::unix::fs::symlink("/dev/zero", linked.path(".gitignore")).expect("link");
+    let output = init(linked.root(), &["--template", "commands"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("warning: ")
+            && stderr.contains(".gitignore")
+            && stderr.contains("device"),
+        "{stderr}"
+    );
+    assert!(
+        linked.exists("pipe.yaml"),
+        "the project is written all the same"
+    );
 }
 
 #[test]

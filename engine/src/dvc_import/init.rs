@@ -26,7 +26,9 @@ pub enum FromDvc {
 pub struct Written {
     pub pipe_yaml: PathBuf,
     pub conversion: Conversion,
-    pub gitignore: Ignored,
+    /// What became of `.gitignore`; an error there leaves `pipe.yaml`
+    /// written.
+    pub gitignore: Result<Ignored>,
     /// Warnings pipe's loader has about the file.
     pub warnings: Vec<Diagnostic>,
     /// Why pipe's loader refuses the file, if it does: something the
@@ -57,9 +59,9 @@ pub fn init_from_dvc(dir: &Path) -> Result<FromDvc> {
         }
         Err(error) => (Vec::new(), Vec::new(), Some(error)),
     };
-    let mut lines = vec![".pipe/"];
-    lines.extend(ignored.iter().map(String::as_str));
-    let gitignore = gitignore::ignore_paths(dir, &lines)?;
+    // `.pipe/` is ignored from inside (`ignore_state_dir` above).
+    let lines: Vec<&str> = ignored.iter().map(String::as_str).collect();
+    let gitignore = gitignore::ignore_paths(dir, &lines);
     Ok(FromDvc::Written(Box::new(Written {
         pipe_yaml,
         conversion,
