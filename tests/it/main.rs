@@ -20,6 +20,7 @@ mod docs;
 mod dvc_project;
 mod from_dvc;
 mod hostile_git;
+mod hostile_project_files;
 mod hostile_s3;
 mod imdb_mirror;
 mod imdb_pipeline;

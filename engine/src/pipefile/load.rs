@@ -2,7 +2,6 @@
 //! params, then the stages.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::catalog_source::CatalogSource;
@@ -293,9 +292,8 @@ fn project_root(file: &Path) -> PathBuf {
 /// The file's text, refusing what is too big to be a pipeline or is not
 /// UTF-8 before the YAML parser sees it.
 pub(crate) fn read_source(file: &Path) -> Result<String> {
-    let open = std::fs::File::open(file);
-    let mut handle = match open {
-        Ok(handle) => handle,
+    let bytes = match yaml::read_bounded(file) {
+        Ok(bytes) => bytes,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Err(spec_error(
                 Diagnostic::new("file-not-found", format!("pipeline file `{}` does not exist", file.display()))
@@ -304,11 +302,6 @@ pub(crate) fn read_source(file: &Path) -> Result<String> {
         }
         Err(error) => return Err(EngineError::io(file, error)),
     };
-    let mut bytes = Vec::new();
-    (&mut handle)
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| EngineError::io(file, error))?;
     let located = |line: usize, col: usize, source_line: String| {
         Some(crate::Location {
             file: file.into(),
@@ -403,7 +396,10 @@ fn load_params(
         .map(|entry| entry.key_span);
     let params_file = file.with_file_name("params.yaml");
     let mut params_file_id = None;
-    if params_file.is_file() && params_file.file_name() != file.file_name() {
+    // Not only a regular file: a FIFO or a device there is refused by
+    // name, never read as "no params".
+    let present = std::fs::metadata(&params_file).is_ok_and(|found| !found.is_dir());
+    if present && params_file.file_name() != file.file_name() {
         match read_source(&params_override::readable(&params_file, project_root)) {
             Err(EngineError::Spec(found)) => {
                 diagnostics.extend(found);
@@ -415,7 +411,7 @@ fn load_params(
                         "params-unreadable",
                         format!("cannot read `{}`: {other}", params_file.display()),
                     )
-                    .with_hint("check the file's permissions"),
+                    .with_hint("params.yaml beside the pipeline file must be a readable regular file: check its permissions, or replace it with one"),
                 );
                 return None;
             }

@@ -11,7 +11,7 @@ use crate::{EngineError, Result, UsageError};
 
 /// The name of the pipeline in `file`, as `load` gives it.
 pub fn pipeline_name(file: &Path) -> Result<String> {
-    let text = std::fs::read_to_string(file).map_err(|error| EngineError::io(file, error))?;
+    let text = yaml::read_bounded_text(file).map_err(|error| EngineError::io(file, error))?;
     if text.len() as u64 > yaml::MAX_FILE_BYTES {
         return Err(UsageError::PipelineFileTooLarge {
             file: file.to_path_buf(),

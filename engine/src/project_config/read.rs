@@ -22,7 +22,7 @@ pub(crate) fn load_project_config(root: &Path) -> Result<FileSettings> {
 /// settings file (`config_file`), its `executor:`; nothing when there is
 /// no such file.
 pub(crate) fn read_cache_section(path: &Path, config_file: bool) -> Result<FileSettings> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match yaml::read_bounded_text(path) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             return Ok(FileSettings::default())

@@ -13,6 +13,31 @@ use super::yaml_events::{properties, EventLog, Properties};
 use crate::Diagnostic;
 
 pub(crate) const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The bytes of a project's YAML file (a pipeline, params, settings or
+/// `dvc.yaml` file), as every reader of one takes them: through a link,
+/// but only from a regular file (a clone's FIFO never blocks, a link to
+/// `/dev/zero` is refused) and no further than one byte past
+/// [`MAX_FILE_BYTES`], which the caller refuses in its own words.
+pub(crate) fn read_bounded(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, metadata) = pipe_cache::untrusted::open_regular_through_links(path)?;
+    let mut bytes = Vec::with_capacity(metadata.len().min(MAX_FILE_BYTES) as usize + 1);
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_bounded`] as text; not UTF-8 is an `InvalidData` error. A
+/// file past the limit comes back longer than it (its last character may
+/// be cut: the caller refuses it by its length, not its text).
+pub(crate) fn read_bounded_text(path: &std::path::Path) -> std::io::Result<String> {
+    let bytes = read_bounded(path)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Ok(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8 text"))
+}
 pub(crate) const MAX_DEPTH: usize = 64;
 pub(crate) const MAX_NODES: usize = 100_000;
 
