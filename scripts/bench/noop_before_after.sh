@@ -20,6 +20,10 @@ for side in before after; do
 done
 (cd "$work/before" && "$before" run -q -j 2 && "$before" run -q -j 2)
 (cd "$work/after" && "$after" run -q -j 2 && "$after" run -q -j 2)
+# Past the stat cache's racy window (cache/src/stat.rs, RACY_WINDOW, 2 s):
+# a file changed that recently is hashed again, so without the wait the
+# side set up second spends more of its runs rehashing and reads slower.
+sleep 3
 echo "$stages stages; $(nproc) cores; $(date -u +%F)"
 # Interleaved, not hyperfine's one block per command: on a shared 2-core
 # machine the drift between two blocks of runs (30% seen) swamps the
