@@ -18,6 +18,13 @@ fn tokenizer_fixture() -> PathBuf {
     fixtures().join("tokenizer.json")
 }
 
+/// A byte-level BPE tokenizer (GPT-2's and RoBERTa's kind), its ids from
+/// Python `tokenizers` on the same dataset
+/// (scripts/fixtures/make_bytelevel_tokenizer.py).
+fn bytelevel_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokenize-bytelevel")
+}
+
 struct Run {
     success: bool,
     events: Vec<Value>,
@@ -117,12 +124,22 @@ fn read_split(file: &Path) -> Split {
 }
 
 fn reference() -> Value {
-    serde_json::from_slice(&std::fs::read(fixtures().join("reference.json")).unwrap()).unwrap()
+    reference_in(&fixtures())
+}
+
+fn reference_in(fixtures: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(fixtures.join("reference.json")).unwrap()).unwrap()
 }
 
 fn assert_matches_reference(run: &Run, max_length: u64, splits: &[&str]) {
-    let reference = reference();
-    let tokenizer_blake3 = blake3::hash(&std::fs::read(tokenizer_fixture()).unwrap())
+    assert_matches_reference_in(&fixtures(), run, max_length, splits)
+}
+
+/// The run's tensors hold the ids of `fixtures`' reference.json, made by
+/// Python `tokenizers` with `fixtures`' tokenizer.json.
+fn assert_matches_reference_in(fixtures: &Path, run: &Run, max_length: u64, splits: &[&str]) {
+    let reference = reference_in(fixtures);
+    let tokenizer_blake3 = blake3::hash(&std::fs::read(fixtures.join("tokenizer.json")).unwrap())
         .to_hex()
         .to_string();
     let metrics = run.metrics();
@@ -182,6 +199,25 @@ fn ids_offsets_and_labels_equal_python_tokenizers_at_128_and_512() {
             std::fs::read(run.tokens().join("tokenizer.json")).unwrap(),
             std::fs::read(tokenizer_fixture()).unwrap(),
             "the tokenizer is copied beside the tensors as it is"
+        );
+    }
+}
+
+/// The byte-level pre-tokenizer splits by a regular expression with a
+/// lookahead (`\s+(?!\S)`): the regex engine `tokenizers` is built with
+/// (fancy-regex, docs/ARCHITECTURE.md) must split as Python's does.
+#[test]
+fn a_byte_level_tokenizer_whose_regex_looks_ahead_gives_python_tokenizers_ids() {
+    let dataset = fixtures().join("dataset");
+    let tokenizer = bytelevel_fixtures().join("tokenizer.json");
+    for max_length in [128, 512] {
+        let run = run_tokenize(params(&dataset, &tokenizer, max_length), 2);
+        assert!(run.success, "{:?}", run.events);
+        assert_matches_reference_in(
+            &bytelevel_fixtures(),
+            &run,
+            max_length,
+            &["train", "val", "test"],
         );
     }
 }
