@@ -9,7 +9,12 @@
 #
 #   scripts/bench/train_throughput.sh            # 32x64 and 16x128
 # Env: ROUNDS (default 5), ITERS (steps per measurement, default 8),
-#      SHAPES (default "32x64 16x128").
+#      SHAPES (default "32x64 16x128"), BEFORE (another model_throughput
+#      binary, an earlier build or other codegen settings, timed in the
+#      same rounds as a third side: e.g. torch-sys at -O0,
+#      `CARGO_TARGET_DIR=/tmp/o0 cargo build --release -p pipe-train
+#      --example model_throughput --config
+#      'profile.release.package.torch-sys.opt-level=0'`).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -39,11 +44,21 @@ for shape in $shapes; do
     seq=${shape#*x}
     pipe_runs=()
     hf_runs=()
+    before_runs=()
     for round in $(seq "$rounds"); do
         pipe_runs+=("$(PIPE_BENCH_MASK=none "$ours" "$model" "$batch" "$seq" "$iters" train | tokens_per_s)")
+        if [[ -n ${BEFORE:-} ]]; then
+            before_runs+=("$(PIPE_BENCH_MASK=none "$BEFORE" "$model" "$batch" "$seq" "$iters" train | tokens_per_s)")
+        fi
         hf_runs+=("$(.venv/bin/python scripts/bench/model_bench.py "$model" "$batch" "$seq" "$iters" train 2>/dev/null | tokens_per_s)")
-        echo "  $shape round $round: pipe ${pipe_runs[-1]}, transformers ${hf_runs[-1]} tokens/s" >&2
+        echo "  $shape round $round: pipe ${pipe_runs[-1]}${BEFORE:+, before ${before_runs[-1]}}, transformers ${hf_runs[-1]} tokens/s" >&2
     done
+    if [[ -n ${BEFORE:-} ]]; then
+        before_median=$(printf '%s\n' "${before_runs[@]}" | median)
+        pipe_median=$(printf '%s\n' "${pipe_runs[@]}" | median)
+        awk -v s="$shape" -v p="$pipe_median" -v b="$before_median" \
+            'BEGIN {printf "%s: pipe %d tokens/s, BEFORE %d tokens/s: %.3f of pipe\n", s, p, b, b / p}'
+    fi
     pipe_median=$(printf '%s\n' "${pipe_runs[@]}" | median)
     hf_median=$(printf '%s\n' "${hf_runs[@]}" | median)
     awk -v s="$shape" -v p="$pipe_median" -v h="$hf_median" -v r="$rounds" \
