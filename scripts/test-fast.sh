@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The contributor's inner loop: every test that needs neither libtorch nor
 # Chromium, an S3 server or Slurm, in the same target/ as the whole suite.
-# Warm, about 3 minutes on 2 cores (172 s on 2026-12-07); the whole suite is
+# Warm, about 2 minutes on 2 cores (118 s and 124 s on 2026-12-07, quiet); the whole suite is
 # scripts/test.sh, which CI runs.
 #
 #   scripts/test-fast.sh [TESTNAME-FILTER]
