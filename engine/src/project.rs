@@ -161,10 +161,7 @@ impl Project {
         let mut relative = PathBuf::new();
         for dir in start.ancestors() {
             for name in DEFAULT_PIPELINE_FILES {
-                // Not only a regular file: a FIFO or a link to a device
-                // there is found, and refused by name where it is read,
-                // never taken for "no pipe.yaml".
-                if std::fs::metadata(dir.join(name)).is_ok_and(|found| !found.is_dir()) {
+                if crate::project_files::yaml::present(&dir.join(name)) {
                     return Some(relative.join(name));
                 }
             }

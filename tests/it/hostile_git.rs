@@ -12,7 +12,7 @@ use pipe_test_support::{git, TestProject};
 
 use crate::untrusted_files::{pipe, Finished};
 
-fn mkfifo(path: &Path) {
+pub(crate) fn mkfifo(path: &Path) {
     let _ = std::fs::remove_file(path);
     let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.

@@ -12,14 +12,8 @@ use std::path::Path;
 
 use pipe_test_support::TestProject;
 
+use crate::hostile_git::mkfifo;
 use crate::untrusted_files::pipe;
-
-fn mkfifo(path: &Path) {
-    let _ = std::fs::remove_file(path);
-    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
-}
 
 fn link_to_dev_zero(path: &Path) {
     let _ = std::fs::remove_file(path);
@@ -51,29 +45,27 @@ fn assert_refused(project: &TestProject, file: &str, what: &str) {
     assert!(finished.peak_rss < 1 << 30, "{} bytes", finished.peak_rss);
 }
 
+/// `file` as a FIFO, then as a link to `/dev/zero`: each refused as
+/// `assert_refused` says, with `fifo` and `device` in its words.
+fn assert_fifo_and_device_refused(file: &str, fifo: &str, device: &str) {
+    let project = project();
+    mkfifo(&project.path(file));
+    assert_refused(&project, file, fifo);
+    link_to_dev_zero(&project.path(file));
+    assert_refused(&project, file, device);
+}
+
 #[test]
 fn a_pipeline_file_that_is_a_fifo_or_a_link_to_a_device_is_refused_without_waiting() {
-    let project = project();
-    mkfifo(&project.path("pipe.yaml"));
-    assert_refused(&project, "pipe.yaml", "not a regular file");
-    link_to_dev_zero(&project.path("pipe.yaml"));
-    assert_refused(&project, "pipe.yaml", "not a regular file");
+    assert_fifo_and_device_refused("pipe.yaml", "not a regular file", "not a regular file");
 }
 
 #[test]
 fn a_params_file_that_is_a_fifo_or_a_link_to_a_device_is_refused_without_waiting() {
-    let project = project();
-    mkfifo(&project.path("params.yaml"));
-    assert_refused(&project, "params.yaml", "a FIFO");
-    link_to_dev_zero(&project.path("params.yaml"));
-    assert_refused(&project, "params.yaml", "a device");
+    assert_fifo_and_device_refused("params.yaml", "a FIFO", "a device");
 }
 
 #[test]
 fn a_settings_file_that_is_a_fifo_or_a_link_to_a_device_is_refused_without_waiting() {
-    let project = project();
-    mkfifo(&project.path("pipe.config.yaml"));
-    assert_refused(&project, "pipe.config.yaml", "a FIFO");
-    link_to_dev_zero(&project.path("pipe.config.yaml"));
-    assert_refused(&project, "pipe.config.yaml", "a device");
+    assert_fifo_and_device_refused("pipe.config.yaml", "a FIFO", "a device");
 }

@@ -141,15 +141,7 @@ fn init_never_overwrites_and_adds_only_missing_ignore_lines() {
 #[test]
 fn git_adds_the_projects_files_and_none_of_what_pipe_keeps() {
     let project = TestProject::new();
-    let git = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .current_dir(project.root())
-            .args(args)
-            .output()
-            .expect("git");
-        assert!(output.status.success(), "git {args:?}: {output:?}");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let git = |args: &[&str]| pipe_test_support::git(project.root(), args);
     git(&["init", "-q"]);
     let output = init(project.root(), &["--template", "commands"]);
     assert!(output.status.success(), "{output:?}");

@@ -396,10 +396,7 @@ fn load_params(
         .map(|entry| entry.key_span);
     let params_file = file.with_file_name("params.yaml");
     let mut params_file_id = None;
-    // Not only a regular file: a FIFO or a device there is refused by
-    // name, never read as "no params".
-    let present = std::fs::metadata(&params_file).is_ok_and(|found| !found.is_dir());
-    if present && params_file.file_name() != file.file_name() {
+    if yaml::present(&params_file) && params_file.file_name() != file.file_name() {
         match read_source(&params_override::readable(&params_file, project_root)) {
             Err(EngineError::Spec(found)) => {
                 diagnostics.extend(found);

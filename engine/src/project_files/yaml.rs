@@ -27,6 +27,14 @@ pub(crate) fn read_bounded(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Whether a project's YAML file is at `path` for its reader to take or
+/// refuse: anything but a directory, so that a FIFO or a link to a device
+/// there is refused by name ([`read_bounded`]), never read as "no such
+/// file".
+pub(crate) fn present(path: &std::path::Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|found| !found.is_dir())
+}
+
 /// [`read_bounded`] as text; not UTF-8 is an `InvalidData` error. A
 /// file past the limit comes back longer than it (its last character may
 /// be cut: the caller refuses it by its length, not its text).
