@@ -7,7 +7,19 @@
 // C++ exceptions never unwind into Rust (guarded.h): errors come back as a
 // nonzero code with the message copied into the caller's buffer.
 
-#include <ATen/ATen.h>
+// One header per operator called, not <ATen/ATen.h> (every operator): 5.5 s
+// of g++ (-O1) for this file instead of 12.6 s, on the training worker's
+// first build. A call to an operator not included fails to compile.
+#include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_fused_adamw.h>
+#include <ATen/ops/_foreach_zero.h>
+#include <ATen/ops/_foreach_norm.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_amp_foreach_non_finite_check_and_unscale.h>
 #include <c10/core/GradMode.h>
 
 #include <cstdint>

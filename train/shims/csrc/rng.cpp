@@ -6,9 +6,13 @@
 // torch.cuda.get_rng_state / set_rng_state. tch binds neither.
 //
 // C++ exceptions never unwind into Rust (guarded.h).
+//
+// The headers of what is used, not <ATen/ATen.h>: that one declares every
+// operator and took this file from 3.4 s to 9.2 s of g++ (-O1), on the
+// training worker's first build.
 
-#include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/Generator.h>
 
 #include <mutex>
