@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """transformers + PyTorch side of scripts/bench/gpu_train.sh on a GPU: the
-same training step as stages/examples/model_throughput.rs (fresh weights from
+same training step as train/examples/model_throughput.rs (fresh weights from
 CONFIG_DIR/config.json, random ids from 1000 up, no padding mask, dropout on,
 cross-entropy, backward, AdamW lr 5e-5 weight decay 0.01) under the same
 precision as Lightning's: `bf16-mixed` and `16-mixed` are torch.autocast

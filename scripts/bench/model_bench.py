@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""transformers + PyTorch side of stages/examples/model_throughput.rs:
+"""transformers + PyTorch side of train/examples/model_throughput.rs:
 the same work at the same shapes, for a like-for-like figure on the same
 machine: the forward (fp32, eval, no_grad, no padding), or with `train` a
 training step (dropout on, cross-entropy, backward, torch.optim.AdamW at lr

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark: training throughput (tokens/s) of MiniLM-L6 with AdamW at fixed
-# shapes, pipe's model code on tch (stages/examples/model_throughput.rs)
+# shapes, pipe's model code on tch (train/examples/model_throughput.rs)
 # against transformers 4.57.6 + PyTorch 2.11 eager
 # (scripts/bench/model_bench.py), the same work on both sides: fp32,
 # dropout as configured (0.1), cross-entropy, backward, AdamW (lr 5e-5,
